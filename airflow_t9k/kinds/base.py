@@ -1,0 +1,228 @@
+"""What every job kind tells the reconcile core, and the defaults most kinds share.
+
+A kind module is pure: it turns a job (a plain dict, as read from the API) into replica
+specs, pod customisations, children and rules. It never talks to a cluster and never
+imports Airflow, so the same module serves the controller, the operators and the tests.
+"""
+
+from __future__ import annotations
+
+import copy
+from dataclasses import dataclass, field
+from typing import Any, ClassVar
+
+from airflow_t9k.api.resources import JobResource
+
+Obj = dict[str, Any]
+Rule = dict[str, list[int]]
+
+LABEL_PREFIX = "batch.tensorstack.dev"
+LABEL_JOB = f"{LABEL_PREFIX}/job-name"
+LABEL_KIND = f"{LABEL_PREFIX}/job-kind"
+LABEL_TYPE = f"{LABEL_PREFIX}/replica-type"
+LABEL_RANK = f"{LABEL_PREFIX}/replica-index"
+LABEL_MANAGED_BY = "app.kubernetes.io/managed-by"
+MANAGED_BY = "airflow-t9k"
+ANNOTATION_RESTARTS = f"{LABEL_PREFIX}/restart-count"
+
+RESTART_POLICIES = ("Never", "OnFailure", "Always")
+DEFAULT_RESTART_LIMIT = 3
+DEBUG_COMMAND = ["sleep", "inf"]
+
+
+class InvalidSpec(Exception):
+    """The job cannot run as written; the message names the field and the problem."""
+
+
+@dataclass(frozen=True)
+class RestartPolicy:
+    policy: str = "Never"
+    limit: int = 0
+
+    def allows(self, succeeded: bool, restarts_done: int) -> bool:
+        if restarts_done >= self.limit:
+            return False
+        if self.policy == "Always":
+            return True
+        return self.policy == "OnFailure" and not succeeded
+
+
+@dataclass(frozen=True)
+class ReplicaSpec:
+    type: str
+    replicas: int
+    template: Obj
+    restart: RestartPolicy = field(default_factory=RestartPolicy)
+
+
+@dataclass(frozen=True)
+class ModeOverride:
+    """How Debug mode or a resume replaces a replica's entrypoint."""
+
+    command: list[str] | None = None
+    args: list[str] | None = None
+    skip_init_containers: bool = False
+
+
+class JobKind:
+    """Base behaviour; a kind module subclasses it and overrides what differs."""
+
+    resource: ClassVar[JobResource]
+    # The container that trains; debug and resume overrides apply to it.
+    training_container: ClassVar[str | None] = None
+    supports_debug: ClassVar[bool] = True
+    supports_pause: ClassVar[bool] = True
+
+    # -- identity -------------------------------------------------------------------
+    def pod_name(self, job: Obj, rtype: str, rank: int) -> str:
+        return f"{job['metadata']['name']}-{rtype}-{rank}"
+
+    def service_name(self, job: Obj, rtype: str, rank: int) -> str:
+        return f"{job['metadata']['name']}-{rtype}-{rank}"
+
+    # -- spec -----------------------------------------------------------------------
+    def replica_specs(self, job: Obj) -> list[ReplicaSpec]:
+        raise NotImplementedError
+
+    def validate(self, job: Obj) -> None:
+        """Raise InvalidSpec for what the CRD schema cannot express."""
+        specs = self.replica_specs(job)
+        seen: set[str] = set()
+        for spec in specs:
+            if spec.type in seen:
+                raise InvalidSpec(f"replica type {spec.type!r} appears more than once in replicaSpecs")
+            seen.add(spec.type)
+            if spec.replicas < 0:
+                raise InvalidSpec(f"replicaSpecs[{spec.type}].replicas must be >= 0, got {spec.replicas}")
+            containers = (spec.template.get("spec") or {}).get("containers") or []
+            if not containers:
+                raise InvalidSpec(f"replicaSpecs[{spec.type}].template.spec.containers is empty")
+        counts = {s.type: s.replicas for s in specs}
+        for field_name, rules in (("successRules", self.success_rules(job)), ("failureRules", self.failure_rules(job))):
+            check_rules(field_name, rules, counts)
+        for mode in ("debug", "pause"):
+            entries = mode_entries(job, mode)
+            for entry in entries:
+                if entry.get("type") not in counts:
+                    key = "replicaSpecs" if mode == "debug" else "resumeSpecs"
+                    raise InvalidSpec(
+                        f"runMode.{mode}.{key} names replica type {entry.get('type')!r}, "
+                        f"which is not in replicaSpecs ({', '.join(counts)})"
+                    )
+        if debug_enabled(job) and not self.supports_debug:
+            raise InvalidSpec(f"{self.resource.kind} does not support Debug mode (runMode.debug)")
+        if pause_enabled(job) and not self.supports_pause:
+            raise InvalidSpec(f"{self.resource.kind} does not support Pause mode (runMode.pause)")
+
+    def success_rules(self, job: Obj) -> list[Rule]:
+        """Default: every replica of every type has completed."""
+        return [{s.type: list(range(s.replicas)) for s in self.replica_specs(job) if s.replicas}]
+
+    def failure_rules(self, job: Obj) -> list[Rule]:
+        """Default: any replica has failed for good (each replica is its own rule)."""
+        return [{s.type: [r]} for s in self.replica_specs(job) for r in range(s.replicas)]
+
+    def deciding_types(self, job: Obj) -> set[str] | None:
+        """Types whose outcome decides the job; None means rules decide."""
+        return None
+
+    # -- children -------------------------------------------------------------------
+    def service_ports(self, job: Obj) -> list[Obj]:
+        return []
+
+    def wants_services(self, job: Obj, rtype: str) -> bool:
+        return bool(self.service_ports(job))
+
+    def customize_pod(self, job: Obj, spec: ReplicaSpec, rank: int, pod: Obj) -> None:
+        """Inject the kind's env, volumes and command into ``pod`` (in place)."""
+
+    def extra_children(self, job: Obj) -> list[Obj]:
+        """ConfigMaps the kind needs besides pods and services (e.g. a hostfile)."""
+        return []
+
+    def ssh_secret_name(self, job: Obj) -> str | None:
+        """Name of a generated SSH key Secret, for kinds that launch over SSH."""
+        return None
+
+    def debug_default(self, rtype: str) -> ModeOverride:
+        return ModeOverride(command=list(DEBUG_COMMAND), args=[])
+
+    def cleanup_types(self, job: Obj) -> tuple[str, set[str]] | None:
+        """Override clean-up: (policy, types). None means spec.cleanUpPolicy for all types."""
+        return None
+
+
+# -- helpers shared by kinds --------------------------------------------------------
+
+
+def check_rules(field_name: str, rules: list[Rule], counts: dict[str, int]) -> None:
+    for i, rule in enumerate(rules):
+        if not isinstance(rule, dict) or not rule:
+            raise InvalidSpec(f"{field_name}[{i}] must be a non-empty map of replica type to ranks")
+        for rtype, ranks in rule.items():
+            if rtype not in counts:
+                raise InvalidSpec(
+                    f"{field_name}[{i}] names replica type {rtype!r}, which is not in replicaSpecs "
+                    f"({', '.join(counts) or 'none'})"
+                )
+            if not isinstance(ranks, list) or not ranks:
+                raise InvalidSpec(f"{field_name}[{i}].{rtype} must be a non-empty list of ranks")
+            for rank in ranks:
+                if not isinstance(rank, int) or isinstance(rank, bool) or not 0 <= rank < counts[rtype]:
+                    raise InvalidSpec(
+                        f"{field_name}[{i}].{rtype} has rank {rank!r}, but {rtype} has "
+                        f"{counts[rtype]} replica(s) (ranks 0..{counts[rtype] - 1})"
+                    )
+
+
+def run_mode(job: Obj) -> Obj:
+    return (job.get("spec") or {}).get("runMode") or {}
+
+
+def debug_enabled(job: Obj) -> bool:
+    return bool((run_mode(job).get("debug") or {}).get("enabled"))
+
+
+def pause_enabled(job: Obj) -> bool:
+    return bool((run_mode(job).get("pause") or {}).get("enabled"))
+
+
+def mode_entries(job: Obj, mode: str) -> list[Obj]:
+    section = run_mode(job).get(mode) or {}
+    return list(section.get("replicaSpecs" if mode == "debug" else "resumeSpecs") or [])
+
+
+def parse_restart_policy(raw: Any) -> RestartPolicy:
+    """GenericJob's ``{policy, limit}``; absent means no restarts."""
+    if raw is None:
+        return RestartPolicy("Never", 0)
+    if isinstance(raw, str):
+        raw = {"policy": raw}
+    policy = raw.get("policy", "OnFailure")
+    if policy not in RESTART_POLICIES:
+        raise InvalidSpec(f"restartPolicy.policy must be one of {', '.join(RESTART_POLICIES)}, got {policy!r}")
+    limit = raw.get("limit", DEFAULT_RESTART_LIMIT if policy != "Never" else 0)
+    if not isinstance(limit, int) or limit < 0:
+        raise InvalidSpec(f"restartPolicy.limit must be a non-negative integer, got {limit!r}")
+    return RestartPolicy(policy, limit)
+
+
+def container_named(pod_spec: Obj, name: str | None) -> Obj | None:
+    containers = pod_spec.get("containers") or []
+    if name is None:
+        return containers[0] if containers else None
+    for c in containers:
+        if c.get("name") == name:
+            return c
+    return None
+
+
+def set_env(container: Obj, values: dict[str, str]) -> None:
+    """Set env vars, replacing any of the same name (the controller's values win)."""
+    env = [e for e in container.get("env") or [] if e.get("name") not in values]
+    env.extend({"name": k, "value": v} for k, v in values.items())
+    container["env"] = env
+
+
+def deep(obj: Obj) -> Obj:
+    return copy.deepcopy(obj)

@@ -1,0 +1,297 @@
+#!/usr/bin/env bash
+# A real local Kubernetes control plane without Docker: etcd, kube-apiserver,
+# kube-controller-manager, kube-scheduler and kwok (simulated nodes), all built
+# from the Go module proxy and run as plain processes.
+#
+#   scripts/local-cluster.sh up       build on first use, start, wait until nodes are Ready
+#   scripts/local-cluster.sh down     stop exactly what `up` started (saved PIDs); idempotent
+#   scripts/local-cluster.sh status   what runs
+#   scripts/local-cluster.sh env      prints `export KUBECONFIG=...`
+#   scripts/local-cluster.sh build    only build (or check the cache)
+#
+# Binaries are cached under ~/.cache/airflow-t9k/k8s-<version>/bin and rebuilt only
+# when the pinned version changes. State (PKI, logs, PIDs, etcd data) lives in
+# .local-cluster/ in the checkout.
+set -euo pipefail
+
+ROOT=$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)
+K8S_VERSION=v1.36.3
+KWOK_VERSION=v0.8.0
+ETCD_MODULE_VERSION=v3.6.13
+GO_MIN=1.26
+CACHE=${T9K_CLUSTER_CACHE:-$HOME/.cache/airflow-t9k}
+BIN=$CACHE/k8s-$K8S_VERSION/bin
+STATE=${T9K_CLUSTER_STATE:-$ROOT/.local-cluster}
+PKI=$STATE/pki
+KC=$STATE/kubeconfig
+NODES=${T9K_CLUSTER_NODES:-2}
+
+# Ports are unusual on purpose so a developer's own cluster is left alone.
+P_ETCD=${T9K_PORT_ETCD:-32379}
+P_ETCD_PEER=${T9K_PORT_ETCD_PEER:-32380}
+P_ETCD_METRICS=${T9K_PORT_ETCD_METRICS:-32381}
+P_API=${T9K_PORT_APISERVER:-36443}
+P_KCM=${T9K_PORT_KCM:-30257}
+P_SCHED=${T9K_PORT_SCHEDULER:-30259}
+P_KWOK=${T9K_PORT_KWOK:-30247}
+P_KWOK_METRICS=${T9K_PORT_KWOK_METRICS:-30248}
+
+COMPONENTS=(etcd kube-apiserver kube-controller-manager kube-scheduler kwok)
+
+log() { echo "[local-cluster] $*" >&2; }
+die() { log "error: $*"; exit 1; }
+
+pid_alive() { [[ -f $STATE/pids/$1 ]] && kill -0 "$(cat "$STATE/pids/$1")" 2>/dev/null; }
+
+port_in_use() { (exec 3<>"/dev/tcp/127.0.0.1/$1") 2>/dev/null; }
+
+check_go() {
+  command -v go >/dev/null || die "Go is not installed; the local cluster is built from source (Go >= $GO_MIN). Install Go, or set T9K_TEST_KUBECONFIG / KUBECONFIG to use an existing cluster."
+  local v
+  v=$(go env GOVERSION | sed 's/^go//')
+  if ! printf '%s\n%s\n' "$GO_MIN" "$v" | sort -V -C; then
+    die "Go $v is too old: building Kubernetes $K8S_VERSION and kwok $KWOK_VERSION needs Go >= $GO_MIN"
+  fi
+}
+
+ldflags() {
+  local minor d out="-s -w"
+  minor=$(echo "$K8S_VERSION" | cut -d. -f2)
+  d=$(date -u +%Y-%m-%dT%H:%M:%SZ)
+  for p in k8s.io/component-base/version k8s.io/client-go/pkg/version; do
+    out+=" -X $p.gitVersion=$K8S_VERSION -X $p.gitMajor=1 -X $p.gitMinor=$minor -X $p.gitTreeState=clean -X $p.buildDate=$d"
+  done
+  echo "$out"
+}
+
+run_build() {  # name, log file, command...
+  local name=$1 logf=$2; shift 2
+  log "building $name (log: $logf)"
+  if ! "$@" >"$logf" 2>&1; then
+    log "build of $name failed; last lines of $logf:"
+    tail -30 "$logf" >&2
+    exit 1
+  fi
+}
+
+built() {
+  [[ "$("$BIN/kube-apiserver" --version 2>/dev/null)" == "Kubernetes $K8S_VERSION" ]] &&
+    [[ -x $BIN/kube-controller-manager && -x $BIN/kube-scheduler && -x $BIN/kubectl ]] &&
+    [[ -x $BIN/etcd && -f $BIN/etcd.version && "$(cat "$BIN/etcd.version")" == "$ETCD_MODULE_VERSION" ]] &&
+    [[ -x $BIN/kwok && -f $BIN/kwok.version && "$(cat "$BIN/kwok.version")" == "$KWOK_VERSION" ]] &&
+    [[ -f $BIN/kwok-stages.yaml ]]
+}
+
+build() {
+  built && return 0
+  check_go
+  mkdir -p "$BIN" "$CACHE/logs"
+  export GOTOOLCHAIN=local CGO_ENABLED=0
+  local t0=$SECONDS
+  if [[ "$("$BIN/kube-apiserver" --version 2>/dev/null)" != "Kubernetes $K8S_VERSION" ]]; then
+    run_build "Kubernetes $K8S_VERSION" "$CACHE/logs/build-k8s.log" \
+      bash -c "cd '$ROOT/tools/k8s' && go build -trimpath -tags selinux,notest,grpcnotrace -ldflags '$(ldflags)' -o '$BIN/' \
+        k8s.io/kubernetes/cmd/kube-apiserver k8s.io/kubernetes/cmd/kube-controller-manager \
+        k8s.io/kubernetes/cmd/kube-scheduler k8s.io/kubernetes/cmd/kubectl"
+  fi
+  if [[ ! -x $BIN/etcd || "$(cat "$BIN/etcd.version" 2>/dev/null)" != "$ETCD_MODULE_VERSION" ]]; then
+    run_build "etcd $ETCD_MODULE_VERSION" "$CACHE/logs/build-etcd.log" \
+      bash -c "cd '$ROOT/tools/etcd' && go build -trimpath -o '$BIN/etcd' go.etcd.io/etcd/server/v3"
+    echo "$ETCD_MODULE_VERSION" >"$BIN/etcd.version"
+  fi
+  if [[ ! -x $BIN/kwok || "$(cat "$BIN/kwok.version" 2>/dev/null)" != "$KWOK_VERSION" ]]; then
+    run_build "kwok $KWOK_VERSION" "$CACHE/logs/build-kwok.log" \
+      bash -c "cd /tmp && GOBIN='$BIN' go install sigs.k8s.io/kwok/cmd/kwok@$KWOK_VERSION"
+    echo "$KWOK_VERSION" >"$BIN/kwok.version"
+  fi
+  # kwok's own node and pod stages ship in its module; copy them next to the binary
+  # once so `up` never depends on the module cache.
+  local kdir
+  kdir=$(cd /tmp && go mod download -json "sigs.k8s.io/kwok@$KWOK_VERSION" | python3 -c 'import json,sys;print(json.load(sys.stdin)["Dir"])')
+  for f in node/fast/node-initialize node/heartbeat-with-lease/node-heartbeat-with-lease pod/fast/pod-ready pod/fast/pod-delete; do
+    cat "$kdir/kustomize/stage/$f.yaml"
+    echo '---'
+  done >"$BIN/kwok-stages.yaml"
+  log "build finished in $((SECONDS - t0))s; $(du -sh "$BIN" | cut -f1) in $BIN"
+}
+
+make_pki() {
+  mkdir -p "$PKI"
+  (
+    cd "$PKI"
+    openssl req -x509 -newkey rsa:2048 -nodes -days 3650 -subj /CN=airflow-t9k-local-ca \
+      -keyout ca.key -out ca.crt -addext basicConstraints=critical,CA:TRUE \
+      -addext keyUsage=critical,keyCertSign,cRLSign 2>/dev/null
+    openssl req -newkey rsa:2048 -nodes -subj /CN=kube-apiserver -keyout apiserver.key -out apiserver.csr 2>/dev/null
+    printf '%s\n' 'subjectAltName=IP:127.0.0.1,IP:10.96.0.1,DNS:localhost,DNS:kubernetes,DNS:kubernetes.default,DNS:kubernetes.default.svc,DNS:kubernetes.default.svc.cluster.local' \
+      'keyUsage=critical,digitalSignature,keyEncipherment' 'extendedKeyUsage=serverAuth' 'basicConstraints=critical,CA:FALSE' \
+      'authorityKeyIdentifier=keyid,issuer' >san.ext
+    openssl x509 -req -in apiserver.csr -CA ca.crt -CAkey ca.key -CAcreateserial -days 3650 \
+      -extfile san.ext -out apiserver.crt 2>/dev/null
+    openssl genrsa -out sa.key 2048 2>/dev/null
+    openssl rsa -in sa.key -pubout -out sa.pub 2>/dev/null
+    openssl rand -hex 24 >token
+    echo "$(cat token),admin,admin,\"system:masters\"" >tokens.csv
+    chmod 600 ./*.key token tokens.csv
+  )
+}
+
+write_kubeconfig() {
+  umask 077
+  cat >"$KC" <<EOF
+apiVersion: v1
+kind: Config
+clusters:
+- name: airflow-t9k-local
+  cluster:
+    server: https://127.0.0.1:$P_API
+    certificate-authority: $PKI/ca.crt
+users:
+- name: admin
+  user:
+    token: $(cat "$PKI/token")
+contexts:
+- name: airflow-t9k-local
+  context: {cluster: airflow-t9k-local, user: admin}
+current-context: airflow-t9k-local
+EOF
+}
+
+start() {  # name, command...
+  local n=$1; shift
+  nohup "$@" >"$STATE/logs/$n.log" 2>&1 &
+  echo $! >"$STATE/pids/$n"
+}
+
+wait_for() {  # name, seconds, check command...
+  local n=$1 limit=$2; shift 2
+  local deadline=$((SECONDS + limit))
+  while ((SECONDS < deadline)); do
+    if "$@" >/dev/null 2>&1; then return 0; fi
+    if ! pid_alive "$n"; then
+      log "$n exited while starting; last lines of $STATE/logs/$n.log:"
+      tail -40 "$STATE/logs/$n.log" >&2
+      exit 1
+    fi
+    sleep 0.25
+  done
+  log "$n did not become ready within ${limit}s; last lines of $STATE/logs/$n.log:"
+  tail -40 "$STATE/logs/$n.log" >&2
+  exit 1
+}
+
+kubectl_() { "$BIN/kubectl" --kubeconfig "$KC" "$@"; }
+
+node_manifest() {
+  cat <<EOF
+apiVersion: v1
+kind: Node
+metadata:
+  name: kwok-node-$1
+  annotations: {kwok.x-k8s.io/node: fake, node.alpha.kubernetes.io/ttl: "0"}
+  labels: {kubernetes.io/hostname: kwok-node-$1, kubernetes.io/os: linux, kubernetes.io/arch: amd64, type: kwok}
+status:
+  capacity: {cpu: "64", memory: 512Gi, pods: "500", nvidia.com/gpu: "8"}
+  allocatable: {cpu: "64", memory: 512Gi, pods: "500", nvidia.com/gpu: "8"}
+EOF
+}
+
+up() {
+  if pid_alive kube-apiserver; then
+    log "already running; 'down' first to restart"
+    return 0
+  fi
+  down_quiet
+  build
+  local t0=$SECONDS
+  for p in "$P_ETCD" "$P_ETCD_PEER" "$P_ETCD_METRICS" "$P_API" "$P_KCM" "$P_SCHED" "$P_KWOK" "$P_KWOK_METRICS"; do
+    port_in_use "$p" && die "port $p is in use by another process; stop it or set the T9K_PORT_* variables (see scripts/local-cluster.sh)"
+  done
+  rm -rf "$STATE"
+  mkdir -p "$STATE"/{logs,pids,etcd}
+  make_pki
+  write_kubeconfig
+  cat "$BIN/kwok-stages.yaml" "$ROOT/scripts/kwok/sim-stages.yaml" >"$STATE/kwok-stages.yaml"
+
+  start etcd "$BIN/etcd" --name=n0 --data-dir="$STATE/etcd" --unsafe-no-fsync \
+    --listen-client-urls="http://127.0.0.1:$P_ETCD" --advertise-client-urls="http://127.0.0.1:$P_ETCD" \
+    --listen-peer-urls="http://127.0.0.1:$P_ETCD_PEER" --initial-advertise-peer-urls="http://127.0.0.1:$P_ETCD_PEER" \
+    --initial-cluster="n0=http://127.0.0.1:$P_ETCD_PEER" --listen-metrics-urls="http://127.0.0.1:$P_ETCD_METRICS"
+  wait_for etcd 30 curl -fs "http://127.0.0.1:$P_ETCD/health"
+
+  start kube-apiserver "$BIN/kube-apiserver" --etcd-servers="http://127.0.0.1:$P_ETCD" \
+    --bind-address=127.0.0.1 --advertise-address=127.0.0.1 --secure-port="$P_API" --endpoint-reconciler-type=none \
+    --cert-dir="$PKI" --tls-cert-file="$PKI/apiserver.crt" --tls-private-key-file="$PKI/apiserver.key" \
+    --client-ca-file="$PKI/ca.crt" --token-auth-file="$PKI/tokens.csv" --authorization-mode=Node,RBAC \
+    --service-account-issuer=https://kubernetes.default.svc.cluster.local \
+    --service-account-key-file="$PKI/sa.pub" --service-account-signing-key-file="$PKI/sa.key" \
+    --service-cluster-ip-range=10.96.0.0/16 --allow-privileged=true \
+    --kubelet-preferred-address-types=InternalIP --kubelet-certificate-authority="$PKI/ca.crt" \
+    --enable-priority-and-fairness=false --max-requests-inflight=2000 --max-mutating-requests-inflight=1000
+  wait_for kube-apiserver 90 curl -fs --cacert "$PKI/ca.crt" "https://127.0.0.1:$P_API/readyz"
+
+  start kube-controller-manager "$BIN/kube-controller-manager" --kubeconfig="$KC" --leader-elect=false \
+    --bind-address=127.0.0.1 --secure-port="$P_KCM" --controllers='*' --use-service-account-credentials=false \
+    --service-account-private-key-file="$PKI/sa.key" --root-ca-file="$PKI/ca.crt" \
+    --kube-api-qps=200 --kube-api-burst=400
+  start kube-scheduler "$BIN/kube-scheduler" --kubeconfig="$KC" --leader-elect=false \
+    --bind-address=127.0.0.1 --secure-port="$P_SCHED" --kube-api-qps=200 --kube-api-burst=400
+  start kwok "$BIN/kwok" --kubeconfig="$KC" --config="$STATE/kwok-stages.yaml" --manage-all-nodes=true \
+    --node-lease-duration-seconds=40 --cidr=10.244.0.0/16 --node-ip=127.0.0.1 --node-port="$P_KWOK" \
+    --server-address="127.0.0.1:$P_KWOK_METRICS" \
+    --tls-cert-file="$PKI/apiserver.crt" --tls-private-key-file="$PKI/apiserver.key"
+
+  local i
+  for ((i = 0; i < NODES; i++)); do node_manifest "$i"; echo '---'; done | kubectl_ apply -f - >/dev/null
+  wait_for kube-controller-manager 60 kubectl_ -n default get serviceaccount default
+  wait_for kube-scheduler 60 curl -fsk "https://127.0.0.1:$P_SCHED/healthz"
+  wait_for kwok 90 bash -c "[[ \$('$BIN/kubectl' --kubeconfig '$KC' get nodes -l type=kwok -o jsonpath='{range .items[*]}{.status.conditions[?(@.type==\"Ready\")].status}{\"\\n\"}{end}' | grep -c True) -ge $NODES ]]"
+  # The not-ready taint is removed by KCM's node-lifecycle controller a moment later.
+  wait_for kube-controller-manager 60 bash -c "! '$BIN/kubectl' --kubeconfig '$KC' get nodes -o jsonpath='{.items[*].spec.taints}' | grep -q not-ready"
+  log "ready in $((SECONDS - t0))s: $NODES kwok nodes; export KUBECONFIG=$KC"
+}
+
+down_quiet() {
+  local n pid stopped=()
+  [[ -d $STATE/pids ]] || return 0
+  for n in kwok kube-scheduler kube-controller-manager kube-apiserver etcd; do
+    [[ -f $STATE/pids/$n ]] || continue
+    pid=$(cat "$STATE/pids/$n")
+    if kill -0 "$pid" 2>/dev/null; then
+      kill "$pid" 2>/dev/null || true
+      stopped+=("$n:$pid")
+    fi
+    rm -f "$STATE/pids/$n"
+  done
+  for entry in "${stopped[@]}"; do
+    pid=${entry#*:}
+    for _ in $(seq 40); do kill -0 "$pid" 2>/dev/null || break; sleep 0.25; done
+    kill -9 "$pid" 2>/dev/null || true
+  done
+  ((${#stopped[@]})) && log "stopped ${stopped[*]}"
+  return 0
+}
+
+status() {
+  local n any=0
+  for n in "${COMPONENTS[@]}"; do
+    if pid_alive "$n"; then
+      echo "$n: running (pid $(cat "$STATE/pids/$n"))"
+      any=1
+    else
+      echo "$n: stopped"
+    fi
+  done
+  if ((any)) && [[ -f $KC ]]; then kubectl_ get nodes 2>/dev/null || true; fi
+  ((any))
+}
+
+case ${1:-} in
+  up) up ;;
+  down) down_quiet ;;
+  status) status ;;
+  env) echo "export KUBECONFIG=$KC" ;;
+  build) build ;;
+  bin) echo "$BIN" ;;
+  *) echo "usage: $0 up|down|status|env|build|bin" >&2; exit 2 ;;
+esac

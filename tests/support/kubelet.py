@@ -1,0 +1,96 @@
+"""Set a pod's terminal state the way a kubelet would, through ``pods/status``.
+
+Pods on kwok nodes never run code; integration tests use this to decide exactly how one
+replica ends (phase, exit code, reason, restart count), where the annotation-driven kwok
+stages are too coarse.
+"""
+
+from __future__ import annotations
+
+from datetime import datetime, timezone
+from typing import Any
+
+from kubernetes import client
+
+# Reasons a kubelet puts on the container (the first two) or on the pod (Evicted).
+CONTAINER_REASONS = {"Error", "OOMKilled", "Completed", "ContainerCannotRun", "DeadlineExceeded"}
+POD_REASONS = {"Evicted"}
+
+
+def _now() -> str:
+    return datetime.now(timezone.utc).strftime("%Y-%m-%dT%H:%M:%SZ")
+
+
+def terminal_status(
+    pod: client.V1Pod,
+    *,
+    phase: str,
+    exit_code: int,
+    reason: str | None = None,
+    restart_count: int = 0,
+    message: str | None = None,
+) -> dict[str, Any]:
+    """The ``status`` a kubelet reports for a pod whose containers all ended."""
+    if phase not in ("Succeeded", "Failed"):
+        raise ValueError(f"a terminal phase is Succeeded or Failed, not {phase!r}")
+    if reason is not None and reason not in CONTAINER_REASONS | POD_REASONS:
+        raise ValueError(f"unknown reason {reason!r}")
+    now = _now()
+    container_reason = reason if reason in CONTAINER_REASONS else ("Completed" if exit_code == 0 else "Error")
+    started = now
+    for cs in (pod.status.container_statuses or []) if pod.status else []:
+        if cs.state and cs.state.running and cs.state.running.started_at:
+            started = cs.state.running.started_at.strftime("%Y-%m-%dT%H:%M:%SZ")
+    statuses = [
+        {
+            "name": c.name,
+            "image": c.image,
+            "ready": False,
+            "started": False,
+            "restartCount": restart_count,
+            "state": {
+                "terminated": {
+                    "exitCode": exit_code,
+                    "reason": container_reason,
+                    "message": message or "",
+                    "startedAt": started,
+                    "finishedAt": now,
+                }
+            },
+        }
+        for c in pod.spec.containers
+    ]
+    ready_reason = "PodCompleted" if phase == "Succeeded" else "PodFailed"
+    status: dict[str, Any] = {
+        "phase": phase,
+        "conditions": [
+            {"type": "Ready", "status": "False", "reason": ready_reason, "lastTransitionTime": now},
+            {"type": "ContainersReady", "status": "False", "reason": ready_reason, "lastTransitionTime": now},
+        ],
+        "containerStatuses": statuses,
+    }
+    if reason in POD_REASONS:
+        status["reason"] = reason
+        status["message"] = message or "The node was low on resource: memory."
+    return status
+
+
+def set_pod_terminated(
+    api: client.CoreV1Api,
+    namespace: str,
+    name: str,
+    *,
+    phase: str = "Failed",
+    exit_code: int = 1,
+    reason: str | None = None,
+    restart_count: int = 0,
+    message: str | None = None,
+) -> client.V1Pod:
+    """Patch ``pods/status`` so the pod reads back as a kubelet would have left it."""
+    pod = api.read_namespaced_pod(name, namespace)
+    body = {
+        "status": terminal_status(
+            pod, phase=phase, exit_code=exit_code, reason=reason, restart_count=restart_count, message=message
+        )
+    }
+    return api.patch_namespaced_pod_status(name, namespace, body)
