@@ -1,0 +1,73 @@
+"""What a plan asks the I/O layer to do. Plain data, compared in tests."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import Any
+
+Obj = dict[str, Any]
+
+
+@dataclass(frozen=True)
+class Create:
+    """Create a child; an AlreadyExists answer means an earlier reconcile already did."""
+
+    manifest: Obj
+
+    @property
+    def kind(self) -> str:
+        return str(self.manifest["kind"])
+
+    @property
+    def name(self) -> str:
+        return str(self.manifest["metadata"]["name"])
+
+
+@dataclass(frozen=True)
+class CreateSSHSecret:
+    """Create a Secret holding a fresh SSH key pair (keys are random, so the I/O layer makes them)."""
+
+    manifest: Obj
+
+    @property
+    def name(self) -> str:
+        return str(self.manifest["metadata"]["name"])
+
+
+@dataclass(frozen=True)
+class Delete:
+    """Delete a child gracefully; NotFound means it is already gone."""
+
+    kind: str
+    name: str
+    uid: str | None = None
+
+
+@dataclass(frozen=True)
+class Emit:
+    """A Kubernetes Event on the job."""
+
+    type: str  # Normal | Warning
+    reason: str
+    message: str
+
+
+Action = Create | CreateSSHSecret | Delete
+
+
+@dataclass(frozen=True)
+class Plan:
+    actions: tuple[Action, ...] = ()
+    status: Obj = field(default_factory=dict)
+    events: tuple[Emit, ...] = ()
+    requeue_after: float | None = None
+
+    def creates(self, kind: str | None = None) -> list[str]:
+        return [a.name for a in self.actions if isinstance(a, Create | CreateSSHSecret) and (kind is None or _kind(a) == kind)]
+
+    def deletes(self, kind: str | None = None) -> list[str]:
+        return [a.name for a in self.actions if isinstance(a, Delete) and (kind is None or a.kind == kind)]
+
+
+def _kind(a: Create | CreateSSHSecret) -> str:
+    return "Secret" if isinstance(a, CreateSSHSecret) else a.kind

@@ -1,0 +1,334 @@
+"""``plan(job, observed, now)``: decide what to create and delete, and what the status is.
+
+The order of decisions, for a job that has not finished:
+
+1. an invalid spec fails the job with a condition naming the problem, and touches nothing;
+2. Pause mode deletes every pod (phase ``Paused``);
+3. otherwise failure rules, then success rules, are checked against the replicas'
+   outcomes (Debug mode skips this); a job whose replicas have all ended without
+   satisfying a rule fails rather than hanging;
+4. missing children are created, and failed replicas whose restart policy allows it are
+   deleted, to be recreated under the same name by a later pass;
+5. a job that just finished applies its clean-up policy.
+
+A finished job is only cleaned up; its phase never changes again.
+"""
+
+from __future__ import annotations
+
+import json
+from dataclasses import dataclass
+from datetime import datetime
+
+from airflow_t9k.controller.reconcile.actions import Action, Create, CreateSSHSecret, Delete, Emit, Plan
+from airflow_t9k.controller.reconcile.desired import (
+    Slot,
+    build_extra,
+    build_pod,
+    build_service,
+    build_ssh_secret,
+    check_names,
+    scheduler_settings,
+    slots,
+)
+from airflow_t9k.controller.reconcile.observe import Observed, is_deleting, pod_phase
+from airflow_t9k.controller.reconcile.status import (
+    FINISHED,
+    StatusBuilder,
+    aggregate,
+    failure_detail,
+    replica_entry,
+    replica_phase,
+)
+from airflow_t9k.kinds.base import (
+    ANNOTATION_RESTARTS,
+    LABEL_TYPE,
+    InvalidSpec,
+    JobKind,
+    Obj,
+    Rule,
+    debug_enabled,
+    pause_enabled,
+)
+from airflow_t9k.kinds.registry import get_kind
+
+
+@dataclass
+class SlotState:
+    slot: Slot
+    pod: Obj | None
+    restarts: int
+    creating: bool = False
+
+    @property
+    def phase(self) -> str | None:
+        if self.pod is None or is_deleting(self.pod):
+            return None
+        return pod_phase(self.pod)
+
+
+def plan(job: Obj, observed: Observed, now: datetime) -> Plan:
+    kind = get_kind(job["kind"])
+    sb = StatusBuilder(job.get("status"), now)
+    if job["metadata"].get("deletionTimestamp"):
+        return Plan(status=sb.old)
+    try:
+        kind.validate(job)
+        check_names(kind, job)
+        slot_list = slots(kind, job)
+        resumed = sb.condition("Paused") is not None
+        # Render every pod now, so a bad variable fails the job before anything is created.
+        rendered = {s.pod_name: build_pod(kind, job, s, 0, resumed) for s in slot_list}
+    except InvalidSpec as exc:
+        return _invalid(sb, str(exc))
+
+    states = [SlotState(s, observed.pods.get(s.pod_name), _restarts(s, observed, sb)) for s in slot_list]
+    if sb.old_phase in FINISHED:
+        actions = _cleanup(kind, job, observed)
+        _write_tasks(sb, kind, job, states, finished=True)
+        return Plan(tuple(actions), sb.new)
+
+    events: list[Emit] = []
+    actions: list[Action] = []
+    _note_scheduler(sb, job, events)
+    if pause_enabled(job):
+        actions += [Delete("Pod", n, _uid(p)) for n, p in observed.pods.items() if not is_deleting(p)]
+        sb.set_phase("Paused")
+        sb.set_condition("Paused", True, "Paused", "The job is paused: all replicas have been deleted or are being deleted.")
+        sb.set_condition("Running", False, "Paused", "The job is paused.")
+        _write_tasks(sb, kind, job, states, finished=True)
+        return _finish_plan(sb, actions, events)
+
+    debug = debug_enabled(job)
+    outcome = None if debug else _decide(kind, job, states)
+    children = _ensure_children(kind, job, observed, slot_list)
+    actions += children
+    if outcome is not None:
+        phase, reason, message = outcome
+        actions += _cleanup(kind, job, observed)
+        _finish(sb, phase, reason, message)
+    else:
+        actions += _replicas(observed, states, rendered, events, debug)
+        _progress(sb, states, children_missing=any(not isinstance(a, Delete) for a in children))
+    _replica_failure(sb, states)
+    _write_tasks(sb, kind, job, states, finished=outcome is not None)
+    return _finish_plan(sb, actions, events)
+
+
+# -- decisions ------------------------------------------------------------------------
+
+
+def _restarts(slot: Slot, observed: Observed, sb: StatusBuilder) -> int:
+    recorded = 0
+    for task in sb.old.get("tasks") or []:
+        for entry in task.get("status") or []:
+            if entry.get("name") == slot.pod_name:
+                recorded = int(entry.get("restartCount") or 0)
+    pod = observed.pods.get(slot.pod_name)
+    on_pod = int(((pod or {}).get("metadata", {}).get("annotations") or {}).get(ANNOTATION_RESTARTS, 0) or 0)
+    return max(recorded, on_pod)
+
+
+def _decide(kind: JobKind, job: Obj, states: list[SlotState]) -> tuple[str, str, str] | None:
+    succeeded = {(s.slot.type, s.slot.rank) for s in states if s.phase == "Succeeded"}
+    failed_for_good = {
+        (s.slot.type, s.slot.rank)
+        for s in states
+        if s.phase == "Failed" and not s.slot.spec.restart.allows(False, s.restarts)
+    }
+    if rule := _satisfied(kind.failure_rules(job), failed_for_good):
+        return "Failed", "FailureRule", f"The job is failed with rule: {_fmt(rule)}"
+    if rule := _satisfied(kind.success_rules(job), succeeded):
+        return "Succeeded", "SuccessRule", f"The job has finished successfully with rule: {_fmt(rule)}"
+    ended = succeeded | failed_for_good
+    restartable = any(
+        s.phase in ("Succeeded", "Failed") and s.slot.spec.restart.allows(s.phase == "Succeeded", s.restarts)
+        for s in states
+    )
+    if states and len(ended) == len(states) and not restartable:
+        return "Failed", "NoRuleSatisfied", "All replicas have ended, but no success rule was satisfied."
+    return None
+
+
+def _satisfied(rules: list[Rule], done: set[tuple[str, int]]) -> Rule | None:
+    for rule in rules:
+        if all((t, r) in done for t, ranks in rule.items() for r in ranks):
+            return rule
+    return None
+
+
+def _fmt(rule: Rule) -> str:
+    return json.dumps(rule, separators=(", ", ": "))
+
+
+# -- actions --------------------------------------------------------------------------
+
+
+def _ensure_children(kind: JobKind, job: Obj, observed: Observed, slot_list: list[Slot]) -> list[Action]:
+    actions: list[Action] = []
+    secret = kind.ssh_secret_name(job)
+    if secret and secret not in observed.secrets:
+        actions.append(CreateSSHSecret(build_ssh_secret(job, secret)))
+    for extra in kind.extra_children(job):
+        if extra["metadata"]["name"] not in observed.configmaps:
+            actions.append(Create(build_extra(job, extra)))
+    wanted = set()
+    for slot in slot_list:
+        if kind.wants_services(job, slot.type):
+            svc = build_service(kind, job, slot)
+            wanted.add(svc["metadata"]["name"])
+            if svc["metadata"]["name"] not in observed.services:
+                actions.append(Create(svc))
+    actions += [Delete("Service", n, _uid(s)) for n, s in observed.services.items() if n not in wanted]
+    return actions
+
+
+def _replicas(
+    observed: Observed, states: list[SlotState], rendered: dict[str, Obj], events: list[Emit], debug: bool
+) -> list[Action]:
+    actions: list[Action] = []
+    wanted = {s.slot.pod_name for s in states}
+    for s in states:
+        if s.pod is None:
+            pod = rendered[s.slot.pod_name]
+            pod["metadata"]["annotations"][ANNOTATION_RESTARTS] = str(s.restarts)
+            actions.append(Create(pod))
+            s.creating = True
+            continue
+        if debug or s.phase not in ("Succeeded", "Failed"):
+            continue
+        policy = s.slot.spec.restart
+        if policy.allows(s.phase == "Succeeded", s.restarts):
+            s.restarts += 1
+            actions.append(Delete("Pod", s.slot.pod_name, _uid(s.pod)))
+            what = "failed with " + failure_detail(s.pod) if s.phase == "Failed" else "completed"
+            events.append(
+                Emit("Warning" if s.phase == "Failed" else "Normal", "ReplicaRestarting",
+                     f"Replica {s.slot.pod_name} {what}; restarting ({s.restarts}/{policy.limit}, policy {policy.policy}).")
+            )  # fmt: skip
+    # Pods of replicas that no longer exist in the spec (e.g. replicas lowered).
+    actions += [Delete("Pod", n, _uid(p)) for n, p in observed.pods.items() if n not in wanted and not is_deleting(p)]
+    return actions
+
+
+def _cleanup(kind: JobKind, job: Obj, observed: Observed) -> list[Action]:
+    override = kind.cleanup_types(job)
+    if override is not None:
+        policy, types = override
+    else:
+        policy, types = (job.get("spec") or {}).get("cleanUpPolicy") or "None", None
+    if policy not in ("All", "Unfinished"):
+        return []
+
+    def in_scope(obj: Obj) -> bool:
+        return types is None or (obj["metadata"].get("labels") or {}).get(LABEL_TYPE) in types
+
+    actions: list[Action] = []
+    for name, pod in observed.pods.items():
+        if is_deleting(pod) or not in_scope(pod):
+            continue
+        if policy == "All" or pod_phase(pod) in ("Pending", "Running", "Unknown"):
+            actions.append(Delete("Pod", name, _uid(pod)))
+    actions += [Delete("Service", n, _uid(s)) for n, s in observed.services.items() if in_scope(s)]
+    return actions
+
+
+# -- status ---------------------------------------------------------------------------
+
+
+def _invalid(sb: StatusBuilder, message: str) -> Plan:
+    if sb.old_phase in FINISHED:
+        return Plan(status=sb.old)
+    _finish(sb, "Failed", "InvalidSpec", f"Invalid spec: {message}")
+    return _finish_plan(sb, [], [])
+
+
+def _finish(sb: StatusBuilder, phase: str, reason: str, message: str) -> None:
+    sb.set_phase(phase)
+    succeeded = phase == "Succeeded"
+    sb.set_condition("Completed", succeeded, reason, message)
+    sb.set_condition("Failed", not succeeded, reason, message)
+    sb.set_condition("Running", False, phase, f"The job has {'succeeded' if succeeded else 'failed'}.")
+
+
+def _progress(sb: StatusBuilder, states: list[SlotState], children_missing: bool) -> None:
+    all_exist = all(s.pod is not None and not s.creating for s in states)
+    if all_exist and not children_missing and not sb.is_true("Initialized"):
+        sb.set_condition("Initialized", True, "Initialized", "The job has been initialized successfully.")
+    elif sb.condition("Initialized") is None:
+        sb.set_condition("Initialized", False, "Creating", "Creating the job's replicas.")
+    started = all_exist and all(s.phase not in (None, "Pending") for s in states)
+    old = sb.old_phase
+    if old in ("Paused", "Resuming"):
+        sb.set_condition("Paused", False, "Resumed", "The job has been resumed.")
+        phase = "Running" if started and all(s.phase == "Running" for s in states) else "Resuming"
+    elif old == "Running" or started:
+        phase = "Running"  # restarts do not send a running job back to Pending
+    else:
+        phase = "Pending"
+    sb.set_phase(phase)
+    if phase == "Running":
+        sb.set_condition("Running", True, "Running", "The job is running.")
+    else:
+        sb.set_condition("Running", False, phase, f"The job is {phase.lower()}.")
+
+
+def _replica_failure(sb: StatusBuilder, states: list[SlotState]) -> None:
+    failed = [s for s in states if s.phase == "Failed"]
+    if failed:
+        detail = "; ".join(f"{s.slot.pod_name}: {failure_detail(s.pod)}" for s in failed)
+        sb.set_condition("ReplicaFailure", True, "ReplicaFailed", f"Replicas failed: {detail}")
+    elif sb.condition("ReplicaFailure") is not None or sb.is_true("Initialized"):
+        sb.set_condition("ReplicaFailure", False, "AllReplicasHealthy", "All pods are running normally.")
+
+
+def _note_scheduler(sb: StatusBuilder, job: Obj, events: list[Emit]) -> None:
+    sched = scheduler_settings(job)
+    if not sched:
+        return
+    message = (
+        f"spec.scheduler.t9kScheduler (queue {sched.get('queue', 'default')!r}, priority {sched.get('priority', 'unset')}) "
+        "is recorded on the pods, but this cluster has no T9k Scheduler: queue admission and priority are not "
+        "enforced and pods use the default scheduler."
+    )
+    if sb.set_condition("QueueAdmission", False, "NotEnforced", message):
+        events.append(Emit("Warning", "QueueNotEnforced", message))
+
+
+def _write_tasks(sb: StatusBuilder, kind: JobKind, job: Obj, states: list[SlotState], finished: bool) -> None:
+    tasks: list[Obj] = []
+    entries: list[Obj] = []
+    for s in states:
+        phase = replica_phase(s.pod, s.creating, deleted=finished)
+        entry = replica_entry(s.slot.pod_name, s.pod, phase, s.restarts)
+        entries.append(entry)
+        if not tasks or tasks[-1]["type"] != s.slot.type:
+            tasks.append({"type": s.slot.type, "restartCount": 0, "status": []})
+        tasks[-1]["status"].append(entry)
+        tasks[-1]["restartCount"] += s.restarts
+    sb.new["tasks"] = tasks
+    sb.new["aggregate"] = aggregate(entries)
+    generation = job["metadata"].get("generation")
+    if generation is not None:
+        sb.new["observedGeneration"] = generation
+
+
+def _finish_plan(sb: StatusBuilder, actions: list[Action], events: list[Emit]) -> Plan:
+    new_phase = sb.new.get("phase")
+    if new_phase != sb.old_phase:
+        message = _phase_message(sb)
+        events.insert(0, Emit("Warning" if new_phase == "Failed" else "Normal", str(new_phase), message))
+    return Plan(tuple(actions), sb.new, tuple(events))
+
+
+def _phase_message(sb: StatusBuilder) -> str:
+    phase = sb.new.get("phase")
+    for type_ in ("Failed", "Completed", "Paused"):
+        c = sb.condition(type_)
+        if c and c["status"] == "True" and phase in ("Failed", "Succeeded", "Paused"):
+            return str(c["message"])
+    return f"The job is {str(phase).lower()}."
+
+
+def _uid(obj: Obj) -> str | None:
+    return obj.get("metadata", {}).get("uid")

@@ -1,0 +1,58 @@
+"""GenericJob (seed 001): typed replicas, variable substitution, rules, services."""
+
+from __future__ import annotations
+
+from airflow_t9k.api.resources import RESOURCES
+from airflow_t9k.kinds.base import InvalidSpec, JobKind, Obj, ReplicaSpec, Rule, parse_restart_policy
+from airflow_t9k.kinds.variables import Context, substitute_container
+
+
+class GenericJob(JobKind):
+    resource = RESOURCES["GenericJob"]
+
+    def replica_specs(self, job: Obj) -> list[ReplicaSpec]:
+        out = []
+        for i, raw in enumerate((job.get("spec") or {}).get("replicaSpecs") or []):
+            if not isinstance(raw, dict) or not raw.get("type"):
+                raise InvalidSpec(f"replicaSpecs[{i}].type is required")
+            replicas = raw.get("replicas", 1)
+            if not isinstance(replicas, int) or isinstance(replicas, bool):
+                raise InvalidSpec(f"replicaSpecs[{i}].replicas must be an integer, got {replicas!r}")
+            template = raw.get("template")
+            if not isinstance(template, dict):
+                raise InvalidSpec(f"replicaSpecs[{i}].template is required")
+            out.append(ReplicaSpec(raw["type"], replicas, template, parse_restart_policy(raw.get("restartPolicy"))))
+        if not out:
+            raise InvalidSpec("spec.replicaSpecs must list at least one replica type")
+        return out
+
+    def success_rules(self, job: Obj) -> list[Rule]:
+        rules = (job.get("spec") or {}).get("successRules")
+        return list(rules) if rules else super().success_rules(job)
+
+    def failure_rules(self, job: Obj) -> list[Rule]:
+        rules = (job.get("spec") or {}).get("failureRules")
+        return list(rules) if rules else super().failure_rules(job)
+
+    def service_ports(self, job: Obj) -> list[Obj]:
+        service = (job.get("spec") or {}).get("service")
+        return list((service or {}).get("ports") or [])
+
+    def validate(self, job: Obj) -> None:
+        super().validate(job)
+        names = [p.get("name") for p in self.service_ports(job)]
+        if len(set(names)) != len(names):
+            raise InvalidSpec("spec.service.ports has duplicate port names")
+
+    def customize_pod(self, job: Obj, spec: ReplicaSpec, rank: int, pod: Obj) -> None:
+        service = (job.get("spec") or {}).get("service")
+        ctx = Context(
+            job_name=job["metadata"]["name"],
+            rtype=spec.type,
+            rank=rank,
+            replicas={s.type: s.replicas for s in self.replica_specs(job)},
+            ports={p["name"]: p["port"] for p in self.service_ports(job)} if service else None,
+        )
+        for key in ("initContainers", "containers"):
+            for c in pod["spec"].get(key) or []:
+                substitute_container(c, ctx, f"replicaSpecs[{spec.type}].template.spec.{key}[{c.get('name')}]")

@@ -1,0 +1,16 @@
+"""Kind name -> kind module. The controller reconciles exactly the kinds listed here."""
+
+from __future__ import annotations
+
+from airflow_t9k.kinds.base import JobKind
+from airflow_t9k.kinds.colossalai import ColossalAIJob
+from airflow_t9k.kinds.generic import GenericJob
+
+KINDS: dict[str, JobKind] = {k.resource.kind: k for k in (GenericJob(), ColossalAIJob())}
+
+
+def get_kind(kind: str) -> JobKind:
+    try:
+        return KINDS[kind]
+    except KeyError:
+        raise KeyError(f"no reconciler for kind {kind!r}; reconciled kinds: {', '.join(sorted(KINDS))}") from None

@@ -1,0 +1,95 @@
+"""Builders for jobs and observed pods, so test tables stay short."""
+
+from __future__ import annotations
+
+import copy
+from datetime import datetime, timezone
+from typing import Any
+
+from airflow_t9k.controller.reconcile import Observed, Plan, plan
+
+Obj = dict[str, Any]
+NOW = datetime(2026, 11, 25, 12, 0, 0, tzinfo=timezone.utc)
+
+
+def generic(name: str = "job", *types: tuple[str, int], **spec: Any) -> Obj:
+    types = types or (("worker", 2),)
+    job = {
+        "apiVersion": "batch.tensorstack.dev/v1beta1",
+        "kind": "GenericJob",
+        "metadata": {"name": name, "namespace": "ns", "uid": f"uid-{name}", "generation": 1},
+        "spec": {
+            "replicaSpecs": [
+                {"type": t, "replicas": n, "template": {"spec": {"containers": [{"name": "main", "image": "img", "command": ["train"]}]}}}
+                for t, n in types
+            ],
+            **spec,
+        },
+    }
+    return job
+
+
+def restart(job: Obj, policy: str, limit: int | None = None, rtype: str | None = None) -> Obj:
+    job = copy.deepcopy(job)
+    for rs in job["spec"]["replicaSpecs"]:
+        if rtype is None or rs["type"] == rtype:
+            rs["restartPolicy"] = {"policy": policy} | ({} if limit is None else {"limit": limit})
+    return job
+
+
+def colossal(name: str = "cai", workers: int = 2, **extra: Any) -> Obj:
+    spec = {
+        "ssh": {"authMountPath": "/root/.ssh", "sshdPath": "/usr/sbin/sshd"},
+        "launcher": {"image": "hpcaitech/colossalai:0.3.0", "workingDir": "/workspace", "env": [], "resources": {"limits": {"cpu": 1}}},
+        "worker": {
+            "replicas": workers,
+            "procPerWorker": 2,
+            "command": ["train.py", "arg1"],
+            "torchArgs": [],
+            "template": {"spec": {"containers": [{"name": "worker", "image": "hpcaitech/colossalai:0.3.0", "command": ["ignored"]}]}},
+        },
+    }
+    spec.update(extra)
+    return {
+        "apiVersion": "batch.tensorstack.dev/v1beta1",
+        "kind": "ColossalAIJob",
+        "metadata": {"name": name, "namespace": "ns", "uid": f"uid-{name}", "generation": 1},
+        "spec": spec,
+    }
+
+
+def pod(name: str, phase: str = "Running", exit_code: int | None = None, restarts: int = 0, rtype: str | None = None,
+        deleting: bool = False, reason: str | None = None) -> Obj:  # fmt: skip
+    state: Obj = {"running": {}}
+    if exit_code is not None:
+        state = {"terminated": {"exitCode": exit_code, **({"reason": reason} if reason else {})}}
+    meta: Obj = {
+        "name": name,
+        "uid": f"uid-{name}",
+        "annotations": {"batch.tensorstack.dev/restart-count": str(restarts)},
+        "labels": {"batch.tensorstack.dev/replica-type": rtype or name.split("-")[-2]},
+    }
+    if deleting:
+        meta["deletionTimestamp"] = "2026-11-25T12:00:00Z"
+    return {"kind": "Pod", "metadata": meta, "status": {"phase": phase, "containerStatuses": [{"name": "main", "state": state}]}}
+
+
+def service(name: str, rtype: str = "worker") -> Obj:
+    return {"kind": "Service", "metadata": {"name": name, "uid": f"uid-{name}", "labels": {"batch.tensorstack.dev/replica-type": rtype}}}
+
+
+def run(job: Obj, *objects: Obj, status: Obj | None = None) -> Plan:
+    job = copy.deepcopy(job)
+    if status is not None:
+        job["status"] = status
+    return plan(job, Observed.of(*objects), NOW)
+
+
+def cond(p: Plan, type_: str) -> Obj | None:
+    return next((c for c in p.status.get("conditions", []) if c["type"] == type_), None)
+
+
+def settle(job: Obj, *objects: Obj) -> Plan:
+    """Plan twice, feeding the first status back, as the controller does after a write."""
+    first = run(job, *objects)
+    return run(job, *objects, status=first.status)

@@ -1,0 +1,88 @@
+"""plan() for ColossalAIJob: launcher, SSH workers, hostfile, launcher-decided outcome."""
+
+from __future__ import annotations
+
+import pytest
+
+from airflow_t9k.controller.reconcile import Create, CreateSSHSecret
+from tests.builders import colossal, cond, pod, run, service
+
+L, W0, W1 = "cai-launcher", "cai-worker-0", "cai-worker-1"
+
+
+def manifests(p, kind):
+    return {a.name: a.manifest for a in p.actions if isinstance(a, Create) and a.kind == kind}
+
+
+def test_creates_launcher_workers_services_secret_and_hostfile():
+    p = run(colossal())
+    assert p.creates("Pod") == [L, W0, W1]
+    assert p.creates("Service") == [W0, W1]
+    assert [a.name for a in p.actions if isinstance(a, CreateSSHSecret)] == ["cai-ssh"]
+    assert manifests(p, "ConfigMap")["cai-hostfile"]["data"]["hostfile"] == "cai-worker-0\ncai-worker-1\n"
+
+
+def test_workers_run_sshd_with_the_key_mounted():
+    worker = manifests(run(colossal()), "Pod")[W0]
+    main = worker["spec"]["containers"][0]
+    assert main["command"] == ["/usr/sbin/sshd", "-D", "-e"]
+    assert {"name": "t9k-ssh", "mountPath": "/root/.ssh"} in main["volumeMounts"]
+    secret_vol = next(v for v in worker["spec"]["volumes"] if v["name"] == "t9k-ssh")
+    assert secret_vol["secret"] == {"secretName": "cai-ssh", "defaultMode": 0o600}
+
+
+def test_launcher_runs_colossalai_with_its_settings():
+    job = colossal(worker={**colossal()["spec"]["worker"], "torchArgs": ["--max_restarts=2"]})
+    launcher = manifests(run(job), "Pod")[L]
+    main = launcher["spec"]["containers"][0]
+    assert main["image"] == "hpcaitech/colossalai:0.3.0"
+    assert main["workingDir"] == "/workspace"
+    assert main["resources"] == {"limits": {"cpu": 1}}
+    script = main["command"][2]
+    assert main["command"][:2] == ["bash", "-c"]
+    assert ("colossalai run --nproc_per_node 2 --hostfile /etc/t9k/hostfile --master_addr cai-worker-0 "
+            "--master_port 29500 --extra_launch_args max_restarts=2 train.py arg1") in script  # fmt: skip
+    assert "ssh -o BatchMode=yes" in script  # waits for every worker's sshd first
+
+
+@pytest.mark.parametrize(
+    ("launcher", "workers", "phase"),
+    [
+        (pod(L, "Succeeded", 0, rtype="launcher"), [pod(W0), pod(W1)], "Succeeded"),
+        (pod(L, "Failed", 1, rtype="launcher"), [pod(W0), pod(W1)], "Failed"),
+        (pod(L, rtype="launcher"), [pod(W0, "Failed", 1), pod(W1)], "Running"),
+    ],
+    ids=["launcher-succeeds", "launcher-fails", "worker-failure-alone-decides-nothing"],
+)
+def test_launcher_decides(launcher, workers, phase):
+    p = run(colossal(), launcher, *workers, status={"phase": "Running"})
+    assert p.status["phase"] == phase
+    assert p.deletes("Pod") == []  # no restarts, and cleanUpWorkers is off
+
+
+def test_clean_up_workers_deletes_workers_and_their_services_only():
+    job = colossal(runPolicy={"cleanUpWorkers": True})
+    objs = [pod(L, "Succeeded", 0, rtype="launcher"), pod(W0), pod(W1), service(W0), service(W1)]
+    p = run(job, *objs, status={"phase": "Running"})
+    assert p.deletes("Pod") == [W0, W1]
+    assert p.deletes("Service") == [W0, W1]
+
+
+def test_debug_keeps_worker_sshd_and_parks_the_launcher():
+    ps = manifests(run(colossal(runMode={"debug": {"enabled": True}})), "Pod")
+    assert ps[L]["spec"]["containers"][0]["command"] == ["sleep", "inf"]
+    assert ps[W0]["spec"]["containers"][0]["command"] == ["/usr/sbin/sshd", "-D", "-e"]
+
+
+def test_status_lists_launcher_and_worker_tasks():
+    p = run(colossal(), pod(L, rtype="launcher"), pod(W0), pod(W1))
+    assert [t["type"] for t in p.status["tasks"]] == ["launcher", "worker"]
+    assert [r["name"] for r in p.status["tasks"][1]["status"]] == [W0, W1]
+    assert p.status["phase"] == "Running"
+    assert cond(p, "Initialized")["status"] == "False"  # secret, hostfile and services not observed yet
+
+
+def test_pause_deletes_launcher_and_workers():
+    p = run(colossal(runMode={"pause": {"enabled": True}}), pod(L, rtype="launcher"), pod(W0), pod(W1), status={"phase": "Running"})
+    assert p.deletes("Pod") == [L, W0, W1]
+    assert p.status["phase"] == "Paused"
