@@ -16,8 +16,22 @@ from airflow_t9k import __version__
 def build_parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(prog="airflow-t9k", description=__doc__.splitlines()[0])
     parser.add_argument("--version", action="version", version=f"airflow-t9k {__version__}")
-    parser.add_subparsers(dest="command", metavar="COMMAND")
+    sub = parser.add_subparsers(dest="command", metavar="COMMAND")
+    crds = sub.add_parser("crds", help="print the CustomResourceDefinitions of every job kind as YAML")
+    crds.set_defaults(func=_crds)
+    from airflow_t9k.controller.cli import add_controller_parser
+
+    add_controller_parser(sub)
     return parser
+
+
+def _crds(args: argparse.Namespace) -> int:
+    import yaml
+
+    from airflow_t9k.controller.crds import all_crds
+
+    sys.stdout.write(yaml.safe_dump_all(all_crds(), sort_keys=False))
+    return 0
 
 
 def main(argv: Sequence[str] | None = None) -> int:

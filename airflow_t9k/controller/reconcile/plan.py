@@ -332,3 +332,17 @@ def _phase_message(sb: StatusBuilder) -> str:
 
 def _uid(obj: Obj) -> str | None:
     return obj.get("metadata", {}).get("uid")
+
+
+def rejected(job: Obj, status: Obj, problems: list[str], now: datetime) -> tuple[Obj, list[Emit]]:
+    """The status after the API server refused a child outright (HTTP 400/422).
+
+    The CRD schema keeps pod templates open, so a template the API server can never accept
+    is found only when the pod is created; the job fails with that message instead of
+    retrying forever.
+    """
+    sb = StatusBuilder(status, now)
+    sb.old = dict(job.get("status") or {})
+    _finish(sb, "Failed", "InvalidSpec", "Invalid spec: " + "; ".join(problems))
+    plan = _finish_plan(sb, [], [])
+    return plan.status, list(plan.events)

@@ -1,0 +1,267 @@
+"""CustomResourceDefinitions for every T9k job kind.
+
+Schemas are structural and validate what the seed documents define (enums, minimums,
+required fields, duplicate replica types, immutable ``resumeSpecs``); pod templates,
+``status`` and fields the documents leave open are kept unpruned. The CRDs carry our
+``managed-by`` label, which is how the controller tells them from the T9k platform's own.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from airflow_t9k.api.resources import RESOURCES, JobResource
+from airflow_t9k.kinds.base import LABEL_MANAGED_BY, MANAGED_BY, RESTART_POLICIES
+
+S = dict[str, Any]
+
+DNS_LABEL = r"^[a-z0-9]([-a-z0-9]*[a-z0-9])?$"
+
+
+def obj(properties: S | None = None, required: list[str] | None = None, open_: bool = False, **extra: Any) -> S:
+    out: S = {"type": "object"}
+    if properties:
+        out["properties"] = properties
+    if required:
+        out["required"] = required
+    if open_:
+        out["x-kubernetes-preserve-unknown-fields"] = True
+    out.update(extra)
+    return out
+
+
+def arr(items: S, **extra: Any) -> S:
+    return {"type": "array", "items": items, **extra}
+
+
+def string(**extra: Any) -> S:
+    return {"type": "string", **extra}
+
+
+def integer(minimum: int | None = None, **extra: Any) -> S:
+    out: S = {"type": "integer", **extra}
+    if minimum is not None:
+        out["minimum"] = minimum
+    return out
+
+
+def boolean() -> S:
+    return {"type": "boolean"}
+
+
+def enum(*values: str) -> S:
+    return {"type": "string", "enum": list(values)}
+
+
+OPEN = obj(open_=True)
+STRINGS = arr(string())
+
+POD_TEMPLATE = obj(
+    {
+        "metadata": OPEN,
+        "spec": obj(
+            {"containers": arr(obj({"name": string()}, ["name"], open_=True), minItems=1)},
+            ["containers"],
+            open_=True,
+        ),
+    },
+    ["spec"],
+    open_=True,
+)
+
+REPLICA_TYPE = string(pattern=DNS_LABEL, maxLength=40)
+
+SCHEDULER = obj({"t9kScheduler": obj({"queue": string(), "priority": integer(0)})})
+
+MODE_ENTRY = {"type": REPLICA_TYPE, "skipInitContainer": boolean(), "command": STRINGS}
+RUN_MODE = obj(
+    {
+        "debug": obj({"enabled": boolean(), "replicaSpecs": arr(obj(MODE_ENTRY, ["type"]))}),
+        "pause": obj(
+            {"enabled": boolean(), "resumeSpecs": arr(obj({**MODE_ENTRY, "args": STRINGS}, ["type"]))},
+            **{
+                "x-kubernetes-validations": [
+                    {
+                        "rule": "has(self.resumeSpecs) == has(oldSelf.resumeSpecs) && "
+                        "(!has(self.resumeSpecs) || self.resumeSpecs == oldSelf.resumeSpecs)",
+                        "message": "runMode.pause.resumeSpecs is immutable; set it before pausing",
+                    }
+                ]
+            },
+        ),
+        "elastic": OPEN,
+    }
+)
+
+RULES = arr(obj(additionalProperties=arr(integer(0), minItems=1)))
+
+CLEANUP = enum("All", "None", "Unfinished")
+RUN_POLICY = obj(
+    {"activeDeadlineSeconds": integer(1), "backoffLimit": integer(0), "cleanUpPolicy": CLEANUP},
+    open_=True,
+)
+
+
+def replica_specs(type_schema: S, restart: S, extra: S | None = None) -> S:
+    item = obj(
+        {"type": type_schema, "replicas": integer(0, default=1), "restartPolicy": restart, "template": POD_TEMPLATE, **(extra or {})},
+        ["type", "template"],
+    )
+    return arr(item, minItems=1, **{"x-kubernetes-list-type": "map", "x-kubernetes-list-map-keys": ["type"]})
+
+
+TRAINING_RESTART = enum("Never", "OnFailure", "Always", "ExitCode")
+ELASTIC = obj(
+    {"enabled": boolean(), "minReplicas": integer(1), "maxReplicas": integer(1), "expectedReplicas": integer(0)},
+    **{"x-kubernetes-validations": [
+        {"rule": "!has(self.minReplicas) || !has(self.maxReplicas) || self.minReplicas <= self.maxReplicas",
+         "message": "elastic.minReplicas must not exceed elastic.maxReplicas"},
+    ]},
+)  # fmt: skip
+
+
+def common(**fields: S) -> S:
+    return {"scheduler": SCHEDULER, "runMode": RUN_MODE, **fields}
+
+
+SPECS: dict[str, S] = {
+    "GenericJob": obj(
+        common(
+            replicaSpecs=replica_specs(
+                REPLICA_TYPE, obj({"policy": enum(*RESTART_POLICIES), "limit": integer(0)}, ["policy"])
+            ),
+            successRules=RULES,
+            failureRules=RULES,
+            service=obj({"ports": arr(obj(
+                {"name": string(pattern=DNS_LABEL, maxLength=15), "port": integer(1, maximum=65535),
+                 "targetPort": {"x-kubernetes-int-or-string": True}, "protocol": enum("TCP", "UDP", "SCTP")},
+                ["name", "port"]), **{"x-kubernetes-list-type": "map", "x-kubernetes-list-map-keys": ["name"]})}),  # fmt: skip
+            cleanUpPolicy=CLEANUP,
+        ),
+        ["replicaSpecs"],
+    ),
+    "PyTorchTrainingJob": obj(
+        common(
+            replicaSpecs=replica_specs(REPLICA_TYPE, TRAINING_RESTART, {"scalingWeight": integer(0)}),
+            runPolicy=RUN_POLICY,
+            torchrunConfig=obj(
+                {"enabled": boolean(), "maxRestarts": integer(0), "procPerNode": string(),
+                 "rdzvBackend": enum("c10d", "etcd", "etcd-v2"), "extraOptions": STRINGS}, open_=True),  # fmt: skip
+            elastic=ELASTIC,
+            tensorboardSpec=OPEN,
+        ),
+        ["replicaSpecs"],
+        open_=True,
+    ),
+    "TensorFlowTrainingJob": obj(
+        common(
+            replicaSpecs=replica_specs(enum("chief", "worker", "ps", "evaluator"), TRAINING_RESTART),
+            runPolicy=RUN_POLICY,
+            tensorboardSpec=OPEN,
+        ),
+        ["replicaSpecs"],
+        open_=True,
+    ),
+    "XGBoostTrainingJob": obj(
+        common(replicaSpecs=replica_specs(enum("master", "worker"), TRAINING_RESTART), runPolicy=RUN_POLICY),
+        ["replicaSpecs"],
+        open_=True,
+    ),
+    "ColossalAIJob": obj(
+        common(
+            ssh=obj({"authMountPath": string(pattern="^/"), "sshdPath": string(pattern="^/")}),
+            launcher=obj({"image": string(minLength=1), "workingDir": string(), "env": arr(OPEN), "resources": OPEN}, ["image"]),
+            worker=obj(
+                {"replicas": integer(1, default=1), "procPerWorker": integer(1, default=1),
+                 "command": arr(string(), minItems=1), "torchArgs": STRINGS, "template": POD_TEMPLATE},
+                ["command", "template"],
+            ),  # fmt: skip
+            runPolicy=obj({"cleanUpWorkers": boolean()}),
+        ),
+        ["launcher", "worker"],
+    ),
+    "DeepSpeedJob": obj(
+        common(
+            config=OPEN,
+            disableCustomEnv=boolean(),
+            elastic=ELASTIC,
+            runPolicy=RUN_POLICY,
+            worker=obj({"replicas": integer(1, default=1), "restartPolicy": TRAINING_RESTART, "template": POD_TEMPLATE}, ["template"]),
+        ),
+        ["worker"],
+        open_=True,
+    ),
+    "MPIJob": obj(
+        common(
+            worker=obj(
+                {"replicas": integer(1, default=1), "extraMPIArgs": STRINGS, "cmd": STRINGS, "template": POD_TEMPLATE},
+                ["template"],
+            ),
+            mca=obj(additionalProperties=string()),
+            ssh=obj({"sshAuthMountPath": string(pattern="^/"), "sshdPath": string(pattern="^/")}),
+            mpiHome=string(),
+            runPolicy=obj({"cleanUpWorkers": boolean()}),
+        ),
+        ["worker"],
+        open_=True,
+    ),
+    "BeamJob": obj(
+        {"scheduler": SCHEDULER, "flinkClusterTemplate": OPEN, "jobTemplate": OPEN, "runPolicy": obj({"cleanUpCluster": boolean()}),
+         "runMode": OPEN},  # declared only so the rule below can reject it
+        ["flinkClusterTemplate", "jobTemplate"],
+        open_=True,
+        **{"x-kubernetes-validations": [
+            {"rule": "!has(self.runMode)", "message": "BeamJob supports only Immediate mode: Debug and Pause (runMode) are not available"},
+        ]},
+    ),  # fmt: skip
+}
+
+PRINTER_COLUMNS = [
+    {"name": "Phase", "type": "string", "jsonPath": ".status.phase"},
+    {"name": "Running", "type": "integer", "jsonPath": ".status.aggregate.running"},
+    {"name": "Succeeded", "type": "integer", "jsonPath": ".status.aggregate.succeeded"},
+    {"name": "Failed", "type": "integer", "jsonPath": ".status.aggregate.failed"},
+    {"name": "Age", "type": "date", "jsonPath": ".metadata.creationTimestamp"},
+]
+
+
+def crd(resource: JobResource, spec_schema: S) -> S:
+    schema = obj(
+        {"apiVersion": string(), "kind": string(), "metadata": obj(), "spec": spec_schema, "status": OPEN},
+        ["spec"],
+        **{"x-kubernetes-validations": [
+            {"rule": "self.metadata.name.size() <= 63",
+             "message": "metadata.name must be at most 63 characters: it becomes a label value and part of pod and service names"},
+        ]},
+    )  # fmt: skip
+    return {
+        "apiVersion": "apiextensions.k8s.io/v1",
+        "kind": "CustomResourceDefinition",
+        "metadata": {"name": resource.crd_name, "labels": {LABEL_MANAGED_BY: MANAGED_BY}},
+        "spec": {
+            "group": resource.group,
+            "scope": "Namespaced",
+            "names": {
+                "kind": resource.kind,
+                "listKind": f"{resource.kind}List",
+                "plural": resource.plural,
+                "singular": resource.kind.lower(),
+                "shortNames": list(resource.short_names),
+                "categories": ["t9k", "t9kjobs"],
+            },
+            "versions": [
+                {
+                    "name": resource.version,
+                    "served": True,
+                    "storage": True,
+                    "schema": {"openAPIV3Schema": schema},
+                    "subresources": {"status": {}},
+                    "additionalPrinterColumns": PRINTER_COLUMNS,
+                }
+            ],
+        },
+    }
+
+
+def all_crds() -> list[S]:
+    return [crd(RESOURCES[kind], spec) for kind, spec in SPECS.items()]

@@ -1,0 +1,135 @@
+"""Carry out a Plan: create and delete children, write status if it changed, record Events.
+
+Every write is idempotent: AlreadyExists on create and NotFound on delete mean an earlier
+pass already did it. What the API returns goes straight into the informer cache, so the
+next pass does not act on a cache that has not caught up with our own writes.
+"""
+
+from __future__ import annotations
+
+import logging
+import os
+from collections import Counter
+from collections.abc import Callable
+from datetime import datetime, timezone
+from typing import Any
+
+from airflow_t9k.api.paths import core_path, job_path
+from airflow_t9k.api.resources import resource_for
+from airflow_t9k.controller.k8s.client import Kube
+from airflow_t9k.controller.k8s.errors import AlreadyExists, Conflict, Invalid, NotFound
+from airflow_t9k.controller.k8s.informer import Informer
+from airflow_t9k.controller.reconcile import Create, CreateSSHSecret, Delete, Emit, Plan
+from airflow_t9k.controller.reconcile.plan import rejected
+from airflow_t9k.controller.ssh import ssh_secret_data
+
+Obj = dict[str, Any]
+COMPONENT = "airflow-t9k-controller"
+
+log = logging.getLogger(__name__)
+
+
+class Executor:
+    def __init__(self, kube: Kube, informer_for: Callable[[str, str], Informer], metrics: Counter[str]) -> None:
+        self.kube = kube
+        self.informer_for = informer_for  # (kind, namespace) -> the informer caching that kind there
+        self.metrics = metrics
+        self.instance = os.environ.get("HOSTNAME", "local")
+
+    async def apply(self, job: Obj, plan: Plan) -> None:
+        ns = job["metadata"]["namespace"]
+        problems: list[str] = []
+        for action in plan.actions:
+            if isinstance(action, Delete):
+                await self._delete(ns, action)
+                continue
+            manifest = dict(action.manifest)
+            if isinstance(action, CreateSSHSecret):
+                manifest["data"] = ssh_secret_data()
+            problem = await self._create(ns, manifest)
+            if problem:
+                problems.append(problem)
+        status, events = plan.status, list(plan.events)
+        if problems:
+            status, extra = rejected(job, status, problems, datetime.now(timezone.utc))
+            events += extra
+        if status != (job.get("status") or {}):
+            await self._write_status(job, status)
+        for event in events:
+            await self._event(job, event)
+
+    async def _create(self, ns: str, manifest: Obj) -> str | None:
+        kind = manifest["kind"]
+        manifest["metadata"]["namespace"] = ns
+        try:
+            created = await self.kube.create(core_path(kind, ns), body=manifest)
+            self.metrics[f"create.{kind}"] += 1
+        except AlreadyExists:
+            self.metrics[f"create_exists.{kind}"] += 1
+            return None
+        except Invalid as exc:
+            self.metrics[f"create_invalid.{kind}"] += 1
+            return f"the API server rejected {kind} {manifest['metadata']['name']}: {exc.message}"
+        self.informer_for(kind, ns).store(created)
+        return None
+
+    async def _delete(self, ns: str, action: Delete) -> None:
+        informer = self.informer_for(action.kind, ns)
+        try:
+            await self.kube.delete(core_path(action.kind, ns, action.name), uid=action.uid)
+            self.metrics[f"delete.{action.kind}"] += 1
+        except NotFound:
+            cached = informer.get((ns, action.name))
+            if cached is not None:
+                informer.forget(cached)
+            return
+        except Conflict:  # uid precondition: a newer object of the same name; leave it alone
+            return
+        cached = informer.get((ns, action.name))
+        if cached is not None:
+            marked = {**cached, "metadata": {**cached["metadata"], "deletionTimestamp": _now()}}
+            informer.store(marked)
+
+    async def _write_status(self, job: Obj, status: Obj) -> None:
+        resource = resource_for(job["kind"])
+        meta = job["metadata"]
+        body = {**job, "status": status}
+        # PUT with the cached resourceVersion: a stale cache gets a Conflict and a requeue
+        # instead of overwriting a newer status.
+        updated = await self.kube.replace(job_path(resource, meta["namespace"], meta["name"], "status"), body=body)
+        self.metrics["status_write"] += 1
+        self.informer_for(job["kind"], meta["namespace"]).store(updated)
+
+    async def _event(self, job: Obj, event: Emit) -> None:
+        meta = job["metadata"]
+        now = _now()
+        body = {
+            "apiVersion": "v1",
+            "kind": "Event",
+            "metadata": {"generateName": f"{meta['name']}.", "namespace": meta["namespace"]},
+            "involvedObject": {
+                "apiVersion": job["apiVersion"],
+                "kind": job["kind"],
+                "name": meta["name"],
+                "namespace": meta["namespace"],
+                "uid": meta.get("uid"),
+            },
+            "reason": event.reason,
+            "message": event.message[:1024],
+            "type": event.type,
+            "source": {"component": COMPONENT},
+            "reportingComponent": COMPONENT,
+            "reportingInstance": self.instance,
+            "firstTimestamp": now,
+            "lastTimestamp": now,
+            "count": 1,
+        }
+        try:
+            await self.kube.create(core_path("Event", meta["namespace"]), body=body)
+            self.metrics["event"] += 1
+        except Exception as exc:  # an Event is best effort; never fail a reconcile for it
+            log.warning("could not record event %s on %s/%s: %s", event.reason, meta["namespace"], meta["name"], exc)
+
+
+def _now() -> str:
+    return datetime.now(timezone.utc).strftime("%Y-%m-%dT%H:%M:%SZ")

@@ -1,0 +1,139 @@
+"""The controller process: informers feed a work queue; workers plan and apply one job at a time."""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+from collections import Counter
+from dataclasses import dataclass, field
+from datetime import datetime, timezone
+from typing import Any
+
+from airflow_t9k.api.paths import core_path, job_path
+from airflow_t9k.api.resources import resource_for
+from airflow_t9k.controller.k8s.apply import Executor
+from airflow_t9k.controller.k8s.client import Kube
+from airflow_t9k.controller.k8s.errors import Conflict
+from airflow_t9k.controller.k8s.informer import Informer
+from airflow_t9k.controller.queue import WorkQueue
+from airflow_t9k.controller.reconcile import Observed, plan
+from airflow_t9k.kinds.base import LABEL_MANAGED_BY, MANAGED_BY
+from airflow_t9k.kinds.registry import KINDS
+
+Obj = dict[str, Any]
+JobKey = tuple[str, str, str]  # (kind, namespace, name)
+CHILD_KINDS = ("Pod", "Service", "ConfigMap", "Secret")
+
+log = logging.getLogger(__name__)
+
+
+@dataclass
+class Settings:
+    namespaces: list[str] = field(default_factory=list)  # empty: every namespace
+    workers: int = 4
+    kinds: list[str] = field(default_factory=lambda: sorted(KINDS))
+    watch_timeout: int = 300
+
+
+class Controller:
+    def __init__(self, kube: Kube, settings: Settings) -> None:
+        self.kube = kube
+        self.settings = settings
+        self.queue = WorkQueue()
+        self.metrics: Counter[str] = Counter()
+        self.scopes = settings.namespaces or [""]
+        self.informers: dict[tuple[str, str], Informer] = {}
+        self.children: dict[str, set[tuple[str, str, str]]] = {}  # owner uid -> {(kind, ns, name)}
+        selector = f"{LABEL_MANAGED_BY}={MANAGED_BY}"
+        for ns in self.scopes:
+            for kind in settings.kinds:
+                path = job_path(resource_for(kind), ns or None)
+                self.informers[(kind, ns)] = Informer(
+                    kube, path, kind=kind, handler=self._on_job, watch_timeout=settings.watch_timeout
+                )
+            for kind in CHILD_KINDS:
+                self.informers[(kind, ns)] = Informer(
+                    kube, core_path(kind, ns or None), kind=kind, label_selector=selector,
+                    handler=self._on_child, watch_timeout=settings.watch_timeout,
+                )  # fmt: skip
+        self.executor = Executor(kube, self.informer_for, self.metrics)
+
+    def informer_for(self, kind: str, namespace: str) -> Informer:
+        return self.informers[(kind, namespace if namespace in self.scopes else "")]
+
+    # -- events -> keys ---------------------------------------------------------------------
+    def _on_job(self, event: str, obj: Obj) -> None:
+        meta = obj["metadata"]
+        self.queue.add((obj["kind"], meta["namespace"], meta["name"]))
+
+    def _on_child(self, event: str, obj: Obj) -> None:
+        meta = obj["metadata"]
+        ref = next((r for r in meta.get("ownerReferences") or [] if r.get("controller")), None)
+        if ref is None or ref.get("kind") not in self.settings.kinds:
+            return
+        entry = (obj["kind"], meta["namespace"], meta["name"])
+        owned = self.children.setdefault(ref["uid"], set())
+        if event == "DELETED":
+            owned.discard(entry)
+            if not owned:
+                self.children.pop(ref["uid"], None)
+        else:
+            owned.add(entry)
+        self.queue.add((ref["kind"], meta["namespace"], ref["name"]))
+
+    def observed(self, job: Obj) -> Observed:
+        found: dict[str, dict[str, Obj]] = {k: {} for k in CHILD_KINDS}
+        for kind, ns, name in self.children.get(job["metadata"]["uid"], ()):
+            obj = self.informer_for(kind, ns).get((ns, name))
+            if obj is not None:
+                found[kind][name] = obj
+        return Observed(found["Pod"], found["Service"], found["ConfigMap"], found["Secret"])
+
+    # -- work -------------------------------------------------------------------------------
+    async def reconcile(self, key: JobKey) -> None:
+        kind, ns, name = key
+        job = self.informer_for(kind, ns).get((ns, name))
+        if job is None:
+            return
+        self.metrics["reconcile"] += 1
+        result = plan(job, self.observed(job), datetime.now(timezone.utc))
+        await self.executor.apply(job, result)
+        if result.requeue_after is not None:
+            self.queue.add_after(key, result.requeue_after)
+
+    async def _worker(self) -> None:
+        while True:
+            key = await self.queue.get()
+            try:
+                await self.reconcile(key)  # type: ignore[arg-type]
+                self.queue.forget(key)
+            except Conflict:
+                self.metrics["conflict"] += 1
+                self.queue.add(key)  # the watch brings the newer object; plan again from it
+            except Exception:
+                self.metrics["reconcile_error"] += 1
+                delay = self.queue.add_rate_limited(key)
+                log.exception("reconcile of %s failed; retrying in %.1fs", key, delay)
+            finally:
+                self.queue.done(key)
+
+    def synced(self) -> bool:
+        return all(i.synced.is_set() for i in self.informers.values())
+
+    def healthy(self) -> bool:
+        return self.synced() and all(i.healthy for i in self.informers.values())
+
+    async def run(self, ready: asyncio.Event | None = None) -> None:
+        tasks = [asyncio.create_task(i.run(), name=f"informer-{k}") for k, i in self.informers.items()]
+        try:
+            # Children first, so the first pass over each job sees the pods it already has.
+            await asyncio.gather(*(i.synced.wait() for i in self.informers.values()))
+            log.info("caches synced: %d jobs", sum(len(i.cache) for (k, _), i in self.informers.items() if k in KINDS))
+            tasks += [asyncio.create_task(self._worker(), name=f"worker-{n}") for n in range(self.settings.workers)]
+            if ready is not None:
+                ready.set()
+            await asyncio.gather(*tasks)
+        finally:
+            for t in tasks:
+                t.cancel()
+            await asyncio.gather(*tasks, return_exceptions=True)

@@ -1,0 +1,214 @@
+"""GenericJob against a real API server, with the controller running as a process."""
+
+from __future__ import annotations
+
+import copy
+
+from tests.support.cluster import wait_until
+from tests.support.kubelet import set_pod_terminated
+from tests.support.seeds import seed_yaml
+
+SIM = "sim.t9k.test"
+
+
+def job(name: str = "gj", replicas: int = 2, annotations: dict | None = None, **spec) -> dict:
+    return {
+        "apiVersion": "batch.tensorstack.dev/v1beta1",
+        "kind": "GenericJob",
+        "metadata": {"name": name},
+        "spec": {
+            "replicaSpecs": [
+                {
+                    "type": "worker",
+                    "replicas": replicas,
+                    "template": {
+                        "metadata": {"annotations": annotations or {}},
+                        "spec": {"containers": [{"name": "main", "image": "busybox", "command": ["sh", "-c", "echo $(rank)"]}]},
+                    },
+                }
+            ],
+            **spec,
+        },
+    }
+
+
+def test_seed_example_produces_the_documented_pods(jobs, controller):
+    example = seed_yaml("001", 0)
+    jobs.create(example)
+    status = jobs.wait_phase("GenericJob", "generic-example", "Running")["status"]
+    pods = jobs.pods("generic-example")
+    assert sorted(pods) == [f"generic-example-worker-{i}" for i in range(4)]
+    for name, pod in pods.items():
+        rank = name.rsplit("-", 1)[1]
+        assert pod.metadata.labels["batch.tensorstack.dev/replica-type"] == "worker"
+        assert pod.metadata.labels["batch.tensorstack.dev/replica-index"] == rank
+        ref = pod.metadata.owner_references[0]
+        assert (ref.kind, ref.name, ref.controller) == ("GenericJob", "generic-example", True)
+        assert pod.spec.containers[0].command == ["sleep", "365"]
+        assert pod.spec.restart_policy == "Never"
+    assert status["aggregate"]["running"] == 4
+    assert [t["type"] for t in status["tasks"]] == ["worker"]
+    assert {c["type"] for c in status["conditions"]} >= {"Initialized", "Running", "ReplicaFailure"}
+    reasons = [e.reason for e in jobs.events("generic-example")]
+    assert "Pending" in reasons and "Running" in reasons
+
+
+def test_seed_tf_config_example_needs_a_service_and_says_so(jobs, controller):
+    example = seed_yaml("001", 4)  # the TF_CONFIG example, which uses $(service...) without spec.service
+    jobs.create(example)
+    jobs.wait_phase("GenericJob", "generic-example", "Failed")
+    failed = jobs.condition("GenericJob", "generic-example", "Failed")
+    assert failed["reason"] == "InvalidSpec"
+    assert "needs spec.service, which is not set" in failed["message"]
+    assert jobs.pods("generic-example") == {}
+
+
+def test_variables_and_services_read_back_from_the_api(jobs, controller):
+    example = seed_yaml("001", 4)
+    example["spec"]["service"] = {"ports": [{"name": "http", "port": 2222}]}
+    jobs.create(example)
+    jobs.wait_phase("GenericJob", "generic-example", "Running")
+    pods = jobs.pods("generic-example")
+    env = {e.name: e.value for e in pods["generic-example-worker-2"].spec.containers[0].env}
+    hosts = ",".join(f'"generic-example-worker-{i}:2222"' for i in range(4))
+    assert env["TF_CONFIG"] == '{"task":{"type":"worker","index":2},"cluster":{"worker":[' + hosts + "]}}"
+    services = {s.metadata.name: s for s in jobs.core.list_namespaced_service(jobs.ns).items}
+    svc = services["generic-example-worker-2"]
+    assert svc.spec.cluster_ip == "None"
+    assert [(p.name, p.port) for p in svc.spec.ports] == [("http", 2222)]
+    assert svc.spec.selector["batch.tensorstack.dev/replica-index"] == "2"
+
+
+def test_success_rule_through_pod_outcomes(jobs, controller):
+    sim = {f"{SIM}/duration": "1s", f"{SIM}/fail-pods": "-worker-1$"}
+    jobs.create(job(annotations=sim, successRules=[{"worker": [0]}], failureRules=[{"worker": [0]}]))
+    done = jobs.wait_phase("GenericJob", "gj", "Succeeded", "Failed")
+    assert done["status"]["phase"] == "Succeeded"
+    completed = jobs.condition("GenericJob", "gj", "Completed")
+    assert completed["status"] == "True" and '{"worker": [0]}' in completed["message"]
+
+
+def test_failure_rule_names_the_rule(jobs, controller):
+    sim = {f"{SIM}/duration": "1s", f"{SIM}/fail-pods": "-worker-1$", f"{SIM}/exit-code": "3"}
+    jobs.create(job(annotations=sim, successRules=[{"worker": [0, 1]}], failureRules=[{"worker": [1]}]))
+    jobs.wait_phase("GenericJob", "gj", "Failed")
+    failed = jobs.condition("GenericJob", "gj", "Failed")
+    assert failed["message"] == 'The job is failed with rule: {"worker": [1]}'
+    assert "exit code 3" in jobs.condition("GenericJob", "gj", "ReplicaFailure")["message"]
+
+
+def test_on_failure_restarts_up_to_the_limit_then_fails(jobs, controller):
+    spec = job(replicas=1)
+    spec["spec"]["replicaSpecs"][0]["restartPolicy"] = {"policy": "OnFailure", "limit": 2}
+    jobs.create(spec)
+    jobs.wait_phase("GenericJob", "gj", "Running")
+    uids = set()
+    for attempt in range(3):
+        pod = wait_until(lambda: _running(jobs, "gj-worker-0"), timeout=30, what=f"pod attempt {attempt}")
+        uids.add(pod.metadata.uid)
+        assert pod.metadata.annotations["batch.tensorstack.dev/restart-count"] == str(attempt)
+        set_pod_terminated(jobs.core, jobs.ns, "gj-worker-0", phase="Failed", exit_code=137, reason="OOMKilled")
+        if attempt < 2:
+            wait_until(lambda u=pod.metadata.uid: _uid(jobs, "gj-worker-0") not in (None, u), timeout=30, what="recreated pod")
+    status = jobs.wait_phase("GenericJob", "gj", "Failed")["status"]
+    assert len(uids) == 3
+    assert status["tasks"][0]["restartCount"] == 2
+    assert sum(e.reason == "ReplicaRestarting" for e in jobs.events("gj")) == 2
+
+
+def test_always_restarts_a_completed_replica(jobs, controller):
+    spec = job(replicas=2, successRules=[{"worker": [1]}])
+    spec["spec"]["replicaSpecs"][0]["restartPolicy"] = {"policy": "Always", "limit": 1}
+    jobs.create(spec)
+    jobs.wait_phase("GenericJob", "gj", "Running")
+    first = jobs.pods("gj")["gj-worker-0"].metadata.uid
+    set_pod_terminated(jobs.core, jobs.ns, "gj-worker-0", phase="Succeeded", exit_code=0)
+    wait_until(lambda: _uid(jobs, "gj-worker-0") not in (None, first), timeout=30, what="restart after success")
+    assert jobs.phase("GenericJob", "gj") == "Running"
+
+
+def _running(jobs, name):
+    pod = jobs.live_pods("gj").get(name)
+    return pod if pod is not None and pod.status.phase == "Running" else None
+
+
+def _uid(jobs, name):
+    pod = jobs.live_pods("gj").get(name)
+    return pod.metadata.uid if pod is not None else None
+
+
+def test_cleanup_all_removes_pods_and_services(jobs, controller):
+    sim = {f"{SIM}/duration": "1s"}
+    jobs.create(job(annotations=sim, cleanUpPolicy="All", service={"ports": [{"name": "p", "port": 80}]}))
+    jobs.wait_phase("GenericJob", "gj", "Succeeded")
+    wait_until(lambda: jobs.pods("gj") == {}, timeout=30, what="pods cleaned up")
+    wait_until(lambda: not jobs.core.list_namespaced_service(jobs.ns).items, timeout=30, what="services cleaned up")
+    status = jobs.get("GenericJob", "gj")["status"]
+    wait_until(lambda: jobs.get("GenericJob", "gj")["status"]["aggregate"]["deleted"] == 2, what="replicas reported Deleted")
+    assert status["phase"] == "Succeeded"
+
+
+def test_cleanup_unfinished_keeps_finished_pods(jobs, controller):
+    sim = {f"{SIM}/duration": "1s", f"{SIM}/fail-pods": "-worker-0$"}
+    spec = job(annotations=sim, cleanUpPolicy="Unfinished", failureRules=[{"worker": [0]}])
+    spec["spec"]["replicaSpecs"].append(copy.deepcopy(spec["spec"]["replicaSpecs"][0]) | {"type": "ps", "replicas": 1})
+    spec["spec"]["replicaSpecs"][1]["template"]["metadata"]["annotations"] = {}  # ps runs forever
+    jobs.create(spec)
+    jobs.wait_phase("GenericJob", "gj", "Failed")
+    wait_until(lambda: "gj-ps-0" not in jobs.live_pods("gj"), timeout=30, what="running ps deleted")
+    remaining = jobs.live_pods("gj")
+    assert "gj-worker-0" in remaining and remaining["gj-worker-0"].status.phase == "Failed"
+
+
+def test_cleanup_none_leaves_everything(jobs, controller):
+    spec = job(annotations={f"{SIM}/duration": "1s"}, successRules=[{"worker": [0]}])
+    spec["spec"]["replicaSpecs"][0]["replicas"] = 1
+    spec["spec"]["replicaSpecs"].append({"type": "ps", "replicas": 1, "template": copy.deepcopy(spec["spec"]["replicaSpecs"][0]["template"])})
+    spec["spec"]["replicaSpecs"][1]["template"]["metadata"]["annotations"] = {}
+    jobs.create(spec)
+    jobs.wait_phase("GenericJob", "gj", "Succeeded")
+    assert jobs.live_pods("gj")["gj-ps-0"].status.phase == "Running"
+
+
+def test_debug_mode_runs_the_debug_command_and_decides_nothing(jobs, controller):
+    spec = job(annotations={f"{SIM}/duration": "1s"}, runMode={"debug": {"enabled": True}})
+    jobs.create(spec)
+    jobs.wait_phase("GenericJob", "gj", "Running")
+    pods = jobs.pods("gj")
+    assert {tuple(p.spec.containers[0].command) for p in pods.values()} == {("sleep", "inf")}
+    wait_until(lambda: all(p.status.phase == "Succeeded" for p in jobs.pods("gj").values()), what="pods end")
+    assert jobs.phase("GenericJob", "gj") == "Running"
+
+
+def test_pause_and_resume_with_resume_specs(jobs, controller):
+    spec = job(runMode={"pause": {"enabled": False, "resumeSpecs": [{"type": "worker", "command": ["resume.sh"], "args": ["--ckpt"]}]}})
+    jobs.create(spec)
+    jobs.wait_phase("GenericJob", "gj", "Running")
+    jobs.patch("GenericJob", "gj", {"spec": {"runMode": {"pause": {"enabled": True}}}})
+    jobs.wait_phase("GenericJob", "gj", "Paused")
+    wait_until(lambda: jobs.pods("gj") == {}, timeout=30, what="pods deleted on pause")
+    assert jobs.condition("GenericJob", "gj", "Paused")["status"] == "True"
+    jobs.patch("GenericJob", "gj", {"spec": {"runMode": {"pause": {"enabled": False}}}})
+    jobs.wait_phase("GenericJob", "gj", "Running", timeout=30)
+    pods = jobs.pods("gj")
+    assert {(tuple(p.spec.containers[0].command), tuple(p.spec.containers[0].args)) for p in pods.values()} == {(("resume.sh",), ("--ckpt",))}
+    reasons = [e.reason for e in jobs.events("gj")]
+    assert "Paused" in reasons and "Resuming" in reasons
+
+
+def test_t9k_scheduler_is_recorded_with_a_condition_and_event(jobs, controller):
+    jobs.create(job(scheduler={"t9kScheduler": {"queue": "gpu-queue", "priority": 50}}))
+    jobs.wait_phase("GenericJob", "gj", "Running")
+    pod = jobs.pods("gj")["gj-worker-0"]
+    assert pod.metadata.labels["scheduler.tensorstack.dev/queue"] == "gpu-queue"
+    assert pod.metadata.annotations["scheduler.tensorstack.dev/priority"] == "50"
+    cond = jobs.condition("GenericJob", "gj", "QueueAdmission")
+    assert (cond["status"], cond["reason"]) == ("False", "NotEnforced")
+    assert "QueueNotEnforced" in [e.reason for e in jobs.events("gj")]
+
+
+def test_deleting_the_job_garbage_collects_its_children(jobs, controller):
+    jobs.create(job(service={"ports": [{"name": "p", "port": 80}]}))
+    jobs.wait_phase("GenericJob", "gj", "Running")
+    jobs.delete("GenericJob", "gj")
+    wait_until(lambda: jobs.pods("gj") == {} and not jobs.core.list_namespaced_service(jobs.ns).items, timeout=60, what="GC")

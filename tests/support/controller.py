@@ -1,0 +1,90 @@
+"""Run the real controller as a separate process, the way a user would."""
+
+from __future__ import annotations
+
+import os
+import signal
+import socket
+import subprocess
+import sys
+import time
+import urllib.request
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parents[2]
+
+
+def free_port() -> int:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return int(s.getsockname()[1])
+
+
+class ControllerProcess:
+    def __init__(self, kubeconfig: Path, namespace: str | None, log_dir: Path, *extra: str) -> None:
+        self.kubeconfig = kubeconfig
+        self.namespace = namespace
+        self.extra = extra
+        self.log_path = log_dir / f"controller-{namespace or 'all'}-{int(time.time() * 1000)}.log"
+        self.port = free_port()
+        self.proc: subprocess.Popen[bytes] | None = None
+
+    def start(self, wait: bool = True) -> ControllerProcess:
+        args = [sys.executable, "-m", "airflow_t9k.cli", "controller", "--kubeconfig", str(self.kubeconfig),
+                "--health-port", str(self.port), "--health-address", "127.0.0.1", "--log-level", "DEBUG", *self.extra]  # fmt: skip
+        if self.namespace:
+            args += ["-n", self.namespace]
+        self.log = open(self.log_path, "ab")  # noqa: SIM115 - closed in stop()
+        self.proc = subprocess.Popen(args, stdout=self.log, stderr=subprocess.STDOUT, cwd=ROOT, env=os.environ.copy())
+        if wait:
+            self.wait_healthy()
+        return self
+
+    def wait_healthy(self, timeout: float = 30) -> None:
+        deadline = time.monotonic() + timeout
+        while time.monotonic() < deadline:
+            if self.proc is not None and self.proc.poll() is not None:
+                raise AssertionError(f"controller exited with {self.proc.returncode}:\n{self.tail()}")
+            try:
+                with urllib.request.urlopen(f"http://127.0.0.1:{self.port}/healthz", timeout=1) as r:
+                    if r.status == 200:
+                        return
+            except OSError:
+                pass
+            time.sleep(0.1)
+        raise AssertionError(f"controller not healthy within {timeout}s:\n{self.tail()}")
+
+    def metrics(self) -> dict[str, float]:
+        with urllib.request.urlopen(f"http://127.0.0.1:{self.port}/metrics", timeout=2) as r:
+            out = {}
+            for line in r.read().decode().splitlines():
+                name, value = line.rsplit(" ", 1)
+                if 'what="' in name:
+                    name = name.split('what="', 1)[1].rstrip('"}')
+                out[name] = float(value)
+            return out
+
+    def tail(self, n: int = 40) -> str:
+        lines = self.log_path.read_text(errors="replace").splitlines()
+        return "\n".join(lines[-n:])
+
+    def kill(self) -> None:
+        """SIGKILL: no clean shutdown, as when a node dies."""
+        if self.proc and self.proc.poll() is None:
+            self.proc.send_signal(signal.SIGKILL)
+            self.proc.wait(10)
+
+    def stop(self) -> None:
+        if self.proc and self.proc.poll() is None:
+            self.proc.terminate()
+            try:
+                self.proc.wait(10)
+            except subprocess.TimeoutExpired:
+                self.proc.kill()
+                self.proc.wait(5)
+        if hasattr(self, "log"):
+            self.log.close()
+
+    def wait_exit(self, timeout: float = 30) -> int:
+        assert self.proc is not None
+        return self.proc.wait(timeout)
