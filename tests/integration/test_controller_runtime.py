@@ -1,0 +1,139 @@
+"""The runtime: restarts without duplicates, and exactly the RBAC the deploy manifests grant."""
+
+from __future__ import annotations
+
+import time
+import uuid
+from pathlib import Path
+
+import pytest
+import yaml
+from kubernetes import client, utils
+
+from tests.support.cluster import wait_until
+from tests.support.kubelet import set_pod_terminated
+
+ROOT = Path(__file__).resolve().parents[2]
+
+
+def generic(name, replicas, restart=None, annotations=None):
+    spec = {"type": "worker", "replicas": replicas,
+            "template": {"metadata": {"annotations": annotations or {}},
+                         "spec": {"containers": [{"name": "main", "image": "busybox"}]}}}  # fmt: skip
+    if restart:
+        spec["restartPolicy"] = restart
+    return {"apiVersion": "batch.tensorstack.dev/v1beta1", "kind": "GenericJob", "metadata": {"name": name},
+            "spec": {"replicaSpecs": [spec], "service": {"ports": [{"name": "p", "port": 80}]}}}  # fmt: skip
+
+
+def test_killed_mid_creation_and_restarted_converges_without_duplicates(jobs, controller_factory):
+    first = controller_factory()
+    jobs.create(generic("big", 30))
+    wait_until(lambda: len(jobs.pods("big")) >= 3, timeout=30, what="creation under way")
+    first.kill()
+    time.sleep(0.5)  # let a create that was in flight at the kill land first
+    partial = {n: p.metadata.uid for n, p in jobs.pods("big").items()}
+    second = controller_factory()
+    jobs.wait_phase("GenericJob", "big", "Running", timeout=60)
+    pods = jobs.pods("big")
+    assert sorted(pods) == sorted(f"big-worker-{i}" for i in range(30))
+    assert all(pods[n].metadata.uid == uid for n, uid in partial.items())  # nothing recreated
+    services = [s for s in jobs.core.list_namespaced_service(jobs.ns).items if s.metadata.name.startswith("big-")]
+    assert len(services) == 30
+    m = second.metrics()
+    assert m.get("create.Pod", 0) == 30 - len(partial)  # only the missing ones were created
+
+
+def test_work_done_while_the_controller_was_down_is_picked_up(jobs, controller_factory):
+    first = controller_factory()
+    jobs.create(generic("gj", 3, restart={"policy": "OnFailure", "limit": 3}))
+    jobs.wait_phase("GenericJob", "gj", "Running")
+    before = {n: p.metadata.uid for n, p in jobs.pods("gj").items()}
+    first.kill()
+    set_pod_terminated(jobs.core, jobs.ns, "gj-worker-1", phase="Failed", exit_code=143)
+    jobs.create(generic("late", 2))
+    second = controller_factory()
+    wait_until(lambda: (jobs.live_pods("gj").get("gj-worker-1") or client.V1Pod(metadata=client.V1ObjectMeta(uid=before["gj-worker-1"]))).metadata.uid != before["gj-worker-1"], timeout=30, what="restart of worker-1")  # fmt: skip
+    jobs.wait_phase("GenericJob", "late", "Running")
+    after = jobs.live_pods("gj")
+    assert sorted(after) == ["gj-worker-0", "gj-worker-1", "gj-worker-2"]
+    assert after["gj-worker-0"].metadata.uid == before["gj-worker-0"]
+    assert after["gj-worker-1"].metadata.annotations["batch.tensorstack.dev/restart-count"] == "1"
+    second.stop()
+    third = controller_factory()  # a clean restart changes nothing
+    wait_until(lambda: third.metrics().get("reconcile", 0) >= 2, what="third controller reconciled")
+    assert third.metrics().get("create.Pod", 0) == 0
+    assert third.metrics().get("status_write", 0) == 0
+
+
+def test_controller_refuses_to_fight_the_t9k_platform(api_client, jobs, controller_factory):
+    ext = client.ApiextensionsV1Api(api_client)
+    name = "genericjobs.batch.tensorstack.dev"
+    ext.patch_custom_resource_definition(name, {"metadata": {"labels": {"app.kubernetes.io/managed-by": "t9k-platform"}}})
+    try:
+        proc = controller_factory(wait=False)
+        assert proc.wait_exit(30) == 3
+        assert "not installed by airflow-t9k" in proc.tail()
+        forced = controller_factory("--force")
+        assert forced.proc.poll() is None
+    finally:
+        ext.patch_custom_resource_definition(name, {"metadata": {"labels": {"app.kubernetes.io/managed-by": "airflow-t9k"}}})
+
+
+def _rbac_kubeconfig(api_client, cluster, namespace, manifest: str, tmp_path) -> tuple[Path, list]:
+    """Apply a deploy manifest under unique names, and a kubeconfig holding its ServiceAccount's real token."""
+    suffix = uuid.uuid4().hex[:6]
+    text = (ROOT / "deploy" / manifest).read_text()
+    text = text.replace("airflow-t9k-controller", f"airflow-t9k-controller-{suffix}")
+    text = text.replace("airflow-t9k-system", namespace).replace("namespace: ml-jobs", f"namespace: {namespace}")
+    docs = [d for d in yaml.safe_load_all(text) if d]
+    core = client.CoreV1Api(api_client)
+    sa = f"airflow-t9k-controller-{suffix}"
+    core.create_namespaced_service_account(namespace, {"metadata": {"name": sa}})
+    utils.create_from_yaml(api_client, yaml_objects=docs)
+    token = core.create_namespaced_service_account_token(sa, namespace, {"spec": {"expirationSeconds": 3600}}).status.token
+    base = yaml.safe_load(cluster.kubeconfig.read_text())
+    base["users"] = [{"name": "sa", "user": {"token": token}}]
+    base["contexts"][0]["context"]["user"] = "sa"
+    path = tmp_path / f"kubeconfig-{suffix}"
+    path.write_text(yaml.safe_dump(base))
+    return path, docs
+
+
+def _delete_cluster_scoped(api_client, docs) -> None:
+    rbac = client.RbacAuthorizationV1Api(api_client)
+    for d in docs:
+        if d["kind"] == "ClusterRole":
+            rbac.delete_cluster_role(d["metadata"]["name"])
+        elif d["kind"] == "ClusterRoleBinding":
+            rbac.delete_cluster_role_binding(d["metadata"]["name"])
+
+
+def _run_jobs_to_success(jobs):
+    jobs.create(generic("rbac", 2, annotations={"sim.t9k.test/duration": "1s"}))
+    jobs.wait_phase("GenericJob", "rbac", "Succeeded")
+    assert "Succeeded" in [e.reason for e in jobs.events("rbac")]
+
+
+def test_controller_works_with_exactly_the_cluster_rbac(api_client, cluster, namespace, jobs, controller_factory, tmp_path):
+    kubeconfig, docs = _rbac_kubeconfig(api_client, cluster, namespace, "rbac-cluster.yaml", tmp_path)
+    try:
+        controller_factory(kubeconfig=kubeconfig)
+        _run_jobs_to_success(jobs)
+    finally:
+        _delete_cluster_scoped(api_client, docs)
+
+
+def test_controller_works_with_exactly_the_namespace_rbac(api_client, cluster, namespace, jobs, controller_factory, tmp_path):
+    kubeconfig, docs = _rbac_kubeconfig(api_client, cluster, namespace, "rbac-namespace.yaml", tmp_path)
+    try:
+        # Watching every namespace is not allowed with the namespaced Role: it must not become healthy.
+        everywhere = controller_factory(kubeconfig=kubeconfig, ns=None, wait=False)
+        with pytest.raises(AssertionError, match="not healthy"):
+            everywhere.wait_healthy(timeout=5)
+        assert "forbidden" in everywhere.tail(200).lower()
+        everywhere.stop()
+        controller_factory(kubeconfig=kubeconfig)
+        _run_jobs_to_success(jobs)
+    finally:
+        _delete_cluster_scoped(api_client, docs)
