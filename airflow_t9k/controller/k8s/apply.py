@@ -7,6 +7,7 @@ next pass does not act on a cache that has not caught up with our own writes.
 
 from __future__ import annotations
 
+import asyncio
 import logging
 import os
 from collections import Counter
@@ -19,12 +20,14 @@ from airflow_t9k.api.resources import resource_for
 from airflow_t9k.controller.k8s.client import Kube
 from airflow_t9k.controller.k8s.errors import AlreadyExists, Conflict, Invalid, NotFound
 from airflow_t9k.controller.k8s.informer import Informer
-from airflow_t9k.controller.reconcile import Create, CreateSSHSecret, Delete, Emit, Plan
+from airflow_t9k.controller.reconcile import CreateSSHSecret, Delete, Emit, Plan
+from airflow_t9k.controller.reconcile.actions import Action
 from airflow_t9k.controller.reconcile.plan import rejected
 from airflow_t9k.controller.ssh import ssh_secret_data
 
 Obj = dict[str, Any]
 COMPONENT = "airflow-t9k-controller"
+PARALLEL_WRITES = 8
 
 log = logging.getLogger(__name__)
 
@@ -38,17 +41,21 @@ class Executor:
 
     async def apply(self, job: Obj, plan: Plan) -> None:
         ns = job["metadata"]["namespace"]
-        problems: list[str] = []
-        for action in plan.actions:
-            if isinstance(action, Delete):
-                await self._delete(ns, action)
-                continue
-            manifest = dict(action.manifest)
-            if isinstance(action, CreateSSHSecret):
-                manifest["data"] = ssh_secret_data()
-            problem = await self._create(ns, manifest)
-            if problem:
-                problems.append(problem)
+        # Children of one job are independent of each other: send them together, bounded.
+        limit = asyncio.Semaphore(PARALLEL_WRITES)
+
+        async def one(action: Action) -> str | None:
+            async with limit:
+                if isinstance(action, Delete):
+                    await self._delete(ns, action)
+                    return None
+                manifest = dict(action.manifest)
+                if isinstance(action, CreateSSHSecret):
+                    manifest["data"] = ssh_secret_data()
+                return await self._create(ns, manifest)
+
+        results = await asyncio.gather(*(one(a) for a in plan.actions))
+        problems = [p for p in results if p]
         status, events = plan.status, list(plan.events)
         if problems:
             status, extra = rejected(job, status, problems, datetime.now(timezone.utc))

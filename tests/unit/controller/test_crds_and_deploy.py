@@ -1,0 +1,58 @@
+"""The CRDs we print and the deploy manifests we ship."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import yaml
+
+from airflow_t9k.api.resources import RESOURCES
+from airflow_t9k.cli import main
+from airflow_t9k.controller.crds import all_crds
+
+DEPLOY = Path(__file__).resolve().parents[3] / "deploy"
+
+
+def test_every_kind_has_a_crd_with_status_printer_columns_and_our_label(capsys):
+    assert main(["crds"]) == 0
+    printed = list(yaml.safe_load_all(capsys.readouterr().out))
+    assert printed == all_crds()
+    assert sorted(c["spec"]["names"]["kind"] for c in printed) == sorted(RESOURCES)
+    for crd in printed:
+        version = crd["spec"]["versions"][0]
+        assert version["subresources"]["status"] == {}
+        assert [c["name"] for c in version["additionalPrinterColumns"]][0] == "Phase"
+        assert crd["spec"]["names"]["shortNames"]
+        assert crd["metadata"]["labels"]["app.kubernetes.io/managed-by"] == "airflow-t9k"
+        schema = version["schema"]["openAPIV3Schema"]
+        assert schema["properties"]["status"]["x-kubernetes-preserve-unknown-fields"] is True
+
+
+def _rules(name: str) -> list[dict]:
+    docs = list(yaml.safe_load_all((DEPLOY / name).read_text()))
+    return [r for d in docs if d["kind"] in ("ClusterRole", "Role") for r in d["rules"]]
+
+
+def test_namespace_rbac_grants_the_same_rules_as_the_cluster_rbac():
+    def key(rule):
+        return (tuple(rule["apiGroups"]), tuple(rule["resources"]), tuple(rule["verbs"]), tuple(rule.get("resourceNames", ())))
+
+    assert sorted(map(key, _rules("rbac-namespace.yaml"))) == sorted(map(key, _rules("rbac-cluster.yaml")))
+
+
+def test_rbac_is_least_privilege():
+    for rule in _rules("rbac-cluster.yaml"):
+        assert "*" not in rule["verbs"] and "*" not in rule["resources"]
+        if rule["apiGroups"] == ["batch.tensorstack.dev"] and not any("/" in r for r in rule["resources"]):
+            assert set(rule["verbs"]) == {"get", "list", "watch"}  # jobs themselves are never written
+        assert not {"update", "patch"} & set(rule["verbs"]) or all("/" in r or r == "events" for r in rule["resources"])
+
+
+def test_deployment_runs_non_root_with_a_liveness_probe():
+    dep = yaml.safe_load((DEPLOY / "deployment.yaml").read_text())
+    pod = dep["spec"]["template"]["spec"]
+    assert pod["securityContext"]["runAsNonRoot"] is True and pod["securityContext"]["runAsUser"] != 0
+    container = pod["containers"][0]
+    assert container["livenessProbe"]["httpGet"]["path"] == "/healthz"
+    assert container["securityContext"]["allowPrivilegeEscalation"] is False
+    assert pod["serviceAccountName"] == "airflow-t9k-controller"
