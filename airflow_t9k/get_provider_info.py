@@ -6,6 +6,9 @@ from typing import Any
 
 from airflow_t9k import __version__
 
+KIND_OPERATORS = ["GenericJob", "PyTorchTrainingJob", "TensorFlowTrainingJob", "XGBoostTrainingJob",
+                  "ColossalAIJob", "DeepSpeedJob", "MPIJob", "BeamJob"]  # fmt: skip
+
 
 def get_provider_info() -> dict[str, Any]:
     return {
@@ -13,4 +16,27 @@ def get_provider_info() -> dict[str, Any]:
         "name": "T9k Jobs",
         "description": "Run T9k distributed training jobs (GenericJob, PyTorchTrainingJob, ...) from Airflow.",
         "versions": [__version__],
+        "integrations": [{"integration-name": "T9k Jobs", "tags": ["software"]}],
+        "operators": [
+            {"integration-name": "T9k Jobs", "python-modules": ["airflow_t9k.operators.job", "airflow_t9k.operators.kinds"]}
+        ],
+        "sensors": [{"integration-name": "T9k Jobs", "python-modules": ["airflow_t9k.sensors.job"]}],
+        "hooks": [{"integration-name": "T9k Jobs", "python-modules": ["airflow_t9k.hooks.t9k"]}],
+        "triggers": [{"integration-name": "T9k Jobs", "python-modules": ["airflow_t9k.triggers.job"]}],
+        "extra-links": ["airflow_t9k.links.T9kJobLink"],
+        "config": {
+            "t9k": {
+                "description": "airflow-t9k settings",
+                "options": {
+                    "dashboard_url_template": {
+                        "description": "URL of a job in your dashboard; {namespace}, {name}, {kind}, {plural}, {uid} "
+                        "are filled in. Empty: the job's path on the Kubernetes API server.",
+                        "version_added": "0.1.0",
+                        "type": "string",
+                        "example": "https://t9k.example.com/jobs/{namespace}/{kind}/{name}",
+                        "default": "",
+                    }
+                },
+            }
+        },
     }

@@ -1,0 +1,48 @@
+"""TI-style machine types (seed 004): ``aUbGcP`` = a CPUs, b GiB of memory, c GPUs."""
+
+from __future__ import annotations
+
+import re
+from dataclasses import dataclass
+from typing import Any
+
+_PATTERN = re.compile(r"^(?P<cpu>\d+(?:\.\d+)?)U(?P<mem>\d+(?:\.\d+)?)G(?P<gpu>\d+)P$")
+GPU_RESOURCE = "nvidia.com/gpu"
+
+
+class InvalidMachineType(ValueError):
+    """The machine type is not of the form aUbGcP."""
+
+
+@dataclass(frozen=True)
+class MachineType:
+    cpu: float
+    memory_gib: float
+    gpu: int
+
+    def resources(self) -> dict[str, Any]:
+        """Container ``resources``; a 0 means "not specified" (e.g. ``0U0G1P`` is one GPU)."""
+        amounts: dict[str, str] = {}
+        if self.cpu:
+            amounts["cpu"] = _num(self.cpu)
+        if self.memory_gib:
+            amounts["memory"] = f"{_num(self.memory_gib)}Gi"
+        if self.gpu:
+            amounts[GPU_RESOURCE] = str(self.gpu)
+        return {"requests": dict(amounts), "limits": dict(amounts)} if amounts else {}
+
+
+def _num(value: float) -> str:
+    return str(int(value)) if float(value).is_integer() else str(value)
+
+
+def parse_machine_type(text: str) -> MachineType:
+    m = _PATTERN.match(str(text).strip())
+    if not m:
+        raise InvalidMachineType(
+            f"machine type {text!r} is not of the form aUbGcP (a CPUs, b GiB of memory, c GPUs), e.g. '2U8G1P' or '0U0G1P'"
+        )
+    mt = MachineType(float(m["cpu"]), float(m["mem"]), int(m["gpu"]))
+    if not (mt.cpu or mt.memory_gib or mt.gpu):
+        raise InvalidMachineType(f"machine type {text!r} asks for nothing (0 CPUs, 0 GiB, 0 GPUs)")
+    return mt

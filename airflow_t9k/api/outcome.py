@@ -1,0 +1,97 @@
+"""Read a job's status the same way everywhere: the operator, the trigger and the sensor.
+
+T9k jobs report ``status.phase``; AscendJob reports only conditions. Both come out as one
+``JobState``, so callers never look at raw status fields.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import Any
+
+Obj = dict[str, Any]
+
+SUCCEEDED = "Succeeded"
+FAILED = "Failed"
+TERMINAL_PHASES = (SUCCEEDED, FAILED)
+
+
+@dataclass(frozen=True)
+class JobState:
+    phase: str | None
+    message: str = ""
+    reason: str = ""
+    aggregate: dict[str, int] = field(default_factory=dict)
+    failed_replicas: tuple[str, ...] = ()
+    replica_pods: tuple[str, ...] = ()
+
+    @property
+    def terminal(self) -> bool:
+        return self.phase in TERMINAL_PHASES
+
+    @property
+    def succeeded(self) -> bool:
+        return self.phase == SUCCEEDED
+
+    def summary(self) -> str:
+        counts = ", ".join(f"{k} {v}" for k, v in self.aggregate.items() if v)
+        text = f"phase {self.phase or 'unknown'}"
+        if counts:
+            text += f" ({counts})"
+        if self.message:
+            text += f": {self.message}"
+        return text
+
+    def as_dict(self) -> Obj:
+        return {
+            "phase": self.phase,
+            "message": self.message,
+            "reason": self.reason,
+            "aggregate": dict(self.aggregate),
+            "failed_replicas": list(self.failed_replicas),
+        }
+
+
+def _condition(status: Obj, type_: str) -> Obj | None:
+    return next((c for c in status.get("conditions") or [] if c.get("type") == type_), None)
+
+
+def _true(status: Obj, type_: str) -> Obj | None:
+    c = _condition(status, type_)
+    return c if c and c.get("status") == "True" else None
+
+
+def interpret(job: Obj | None) -> JobState:
+    """The state of a job as read from the API (None: the job does not exist)."""
+    if job is None:
+        return JobState(None, message="the job does not exist")
+    status: Obj = job.get("status") or {}
+    phase = status.get("phase")
+    if phase is None:  # condition-only kinds (AscendJob)
+        if _true(status, "Failed"):
+            phase = FAILED
+        elif _true(status, "Succeeded") or _true(status, "Completed"):
+            phase = SUCCEEDED
+        elif _true(status, "Running"):
+            phase = "Running"
+    decisive = None
+    if phase == FAILED:
+        decisive = _true(status, "Failed")
+    elif phase == SUCCEEDED:
+        decisive = _true(status, "Completed") or _true(status, "Succeeded")
+    elif phase == "Paused":
+        decisive = _true(status, "Paused")
+    failed, pods = [], []
+    for task in status.get("tasks") or []:
+        for replica in task.get("status") or []:
+            pods.append(replica.get("name"))
+            if replica.get("phase") == FAILED:
+                failed.append(replica.get("name"))
+    return JobState(
+        phase=phase,
+        message=str((decisive or {}).get("message") or ""),
+        reason=str((decisive or {}).get("reason") or ""),
+        aggregate={k: int(v) for k, v in (status.get("aggregate") or {}).items() if isinstance(v, int)},
+        failed_replicas=tuple(n for n in failed if n),
+        replica_pods=tuple(n for n in pods if n),
+    )

@@ -1,0 +1,409 @@
+"""``T9kJobOperator``: submit a T9k job of any kind and wait for it, by default deferred.
+
+What it does that Airflow's own Kubernetes operators do not (see docs/airflow.md):
+
+- the job name is derived from dag, run, task and map index, and the job is labelled with
+  them and the try number, so it can always be found again;
+- name, namespace and uid go to the task state store *before* waiting: a retry or a
+  restarted worker reattaches to that exact job (uid checked) instead of submitting a second
+  one; a name conflict adopts the existing job only if its labels say it is ours;
+- the trigger watches the job (no polling) and carries the task's timeouts with it;
+- a kill, sync or deferred, deletes (or pauses) the job, so nothing is left running.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import re
+import time
+from datetime import datetime, timedelta, timezone
+from typing import Any, ClassVar
+
+import yaml
+from airflow.sdk import BaseOperator
+from airflow.sdk.configuration import conf
+from airflow.sdk.exceptions import AirflowException, AirflowTaskTimeout
+
+from airflow_t9k.api.outcome import JobState, interpret
+from airflow_t9k.api.resources import resource_for
+from airflow_t9k.controller.k8s.errors import AlreadyExists
+from airflow_t9k.hooks.t9k import T9kHook
+from airflow_t9k.links import XCOM_IDENTITY, T9kJobLink
+from airflow_t9k.triggers.job import T9kJobTrigger
+
+Obj = dict[str, Any]
+
+STATE_KEY = "t9k_job"
+LABEL = "airflow-t9k.io"
+DELETE_ON_FINISH = ("never", "always", "on_success")
+ON_KILL = ("delete", "pause")
+FINISHED_XCOM = ("phase", "summary")
+
+
+def _slug(text: str, limit: int) -> str:
+    s = re.sub(r"[^a-z0-9-]+", "-", text.lower()).strip("-")
+    s = re.sub(r"^[^a-z]+", "", s)  # a DNS-1035 label starts with a letter
+    return s[:limit].rstrip("-") or "job"
+
+
+def _label_value(text: str) -> str:
+    v = re.sub(r"[^A-Za-z0-9._-]+", "_", str(text))[:63]
+    return re.sub(r"^[^A-Za-z0-9]+|[^A-Za-z0-9]+$", "", v)
+
+
+def job_name(dag_id: str, run_id: str, task_id: str, map_index: int = -1) -> str:
+    """Deterministic, short enough for ``<job>-<type>-<rank>`` Service names (<= 63)."""
+    digest = hashlib.sha256(f"{dag_id}\x00{run_id}\x00{task_id}\x00{map_index}".encode()).hexdigest()[:10]
+    return f"{_slug(task_id, 24)}-{digest}"
+
+
+def load_job(job: Obj | str) -> Obj:
+    if isinstance(job, dict):
+        return dict(job)
+    loaded = yaml.safe_load(job)
+    if not isinstance(loaded, dict):
+        raise AirflowException(f"the job must be a mapping (a YAML document or a dict), got {type(loaded).__name__}")
+    return loaded
+
+
+class T9kJobOperator(BaseOperator):
+    """
+    Submit a T9k job and wait until it ends.
+
+    :param job: the job: a dict, a YAML string, or a path to a ``.yaml``/``.yml``/``.json`` file
+        (all templated). ``metadata.name`` may be left out: a deterministic name is used.
+    :param namespace: namespace (default: the job's, the connection's, then ``default``)
+    :param kubernetes_conn_id: the ``kubernetes`` connection
+    :param deferrable: wait in the triggerer (default ``[operators] default_deferrable``)
+    :param wait_for_completion: wait at all; False returns once the job is submitted
+    :param timeout: give up waiting after this long (seconds or timedelta); the job is then
+        deleted (or paused, see ``on_kill_action``) and the task fails
+    :param delete_on_finish: ``never``, ``always`` or ``on_success``
+    :param on_kill_action: ``delete`` or ``pause`` the job when the task is killed or times out
+    :param log_events: forward the job's Kubernetes Events into the task log while deferred
+    :param log_tail_lines: lines of each failed replica's log shown on failure
+    """
+
+    template_fields: ClassVar[tuple[str, ...]] = ("job", "namespace", "kubernetes_conn_id")
+    template_ext: ClassVar[tuple[str, ...]] = (".yaml", ".yml", ".json")
+    template_fields_renderers: ClassVar[dict[str, str]] = {"job": "yaml"}
+    operator_extra_links = (T9kJobLink(),)
+    ui_color = "#c9e4f7"
+    kind: ClassVar[str | None] = None  # set by the per-kind operators
+
+    def __init__(
+        self,
+        *,
+        job: Obj | str | None = None,
+        namespace: str | None = None,
+        kubernetes_conn_id: str | None = "kubernetes_default",
+        config_file: str | None = None,
+        cluster_context: str | None = None,
+        in_cluster: bool | None = None,
+        deferrable: bool = conf.getboolean("operators", "default_deferrable", fallback=False),
+        wait_for_completion: bool = True,
+        timeout: float | timedelta | None = None,
+        delete_on_finish: str = "never",
+        on_kill_action: str = "delete",
+        log_events: bool = True,
+        log_tail_lines: int = 50,
+        **kwargs: Any,
+    ) -> None:
+        super().__init__(**kwargs)
+        if delete_on_finish not in DELETE_ON_FINISH:
+            raise ValueError(f"delete_on_finish must be one of {DELETE_ON_FINISH}, got {delete_on_finish!r}")
+        if on_kill_action not in ON_KILL:
+            raise ValueError(f"on_kill_action must be one of {ON_KILL}, got {on_kill_action!r}")
+        self.job = job
+        self.namespace = namespace
+        self.kubernetes_conn_id = kubernetes_conn_id
+        self.config_file = config_file
+        self.cluster_context = cluster_context
+        self.in_cluster = in_cluster
+        self.deferrable = deferrable
+        self.wait_for_completion = wait_for_completion
+        self.timeout = timeout.total_seconds() if isinstance(timeout, timedelta) else timeout
+        self.delete_on_finish = delete_on_finish
+        self.on_kill_action = on_kill_action
+        self.log_events = log_events
+        self.log_tail_lines = log_tail_lines
+        self._identity: Obj | None = None
+
+    # -- the job we submit -------------------------------------------------------------------
+    @property
+    def hook(self) -> T9kHook:
+        if getattr(self, "_hook", None) is None:
+            self._hook = T9kHook(
+                kubernetes_conn_id=self.kubernetes_conn_id,
+                config_file=self.config_file,
+                cluster_context=self.cluster_context,
+                in_cluster=self.in_cluster,
+            )
+        return self._hook
+
+    def base_job(self) -> Obj:
+        """The job as given; the per-kind operators build it from their arguments instead."""
+        if self.job is None:
+            raise AirflowException("no job given: pass job= (a dict, YAML string or file)")
+        return load_job(self.job)
+
+    def render_job(self, context: Any) -> Obj:
+        job = self.base_job()
+        if self.kind and job.get("kind", self.kind) != self.kind:
+            raise AirflowException(f"{type(self).__name__} submits {self.kind}, but the job is a {job.get('kind')}")
+        kind = job.setdefault("kind", self.kind)
+        if not kind:
+            raise AirflowException("the job has no kind")
+        resource = resource_for(kind)
+        job.setdefault("apiVersion", resource.api_version)
+        meta = dict(job.get("metadata") or {})
+        ti = context["ti"]
+        dag_id, run_id, task_id = ti.dag_id, ti.run_id, ti.task_id
+        map_index = getattr(ti, "map_index", -1)
+        map_index = -1 if map_index is None else map_index
+        meta.setdefault("name", job_name(dag_id, run_id, task_id, map_index))
+        meta["namespace"] = self.namespace or meta.get("namespace") or self.hook.get_namespace() or "default"
+        meta["labels"] = {
+            **(meta.get("labels") or {}),
+            f"{LABEL}/dag-id": _label_value(dag_id),
+            f"{LABEL}/task-id": _label_value(task_id),
+            f"{LABEL}/run-id": _label_value(run_id),
+            f"{LABEL}/map-index": str(map_index) if map_index >= 0 else "none",
+            f"{LABEL}/try-number": str(getattr(ti, "try_number", 0) or 0),
+        }
+        # Labels are sanitised and truncated; the exact identity is in annotations.
+        meta["annotations"] = {
+            **(meta.get("annotations") or {}),
+            f"{LABEL}/dag-id": dag_id,
+            f"{LABEL}/run-id": run_id,
+            f"{LABEL}/task-id": task_id,
+            f"{LABEL}/map-index": str(map_index),
+        }
+        job["metadata"] = meta
+        return job
+
+    def dry_run(self) -> None:
+        """Print the job this task would submit (with a placeholder run)."""
+
+        class _TI:
+            dag_id = self.dag_id if self.has_dag() else "dag"
+            run_id = "manual__dry-run"
+            task_id = self.task_id
+            map_index = -1
+            try_number = 1
+
+        print(yaml.safe_dump(self.render_job({"ti": _TI()}), sort_keys=False))
+
+    # -- execute -----------------------------------------------------------------------------
+    def execute(self, context: Any) -> Obj:
+        job = self.render_job(context)
+        meta = job["metadata"]
+        store = context.get("task_state_store")
+        current = self._reattach(store, job) or self._submit(job)
+        identity = {
+            "kind": job["kind"],
+            "name": meta["name"],
+            "namespace": meta["namespace"],
+            "uid": current["metadata"]["uid"],
+            "server": self.hook.api_client.configuration.host,
+        }
+        self._identity = identity
+        if store is not None:
+            store.set(STATE_KEY, identity)
+        context["ti"].xcom_push(key=XCOM_IDENTITY, value=identity)
+        if not self.wait_for_completion:
+            return identity
+        state = interpret(current)
+        if state.terminal:
+            return self._finish(context, self._event_from(current, "success" if state.succeeded else "failed"))
+        deadline = self._deadline(context)
+        if self.deferrable:
+            self.defer(trigger=self._trigger(identity, deadline), method_name="execute_complete")
+        return self._finish(context, self._wait_sync(identity, deadline))
+
+    def _reattach(self, store: Any, job: Obj) -> Obj | None:
+        saved = store.get(STATE_KEY) if store is not None else None
+        if not saved:
+            return None
+        current = self.hook.get_job(saved["kind"], saved["name"], saved["namespace"])
+        if current is None or current["metadata"].get("uid") != saved.get("uid"):
+            self.log.info("the job of an earlier try (%s/%s) is gone; submitting a new one", saved["namespace"], saved["name"])
+            return None
+        return self._adopt_or_replace(current, "reattaching to the job of an earlier try")
+
+    def _adopt_or_replace(self, current: Obj, why: str) -> Obj | None:
+        """Keep a job that runs or succeeded; a failed one is deleted so this try runs it again."""
+        meta = current["metadata"]
+        state = interpret(current)
+        if not state.terminal or state.succeeded:
+            self.log.info("%s: %s %s/%s uid %s (%s)", why, current["kind"], meta["namespace"], meta["name"], meta["uid"], state.summary())
+            return current
+        self.log.info("the earlier job %s/%s failed (%s); deleting it to run again", meta["namespace"], meta["name"], state.summary())
+        self.hook.delete_job(current["kind"], meta["name"], meta["namespace"], uid=meta["uid"])
+        self._wait_gone(current)
+        return None
+
+    def _wait_gone(self, job: Obj, timeout: float = 60) -> None:
+        meta = job["metadata"]
+        deadline = time.monotonic() + timeout
+        while time.monotonic() < deadline:
+            now = self.hook.get_job(job["kind"], meta["name"], meta["namespace"])
+            if now is None or now["metadata"].get("uid") != meta["uid"]:
+                return
+            time.sleep(0.5)
+        raise AirflowException(f"the failed job {meta['namespace']}/{meta['name']} was not deleted within {timeout}s")
+
+    def _submit(self, job: Obj) -> Obj:
+        meta = job["metadata"]
+        try:
+            created = self.hook.create_job(job, meta["namespace"])
+            self.log.info("submitted %s %s/%s uid %s", job["kind"], meta["namespace"], meta["name"], created["metadata"]["uid"])
+            return created
+        except AlreadyExists:
+            existing = self.hook.get_job(job["kind"], meta["name"], meta["namespace"])
+            if existing is None:
+                return self._submit(job)  # deleted in between
+            if not self._is_ours(existing, job):
+                raise AirflowException(
+                    f"{job['kind']} {meta['namespace']}/{meta['name']} already exists and was not submitted by this "
+                    "task (its airflow-t9k.io labels differ); choose another name or delete it"
+                ) from None
+            adopted = self._adopt_or_replace(existing, "adopting the job this task submitted before")
+            return adopted if adopted is not None else self._submit(job)
+
+    @staticmethod
+    def _is_ours(existing: Obj, job: Obj) -> bool:
+        theirs = (existing["metadata"].get("annotations") or {})
+        ours = job["metadata"]["annotations"]
+        return all(theirs.get(f"{LABEL}/{k}") == ours[f"{LABEL}/{k}"] for k in ("dag-id", "run-id", "task-id", "map-index"))
+
+    def _deadline(self, context: Any) -> float | None:
+        candidates = []
+        if self.timeout is not None:
+            candidates.append(time.time() + float(self.timeout))
+        start = getattr(context.get("ti"), "start_date", None)
+        if self.execution_timeout is not None and isinstance(start, datetime):
+            candidates.append(start.timestamp() + self.execution_timeout.total_seconds())
+        return min(candidates) if candidates else None
+
+    def _connection_for_trigger(self) -> dict[str, Any]:
+        """What the triggerer needs to connect, resolved here as Airflow's provider does."""
+        config_dict = None
+        if self.config_file:
+            with open(self.config_file) as f:
+                config_dict = yaml.safe_load(f)
+        extras = None
+        if self.kubernetes_conn_id:
+            try:
+                extras = self.hook.get_connection(self.kubernetes_conn_id).extra_dejson or None
+            except Exception:  # the default connection may not exist; the provider treats it as empty
+                extras = None
+        return {"config_dict": config_dict, "connection_extras": extras}
+
+    def _trigger(self, identity: Obj, deadline: float | None) -> T9kJobTrigger:
+        return T9kJobTrigger(
+            kind=identity["kind"],
+            name=identity["name"],
+            namespace=identity["namespace"],
+            uid=identity["uid"],
+            kubernetes_conn_id=self.kubernetes_conn_id,
+            cluster_context=self.cluster_context,
+            in_cluster=self.in_cluster,
+            deadline=datetime.fromtimestamp(deadline, timezone.utc).isoformat() if deadline else None,
+            log_events=self.log_events,
+            log_tail_lines=self.log_tail_lines,
+            on_kill_action=self.on_kill_action,
+            events_since=datetime.now(timezone.utc).isoformat(),
+            **self._connection_for_trigger(),
+        )
+
+    def _wait_sync(self, identity: Obj, deadline: float | None) -> Obj:
+        """Wait on this worker by watching the job (one watch, resumed when it ends)."""
+        from kubernetes import watch
+
+        resource = resource_for(identity["kind"])
+        api = self.hook.custom_object_client
+        last_phase = None
+        while True:
+            job = self.hook.get_job(identity["kind"], identity["name"], identity["namespace"])
+            if job is None or job["metadata"]["uid"] != identity["uid"]:
+                return self._event_from(job, "error", f"{identity['kind']} {identity['name']} was deleted or replaced")
+            state = interpret(job)
+            if state.phase != last_phase:
+                self.log.info("%s %s: %s", identity["kind"], identity["name"], state.summary())
+                last_phase = state.phase
+            if state.terminal:
+                return self._event_from(job, "success" if state.succeeded else "failed")
+            remaining = None if deadline is None else deadline - time.time()
+            if remaining is not None and remaining <= 0:
+                return self._event_from(job, "timeout", f"timed out waiting for {identity['name']} ({state.summary()})")
+            w = watch.Watch()
+            for _ in w.stream(
+                api.list_namespaced_custom_object, resource.group, resource.version, identity["namespace"], resource.plural,
+                field_selector=f"metadata.name={identity['name']}", resource_version=job["metadata"]["resourceVersion"],
+                timeout_seconds=int(min(remaining or 60, 60)) or 1,
+            ):  # fmt: skip
+                w.stop()  # something changed: read it fresh above
+
+    def _event_from(self, job: Obj | None, status: str, message: str | None = None) -> Obj:
+        state = interpret(job)
+        logs = {}
+        if job is not None and status == "failed":
+            ns = job["metadata"]["namespace"]
+            logs = {p: self.hook.read_log_tail(p, ns, self.log_tail_lines) for p in state.failed_replicas[:5]}
+        meta = (job or {}).get("metadata") or {}
+        return {
+            "status": status,
+            "kind": (job or {}).get("kind") or (self._identity or {}).get("kind"),
+            "name": meta.get("name") or (self._identity or {}).get("name"),
+            "namespace": meta.get("namespace") or (self._identity or {}).get("namespace"),
+            "uid": meta.get("uid") or (self._identity or {}).get("uid"),
+            "phase": state.phase,
+            "message": message or state.summary(),
+            "state": state.as_dict(),
+            "logs": logs,
+        }
+
+    # -- completion --------------------------------------------------------------------------
+    def execute_complete(self, context: Any, event: Obj) -> Obj:
+        return self._finish(context, event)
+
+    def _finish(self, context: Any, event: Obj) -> Obj:
+        status = event.get("status")
+        state = JobState(**{**{k: v for k, v in (event.get("state") or {}).items() if k in ("phase", "message", "reason")},
+                            "aggregate": (event.get("state") or {}).get("aggregate") or {},
+                            "failed_replicas": tuple((event.get("state") or {}).get("failed_replicas") or ())})  # fmt: skip
+        ti = context["ti"]
+        ti.xcom_push(key="phase", value=event.get("phase"))
+        ti.xcom_push(key="summary", value=state.summary())
+        for pod, tail in (event.get("logs") or {}).items():
+            self.log.info("--- last %d log lines of failed replica %s ---\n%s", self.log_tail_lines, pod, tail)
+        if status == "success":
+            self.log.info("%s %s succeeded: %s", event.get("kind"), event.get("name"), state.summary())
+            if self.delete_on_finish in ("always", "on_success"):
+                self._delete(event)
+            return {k: event.get(k) for k in ("kind", "name", "namespace", "uid", "phase")} | {"summary": state.summary()}
+        if status == "timeout":
+            self._kill_job(event)
+            raise AirflowTaskTimeout(event.get("message") or "timed out")
+        if self.delete_on_finish == "always":
+            self._delete(event)
+        replicas = ", ".join(state.failed_replicas)
+        detail = f"; failed replicas: {replicas}" if replicas else ""
+        tails = "".join(f"\n--- {p} ---\n{t}" for p, t in (event.get("logs") or {}).items())
+        raise AirflowException(f"{event.get('kind')} {event.get('namespace')}/{event.get('name')}: {event.get('message')}{detail}{tails}")
+
+    def _delete(self, event: Obj) -> None:
+        if self.hook.delete_job(event["kind"], event["name"], event["namespace"], uid=event.get("uid")):
+            self.log.info("deleted %s %s/%s", event["kind"], event["namespace"], event["name"])
+
+    def _kill_job(self, ident: Obj) -> None:
+        if self.on_kill_action == "pause":
+            self.hook.patch_job(ident["kind"], ident["name"], ident["namespace"], {"spec": {"runMode": {"pause": {"enabled": True}}}})
+            self.log.info("paused %s %s/%s", ident["kind"], ident["namespace"], ident["name"])
+        else:
+            self._delete(ident)
+
+    def on_kill(self) -> None:
+        if self._identity is not None:
+            self._kill_job(self._identity)

@@ -1,0 +1,252 @@
+"""``T9kJobTrigger``: wait, by watching, until a T9k job ends; then yield exactly one event.
+
+While it waits it forwards the job's Kubernetes Events (and its pods') into the task log,
+deduplicated and bounded. On completion the event carries the tail of every failed
+replica's log. A user's kill of the deferred task (Airflow 3.3 ``on_kill``) deletes or
+pauses the job.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import time
+from collections.abc import AsyncIterator
+from datetime import datetime, timezone
+from typing import Any
+
+from airflow.triggers.base import BaseTrigger, TriggerEvent
+
+from airflow_t9k.api.outcome import interpret
+from airflow_t9k.api.paths import core_path, job_path
+from airflow_t9k.api.resources import resource_for
+from airflow_t9k.hooks.t9k import AsyncT9kHook
+from airflow_t9k.triggers import shared_watch
+
+Obj = dict[str, Any]
+MAX_TAILS = 5
+
+
+def _parse_time(value: str | None) -> float | None:
+    if not value:
+        return None
+    return datetime.fromisoformat(value.replace("Z", "+00:00")).timestamp()
+
+
+class T9kJobTrigger(BaseTrigger):
+    """
+    :param kind: job kind, e.g. ``PyTorchTrainingJob``
+    :param name: job name
+    :param namespace: job namespace
+    :param uid: the job's uid; a different object of the same name is reported as an error
+    :param kubernetes_conn_id: the ``kubernetes`` connection
+    :param deadline: ISO time at which to give up with a ``timeout`` event (``timeout`` and
+        ``execution_timeout`` of the task, carried into the triggerer)
+    :param log_events: forward Kubernetes Events of the job and its pods into the task log
+    :param max_forwarded: at most this many forwarded lines
+    :param log_tail_lines: lines of each failed replica's log to attach on completion
+    :param on_kill_action: ``delete`` or ``pause`` the job when a user kills the task
+    :param events_since: ISO time; Events older than this are not forwarded
+    """
+
+    def __init__(
+        self,
+        *,
+        kind: str,
+        name: str,
+        namespace: str,
+        uid: str | None = None,
+        kubernetes_conn_id: str | None = "kubernetes_default",
+        cluster_context: str | None = None,
+        config_dict: dict | None = None,
+        in_cluster: bool | None = None,
+        connection_extras: dict | None = None,
+        deadline: str | None = None,
+        log_events: bool = True,
+        max_forwarded: int = 200,
+        log_tail_lines: int = 50,
+        on_kill_action: str = "delete",
+        events_since: str | None = None,
+    ) -> None:
+        super().__init__()
+        self.kind = kind
+        self.name = name
+        self.namespace = namespace
+        self.uid = uid
+        self.kubernetes_conn_id = kubernetes_conn_id
+        self.cluster_context = cluster_context
+        self.config_dict = config_dict
+        self.in_cluster = in_cluster
+        self.connection_extras = connection_extras
+        self.deadline = deadline
+        self.log_events = log_events
+        self.max_forwarded = max_forwarded
+        self.log_tail_lines = log_tail_lines
+        self.on_kill_action = on_kill_action
+        self.events_since = events_since
+
+    def serialize(self) -> tuple[str, dict[str, Any]]:
+        return (
+            f"{type(self).__module__}.{type(self).__qualname__}",
+            {
+                "kind": self.kind,
+                "name": self.name,
+                "namespace": self.namespace,
+                "uid": self.uid,
+                "kubernetes_conn_id": self.kubernetes_conn_id,
+                "cluster_context": self.cluster_context,
+                "config_dict": self.config_dict,
+                "in_cluster": self.in_cluster,
+                "connection_extras": self.connection_extras,
+                "deadline": self.deadline,
+                "log_events": self.log_events,
+                "max_forwarded": self.max_forwarded,
+                "log_tail_lines": self.log_tail_lines,
+                "on_kill_action": self.on_kill_action,
+                "events_since": self.events_since,
+            },
+        )
+
+    # -- connections ---------------------------------------------------------------------
+    def make_hook(self) -> AsyncT9kHook:
+        return AsyncT9kHook(
+            kubernetes_conn_id=self.kubernetes_conn_id,
+            cluster_context=self.cluster_context,
+            config_dict=self.config_dict,
+            in_cluster=self.in_cluster,
+            connection_extras=self.connection_extras,
+        )
+
+    def _watch_key(self) -> tuple[Any, ...]:
+        config = repr(sorted((self.config_dict or {}).items())) if self.config_dict else None
+        extras = repr(sorted((self.connection_extras or {}).items())) if self.connection_extras else None
+        return (self.kubernetes_conn_id, self.cluster_context, self.in_cluster, config, extras)
+
+    # -- run -----------------------------------------------------------------------------
+    async def run(self) -> AsyncIterator[TriggerEvent]:
+        # Everything is released before the one event is yielded: a runner that stops
+        # iterating after the first event (as `airflow dags test` does) leaks nothing.
+        yield await self._watch_until_done()
+
+    async def _watch_until_done(self) -> TriggerEvent:
+        path = job_path(resource_for(self.kind), self.namespace)
+        watch = await shared_watch.acquire(self._watch_key(), self.make_hook, path, self.kind)
+        changed = watch.subscribe(self.name)
+        forwarder = asyncio.create_task(self._forward_events()) if self.log_events else None
+        try:
+            await watch.synced()
+            event = await self._wait(watch, changed)
+            if forwarder is not None:
+                await asyncio.sleep(0.5)  # let the last Events of the job reach the log
+            return event
+        finally:
+            if forwarder is not None:
+                forwarder.cancel()
+                await asyncio.gather(forwarder, return_exceptions=True)
+            watch.unsubscribe(self.name, changed)
+            await shared_watch.release(watch)
+
+    async def _wait(self, watch: shared_watch.SharedWatch, changed: asyncio.Event) -> TriggerEvent:
+        deadline = _parse_time(self.deadline)
+        last_phase = None
+        while True:
+            changed.clear()
+            job = watch.get(self.namespace, self.name)
+            if job is None:
+                return self._event("error", None, f"{self.kind} {self.namespace}/{self.name} was deleted while waiting")
+            if self.uid and job["metadata"].get("uid") != self.uid:
+                return self._event("error", job, f"{self.kind} {self.namespace}/{self.name} was replaced by another object")
+            state = interpret(job)
+            if state.phase != last_phase:
+                self.log.info("%s %s/%s: %s", self.kind, self.namespace, self.name, state.summary())
+                last_phase = state.phase
+            if state.terminal:
+                logs = await self._tails(state.failed_replicas)
+                return self._event("success" if state.succeeded else "failed", job, state.summary(), logs)
+            remaining = None if deadline is None else deadline - time.time()
+            if remaining is not None and remaining <= 0:
+                return self._event("timeout", job, f"timed out waiting for {self.kind} {self.name} ({state.summary()})")
+            try:
+                await asyncio.wait_for(changed.wait(), timeout=remaining)
+            except asyncio.TimeoutError:
+                continue
+
+    def _event(self, status: str, job: Obj | None, message: str, logs: dict[str, str] | None = None) -> TriggerEvent:
+        state = interpret(job)
+        return TriggerEvent(
+            {
+                "status": status,
+                "kind": self.kind,
+                "name": self.name,
+                "namespace": self.namespace,
+                "uid": (job or {}).get("metadata", {}).get("uid", self.uid),
+                "phase": state.phase,
+                "message": message,
+                "state": state.as_dict(),
+                "logs": logs or {},
+            }
+        )
+
+    async def _tails(self, pods: tuple[str, ...]) -> dict[str, str]:
+        hook = self.make_hook()
+        try:
+            return {p: await hook.read_log_tail(p, self.namespace, self.log_tail_lines) for p in pods[:MAX_TAILS]}
+        finally:
+            await hook.close()
+
+    async def _forward_events(self) -> None:
+        """Log new Events of the job and its replica pods, once each, at most ``max_forwarded``."""
+        watch = await shared_watch.acquire(self._watch_key(), self.make_hook, core_path("Event", self.namespace), "Event")
+        waiter = watch.subscribe(None)
+        seen: set[tuple[str, int]] = set()
+        since = _parse_time(self.events_since) or 0.0
+        forwarded = 0
+        try:
+            await watch.synced()
+            while forwarded < self.max_forwarded:
+                waiter.clear()
+                for ev in sorted(watch.objects(), key=_event_order):
+                    obj = ev.get("involvedObject") or {}
+                    name = str(obj.get("name") or "")
+                    if name != self.name and not name.startswith(f"{self.name}-"):
+                        continue
+                    key = (ev["metadata"].get("uid", ""), int(ev.get("count") or 1))
+                    when = _parse_time(ev.get("lastTimestamp") or ev.get("eventTime")) or 0.0
+                    if key in seen or when + 1 < since:
+                        continue
+                    seen.add(key)
+                    forwarded += 1
+                    self.log.info("[event] %s %s %s/%s: %s", ev.get("type"), ev.get("reason"), obj.get("kind"), name, ev.get("message"))
+                    if forwarded >= self.max_forwarded:
+                        self.log.info("[event] forwarded %d events; not forwarding more", forwarded)
+                        break
+                await waiter.wait()
+        finally:
+            watch.unsubscribe(None, waiter)
+            await shared_watch.release(watch)
+
+    # -- kill ----------------------------------------------------------------------------
+    async def on_kill(self) -> None:
+        """A user killed the deferred task: do not leave the job running."""
+        hook = self.make_hook()
+        try:
+            if self.on_kill_action == "pause":
+                await hook.patch_job(self.kind, self.name, self.namespace, {"spec": {"runMode": {"pause": {"enabled": True}}}})
+                self.log.info("paused %s %s/%s", self.kind, self.namespace, self.name)
+            else:
+                await hook.delete_job(self.kind, self.name, self.namespace, uid=self.uid)
+                self.log.info("deleted %s %s/%s", self.kind, self.namespace, self.name)
+        finally:
+            await hook.close()
+
+
+def _event_order(ev: Obj) -> tuple[str, int]:
+    """Timestamps have one-second resolution; the resourceVersion orders within a second."""
+    try:
+        rv = int(ev["metadata"].get("resourceVersion") or 0)
+    except ValueError:
+        rv = 0
+    return (str(ev.get("lastTimestamp") or ev.get("eventTime") or ""), rv)
+
+
+def now_iso() -> str:
+    return datetime.now(timezone.utc).isoformat()
