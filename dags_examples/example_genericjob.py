@@ -1,4 +1,4 @@
-"""GenericJob: two workers; worker 0 decides (seed 001's rules), pods simulated on kwok."""
+"""GenericJob: two workers; worker 0 decides (seed 001's rules)."""
 
 from __future__ import annotations
 
@@ -7,18 +7,16 @@ from datetime import datetime
 from airflow.sdk import DAG
 
 from airflow_t9k.operators.kinds import GenericJobOperator
+from dags_examples._sim import simulate
 
-# kwok runs no code: these pod annotations decide how long replicas run and how they end.
-SIMULATE = {"sim.t9k.test/duration": "3s"}
-
-with DAG("example_genericjob", start_date=datetime(2026, 1, 1), schedule=None, catchup=False, tags=["t9k"]):
+with DAG("example_genericjob", start_date=datetime(2026, 1, 1), schedule=None, catchup=False, tags=["t9k", "example"]):
     GenericJobOperator(
         task_id="generic",
         image="busybox:1.36",
         command=["sh", "-c", "echo worker $(rank) of $(replicas[worker])"],
         replicas=2,
         machine_type="1U2G0P",
-        pod_annotations=SIMULATE,
         spec={"successRules": [{"worker": [0]}], "failureRules": [{"worker": [0]}], "cleanUpPolicy": "Unfinished"},
+        pod_annotations=simulate("3s"),
         deferrable=True,
     )

@@ -93,3 +93,20 @@ def settle(job: Obj, *objects: Obj) -> Plan:
     """Plan twice, feeding the first status back, as the controller does after a write."""
     first = run(job, *objects)
     return run(job, *objects, status=first.status)
+
+
+def pytorch(name: str = "pt", *types: tuple[str, int], policy: str = "ExitCode", **spec: Any) -> Obj:
+    types = types or (("master", 1), ("worker", 2))
+    return {
+        "apiVersion": "batch.tensorstack.dev/v1beta1",
+        "kind": "PyTorchTrainingJob",
+        "metadata": {"name": name, "namespace": "ns", "uid": f"uid-{name}", "generation": 1},
+        "spec": {
+            "replicaSpecs": [
+                {"type": t, "replicas": n, "restartPolicy": policy,
+                 "template": {"spec": {"containers": [{"name": "pytorch", "image": "img", "command": ["python", "train.py"]}]}}}
+                for t, n in types
+            ],
+            **spec,
+        },
+    }  # fmt: skip

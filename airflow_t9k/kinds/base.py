@@ -26,6 +26,10 @@ MANAGED_BY = "airflow-t9k"
 ANNOTATION_RESTARTS = f"{LABEL_PREFIX}/restart-count"
 
 RESTART_POLICIES = ("Never", "OnFailure", "Always")
+TRAINING_RESTART_POLICIES = (*RESTART_POLICIES, "ExitCode")
+# ExitCode restarts only on these (T9k docs): SIGINT, SIGKILL, SIGTERM, and 138, the
+# code a training script exits with to ask for a restart.
+RETRYABLE_EXIT_CODES = frozenset({130, 137, 143, 138})
 DEFAULT_RESTART_LIMIT = 3
 DEBUG_COMMAND = ["sleep", "inf"]
 
@@ -39,12 +43,17 @@ class RestartPolicy:
     policy: str = "Never"
     limit: int = 0
 
-    def allows(self, succeeded: bool, restarts_done: int) -> bool:
+    def allows(self, succeeded: bool, restarts_done: int, exit_code: int | None = None) -> bool:
+        """``exit_code`` None means the pod failed without one (e.g. it was evicted)."""
         if restarts_done >= self.limit:
             return False
         if self.policy == "Always":
             return True
-        return self.policy == "OnFailure" and not succeeded
+        if succeeded:
+            return False
+        if self.policy == "ExitCode":
+            return exit_code is None or exit_code in RETRYABLE_EXIT_CODES
+        return self.policy == "OnFailure"
 
 
 @dataclass(frozen=True)
@@ -122,9 +131,17 @@ class JobKind:
         """Default: any replica has failed for good (each replica is its own rule)."""
         return [{s.type: [r]} for s in self.replica_specs(job) for r in range(s.replicas)]
 
-    def deciding_types(self, job: Obj) -> set[str] | None:
-        """Types whose outcome decides the job; None means rules decide."""
+    def backoff_limit(self, job: Obj) -> int | None:
+        """A restart budget shared by every replica (``runPolicy.backoffLimit``); None: per replica only."""
         return None
+
+    def active_deadline(self, job: Obj) -> int | None:
+        """Seconds after the start at which the job fails (``runPolicy.activeDeadlineSeconds``)."""
+        return None
+
+    def main_container(self, pod_spec: Obj) -> Obj | None:
+        """The training container: debug and resume overrides and injected env go here."""
+        return container_named(pod_spec, self.training_container) or container_named(pod_spec, None)
 
     # -- children -------------------------------------------------------------------
     def service_ports(self, job: Obj) -> list[Obj]:

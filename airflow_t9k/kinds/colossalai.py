@@ -66,8 +66,13 @@ class ColossalAIJob(JobKind):
             if launcher.get(key):
                 container[key] = launcher[key]
         never = RestartPolicy("Never", 0)
+        # The launcher has no template of its own; it shares the workers' labels and
+        # annotations (mesh or monitoring annotations usually belong on both).
+        meta = worker["template"].get("metadata") or {}
+        launcher_template = {"metadata": {k: v for k, v in meta.items() if k in ("labels", "annotations")},
+                             "spec": {"containers": [container]}}  # fmt: skip
         return [
-            ReplicaSpec(LAUNCHER, 1, {"spec": {"containers": [container]}}, never),
+            ReplicaSpec(LAUNCHER, 1, launcher_template, never),
             ReplicaSpec(WORKER, replicas, worker["template"], never),
         ]
 

@@ -5,8 +5,9 @@ from __future__ import annotations
 from airflow_t9k.kinds.base import JobKind
 from airflow_t9k.kinds.colossalai import ColossalAIJob
 from airflow_t9k.kinds.generic import GenericJob
+from airflow_t9k.kinds.pytorch import PyTorchTrainingJob
 
-KINDS: dict[str, JobKind] = {k.resource.kind: k for k in (GenericJob(), ColossalAIJob())}
+KINDS: dict[str, JobKind] = {k.resource.kind: k for k in (GenericJob(), ColossalAIJob(), PyTorchTrainingJob())}
 
 
 def get_kind(kind: str) -> JobKind:

@@ -129,6 +129,27 @@ class T9kJobOperator(BaseOperator):
         self.log_tail_lines = log_tail_lines
         self._identity: Obj | None = None
 
+    # -- templating: only ``job`` may name a file --------------------------------------------
+    # Airflow applies template_ext to every templated string, so an argument such as
+    # "--deepspeed_config=ds.json" in ``command`` would be read as a template file.
+    def resolve_template_files(self) -> None:
+        job = self.job
+        if isinstance(job, str) and job.endswith(tuple(self.template_ext)):
+            env = self.get_template_env()
+            self.job = env.loader.get_source(env, job)[0]  # type: ignore[union-attr]
+        self.prepare_template()
+
+    def _do_render_template_fields(self, parent: Any, template_fields: Any, context: Any, jinja_env: Any, seen_oids: set[int]) -> None:
+        if parent is not self:
+            return super()._do_render_template_fields(parent, template_fields, context, jinja_env, seen_oids)
+        fields = list(template_fields)
+        super()._do_render_template_fields(parent, [f for f in fields if f == "job"], context, jinja_env, seen_oids)
+        self.template_ext = ()  # type: ignore[misc]
+        try:
+            super()._do_render_template_fields(parent, [f for f in fields if f != "job"], context, jinja_env, seen_oids)
+        finally:
+            del self.template_ext
+
     # -- the job we submit -------------------------------------------------------------------
     @property
     def hook(self) -> T9kHook:

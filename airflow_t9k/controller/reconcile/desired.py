@@ -17,7 +17,6 @@ from airflow_t9k.kinds.base import (
     ModeOverride,
     Obj,
     ReplicaSpec,
-    container_named,
     debug_enabled,
     deep,
     mode_entries,
@@ -151,7 +150,7 @@ def build_pod(kind: JobKind, job: Obj, slot: Slot, restarts: int, resumed: bool)
 
 
 def apply_override(kind: JobKind, pod_spec: Obj, override: ModeOverride) -> None:
-    main = container_named(pod_spec, kind.training_container) or container_named(pod_spec, None)
+    main = kind.main_container(pod_spec)
     if main is not None:
         if override.command is not None:
             main["command"] = list(override.command)

@@ -37,6 +37,7 @@ from airflow_t9k.controller.reconcile.status import (
     StatusBuilder,
     aggregate,
     failure_detail,
+    timestamp,
     replica_entry,
     replica_phase,
 )
@@ -65,6 +66,25 @@ class SlotState:
         if self.pod is None or is_deleting(self.pod):
             return None
         return pod_phase(self.pod)
+
+    @property
+    def exit_code(self) -> int | None:
+        """The failing container's exit code; None when the pod failed without one (evicted)."""
+        status = (self.pod or {}).get("status") or {}
+        if status.get("reason") == "Evicted":
+            return None
+        for cs in status.get("containerStatuses") or []:
+            code = ((cs.get("state") or {}).get("terminated") or {}).get("exitCode")
+            if code:
+                return int(code)
+        return None
+
+    def can_restart(self, budget: list[int] | None) -> bool:
+        """Policy and restarts left for this replica, and the job's shared budget if it has one."""
+        succeeded = self.phase == "Succeeded"
+        if not self.slot.spec.restart.allows(succeeded, self.restarts, None if succeeded else self.exit_code):
+            return False
+        return budget is None or budget[0] > 0
 
 
 def plan(job: Obj, observed: Observed, now: datetime) -> Plan:
@@ -100,7 +120,14 @@ def plan(job: Obj, observed: Observed, now: datetime) -> Plan:
         return _finish_plan(sb, actions, events)
 
     debug = debug_enabled(job)
-    outcome = None if debug else _decide(kind, job, states)
+    budget = _budget(kind, job, states)
+    sb.new.setdefault("startTime", timestamp(now))
+    expired, requeue = _deadline(kind, job, sb, now)
+    if expired and not debug:
+        outcome: tuple[str, str, str] | None = (
+            "Failed", "DeadlineExceeded", f"The job ran longer than activeDeadlineSeconds ({kind.active_deadline(job)}s).")
+    else:
+        outcome = None if debug else _decide(kind, job, states, budget)
     children = _ensure_children(kind, job, observed, slot_list)
     actions += children
     if outcome is not None:
@@ -108,10 +135,14 @@ def plan(job: Obj, observed: Observed, now: datetime) -> Plan:
         actions += _cleanup(kind, job, observed)
         _finish(sb, phase, reason, message)
     else:
-        actions += _replicas(observed, states, rendered, events, debug)
+        actions += _replicas(observed, states, rendered, events, debug, budget)
         _progress(sb, states, children_missing=any(not isinstance(a, Delete) for a in children))
     _replica_failure(sb, states)
     _write_tasks(sb, kind, job, states, finished=outcome is not None)
+    if kind.backoff_limit(job) is not None:
+        sb.new["backoffCount"] = sum(s.restarts for s in states)
+    if outcome is None and requeue is not None:
+        return _finish_plan(sb, actions, events, requeue)
     return _finish_plan(sb, actions, events)
 
 
@@ -129,22 +160,31 @@ def _restarts(slot: Slot, observed: Observed, sb: StatusBuilder) -> int:
     return max(recorded, on_pod)
 
 
-def _decide(kind: JobKind, job: Obj, states: list[SlotState]) -> tuple[str, str, str] | None:
+def _budget(kind: JobKind, job: Obj, states: list[SlotState]) -> list[int] | None:
+    """What is left of a shared restart budget (a one-element list, spent as restarts happen)."""
+    limit = kind.backoff_limit(job)
+    return None if limit is None else [limit - sum(s.restarts for s in states)]
+
+
+def _deadline(kind: JobKind, job: Obj, sb: StatusBuilder, now: datetime) -> tuple[bool, float | None]:
+    """(deadline passed, seconds until it passes)."""
+    limit = kind.active_deadline(job)
+    if not limit:
+        return False, None
+    start = datetime.fromisoformat(str(sb.new["startTime"]).replace("Z", "+00:00"))
+    left = limit - (now - start).total_seconds()
+    return left <= 0, max(left, 0.0)
+
+
+def _decide(kind: JobKind, job: Obj, states: list[SlotState], budget: list[int] | None) -> tuple[str, str, str] | None:
     succeeded = {(s.slot.type, s.slot.rank) for s in states if s.phase == "Succeeded"}
-    failed_for_good = {
-        (s.slot.type, s.slot.rank)
-        for s in states
-        if s.phase == "Failed" and not s.slot.spec.restart.allows(False, s.restarts)
-    }
+    failed_for_good = {(s.slot.type, s.slot.rank) for s in states if s.phase == "Failed" and not s.can_restart(budget)}
     if rule := _satisfied(kind.failure_rules(job), failed_for_good):
         return "Failed", "FailureRule", f"The job is failed with rule: {_fmt(rule)}"
     if rule := _satisfied(kind.success_rules(job), succeeded):
         return "Succeeded", "SuccessRule", f"The job has finished successfully with rule: {_fmt(rule)}"
     ended = succeeded | failed_for_good
-    restartable = any(
-        s.phase in ("Succeeded", "Failed") and s.slot.spec.restart.allows(s.phase == "Succeeded", s.restarts)
-        for s in states
-    )
+    restartable = any(s.phase in ("Succeeded", "Failed") and s.can_restart(budget) for s in states)
     if states and len(ended) == len(states) and not restartable:
         return "Failed", "NoRuleSatisfied", "All replicas have ended, but no success rule was satisfied."
     return None
@@ -184,7 +224,8 @@ def _ensure_children(kind: JobKind, job: Obj, observed: Observed, slot_list: lis
 
 
 def _replicas(
-    observed: Observed, states: list[SlotState], rendered: dict[str, Obj], events: list[Emit], debug: bool
+    observed: Observed, states: list[SlotState], rendered: dict[str, Obj], events: list[Emit], debug: bool,
+    budget: list[int] | None,
 ) -> list[Action]:
     actions: list[Action] = []
     wanted = {s.slot.pod_name for s in states}
@@ -198,8 +239,10 @@ def _replicas(
         if debug or s.phase not in ("Succeeded", "Failed"):
             continue
         policy = s.slot.spec.restart
-        if policy.allows(s.phase == "Succeeded", s.restarts):
+        if s.can_restart(budget):
             s.restarts += 1
+            if budget is not None:
+                budget[0] -= 1
             actions.append(Delete("Pod", s.slot.pod_name, _uid(s.pod)))
             what = "failed with " + failure_detail(s.pod) if s.phase == "Failed" else "completed"
             events.append(
@@ -313,12 +356,12 @@ def _write_tasks(sb: StatusBuilder, kind: JobKind, job: Obj, states: list[SlotSt
         sb.new["observedGeneration"] = generation
 
 
-def _finish_plan(sb: StatusBuilder, actions: list[Action], events: list[Emit]) -> Plan:
+def _finish_plan(sb: StatusBuilder, actions: list[Action], events: list[Emit], requeue: float | None = None) -> Plan:
     new_phase = sb.new.get("phase")
     if new_phase != sb.old_phase:
         message = _phase_message(sb)
         events.insert(0, Emit("Warning" if new_phase == "Failed" else "Normal", str(new_phase), message))
-    return Plan(tuple(actions), sb.new, tuple(events))
+    return Plan(tuple(actions), sb.new, tuple(events), requeue)
 
 
 def _phase_message(sb: StatusBuilder) -> str:

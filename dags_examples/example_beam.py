@@ -1,0 +1,20 @@
+"""BeamJob: a Beam wordcount on a Flink cluster with two TaskManagers."""
+
+from __future__ import annotations
+
+from datetime import datetime
+
+from airflow.sdk import DAG
+
+from airflow_t9k.operators.kinds import BeamJobOperator
+from dags_examples._sim import simulate
+
+with DAG("example_beam", start_date=datetime(2026, 1, 1), schedule=None, catchup=False, tags=["t9k", "example"]):
+    BeamJobOperator(
+        task_id="wordcount",
+        image="t9kpublic/flink:1.10.1",
+        command=["python3", "-m", "apache_beam.examples.wordcount", "--runner=FlinkRunner", "--output=/tmp/counts"],
+        replicas=2,
+        pod_annotations=simulate("3s"),
+        deferrable=True,
+    )

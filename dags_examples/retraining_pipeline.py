@@ -1,0 +1,70 @@
+"""A scheduled retraining pipeline: prepare data -> train (PyTorchTrainingJob) -> evaluate ->
+promote the model only if its metric beats the one in production.
+
+On kwok the training pods run no code, so "evaluate" reads a candidate metric from the
+run's params; on a real cluster it would read what the training job wrote.
+"""
+
+from __future__ import annotations
+
+from datetime import datetime
+from typing import Any
+
+from airflow.sdk import DAG, Variable, task
+
+from airflow_t9k.operators.kinds import PyTorchTrainingJobOperator
+from dags_examples._sim import simulate
+
+BEST_METRIC = "retraining_best_metric"
+
+with DAG(
+    "retraining_pipeline",
+    start_date=datetime(2026, 1, 1),
+    schedule="@weekly",
+    catchup=False,
+    params={"candidate_metric": 0.91, "train_seconds": "5s"},
+    tags=["t9k", "retraining"],
+):
+
+    @task
+    def prepare_data(ds: str | None = None) -> dict[str, Any]:
+        return {"dataset": f"s3://ml-data/clicks/{ds}", "rows": 1_000_000}
+
+    data = prepare_data()
+
+    train = PyTorchTrainingJobOperator(
+        task_id="train",
+        image="pytorch/pytorch:2.4.0-cuda12.1-cudnn9-runtime",
+        command=["python", "train.py", "--data", "{{ ti.xcom_pull(task_ids='prepare_data')['dataset'] }}"],
+        replicas=2,
+        machine_type="4U16G1P",
+        pod_annotations=simulate("5s"),
+        spec={"runPolicy": {"backoffLimit": 2, "cleanUpPolicy": "Unfinished"}},
+        timeout=1800,
+        deferrable=True,
+    )
+
+    @task
+    def evaluate(job: dict[str, Any], params: dict[str, Any] | None = None) -> float:
+        if job.get("phase") != "Succeeded":
+            raise ValueError(f"training did not succeed: {job}")
+        return float((params or {})["candidate_metric"])
+
+    @task.branch
+    def better_than_production(metric: float) -> str:
+        best = float(Variable.get(BEST_METRIC, default="0.0"))
+        print(f"candidate {metric:.4f} vs production {best:.4f}")
+        return "promote" if metric > best else "keep_production"
+
+    @task
+    def promote(metric: float) -> str:
+        Variable.set(BEST_METRIC, str(metric))
+        return f"promoted model with metric {metric:.4f}"
+
+    @task
+    def keep_production() -> str:
+        return "kept the production model"
+
+    metric = evaluate(train.output)
+    data >> train
+    better_than_production(metric) >> [promote(metric), keep_production()]
