@@ -24,6 +24,7 @@ class JobState:
     aggregate: dict[str, int] = field(default_factory=dict)
     failed_replicas: tuple[str, ...] = ()
     replica_pods: tuple[str, ...] = ()
+    replica_failure: str = ""  # e.g. "Replicas failed: j-worker-1: container main exit code 137 (OOMKilled)"
 
     @property
     def terminal(self) -> bool:
@@ -49,6 +50,7 @@ class JobState:
             "reason": self.reason,
             "aggregate": dict(self.aggregate),
             "failed_replicas": list(self.failed_replicas),
+            "replica_failure": self.replica_failure,
         }
 
 
@@ -94,4 +96,5 @@ def interpret(job: Obj | None) -> JobState:
         aggregate={k: int(v) for k, v in (status.get("aggregate") or {}).items() if isinstance(v, int)},
         failed_replicas=tuple(n for n in failed if n),
         replica_pods=tuple(n for n in pods if n),
+        replica_failure=str((_true(status, "ReplicaFailure") or {}).get("message") or ""),
     )

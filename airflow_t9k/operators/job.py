@@ -411,6 +411,9 @@ class T9kJobOperator(BaseOperator):
             self._delete(event)
         replicas = ", ".join(state.failed_replicas)
         detail = f"; failed replicas: {replicas}" if replicas else ""
+        why = (event.get("state") or {}).get("replica_failure")
+        if why:
+            detail += f" ({why})"
         tails = "".join(f"\n--- {p} ---\n{t}" for p, t in (event.get("logs") or {}).items())
         raise AirflowException(f"{event.get('kind')} {event.get('namespace')}/{event.get('name')}: {event.get('message')}{detail}{tails}")
 

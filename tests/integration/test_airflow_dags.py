@@ -1,0 +1,91 @@
+"""Whole DAGs under real Airflow 3.3 (`airflow dags test`, triggers run in-process) against
+the local cluster, with the controller running."""
+
+from __future__ import annotations
+
+import json
+import os
+import shutil
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+ROOT = Path(__file__).resolve().parents[2]
+AIRFLOW = Path(sys.executable).parent / "airflow"
+
+
+@pytest.fixture(scope="session")
+def airflow_home(tmp_path_factory) -> Path:
+    home = tmp_path_factory.mktemp("airflow-home")
+    dags = home / "dags"
+    shutil.copytree(ROOT / "dags_examples", dags)
+    for extra in (ROOT / "tests" / "integration" / "dags").glob("*.py"):
+        shutil.copy(extra, dags)
+    env = base_env(home)
+    subprocess.run([str(AIRFLOW), "db", "migrate"], env=env, check=True, capture_output=True)
+    return home
+
+
+def base_env(home: Path) -> dict[str, str]:
+    env = {k: v for k, v in os.environ.items() if not k.startswith("AIRFLOW")}
+    env.update(
+        AIRFLOW_HOME=str(home),
+        AIRFLOW__CORE__DAGS_FOLDER=str(home / "dags"),
+        AIRFLOW__CORE__LOAD_EXAMPLES="False",
+        AIRFLOW__DATABASE__SQL_ALCHEMY_CONN=f"sqlite:///{home}/airflow.db",
+        PYTHONPATH=f"{home}:{ROOT}",
+    )
+    return env
+
+
+@pytest.fixture
+def run_dag(airflow_home, cluster, namespace, controller):
+    def run(dag_id: str, **conf) -> subprocess.CompletedProcess[str]:
+        env = base_env(airflow_home)
+        extra = {"kube_config_path": str(cluster.kubeconfig), "namespace": namespace}
+        env["AIRFLOW_CONN_KUBERNETES_DEFAULT"] = json.dumps({"conn_type": "kubernetes", "extra": extra})
+        args = [str(AIRFLOW), "dags", "test", dag_id]
+        if conf:
+            args += ["--conf", json.dumps(conf)]
+        return subprocess.run(args, env=env, capture_output=True, text=True, timeout=300)
+
+    return run
+
+
+def ok(result: subprocess.CompletedProcess[str]) -> str:
+    out = result.stdout + result.stderr
+    assert result.returncode == 0, out[-4000:]
+    assert "DagRun Finished" in out and "state=success" in out, out[-4000:]
+    return out
+
+
+@pytest.mark.parametrize("dag_id", ["example_genericjob", "example_pytorch", "example_colossalai", "example_yaml_and_sensor"])
+def test_example_dag_runs_to_success(run_dag, jobs, dag_id):
+    out = ok(run_dag(dag_id))
+    assert "Pausing task as DEFERRED" in out or dag_id == "example_yaml_and_sensor"
+    assert "[event] Normal Succeeded" in out or dag_id == "example_yaml_and_sensor"
+
+
+def test_retraining_pipeline_promotes_then_keeps(run_dag, jobs):
+    first = ok(run_dag("retraining_pipeline", candidate_metric=0.99))
+    assert "promoted model with metric 0.9900" in first
+    pt = jobs.api.list_namespaced_custom_object("batch.tensorstack.dev", "v1beta1", jobs.ns, "pytorchtrainingjobs")["items"]
+    assert len(pt) == 1 and pt[0]["status"]["phase"] == "Succeeded"
+    # cleanUpPolicy Unfinished may remove a replica still running when the master finished;
+    # the master (rank 0) has succeeded and stays.
+    master = jobs.pods(pt[0]["metadata"]["name"])[f"{pt[0]['metadata']['name']}-worker-0"]
+    env = {e.name: e.value for e in master.spec.containers[0].env}
+    assert (env["RANK"], env["WORLD_SIZE"], env["MASTER_ADDR"]) == ("0", "2", f"{pt[0]['metadata']['name']}-worker-0")
+    second = ok(run_dag("retraining_pipeline", candidate_metric=0.5))
+    assert "kept the production model" in second
+
+
+def test_failing_job_fails_the_task_with_the_reason(run_dag, jobs):
+    result = run_dag("t9k_failing")
+    out = result.stdout + result.stderr
+    assert "state=failed" in out
+    assert 'The job is failed with rule: {"worker": [1]}' in out
+    assert "failed replicas:" in out and "-worker-1" in out
+    assert "exit code 137 (OOMKilled)" in out

@@ -1,0 +1,214 @@
+"""The operator, hook and trigger against the real API server and controller.
+
+The Airflow side is a minimal stand-in for the task instance and its state store, so each
+path (defer, reattach, adopt, conflict, kill, timeout) can be driven exactly; whole DAGs run
+under real Airflow in test_airflow_dags.py.
+"""
+
+from __future__ import annotations
+
+import asyncio
+from datetime import datetime
+
+import pytest
+from airflow.sdk import DAG
+from airflow.sdk.exceptions import AirflowException, AirflowTaskTimeout, TaskDeferred
+
+from airflow_t9k.operators.kinds import GenericJobOperator
+from airflow_t9k.triggers.job import T9kJobTrigger
+from tests.support.cluster import wait_until
+from tests.support.kubelet import set_pod_terminated
+
+
+class FakeTI:
+    def __init__(self, run_id="manual__1", try_number=1):
+        self.dag_id, self.run_id, self.task_id, self.map_index, self.try_number = "dag", run_id, "train", -1, try_number
+        self.xcom: dict = {}
+        self.start_date = None
+
+    def xcom_push(self, key, value):
+        self.xcom[key] = value
+
+
+class Store(dict):
+    def set(self, key, value, **_):
+        self[key] = value
+
+
+@pytest.fixture
+def conn(monkeypatch, cluster, namespace):
+    extra = f'{{"kube_config_path": "{cluster.kubeconfig}", "namespace": "{namespace}"}}'
+    monkeypatch.setenv("AIRFLOW_CONN_KUBERNETES_DEFAULT", f'{{"conn_type": "kubernetes", "extra": {extra}}}')
+
+
+def make_op(sim=None, **kw):
+    with DAG("dag", start_date=datetime(2026, 1, 1), schedule=None):
+        return GenericJobOperator(task_id="train", image="busybox", replicas=2, pod_annotations=sim or {}, **kw)
+
+
+def context(store=None, **ti):
+    return {"ti": FakeTI(**ti), "task_state_store": store if store is not None else Store()}
+
+
+def test_defers_with_a_trigger_for_exactly_the_submitted_job(conn, jobs, controller):
+    ctx = context()
+    with pytest.raises(TaskDeferred) as exc:
+        make_op(deferrable=True, timeout=600).execute(ctx)
+    trigger = exc.value.trigger
+    ident = ctx["task_state_store"]["t9k_job"]
+    job = jobs.get("GenericJob", ident["name"])
+    assert isinstance(trigger, T9kJobTrigger) and exc.value.method_name == "execute_complete"
+    assert (trigger.name, trigger.namespace, trigger.uid) == (ident["name"], jobs.ns, job["metadata"]["uid"])
+    assert trigger.deadline is not None
+    assert ctx["ti"].xcom["t9k_job"]["uid"] == job["metadata"]["uid"]  # pushed before deferring
+    assert job["metadata"]["labels"]["airflow-t9k.io/task-id"] == "train"
+
+
+def test_retry_reattaches_to_the_same_job_instead_of_submitting_another(conn, jobs, controller):
+    store = Store()
+    with pytest.raises(TaskDeferred):
+        make_op(deferrable=True).execute(context(store))
+    first_uid = store["t9k_job"]["uid"]
+    with pytest.raises(TaskDeferred) as exc:  # the retry, e.g. after the worker died
+        make_op(deferrable=True).execute(context(store, try_number=2))
+    assert exc.value.trigger.uid == first_uid
+    items = jobs.api.list_namespaced_custom_object("batch.tensorstack.dev", "v1beta1", jobs.ns, "genericjobs")["items"]
+    assert [i["metadata"]["uid"] for i in items] == [first_uid]
+
+
+def test_conflict_adopts_our_job_and_refuses_a_stranger(conn, jobs, controller):
+    with pytest.raises(TaskDeferred) as first:
+        make_op(deferrable=True).execute(context())  # state store lost (fresh store below)
+    with pytest.raises(TaskDeferred) as second:
+        make_op(deferrable=True).execute(context())
+    assert first.value.trigger.uid == second.value.trigger.uid
+    name = first.value.trigger.name
+    jobs.patch("GenericJob", name, {"metadata": {"annotations": {"airflow-t9k.io/dag-id": "someone-else"}}})
+    with pytest.raises(AirflowException, match="already exists and was not submitted by this task"):
+        make_op(deferrable=True).execute(context())
+
+
+def test_retry_after_a_failed_job_runs_it_again(conn, jobs, controller):
+    store = Store()
+    sim = {"sim.t9k.test/duration": "1s", "sim.t9k.test/fail-pods": "-worker-0$", "sim.t9k.test/exit-code": "3"}
+    with pytest.raises(AirflowException, match="failed replicas"):
+        make_op(sim=sim, deferrable=False).execute(context(store))
+    failed_uid = store["t9k_job"]["uid"]
+    with pytest.raises(TaskDeferred) as exc:
+        make_op(sim=sim, deferrable=True).execute(context(store, try_number=2))
+    assert exc.value.trigger.uid != failed_uid
+
+
+def test_sync_wait_succeeds_and_deletes_on_success(conn, jobs, controller):
+    ctx = context()
+    out = make_op(sim={"sim.t9k.test/duration": "1s"}, deferrable=False, delete_on_finish="on_success").execute(ctx)
+    assert out["phase"] == "Succeeded"
+    wait_until(lambda: jobs.api.list_namespaced_custom_object("batch.tensorstack.dev", "v1beta1", jobs.ns, "genericjobs")["items"] == [],
+               what="job deleted on success")  # fmt: skip
+
+
+def test_sync_timeout_deletes_the_job(conn, jobs, controller):
+    store = Store()
+    with pytest.raises(AirflowTaskTimeout):
+        make_op(deferrable=False, timeout=3).execute(context(store))
+    name = store["t9k_job"]["name"]
+    wait_until(lambda: _gone(jobs, name), what="job deleted after timeout")
+
+
+def test_sync_kill_deletes_and_pause_action_pauses(conn, jobs, controller):
+    op = make_op(deferrable=False, wait_for_completion=False)
+    ident = op.execute(context())
+    op.on_kill()
+    wait_until(lambda: _gone(jobs, ident["name"]), what="killed job deleted")
+    op2 = make_op(deferrable=False, wait_for_completion=False, on_kill_action="pause")
+    ident2 = op2.execute(context(run_id="manual__2"))
+    op2.on_kill()
+    jobs.wait_phase("GenericJob", ident2["name"], "Paused")
+
+
+def _gone(jobs, name):
+    try:
+        jobs.get("GenericJob", name)
+        return False
+    except Exception as exc:  # noqa: BLE001 - 404 from the API
+        return getattr(exc, "status", None) == 404
+
+
+def _trigger_for(jobs, conn_ok, sim=None, **kw):
+    with pytest.raises(TaskDeferred) as exc:
+        make_op(sim=sim, deferrable=True, **kw).execute(context())
+    return exc.value.trigger
+
+
+async def first_event(trigger, timeout=60):
+    return await asyncio.wait_for(trigger.run().__anext__(), timeout)
+
+
+@pytest.mark.asyncio
+async def test_trigger_yields_success_once_the_job_succeeds(conn, jobs, controller):
+    trigger = _trigger_for(jobs, conn, sim={"sim.t9k.test/duration": "2s"})
+    event = (await first_event(trigger)).payload
+    assert (event["status"], event["phase"]) == ("success", "Succeeded")
+    assert event["uid"] == trigger.uid
+
+
+@pytest.mark.asyncio
+async def test_trigger_reports_failure_with_replica_log_tails(conn, jobs, controller):
+    sim = {"sim.t9k.test/duration": "1s", "sim.t9k.test/fail-pods": "-worker-1$", "sim.t9k.test/exit-code": "137"}
+    trigger = _trigger_for(jobs, conn, sim=sim)
+    event = (await first_event(trigger)).payload
+    assert event["status"] == "failed"
+    assert f"{trigger.name}-worker-1" in event["state"]["failed_replicas"]
+    assert f"{trigger.name}-worker-1" in event["logs"]  # kwok serves no logs: the tail says so plainly
+    assert "log not available" in event["logs"][f"{trigger.name}-worker-1"]
+
+
+@pytest.mark.asyncio
+async def test_trigger_reports_a_deleted_job(conn, jobs, controller):
+    trigger = _trigger_for(jobs, conn)
+    task = asyncio.create_task(first_event(trigger))
+    await asyncio.sleep(1)
+    assert not task.done()  # still waiting: the job runs
+    jobs.delete("GenericJob", trigger.name)
+    event = (await task).payload
+    assert event["status"] == "error" and "was deleted" in event["message"]
+
+
+@pytest.mark.asyncio
+async def test_trigger_deadline_gives_a_timeout_event(conn, jobs, controller):
+    trigger = _trigger_for(jobs, conn, timeout=2)
+    event = (await first_event(trigger)).payload
+    assert event["status"] == "timeout"
+
+
+@pytest.mark.asyncio
+@pytest.mark.parametrize(("action", "expect"), [("delete", "gone"), ("pause", "Paused")])
+async def test_trigger_on_kill_leaves_no_job_running(conn, jobs, controller, action, expect):
+    trigger = _trigger_for(jobs, conn, on_kill_action=action)
+    task = asyncio.create_task(first_event(trigger))
+    await asyncio.sleep(0.5)
+    await trigger.on_kill()
+    if expect == "gone":
+        wait_until(lambda: _gone(jobs, trigger.name), what="deleted on kill")
+        assert (await task).payload["status"] == "error"
+    else:
+        jobs.wait_phase("GenericJob", trigger.name, "Paused")
+        task.cancel()
+
+
+@pytest.mark.asyncio
+async def test_many_triggers_share_one_watch(conn, jobs, controller):
+    from airflow_t9k.triggers import shared_watch
+
+    triggers = [_trigger_for(jobs, conn, sim={"sim.t9k.test/duration": "2s"}) for _ in range(1)]
+    # more jobs of the same kind in the same namespace, from different runs
+    for i in range(4):
+        with pytest.raises(TaskDeferred) as exc:
+            make_op(sim={"sim.t9k.test/duration": "2s"}, deferrable=True, log_events=False).execute(context(run_id=f"manual__{i + 10}"))
+        triggers.append(exc.value.trigger)
+    tasks = [asyncio.create_task(first_event(t)) for t in triggers]
+    await asyncio.sleep(0.5)
+    assert shared_watch.active_watches() == 2  # one for the jobs, one for Events (the first trigger logs them)
+    events = await asyncio.gather(*tasks)
+    assert [e.payload["status"] for e in events] == ["success"] * 5
+    assert shared_watch.active_watches() == 0
