@@ -1,0 +1,217 @@
+"""End to end with a real Airflow: api-server, scheduler (LocalExecutor), dag-processor and
+triggerer on SQLite, the bundled controller, and the local cluster.
+
+- a deferrable task defers, the triggerer watches, and the task resumes and succeeds;
+- a task killed by a user while deferred leaves no job running;
+- a worker killed mid-wait is retried, and the retry reattaches to the same job.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import secrets
+import signal
+import sqlite3
+import subprocess
+import sys
+import time
+import urllib.request
+import uuid
+from collections.abc import Iterator
+from pathlib import Path
+
+import pytest
+from kubernetes import client
+
+from tests.support.cluster import wait_until
+from tests.support.controller import ControllerProcess, free_port
+
+ROOT = Path(__file__).resolve().parents[2]
+AIRFLOW = str(Path(sys.executable).parent / "airflow")
+COMPONENTS = ("scheduler", "dag-processor", "triggerer")
+
+
+class AirflowStack:
+    def __init__(self, home: Path, kubeconfig: Path, namespace: str) -> None:
+        self.home = home
+        self.port = free_port()
+        self.env = {k: v for k, v in os.environ.items() if not k.startswith("AIRFLOW")}
+        extra = {"kube_config_path": str(kubeconfig), "namespace": namespace}
+        self.env.update(
+            AIRFLOW_HOME=str(home),
+            AIRFLOW__CORE__DAGS_FOLDER=str(ROOT / "tests" / "integration" / "e2e_dags"),
+            AIRFLOW__CORE__LOAD_EXAMPLES="False",
+            AIRFLOW__DATABASE__SQL_ALCHEMY_CONN=f"sqlite:///{home}/airflow.db",
+            AIRFLOW__CORE__EXECUTOR="LocalExecutor",
+            AIRFLOW__CORE__PARALLELISM="4",
+            AIRFLOW__CORE__EXECUTION_API_SERVER_URL=f"http://127.0.0.1:{self.port}/execution/",
+            AIRFLOW__API_AUTH__JWT_SECRET=secrets.token_hex(16),
+            AIRFLOW__CORE__SIMPLE_AUTH_MANAGER_ALL_ADMINS="True",
+            AIRFLOW__DAG_PROCESSOR__REFRESH_INTERVAL="5",
+            AIRFLOW__SCHEDULER__TASK_INSTANCE_HEARTBEAT_TIMEOUT="20",
+            AIRFLOW_CONN_KUBERNETES_DEFAULT=json.dumps({"conn_type": "kubernetes", "extra": extra}),
+            PYTHONPATH=str(ROOT),
+        )
+        self.procs: list[subprocess.Popen[bytes]] = []
+
+    def cli(self, *args: str) -> str:
+        out = subprocess.run([AIRFLOW, *args], env=self.env, capture_output=True, text=True, timeout=120)
+        assert out.returncode == 0, out.stdout + out.stderr
+        return out.stdout
+
+    def start(self) -> None:
+        self.cli("db", "migrate")
+        for name, args in [("api-server", ["api-server", "--port", str(self.port)])] + [(c, [c]) for c in COMPONENTS]:
+            log = open(self.home / f"{name}.log", "ab")  # noqa: SIM115 - closed with the process
+            self.procs.append(subprocess.Popen([AIRFLOW, *args], env=self.env, stdout=log, stderr=subprocess.STDOUT,
+                                               start_new_session=True))  # fmt: skip
+        wait_until(self.healthy, timeout=120, interval=1, what="airflow components healthy")
+
+    def healthy(self) -> bool:
+        try:
+            with urllib.request.urlopen(f"http://127.0.0.1:{self.port}/api/v2/monitor/health", timeout=2) as r:
+                health = json.loads(r.read())
+        except OSError:
+            return False
+        return all(health.get(c, {}).get("status") == "healthy" for c in ("scheduler", "triggerer", "dag_processor"))
+
+    def stop(self) -> None:
+        for p in self.procs:  # each component leads its own session: stop it and its workers
+            try:
+                os.killpg(p.pid, signal.SIGTERM)
+            except ProcessLookupError:
+                pass
+        for p in self.procs:
+            try:
+                p.wait(20)
+            except subprocess.TimeoutExpired:
+                os.killpg(p.pid, signal.SIGKILL)
+
+    def trigger(self, dag_id: str) -> str:
+        run_id = f"e2e-{uuid.uuid4().hex[:8]}"
+        wait_until(lambda: self._dag_known(dag_id), timeout=60, interval=1, what=f"{dag_id} parsed")
+        self.cli("dags", "unpause", dag_id)
+        self.cli("dags", "trigger", dag_id, "--run-id", run_id)
+        return run_id
+
+    def _dag_known(self, dag_id: str) -> bool:
+        return bool(self._query("select 1 from dag where dag_id = ?", dag_id))
+
+    def _query(self, sql: str, *args: object) -> list[tuple]:
+        with sqlite3.connect(self.home / "airflow.db", timeout=10) as db:
+            return db.execute(sql, args).fetchall()
+
+    def ti(self, dag_id: str, run_id: str) -> tuple[str | None, int]:
+        rows = self._query("select state, try_number from task_instance where dag_id = ? and run_id = ?", dag_id, run_id)
+        return (rows[0][0], rows[0][1]) if rows else (None, 0)
+
+    def states_until(self, dag_id: str, run_id: str, final: set[str], timeout: float = 120) -> list[str]:
+        seen: list[str] = []
+        deadline = time.monotonic() + timeout
+        while time.monotonic() < deadline:
+            state, _ = self.ti(dag_id, run_id)
+            if state and (not seen or seen[-1] != state):
+                seen.append(state)
+            if state in final:
+                return seen
+            time.sleep(0.25)
+        raise AssertionError(f"{dag_id} {run_id} did not reach {final}; states seen: {seen}")
+
+    def task_log(self, dag_id: str, run_id: str) -> str:
+        files = (self.home / "logs" / f"dag_id={dag_id}" / f"run_id={run_id}").glob("task_id=*/attempt=*.log")
+        return "".join(f.read_text(errors="replace") for f in files)
+
+    def mark_failed(self, dag_id: str, run_id: str) -> None:
+        req = urllib.request.Request(
+            f"http://127.0.0.1:{self.port}/api/v2/dags/{dag_id}/dagRuns/{run_id}/taskInstances/job",
+            data=json.dumps({"new_state": "failed"}).encode(), method="PATCH", headers={"Content-Type": "application/json"},
+        )  # fmt: skip
+        with urllib.request.urlopen(req, timeout=10) as r:
+            assert r.status == 200
+
+
+@pytest.fixture(scope="module")
+def e2e(cluster, api_client, crds, tmp_path_factory) -> Iterator[tuple[AirflowStack, str]]:
+    core = client.CoreV1Api(api_client)
+    ns = f"t9k-e2e-{uuid.uuid4().hex[:6]}"
+    core.create_namespace({"metadata": {"name": ns}})
+    wait_until(lambda: bool(core.list_namespaced_service_account(ns).items), what="default serviceaccount")
+    home = tmp_path_factory.mktemp("airflow-e2e")
+    controller = ControllerProcess(cluster.kubeconfig, ns, home).start()
+    stack = AirflowStack(home, cluster.kubeconfig, ns)
+    try:
+        stack.start()
+        yield stack, ns
+    finally:
+        stack.stop()
+        controller.stop()
+        core.delete_namespace(ns)
+
+
+def _jobs(api_client, ns: str) -> list[dict]:
+    api = client.CustomObjectsApi(api_client)
+    return api.list_namespaced_custom_object("batch.tensorstack.dev", "v1beta1", ns, "genericjobs")["items"]
+
+
+def _job_of(api_client, ns: str, run_id: str) -> dict | None:
+    found = [j for j in _jobs(api_client, ns) if j["metadata"]["annotations"].get("airflow-t9k.io/run-id") == run_id]
+    assert len(found) <= 1, found
+    return found[0] if found else None
+
+
+def test_task_defers_the_triggerer_watches_and_the_task_resumes(e2e, api_client):
+    stack, ns = e2e
+    run_id = stack.trigger("t9k_e2e_defer")
+    states = stack.states_until("t9k_e2e_defer", run_id, {"success", "failed"})
+    assert states[-1] == "success", states
+    assert "deferred" in states and states.index("deferred") < len(states) - 1
+    job = _job_of(api_client, ns, run_id)
+    assert job is not None and job["status"]["phase"] == "Succeeded"
+
+
+def test_task_killed_while_deferred_leaves_no_job_running(e2e, api_client):
+    stack, ns = e2e
+    run_id = stack.trigger("t9k_e2e_kill")
+    stack.states_until("t9k_e2e_kill", run_id, {"deferred"})
+    job = wait_until(lambda: _job_of(api_client, ns, run_id), what="job submitted")
+    # Airflow calls on_kill only for a trigger the triggerer is running; its first log line
+    # in the task log says it is (docs/airflow.md: the second before pickup is not covered).
+    name = job["metadata"]["name"]
+    wait_until(lambda: f"{name}: phase" in stack.task_log("t9k_e2e_kill", run_id), timeout=60, what="trigger running")
+    stack.mark_failed("t9k_e2e_kill", run_id)
+    wait_until(lambda: _job_of(api_client, ns, run_id) is None, timeout=60, what="job deleted by the trigger's on_kill")
+
+
+def test_worker_killed_mid_wait_is_retried_and_reattaches(e2e, api_client):
+    stack, ns = e2e
+    run_id = stack.trigger("t9k_e2e_retry")
+    stack.states_until("t9k_e2e_retry", run_id, {"running"})
+    job = wait_until(lambda: _job_of(api_client, ns, run_id), what="job submitted")
+    first_uid = job["metadata"]["uid"]
+    ti_id = stack._query("select id from task_instance where dag_id = ? and run_id = ?", "t9k_e2e_retry", run_id)[0][0]
+    task_pid = _task_process(str(uuid.UUID(str(ti_id))))
+    os.kill(task_pid, signal.SIGKILL)
+    states = stack.states_until("t9k_e2e_retry", run_id, {"success", "failed"}, timeout=180)
+    assert states[-1] == "success", states
+    assert stack.ti("t9k_e2e_retry", run_id)[1] == 2  # it really was retried
+    jobs = [j for j in _jobs(api_client, ns) if j["metadata"]["annotations"].get("airflow-t9k.io/run-id") == run_id]
+    assert [j["metadata"]["uid"] for j in jobs] == [first_uid]  # one job, the same one
+
+
+def _task_process(ti_id: str) -> int:
+    """The process running the task (its title is ``airflow worker -- <ti id>``)."""
+
+    def find() -> int | None:
+        for pid in os.listdir("/proc"):
+            if not pid.isdigit():
+                continue
+            try:
+                cmd = Path(f"/proc/{pid}/cmdline").read_bytes().replace(b"\0", b" ").decode(errors="replace")
+            except OSError:
+                continue
+            if cmd.strip() == f"airflow worker -- {ti_id}":
+                return int(pid)
+        return None
+
+    return wait_until(find, timeout=30, what=f"task process for {ti_id}")
