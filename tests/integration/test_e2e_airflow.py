@@ -122,6 +122,12 @@ class AirflowStack:
         files = (self.home / "logs" / f"dag_id={dag_id}" / f"run_id={run_id}").glob("task_id=*/attempt=*.log")
         return "".join(f.read_text(errors="replace") for f in files)
 
+    def links(self, dag_id: str, run_id: str) -> dict[str, str]:
+        url = f"http://127.0.0.1:{self.port}/api/v2/dags/{dag_id}/dagRuns/{run_id}/taskInstances/job/links"
+        with urllib.request.urlopen(url, timeout=10) as r:
+            body = json.loads(r.read())
+        return {name: href or "" for name, href in body["extra_links"].items()}
+
     def mark_failed(self, dag_id: str, run_id: str) -> None:
         req = urllib.request.Request(
             f"http://127.0.0.1:{self.port}/api/v2/dags/{dag_id}/dagRuns/{run_id}/taskInstances/job",
@@ -179,6 +185,8 @@ def test_task_killed_while_deferred_leaves_no_job_running(e2e, api_client):
     # in the task log says it is (docs/airflow.md: the second before pickup is not covered).
     name = job["metadata"]["name"]
     wait_until(lambda: f"{name}: phase" in stack.task_log("t9k_e2e_kill", run_id), timeout=60, what="trigger running")
+    links = stack.links("t9k_e2e_kill", run_id)  # the extra link is there while the task is deferred
+    assert links["T9k Job"].endswith(f"/apis/batch.tensorstack.dev/v1beta1/namespaces/{ns}/genericjobs/{name}")
     stack.mark_failed("t9k_e2e_kill", run_id)
     wait_until(lambda: _job_of(api_client, ns, run_id) is None, timeout=60, what="job deleted by the trigger's on_kill")
 

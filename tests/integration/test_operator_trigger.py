@@ -212,3 +212,35 @@ async def test_many_triggers_share_one_watch(conn, jobs, controller):
     events = await asyncio.gather(*tasks)
     assert [e.payload["status"] for e in events] == ["success"] * 5
     assert shared_watch.active_watches() == 0
+
+
+def _sensor(**kw):
+    from airflow_t9k.sensors.job import T9kJobSensor
+
+    with DAG("dag", start_date=datetime(2026, 1, 1), schedule=None):
+        return T9kJobSensor(task_id="wait", kind="GenericJob", poke_interval=1, timeout=60, **kw)
+
+
+def test_sensor_waits_for_success_and_fails_fast_on_another_terminal_phase(conn, jobs, controller):
+    ok = make_op(sim={"sim.t9k.test/duration": "1s"}, deferrable=False, wait_for_completion=False).execute(context(run_id="m_ok"))
+    bad_sim = {"sim.t9k.test/duration": "1s", "sim.t9k.test/fail-pods": ".*"}
+    bad = make_op(sim=bad_sim, deferrable=False, wait_for_completion=False).execute(context(run_id="m_bad"))
+    sensor = _sensor(name=ok["name"], namespace=jobs.ns)
+    wait_until(lambda: sensor.poke({}), timeout=30, what="sensor sees Succeeded")
+    failing = _sensor(name=bad["name"], namespace=jobs.ns)
+    jobs.wait_phase("GenericJob", bad["name"], "Failed")
+    with pytest.raises(AirflowException, match="ended Failed, not in"):
+        failing.poke({})
+    by_label = _sensor(label_selector="airflow-t9k.io/run-id=m_ok", namespace=jobs.ns)
+    assert by_label.poke({}) is True
+    ambiguous = _sensor(label_selector="airflow-t9k.io/dag-id=dag", namespace=jobs.ns)
+    with pytest.raises(AirflowException, match="matches 2 jobs"):
+        ambiguous.poke({})
+
+
+def test_sensor_defers_on_a_running_job(conn, jobs, controller):
+    ident = make_op(deferrable=False, wait_for_completion=False).execute(context())
+    jobs.wait_phase("GenericJob", ident["name"], "Running")
+    with pytest.raises(TaskDeferred) as exc:
+        _sensor(name=ident["name"], namespace=jobs.ns, deferrable=True).execute({})
+    assert exc.value.trigger.uid == ident["uid"]

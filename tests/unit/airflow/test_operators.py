@@ -167,3 +167,24 @@ def test_execute_complete_failure_names_replicas_and_log_tails(status):
         op().execute_complete(ctx(), ev)
     text = str(exc.value)
     assert 'rule: {"worker": [1]}' in text and "failed replicas: j-worker-1" in text and "Traceback: boom" in text
+
+
+def test_dry_run_prints_the_rendered_job(capsys):
+    op(PyTorchTrainingJobOperator, command=["python", "t.py"], machine_type="1U1G1P").dry_run()
+    printed = yaml.safe_load(capsys.readouterr().out)
+    assert printed["kind"] == "PyTorchTrainingJob"
+    assert printed["metadata"]["name"] == job_name("dag", "manual__dry-run", "train", -1)
+    assert printed["spec"]["replicaSpecs"][0]["template"]["spec"]["containers"][0]["resources"]["limits"]["nvidia.com/gpu"] == "1"
+
+
+@pytest.mark.parametrize(
+    ("template", "expected"),
+    [("", "https://k8s:6443/apis/batch.tensorstack.dev/v1beta1/namespaces/ml/pytorchtrainingjobs/j"),
+     ("https://t9k.example/{namespace}/{plural}/{name}?uid={uid}", "https://t9k.example/ml/pytorchtrainingjobs/j?uid=u")],
+    ids=["api-path", "dashboard-template"],
+)  # fmt: skip
+def test_job_link(template, expected):
+    from airflow_t9k.links import job_url
+
+    ident = {"kind": "PyTorchTrainingJob", "name": "j", "namespace": "ml", "uid": "u", "server": "https://k8s:6443"}
+    assert job_url(ident, template) == expected
