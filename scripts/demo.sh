@@ -54,12 +54,27 @@ $PY scripts/demo_watch.py "$KC" "$NS" PyTorchTrainingJob &
 pids+=($!)
 
 say "running the retraining DAG: prepare data -> train (PyTorchTrainingJob, deferred) -> evaluate -> promote"
+# kwok runs no code: write a few "training" lines into the pods' log file while it runs.
+(
+  for _ in $(seq 240); do
+    kubectl_ -n "$NS" get pytorchtrainingjobs -o jsonpath='{.items[*].status.phase}' 2>/dev/null | grep -q Running && break
+    sleep 0.5
+  done
+  sleep 1  # the trigger attaches to the running replicas' logs
+  for epoch in 1 2 3; do
+    printf '%s stdout F epoch %s loss %s\n' "$(date -u +%Y-%m-%dT%H:%M:%S.%NZ)" "$epoch" "0.$((9 - 2 * epoch))" \
+      >>"$ROOT/.local-cluster/pod-logs/all.log"
+    sleep 0.5
+  done
+) &
+pids+=($!)
 status=0
 .venv/bin/airflow dags test retraining_pipeline >"$DEMO/dag-run.log" 2>&1 || status=$?
 sleep 1
 
 say "result"
 grep -oE "\[event\] [A-Za-z]+ [A-Za-z]+ [A-Za-z]+/[^:]+: [^[]*" "$DEMO/dag-run.log" | sed 's/^/  /' | head -20 || true
+grep -oE "\[train-[a-z0-9]+-worker-0\] epoch [^[]*" "$DEMO/dag-run.log" | sed 's/^/  log /' || true
 grep -oE "(candidate [0-9.]+ vs production [0-9.]+|Returned value was: (promoted|kept)[^[]*)" "$DEMO/dag-run.log" | sed 's/^/  /' || true
 grep -oE "DagRun Finished: dag_id=retraining_pipeline.*state=[a-z]+" "$DEMO/dag-run.log" | grep -oE "state=[a-z]+" | sed 's/^/  DAG run /' || true
 if ((status)); then

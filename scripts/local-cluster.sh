@@ -33,8 +33,8 @@ P_ETCD_METRICS=${T9K_PORT_ETCD_METRICS:-32381}
 P_API=${T9K_PORT_APISERVER:-36443}
 P_KCM=${T9K_PORT_KCM:-30257}
 P_SCHED=${T9K_PORT_SCHEDULER:-30259}
-P_KWOK=${T9K_PORT_KWOK:-30247}
-P_KWOK_METRICS=${T9K_PORT_KWOK_METRICS:-30248}
+P_KWOK=${T9K_PORT_KWOK:-30247}  # kwok serves node endpoints (pod logs) and metrics here
+
 
 COMPONENTS=(etcd kube-apiserver kube-controller-manager kube-scheduler kwok)
 
@@ -204,14 +204,20 @@ up() {
   down_quiet
   build
   local t0=$SECONDS
-  for p in "$P_ETCD" "$P_ETCD_PEER" "$P_ETCD_METRICS" "$P_API" "$P_KCM" "$P_SCHED" "$P_KWOK" "$P_KWOK_METRICS"; do
+  for p in "$P_ETCD" "$P_ETCD_PEER" "$P_ETCD_METRICS" "$P_API" "$P_KCM" "$P_SCHED" "$P_KWOK"; do
     port_in_use "$p" && die "port $p is in use by another process; stop it or set the T9K_PORT_* variables (see scripts/local-cluster.sh)"
   done
   rm -rf "$STATE"
   mkdir -p "$STATE"/{logs,pids,etcd}
   make_pki
   write_kubeconfig
-  cat "$BIN/kwok-stages.yaml" "$ROOT/scripts/kwok/sim-stages.yaml" >"$STATE/kwok-stages.yaml"
+  # Every pod's log is this one CRI-format file: tests and demos append lines to it.
+  mkdir -p "$STATE/pod-logs"
+  printf '%s stdout F %s\n' "$(date -u +%Y-%m-%dT%H:%M:%S.000000000Z)" "container started (simulated by kwok)" >"$STATE/pod-logs/all.log"
+  {
+    cat "$BIN/kwok-stages.yaml" "$ROOT/scripts/kwok/sim-stages.yaml"
+    printf -- '---\napiVersion: kwok.x-k8s.io/v1alpha1\nkind: ClusterLogs\nmetadata: {name: all-pods}\nspec:\n  selector: {}\n  logs:\n  - logsFile: %s\n    follow: true\n' "$STATE/pod-logs/all.log"
+  } >"$STATE/kwok-stages.yaml"
 
   start etcd "$BIN/etcd" --name=n0 --data-dir="$STATE/etcd" --unsafe-no-fsync \
     --listen-client-urls="http://127.0.0.1:$P_ETCD" --advertise-client-urls="http://127.0.0.1:$P_ETCD" \
@@ -238,7 +244,7 @@ up() {
     --bind-address=127.0.0.1 --secure-port="$P_SCHED" --kube-api-qps=200 --kube-api-burst=400
   start kwok "$BIN/kwok" --kubeconfig="$KC" --config="$STATE/kwok-stages.yaml" --manage-all-nodes=true \
     --node-lease-duration-seconds=40 --cidr=10.244.0.0/16 --node-ip=127.0.0.1 --node-port="$P_KWOK" \
-    --server-address="127.0.0.1:$P_KWOK_METRICS" \
+    --server-address="127.0.0.1:$P_KWOK" \
     --tls-cert-file="$PKI/apiserver.crt" --tls-private-key-file="$PKI/apiserver.key"
 
   local i

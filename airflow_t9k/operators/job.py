@@ -81,6 +81,7 @@ class T9kJobOperator(BaseOperator):
     :param delete_on_finish: ``never``, ``always`` or ``on_success``
     :param on_kill_action: ``delete`` or ``pause`` the job when the task is killed or times out
     :param log_events: forward the job's Kubernetes Events into the task log while deferred
+    :param stream_logs: follow the running replicas' logs into the task log while deferred
     :param log_tail_lines: lines of each failed replica's log shown on failure
     """
 
@@ -106,6 +107,7 @@ class T9kJobOperator(BaseOperator):
         delete_on_finish: str = "never",
         on_kill_action: str = "delete",
         log_events: bool = True,
+        stream_logs: bool = True,
         log_tail_lines: int = 50,
         **kwargs: Any,
     ) -> None:
@@ -126,6 +128,7 @@ class T9kJobOperator(BaseOperator):
         self.delete_on_finish = delete_on_finish
         self.on_kill_action = on_kill_action
         self.log_events = log_events
+        self.stream_logs = stream_logs
         self.log_tail_lines = log_tail_lines
         self._identity: Obj | None = None
 
@@ -332,6 +335,7 @@ class T9kJobOperator(BaseOperator):
             in_cluster=self.in_cluster,
             deadline=datetime.fromtimestamp(deadline, timezone.utc).isoformat() if deadline else None,
             log_events=self.log_events,
+            stream_logs=self.stream_logs,
             log_tail_lines=self.log_tail_lines,
             on_kill_action=self.on_kill_action,
             events_since=datetime.now(timezone.utc).isoformat(),

@@ -42,7 +42,10 @@ class T9kJobTrigger(BaseTrigger):
     :param deadline: ISO time at which to give up with a ``timeout`` event (``timeout`` and
         ``execution_timeout`` of the task, carried into the triggerer)
     :param log_events: forward Kubernetes Events of the job and its pods into the task log
-    :param max_forwarded: at most this many forwarded lines
+    :param max_forwarded: at most this many forwarded Events
+    :param stream_logs: follow the running replicas' logs into the task log
+    :param max_log_lines: at most this many forwarded log lines (all replicas together)
+    :param max_followed_pods: follow at most this many replicas' logs at once
     :param log_tail_lines: lines of each failed replica's log to attach on completion
     :param on_kill_action: ``delete`` or ``pause`` the job when a user kills the task
     :param events_since: ISO time; Events older than this are not forwarded
@@ -66,6 +69,9 @@ class T9kJobTrigger(BaseTrigger):
         log_tail_lines: int = 50,
         on_kill_action: str = "delete",
         events_since: str | None = None,
+        stream_logs: bool = True,
+        max_log_lines: int = 1000,
+        max_followed_pods: int = 8,
     ) -> None:
         super().__init__()
         self.kind = kind
@@ -83,6 +89,9 @@ class T9kJobTrigger(BaseTrigger):
         self.log_tail_lines = log_tail_lines
         self.on_kill_action = on_kill_action
         self.events_since = events_since
+        self.stream_logs = stream_logs
+        self.max_log_lines = max_log_lines
+        self.max_followed_pods = max_followed_pods
 
     def serialize(self) -> tuple[str, dict[str, Any]]:
         return (
@@ -103,6 +112,9 @@ class T9kJobTrigger(BaseTrigger):
                 "log_tail_lines": self.log_tail_lines,
                 "on_kill_action": self.on_kill_action,
                 "events_since": self.events_since,
+                "stream_logs": self.stream_logs,
+                "max_log_lines": self.max_log_lines,
+                "max_followed_pods": self.max_followed_pods,
             },
         )
 
@@ -131,17 +143,21 @@ class T9kJobTrigger(BaseTrigger):
         path = job_path(resource_for(self.kind), self.namespace)
         watch = await shared_watch.acquire(self._watch_key(), self.make_hook, path, self.kind)
         changed = watch.subscribe(self.name)
-        forwarder = asyncio.create_task(self._forward_events()) if self.log_events else None
+        helpers = []
+        if self.log_events:
+            helpers.append(asyncio.create_task(self._forward_events()))
+        if self.stream_logs:
+            helpers.append(asyncio.create_task(self._follow_logs(watch)))
         try:
             await watch.synced()
             event = await self._wait(watch, changed)
-            if forwarder is not None:
-                await asyncio.sleep(0.5)  # let the last Events of the job reach the log
+            if helpers:
+                await asyncio.sleep(0.5)  # let the last Events and log lines reach the log
             return event
         finally:
-            if forwarder is not None:
-                forwarder.cancel()
-                await asyncio.gather(forwarder, return_exceptions=True)
+            for helper in helpers:
+                helper.cancel()
+            await asyncio.gather(*helpers, return_exceptions=True)
             watch.unsubscribe(self.name, changed)
             await shared_watch.release(watch)
 
@@ -224,6 +240,60 @@ class T9kJobTrigger(BaseTrigger):
             watch.unsubscribe(None, waiter)
             await shared_watch.release(watch)
 
+    async def _follow_logs(self, watch: shared_watch.SharedWatch) -> None:
+        """Follow every running replica's log (one stream each, no polling); each line once."""
+        waiter = watch.subscribe(self.name)
+        followers: dict[str, tuple[str, asyncio.Task[None]]] = {}  # pod -> (uid, task)
+        last_seen: dict[str, str] = {}  # pod -> timestamp of the last forwarded line
+        budget = [self.max_log_lines]
+        try:
+            await watch.synced()
+            while budget[0] > 0:
+                waiter.clear()
+                for pod, uid in _running_replicas(watch.get(self.namespace, self.name)):
+                    current = followers.get(pod)
+                    if current is not None and (current[0] == uid or not current[1].done()):
+                        continue
+                    if current is None and len(followers) >= self.max_followed_pods:
+                        continue
+                    followers[pod] = (uid, asyncio.create_task(self._follow(watch, pod, last_seen, budget)))
+                await waiter.wait()
+        finally:
+            watch.unsubscribe(self.name, waiter)
+            for _, task in followers.values():
+                task.cancel()
+            await asyncio.gather(*(t for _, t in followers.values()), return_exceptions=True)
+
+    async def _follow(self, watch: shared_watch.SharedWatch, pod: str, last_seen: dict[str, str], budget: list[int]) -> None:
+        kube = await watch.hook.kube()
+        since = last_seen.get(pod) or self.events_since
+        query: dict[str, Any] = {"follow": True, "timestamps": True}
+        if since:
+            query["sinceTime"] = datetime.fromisoformat(since.replace("Z", "+00:00")).strftime("%Y-%m-%dT%H:%M:%SZ")
+        try:
+            resp = await kube._send("GET", core_path("Pod", self.namespace, pod, "log"), query=query, timeout=None)
+        except OSError as exc:
+            self.log.debug("cannot follow the log of %s: %s", pod, exc)
+            return
+        try:
+            if resp.status != 200:
+                self.log.debug("cannot follow the log of %s: HTTP %s", pod, resp.status)
+                return
+            async for raw in resp.content:
+                stamp, _, text = raw.decode(errors="replace").rstrip("\n").partition(" ")
+                if pod in last_seen and stamp <= last_seen[pod]:
+                    continue  # already forwarded before a reconnect
+                last_seen[pod] = stamp
+                if budget[0] <= 0:
+                    return
+                budget[0] -= 1
+                self.log.info("[%s] %s", pod, text)
+                if budget[0] == 0:
+                    self.log.info("[logs] forwarded %d log lines; not forwarding more", self.max_log_lines)
+                    return
+        finally:
+            resp.release()
+
     # -- kill ----------------------------------------------------------------------------
     async def on_kill(self) -> None:
         """A user killed the deferred task: do not leave the job running."""
@@ -237,6 +307,16 @@ class T9kJobTrigger(BaseTrigger):
                 self.log.info("deleted %s %s/%s", self.kind, self.namespace, self.name)
         finally:
             await hook.close()
+
+
+def _running_replicas(job: Obj | None) -> list[tuple[str, str]]:
+    """(pod name, pod uid) of every replica the job's status reports Running."""
+    out = []
+    for task in ((job or {}).get("status") or {}).get("tasks") or []:
+        for replica in task.get("status") or []:
+            if replica.get("phase") == "Running" and replica.get("name"):
+                out.append((str(replica["name"]), str(replica.get("uid") or "")))
+    return out
 
 
 def _event_order(ev: Obj) -> tuple[str, int]:

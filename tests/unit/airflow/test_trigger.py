@@ -22,6 +22,9 @@ KWARGS = {
     "log_tail_lines": 20,
     "on_kill_action": "pause",
     "events_since": "2026-11-25T11:00:00+00:00",
+    "stream_logs": True,
+    "max_log_lines": 500,
+    "max_followed_pods": 4,
 }
 
 
