@@ -7,25 +7,21 @@ from airflow_t9k.api.resources import JobResource
 CORE_PLURALS = {"Pod": "pods", "Service": "services", "ConfigMap": "configmaps", "Secret": "secrets", "Event": "events"}
 
 
-def job_path(resource: JobResource, namespace: str | None = None, name: str | None = None, sub: str | None = None) -> str:
-    path = f"/apis/{resource.group}/{resource.version}"
+def _path(base: str, plural: str, namespace: str | None, name: str | None, sub: str | None) -> str:
+    parts = [base]
     if namespace:
-        path += f"/namespaces/{namespace}"
-    path += f"/{resource.plural}"
+        parts.append(f"namespaces/{namespace}")
+    parts.append(plural)
     if name:
-        path += f"/{name}"
+        parts.append(name)
         if sub:
-            path += f"/{sub}"
-    return path
+            parts.append(sub)
+    return "/".join(parts)
+
+
+def job_path(resource: JobResource, namespace: str | None = None, name: str | None = None, sub: str | None = None) -> str:
+    return _path(f"/apis/{resource.group}/{resource.version}", resource.plural, namespace, name, sub)
 
 
 def core_path(kind: str, namespace: str | None = None, name: str | None = None, sub: str | None = None) -> str:
-    path = "/api/v1"
-    if namespace:
-        path += f"/namespaces/{namespace}"
-    path += f"/{CORE_PLURALS[kind]}"
-    if name:
-        path += f"/{name}"
-        if sub:
-            path += f"/{sub}"
-    return path
+    return _path("/api/v1", CORE_PLURALS[kind], namespace, name, sub)

@@ -83,6 +83,14 @@ class TypedJobOperator(T9kJobOperator):
     def build_spec(self) -> Obj:
         raise NotImplementedError
 
+    def launched_command(self) -> tuple[Obj, list[str]]:
+        """For kinds whose launcher runs the command: the worker container without it, and
+        the command with its args."""
+        worker = self.container()
+        command = worker.pop("command", None) or []
+        worker.pop("args", None)
+        return worker, [*command, *(self.args or [])]
+
     def base_job(self) -> Obj:
         if self.job is not None:
             return super().base_job()
@@ -144,14 +152,11 @@ class ColossalAIJobOperator(TypedJobOperator):
     container_name = "worker"
 
     def build_spec(self) -> Obj:
-        worker = self.container()
-        command = worker.pop("command", None) or []
-        worker.pop("args", None)
+        worker, command = self.launched_command()
         return {
             "launcher": {"image": self.image},
-            "worker": {"replicas": self.replicas, "procPerWorker": 1, "command": [*command, *(self.args or [])],
-                       "template": self.template(worker)},
-        }  # fmt: skip
+            "worker": {"replicas": self.replicas, "procPerWorker": 1, "command": command, "template": self.template(worker)},
+        }
 
 
 class DeepSpeedJobOperator(TypedJobOperator):
@@ -161,11 +166,9 @@ class DeepSpeedJobOperator(TypedJobOperator):
     container_name = "worker"
 
     def build_spec(self) -> Obj:
-        worker = self.container()
-        command = worker.pop("command", None) or []
-        worker.pop("args", None)
+        worker, command = self.launched_command()
         return {
-            "config": {"run": {"python": [*command, *(self.args or [])]}},
+            "config": {"run": {"python": command}},
             "worker": {"replicas": self.replicas, "restartPolicy": "OnFailure", "template": self.template(worker)},
         }
 
@@ -177,10 +180,8 @@ class MPIJobOperator(TypedJobOperator):
     container_name = "mpi-worker"
 
     def build_spec(self) -> Obj:
-        worker = self.container()
-        command = worker.pop("command", None) or []
-        worker.pop("args", None)
-        return {"worker": {"replicas": self.replicas, "cmd": [*command, *(self.args or [])], "template": self.template(worker)}}
+        worker, command = self.launched_command()
+        return {"worker": {"replicas": self.replicas, "cmd": command, "template": self.template(worker)}}
 
 
 class BeamJobOperator(TypedJobOperator):
