@@ -110,3 +110,11 @@ def pytorch(name: str = "pt", *types: tuple[str, int], policy: str = "ExitCode",
             **spec,
         },
     }  # fmt: skip
+
+
+def training(kind: str, container: str, name: str, *types: tuple[str, int], policy: str = "OnFailure", **spec: Any) -> Obj:
+    job = pytorch(name, *types, policy=policy, **spec)
+    job["kind"] = kind
+    for rs in job["spec"]["replicaSpecs"]:
+        rs["template"]["spec"]["containers"][0]["name"] = container
+    return job

@@ -6,8 +6,13 @@ from airflow_t9k.kinds.base import JobKind
 from airflow_t9k.kinds.colossalai import ColossalAIJob
 from airflow_t9k.kinds.generic import GenericJob
 from airflow_t9k.kinds.pytorch import PyTorchTrainingJob
+from airflow_t9k.kinds.tensorflow import TensorFlowTrainingJob
+from airflow_t9k.kinds.xgboost import XGBoostTrainingJob
 
-KINDS: dict[str, JobKind] = {k.resource.kind: k for k in (GenericJob(), ColossalAIJob(), PyTorchTrainingJob())}
+KINDS: dict[str, JobKind] = {
+    k.resource.kind: k
+    for k in (GenericJob(), ColossalAIJob(), PyTorchTrainingJob(), TensorFlowTrainingJob(), XGBoostTrainingJob())
+}
 
 
 def get_kind(kind: str) -> JobKind:

@@ -61,7 +61,11 @@ def ok(result: subprocess.CompletedProcess[str]) -> str:
     return out
 
 
-@pytest.mark.parametrize("dag_id", ["example_genericjob", "example_pytorch", "example_colossalai", "example_yaml_and_sensor"])
+@pytest.mark.parametrize(
+    "dag_id",
+    ["example_genericjob", "example_pytorch", "example_tensorflow", "example_xgboost", "example_colossalai", "example_ti",
+     "example_yaml_and_sensor"],
+)  # fmt: skip
 def test_example_dag_runs_to_success(run_dag, jobs, dag_id):
     out = ok(run_dag(dag_id))
     assert "Pausing task as DEFERRED" in out or dag_id == "example_yaml_and_sensor"

@@ -7,7 +7,7 @@ authentication, TLS and exec-credential refresh stay with ``kubernetes_asyncio``
 from __future__ import annotations
 
 import json
-from collections.abc import AsyncIterator
+from collections.abc import AsyncIterator, Callable
 from typing import Any
 
 from kubernetes_asyncio import client as k8s_client
@@ -94,13 +94,16 @@ class Kube:
                 return items, str((out.get("metadata") or {}).get("resourceVersion") or "")
             params["continue"] = cont
 
-    async def watch(self, path: str, *, query: dict[str, Any], timeout_seconds: int = 300) -> AsyncIterator[Obj]:
-        """Watch events as dicts until the server ends the stream."""
+    async def watch(self, path: str, *, query: dict[str, Any], timeout_seconds: int = 300,
+                    on_open: Callable[[], None] | None = None) -> AsyncIterator[Obj]:  # fmt: skip
+        """Watch events as dicts until the server ends the stream; ``on_open`` once it is accepted."""
         params = {**query, "watch": True, "allowWatchBookmarks": True, "timeoutSeconds": timeout_seconds}
         resp = await self._send("GET", path, query=params, timeout=None)
         try:
             if not 200 <= resp.status <= 299:
                 raise from_response(resp.status, (await resp.read()).decode("utf-8"))
+            if on_open is not None:
+                on_open()
             buffer = b""
             async for chunk in resp.content.iter_any():
                 buffer += chunk

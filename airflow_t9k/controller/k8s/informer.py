@@ -91,7 +91,7 @@ class Informer:
         self.synced.set()
 
     async def run(self) -> None:
-        backoff = 0.5
+        self._backoff = 0.5
         need_list = True
         while True:
             try:
@@ -99,8 +99,6 @@ class Informer:
                     await self._list()
                     need_list = False
                 await self._watch_once()
-                backoff = 0.5
-                self.healthy = True
             except Gone:
                 log.info("%s watch expired (410); listing again", self.kind)
                 need_list = True
@@ -108,15 +106,19 @@ class Informer:
                 raise
             except Exception as exc:  # any failure: back off and resume, never give up watching
                 self.healthy = False
-                log.warning("%s watch failed: %s; retrying in %.1fs", self.kind, exc, backoff)
-                await asyncio.sleep(backoff)
-                backoff = min(backoff * 2, 30.0)
+                log.warning("%s watch failed: %s; retrying in %.1fs", self.kind, exc, self._backoff)
+                await asyncio.sleep(self._backoff)
+                self._backoff = min(self._backoff * 2, 30.0)
+
+    def _opened(self) -> None:
+        self.healthy = True
+        self._backoff = 0.5
 
     async def _watch_once(self) -> None:
         query: dict[str, Any] = {"resourceVersion": self.resource_version}
         if self.label_selector:
             query["labelSelector"] = self.label_selector
-        async for event in self.kube.watch(self.path, query=query, timeout_seconds=self.watch_timeout):
+        async for event in self.kube.watch(self.path, query=query, timeout_seconds=self.watch_timeout, on_open=self._opened):
             etype, obj = event.get("type"), event.get("object") or {}
             if etype == "ERROR":
                 if obj.get("code") == 410:

@@ -76,3 +76,43 @@ async def test_410_relists_and_drops_what_disappeared():
         await asyncio.gather(task, return_exceptions=True)
         await kube.close()
         await runner.cleanup()
+
+
+@pytest.mark.asyncio
+async def test_a_failed_watch_is_unhealthy_only_until_the_next_one_opens():
+    calls = {"watch": 0}
+    release = asyncio.Event()
+
+    async def handle(request: web.Request) -> web.StreamResponse:
+        if request.query.get("watch") != "true":
+            return web.json_response({"metadata": {"resourceVersion": "1"}, "items": []})
+        calls["watch"] += 1
+        if calls["watch"] == 1:
+            return web.json_response({"kind": "Status", "code": 500, "message": "boom"}, status=500)
+        resp = web.StreamResponse()
+        await resp.prepare(request)
+        await release.wait()  # an open, quiet watch: no event will come
+        return resp
+
+    app = web.Application()
+    app.router.add_get(PATH, handle)
+    runner = web.AppRunner(app)
+    await runner.setup()
+    site = web.TCPSite(runner, "127.0.0.1", 0)
+    await site.start()
+    port = site._server.sockets[0].getsockname()[1]  # type: ignore[union-attr]
+    kube = Kube(k8s_client.ApiClient(k8s_client.Configuration(host=f"http://127.0.0.1:{port}")))
+    informer = Informer(kube, PATH, kind="ConfigMap")
+    task = asyncio.create_task(informer.run())
+    try:
+        for _ in range(200):
+            if calls["watch"] >= 2 and informer.healthy:
+                break
+            await asyncio.sleep(0.02)
+        assert calls["watch"] == 2 and informer.healthy  # healthy while the second watch is open
+    finally:
+        release.set()
+        task.cancel()
+        await asyncio.gather(task, return_exceptions=True)
+        await kube.close()
+        await runner.cleanup()
