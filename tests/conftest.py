@@ -27,7 +27,7 @@ def cluster() -> Iterator[LocalCluster]:
 
 @pytest.fixture(scope="session")
 def api_client(cluster: LocalCluster):
-    from kubernetes import client, config
+    from kubernetes import config
 
     return config.new_client_from_config(config_file=str(cluster.kubeconfig))
 

@@ -8,7 +8,7 @@ import logging
 import signal
 from typing import Any
 
-from airflow_t9k.api.resources import resource_for
+from airflow_t9k.api.resources import RESOURCES, resource_for
 from airflow_t9k.controller.k8s.client import Kube, load_api_client
 from airflow_t9k.controller.k8s.errors import ApiError, Forbidden, NotFound
 from airflow_t9k.controller.runner import Controller, Settings
@@ -38,7 +38,7 @@ def add_controller_parser(sub: Any) -> None:
 
 async def check_crds(kube: Kube, force: bool) -> None:
     """Refuse to run where the T9k platform's own CRDs (and so its controllers) are installed."""
-    for kind in KINDS:
+    for kind in RESOURCES:
         name = resource_for(kind).crd_name
         try:
             crd = await kube.get(f"/apis/apiextensions.k8s.io/v1/customresourcedefinitions/{name}")
@@ -99,7 +99,7 @@ async def main_async(args: argparse.Namespace) -> int:
         for sig in (signal.SIGTERM, signal.SIGINT):
             loop.add_signal_handler(sig, task.cancel)
         scope = ", ".join(args.namespaces) or "all namespaces"
-        log.info("controller started: kinds %s in %s, %d workers", ", ".join(sorted(KINDS)), scope, args.workers)
+        log.info("controller started: reconciling %s in %s, %d workers", ", ".join(sorted(KINDS)), scope, args.workers)
         try:
             await task
         except asyncio.CancelledError:

@@ -10,7 +10,7 @@ from datetime import datetime, timezone
 from typing import Any
 
 from airflow_t9k.api.paths import core_path, job_path
-from airflow_t9k.api.resources import resource_for
+from airflow_t9k.api.resources import RESOURCES, resource_for
 from airflow_t9k.controller.k8s.apply import Executor
 from airflow_t9k.controller.k8s.client import Kube
 from airflow_t9k.controller.k8s.errors import Conflict
@@ -18,7 +18,6 @@ from airflow_t9k.controller.k8s.informer import Informer
 from airflow_t9k.controller.queue import WorkQueue
 from airflow_t9k.controller.reconcile import Observed, plan
 from airflow_t9k.kinds.base import LABEL_MANAGED_BY, MANAGED_BY
-from airflow_t9k.kinds.registry import KINDS
 
 Obj = dict[str, Any]
 JobKey = tuple[str, str, str]  # (kind, namespace, name)
@@ -31,7 +30,8 @@ log = logging.getLogger(__name__)
 class Settings:
     namespaces: list[str] = field(default_factory=list)  # empty: every namespace
     workers: int = 4
-    kinds: list[str] = field(default_factory=lambda: sorted(KINDS))
+    # Every kind with a CRD: those without a reconciler yet are failed with a clear message.
+    kinds: list[str] = field(default_factory=lambda: sorted(RESOURCES))
     watch_timeout: int = 300
 
 
@@ -128,7 +128,7 @@ class Controller:
         try:
             # Children first, so the first pass over each job sees the pods it already has.
             await asyncio.gather(*(i.synced.wait() for i in self.informers.values()))
-            log.info("caches synced: %d jobs", sum(len(i.cache) for (k, _), i in self.informers.items() if k in KINDS))
+            log.info("caches synced: %d jobs", sum(len(i.cache) for (k, _), i in self.informers.items() if k in RESOURCES))
             tasks += [asyncio.create_task(self._worker(), name=f"worker-{n}") for n in range(self.settings.workers)]
             if ready is not None:
                 ready.set()

@@ -123,3 +123,13 @@ def test_failed_with_a_condition_while_other_jobs_run(jobs, controller, case, bo
     jobs.wait_phase("GenericJob", "healthy", "Running")
     assert sorted(jobs.pods("healthy")) == ["healthy-worker-0", "healthy-worker-1"]
     assert controller.proc.poll() is None  # still running
+
+
+def test_a_kind_without_a_reconciler_yet_fails_with_a_clear_condition(jobs, controller):
+    mpi = {"apiVersion": "batch.tensorstack.dev/v1beta1", "kind": "MPIJob", "metadata": {"name": "mpi"},
+           "spec": {"worker": {"replicas": 2, "cmd": ["./run"], "template": {"spec": {"containers": [{"name": "mpi-worker", "image": "i"}]}}}}}  # fmt: skip
+    jobs.create(mpi)
+    jobs.wait_phase("MPIJob", "mpi", "Failed")
+    failed = jobs.condition("MPIJob", "mpi", "Failed")
+    assert failed["reason"] == "Unsupported" and "does not run MPIJob yet" in failed["message"]
+    assert jobs.pods("mpi") == {}

@@ -18,7 +18,6 @@ from airflow.sdk.exceptions import AirflowException, AirflowTaskTimeout, TaskDef
 from airflow_t9k.operators.kinds import GenericJobOperator
 from airflow_t9k.triggers.job import T9kJobTrigger
 from tests.support.cluster import wait_until
-from tests.support.kubelet import set_pod_terminated
 
 
 class FakeTI:

@@ -51,7 +51,7 @@ from airflow_t9k.kinds.base import (
     debug_enabled,
     pause_enabled,
 )
-from airflow_t9k.kinds.registry import get_kind
+from airflow_t9k.kinds.registry import KINDS, get_kind
 
 
 @dataclass
@@ -88,10 +88,17 @@ class SlotState:
 
 
 def plan(job: Obj, observed: Observed, now: datetime) -> Plan:
-    kind = get_kind(job["kind"])
     sb = StatusBuilder(job.get("status"), now)
     if job["metadata"].get("deletionTimestamp"):
         return Plan(status=sb.old)
+    if job["kind"] not in KINDS:
+        # Better a clear end than a job that waits forever for a reconciler that is not there.
+        if sb.old_phase in FINISHED:
+            return Plan(status=sb.old)
+        _finish(sb, "Failed", "Unsupported", f"The bundled airflow-t9k controller does not run {job['kind']} yet; "
+                f"it runs {', '.join(sorted(KINDS))}.")  # fmt: skip
+        return _finish_plan(sb, [], [])
+    kind = get_kind(job["kind"])
     try:
         kind.validate(job)
         check_names(kind, job)

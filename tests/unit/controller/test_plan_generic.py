@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import pytest
 
-from airflow_t9k.controller.reconcile import Create, Delete
+from airflow_t9k.controller.reconcile import Create
 from tests.builders import cond, generic, pod, restart, run, service, settle
 
 W0, W1 = "job-worker-0", "job-worker-1"

@@ -86,3 +86,14 @@ def test_spec_broken_after_finishing_keeps_the_finished_status():
     finished = run(generic(), pod("job-worker-0", "Succeeded", 0), pod("job-worker-1", "Succeeded", 0), status={"phase": "Running"})
     broken = run(generic(successRules=[{"chief": [0]}]), status=finished.status)
     assert broken.status == finished.status
+
+
+def test_a_kind_without_a_reconciler_fails_clearly_instead_of_waiting_forever():
+    job = generic()
+    job["kind"] = "MPIJob"
+    p = run(job)
+    assert p.status["phase"] == "Failed"
+    failed = cond(p, "Failed")
+    assert failed["reason"] == "Unsupported" and "does not run MPIJob yet" in failed["message"]
+    assert p.actions == ()
+    assert run(job, status=p.status).events == ()  # said once
