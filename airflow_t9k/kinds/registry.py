@@ -5,13 +5,14 @@ from __future__ import annotations
 from airflow_t9k.kinds.base import JobKind
 from airflow_t9k.kinds.colossalai import ColossalAIJob
 from airflow_t9k.kinds.generic import GenericJob
+from airflow_t9k.kinds.mpi import MPIJob
 from airflow_t9k.kinds.pytorch import PyTorchTrainingJob
 from airflow_t9k.kinds.tensorflow import TensorFlowTrainingJob
 from airflow_t9k.kinds.xgboost import XGBoostTrainingJob
 
 KINDS: dict[str, JobKind] = {
     k.resource.kind: k
-    for k in (GenericJob(), ColossalAIJob(), PyTorchTrainingJob(), TensorFlowTrainingJob(), XGBoostTrainingJob())
+    for k in (GenericJob(), ColossalAIJob(), PyTorchTrainingJob(), TensorFlowTrainingJob(), XGBoostTrainingJob(), MPIJob())
 }
 
 

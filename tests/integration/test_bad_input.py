@@ -126,10 +126,10 @@ def test_failed_with_a_condition_while_other_jobs_run(jobs, controller, case, bo
 
 
 def test_a_kind_without_a_reconciler_yet_fails_with_a_clear_condition(jobs, controller):
-    mpi = {"apiVersion": "batch.tensorstack.dev/v1beta1", "kind": "MPIJob", "metadata": {"name": "mpi"},
-           "spec": {"worker": {"replicas": 2, "cmd": ["./run"], "template": {"spec": {"containers": [{"name": "mpi-worker", "image": "i"}]}}}}}  # fmt: skip
-    jobs.create(mpi)
-    jobs.wait_phase("MPIJob", "mpi", "Failed")
-    failed = jobs.condition("MPIJob", "mpi", "Failed")
-    assert failed["reason"] == "Unsupported" and "does not run MPIJob yet" in failed["message"]
-    assert jobs.pods("mpi") == {}
+    ds = {"apiVersion": "batch.tensorstack.dev/v1beta1", "kind": "DeepSpeedJob", "metadata": {"name": "ds"},
+          "spec": {"worker": {"replicas": 2, "template": {"spec": {"containers": [{"name": "worker", "image": "i"}]}}}}}  # fmt: skip
+    jobs.create(ds)
+    jobs.wait_phase("DeepSpeedJob", "ds", "Failed")
+    failed = jobs.condition("DeepSpeedJob", "ds", "Failed")
+    assert failed["reason"] == "Unsupported" and "does not run DeepSpeedJob yet" in failed["message"]
+    assert jobs.pods("ds") == {}
