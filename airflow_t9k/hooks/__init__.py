@@ -1,1 +1,1 @@
-"""hooks"""
+"""Hooks on the cncf-kubernetes provider's ``kubernetes`` connection."""

@@ -1,1 +1,1 @@
-"""kinds"""
+"""One pure module per job kind, and the registry of the kinds the controller reconciles."""

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 from airflow_t9k.kinds.base import JobKind
 from airflow_t9k.kinds.colossalai import ColossalAIJob
+from airflow_t9k.kinds.deepspeed import DeepSpeedJob
 from airflow_t9k.kinds.generic import GenericJob
 from airflow_t9k.kinds.mpi import MPIJob
 from airflow_t9k.kinds.pytorch import PyTorchTrainingJob
@@ -12,7 +13,8 @@ from airflow_t9k.kinds.xgboost import XGBoostTrainingJob
 
 KINDS: dict[str, JobKind] = {
     k.resource.kind: k
-    for k in (GenericJob(), ColossalAIJob(), PyTorchTrainingJob(), TensorFlowTrainingJob(), XGBoostTrainingJob(), MPIJob())
+    for k in (GenericJob(), ColossalAIJob(), PyTorchTrainingJob(), TensorFlowTrainingJob(), XGBoostTrainingJob(), MPIJob(),
+              DeepSpeedJob())
 }
 
 

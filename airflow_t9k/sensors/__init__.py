@@ -1,1 +1,1 @@
-"""sensors"""
+"""``T9kJobSensor``: wait on a job that already exists."""

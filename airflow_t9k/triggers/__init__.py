@@ -1,1 +1,1 @@
-"""triggers"""
+"""``T9kJobTrigger`` and the watches its instances share inside a triggerer."""

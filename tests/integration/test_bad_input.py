@@ -126,10 +126,10 @@ def test_failed_with_a_condition_while_other_jobs_run(jobs, controller, case, bo
 
 
 def test_a_kind_without_a_reconciler_yet_fails_with_a_clear_condition(jobs, controller):
-    ds = {"apiVersion": "batch.tensorstack.dev/v1beta1", "kind": "DeepSpeedJob", "metadata": {"name": "ds"},
-          "spec": {"worker": {"replicas": 2, "template": {"spec": {"containers": [{"name": "worker", "image": "i"}]}}}}}  # fmt: skip
-    jobs.create(ds)
-    jobs.wait_phase("DeepSpeedJob", "ds", "Failed")
-    failed = jobs.condition("DeepSpeedJob", "ds", "Failed")
-    assert failed["reason"] == "Unsupported" and "does not run DeepSpeedJob yet" in failed["message"]
-    assert jobs.pods("ds") == {}
+    beam = {"apiVersion": "batch.tensorstack.dev/v1beta1", "kind": "BeamJob", "metadata": {"name": "beam"},
+            "spec": {"flinkClusterTemplate": {"spec": {}}, "jobTemplate": {"spec": {}}}}
+    jobs.create(beam)
+    jobs.wait_phase("BeamJob", "beam", "Failed")
+    failed = jobs.condition("BeamJob", "beam", "Failed")
+    assert failed["reason"] == "Unsupported" and "does not run BeamJob yet" in failed["message"]
+    assert jobs.pods("beam") == {}

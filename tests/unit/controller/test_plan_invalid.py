@@ -90,10 +90,10 @@ def test_spec_broken_after_finishing_keeps_the_finished_status():
 
 def test_a_kind_without_a_reconciler_fails_clearly_instead_of_waiting_forever():
     job = generic()
-    job["kind"] = "DeepSpeedJob"
+    job["kind"] = "BeamJob"
     p = run(job)
     assert p.status["phase"] == "Failed"
     failed = cond(p, "Failed")
-    assert failed["reason"] == "Unsupported" and "does not run DeepSpeedJob yet" in failed["message"]
+    assert failed["reason"] == "Unsupported" and "does not run BeamJob yet" in failed["message"]
     assert p.actions == ()
     assert run(job, status=p.status).events == ()  # said once

@@ -1,0 +1,131 @@
+"""DeepSpeedJob: every worker runs sshd; worker 0 also runs ``deepspeed`` over pdsh.
+
+Reserved paths (T9k manual): ``/root/.ssh`` (the generated key), ``/t9k/hostfile`` (lines
+``<host> slots=<slotsPerWorker>``) and ``/root/.deepspeed_env`` (the worker container's
+plain ``env`` values, which the pdsh launcher exports on every host; off with
+``disableCustomEnv``). The command is built from ``config``: ``run.python`` (a script),
+``run.module`` (``--module``) or ``run.exec`` (``--no_python``), plus ``--no_local_rank``
+when ``localRank`` is false, ``--autotuning run|tune``, and ``otherArgs``; or
+``customCommand`` verbatim. Restarts and success follow the training envelope, decided by
+worker 0. Elastic mode is not reconciled yet and fails clearly.
+"""
+
+from __future__ import annotations
+
+import shlex
+
+from airflow_t9k.api.resources import RESOURCES
+from airflow_t9k.kinds.base import InvalidSpec, ModeOverride, Obj, ReplicaSpec, set_env
+from airflow_t9k.kinds.training import TrainingJobKind
+
+WORKER = "worker"
+SSH_DIR = "/root/.ssh"
+HOSTFILE_DIR = "/t9k"
+HOSTFILE = f"{HOSTFILE_DIR}/hostfile"
+ENV_FILE = "/root/.deepspeed_env"
+SSHD = "/usr/sbin/sshd"
+RUN_KEYS = ("python", "module", "exec")
+
+
+def _spec(job: Obj) -> Obj:
+    return job.get("spec") or {}
+
+
+class DeepSpeedJob(TrainingJobKind):
+    resource = RESOURCES["DeepSpeedJob"]
+    training_container = WORKER
+    port = 22
+    port_name = "ssh"
+
+    def replica_specs(self, job: Obj) -> list[ReplicaSpec]:
+        worker = _spec(job).get("worker")
+        if not isinstance(worker, dict) or not isinstance(worker.get("template"), dict):
+            raise InvalidSpec("spec.worker.template is required")
+        replicas = worker.get("replicas", 1)
+        if not isinstance(replicas, int) or isinstance(replicas, bool) or replicas < 1:
+            raise InvalidSpec(f"spec.worker.replicas must be an integer >= 1, got {replicas!r}")
+        wrapped = {**job, "spec": {**_spec(job), "replicaSpecs": [{"type": WORKER, **worker}]}}
+        return super().replica_specs(wrapped)
+
+    def config(self, job: Obj) -> Obj:
+        return _spec(job).get("config") or {}
+
+    def validate(self, job: Obj) -> None:
+        super().validate(job)
+        if (_spec(job).get("elastic") or {}).get("enabled"):
+            raise InvalidSpec("elastic mode is not supported by the bundled controller yet (spec.elastic.enabled)")
+        config = self.config(job)
+        slots = config.get("slotsPerWorker", 1)
+        if not isinstance(slots, int) or isinstance(slots, bool) or slots < 1:
+            raise InvalidSpec(f"spec.config.slotsPerWorker must be an integer >= 1, got {slots!r}")
+        if config.get("autotune", "none") not in ("none", "run", "tune"):
+            raise InvalidSpec(f"spec.config.autotune must be none, run or tune, got {config.get('autotune')!r}")
+        if config.get("customCommand"):
+            return
+        given = [k for k in RUN_KEYS if (config.get("run") or {}).get(k)]
+        if len(given) != 1:
+            raise InvalidSpec("spec.config.run needs exactly one of python, module or exec (or set config.customCommand)")
+
+    def hosts(self, job: Obj) -> list[str]:
+        return [self.service_name(job, WORKER, i) for i in range(self.replica_specs(job)[0].replicas)]
+
+    def deepspeed_command(self, job: Obj) -> str:
+        config = self.config(job)
+        if config.get("customCommand"):
+            return str(config["customCommand"])
+        parts = ["deepspeed", "--hostfile", HOSTFILE, "--launcher", "pdsh"]
+        if config.get("localRank", True) is False:
+            parts.append("--no_local_rank")
+        if config.get("autotune", "none") != "none":
+            parts += ["--autotuning", config["autotune"]]
+        parts += [str(a) for a in config.get("otherArgs") or []]
+        run = config.get("run") or {}
+        key = next(k for k in RUN_KEYS if run.get(k))
+        parts += {"python": [], "module": ["--module"], "exec": ["--no_python"]}[key]
+        return shlex.join(parts + [str(a) for a in run[key]])
+
+    def env_file(self, job: Obj) -> str:
+        main = self.main_container(self.replica_specs(job)[0].template.get("spec") or {}) or {}
+        return "".join(f"{e['name']}={e['value']}\n" for e in main.get("env") or [] if isinstance(e.get("value"), str))
+
+    def ssh_secret_name(self, job: Obj) -> str:
+        return f"{job['metadata']['name']}-ssh"
+
+    def extra_children(self, job: Obj) -> list[Obj]:
+        name = job["metadata"]["name"]
+        slots = self.config(job).get("slotsPerWorker", 1)
+        data = {"hostfile": "".join(f"{h} slots={slots}\n" for h in self.hosts(job))}
+        if not _spec(job).get("disableCustomEnv"):
+            data["deepspeed_env"] = self.env_file(job)
+        return [{"apiVersion": "v1", "kind": "ConfigMap", "metadata": {"name": f"{name}-deepspeed"}, "data": data}]
+
+    def customize_pod(self, job: Obj, spec: ReplicaSpec, rank: int, pod: Obj) -> None:
+        name = job["metadata"]["name"]
+        pod_spec = pod["spec"]
+        main = self.main_container(pod_spec)
+        if main is None:
+            return
+        volumes = [v for v in pod_spec.get("volumes") or [] if v.get("name") not in ("t9k-ssh", "t9k-deepspeed")]
+        volumes += [{"name": "t9k-ssh", "secret": {"secretName": self.ssh_secret_name(job), "defaultMode": 0o600}},
+                    {"name": "t9k-deepspeed", "configMap": {"name": f"{name}-deepspeed"}}]  # fmt: skip
+        mounts = [{"name": "t9k-ssh", "mountPath": SSH_DIR},
+                  {"name": "t9k-deepspeed", "mountPath": HOSTFILE, "subPath": "hostfile", "readOnly": True}]  # fmt: skip
+        if not _spec(job).get("disableCustomEnv"):
+            mounts.append({"name": "t9k-deepspeed", "mountPath": ENV_FILE, "subPath": "deepspeed_env", "readOnly": True})
+        if rank == 0:
+            wait = (f"for h in $(cut -d' ' -f1 {HOSTFILE}); do until ssh -o BatchMode=yes -o ConnectTimeout=3 \"$h\" true "
+                    '2>/dev/null; do echo "waiting for $h"; sleep 2; done; done')  # fmt: skip
+            main["command"] = ["bash", "-c", f"set -e; {SSHD}; {wait}; exec {self.deepspeed_command(job)}"]
+        else:
+            main["command"] = [SSHD, "-D", "-e"]
+        main.pop("args", None)
+        set_env(main, {"T9K_JOB_NAME": name, "T9K_REPLICA_RANK": str(rank)})
+        main["volumeMounts"] = [m for m in main.get("volumeMounts") or [] if m.get("name") not in ("t9k-ssh", "t9k-deepspeed")] + mounts
+        ports = main.setdefault("ports", [])
+        if not any(p.get("containerPort") == self.port for p in ports):
+            ports.append({"name": self.port_name, "containerPort": self.port})
+        pod_spec["volumes"] = volumes
+
+    def debug_default(self, rtype: str) -> ModeOverride:
+        # Every worker keeps sshd, so deepspeed can be launched by hand from worker 0.
+        return ModeOverride(command=[SSHD, "-D", "-e"], args=[])

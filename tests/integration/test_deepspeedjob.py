@@ -1,0 +1,79 @@
+"""DeepSpeedJob against the real API server: the manual's example, outcomes, modes, bad input."""
+
+from __future__ import annotations
+
+import pytest
+from kubernetes.client.exceptions import ApiException
+
+from tests.support.cluster import wait_until
+from tests.support.kubelet import set_pod_terminated
+
+KIND = "DeepSpeedJob"
+
+
+def example(**spec):
+    return {
+        "apiVersion": "batch.tensorstack.dev/v1beta1", "kind": KIND, "metadata": {"name": "ds"},
+        "spec": {"config": {"slotsPerWorker": 1, "run": {"python": ["/workspace/train.py", "--deepspeed", "--deepspeed_config=/workspace/ds.json"]}},
+                 "worker": {"replicas": 3, "restartPolicy": "OnFailure", "template": {"spec": {"containers": [
+                     {"name": "worker", "image": "deepspeed/deepspeed:v0.14.0", "env": [{"name": "NCCL_DEBUG", "value": "WARN"}],
+                      "resources": {"limits": {"nvidia.com/gpu": "1"}}}]}}},
+                 **spec},
+    }  # fmt: skip
+
+
+def test_example_produces_workers_hostfile_env_and_launch(jobs, controller):
+    jobs.create(example())
+    jobs.wait_phase(KIND, "ds", "Running")
+    pods = jobs.pods("ds")
+    assert sorted(pods) == ["ds-worker-0", "ds-worker-1", "ds-worker-2"]
+    assert pods["ds-worker-2"].spec.containers[0].command == ["/usr/sbin/sshd", "-D", "-e"]
+    assert "exec deepspeed --hostfile /t9k/hostfile --launcher pdsh /workspace/train.py" in pods["ds-worker-0"].spec.containers[0].command[2]
+    data = jobs.core.read_namespaced_config_map("ds-deepspeed", jobs.ns).data
+    assert data == {"hostfile": "ds-worker-0 slots=1\nds-worker-1 slots=1\nds-worker-2 slots=1\n", "deepspeed_env": "NCCL_DEBUG=WARN\n"}
+    mounts = {m.mount_path for m in pods["ds-worker-1"].spec.containers[0].volume_mounts}
+    assert {"/root/.ssh", "/t9k/hostfile", "/root/.deepspeed_env"} <= mounts
+
+
+def test_worker_0_decides_after_a_restart(jobs, controller):
+    jobs.create(example(runPolicy={"backoffLimit": 2, "cleanUpPolicy": "All"}))
+    jobs.wait_phase(KIND, "ds", "Running")
+    uid = jobs.pods("ds")["ds-worker-0"].metadata.uid
+    set_pod_terminated(jobs.core, jobs.ns, "ds-worker-0", phase="Failed", exit_code=1)
+    wait_until(lambda: (p := jobs.live_pods("ds").get("ds-worker-0")) is not None and p.metadata.uid != uid
+               and p.status.phase == "Running", what="worker 0 restarted")  # fmt: skip
+    set_pod_terminated(jobs.core, jobs.ns, "ds-worker-0", phase="Succeeded", exit_code=0)
+    status = jobs.wait_phase(KIND, "ds", "Succeeded")["status"]
+    assert status["backoffCount"] == 1
+    wait_until(lambda: jobs.live_pods("ds") == {}, what="cleaned up")
+
+
+def test_debug_then_pause_then_resume(jobs, controller):
+    jobs.create(example(runMode={"debug": {"enabled": True}}))
+    jobs.wait_phase(KIND, "ds", "Running")
+    assert {tuple(p.spec.containers[0].command) for p in jobs.pods("ds").values()} == {("/usr/sbin/sshd", "-D", "-e")}
+    jobs.patch(KIND, "ds", {"spec": {"runMode": {"debug": {"enabled": False}, "pause": {"enabled": True}}}})
+    jobs.wait_phase(KIND, "ds", "Paused")
+    wait_until(lambda: jobs.pods("ds") == {}, what="paused")
+    jobs.patch(KIND, "ds", {"spec": {"runMode": {"pause": {"enabled": False}}}})
+    jobs.wait_phase(KIND, "ds", "Running", timeout=30)
+    assert "deepspeed" in jobs.pods("ds")["ds-worker-0"].spec.containers[0].command[2]
+
+
+@pytest.mark.parametrize(
+    ("change", "needle"),
+    [({"worker": {"replicas": 0, "template": {"spec": {"containers": [{"name": "worker"}]}}}}, "replicas"),
+     ({"worker": {"restartPolicy": "Sometimes", "template": {"spec": {"containers": [{"name": "worker"}]}}}}, "restartPolicy"),
+     ({"elastic": {"enabled": True, "minReplicas": 3, "maxReplicas": 1}}, "minReplicas")],
+    ids=["zero-workers", "bad-policy", "elastic-bounds"],
+)  # fmt: skip
+def test_rejected_at_admission(jobs, change, needle):
+    with pytest.raises(ApiException) as exc:
+        jobs.create(example(**change))
+    assert exc.value.status == 422 and needle in exc.value.body
+
+
+def test_bad_config_fails_clearly(jobs, controller):
+    jobs.create(example(config={"run": {"python": ["a.py"], "module": ["b"]}}))
+    jobs.wait_phase(KIND, "ds", "Failed")
+    assert "exactly one of python, module or exec" in jobs.condition(KIND, "ds", "Failed")["message"]

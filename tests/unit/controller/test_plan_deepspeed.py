@@ -1,0 +1,91 @@
+"""plan() for DeepSpeedJob: sshd everywhere, worker 0 launches deepspeed, hostfile and env file."""
+
+from __future__ import annotations
+
+import pytest
+
+from airflow_t9k.controller.reconcile import Create, CreateSSHSecret
+from tests.builders import cond, pod, run
+
+
+def ds(workers=2, config=None, **spec):
+    config = config if config is not None else {"slotsPerWorker": 4, "run": {"python": ["train.py", "--deepspeed", "--deepspeed_config=ds.json"]}}
+    return {
+        "apiVersion": "batch.tensorstack.dev/v1beta1", "kind": "DeepSpeedJob",
+        "metadata": {"name": "ds", "namespace": "ns", "uid": "uid-ds", "generation": 1},
+        "spec": {"config": config,
+                 "worker": {"replicas": workers, "template": {"spec": {"containers": [
+                     {"name": "worker", "image": "ds:1", "env": [{"name": "NCCL_DEBUG", "value": "INFO"},
+                                                                 {"name": "TOKEN", "valueFrom": {"secretKeyRef": {"name": "s", "key": "k"}}}]}]}}},
+                 **spec},
+    }  # fmt: skip
+
+
+def manifests(p, kind):
+    return {a.name: a.manifest for a in p.actions if isinstance(a, Create) and a.kind == kind}
+
+
+def test_children_and_reserved_paths():
+    p = run(ds())
+    assert p.creates("Pod") == ["ds-worker-0", "ds-worker-1"] and p.creates("Service") == ["ds-worker-0", "ds-worker-1"]
+    assert [a.name for a in p.actions if isinstance(a, CreateSSHSecret)] == ["ds-ssh"]
+    cm = manifests(p, "ConfigMap")["ds-deepspeed"]["data"]
+    assert cm == {"hostfile": "ds-worker-0 slots=4\nds-worker-1 slots=4\n", "deepspeed_env": "NCCL_DEBUG=INFO\n"}
+    mounts = {m["mountPath"] for m in manifests(p, "Pod")["ds-worker-1"]["spec"]["containers"][0]["volumeMounts"]}
+    assert mounts == {"/root/.ssh", "/t9k/hostfile", "/root/.deepspeed_env"}
+
+
+def test_worker_0_launches_deepspeed_others_run_sshd():
+    pods = manifests(run(ds()), "Pod")
+    assert pods["ds-worker-1"]["spec"]["containers"][0]["command"] == ["/usr/sbin/sshd", "-D", "-e"]
+    script = pods["ds-worker-0"]["spec"]["containers"][0]["command"][2]
+    assert script.startswith("set -e; /usr/sbin/sshd; for h in")
+    assert script.endswith("exec deepspeed --hostfile /t9k/hostfile --launcher pdsh train.py --deepspeed --deepspeed_config=ds.json")
+
+
+@pytest.mark.parametrize(
+    ("config", "tail"),
+    [
+        ({"run": {"module": ["pkg.train", "--x"]}}, "deepspeed --hostfile /t9k/hostfile --launcher pdsh --module pkg.train --x"),
+        ({"run": {"exec": ["bash", "run.sh"]}, "localRank": False, "autotune": "tune", "otherArgs": ["--master_port=29600"]},
+         "deepspeed --hostfile /t9k/hostfile --launcher pdsh --no_local_rank --autotuning tune --master_port=29600 --no_python bash run.sh"),
+        ({"customCommand": "deepspeed --num_gpus 2 t.py", "run": {"python": ["ignored.py"]}}, "exec deepspeed --num_gpus 2 t.py"),
+    ],
+    ids=["module", "exec-with-options", "custom"],
+)  # fmt: skip
+def test_command_from_config(config, tail):
+    script = manifests(run(ds(config=config)), "Pod")["ds-worker-0"]["spec"]["containers"][0]["command"][2]
+    assert script.endswith(tail)
+
+
+def test_disable_custom_env():
+    p = run(ds(disableCustomEnv=True))
+    assert "deepspeed_env" not in manifests(p, "ConfigMap")["ds-deepspeed"]["data"]
+    mounts = {m["mountPath"] for m in manifests(p, "Pod")["ds-worker-0"]["spec"]["containers"][0]["volumeMounts"]}
+    assert "/root/.deepspeed_env" not in mounts
+
+
+def test_worker_0_decides_and_restarts_use_the_backoff():
+    job = ds(runPolicy={"backoffLimit": 1})
+    p = run(job, pod("ds-worker-0"), pod("ds-worker-1", "Failed", 1), status={"phase": "Running"})
+    assert p.deletes("Pod") == ["ds-worker-1"] and p.status["backoffCount"] == 1
+    assert run(job, pod("ds-worker-0", "Succeeded", 0), pod("ds-worker-1"), status={"phase": "Running"}).status["phase"] == "Succeeded"
+
+
+def test_debug_keeps_sshd_on_every_worker():
+    pods = manifests(run(ds(runMode={"debug": {"enabled": True}})), "Pod")
+    assert {tuple(p["spec"]["containers"][0]["command"]) for p in pods.values()} == {("/usr/sbin/sshd", "-D", "-e")}
+
+
+@pytest.mark.parametrize(
+    ("kwargs", "needle"),
+    [({"config": {"run": {}}}, "exactly one of python, module or exec"),
+     ({"config": {"run": {"python": ["a"], "module": ["b"]}}}, "exactly one of"),
+     ({"config": {"slotsPerWorker": 0, "run": {"python": ["a"]}}}, "slotsPerWorker"),
+     ({"config": {"autotune": "always", "run": {"python": ["a"]}}}, "autotune"),
+     ({"elastic": {"enabled": True, "minReplicas": 1, "maxReplicas": 2}}, "elastic mode is not supported")],
+    ids=["no-run", "two-runs", "slots", "autotune", "elastic"],
+)  # fmt: skip
+def test_bad_input(kwargs, needle):
+    p = run(ds(**kwargs))
+    assert p.status["phase"] == "Failed" and needle in cond(p, "Failed")["message"]
