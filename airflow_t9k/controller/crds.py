@@ -225,6 +225,14 @@ PRINTER_COLUMNS = [
 ]
 
 
+# kubectl scale and an HPA drive Elastic jobs through this.
+SCALE = {
+    "PyTorchTrainingJob": {"specReplicasPath": ".spec.elastic.expectedReplicas",
+                           "statusReplicasPath": ".status.elastic.currentReplicas",
+                           "labelSelectorPath": ".status.elastic.selector"},
+}  # fmt: skip
+
+
 def crd(resource: JobResource, spec_schema: S) -> S:
     schema = obj(
         {"apiVersion": string(), "kind": string(), "metadata": obj(), "spec": spec_schema, "status": OPEN},
@@ -255,7 +263,7 @@ def crd(resource: JobResource, spec_schema: S) -> S:
                     "served": True,
                     "storage": True,
                     "schema": {"openAPIV3Schema": schema},
-                    "subresources": {"status": {}},
+                    "subresources": {"status": {}, **({"scale": SCALE[resource.kind]} if resource.kind in SCALE else {})},
                     "additionalPrinterColumns": PRINTER_COLUMNS,
                 }
             ],

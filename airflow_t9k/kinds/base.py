@@ -168,6 +168,10 @@ class JobKind:
         """Override clean-up: (policy, types). None means spec.cleanUpPolicy for all types."""
         return None
 
+    def status_extra(self, job: Obj, running: int) -> Obj:
+        """Kind-specific status fields (e.g. what a scale subresource reads)."""
+        return {}
+
 
 # -- helpers shared by kinds --------------------------------------------------------
 

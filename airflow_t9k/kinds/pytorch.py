@@ -1,12 +1,22 @@
-"""PyTorchTrainingJob: torch.distributed's environment on ranked replicas.
+"""PyTorchTrainingJob: torch.distributed's environment on ranked replicas, torchrun, Elastic.
 
 The first type's replica 0 is the master (``MASTER_ADDR``) and decides the job; ``RANK`` is
 global in ``replicaSpecs`` order and ``WORLD_SIZE`` the number of replicas, with torchrun's
-``PET_*`` equivalents. Elastic mode and torchrun launch are not reconciled yet: a job asking
-for them fails with a condition that says so, rather than running without them.
+``PET_*`` equivalents.
+
+With ``torchrunConfig.enabled`` the training container runs
+``torchrun --nnodes ... --nproc_per_node ... --max_restarts ... --rdzv_backend ...
+--rdzv_endpoint <master>:23456 --rdzv_id <job uid> <extraOptions> <container args>`` (its own
+``command`` is ignored, as the T9k manual says). Elastic mode needs torchrun and exactly one
+replica type: that type runs ``expectedReplicas`` pods clamped to ``[minReplicas,
+maxReplicas]`` (or its ``replicas`` clamped, when ``expectedReplicas`` is absent), with
+``--nnodes=min:max`` so torchrun re-forms the group as pods come and go. ``expectedReplicas``
+is the CRD's scale subresource, so ``kubectl scale`` and an HPA drive it.
 """
 
 from __future__ import annotations
+
+import dataclasses
 
 from airflow_t9k.api.resources import RESOURCES
 from airflow_t9k.kinds.base import InvalidSpec, Obj, ReplicaSpec, container_named
@@ -22,13 +32,68 @@ class PyTorchTrainingJob(TrainingJobKind):
     def main_container(self, pod_spec: Obj) -> Obj | None:
         return container_named(pod_spec, "pytorch") or container_named(pod_spec, "python") or container_named(pod_spec, None)
 
+    def elastic(self, job: Obj) -> Obj | None:
+        elastic = (job.get("spec") or {}).get("elastic") or {}
+        return elastic if elastic.get("enabled") else None
+
+    def torchrun(self, job: Obj) -> Obj | None:
+        config = (job.get("spec") or {}).get("torchrunConfig") or {}
+        return config if config.get("enabled") else None
+
+    def replica_specs(self, job: Obj) -> list[ReplicaSpec]:
+        specs = super().replica_specs(job)
+        elastic = self.elastic(job)
+        if elastic is None or len(specs) != 1:
+            return specs
+        low, high = self.bounds(elastic, specs[0].replicas)
+        wanted = elastic.get("expectedReplicas", specs[0].replicas)
+        return [dataclasses.replace(specs[0], replicas=min(max(int(wanted), low), high))]
+
+    @staticmethod
+    def bounds(elastic: Obj, default: int) -> tuple[int, int]:
+        low = int(elastic.get("minReplicas", 1))
+        return low, int(elastic.get("maxReplicas", max(default, low)))
+
     def validate(self, job: Obj) -> None:
         super().validate(job)
-        spec = job.get("spec") or {}
-        if (spec.get("elastic") or {}).get("enabled"):
-            raise InvalidSpec("elastic mode is not supported by the bundled controller yet (spec.elastic.enabled)")
-        if (spec.get("torchrunConfig") or {}).get("enabled"):
-            raise InvalidSpec("torchrun launch is not supported by the bundled controller yet (spec.torchrunConfig.enabled)")
+        elastic = self.elastic(job)
+        if elastic is not None:
+            if not self.torchrun(job):
+                raise InvalidSpec("elastic mode needs torchrun: set spec.torchrunConfig.enabled (T9k runs elastic jobs only in torchrun mode)")
+            if len(super().replica_specs(job)) != 1:
+                raise InvalidSpec("elastic mode scales one replica type: give spec.replicaSpecs exactly one entry")
+            low, high = self.bounds(elastic, 1)
+            if not 1 <= low <= high:
+                raise InvalidSpec(f"elastic needs 1 <= minReplicas <= maxReplicas, got {low} and {high}")
+        config = self.torchrun(job)
+        if config is not None and config.get("rdzvBackend", "c10d") not in ("c10d", "etcd", "etcd-v2"):
+            raise InvalidSpec(f"torchrunConfig.rdzvBackend must be c10d, etcd or etcd-v2, got {config.get('rdzvBackend')!r}")
+
+    def torchrun_command(self, job: Obj, args: list[str]) -> list[str]:
+        config = self.torchrun(job) or {}
+        elastic = self.elastic(job)
+        specs = self.replica_specs(job)
+        nnodes = "{}:{}".format(*self.bounds(elastic, specs[0].replicas)) if elastic else str(sum(s.replicas for s in specs))
+        return [
+            "torchrun", f"--nnodes={nnodes}", f"--nproc_per_node={config.get('procPerNode', '1')}",
+            f"--max_restarts={config.get('maxRestarts', 3)}", f"--rdzv_backend={config.get('rdzvBackend', 'c10d')}",
+            f"--rdzv_endpoint={self.service_name(job, *self.master(job))}:{self.port}",
+            f"--rdzv_id={job['metadata'].get('uid', job['metadata']['name'])}",
+            *[str(o) for o in config.get("extraOptions") or []], *args,
+        ]  # fmt: skip
+
+    def customize_pod(self, job: Obj, spec: ReplicaSpec, rank: int, pod: Obj) -> None:
+        super().customize_pod(job, spec, rank, pod)
+        main = self.main_container(pod["spec"])
+        if main is not None and self.torchrun(job):
+            main["command"] = self.torchrun_command(job, [str(a) for a in main.pop("args", None) or []])
+
+    def status_extra(self, job: Obj, running: int) -> Obj:
+        """``status.elastic`` for the scale subresource (HPA reads the selector)."""
+        if self.elastic(job) is None:
+            return {}
+        selector = f"batch.tensorstack.dev/job-name={job['metadata']['name']},batch.tensorstack.dev/job-kind={job['kind']}"
+        return {"elastic": {"currentReplicas": running, "selector": selector}}
 
     def environment(self, job: Obj, spec: ReplicaSpec, rank: int) -> dict[str, str]:
         offsets, world = self.ranks(job)

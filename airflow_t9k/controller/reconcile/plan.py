@@ -358,6 +358,7 @@ def _write_tasks(sb: StatusBuilder, kind: JobKind, job: Obj, states: list[SlotSt
         tasks[-1]["restartCount"] += s.restarts
     sb.new["tasks"] = tasks
     sb.new["aggregate"] = aggregate(entries)
+    sb.new.update(kind.status_extra(job, sb.new["aggregate"]["running"]))
     generation = job["metadata"].get("generation")
     if generation is not None:
         sb.new["observedGeneration"] = generation

@@ -85,11 +85,58 @@ def test_active_deadline_fails_the_job_and_requeues_until_then():
 
 @pytest.mark.parametrize(
     ("spec", "needle"),
-    [({"elastic": {"enabled": True, "minReplicas": 1, "maxReplicas": 2}}, "elastic mode is not supported"),
-     ({"torchrunConfig": {"enabled": True}}, "torchrun launch is not supported"),
+    [({"elastic": {"enabled": True, "minReplicas": 1, "maxReplicas": 2}}, "elastic mode needs torchrun"),
+     ({"elastic": {"enabled": True, "minReplicas": 1, "maxReplicas": 4}, "torchrunConfig": {"enabled": True}},
+      "exactly one entry"),
+     ({"torchrunConfig": {"enabled": True, "rdzvBackend": "zookeeper"}}, "rdzvBackend"),
      ({"runPolicy": {"backoffLimit": -1}}, "backoffLimit")],
-    ids=["elastic", "torchrun", "backoff"],
+    ids=["elastic-without-torchrun", "elastic-two-types", "rdzv-backend", "backoff"],
 )  # fmt: skip
 def test_unsupported_or_bad_settings_fail_clearly(spec, needle):
     p = run(pytorch(**spec))
     assert p.status["phase"] == "Failed" and needle in cond(p, "Failed")["message"]
+
+
+def elastic_job(expected=None, low=2, high=5, replicas=3):
+    elastic = {"enabled": True, "minReplicas": low, "maxReplicas": high}
+    if expected is not None:
+        elastic["expectedReplicas"] = expected
+    job = pytorch("pt", ("worker", replicas), elastic=elastic,
+                  torchrunConfig={"enabled": True, "procPerNode": "gpu", "maxRestarts": 10, "extraOptions": ["--monitor_interval=1"]})
+    job["spec"]["replicaSpecs"][0]["template"]["spec"]["containers"][0]["args"] = ["train.py", "--epochs", "3"]
+    return job
+
+
+def test_torchrun_command_replaces_the_container_command():
+    manifest = next(a.manifest for a in run(elastic_job()).actions if isinstance(a, Create) and a.kind == "Pod")
+    main = manifest["spec"]["containers"][0]
+    assert main["command"] == ["torchrun", "--nnodes=2:5", "--nproc_per_node=gpu", "--max_restarts=10", "--rdzv_backend=c10d",
+                               "--rdzv_endpoint=pt-worker-0:23456", "--rdzv_id=uid-pt", "--monitor_interval=1",
+                               "train.py", "--epochs", "3"]  # fmt: skip
+    assert "args" not in main
+
+
+def test_torchrun_without_elastic_uses_the_fixed_node_count():
+    job = pytorch(torchrunConfig={"enabled": True})
+    manifest = next(a.manifest for a in run(job).actions if isinstance(a, Create) and a.kind == "Pod")
+    assert "--nnodes=3" in manifest["spec"]["containers"][0]["command"]
+
+
+@pytest.mark.parametrize(
+    ("expected", "replicas", "pods"),
+    [(4, 3, 4), (9, 3, 5), (1, 3, 2), (None, 3, 3), (None, 7, 5)],
+    ids=["expected", "clamped-to-max", "clamped-to-min", "replicas-when-no-expected", "replicas-clamped"],
+)
+def test_elastic_runs_expected_replicas_within_bounds(expected, replicas, pods):
+    p = run(elastic_job(expected, replicas=replicas))
+    assert p.creates("Pod") == [f"pt-worker-{i}" for i in range(pods)]
+
+
+def test_elastic_scale_down_deletes_the_highest_ranks_and_reports_for_the_scale_subresource():
+    running = [pod(f"pt-worker-{i}") for i in range(5)]
+    p = run(elastic_job(expected=3), *running, status={"phase": "Running"})
+    assert p.deletes("Pod") == ["pt-worker-3", "pt-worker-4"]
+    assert p.status["elastic"] == {"currentReplicas": 3,  # the two being removed are no longer replicas
+                                   "selector": "batch.tensorstack.dev/job-name=pt,batch.tensorstack.dev/job-kind=PyTorchTrainingJob"}  # fmt: skip
+    up = run(elastic_job(expected=5), *running[:3], status={"phase": "Running"})
+    assert up.creates("Pod") == ["pt-worker-3", "pt-worker-4"]
