@@ -113,4 +113,7 @@ async def main_async(args: argparse.Namespace) -> int:
 
 def run_controller(args: argparse.Namespace) -> int:
     logging.basicConfig(level=args.log_level, format="%(asctime)s %(levelname)s %(name)s: %(message)s")
+    # The client library logs whole response bodies at DEBUG, Secrets included (our SSH keys).
+    for noisy in ("kubernetes_asyncio", "aiohttp"):
+        logging.getLogger(noisy).setLevel(max(logging.INFO, logging.getLogger().level))
     return asyncio.run(main_async(args))

@@ -56,3 +56,26 @@ def test_deployment_runs_non_root_with_a_liveness_probe():
     assert container["livenessProbe"]["httpGet"]["path"] == "/healthz"
     assert container["securityContext"]["allowPrivilegeEscalation"] is False
     assert pod["serviceAccountName"] == "airflow-t9k-controller"
+
+
+def test_debug_logging_keeps_the_client_library_quiet(monkeypatch):
+    import logging
+
+    from airflow_t9k.controller import cli as controller_cli
+
+    monkeypatch.setattr(controller_cli, "main_async", lambda args: _done())
+    root, client_logger = logging.getLogger(), logging.getLogger("kubernetes_asyncio")
+    saved = root.level, client_logger.level
+    root.setLevel(logging.DEBUG)  # what --log-level DEBUG does where basicConfig has run before
+    client_logger.setLevel(logging.NOTSET)
+    try:
+        controller_cli.run_controller(type("A", (), {"log_level": "DEBUG"})())
+        assert client_logger.getEffectiveLevel() == logging.INFO
+        assert not client_logger.isEnabledFor(logging.DEBUG)
+    finally:
+        root.setLevel(saved[0])
+        client_logger.setLevel(saved[1])
+
+
+async def _done() -> int:
+    return 0
