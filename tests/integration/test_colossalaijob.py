@@ -6,6 +6,7 @@ import base64
 
 from tests.support.cluster import wait_until
 from tests.support.kubelet import set_pod_terminated
+from tests.support.modes import debug_pause_resume
 from tests.support.seeds import seed_yaml
 
 KIND = "ColossalAIJob"
@@ -81,13 +82,12 @@ def test_missing_worker_container_is_a_clear_failure(jobs, controller):
 
 def test_debug_and_pause(jobs, controller):
     jobs.create(_job(runMode={"debug": {"enabled": True}}))
-    jobs.wait_phase(KIND, "cai", "Running")
-    pods = jobs.pods("cai")
-    assert pods["cai-launcher"].spec.containers[0].command == ["sleep", "inf"]
-    assert pods["cai-worker-0"].spec.containers[0].command == ["/usr/sbin/sshd", "-D", "-e"]
-    jobs.patch(KIND, "cai", {"spec": {"runMode": {"debug": {"enabled": False}, "pause": {"enabled": True}}}})
-    jobs.wait_phase(KIND, "cai", "Paused")
-    wait_until(lambda: jobs.pods("cai") == {}, timeout=30, what="paused pods deleted")
-    jobs.patch(KIND, "cai", {"spec": {"runMode": {"pause": {"enabled": False}}}})
-    jobs.wait_phase(KIND, "cai", "Running", timeout=30)
-    assert "colossalai run" in jobs.pods("cai")["cai-launcher"].spec.containers[0].command[2]
+
+    def debug(pods):
+        assert pods["cai-launcher"].spec.containers[0].command == ["sleep", "inf"]
+        assert pods["cai-worker-0"].spec.containers[0].command == ["/usr/sbin/sshd", "-D", "-e"]
+
+    def resumed(pods):
+        assert "colossalai run" in pods["cai-launcher"].spec.containers[0].command[2]
+
+    debug_pause_resume(jobs, KIND, "cai", debug, resumed)

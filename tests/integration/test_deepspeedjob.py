@@ -7,6 +7,7 @@ from kubernetes.client.exceptions import ApiException
 
 from tests.support.cluster import wait_until
 from tests.support.kubelet import set_pod_terminated
+from tests.support.modes import debug_pause_resume
 
 KIND = "DeepSpeedJob"
 
@@ -50,14 +51,14 @@ def test_worker_0_decides_after_a_restart(jobs, controller):
 
 def test_debug_then_pause_then_resume(jobs, controller):
     jobs.create(example(runMode={"debug": {"enabled": True}}))
-    jobs.wait_phase(KIND, "ds", "Running")
-    assert {tuple(p.spec.containers[0].command) for p in jobs.pods("ds").values()} == {("/usr/sbin/sshd", "-D", "-e")}
-    jobs.patch(KIND, "ds", {"spec": {"runMode": {"debug": {"enabled": False}, "pause": {"enabled": True}}}})
-    jobs.wait_phase(KIND, "ds", "Paused")
-    wait_until(lambda: jobs.pods("ds") == {}, what="paused")
-    jobs.patch(KIND, "ds", {"spec": {"runMode": {"pause": {"enabled": False}}}})
-    jobs.wait_phase(KIND, "ds", "Running", timeout=30)
-    assert "deepspeed" in jobs.pods("ds")["ds-worker-0"].spec.containers[0].command[2]
+
+    def debug(pods):
+        assert {tuple(p.spec.containers[0].command) for p in pods.values()} == {("/usr/sbin/sshd", "-D", "-e")}
+
+    def resumed(pods):
+        assert "deepspeed" in pods["ds-worker-0"].spec.containers[0].command[2]
+
+    debug_pause_resume(jobs, KIND, "ds", debug, resumed)
 
 
 @pytest.mark.parametrize(

@@ -7,6 +7,7 @@ from kubernetes.client.exceptions import ApiException
 
 from tests.support.cluster import wait_until
 from tests.support.kubelet import set_pod_terminated
+from tests.support.modes import debug_pause_resume
 
 KIND = "MPIJob"
 
@@ -51,14 +52,15 @@ def test_launcher_decides_and_workers_are_cleaned_up(jobs, controller, phase, co
 
 def test_debug_then_pause_then_resume(jobs, controller):
     jobs.create(example(runMode={"debug": {"enabled": True}}))
-    jobs.wait_phase(KIND, "mpi", "Running")
-    assert jobs.pods("mpi")["mpi-launcher"].spec.containers[0].command == ["sleep", "inf"]
-    jobs.patch(KIND, "mpi", {"spec": {"runMode": {"debug": {"enabled": False}, "pause": {"enabled": True}}}})
-    jobs.wait_phase(KIND, "mpi", "Paused")
-    wait_until(lambda: jobs.pods("mpi") == {}, what="paused")
-    jobs.patch(KIND, "mpi", {"spec": {"runMode": {"pause": {"enabled": False}}}})
-    jobs.wait_phase(KIND, "mpi", "Running", timeout=30)
-    assert "mpirun" in jobs.pods("mpi")["mpi-launcher"].spec.containers[0].command[2]
+
+    def debug(pods):
+        assert pods["mpi-launcher"].spec.containers[0].command == ["sleep", "inf"]
+        assert pods["mpi-worker-0"].spec.containers[0].command == ["/usr/sbin/sshd", "-D", "-e"]
+
+    def resumed(pods):
+        assert "mpirun" in pods["mpi-launcher"].spec.containers[0].command[2]
+
+    debug_pause_resume(jobs, KIND, "mpi", debug, resumed)
 
 
 @pytest.mark.parametrize(

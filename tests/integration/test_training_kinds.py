@@ -9,6 +9,7 @@ from kubernetes.client.exceptions import ApiException
 
 from tests.support.cluster import wait_until
 from tests.support.kubelet import set_pod_terminated
+from tests.support.modes import debug_pause_resume
 
 
 def job(kind, container, name, *types, annotations=None, **spec):
@@ -78,16 +79,15 @@ def test_tf_non_retryable_exit_code_fails_at_once(jobs, controller):
 @pytest.mark.parametrize("kind", ["TensorFlowTrainingJob", "XGBoostTrainingJob"])
 def test_debug_and_pause(jobs, controller, kind):
     body = (tf if kind.startswith("Tensor") else xgb)(runMode={"debug": {"enabled": True}})
-    name = body["metadata"]["name"]
     jobs.create(body)
-    jobs.wait_phase(kind, name, "Running")
-    assert {tuple(p.spec.containers[0].command) for p in jobs.pods(name).values()} == {("sleep", "inf")}
-    jobs.patch(kind, name, {"spec": {"runMode": {"debug": {"enabled": False}, "pause": {"enabled": True}}}})
-    jobs.wait_phase(kind, name, "Paused")
-    wait_until(lambda: jobs.pods(name) == {}, what="paused")
-    jobs.patch(kind, name, {"spec": {"runMode": {"pause": {"enabled": False}}}})
-    jobs.wait_phase(kind, name, "Running", timeout=30)
-    assert {tuple(p.spec.containers[0].command) for p in jobs.pods(name).values()} == {("python", "train.py")}
+
+    def commands(expected):
+        def check(pods):
+            assert {tuple(p.spec.containers[0].command) for p in pods.values()} == {expected}
+
+        return check
+
+    debug_pause_resume(jobs, kind, body["metadata"]["name"], commands(("sleep", "inf")), commands(("python", "train.py")))
 
 
 def test_xgboost_env_and_master_failure(jobs, controller):

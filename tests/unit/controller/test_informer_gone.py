@@ -4,6 +4,8 @@ from __future__ import annotations
 
 import asyncio
 import json
+from collections.abc import AsyncIterator, Awaitable, Callable
+from contextlib import asynccontextmanager
 
 import pytest
 from aiohttp import web
@@ -13,6 +15,38 @@ from airflow_t9k.controller.k8s.client import Kube
 from airflow_t9k.controller.k8s.informer import Informer
 
 PATH = "/api/v1/namespaces/ns/configmaps"
+
+
+@asynccontextmanager
+async def fake_api(handler: Callable[[web.Request], Awaitable[web.StreamResponse]]) -> AsyncIterator[Kube]:
+    """An aiohttp server on loopback answering PATH, and a Kube client pointed at it."""
+    app = web.Application()
+    app.router.add_get(PATH, handler)
+    runner = web.AppRunner(app)
+    await runner.setup()
+    site = web.TCPSite(runner, "127.0.0.1", 0)
+    await site.start()
+    port = site._server.sockets[0].getsockname()[1]  # type: ignore[union-attr]
+    kube = Kube(k8s_client.ApiClient(k8s_client.Configuration(host=f"http://127.0.0.1:{port}")))
+    try:
+        yield kube
+    finally:
+        await kube.close()
+        await runner.cleanup()
+
+
+async def run_informer(informer: Informer, until: Callable[[], bool]) -> asyncio.Task[None]:
+    task = asyncio.create_task(informer.run())
+    for _ in range(200):
+        if until():
+            break
+        await asyncio.sleep(0.02)
+    return task
+
+
+async def stop(task: asyncio.Task[None]) -> None:
+    task.cancel()
+    await asyncio.gather(task, return_exceptions=True)
 
 
 def cm(name: str, rv: str) -> dict:
@@ -48,34 +82,18 @@ class FakeServer:
 @pytest.mark.asyncio
 async def test_410_relists_and_drops_what_disappeared():
     fake = FakeServer()
-    app = web.Application()
-    app.router.add_get(PATH, fake.handle)
-    runner = web.AppRunner(app)
-    await runner.setup()
-    site = web.TCPSite(runner, "127.0.0.1", 0)
-    await site.start()
-    port = site._server.sockets[0].getsockname()[1]  # type: ignore[union-attr]
-    kube = Kube(k8s_client.ApiClient(k8s_client.Configuration(host=f"http://127.0.0.1:{port}")))
     events: list[tuple[str, str]] = []
-    informer = Informer(kube, PATH, kind="ConfigMap", handler=lambda e, o: events.append((e, o["metadata"]["name"])))
-    task = asyncio.create_task(informer.run())
-    try:
-        for _ in range(200):
-            if len(fake.watches) >= 3:
-                break
-            await asyncio.sleep(0.02)
+    async with fake_api(fake.handle) as kube:
+        informer = Informer(kube, PATH, kind="ConfigMap", handler=lambda e, o: events.append((e, o["metadata"]["name"])))
+        task = await run_informer(informer, lambda: len(fake.watches) >= 3)
+        fake.release.set()
+        await stop(task)
         assert fake.lists == 2 and informer.lists == 2
         assert fake.watches[:2] == ["10", "20"]  # the second watch starts from the relist
         assert sorted(n for _, n in informer.cache) == ["b"]
         assert ("DELETED", "a") in events  # gone while we were not watching
         assert ("ADDED", "c") in events and ("DELETED", "c") in events
         assert fake.watches[2] == "21"  # resumes from the last event, without a third list
-    finally:
-        fake.release.set()
-        task.cancel()
-        await asyncio.gather(task, return_exceptions=True)
-        await kube.close()
-        await runner.cleanup()
 
 
 @pytest.mark.asyncio
@@ -94,25 +112,10 @@ async def test_a_failed_watch_is_unhealthy_only_until_the_next_one_opens():
         await release.wait()  # an open, quiet watch: no event will come
         return resp
 
-    app = web.Application()
-    app.router.add_get(PATH, handle)
-    runner = web.AppRunner(app)
-    await runner.setup()
-    site = web.TCPSite(runner, "127.0.0.1", 0)
-    await site.start()
-    port = site._server.sockets[0].getsockname()[1]  # type: ignore[union-attr]
-    kube = Kube(k8s_client.ApiClient(k8s_client.Configuration(host=f"http://127.0.0.1:{port}")))
-    informer = Informer(kube, PATH, kind="ConfigMap")
-    task = asyncio.create_task(informer.run())
-    try:
-        for _ in range(200):
-            if calls["watch"] >= 2 and informer.healthy:
-                break
-            await asyncio.sleep(0.02)
-        assert calls["watch"] == 2 and informer.healthy  # healthy while the second watch is open
-    finally:
+    async with fake_api(handle) as kube:
+        informer = Informer(kube, PATH, kind="ConfigMap")
+        task = await run_informer(informer, lambda: calls["watch"] >= 2 and informer.healthy)
+        healthy = informer.healthy
         release.set()
-        task.cancel()
-        await asyncio.gather(task, return_exceptions=True)
-        await kube.close()
-        await runner.cleanup()
+        await stop(task)
+    assert calls["watch"] == 2 and healthy  # healthy while the second watch is open
