@@ -11,7 +11,7 @@ from __future__ import annotations
 import asyncio
 import time
 from collections.abc import AsyncIterator
-from datetime import datetime, timezone
+from datetime import datetime
 from typing import Any
 
 from airflow.triggers.base import BaseTrigger, TriggerEvent
@@ -327,6 +327,3 @@ def _event_order(ev: Obj) -> tuple[str, int]:
         rv = 0
     return (str(ev.get("lastTimestamp") or ev.get("eventTime") or ""), rv)
 
-
-def now_iso() -> str:
-    return datetime.now(timezone.utc).isoformat()

@@ -103,17 +103,23 @@ def plan(job: Obj, observed: Observed, now: datetime) -> Plan:
         kind.validate(job)
         check_names(kind, job)
         slot_list = slots(kind, job)
-        resumed = sb.condition("Paused") is not None
-        # Render every pod now, so a bad variable fails the job before anything is created.
-        rendered = {s.pod_name: build_pod(kind, job, s, 0, resumed) for s in slot_list}
     except InvalidSpec as exc:
         return _invalid(sb, str(exc))
 
-    states = [SlotState(s, observed.pods.get(s.pod_name), _restarts(s, observed, sb)) for s in slot_list]
+    recorded = _recorded_restarts(sb)
+    states = [SlotState(s, observed.pods.get(s.pod_name), _restarts(s, observed, recorded)) for s in slot_list]
     if sb.old_phase in FINISHED:
         actions = _cleanup(kind, job, observed)
         _write_tasks(sb, kind, job, states, finished=True)
         return Plan(tuple(actions), sb.new)
+
+    try:
+        # Only pods about to be created are rendered, but all of them at once: on the first
+        # pass that is every pod, so a bad variable fails the job before anything exists.
+        resumed = sb.condition("Paused") is not None
+        rendered = {s.slot.pod_name: build_pod(kind, job, s.slot, 0, resumed) for s in states if s.pod is None}
+    except InvalidSpec as exc:
+        return _invalid(sb, str(exc))
 
     events: list[Emit] = []
     actions: list[Action] = []
@@ -156,15 +162,19 @@ def plan(job: Obj, observed: Observed, now: datetime) -> Plan:
 # -- decisions ------------------------------------------------------------------------
 
 
-def _restarts(slot: Slot, observed: Observed, sb: StatusBuilder) -> int:
-    recorded = 0
-    for task in sb.old.get("tasks") or []:
-        for entry in task.get("status") or []:
-            if entry.get("name") == slot.pod_name:
-                recorded = int(entry.get("restartCount") or 0)
+def _recorded_restarts(sb: StatusBuilder) -> dict[str, int]:
+    """Restart counts per replica, as the last status recorded them."""
+    return {
+        str(entry.get("name")): int(entry.get("restartCount") or 0)
+        for task in sb.old.get("tasks") or []
+        for entry in task.get("status") or []
+    }
+
+
+def _restarts(slot: Slot, observed: Observed, recorded: dict[str, int]) -> int:
     pod = observed.pods.get(slot.pod_name)
     on_pod = int(((pod or {}).get("metadata", {}).get("annotations") or {}).get(ANNOTATION_RESTARTS, 0) or 0)
-    return max(recorded, on_pod)
+    return max(recorded.get(slot.pod_name, 0), on_pod)
 
 
 def _budget(kind: JobKind, job: Obj, states: list[SlotState]) -> list[int] | None:

@@ -58,9 +58,6 @@ class StatusBuilder:
     def set_phase(self, phase: str) -> None:
         self.new["phase"] = phase
 
-    def changed(self) -> bool:
-        return self.new != self.old
-
 
 def container_summaries(pod: Obj | None) -> list[Obj]:
     out = []

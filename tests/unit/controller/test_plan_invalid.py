@@ -97,3 +97,14 @@ def test_a_kind_without_a_reconciler_fails_clearly_instead_of_waiting_forever():
     assert failed["reason"] == "Unsupported" and "does not run BeamJob yet" in failed["message"]
     assert p.actions == ()
     assert run(job, status=p.status).events == ()  # said once
+
+
+def test_only_pods_about_to_be_created_are_rendered():
+    # Pods are immutable: a template edited after they exist is not rendered (or judged) again
+    # until a pod has to be created from it.
+    edited = generic()
+    edited["spec"]["replicaSpecs"][0]["template"]["spec"]["containers"][0]["command"] = ["echo", "$(replicas[ps])"]
+    running = run(edited, pod("job-worker-0"), pod("job-worker-1"), status={"phase": "Running"})
+    assert running.status["phase"] == "Running" and running.actions == ()
+    recreate = run(edited, pod("job-worker-0"), status={"phase": "Running"})
+    assert recreate.status["phase"] == "Failed" and "names replica type 'ps'" in cond(recreate, "Failed")["message"]
