@@ -209,36 +209,39 @@ class T9kJobTrigger(BaseTrigger):
         finally:
             await hook.close()
 
+    def _about_this_job(self, ev: Obj) -> bool:
+        name = str((ev.get("involvedObject") or {}).get("name") or "")
+        return name == self.name or name.startswith(f"{self.name}-")
+
     async def _forward_events(self) -> None:
         """Log new Events of the job and its replica pods, once each, at most ``max_forwarded``."""
         watch = await shared_watch.acquire(self._watch_key(), self.make_hook, core_path("Event", self.namespace), "Event")
-        waiter = watch.subscribe(None)
+        arriving = watch.subscribe_matching(self._about_this_job)
         seen: set[tuple[str, int]] = set()
         since = _parse_time(self.events_since) or 0.0
-        forwarded = 0
+        budget = [self.max_forwarded]
         try:
             await watch.synced()
-            while forwarded < self.max_forwarded:
-                waiter.clear()
-                for ev in sorted(watch.objects(), key=_event_order):
-                    obj = ev.get("involvedObject") or {}
-                    name = str(obj.get("name") or "")
-                    if name != self.name and not name.startswith(f"{self.name}-"):
-                        continue
-                    key = (ev["metadata"].get("uid", ""), int(ev.get("count") or 1))
-                    when = _parse_time(ev.get("lastTimestamp") or ev.get("eventTime")) or 0.0
-                    if key in seen or when + 1 < since:
-                        continue
-                    seen.add(key)
-                    forwarded += 1
-                    self.log.info("[event] %s %s %s/%s: %s", ev.get("type"), ev.get("reason"), obj.get("kind"), name, ev.get("message"))
-                    if forwarded >= self.max_forwarded:
-                        self.log.info("[event] forwarded %d events; not forwarding more", forwarded)
-                        break
-                await waiter.wait()
+            # What the shared watch already holds, in order; then each new one as it comes.
+            for ev in sorted(filter(self._about_this_job, watch.objects()), key=_event_order):
+                self._forward_event(ev, seen, since, budget)
+            while budget[0] > 0:
+                self._forward_event(await arriving.get(), seen, since, budget)
         finally:
-            watch.unsubscribe(None, waiter)
+            watch.unsubscribe_matching(arriving)
             await shared_watch.release(watch)
+
+    def _forward_event(self, ev: Obj, seen: set[tuple[str, int]], since: float, budget: list[int]) -> None:
+        key = (ev["metadata"].get("uid", ""), int(ev.get("count") or 1))
+        when = _parse_time(ev.get("lastTimestamp") or ev.get("eventTime")) or 0.0
+        if budget[0] <= 0 or key in seen or when + 1 < since:
+            return
+        seen.add(key)
+        budget[0] -= 1
+        obj = ev.get("involvedObject") or {}
+        self.log.info("[event] %s %s %s/%s: %s", ev.get("type"), ev.get("reason"), obj.get("kind"), obj.get("name"), ev.get("message"))
+        if budget[0] == 0:
+            self.log.info("[event] forwarded %d events; not forwarding more", self.max_forwarded)
 
     async def _follow_logs(self, watch: shared_watch.SharedWatch) -> None:
         """Follow every running replica's log (one stream each, no polling); each line once."""

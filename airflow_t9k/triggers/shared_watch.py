@@ -9,7 +9,7 @@ from __future__ import annotations
 
 import asyncio
 import logging
-from collections.abc import Hashable
+from collections.abc import Callable, Hashable
 from typing import Any
 
 from airflow_t9k.controller.k8s.informer import Informer
@@ -25,7 +25,8 @@ class SharedWatch:
         self.path = path
         self.kind = kind
         self.subscribers: dict[str, set[asyncio.Event]] = {}
-        self.any_subscribers: set[asyncio.Event] = set()
+        # (predicate, queue): each receives only the objects it asked for, as they arrive.
+        self.matchers: list[tuple[Callable[[Obj], bool], asyncio.Queue[Obj]]] = []
         self.refs = 0
         self.informer: Informer | None = None
         self.task: asyncio.Task[None] | None = None
@@ -39,25 +40,31 @@ class SharedWatch:
         name = (obj.get("metadata") or {}).get("name")
         for waiter in self.subscribers.get(name, ()):
             waiter.set()
-        for waiter in self.any_subscribers:
-            waiter.set()
+        if event != "DELETED":
+            for match, queue in self.matchers:
+                if match(obj):
+                    queue.put_nowait(obj)
 
-    def subscribe(self, name: str | None) -> asyncio.Event:
+    def subscribe(self, name: str) -> asyncio.Event:
+        """An Event set whenever the object called ``name`` changes."""
         waiter = asyncio.Event()
-        if name is None:
-            self.any_subscribers.add(waiter)
-        else:
-            self.subscribers.setdefault(name, set()).add(waiter)
+        self.subscribers.setdefault(name, set()).add(waiter)
         return waiter
 
-    def unsubscribe(self, name: str | None, waiter: asyncio.Event) -> None:
-        if name is None:
-            self.any_subscribers.discard(waiter)
-            return
+    def unsubscribe(self, name: str, waiter: asyncio.Event) -> None:
         waiters = self.subscribers.get(name, set())
         waiters.discard(waiter)
         if not waiters:
             self.subscribers.pop(name, None)
+
+    def subscribe_matching(self, match: Callable[[Obj], bool]) -> asyncio.Queue[Obj]:
+        """A queue of every object added or changed from now on for which ``match`` is true."""
+        queue: asyncio.Queue[Obj] = asyncio.Queue()
+        self.matchers.append((match, queue))
+        return queue
+
+    def unsubscribe_matching(self, queue: asyncio.Queue[Obj]) -> None:
+        self.matchers = [(m, q) for m, q in self.matchers if q is not queue]
 
     async def synced(self) -> None:
         assert self.informer is not None

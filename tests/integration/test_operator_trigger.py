@@ -286,3 +286,16 @@ async def test_trigger_log_streaming_is_bounded(conn, cluster, jobs, controller,
     messages = capsys.readouterr().out.splitlines()
     assert sum(marker in m for m in messages) == 3
     assert any("forwarded 3 log lines; not forwarding more" in m for m in messages)
+
+
+def test_hook_lists_a_jobs_replica_pods_and_its_events(conn, jobs, controller):
+    from airflow_t9k.hooks.t9k import T9kHook
+
+    ident = make_op(deferrable=False, wait_for_completion=False).execute(context())
+    jobs.wait_phase("GenericJob", ident["name"], "Running")
+    hook = T9kHook(kubernetes_conn_id="kubernetes_default")
+    pods = hook.list_replica_pods(ident["name"], jobs.ns)
+    assert sorted(p["metadata"]["name"] for p in pods) == [f"{ident['name']}-worker-0", f"{ident['name']}-worker-1"]
+    wait_until(lambda: {"Pending", "Running"} <= {e["reason"] for e in hook.list_events(ident["name"], jobs.ns)},
+               what="the job's phase Events")  # fmt: skip
+    assert hook.list_replica_pods("no-such-job", jobs.ns) == []
