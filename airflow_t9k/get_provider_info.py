@@ -6,15 +6,12 @@ from typing import Any
 
 from airflow_t9k import __version__
 
-KIND_OPERATORS = ["GenericJob", "PyTorchTrainingJob", "TensorFlowTrainingJob", "XGBoostTrainingJob",
-                  "ColossalAIJob", "DeepSpeedJob", "MPIJob", "BeamJob"]  # fmt: skip
-
 
 def get_provider_info() -> dict[str, Any]:
     return {
         "package-name": "airflow-t9k",
         "name": "T9k Jobs",
-        "description": "Run T9k distributed training jobs (GenericJob, PyTorchTrainingJob, ...) from Airflow.",
+        "description": "Run T9k distributed training jobs (GenericJob, PyTorchTrainingJob, ...) and MindCluster AscendJobs from Airflow.",
         "versions": [__version__],
         "integrations": [{"integration-name": "T9k Jobs", "tags": ["software"]}],
         "operators": [

@@ -189,10 +189,12 @@ kind: Node
 metadata:
   name: kwok-node-$1
   annotations: {kwok.x-k8s.io/node: fake, node.alpha.kubernetes.io/ttl: "0"}
-  labels: {kubernetes.io/hostname: kwok-node-$1, kubernetes.io/os: linux, kubernetes.io/arch: amd64, type: kwok}
+  # host-arch / accelerator-type and the Ascend NPUs let MindCluster's AscendJob example (seed 002) schedule.
+  labels: {kubernetes.io/hostname: kwok-node-$1, kubernetes.io/os: linux, kubernetes.io/arch: amd64, type: kwok,
+           host-arch: huawei-arm, accelerator-type: card-910b-2}
 status:
-  capacity: {cpu: "64", memory: 512Gi, pods: "500", nvidia.com/gpu: "8"}
-  allocatable: {cpu: "64", memory: 512Gi, pods: "500", nvidia.com/gpu: "8"}
+  capacity: {cpu: "64", memory: 512Gi, pods: "500", nvidia.com/gpu: "8", huawei.com/Ascend910: "8"}
+  allocatable: {cpu: "64", memory: 512Gi, pods: "500", nvidia.com/gpu: "8", huawei.com/Ascend910: "8"}
 EOF
 }
 

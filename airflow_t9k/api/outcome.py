@@ -76,6 +76,10 @@ def interpret(job: Obj | None) -> JobState:
             phase = SUCCEEDED
         elif _true(status, "Running"):
             phase = "Running"
+        elif _true(status, "Restarting"):
+            phase = "Restarting"
+        elif _true(status, "Created"):
+            phase = "Created"
     decisive = None
     if phase == FAILED:
         decisive = _true(status, "Failed")

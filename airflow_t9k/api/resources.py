@@ -44,6 +44,8 @@ RESOURCES: dict[str, JobResource] = {
         _t9k("DeepSpeedJob", "dj", "dsj"),
         _t9k("MPIJob", "mj", "mpij"),
         _t9k("BeamJob", "bj"),
+        # MindCluster's AscendJob (seed 002): its own group, reconciled by the same core.
+        JobResource("mindxdl.gitee.com", "v1", "AscendJob", "ascendjobs", ("acjob",)),
     )
 }
 

@@ -32,13 +32,16 @@ def add_controller_parser(sub: Any) -> None:
     p.add_argument("--health-port", type=int, default=8081, help="port for /healthz and /metrics; 0 disables")
     p.add_argument("--health-address", default="0.0.0.0", help="address for the health endpoint")
     p.add_argument("--log-level", default="INFO", choices=["DEBUG", "INFO", "WARNING", "ERROR"])
+    p.add_argument("--kind", action="append", dest="kinds", default=[], choices=sorted(RESOURCES),
+                   help="job kind to watch; repeat for several; default: every kind (e.g. leave AscendJob to "
+                        "MindCluster's ascend-operator where it runs)")  # fmt: skip
     p.add_argument("--force", action="store_true", help="start even where another controller seems to own the CRDs")
     p.set_defaults(func=run_controller)
 
 
-async def check_crds(kube: Kube, force: bool) -> None:
+async def check_crds(kube: Kube, force: bool, kinds: list[str]) -> None:
     """Refuse to run where the T9k platform's own CRDs (and so its controllers) are installed."""
-    for kind in RESOURCES:
+    for kind in kinds:
         name = resource_for(kind).crd_name
         try:
             crd = await kube.get(f"/apis/apiextensions.k8s.io/v1/customresourcedefinitions/{name}")
@@ -81,17 +84,18 @@ async def serve_health(controller: Controller, address: str, port: int) -> async
 
 async def main_async(args: argparse.Namespace) -> int:
     kube = Kube(await load_api_client(args.kubeconfig, args.context))
+    kinds = sorted(set(args.kinds or RESOURCES))
     server = None
     try:
         try:
-            await check_crds(kube, args.force)
+            await check_crds(kube, args.force, kinds)
         except RefuseToStart as exc:
             log.error("%s", exc)
             return 3
         except ApiError as exc:
             log.error("cannot reach the API server: %s", exc)
             return 4
-        controller = Controller(kube, Settings(namespaces=args.namespaces, workers=args.workers))
+        controller = Controller(kube, Settings(namespaces=args.namespaces, workers=args.workers, kinds=kinds))
         if args.health_port:
             server = await serve_health(controller, args.health_address, args.health_port)
         task = asyncio.create_task(controller.run())
@@ -99,7 +103,7 @@ async def main_async(args: argparse.Namespace) -> int:
         for sig in (signal.SIGTERM, signal.SIGINT):
             loop.add_signal_handler(sig, task.cancel)
         scope = ", ".join(args.namespaces) or "all namespaces"
-        log.info("controller started: reconciling %s in %s, %d workers", ", ".join(sorted(KINDS)), scope, args.workers)
+        log.info("controller started: reconciling %s in %s, %d workers", ", ".join(k for k in kinds if k in KINDS), scope, args.workers)
         try:
             await task
         except asyncio.CancelledError:

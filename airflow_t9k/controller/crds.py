@@ -1,4 +1,4 @@
-"""CustomResourceDefinitions for every T9k job kind.
+"""CustomResourceDefinitions for every T9k job kind and MindCluster's AscendJob.
 
 Schemas are structural and validate what the seed documents define (enums, minimums,
 required fields, duplicate replica types, immutable ``resumeSpecs``); pod templates,
@@ -214,6 +214,31 @@ SPECS: dict[str, S] = {
             {"rule": "!has(self.runMode)", "message": "BeamJob supports only Immediate mode: Debug and Pause (runMode) are not available"},
         ]},
     ),  # fmt: skip
+    "AscendJob": obj(
+        {
+            "replicaSpecs": obj(
+                additionalProperties=obj(
+                    {"replicas": integer(0, default=1), "restartPolicy": TRAINING_RESTART, "template": POD_TEMPLATE},
+                    ["template"],
+                ),
+                minProperties=1,
+                **{"x-kubernetes-validations": [
+                    {"rule": "self.all(t, t in ['Master', 'Scheduler', 'Chief', 'Worker'])",
+                     "message": "replicaSpecs keys must be Master, Scheduler, Chief or Worker"},
+                ]},
+            ),
+            "runPolicy": obj(
+                {"backoffLimit": integer(-1), "activeDeadlineSeconds": integer(1), "cleanPodPolicy": enum("All", "Running", "None"),
+                 "ttlSecondsAfterFinished": integer(0),
+                 "schedulingPolicy": obj({"minAvailable": integer(0), "queue": string(), "priorityClass": string()}, open_=True)},
+                open_=True,
+            ),
+            "successPolicy": enum("", "AllWorkers"),
+            "schedulerName": string(),
+        },
+        ["replicaSpecs"],
+        open_=True,
+    ),  # fmt: skip
 }
 
 PRINTER_COLUMNS = [
@@ -221,6 +246,11 @@ PRINTER_COLUMNS = [
     {"name": "Running", "type": "integer", "jsonPath": ".status.aggregate.running"},
     {"name": "Succeeded", "type": "integer", "jsonPath": ".status.aggregate.succeeded"},
     {"name": "Failed", "type": "integer", "jsonPath": ".status.aggregate.failed"},
+    {"name": "Age", "type": "date", "jsonPath": ".metadata.creationTimestamp"},
+]
+# Kubeflow-style status: the last condition is the latest change (as `kubectl get acjob` shows it).
+CONDITION_COLUMNS = [
+    {"name": "State", "type": "string", "jsonPath": ".status.conditions[-1:].type"},
     {"name": "Age", "type": "date", "jsonPath": ".metadata.creationTimestamp"},
 ]
 
@@ -264,7 +294,7 @@ def crd(resource: JobResource, spec_schema: S) -> S:
                     "storage": True,
                     "schema": {"openAPIV3Schema": schema},
                     "subresources": {"status": {}, **({"scale": SCALE[resource.kind]} if resource.kind in SCALE else {})},
-                    "additionalPrinterColumns": PRINTER_COLUMNS,
+                    "additionalPrinterColumns": CONDITION_COLUMNS if resource.kind == "AscendJob" else PRINTER_COLUMNS,
                 }
             ],
         },

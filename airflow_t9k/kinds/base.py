@@ -8,7 +8,9 @@ imports Airflow, so the same module serves the controller, the operators and the
 from __future__ import annotations
 
 import copy
+from collections.abc import Mapping
 from dataclasses import dataclass, field
+from datetime import datetime
 from typing import Any, ClassVar
 
 from airflow_t9k.api.resources import JobResource
@@ -31,6 +33,7 @@ TRAINING_RESTART_POLICIES = (*RESTART_POLICIES, "ExitCode")
 # code a training script exits with to ask for a restart.
 RETRYABLE_EXIT_CODES = frozenset({130, 137, 143, 138})
 DEFAULT_RESTART_LIMIT = 3
+UNLIMITED = 2**31 - 1
 DEBUG_COMMAND = ["sleep", "inf"]
 
 
@@ -42,6 +45,8 @@ class InvalidSpec(Exception):
 class RestartPolicy:
     policy: str = "Never"
     limit: int = 0
+    # Kubeflow's ExitCode (AscendJob): any code from a signal (>= 128) is worth a retry.
+    retry_any_signal: bool = False
 
     def allows(self, succeeded: bool, restarts_done: int, exit_code: int | None = None) -> bool:
         """``exit_code`` None means the pod failed without one (e.g. it was evicted)."""
@@ -52,7 +57,9 @@ class RestartPolicy:
         if succeeded:
             return False
         if self.policy == "ExitCode":
-            return exit_code is None or exit_code in RETRYABLE_EXIT_CODES
+            if exit_code is None:
+                return True
+            return exit_code >= 128 if self.retry_any_signal else exit_code in RETRYABLE_EXIT_CODES
         return self.policy == "OnFailure"
 
 
@@ -81,6 +88,8 @@ class JobKind:
     training_container: ClassVar[str | None] = None
     supports_debug: ClassVar[bool] = True
     supports_pause: ClassVar[bool] = True
+    # Headless Services resolve straight to pod IPs; False gives each Service a cluster IP.
+    headless_services: ClassVar[bool] = True
 
     # -- identity -------------------------------------------------------------------
     def pod_name(self, job: Obj, rtype: str, rank: int) -> str:
@@ -153,6 +162,16 @@ class JobKind:
     def customize_pod(self, job: Obj, spec: ReplicaSpec, rank: int, pod: Obj) -> None:
         """Inject the kind's env, volumes and command into ``pod`` (in place)."""
 
+    def pod_inputs(self, job: Obj, services: Mapping[str, Obj]) -> Obj | None:
+        """Values pods need from children that must exist first (e.g. a Service's cluster IP).
+
+        None means "not yet": the core creates the other children and waits for them.
+        """
+        return {}
+
+    def bind_inputs(self, job: Obj, spec: ReplicaSpec, rank: int, pod: Obj, inputs: Obj) -> None:
+        """Put what ``pod_inputs`` found into a pod (in place)."""
+
     def extra_children(self, job: Obj) -> list[Obj]:
         """ConfigMaps the kind needs besides pods and services (e.g. a hostfile)."""
         return []
@@ -171,6 +190,16 @@ class JobKind:
     def status_extra(self, job: Obj, running: int) -> Obj:
         """Kind-specific status fields (e.g. what a scale subresource reads)."""
         return {}
+
+    # -- status shape -----------------------------------------------------------------
+    # The core reads and writes T9k's status (phase, conditions, tasks, aggregate). A kind
+    # whose API has another shape translates on the way in and on the way out.
+    def core_status(self, status: Obj | None) -> Obj | None:
+        return status
+
+    def public_status(self, job: Obj, core: Obj, restarting: bool, now: datetime) -> tuple[Obj, list[tuple[str, str, str]]]:
+        """(the status to write, Events as (type, reason, message)) from the core's status."""
+        return core, []
 
 
 # -- helpers shared by kinds --------------------------------------------------------

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from airflow_t9k.kinds.ascend import AscendJob
 from airflow_t9k.kinds.base import JobKind
 from airflow_t9k.kinds.colossalai import ColossalAIJob
 from airflow_t9k.kinds.deepspeed import DeepSpeedJob
@@ -14,7 +15,7 @@ from airflow_t9k.kinds.xgboost import XGBoostTrainingJob
 KINDS: dict[str, JobKind] = {
     k.resource.kind: k
     for k in (GenericJob(), ColossalAIJob(), PyTorchTrainingJob(), TensorFlowTrainingJob(), XGBoostTrainingJob(), MPIJob(),
-              DeepSpeedJob())
+              DeepSpeedJob(), AscendJob())
 }
 
 

@@ -28,6 +28,7 @@ from airflow_t9k.api.outcome import JobState, interpret
 from airflow_t9k.api.resources import resource_for
 from airflow_t9k.controller.k8s.errors import AlreadyExists
 from airflow_t9k.hooks.t9k import T9kHook
+from airflow_t9k.kinds.registry import KINDS
 from airflow_t9k.links import XCOM_IDENTITY, T9kJobLink
 from airflow_t9k.triggers.job import T9kJobTrigger
 
@@ -179,6 +180,8 @@ class T9kJobOperator(BaseOperator):
         if not kind:
             raise AirflowException("the job has no kind")
         resource = resource_for(kind)
+        if self.on_kill_action == "pause" and not (kind in KINDS and KINDS[kind].supports_pause):
+            raise AirflowException(f"on_kill_action='pause' needs Pause mode, which {kind} does not have; use 'delete'")
         job.setdefault("apiVersion", resource.api_version)
         meta = dict(job.get("metadata") or {})
         ti = context["ti"]

@@ -199,8 +199,52 @@ class BeamJobOperator(TypedJobOperator):
         }
 
 
+class AscendJobOperator(TypedJobOperator):
+    """MindCluster's AscendJob: one leader (Master, Chief or Scheduler, by ``framework``) and
+    ``replicas - 1`` workers, each asking for ``npus`` NPUs (``huawei.com/Ascend910`` unless
+    ``npu_resource`` names another)."""
+
+    kind = "AscendJob"
+    container_name = "ascend"
+    template_fields: ClassVar[tuple[str, ...]] = (*TypedJobOperator.template_fields, "framework")
+    LEADERS: ClassVar[dict[str, str]] = {"pytorch": "Master", "tensorflow": "Chief", "mindspore": "Scheduler"}
+
+    def __init__(self, *, framework: str = "pytorch", npus: int = 0, npu_resource: str = "huawei.com/Ascend910",
+                 restart_policy: str = "Never", **kwargs: Any) -> None:  # fmt: skip
+        super().__init__(**kwargs)
+        if framework not in self.LEADERS:
+            raise ValueError(f"framework must be one of {', '.join(self.LEADERS)}, got {framework!r}")
+        if not isinstance(npus, int) or npus < 0:
+            raise ValueError(f"npus must be a non-negative integer, got {npus!r}")
+        if self.replicas < 2:
+            raise ValueError("replicas counts the leader too: an AscendJob needs at least 2 (a leader and a worker)")
+        self.framework = framework
+        self.npus = npus
+        self.npu_resource = npu_resource
+        self.restart_policy = restart_policy
+
+    def base_job(self) -> Obj:
+        job = super().base_job()
+        if self.job is None:
+            job["metadata"]["labels"] = {"framework": self.framework}
+        return job
+
+    def build_spec(self) -> Obj:
+        container = self.container()
+        if self.npus:
+            resources = container.setdefault("resources", {})
+            for section in ("requests", "limits"):
+                resources.setdefault(section, {})[self.npu_resource] = self.npus
+        template = self.template(container)
+
+        def replica(n: int) -> Obj:
+            return {"replicas": n, "restartPolicy": self.restart_policy, "template": copy.deepcopy(template)}
+
+        return {"replicaSpecs": {self.LEADERS[self.framework]: replica(1), "Worker": replica(self.replicas - 1)}}
+
+
 OPERATORS: dict[str, type[T9kJobOperator]] = {
     op.kind: op  # type: ignore[misc]
     for op in (GenericJobOperator, PyTorchTrainingJobOperator, TensorFlowTrainingJobOperator, XGBoostTrainingJobOperator,
-               ColossalAIJobOperator, DeepSpeedJobOperator, MPIJobOperator, BeamJobOperator)
+               ColossalAIJobOperator, DeepSpeedJobOperator, MPIJobOperator, BeamJobOperator, AscendJobOperator)
 }  # fmt: skip

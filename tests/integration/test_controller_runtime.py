@@ -80,6 +80,25 @@ def test_controller_refuses_to_fight_the_t9k_platform(api_client, jobs, controll
         ext.patch_custom_resource_definition(name, {"metadata": {"labels": {"app.kubernetes.io/managed-by": "airflow-t9k"}}})
 
 
+def test_kind_flag_leaves_ascendjobs_to_mindcluster(api_client, jobs, controller_factory):
+    ext = client.ApiextensionsV1Api(api_client)
+    name = "ascendjobs.mindxdl.gitee.com"
+    ext.patch_custom_resource_definition(name, {"metadata": {"labels": {"app.kubernetes.io/managed-by": "mindcluster"}}})
+    try:
+        refused = controller_factory(wait=False)
+        assert refused.wait_exit(30) == 3 and f"CRD {name} was not installed by airflow-t9k" in refused.tail()
+        only_generic = controller_factory("--kind", "GenericJob")
+        acjob = {"apiVersion": "mindxdl.gitee.com/v1", "kind": "AscendJob", "metadata": {"name": "ac", "labels": {"framework": "pytorch"}},
+                 "spec": {"replicaSpecs": {"Master": {"template": {"spec": {"containers": [{"name": "ascend", "image": "i"}]}}}}}}  # fmt: skip
+        jobs.create(acjob)
+        jobs.create(generic("gj", 1))
+        jobs.wait_phase("GenericJob", "gj", "Running")
+        assert "reconciling GenericJob in" in only_generic.tail()
+        assert jobs.get("AscendJob", "ac").get("status") is None and jobs.pods("ac") == {}
+    finally:
+        ext.patch_custom_resource_definition(name, {"metadata": {"labels": {"app.kubernetes.io/managed-by": "airflow-t9k"}}})
+
+
 def _rbac_kubeconfig(api_client, cluster, namespace, manifest: str, tmp_path) -> tuple[Path, list]:
     """Apply a deploy manifest under unique names, and a kubeconfig holding its ServiceAccount's real token."""
     suffix = uuid.uuid4().hex[:6]

@@ -68,6 +68,12 @@ class Jobs:
         wait_until(lambda: self.phase(kind, name) in phases, timeout=timeout, what=f"{kind} {name} phase in {phases}")
         return self.get(kind, name)
 
+    def wait_condition(self, kind: str, name: str, type_: str, timeout: float = 60) -> Obj:
+        """For condition-only kinds (AscendJob): wait until ``type_`` is True."""
+        wait_until(lambda: (self.condition(kind, name, type_) or {}).get("status") == "True", timeout=timeout,
+                   what=f"{kind} {name} condition {type_}")  # fmt: skip
+        return self.get(kind, name)
+
     def condition(self, kind: str, name: str, type_: str) -> Obj | None:
         conds = (self.get(kind, name).get("status") or {}).get("conditions") or []
         return next((c for c in conds if c["type"] == type_), None)

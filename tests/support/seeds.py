@@ -12,8 +12,8 @@ ROOT = Path(__file__).resolve().parents[2]
 SEEDS = ROOT.parent / "shared" / "seeds"
 
 
-def seed_yaml(prefix: str, index: int) -> dict[str, Any]:
-    """The ``index``-th YAML block of seed ``prefix`` (e.g. "001")."""
+def seed_yaml(prefix: str, index: int, fence: str = "yaml") -> dict[str, Any]:
+    """The ``index``-th block fenced as ``fence`` in seed ``prefix`` (e.g. "001"; seed 002 fences YAML with "")."""
     path = next(SEEDS.glob(f"{prefix}_*.txt"))
-    blocks = re.findall(r"```yaml\n(.*?)```", path.read_text(), re.S)
+    blocks = re.findall(rf"```{fence}\n(.*?)```", path.read_text(), re.S)
     return yaml.safe_load(blocks[index])

@@ -28,6 +28,6 @@ def test_core_path():
 def test_every_kind_has_an_explicit_plural_and_unknown_kinds_are_named():
     assert {r.plural for r in RESOURCES.values()} == {
         "genericjobs", "pytorchtrainingjobs", "tensorflowtrainingjobs", "xgboosttrainingjobs",
-        "colossalaijobs", "deepspeedjobs", "mpijobs", "beamjobs"}  # fmt: skip
+        "colossalaijobs", "deepspeedjobs", "mpijobs", "beamjobs", "ascendjobs"}  # fmt: skip
     with pytest.raises(KeyError, match="unknown job kind 'TFJob'"):
         resource_for("TFJob")

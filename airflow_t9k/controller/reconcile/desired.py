@@ -123,7 +123,7 @@ def mode_override(kind: JobKind, job: Obj, rtype: str, resumed: bool) -> ModeOve
     return None
 
 
-def build_pod(kind: JobKind, job: Obj, slot: Slot, restarts: int, resumed: bool) -> Obj:
+def build_pod(kind: JobKind, job: Obj, slot: Slot, restarts: int, resumed: bool, inputs: Obj | None = None) -> Obj:
     template = deep(slot.spec.template)
     tmeta = template.get("metadata") or {}
     pod_spec = template.get("spec") or {}
@@ -143,6 +143,8 @@ def build_pod(kind: JobKind, job: Obj, slot: Slot, restarts: int, resumed: bool)
         "spec": pod_spec,
     }
     kind.customize_pod(job, slot.spec, slot.rank, pod)
+    if inputs:
+        kind.bind_inputs(job, slot.spec, slot.rank, pod, inputs)
     override = mode_override(kind, job, slot.type, resumed)
     if override:
         apply_override(kind, pod_spec, override)
@@ -166,18 +168,16 @@ def build_service(kind: JobKind, job: Obj, slot: Slot) -> Obj:
         {"name": p["name"], "port": p["port"], "targetPort": p.get("targetPort", p["port"]), "protocol": p.get("protocol", "TCP")}
         for p in kind.service_ports(job)
     ]
+    spec: Obj = {"selector": replica_selector(job, slot.type, slot.rank), "ports": ports}
+    if kind.headless_services:
+        # The name resolves straight to the pod IP, as distributed frameworks expect,
+        # and costs no cluster IP per replica.
+        spec.update(clusterIP="None", publishNotReadyAddresses=True)
     return {
         "apiVersion": "v1",
         "kind": "Service",
         "metadata": child_meta(job, kind.service_name(job, slot.type, slot.rank), {LABEL_TYPE: slot.type, LABEL_RANK: str(slot.rank)}),
-        "spec": {
-            # Headless: the name resolves straight to the pod IP, as distributed
-            # frameworks expect, and costs no cluster IP per replica.
-            "clusterIP": "None",
-            "publishNotReadyAddresses": True,
-            "selector": replica_selector(job, slot.type, slot.rank),
-            "ports": ports,
-        },
+        "spec": spec,
     }
 
 

@@ -17,7 +17,7 @@ A finished job is only cleaned up; its phase never changes again.
 from __future__ import annotations
 
 import json
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from datetime import datetime
 
 from airflow_t9k.controller.reconcile.actions import Action, Create, CreateSSHSecret, Delete, Emit, Plan
@@ -88,6 +88,22 @@ class SlotState:
 
 
 def plan(job: Obj, observed: Observed, now: datetime) -> Plan:
+    kind = KINDS.get(job["kind"])
+    if kind is None:
+        return _plan(job, observed, now)
+    return _public(kind, job, _plan({**job, "status": kind.core_status(job.get("status"))}, observed, now), now)
+
+
+def _public(kind: JobKind, job: Obj, inner: Plan, now: datetime) -> Plan:
+    """The plan with its status in the kind's own shape (the identity for T9k kinds)."""
+    restarting = any(e.reason == "ReplicaRestarting" for e in inner.events)
+    status, extra = kind.public_status(job, inner.status, restarting, now)
+    if not extra and status is inner.status:
+        return inner
+    return replace(inner, status=status, events=inner.events + tuple(Emit(*e) for e in extra))
+
+
+def _plan(job: Obj, observed: Observed, now: datetime) -> Plan:
     sb = StatusBuilder(job.get("status"), now)
     if job["metadata"].get("deletionTimestamp"):
         return Plan(status=sb.old)
@@ -117,7 +133,11 @@ def plan(job: Obj, observed: Observed, now: datetime) -> Plan:
         # Only pods about to be created are rendered, but all of them at once: on the first
         # pass that is every pod, so a bad variable fails the job before anything exists.
         resumed = sb.condition("Paused") is not None
-        rendered = {s.slot.pod_name: build_pod(kind, job, s.slot, 0, resumed) for s in states if s.pod is None}
+        inputs = kind.pod_inputs(job, observed.services)
+        rendered = (
+            {} if inputs is None else
+            {s.slot.pod_name: build_pod(kind, job, s.slot, 0, resumed, inputs) for s in states if s.pod is None}
+        )  # fmt: skip
     except InvalidSpec as exc:
         return _invalid(sb, str(exc))
 
@@ -248,7 +268,9 @@ def _replicas(
     wanted = {s.slot.pod_name for s in states}
     for s in states:
         if s.pod is None:
-            pod = rendered[s.slot.pod_name]
+            pod = rendered.get(s.slot.pod_name)
+            if pod is None:  # waiting for what pod_inputs needs
+                continue
             pod["metadata"]["annotations"][ANNOTATION_RESTARTS] = str(s.restarts)
             actions.append(Create(pod))
             s.creating = True
@@ -402,8 +424,14 @@ def rejected(job: Obj, status: Obj, problems: list[str], now: datetime) -> tuple
     is found only when the pod is created; the job fails with that message instead of
     retrying forever.
     """
+    kind = KINDS.get(job["kind"])
+    old = job.get("status")
+    if kind is not None:
+        old, status = kind.core_status(old), kind.core_status(status) or {}
     sb = StatusBuilder(status, now)
-    sb.old = dict(job.get("status") or {})
+    sb.old = dict(old or {})
     _finish(sb, "Failed", "InvalidSpec", "Invalid spec: " + "; ".join(problems))
-    plan = _finish_plan(sb, [], [])
-    return plan.status, list(plan.events)
+    result = _finish_plan(sb, [], [])
+    if kind is not None:
+        result = _public(kind, job, result, now)
+    return result.status, list(result.events)

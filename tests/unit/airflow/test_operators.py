@@ -11,7 +11,14 @@ from airflow.sdk import DAG
 from airflow.sdk.exceptions import AirflowException
 
 from airflow_t9k.operators.job import T9kJobOperator, job_name
-from airflow_t9k.operators.kinds import OPERATORS, ColossalAIJobOperator, GenericJobOperator, PyTorchTrainingJobOperator
+from airflow_t9k.kinds.registry import KINDS
+from airflow_t9k.operators.kinds import (
+    OPERATORS,
+    AscendJobOperator,
+    ColossalAIJobOperator,
+    GenericJobOperator,
+    PyTorchTrainingJobOperator,
+)
 
 DNS_1035 = re.compile(r"^[a-z]([-a-z0-9]*[a-z0-9])?$")
 
@@ -188,3 +195,30 @@ def test_job_link(template, expected):
 
     ident = {"kind": "PyTorchTrainingJob", "name": "j", "namespace": "ml", "uid": "u", "server": "https://k8s:6443"}
     assert job_url(ident, template) == expected
+
+
+@pytest.mark.parametrize(("framework", "leader"), [("pytorch", "Master"), ("tensorflow", "Chief"), ("mindspore", "Scheduler")])
+def test_ascend_operator_builds_a_job_the_controller_accepts(framework, leader):
+    job = op(AscendJobOperator, framework=framework, command=["bash", "t.sh"], replicas=3, npus=2,
+             restart_policy="ExitCode").render_job(ctx())  # fmt: skip
+    assert job["apiVersion"] == "mindxdl.gitee.com/v1" and job["metadata"]["labels"]["framework"] == framework
+    specs = job["spec"]["replicaSpecs"]
+    assert {t: s["replicas"] for t, s in specs.items()} == {leader: 1, "Worker": 2}
+    container = specs["Worker"]["template"]["spec"]["containers"][0]
+    assert container["name"] == "ascend" and container["resources"]["limits"] == {"huawei.com/Ascend910": 2}
+    KINDS["AscendJob"].validate({**job, "metadata": {**job["metadata"], "uid": "u"}})  # raises InvalidSpec if not
+
+
+@pytest.mark.parametrize(
+    ("kwargs", "error"),
+    [({"framework": "jax"}, "framework must be one of"), ({"replicas": 1}, "at least 2"), ({"npus": -1}, "non-negative")],
+)
+def test_ascend_operator_bad_arguments(kwargs, error):
+    with pytest.raises(ValueError, match=error):
+        op(AscendJobOperator, **kwargs)
+
+
+def test_pause_on_kill_is_refused_for_a_kind_without_pause_mode():
+    with pytest.raises(AirflowException, match="AscendJob does not have"):
+        op(AscendJobOperator, replicas=2, on_kill_action="pause").render_job(ctx())
+    assert op(on_kill_action="pause").render_job(ctx())["kind"] == "GenericJob"

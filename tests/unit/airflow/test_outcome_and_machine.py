@@ -29,8 +29,12 @@ FAILED = {"phase": "Failed", "conditions": [{"type": "Failed", "status": "True",
         (job({"conditions": [{"type": "Succeeded", "status": "True", "message": "ok"}]}), "Succeeded", True, True, "ok"),
         (job({"conditions": [{"type": "Failed", "status": "True", "message": "bad"}]}), "Failed", True, False, "bad"),
         (job({"conditions": [{"type": "Running", "status": "True"}]}), "Running", False, False, ""),
+        (job({"conditions": [{"type": "Created", "status": "True"}, {"type": "Running", "status": "False"},
+                             {"type": "Restarting", "status": "True"}]}), "Restarting", False, False, ""),
+        (job({"conditions": [{"type": "Created", "status": "True"}]}), "Created", False, False, ""),
     ],
-    ids=["missing", "no-status", "running", "succeeded", "failed", "paused", "ascend-succeeded", "ascend-failed", "ascend-running"],
+    ids=["missing", "no-status", "running", "succeeded", "failed", "paused", "ascend-succeeded", "ascend-failed", "ascend-running",
+         "ascend-restarting", "ascend-created"],
 )  # fmt: skip
 def test_interpret(obj, phase, terminal, succeeded, message):
     state = interpret(obj)

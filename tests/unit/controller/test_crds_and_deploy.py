@@ -21,7 +21,8 @@ def test_every_kind_has_a_crd_with_status_printer_columns_and_our_label(capsys):
     for crd in printed:
         version = crd["spec"]["versions"][0]
         assert version["subresources"]["status"] == {}
-        assert [c["name"] for c in version["additionalPrinterColumns"]][0] == "Phase"
+        first = "State" if crd["spec"]["names"]["kind"] == "AscendJob" else "Phase"  # Kubeflow-style status
+        assert [c["name"] for c in version["additionalPrinterColumns"]][0] == first
         assert crd["spec"]["names"]["shortNames"]
         assert crd["metadata"]["labels"]["app.kubernetes.io/managed-by"] == "airflow-t9k"
         schema = version["schema"]["openAPIV3Schema"]
@@ -40,10 +41,20 @@ def test_namespace_rbac_grants_the_same_rules_as_the_cluster_rbac():
     assert sorted(map(key, _rules("rbac-namespace.yaml"))) == sorted(map(key, _rules("rbac-cluster.yaml")))
 
 
+def test_rbac_covers_every_kind_and_its_status_in_both_variants():
+    for name in ("rbac-cluster.yaml", "rbac-namespace.yaml"):
+        granted = {(group, res, verb) for r in _rules(name) for group in r["apiGroups"] for res in r["resources"] for verb in r["verbs"]}
+        crds = {n for r in _rules(name) for n in r.get("resourceNames", ())}
+        for res in RESOURCES.values():
+            assert {(res.group, res.plural, v) for v in ("get", "list", "watch")} <= granted, (name, res.kind)
+            assert (res.group, f"{res.plural}/status", "patch") in granted, (name, res.kind)
+            assert res.crd_name in crds, (name, res.kind)
+
+
 def test_rbac_is_least_privilege():
     for rule in _rules("rbac-cluster.yaml"):
         assert "*" not in rule["verbs"] and "*" not in rule["resources"]
-        if rule["apiGroups"] == ["batch.tensorstack.dev"] and not any("/" in r for r in rule["resources"]):
+        if rule["apiGroups"] in (["batch.tensorstack.dev"], ["mindxdl.gitee.com"]) and not any("/" in r for r in rule["resources"]):
             assert set(rule["verbs"]) == {"get", "list", "watch"}  # jobs themselves are never written
         assert not {"update", "patch"} & set(rule["verbs"]) or all("/" in r or r == "events" for r in rule["resources"])
 

@@ -1,0 +1,133 @@
+"""Kubeflow's common ``JobStatus``, as AscendJob reports it (seed 002, tables 1 and 2).
+
+The core keeps T9k's status (phase, conditions, per-replica ``tasks``); this module maps it
+to conditions ``Created / Running / Restarting / Succeeded / Failed``, ``replicaStatuses``,
+``startTime``, ``completionTime`` and ``lastReconcileTime``, and back. ``tasks`` and
+``backoffCount`` stay in the status: they carry restart counts across a pod's deletion and
+name the failed replicas for the operator's report.
+"""
+
+from __future__ import annotations
+
+import copy
+from datetime import datetime
+from typing import Any
+
+Obj = dict[str, Any]
+
+KEPT = ("tasks", "backoffCount", "startTime", "observedGeneration")
+
+
+def _stamp(now: datetime) -> str:
+    return now.strftime("%Y-%m-%dT%H:%M:%SZ")
+
+
+def _get(conditions: list[Obj], type_: str) -> Obj | None:
+    return next((c for c in conditions if c.get("type") == type_), None)
+
+
+def _true(conditions: list[Obj], type_: str) -> bool:
+    c = _get(conditions, type_)
+    return bool(c and c.get("status") == "True")
+
+
+def to_core(status: Obj | None) -> Obj | None:
+    """What the core needs from a Kubeflow-style status: phase, conditions, restart counts."""
+    if not status:
+        return status
+    conditions = status.get("conditions") or []
+    core: Obj = {k: copy.deepcopy(status[k]) for k in KEPT if k in status}
+    core_conditions: list[Obj] = []
+    if _true(conditions, "Failed"):
+        core["phase"] = "Failed"
+    elif _true(conditions, "Succeeded"):
+        core["phase"] = "Succeeded"
+    elif _true(conditions, "Running") or _true(conditions, "Restarting"):
+        core["phase"] = "Running"
+    elif _get(conditions, "Created") is not None:
+        core["phase"] = "Pending"
+    for public, internal in (("Succeeded", "Completed"), ("Failed", "Failed"), ("Running", "Running")):
+        c = _get(conditions, public)
+        if c is not None:
+            core_conditions.append({**{k: c[k] for k in ("status", "reason", "message", "lastTransitionTime") if k in c},
+                                    "type": internal})  # fmt: skip
+    if core.get("phase") in ("Running", "Succeeded", "Failed"):
+        core_conditions.append({"type": "Initialized", "status": "True", "reason": "Initialized", "message": ""})
+    core["conditions"] = core_conditions
+    return core
+
+
+class _Conditions:
+    """Kubeflow's setCondition: a condition whose status changes moves to the end of the list."""
+
+    def __init__(self, old: list[Obj], now: datetime) -> None:
+        self.items = copy.deepcopy(old)
+        self.now = _stamp(now)
+
+    def set(self, type_: str, status: bool, reason: str, message: str) -> bool:
+        value = "True" if status else "False"
+        current = _get(self.items, type_)
+        if current is not None and current.get("status") == value:
+            current.update(reason=reason, message=message)
+            return False
+        if current is not None:
+            self.items.remove(current)
+        self.items.append({"type": type_, "status": value, "reason": reason, "message": message,
+                           "lastUpdateTime": self.now, "lastTransitionTime": self.now})  # fmt: skip
+        return True
+
+    def clear(self, type_: str, reason: str, message: str) -> None:
+        """Set False only if it was ever set."""
+        if _get(self.items, type_) is not None:
+            self.set(type_, False, reason, message)
+
+
+def from_core(job: Obj, core: Obj, restarting: bool, now: datetime, selector: dict[str, Obj]) -> Obj:
+    """The Kubeflow-style status for what the core decided.
+
+    ``restarting``: the pass deleted a replica to restart it. ``selector``: replica type ->
+    its ``labelSelector``. ``lastReconcileTime`` moves only when something else changed, so
+    writing the status never triggers another pass by itself.
+    """
+    old: Obj = job.get("status") or {}
+    kind, name = job["kind"], job["metadata"]["name"]
+    conds = _Conditions(old.get("conditions") or [], now)
+    conds.set("Created", True, f"{kind}Created", f"{kind} {name} is created.")
+    phase = core.get("phase")
+    core_conditions = core.get("conditions") or []
+    tasks = core.get("tasks") or []
+    replicas = [r for t in tasks for r in t.get("status") or []]
+    all_running = bool(replicas) and all(r.get("phase") == "Running" for r in replicas)
+    if phase in ("Succeeded", "Failed"):
+        decisive = _get(core_conditions, "Completed" if phase == "Succeeded" else "Failed") or {}
+        conds.set("Running", False, f"{kind}{phase}", f"{kind} {name} has {phase.lower()}.")
+        conds.clear("Restarting", f"{kind}{phase}", f"{kind} {name} has {phase.lower()}.")
+        conds.set(phase, True, str(decisive.get("reason") or f"{kind}{phase}"), str(decisive.get("message") or ""))
+    elif restarting or (_true(old.get("conditions") or [], "Restarting") and not all_running):
+        message = f"{kind} {name} is restarting: a replica failed and its restart policy allows a restart."
+        conds.set("Running", False, f"{kind}Restarting", message)
+        conds.set("Restarting", True, f"{kind}Restarting", message)
+    elif phase == "Running":
+        conds.clear("Restarting", f"{kind}Running", f"{kind} {name} is running.")
+        conds.set("Running", True, f"{kind}Running", f"{kind} {name} is running.")
+
+    out: Obj = {"conditions": conds.items, "replicaStatuses": _replica_statuses(tasks, selector)}
+    out.update({k: copy.deepcopy(core[k]) for k in KEPT if k in core})
+    if phase in ("Succeeded", "Failed"):
+        out["completionTime"] = old.get("completionTime") or _stamp(now)
+    previous = {k: v for k, v in old.items() if k != "lastReconcileTime"}
+    out["lastReconcileTime"] = old["lastReconcileTime"] if previous == out and "lastReconcileTime" in old else _stamp(now)
+    return out
+
+
+def _replica_statuses(tasks: list[Obj], selector: dict[str, Obj]) -> Obj:
+    out: Obj = {}
+    for task in tasks:
+        phases = [r.get("phase") for r in task.get("status") or []]
+        out[task["type"]] = {
+            "active": phases.count("Running"),
+            "succeeded": phases.count("Succeeded"),
+            "failed": phases.count("Failed"),
+            "labelSelector": copy.deepcopy(selector.get(task["type"], {})),
+        }
+    return out
