@@ -12,7 +12,8 @@ from dags_examples._sim import simulate
 with DAG("example_beam", start_date=datetime(2026, 1, 1), schedule=None, catchup=False, tags=["t9k", "example"]):
     BeamJobOperator(
         task_id="wordcount",
-        image="t9kpublic/flink:1.10.1",
+        image="apache/beam_python3.8_sdk:2.22.0",
+        flink_image="t9kpublic/flink:1.10.1",
         command=["python3", "-m", "apache_beam.examples.wordcount", "--runner=FlinkRunner", "--output=/tmp/counts"],
         replicas=2,
         pod_annotations=simulate("3s"),

@@ -4,7 +4,15 @@ from __future__ import annotations
 
 from airflow_t9k.api.resources import JobResource
 
-CORE_PLURALS = {"Pod": "pods", "Service": "services", "ConfigMap": "configmaps", "Secret": "secrets", "Event": "events"}
+# Children and what the controller records, by kind: (API prefix, plural).
+CHILDREN = {
+    "Pod": ("/api/v1", "pods"),
+    "Service": ("/api/v1", "services"),
+    "ConfigMap": ("/api/v1", "configmaps"),
+    "Secret": ("/api/v1", "secrets"),
+    "Event": ("/api/v1", "events"),
+    "Job": ("/apis/batch/v1", "jobs"),  # BeamJob's submit job
+}
 
 
 def _path(base: str, plural: str, namespace: str | None, name: str | None, sub: str | None) -> str:
@@ -23,5 +31,6 @@ def job_path(resource: JobResource, namespace: str | None = None, name: str | No
     return _path(f"/apis/{resource.group}/{resource.version}", resource.plural, namespace, name, sub)
 
 
-def core_path(kind: str, namespace: str | None = None, name: str | None = None, sub: str | None = None) -> str:
-    return _path("/api/v1", CORE_PLURALS[kind], namespace, name, sub)
+def child_path(kind: str, namespace: str | None = None, name: str | None = None, sub: str | None = None) -> str:
+    base, plural = CHILDREN[kind]
+    return _path(base, plural, namespace, name, sub)

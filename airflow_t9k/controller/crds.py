@@ -206,7 +206,16 @@ SPECS: dict[str, S] = {
         open_=True,
     ),
     "BeamJob": obj(
-        {"scheduler": SCHEDULER, "flinkClusterTemplate": OPEN, "jobTemplate": OPEN, "runPolicy": obj({"cleanUpCluster": boolean()}),
+        {"scheduler": SCHEDULER,
+         "flinkClusterTemplate": obj({"spec": obj({
+             "image": obj({"name": string(minLength=1), "pullPolicy": enum("Always", "IfNotPresent", "Never")}, ["name"], open_=True),
+             "jobManager": obj({"accessScope": enum("Cluster", "VPC", "External", "NodePort", "Headless"),
+                                "ports": obj(additionalProperties=integer(1, maximum=65535))}, open_=True),
+             "taskManager": obj({"replicas": integer(1), "ports": obj(additionalProperties=integer(1, maximum=65535))}, open_=True),
+             "flinkProperties": obj(additionalProperties=string()),
+         }, ["image"], open_=True)}, ["spec"], open_=True),
+         "jobTemplate": obj({"spec": obj({"template": POD_TEMPLATE}, ["template"], open_=True)}, ["spec"], open_=True),
+         "runPolicy": obj({"cleanUpCluster": boolean()}),
          "runMode": OPEN},  # declared only so the rule below can reject it
         ["flinkClusterTemplate", "jobTemplate"],
         open_=True,

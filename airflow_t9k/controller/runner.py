@@ -9,7 +9,7 @@ from dataclasses import dataclass, field
 from datetime import datetime, timezone
 from typing import Any
 
-from airflow_t9k.api.paths import core_path, job_path
+from airflow_t9k.api.paths import child_path, job_path
 from airflow_t9k.api.resources import RESOURCES, resource_for
 from airflow_t9k.controller.k8s.apply import Executor
 from airflow_t9k.controller.k8s.client import Kube
@@ -21,7 +21,7 @@ from airflow_t9k.kinds.base import LABEL_MANAGED_BY, MANAGED_BY
 
 Obj = dict[str, Any]
 JobKey = tuple[str, str, str]  # (kind, namespace, name)
-CHILD_KINDS = ("Pod", "Service", "ConfigMap", "Secret")
+CHILD_KINDS = ("Pod", "Service", "ConfigMap", "Secret", "Job")
 
 log = logging.getLogger(__name__)
 
@@ -30,7 +30,6 @@ log = logging.getLogger(__name__)
 class Settings:
     namespaces: list[str] = field(default_factory=list)  # empty: every namespace
     workers: int = 4
-    # Every kind with a CRD: those without a reconciler yet are failed with a clear message.
     kinds: list[str] = field(default_factory=lambda: sorted(RESOURCES))
     watch_timeout: int = 300
 
@@ -53,7 +52,7 @@ class Controller:
                 )
             for kind in CHILD_KINDS:
                 self.informers[(kind, ns)] = Informer(
-                    kube, core_path(kind, ns or None), kind=kind, label_selector=selector,
+                    kube, child_path(kind, ns or None), kind=kind, label_selector=selector,
                     handler=self._on_child, watch_timeout=settings.watch_timeout,
                 )  # fmt: skip
         self.executor = Executor(kube, self.informer_for, self.metrics)
@@ -87,7 +86,7 @@ class Controller:
             obj = self.informer_for(kind, ns).get((ns, name))
             if obj is not None:
                 found[kind][name] = obj
-        return Observed(found["Pod"], found["Service"], found["ConfigMap"], found["Secret"])
+        return Observed(found["Pod"], found["Service"], found["ConfigMap"], found["Secret"], found["Job"])
 
     # -- work -------------------------------------------------------------------------------
     async def reconcile(self, key: JobKey) -> None:

@@ -15,7 +15,7 @@ from airflow.providers.cncf.kubernetes.hooks.kubernetes import AsyncKubernetesHo
 from kubernetes.client.exceptions import ApiException
 from kubernetes_asyncio import client as async_client
 
-from airflow_t9k.api.paths import core_path, job_path
+from airflow_t9k.api.paths import child_path, job_path
 from airflow_t9k.api.resources import resource_for
 from airflow_t9k.controller.k8s.client import Kube
 from airflow_t9k.controller.k8s.errors import ApiError, NotFound, from_response
@@ -81,7 +81,7 @@ class T9kHook(KubernetesHook):
         return list(out.get("items") or [])
 
     def list_replica_pods(self, name: str, namespace: str) -> list[Obj]:
-        out = self._request("GET", core_path("Pod", namespace), query=[("labelSelector", f"{JOB_NAME_LABEL}={name}")])
+        out = self._request("GET", child_path("Pod", namespace), query=[("labelSelector", f"{JOB_NAME_LABEL}={name}")])
         return list(out.get("items") or [])
 
     def read_log_tail(self, pod: str, namespace: str, lines: int) -> str:
@@ -91,7 +91,7 @@ class T9kHook(KubernetesHook):
             return f"(log not available: {exc.message or exc.reason})"
 
     def list_events(self, name: str, namespace: str) -> list[Obj]:
-        out = self._request("GET", core_path("Event", namespace), query=[("fieldSelector", f"involvedObject.name={name}")])
+        out = self._request("GET", child_path("Event", namespace), query=[("fieldSelector", f"involvedObject.name={name}")])
         return list(out.get("items") or [])
 
 
@@ -132,7 +132,7 @@ class AsyncT9kHook(AsyncKubernetesHook):
     async def read_log_tail(self, pod: str, namespace: str, lines: int) -> str:
         kube = await self.kube()
         try:
-            resp = await kube._send("GET", core_path("Pod", namespace, pod, "log"), query={"tailLines": lines})
+            resp = await kube._send("GET", child_path("Pod", namespace, pod, "log"), query={"tailLines": lines})
             text = (await resp.read()).decode(errors="replace")
             ok = 200 <= resp.status < 300
             resp.release()

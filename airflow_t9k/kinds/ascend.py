@@ -19,6 +19,7 @@ from airflow_t9k.kinds import kubeflow_status
 from airflow_t9k.kinds.base import (
     TRAINING_RESTART_POLICIES,
     UNLIMITED,
+    Children,
     InvalidSpec,
     JobKind,
     Obj,
@@ -64,7 +65,6 @@ class AscendJob(JobKind):
     training_container = CONTAINER
     supports_debug = False  # not a T9k kind: no runMode
     supports_pause = False
-    headless_services = False
 
     # -- identity -------------------------------------------------------------------------
     def pod_name(self, job: Obj, rtype: str, rank: int) -> str:
@@ -168,6 +168,9 @@ class AscendJob(JobKind):
     def wants_services(self, job: Obj, rtype: str) -> bool:
         return rtype == self.leader(job)
 
+    def service_spec(self, job: Obj) -> Obj:
+        return {}  # a cluster IP: MindCluster hands pods an IP, not a DNS name
+
     def pod_inputs(self, job: Obj, services: Mapping[str, Obj]) -> Obj | None:
         leader = self.leader(job)
         if leader is None:
@@ -229,7 +232,9 @@ class AscendJob(JobKind):
     def core_status(self, status: Obj | None) -> Obj | None:
         return kubeflow_status.to_core(status)
 
-    def public_status(self, job: Obj, core: Obj, restarting: bool, now: datetime) -> tuple[Obj, list[tuple[str, str, str]]]:
+    def public_status(
+        self, job: Obj, core: Obj, restarting: bool, now: datetime, observed: Children
+    ) -> tuple[Obj, list[tuple[str, str, str]]]:
         selectors = {
             t: {"matchLabels": {KF_JOB: job["metadata"]["name"], KF_TYPE: t.lower()}}
             for t in (((job.get("spec") or {}).get("replicaSpecs")) or {})

@@ -11,7 +11,7 @@ import copy
 from collections.abc import Mapping
 from dataclasses import dataclass, field
 from datetime import datetime
-from typing import Any, ClassVar
+from typing import Any, ClassVar, Protocol
 
 from airflow_t9k.api.resources import JobResource
 
@@ -35,6 +35,17 @@ RETRYABLE_EXIT_CODES = frozenset({130, 137, 143, 138})
 DEFAULT_RESTART_LIMIT = 3
 UNLIMITED = 2**31 - 1
 DEBUG_COMMAND = ["sleep", "inf"]
+
+
+class Children(Protocol):
+    """What exists of a job's children, by name (the controller's ``Observed``)."""
+
+    @property
+    def pods(self) -> Mapping[str, Obj]: ...
+    @property
+    def services(self) -> Mapping[str, Obj]: ...
+    @property
+    def jobs(self) -> Mapping[str, Obj]: ...
 
 
 class InvalidSpec(Exception):
@@ -88,8 +99,6 @@ class JobKind:
     training_container: ClassVar[str | None] = None
     supports_debug: ClassVar[bool] = True
     supports_pause: ClassVar[bool] = True
-    # Headless Services resolve straight to pod IPs; False gives each Service a cluster IP.
-    headless_services: ClassVar[bool] = True
 
     # -- identity -------------------------------------------------------------------
     def pod_name(self, job: Obj, rtype: str, rank: int) -> str:
@@ -159,6 +168,11 @@ class JobKind:
     def wants_services(self, job: Obj, rtype: str) -> bool:
         return bool(self.service_ports(job))
 
+    def service_spec(self, job: Obj) -> Obj:
+        """Service fields besides selector and ports. Headless by default: the name resolves
+        straight to the pod IP, as distributed frameworks expect, and costs no cluster IP."""
+        return {"clusterIP": "None", "publishNotReadyAddresses": True}
+
     def customize_pod(self, job: Obj, spec: ReplicaSpec, rank: int, pod: Obj) -> None:
         """Inject the kind's env, volumes and command into ``pod`` (in place)."""
 
@@ -172,9 +186,16 @@ class JobKind:
     def bind_inputs(self, job: Obj, spec: ReplicaSpec, rank: int, pod: Obj, inputs: Obj) -> None:
         """Put what ``pod_inputs`` found into a pod (in place)."""
 
-    def extra_children(self, job: Obj) -> list[Obj]:
-        """ConfigMaps the kind needs besides pods and services (e.g. a hostfile)."""
+    def extra_children(self, job: Obj, observed: Children) -> list[Obj]:
+        """ConfigMaps or batch Jobs the kind needs besides pods and services (e.g. a hostfile).
+
+        ``observed`` is what exists (an ``Observed``): a child may wait for others.
+        """
         return []
+
+    def verdict(self, job: Obj, observed: Children) -> tuple[str, str, str] | None:
+        """(phase, reason, message) when a child other than the replicas decides the job."""
+        return None
 
     def ssh_secret_name(self, job: Obj) -> str | None:
         """Name of a generated SSH key Secret, for kinds that launch over SSH."""
@@ -197,7 +218,9 @@ class JobKind:
     def core_status(self, status: Obj | None) -> Obj | None:
         return status
 
-    def public_status(self, job: Obj, core: Obj, restarting: bool, now: datetime) -> tuple[Obj, list[tuple[str, str, str]]]:
+    def public_status(
+        self, job: Obj, core: Obj, restarting: bool, now: datetime, observed: Children
+    ) -> tuple[Obj, list[tuple[str, str, str]]]:
         """(the status to write, Events as (type, reason, message)) from the core's status."""
         return core, []
 

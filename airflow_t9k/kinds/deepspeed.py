@@ -15,7 +15,7 @@ from __future__ import annotations
 import shlex
 
 from airflow_t9k.api.resources import RESOURCES
-from airflow_t9k.kinds.base import InvalidSpec, ModeOverride, Obj, ReplicaSpec, set_env
+from airflow_t9k.kinds.base import Children, InvalidSpec, ModeOverride, Obj, ReplicaSpec, set_env
 from airflow_t9k.kinds.training import TrainingJobKind
 
 WORKER = "worker"
@@ -91,7 +91,7 @@ class DeepSpeedJob(TrainingJobKind):
     def ssh_secret_name(self, job: Obj) -> str:
         return f"{job['metadata']['name']}-ssh"
 
-    def extra_children(self, job: Obj) -> list[Obj]:
+    def extra_children(self, job: Obj, observed: Children) -> list[Obj]:
         name = job["metadata"]["name"]
         slots = self.config(job).get("slotsPerWorker", 1)
         data = {"hostfile": "".join(f"{h} slots={slots}\n" for h in self.hosts(job))}

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 from airflow_t9k.kinds.ascend import AscendJob
 from airflow_t9k.kinds.base import JobKind
+from airflow_t9k.kinds.beam import BeamJob
 from airflow_t9k.kinds.colossalai import ColossalAIJob
 from airflow_t9k.kinds.deepspeed import DeepSpeedJob
 from airflow_t9k.kinds.generic import GenericJob
@@ -15,7 +16,7 @@ from airflow_t9k.kinds.xgboost import XGBoostTrainingJob
 KINDS: dict[str, JobKind] = {
     k.resource.kind: k
     for k in (GenericJob(), ColossalAIJob(), PyTorchTrainingJob(), TensorFlowTrainingJob(), XGBoostTrainingJob(), MPIJob(),
-              DeepSpeedJob(), AscendJob())
+              DeepSpeedJob(), BeamJob(), AscendJob())
 }
 
 

@@ -15,6 +15,7 @@ import shlex
 from typing import ClassVar
 
 from airflow_t9k.kinds.base import (
+    Children,
     InvalidSpec,
     JobKind,
     ModeOverride,
@@ -112,7 +113,7 @@ class SSHLaunchKind(JobKind):
     def hosts(self, job: Obj) -> list[str]:
         return [self.service_name(job, WORKER, i) for i in range(self.worker(job).get("replicas", 1))]
 
-    def extra_children(self, job: Obj) -> list[Obj]:
+    def extra_children(self, job: Obj, observed: Children) -> list[Obj]:
         lines = "".join(f"{self.hostfile_line(job, h)}\n" for h in self.hosts(job))
         return [{"apiVersion": "v1", "kind": "ConfigMap", "metadata": {"name": self.hostfile_name(job)}, "data": {"hostfile": lines}}]
 

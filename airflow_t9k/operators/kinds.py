@@ -185,17 +185,26 @@ class MPIJobOperator(TypedJobOperator):
 
 
 class BeamJobOperator(TypedJobOperator):
-    """``image``/``command``/``args`` are the submit job's; ``replicas`` counts TaskManagers."""
+    """``image``/``command``/``args`` are the submit job's; ``replicas`` counts TaskManagers,
+    which run ``flink_image`` (default: ``image``). The Flink cluster is deleted when the job
+    ends unless ``clean_up_cluster=False`` (T9k's default keeps it; a pipeline rarely wants that)."""
 
     kind = "BeamJob"
     container_name = "submit-job"
 
+    def __init__(self, *, flink_image: str | None = None, clean_up_cluster: bool = True, **kwargs: Any) -> None:
+        super().__init__(**kwargs)
+        self.flink_image = flink_image
+        self.clean_up_cluster = clean_up_cluster
+
     def build_spec(self) -> Obj:
         template = self.template()
         template["spec"]["restartPolicy"] = "OnFailure"
+        cluster = {"image": {"name": self.flink_image or self.image}, "jobManager": {}, "taskManager": {"replicas": self.replicas}}
         return {
-            "flinkClusterTemplate": {"spec": {"image": {"name": self.image}, "jobManager": {}, "taskManager": {"replicas": self.replicas}}},
+            "flinkClusterTemplate": {"spec": cluster},
             "jobTemplate": {"spec": {"template": template}},
+            "runPolicy": {"cleanUpCluster": self.clean_up_cluster},
         }
 
 

@@ -17,7 +17,7 @@ from typing import Any
 from airflow.triggers.base import BaseTrigger, TriggerEvent
 
 from airflow_t9k.api.outcome import interpret
-from airflow_t9k.api.paths import core_path, job_path
+from airflow_t9k.api.paths import child_path, job_path
 from airflow_t9k.api.resources import resource_for
 from airflow_t9k.hooks.t9k import AsyncT9kHook
 from airflow_t9k.triggers import shared_watch
@@ -215,7 +215,7 @@ class T9kJobTrigger(BaseTrigger):
 
     async def _forward_events(self) -> None:
         """Log new Events of the job and its replica pods, once each, at most ``max_forwarded``."""
-        watch = await shared_watch.acquire(self._watch_key(), self.make_hook, core_path("Event", self.namespace), "Event")
+        watch = await shared_watch.acquire(self._watch_key(), self.make_hook, child_path("Event", self.namespace), "Event")
         arriving = watch.subscribe_matching(self._about_this_job)
         seen: set[tuple[str, int]] = set()
         since = _parse_time(self.events_since) or 0.0
@@ -274,7 +274,7 @@ class T9kJobTrigger(BaseTrigger):
         if since:
             query["sinceTime"] = datetime.fromisoformat(since.replace("Z", "+00:00")).strftime("%Y-%m-%dT%H:%M:%SZ")
         try:
-            resp = await kube._send("GET", core_path("Pod", self.namespace, pod, "log"), query=query, timeout=None)
+            resp = await kube._send("GET", child_path("Pod", self.namespace, pod, "log"), query=query, timeout=None)
         except OSError as exc:
             self.log.debug("cannot follow the log of %s: %s", pod, exc)
             return

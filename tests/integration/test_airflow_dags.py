@@ -63,7 +63,7 @@ def ok(result: subprocess.CompletedProcess[str]) -> str:
 
 @pytest.mark.parametrize(
     "dag_id",
-    ["example_genericjob", "example_pytorch", "example_tensorflow", "example_xgboost", "example_colossalai", "example_ti", "example_mpi", "example_ascend",
+    ["example_genericjob", "example_pytorch", "example_tensorflow", "example_xgboost", "example_colossalai", "example_ti", "example_mpi", "example_ascend", "example_beam",
      "example_deepspeed",
      "example_yaml_and_sensor"],
 )  # fmt: skip

@@ -65,9 +65,6 @@ ADMISSION = [
     ("colossalai-no-launcher", without(colossal(), "spec", "launcher"), "launcher"),
     ("colossalai-relative-sshd", colossal(ssh={"authMountPath": "/root/.ssh", "sshdPath": "usr/sbin/sshd"}), "sshdPath"),
     ("colossalai-zero-proc", colossal(worker={**seed_yaml("003", 0)["spec"]["worker"], "procPerWorker": 0}), "procPerWorker"),
-    ("beamjob-debug", {"apiVersion": "batch.tensorstack.dev/v1beta1", "kind": "BeamJob", "metadata": {"name": "bad"},
-                       "spec": {"flinkClusterTemplate": {}, "jobTemplate": {}, "runMode": {"debug": {"enabled": True}}}},
-     "supports only Immediate mode"),
     ("pytorch-elastic-min-above-max", {"apiVersion": "batch.tensorstack.dev/v1beta1", "kind": "PyTorchTrainingJob",
                                        "metadata": {"name": "bad"}, "spec": {"elastic": {"enabled": True, "minReplicas": 4, "maxReplicas": 2},
                                        "replicaSpecs": generic()["spec"]["replicaSpecs"]}}, "minReplicas"),
@@ -123,13 +120,3 @@ def test_failed_with_a_condition_while_other_jobs_run(jobs, controller, case, bo
     jobs.wait_phase("GenericJob", "healthy", "Running")
     assert sorted(jobs.pods("healthy")) == ["healthy-worker-0", "healthy-worker-1"]
     assert controller.proc.poll() is None  # still running
-
-
-def test_a_kind_without_a_reconciler_yet_fails_with_a_clear_condition(jobs, controller):
-    beam = {"apiVersion": "batch.tensorstack.dev/v1beta1", "kind": "BeamJob", "metadata": {"name": "beam"},
-            "spec": {"flinkClusterTemplate": {"spec": {}}, "jobTemplate": {"spec": {}}}}
-    jobs.create(beam)
-    jobs.wait_phase("BeamJob", "beam", "Failed")
-    failed = jobs.condition("BeamJob", "beam", "Failed")
-    assert failed["reason"] == "Unsupported" and "does not run BeamJob yet" in failed["message"]
-    assert jobs.pods("beam") == {}

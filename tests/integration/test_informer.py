@@ -8,7 +8,7 @@ from __future__ import annotations
 import asyncio
 import pytest
 
-from airflow_t9k.api.paths import core_path
+from airflow_t9k.api.paths import child_path
 from airflow_t9k.controller.k8s.client import Kube, load_api_client
 from airflow_t9k.controller.k8s.informer import Informer
 
@@ -24,10 +24,10 @@ async def _until(check, timeout=20.0):
 async def test_informer_lists_watches_and_resumes_without_relisting(cluster, namespace):
     kube = Kube(await load_api_client(str(cluster.kubeconfig)))
     seen: list[tuple[str, str]] = []
-    informer = Informer(kube, core_path("ConfigMap", namespace), kind="ConfigMap",
+    informer = Informer(kube, child_path("ConfigMap", namespace), kind="ConfigMap",
                         label_selector="t=1", handler=lambda e, o: seen.append((e, o["metadata"]["name"])),
                         watch_timeout=1)  # fmt: skip
-    path = core_path("ConfigMap", namespace)
+    path = child_path("ConfigMap", namespace)
     await kube.create(path, body={"metadata": {"name": "before", "labels": {"t": "1"}}})
     task = asyncio.create_task(informer.run())
     try:
@@ -42,7 +42,7 @@ async def test_informer_lists_watches_and_resumes_without_relisting(cluster, nam
         # Watches end every second here (watch_timeout=1) and resume from the last
         # resourceVersion: nothing is missed across the reconnects, and no relist happens.
         await asyncio.sleep(2.5)
-        await kube.delete(core_path("ConfigMap", namespace, "before"))
+        await kube.delete(child_path("ConfigMap", namespace, "before"))
         await kube.create(path, body={"metadata": {"name": "after-relist", "labels": {"t": "1"}}})
         await _until(lambda: (namespace, "after-relist") in informer.cache and (namespace, "before") not in informer.cache)
         assert ("DELETED", "before") in seen

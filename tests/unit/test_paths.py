@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import pytest
 
-from airflow_t9k.api.paths import core_path, job_path
+from airflow_t9k.api.paths import child_path, job_path
 from airflow_t9k.api.resources import RESOURCES, resource_for
 
 
@@ -21,8 +21,9 @@ def test_job_path(args, path):
 
 
 def test_core_path():
-    assert core_path("Pod", "ns", "p", "log") == "/api/v1/namespaces/ns/pods/p/log"
-    assert core_path("Event") == "/api/v1/events"
+    assert child_path("Pod", "ns", "p", "log") == "/api/v1/namespaces/ns/pods/p/log"
+    assert child_path("Event") == "/api/v1/events"
+    assert child_path("Job", "ns", "b") == "/apis/batch/v1/namespaces/ns/jobs/b"
 
 
 def test_every_kind_has_an_explicit_plural_and_unknown_kinds_are_named():

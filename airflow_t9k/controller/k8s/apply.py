@@ -15,7 +15,7 @@ from collections.abc import Callable
 from datetime import datetime, timezone
 from typing import Any
 
-from airflow_t9k.api.paths import core_path, job_path
+from airflow_t9k.api.paths import child_path, job_path
 from airflow_t9k.api.resources import resource_for
 from airflow_t9k.controller.k8s.client import Kube
 from airflow_t9k.controller.k8s.errors import AlreadyExists, Conflict, Invalid, NotFound
@@ -69,7 +69,7 @@ class Executor:
         kind = manifest["kind"]
         manifest["metadata"]["namespace"] = ns
         try:
-            created = await self.kube.create(core_path(kind, ns), body=manifest)
+            created = await self.kube.create(child_path(kind, ns), body=manifest)
             self.metrics[f"create.{kind}"] += 1
         except AlreadyExists:
             self.metrics[f"create_exists.{kind}"] += 1
@@ -83,7 +83,7 @@ class Executor:
     async def _delete(self, ns: str, action: Delete) -> None:
         informer = self.informer_for(action.kind, ns)
         try:
-            await self.kube.delete(core_path(action.kind, ns, action.name), uid=action.uid)
+            await self.kube.delete(child_path(action.kind, ns, action.name), uid=action.uid)
             self.metrics[f"delete.{action.kind}"] += 1
         except NotFound:
             cached = informer.get((ns, action.name))
@@ -132,7 +132,7 @@ class Executor:
             "count": 1,
         }
         try:
-            await self.kube.create(core_path("Event", meta["namespace"]), body=body)
+            await self.kube.create(child_path("Event", meta["namespace"]), body=body)
             self.metrics["event"] += 1
         except Exception as exc:  # an Event is best effort; never fail a reconcile for it
             log.warning("could not record event %s on %s/%s: %s", event.reason, meta["namespace"], meta["name"], exc)

@@ -168,11 +168,7 @@ def build_service(kind: JobKind, job: Obj, slot: Slot) -> Obj:
         {"name": p["name"], "port": p["port"], "targetPort": p.get("targetPort", p["port"]), "protocol": p.get("protocol", "TCP")}
         for p in kind.service_ports(job)
     ]
-    spec: Obj = {"selector": replica_selector(job, slot.type, slot.rank), "ports": ports}
-    if kind.headless_services:
-        # The name resolves straight to the pod IP, as distributed frameworks expect,
-        # and costs no cluster IP per replica.
-        spec.update(clusterIP="None", publishNotReadyAddresses=True)
+    spec: Obj = {**kind.service_spec(job), "selector": replica_selector(job, slot.type, slot.rank), "ports": ports}
     return {
         "apiVersion": "v1",
         "kind": "Service",

@@ -15,14 +15,18 @@ class Observed:
     services: Mapping[str, Obj] = field(default_factory=dict)
     configmaps: Mapping[str, Obj] = field(default_factory=dict)
     secrets: Mapping[str, Obj] = field(default_factory=dict)
+    jobs: Mapping[str, Obj] = field(default_factory=dict)  # batch/v1 Jobs (BeamJob's submit job)
 
     @classmethod
     def of(cls, *objects: Obj) -> Observed:
         """Build from a flat list of objects (convenient in tests and in the cache)."""
-        by_kind: dict[str, dict[str, Obj]] = {"Pod": {}, "Service": {}, "ConfigMap": {}, "Secret": {}}
+        by_kind: dict[str, dict[str, Obj]] = {"Pod": {}, "Service": {}, "ConfigMap": {}, "Secret": {}, "Job": {}}
         for o in objects:
             by_kind[o["kind"]][o["metadata"]["name"]] = o
-        return cls(by_kind["Pod"], by_kind["Service"], by_kind["ConfigMap"], by_kind["Secret"])
+        return cls(by_kind["Pod"], by_kind["Service"], by_kind["ConfigMap"], by_kind["Secret"], by_kind["Job"])
+
+    def of_kind(self, kind: str) -> Mapping[str, Obj]:
+        return {"Pod": self.pods, "Service": self.services, "ConfigMap": self.configmaps, "Secret": self.secrets, "Job": self.jobs}[kind]
 
 
 def is_deleting(obj: Obj) -> bool:

@@ -51,7 +51,7 @@ from airflow_t9k.kinds.base import (
     debug_enabled,
     pause_enabled,
 )
-from airflow_t9k.kinds.registry import KINDS, get_kind
+from airflow_t9k.kinds.registry import get_kind
 
 
 @dataclass
@@ -88,33 +88,23 @@ class SlotState:
 
 
 def plan(job: Obj, observed: Observed, now: datetime) -> Plan:
-    kind = KINDS.get(job["kind"])
-    if kind is None:
-        return _plan(job, observed, now)
-    return _public(kind, job, _plan({**job, "status": kind.core_status(job.get("status"))}, observed, now), now)
+    kind = get_kind(job["kind"])
+    return _public(kind, job, _plan(kind, {**job, "status": kind.core_status(job.get("status"))}, observed, now), now, observed)
 
 
-def _public(kind: JobKind, job: Obj, inner: Plan, now: datetime) -> Plan:
+def _public(kind: JobKind, job: Obj, inner: Plan, now: datetime, observed: Observed) -> Plan:
     """The plan with its status in the kind's own shape (the identity for T9k kinds)."""
     restarting = any(e.reason == "ReplicaRestarting" for e in inner.events)
-    status, extra = kind.public_status(job, inner.status, restarting, now)
+    status, extra = kind.public_status(job, inner.status, restarting, now, observed)
     if not extra and status is inner.status:
         return inner
     return replace(inner, status=status, events=inner.events + tuple(Emit(*e) for e in extra))
 
 
-def _plan(job: Obj, observed: Observed, now: datetime) -> Plan:
+def _plan(kind: JobKind, job: Obj, observed: Observed, now: datetime) -> Plan:
     sb = StatusBuilder(job.get("status"), now)
     if job["metadata"].get("deletionTimestamp"):
         return Plan(status=sb.old)
-    if job["kind"] not in KINDS:
-        # Better a clear end than a job that waits forever for a reconciler that is not there.
-        if sb.old_phase in FINISHED:
-            return Plan(status=sb.old)
-        _finish(sb, "Failed", "Unsupported", f"The bundled airflow-t9k controller does not run {job['kind']} yet; "
-                f"it runs {', '.join(sorted(KINDS))}.")  # fmt: skip
-        return _finish_plan(sb, [], [])
-    kind = get_kind(job["kind"])
     try:
         kind.validate(job)
         check_names(kind, job)
@@ -160,7 +150,7 @@ def _plan(job: Obj, observed: Observed, now: datetime) -> Plan:
         outcome: tuple[str, str, str] | None = (
             "Failed", "DeadlineExceeded", f"The job ran longer than activeDeadlineSeconds ({kind.active_deadline(job)}s).")
     else:
-        outcome = None if debug else _decide(kind, job, states, budget)
+        outcome = None if debug else (kind.verdict(job, observed) or _decide(kind, job, states, budget))
     children = _ensure_children(kind, job, observed, slot_list)
     actions += children
     if outcome is not None:
@@ -246,8 +236,8 @@ def _ensure_children(kind: JobKind, job: Obj, observed: Observed, slot_list: lis
     secret = kind.ssh_secret_name(job)
     if secret and secret not in observed.secrets:
         actions.append(CreateSSHSecret(build_ssh_secret(job, secret)))
-    for extra in kind.extra_children(job):
-        if extra["metadata"]["name"] not in observed.configmaps:
+    for extra in kind.extra_children(job, observed):
+        if extra["metadata"]["name"] not in observed.of_kind(extra["kind"]):
             actions.append(Create(build_extra(job, extra)))
     wanted = set()
     for slot in slot_list:
@@ -424,14 +414,10 @@ def rejected(job: Obj, status: Obj, problems: list[str], now: datetime) -> tuple
     is found only when the pod is created; the job fails with that message instead of
     retrying forever.
     """
-    kind = KINDS.get(job["kind"])
-    old = job.get("status")
-    if kind is not None:
-        old, status = kind.core_status(old), kind.core_status(status) or {}
+    kind = get_kind(job["kind"])
+    old, status = kind.core_status(job.get("status")), kind.core_status(status) or {}
     sb = StatusBuilder(status, now)
     sb.old = dict(old or {})
     _finish(sb, "Failed", "InvalidSpec", "Invalid spec: " + "; ".join(problems))
-    result = _finish_plan(sb, [], [])
-    if kind is not None:
-        result = _public(kind, job, result, now)
+    result = _public(kind, job, _finish_plan(sb, [], []), now, Observed())
     return result.status, list(result.events)

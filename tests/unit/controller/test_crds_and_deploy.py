@@ -49,6 +49,8 @@ def test_rbac_covers_every_kind_and_its_status_in_both_variants():
             assert {(res.group, res.plural, v) for v in ("get", "list", "watch")} <= granted, (name, res.kind)
             assert (res.group, f"{res.plural}/status", "patch") in granted, (name, res.kind)
             assert res.crd_name in crds, (name, res.kind)
+        # BeamJob's submit job is a batch/v1 Job, created and (with its pods) watched by the controller.
+        assert {("batch", "jobs", v) for v in ("get", "list", "watch", "create", "delete")} <= granted, name
 
 
 def test_rbac_is_least_privilege():

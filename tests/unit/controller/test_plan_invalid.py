@@ -88,17 +88,6 @@ def test_spec_broken_after_finishing_keeps_the_finished_status():
     assert broken.status == finished.status
 
 
-def test_a_kind_without_a_reconciler_fails_clearly_instead_of_waiting_forever():
-    job = generic()
-    job["kind"] = "BeamJob"
-    p = run(job)
-    assert p.status["phase"] == "Failed"
-    failed = cond(p, "Failed")
-    assert failed["reason"] == "Unsupported" and "does not run BeamJob yet" in failed["message"]
-    assert p.actions == ()
-    assert run(job, status=p.status).events == ()  # said once
-
-
 def test_only_pods_about_to_be_created_are_rendered():
     # Pods are immutable: a template edited after they exist is not rendered (or judged) again
     # until a pod has to be created from it.
