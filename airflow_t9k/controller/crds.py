@@ -265,11 +265,9 @@ CONDITION_COLUMNS = [
 
 
 # kubectl scale and an HPA drive Elastic jobs through this.
-SCALE = {
-    "PyTorchTrainingJob": {"specReplicasPath": ".spec.elastic.expectedReplicas",
-                           "statusReplicasPath": ".status.elastic.currentReplicas",
-                           "labelSelectorPath": ".status.elastic.selector"},
-}  # fmt: skip
+ELASTIC_SCALE = {"specReplicasPath": ".spec.elastic.expectedReplicas", "statusReplicasPath": ".status.elastic.currentReplicas",
+                 "labelSelectorPath": ".status.elastic.selector"}  # fmt: skip
+SCALE = {"PyTorchTrainingJob": ELASTIC_SCALE, "DeepSpeedJob": ELASTIC_SCALE}
 
 
 def crd(resource: JobResource, spec_schema: S) -> S:

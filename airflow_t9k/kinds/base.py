@@ -186,6 +186,10 @@ class JobKind:
     def bind_inputs(self, job: Obj, spec: ReplicaSpec, rank: int, pod: Obj, inputs: Obj) -> None:
         """Put what ``pod_inputs`` found into a pod (in place)."""
 
+    def outdated(self, job: Obj, spec: ReplicaSpec, rank: int, pod: Obj) -> bool:
+        """True when a live pod was built for an older shape of the job and must be recreated."""
+        return False
+
     def extra_children(self, job: Obj, observed: Children) -> list[Obj]:
         """ConfigMaps or batch Jobs the kind needs besides pods and services (e.g. a hostfile).
 

@@ -7,11 +7,18 @@ plain ``env`` values, which the pdsh launcher exports on every host; off with
 ``run.module`` (``--module``) or ``run.exec`` (``--no_python``), plus ``--no_local_rank``
 when ``localRank`` is false, ``--autotuning run|tune``, and ``otherArgs``; or
 ``customCommand`` verbatim. Restarts and success follow the training envelope, decided by
-worker 0. Elastic mode is not reconciled yet and fails clearly.
+worker 0.
+
+Elastic: ``elastic.expectedReplicas`` (clamped to [min, max]; the scale subresource) sets the
+number of workers. On a change the hostfile ConfigMap is rewritten and worker 0 (the pdsh
+launcher, started with ``--elastic_training --min_elastic_nodes --max_elastic_nodes``) is
+recreated, so deepspeed relaunches over the new hosts and resumes from its checkpoint; the
+other workers only run sshd and stay.
 """
 
 from __future__ import annotations
 
+import hashlib
 import shlex
 
 from airflow_t9k.api.resources import RESOURCES
@@ -24,6 +31,7 @@ HOSTFILE_DIR = "/t9k"
 HOSTFILE = f"{HOSTFILE_DIR}/hostfile"
 ENV_FILE = "/root/.deepspeed_env"
 SSHD = "/usr/sbin/sshd"
+ANNOTATION_HOSTFILE = "batch.tensorstack.dev/hostfile-hash"
 RUN_KEYS = ("python", "module", "exec")
 
 
@@ -37,7 +45,7 @@ class DeepSpeedJob(TrainingJobKind):
     port = 22
     port_name = "ssh"
 
-    def replica_specs(self, job: Obj) -> list[ReplicaSpec]:
+    def declared_specs(self, job: Obj) -> list[ReplicaSpec]:
         worker = _spec(job).get("worker")
         if not isinstance(worker, dict) or not isinstance(worker.get("template"), dict):
             raise InvalidSpec("spec.worker.template is required")
@@ -45,15 +53,13 @@ class DeepSpeedJob(TrainingJobKind):
         if not isinstance(replicas, int) or isinstance(replicas, bool) or replicas < 1:
             raise InvalidSpec(f"spec.worker.replicas must be an integer >= 1, got {replicas!r}")
         wrapped = {**job, "spec": {**_spec(job), "replicaSpecs": [{"type": WORKER, **worker}]}}
-        return super().replica_specs(wrapped)
+        return super().declared_specs(wrapped)
 
     def config(self, job: Obj) -> Obj:
         return _spec(job).get("config") or {}
 
     def validate(self, job: Obj) -> None:
         super().validate(job)
-        if (_spec(job).get("elastic") or {}).get("enabled"):
-            raise InvalidSpec("elastic mode is not supported by the bundled controller yet (spec.elastic.enabled)")
         config = self.config(job)
         slots = config.get("slotsPerWorker", 1)
         if not isinstance(slots, int) or isinstance(slots, bool) or slots < 1:
@@ -78,6 +84,10 @@ class DeepSpeedJob(TrainingJobKind):
             parts.append("--no_local_rank")
         if config.get("autotune", "none") != "none":
             parts += ["--autotuning", config["autotune"]]
+        elastic = self.elastic(job)
+        if elastic is not None:
+            low, high = self.bounds(elastic, self.declared_specs(job)[0].replicas)
+            parts += ["--elastic_training", f"--min_elastic_nodes={low}", f"--max_elastic_nodes={high}"]
         parts += [str(a) for a in config.get("otherArgs") or []]
         run = config.get("run") or {}
         key = next(k for k in RUN_KEYS if run.get(k))
@@ -91,10 +101,20 @@ class DeepSpeedJob(TrainingJobKind):
     def ssh_secret_name(self, job: Obj) -> str:
         return f"{job['metadata']['name']}-ssh"
 
+    def hostfile(self, job: Obj) -> str:
+        slots = self.config(job).get("slotsPerWorker", 1)
+        return "".join(f"{h} slots={slots}\n" for h in self.hosts(job))
+
+    def outdated(self, job: Obj, spec: ReplicaSpec, rank: int, pod: Obj) -> bool:
+        """Worker 0 launched over another set of hosts than the job has now (after a rescale)."""
+        if rank != 0 or self.elastic(job) is None:
+            return False
+        annotations = pod.get("metadata", {}).get("annotations") or {}
+        return annotations.get(ANNOTATION_HOSTFILE) not in (None, _digest(self.hostfile(job)))
+
     def extra_children(self, job: Obj, observed: Children) -> list[Obj]:
         name = job["metadata"]["name"]
-        slots = self.config(job).get("slotsPerWorker", 1)
-        data = {"hostfile": "".join(f"{h} slots={slots}\n" for h in self.hosts(job))}
+        data = {"hostfile": self.hostfile(job)}
         if not _spec(job).get("disableCustomEnv"):
             data["deepspeed_env"] = self.env_file(job)
         return [{"apiVersion": "v1", "kind": "ConfigMap", "metadata": {"name": f"{name}-deepspeed"}, "data": data}]
@@ -113,6 +133,7 @@ class DeepSpeedJob(TrainingJobKind):
         if not _spec(job).get("disableCustomEnv"):
             mounts.append({"name": "t9k-deepspeed", "mountPath": ENV_FILE, "subPath": "deepspeed_env", "readOnly": True})
         if rank == 0:
+            pod["metadata"]["annotations"][ANNOTATION_HOSTFILE] = _digest(self.hostfile(job))
             wait = (f"for h in $(cut -d' ' -f1 {HOSTFILE}); do until ssh -o BatchMode=yes -o ConnectTimeout=3 \"$h\" true "
                     '2>/dev/null; do echo "waiting for $h"; sleep 2; done; done')  # fmt: skip
             main["command"] = ["bash", "-c", f"set -e; {SSHD}; {wait}; exec {self.deepspeed_command(job)}"]
@@ -129,3 +150,7 @@ class DeepSpeedJob(TrainingJobKind):
     def debug_default(self, rtype: str) -> ModeOverride:
         # Every worker keeps sshd, so deepspeed can be launched by hand from worker 0.
         return ModeOverride(command=[SSHD, "-D", "-e"], args=[])
+
+
+def _digest(text: str) -> str:
+    return hashlib.sha256(text.encode()).hexdigest()[:16]

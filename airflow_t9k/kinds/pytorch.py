@@ -16,8 +16,6 @@ is the CRD's scale subresource, so ``kubectl scale`` and an HPA drive it.
 
 from __future__ import annotations
 
-import dataclasses
-
 from airflow_t9k.api.resources import RESOURCES
 from airflow_t9k.kinds.base import InvalidSpec, Obj, ReplicaSpec, container_named
 from airflow_t9k.kinds.training import TrainingJobKind
@@ -32,39 +30,14 @@ class PyTorchTrainingJob(TrainingJobKind):
     def main_container(self, pod_spec: Obj) -> Obj | None:
         return container_named(pod_spec, "pytorch") or container_named(pod_spec, "python") or container_named(pod_spec, None)
 
-    def elastic(self, job: Obj) -> Obj | None:
-        elastic = (job.get("spec") or {}).get("elastic") or {}
-        return elastic if elastic.get("enabled") else None
-
     def torchrun(self, job: Obj) -> Obj | None:
         config = (job.get("spec") or {}).get("torchrunConfig") or {}
         return config if config.get("enabled") else None
 
-    def replica_specs(self, job: Obj) -> list[ReplicaSpec]:
-        specs = super().replica_specs(job)
-        elastic = self.elastic(job)
-        if elastic is None or len(specs) != 1:
-            return specs
-        low, high = self.bounds(elastic, specs[0].replicas)
-        wanted = elastic.get("expectedReplicas", specs[0].replicas)
-        return [dataclasses.replace(specs[0], replicas=min(max(int(wanted), low), high))]
-
-    @staticmethod
-    def bounds(elastic: Obj, default: int) -> tuple[int, int]:
-        low = int(elastic.get("minReplicas", 1))
-        return low, int(elastic.get("maxReplicas", max(default, low)))
-
     def validate(self, job: Obj) -> None:
+        if self.elastic(job) is not None and not self.torchrun(job):
+            raise InvalidSpec("elastic mode needs torchrun: set spec.torchrunConfig.enabled (T9k runs elastic jobs only in torchrun mode)")
         super().validate(job)
-        elastic = self.elastic(job)
-        if elastic is not None:
-            if not self.torchrun(job):
-                raise InvalidSpec("elastic mode needs torchrun: set spec.torchrunConfig.enabled (T9k runs elastic jobs only in torchrun mode)")
-            if len(super().replica_specs(job)) != 1:
-                raise InvalidSpec("elastic mode scales one replica type: give spec.replicaSpecs exactly one entry")
-            low, high = self.bounds(elastic, 1)
-            if not 1 <= low <= high:
-                raise InvalidSpec(f"elastic needs 1 <= minReplicas <= maxReplicas, got {low} and {high}")
         config = self.torchrun(job)
         if config is not None and config.get("rdzvBackend", "c10d") not in ("c10d", "etcd", "etcd-v2"):
             raise InvalidSpec(f"torchrunConfig.rdzvBackend must be c10d, etcd or etcd-v2, got {config.get('rdzvBackend')!r}")
@@ -73,7 +46,7 @@ class PyTorchTrainingJob(TrainingJobKind):
         config = self.torchrun(job) or {}
         elastic = self.elastic(job)
         specs = self.replica_specs(job)
-        nnodes = "{}:{}".format(*self.bounds(elastic, specs[0].replicas)) if elastic else str(sum(s.replicas for s in specs))
+        nnodes = "{}:{}".format(*self.bounds(elastic, self.declared_specs(job)[0].replicas)) if elastic else str(sum(s.replicas for s in specs))
         return [
             "torchrun", f"--nnodes={nnodes}", f"--nproc_per_node={config.get('procPerNode', '1')}",
             f"--max_restarts={config.get('maxRestarts', 3)}", f"--rdzv_backend={config.get('rdzvBackend', 'c10d')}",
@@ -87,13 +60,6 @@ class PyTorchTrainingJob(TrainingJobKind):
         main = self.main_container(pod["spec"])
         if main is not None and self.torchrun(job):
             main["command"] = self.torchrun_command(job, [str(a) for a in main.pop("args", None) or []])
-
-    def status_extra(self, job: Obj, running: int) -> Obj:
-        """``status.elastic`` for the scale subresource (HPA reads the selector)."""
-        if self.elastic(job) is None:
-            return {}
-        selector = f"batch.tensorstack.dev/job-name={job['metadata']['name']},batch.tensorstack.dev/job-kind={job['kind']}"
-        return {"elastic": {"currentReplicas": running, "selector": selector}}
 
     def environment(self, job: Obj, spec: ReplicaSpec, rank: int) -> dict[str, str]:
         offsets, world = self.ranks(job)

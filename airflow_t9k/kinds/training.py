@@ -9,6 +9,7 @@ names its training container, its master, its port and the environment it inject
 
 from __future__ import annotations
 
+import dataclasses
 from typing import ClassVar
 
 from airflow_t9k.kinds.base import (
@@ -46,6 +47,10 @@ class TrainingJobKind(JobKind):
         return run_policy(job).get("activeDeadlineSeconds")
 
     def replica_specs(self, job: Obj) -> list[ReplicaSpec]:
+        return self.scaled(job, self.declared_specs(job))
+
+    def declared_specs(self, job: Obj) -> list[ReplicaSpec]:
+        """The replica types as written, before Elastic scaling."""
         limit = self.backoff_limit(job)
         out = []
         for i, raw in enumerate((job.get("spec") or {}).get("replicaSpecs") or []):
@@ -67,12 +72,50 @@ class TrainingJobKind(JobKind):
             raise InvalidSpec("spec.replicaSpecs must list at least one replica type")
         return out
 
+    # -- Elastic (PyTorch and DeepSpeed) ---------------------------------------------------
+    def elastic(self, job: Obj) -> Obj | None:
+        elastic = (job.get("spec") or {}).get("elastic") or {}
+        return elastic if elastic.get("enabled") else None
+
+    @staticmethod
+    def bounds(elastic: Obj, default: int) -> tuple[int, int]:
+        low = int(elastic.get("minReplicas", 1))
+        return low, int(elastic.get("maxReplicas", max(default, low)))
+
+    def scaled(self, job: Obj, specs: list[ReplicaSpec]) -> list[ReplicaSpec]:
+        """An elastic job's one replica type runs ``expectedReplicas`` clamped to [min, max]
+        (its ``replicas``, clamped, when ``expectedReplicas`` is absent)."""
+        elastic = self.elastic(job)
+        if elastic is None or len(specs) != 1:
+            return specs
+        low, high = self.bounds(elastic, specs[0].replicas)
+        wanted = elastic.get("expectedReplicas", specs[0].replicas)
+        return [dataclasses.replace(specs[0], replicas=min(max(int(wanted), low), high))]
+
+    def check_elastic(self, job: Obj, specs: list[ReplicaSpec]) -> None:
+        elastic = self.elastic(job)
+        if elastic is None:
+            return
+        if len(specs) != 1:
+            raise InvalidSpec("elastic mode scales one replica type: give spec.replicaSpecs exactly one entry")
+        low, high = self.bounds(elastic, 1)
+        if not 1 <= low <= high:
+            raise InvalidSpec(f"elastic needs 1 <= minReplicas <= maxReplicas, got {low} and {high}")
+
+    def status_extra(self, job: Obj, running: int) -> Obj:
+        """``status.elastic`` for the scale subresource (HPA reads the selector)."""
+        if self.elastic(job) is None:
+            return {}
+        selector = f"batch.tensorstack.dev/job-name={job['metadata']['name']},batch.tensorstack.dev/job-kind={job['kind']}"
+        return {"elastic": {"currentReplicas": running, "selector": selector}}
+
     def master(self, job: Obj) -> tuple[str, int]:
         """The replica that decides the job: by default the first type's rank 0."""
         return self.replica_specs(job)[0].type, 0
 
     def validate(self, job: Obj) -> None:
         super().validate(job)
+        self.check_elastic(job, self.declared_specs(job))
         rtype, rank = self.master(job)
         counts = {s.type: s.replicas for s in self.replica_specs(job)}
         if counts.get(rtype, 0) <= rank:

@@ -78,3 +78,35 @@ def test_bad_config_fails_clearly(jobs, controller):
     jobs.create(example(config={"run": {"python": ["a.py"], "module": ["b"]}}))
     jobs.wait_phase(KIND, "ds", "Failed")
     assert "exactly one of python, module or exec" in jobs.condition(KIND, "ds", "Failed")["message"]
+
+
+def test_elastic_scale_subresource_rewrites_the_hostfile_and_relaunches(jobs, controller):
+    jobs.create(example(elastic={"enabled": True, "minReplicas": 2, "maxReplicas": 4, "expectedReplicas": 3}))
+    jobs.wait_phase(KIND, "ds", "Running")
+    launcher = jobs.pods("ds")["ds-worker-0"]
+    assert "--elastic_training --min_elastic_nodes=2 --max_elastic_nodes=4" in launcher.spec.containers[0].command[2]
+    keep = jobs.pods("ds")["ds-worker-1"].metadata.uid
+
+    def hostfile():
+        return jobs.core.read_namespaced_config_map("ds-deepspeed", jobs.ns).data["hostfile"]
+
+    def scale(n):
+        jobs.api.patch_namespaced_custom_object_scale("batch.tensorstack.dev", "v1beta1", jobs.ns, "deepspeedjobs", "ds",
+                                                      {"spec": {"replicas": n}})  # fmt: skip
+
+    def live():
+        return sorted(n for n, p in jobs.live_pods("ds").items() if p.status.phase == "Running")
+
+    scale(4)
+    wait_until(lambda: live() == [f"ds-worker-{i}" for i in range(4)], what="scaled up to 4")
+    assert hostfile() == "".join(f"ds-worker-{i} slots=1\n" for i in range(4))
+    wait_until(lambda: jobs.live_pods("ds")["ds-worker-0"].metadata.uid != launcher.metadata.uid, what="launcher relaunched")
+    scale(1)  # below minReplicas: clamped to 2
+    wait_until(lambda: live() == ["ds-worker-0", "ds-worker-1"], what="scaled down to the minimum")
+    assert hostfile() == "ds-worker-0 slots=1\nds-worker-1 slots=1\n"
+    assert jobs.pods("ds")["ds-worker-1"].metadata.uid == keep  # sshd workers are never recreated
+    got = jobs.api.get_namespaced_custom_object_scale("batch.tensorstack.dev", "v1beta1", jobs.ns, "deepspeedjobs", "ds")
+    assert got["status"]["replicas"] == 2 and "job-name=ds" in got["status"]["selector"]
+    status = jobs.get(KIND, "ds")["status"]
+    assert status["backoffCount"] == 0 and status["phase"] == "Running"
+    assert "ReplicaRecreated" in [e.reason for e in jobs.events("ds")]

@@ -20,7 +20,7 @@ from airflow_t9k.api.resources import resource_for
 from airflow_t9k.controller.k8s.client import Kube
 from airflow_t9k.controller.k8s.errors import AlreadyExists, Conflict, Invalid, NotFound
 from airflow_t9k.controller.k8s.informer import Informer
-from airflow_t9k.controller.reconcile import CreateSSHSecret, Delete, Emit, Plan
+from airflow_t9k.controller.reconcile import CreateSSHSecret, Delete, Emit, Patch, Plan
 from airflow_t9k.controller.reconcile.actions import Action
 from airflow_t9k.controller.reconcile.plan import rejected
 from airflow_t9k.controller.ssh import ssh_secret_data
@@ -48,6 +48,9 @@ class Executor:
             async with limit:
                 if isinstance(action, Delete):
                     await self._delete(ns, action)
+                    return None
+                if isinstance(action, Patch):
+                    await self._patch(ns, action)
                     return None
                 manifest = dict(action.manifest)
                 if isinstance(action, CreateSSHSecret):
@@ -79,6 +82,14 @@ class Executor:
             return f"the API server rejected {kind} {manifest['metadata']['name']}: {exc.message}"
         self.informer_for(kind, ns).store(created)
         return None
+
+    async def _patch(self, ns: str, action: Patch) -> None:
+        try:
+            patched = await self.kube.patch(child_path(action.kind, ns, action.name), body=action.body)
+        except NotFound:  # deleted under us: the watch brings that, and the next pass recreates it
+            return
+        self.metrics[f"patch.{action.kind}"] += 1
+        self.informer_for(action.kind, ns).store(patched)
 
     async def _delete(self, ns: str, action: Delete) -> None:
         informer = self.informer_for(action.kind, ns)

@@ -44,6 +44,15 @@ class Delete:
 
 
 @dataclass(frozen=True)
+class Patch:
+    """Merge-patch a child the controller keeps in step with the spec (a ConfigMap's data)."""
+
+    kind: str
+    name: str
+    body: Obj
+
+
+@dataclass(frozen=True)
 class Emit:
     """A Kubernetes Event on the job."""
 
@@ -52,7 +61,7 @@ class Emit:
     message: str
 
 
-Action = Create | CreateSSHSecret | Delete
+Action = Create | CreateSSHSecret | Delete | Patch
 
 
 @dataclass(frozen=True)
@@ -67,6 +76,9 @@ class Plan:
 
     def deletes(self, kind: str | None = None) -> list[str]:
         return [a.name for a in self.actions if isinstance(a, Delete) and (kind is None or a.kind == kind)]
+
+    def patches(self) -> list[str]:
+        return [a.name for a in self.actions if isinstance(a, Patch)]
 
 
 def _kind(a: Create | CreateSSHSecret) -> str:

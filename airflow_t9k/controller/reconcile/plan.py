@@ -20,7 +20,7 @@ import json
 from dataclasses import dataclass, replace
 from datetime import datetime
 
-from airflow_t9k.controller.reconcile.actions import Action, Create, CreateSSHSecret, Delete, Emit, Plan
+from airflow_t9k.controller.reconcile.actions import Action, Create, CreateSSHSecret, Delete, Emit, Patch, Plan
 from airflow_t9k.controller.reconcile.desired import (
     Slot,
     build_extra,
@@ -158,7 +158,7 @@ def _plan(kind: JobKind, job: Obj, observed: Observed, now: datetime) -> Plan:
         actions += _cleanup(kind, job, observed)
         _finish(sb, phase, reason, message)
     else:
-        actions += _replicas(observed, states, rendered, events, debug, budget)
+        actions += _replicas(kind, job, observed, states, rendered, events, debug, budget)
         _progress(sb, states, children_missing=any(not isinstance(a, Delete) for a in children))
     _replica_failure(sb, states)
     _write_tasks(sb, kind, job, states, finished=outcome is not None)
@@ -237,8 +237,12 @@ def _ensure_children(kind: JobKind, job: Obj, observed: Observed, slot_list: lis
     if secret and secret not in observed.secrets:
         actions.append(CreateSSHSecret(build_ssh_secret(job, secret)))
     for extra in kind.extra_children(job, observed):
-        if extra["metadata"]["name"] not in observed.of_kind(extra["kind"]):
+        existing = observed.of_kind(extra["kind"]).get(extra["metadata"]["name"])
+        if existing is None:
             actions.append(Create(build_extra(job, extra)))
+        elif extra["kind"] == "ConfigMap" and existing.get("data") != extra.get("data") and not is_deleting(existing):
+            # e.g. a hostfile after the workers were rescaled
+            actions.append(Patch("ConfigMap", extra["metadata"]["name"], {"data": extra.get("data")}))
     wanted = set()
     for slot in slot_list:
         if kind.wants_services(job, slot.type):
@@ -251,8 +255,8 @@ def _ensure_children(kind: JobKind, job: Obj, observed: Observed, slot_list: lis
 
 
 def _replicas(
-    observed: Observed, states: list[SlotState], rendered: dict[str, Obj], events: list[Emit], debug: bool,
-    budget: list[int] | None,
+    kind: JobKind, job: Obj, observed: Observed, states: list[SlotState], rendered: dict[str, Obj], events: list[Emit],
+    debug: bool, budget: list[int] | None,
 ) -> list[Action]:
     actions: list[Action] = []
     wanted = {s.slot.pod_name for s in states}
@@ -264,6 +268,12 @@ def _replicas(
             pod["metadata"]["annotations"][ANNOTATION_RESTARTS] = str(s.restarts)
             actions.append(Create(pod))
             s.creating = True
+            continue
+        if s.phase in ("Pending", "Running") and kind.outdated(job, s.slot.spec, s.slot.rank, s.pod):
+            # Not a failure: the pod was built for an older shape of the job (e.g. a hostfile
+            # before a rescale). It comes back under the same name; no restart is spent.
+            actions.append(Delete("Pod", s.slot.pod_name, _uid(s.pod)))
+            events.append(Emit("Normal", "ReplicaRecreated", f"Replica {s.slot.pod_name} is recreated for the job's new shape."))
             continue
         if debug or s.phase not in ("Succeeded", "Failed"):
             continue

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import pytest
 
-from airflow_t9k.controller.reconcile import Create, CreateSSHSecret
+from airflow_t9k.controller.reconcile import Create, CreateSSHSecret, Patch
 from tests.builders import cond, pod, run
 
 
@@ -83,9 +83,60 @@ def test_debug_keeps_sshd_on_every_worker():
      ({"config": {"run": {"python": ["a"], "module": ["b"]}}}, "exactly one of"),
      ({"config": {"slotsPerWorker": 0, "run": {"python": ["a"]}}}, "slotsPerWorker"),
      ({"config": {"autotune": "always", "run": {"python": ["a"]}}}, "autotune"),
-     ({"elastic": {"enabled": True, "minReplicas": 1, "maxReplicas": 2}}, "elastic mode is not supported")],
-    ids=["no-run", "two-runs", "slots", "autotune", "elastic"],
+     ({"elastic": {"enabled": True, "minReplicas": 3, "maxReplicas": 2}}, "1 <= minReplicas <= maxReplicas")],
+    ids=["no-run", "two-runs", "slots", "autotune", "elastic-bounds"],
 )  # fmt: skip
 def test_bad_input(kwargs, needle):
     p = run(ds(**kwargs))
     assert p.status["phase"] == "Failed" and needle in cond(p, "Failed")["message"]
+
+
+def elastic(expected, low=1, high=4):
+    return ds(3, elastic={"enabled": True, "minReplicas": low, "maxReplicas": high, "expectedReplicas": expected})
+
+
+def hostfile(n):
+    return "".join(f"ds-worker-{i} slots=4\n" for i in range(n))
+
+
+@pytest.mark.parametrize(("expected", "workers"), [(3, 3), (9, 4), (0, 1)], ids=["within", "above-max", "below-min"])
+def test_elastic_runs_expected_replicas_clamped_and_launches_elastic_training(expected, workers):
+    p = run(elastic(expected))
+    assert p.creates("Pod") == [f"ds-worker-{i}" for i in range(workers)]
+    assert manifests(p, "ConfigMap")["ds-deepspeed"]["data"]["hostfile"] == hostfile(workers)
+    launcher = manifests(p, "Pod")["ds-worker-0"]
+    assert "--elastic_training --min_elastic_nodes=1 --max_elastic_nodes=4" in launcher["spec"]["containers"][0]["command"][2]
+    assert launcher["metadata"]["annotations"]["batch.tensorstack.dev/hostfile-hash"]
+
+
+def _running(job, n):
+    """Pods as the first pass built them, now running, and the ConfigMap it wrote."""
+    first = run(job)
+    pods = []
+    for name, m in manifests(first, "Pod").items():
+        live = pod(name, rtype="worker")
+        live["metadata"]["annotations"].update(m["metadata"]["annotations"])
+        pods.append(live)
+    cm = {"kind": "ConfigMap", "metadata": {"name": "ds-deepspeed"}, "data": manifests(first, "ConfigMap")["ds-deepspeed"]["data"]}
+    assert len(pods) == n
+    return pods, cm, first.status
+
+
+@pytest.mark.parametrize(("before", "after"), [(3, 2), (2, 4)], ids=["down", "up"])
+def test_rescale_rewrites_the_hostfile_and_recreates_only_the_launcher(before, after):
+    pods, cm, status = _running(elastic(before), before)
+    p = run(elastic(after), *pods, cm, status={**status, "phase": "Running"})
+    patch = next(a for a in p.actions if isinstance(a, Patch))
+    assert (patch.kind, patch.name, patch.body["data"]["hostfile"]) == ("ConfigMap", "ds-deepspeed", hostfile(after))
+    removed = [f"ds-worker-{i}" for i in range(after, before)]
+    assert p.deletes("Pod") == ["ds-worker-0", *removed]
+    assert p.creates("Pod") == [f"ds-worker-{i}" for i in range(before, after)]
+    assert "ReplicaRecreated" in [e.reason for e in p.events]
+    assert p.status["backoffCount"] == 0  # a rescale is not a failure
+
+
+def test_a_steady_elastic_job_touches_nothing():
+    pods, cm, status = _running(elastic(3), 3)
+    p = run(elastic(3), *pods, cm, status={**status, "phase": "Running"})
+    assert p.deletes() == [] and p.patches() == [] and p.creates("Pod") == []
+    assert p.status["elastic"]["currentReplicas"] == 3
