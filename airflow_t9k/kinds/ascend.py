@@ -168,7 +168,7 @@ class AscendJob(JobKind):
     def wants_services(self, job: Obj, rtype: str) -> bool:
         return rtype == self.leader(job)
 
-    def service_spec(self, job: Obj) -> Obj:
+    def service_spec(self, job: Obj, rtype: str) -> Obj:
         return {}  # a cluster IP: MindCluster hands pods an IP, not a DNS name
 
     def pod_inputs(self, job: Obj, services: Mapping[str, Obj]) -> Obj | None:

@@ -168,7 +168,11 @@ class JobKind:
     def wants_services(self, job: Obj, rtype: str) -> bool:
         return bool(self.service_ports(job))
 
-    def service_spec(self, job: Obj) -> Obj:
+    def ports_for(self, job: Obj, rtype: str) -> list[Obj]:
+        """The ports of one replica type's Services (the job's ``service_ports`` unless a kind differs per type)."""
+        return self.service_ports(job)
+
+    def service_spec(self, job: Obj, rtype: str) -> Obj:
         """Service fields besides selector and ports. Headless by default: the name resolves
         straight to the pod IP, as distributed frameworks expect, and costs no cluster IP."""
         return {"clusterIP": "None", "publishNotReadyAddresses": True}

@@ -3,7 +3,8 @@
 No Flink operator is assumed: the JobManager and the TaskManagers are pods of the job, named
 ``<job>-flinkcluster-jobmanager-0`` and ``<job>-flinkcluster-taskmanager-<i>``, restarted
 whenever they end (as a Deployment would), with a Service ``<job>-flinkcluster-jobmanager``
-(ports rpc 6123, blob 6124, query 6125, ui 8081; its type from ``jobManager.accessScope``).
+(ports rpc 6123, blob 6124, query 6125, ui 8081; its type from ``jobManager.accessScope``) and a
+headless Service per TaskManager, named as its pod (data 6121, rpc 6122).
 Once the cluster runs, the submit Job ``<job>-batchjob`` is created from ``jobTemplate`` with
 ``FLINK_MASTER=<jobmanager Service>:8081`` in every container; its ``Complete`` or ``Failed``
 condition decides the BeamJob. ``runPolicy.cleanUpCluster`` deletes the cluster at the end.
@@ -71,7 +72,9 @@ class BeamJob(JobKind):
         return f"{job['metadata']['name']}-flinkcluster-{rtype}-{rank}"
 
     def service_name(self, job: Obj, rtype: str, rank: int) -> str:
-        return f"{job['metadata']['name']}-flinkcluster-{rtype}"
+        # One JobManager Service (what clients address); one per TaskManager, named as its pod.
+        base = f"{job['metadata']['name']}-flinkcluster-{rtype}"
+        return base if rtype == JOBMANAGER else f"{base}-{rank}"
 
     def submit_name(self, job: Obj) -> str:
         return f"{job['metadata']['name']}-batchjob"
@@ -151,12 +154,15 @@ class BeamJob(JobKind):
 
     # -- children -------------------------------------------------------------------------
     def service_ports(self, job: Obj) -> list[Obj]:
-        return [{"name": n, "port": p} for n, p in self.ports(_cluster(job).get("jobManager") or {}, JM_PORTS).items()]
+        return self.ports_for(job, JOBMANAGER)
 
-    def wants_services(self, job: Obj, rtype: str) -> bool:
-        return rtype == JOBMANAGER
+    def ports_for(self, job: Obj, rtype: str) -> list[Obj]:
+        section, defaults = ("jobManager", JM_PORTS) if rtype == JOBMANAGER else ("taskManager", TM_PORTS)
+        return [{"name": n, "port": p} for n, p in self.ports(_cluster(job).get(section) or {}, defaults).items()]
 
-    def service_spec(self, job: Obj) -> Obj:
+    def service_spec(self, job: Obj, rtype: str) -> Obj:
+        if rtype == TASKMANAGER:
+            return super().service_spec(job, rtype)  # headless: a stable DNS name per TaskManager
         return copy.deepcopy(ACCESS_SCOPES[(_cluster(job).get("jobManager") or {}).get("accessScope", "Cluster")])
 
     def cluster_running(self, job: Obj, observed: Children) -> bool:

@@ -49,6 +49,8 @@ def test_manual_example_runs_the_cluster_then_the_submit_job_and_cleans_up(jobs,
     svc = jobs.core.read_namespaced_service("bj-flinkcluster-jobmanager", jobs.ns)
     assert svc.spec.cluster_ip not in (None, "None") and [p.port for p in svc.spec.ports] == [6123, 6124, 6125, 8081]
     assert running["jobURL"] == f"http://bj-flinkcluster-jobmanager.{jobs.ns}.svc:8081"
+    tm = jobs.core.read_namespaced_service(TM1, jobs.ns)
+    assert tm.spec.cluster_ip == "None" and [p.port for p in tm.spec.ports] == [6121, 6122]
     batch = client.BatchV1Api(jobs.core.api_client)
     wait_until(lambda: len(submit_pods(jobs)) == 1, what="submit pod created by the Job controller")
     submit = batch.read_namespaced_job("bj-batchjob", jobs.ns)
@@ -63,7 +65,7 @@ def test_manual_example_runs_the_cluster_then_the_submit_job_and_cleans_up(jobs,
     assert jobs.condition(KIND, "bj", "Completed")["reason"] == "JobComplete"
     assert done["jobStatus"][0]["phase"] == "Succeeded"
     wait_until(lambda: not any(n.startswith("bj-flinkcluster") for n in jobs.live_pods("bj")), what="Flink cluster cleaned up")
-    assert [s.metadata.name for s in jobs.core.list_namespaced_service(jobs.ns).items] == []
+    assert [s.metadata.name for s in jobs.core.list_namespaced_service(jobs.ns).items] == []  # TaskManager Services too
 
 
 def test_submit_job_failure_fails_the_beam_job_and_keeps_the_cluster(jobs, controller):

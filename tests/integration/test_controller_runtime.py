@@ -59,6 +59,8 @@ def test_work_done_while_the_controller_was_down_is_picked_up(jobs, controller_f
     assert sorted(after) == ["gj-worker-0", "gj-worker-1", "gj-worker-2"]
     assert after["gj-worker-0"].metadata.uid == before["gj-worker-0"]
     assert after["gj-worker-1"].metadata.annotations["batch.tensorstack.dev/restart-count"] == "1"
+    # Let the second controller record the final state (all three running) before it stops.
+    wait_until(lambda: jobs.get("GenericJob", "gj")["status"]["aggregate"]["running"] == 3, what="gj settled")
     second.stop()
     third = controller_factory()  # a clean restart changes nothing
     wait_until(lambda: third.metrics().get("reconcile", 0) >= 2, what="third controller reconciled")

@@ -166,9 +166,9 @@ def apply_override(kind: JobKind, pod_spec: Obj, override: ModeOverride) -> None
 def build_service(kind: JobKind, job: Obj, slot: Slot) -> Obj:
     ports = [
         {"name": p["name"], "port": p["port"], "targetPort": p.get("targetPort", p["port"]), "protocol": p.get("protocol", "TCP")}
-        for p in kind.service_ports(job)
+        for p in kind.ports_for(job, slot.type)
     ]
-    spec: Obj = {**kind.service_spec(job), "selector": replica_selector(job, slot.type, slot.rank), "ports": ports}
+    spec: Obj = {**kind.service_spec(job, slot.type), "selector": replica_selector(job, slot.type, slot.rank), "ports": ports}
     return {
         "apiVersion": "v1",
         "kind": "Service",

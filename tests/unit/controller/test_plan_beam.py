@@ -45,20 +45,20 @@ def submit(condition: str | None = None, active: int = 1, reason: str = "", mess
     return {"kind": "Job", "metadata": {"name": "b-batchjob", "uid": "uid-batch"}, "status": {"active": active, "conditions": conditions}}
 
 
-def svc() -> dict:
-    return {"kind": "Service", "metadata": {"name": SVC, "uid": "uid-svc", "labels": {"batch.tensorstack.dev/replica-type": "jobmanager"}}}
+def svc(name: str = SVC, rtype: str = "jobmanager") -> dict:
+    return {"kind": "Service", "metadata": {"name": name, "uid": f"uid-{name}", "labels": {"batch.tensorstack.dev/replica-type": rtype}}}
 
 
-CLUSTER = (fpod(JM), fpod(TM0), fpod(TM1), svc())
+CLUSTER = (fpod(JM), fpod(TM0), fpod(TM1), svc(), svc(TM0, "taskmanager"), svc(TM1, "taskmanager"))
 
 
-def manifest(p, name):
-    return next(a.manifest for a in p.actions if isinstance(a, Create) and a.name == name)
+def manifest(p, name, kind="Pod"):
+    return next(a.manifest for a in p.actions if isinstance(a, Create) and a.name == name and a.kind in (kind, "Job"))
 
 
 def test_first_pass_creates_the_flink_cluster_but_not_the_submit_job():
     p = run(beam())
-    assert p.creates("Pod") == [JM, TM0, TM1] and p.creates("Service") == [SVC] and p.creates("Job") == []
+    assert p.creates("Pod") == [JM, TM0, TM1] and p.creates("Service") == [SVC, TM0, TM1] and p.creates("Job") == []
     assert p.status["phase"] == "Initializing"
     jm = manifest(p, JM)["spec"]["containers"][0]
     assert (jm["name"], jm["image"], jm["args"]) == ("jobmanager", "t9kpublic/flink:1.10.1", ["jobmanager"])
@@ -69,20 +69,22 @@ def test_first_pass_creates_the_flink_cluster_but_not_the_submit_job():
     assert env["FLINK_PROPERTIES"] == f"jobmanager.rpc.address: {SVC}\ntaskmanager.numberOfTaskSlots: 1\n"
     tm = manifest(p, TM1)["spec"]["containers"][0]
     assert tm["args"] == ["taskmanager"] and [x["containerPort"] for x in tm["ports"]] == [6121, 6122]
-    service = manifest(p, SVC)["spec"]
+    service = manifest(p, SVC, "Service")["spec"]
     assert "clusterIP" not in service and [x["port"] for x in service["ports"]] == [6123, 6124, 6125, 8081]
+    tm_svc = manifest(p, TM1, "Service")["spec"]
+    assert tm_svc["clusterIP"] == "None" and [x["port"] for x in tm_svc["ports"]] == [6121, 6122]
     assert cond(p, "ClusterRunning")["status"] == "False"
 
 
 @pytest.mark.parametrize(("scope", "fields"), [("NodePort", {"type": "NodePort"}), ("Headless", {"clusterIP": "None"}),
                                                ("External", {"type": "LoadBalancer"})])  # fmt: skip
 def test_access_scope_decides_the_service_type(scope, fields):
-    service = manifest(run(beam(jobManager={"accessScope": scope})), SVC)["spec"]
+    service = manifest(run(beam(jobManager={"accessScope": scope})), SVC, "Service")["spec"]
     assert {k: service.get(k) for k in fields} == fields
 
 
 def test_the_submit_job_follows_once_the_cluster_runs():
-    assert run(beam(), fpod(JM), fpod(TM0, "Pending"), fpod(TM1), svc()).creates("Job") == []
+    assert run(beam(), fpod(JM), fpod(TM0, "Pending"), fpod(TM1), *CLUSTER[3:]).creates("Job") == []
     p = run(beam(), *CLUSTER, status={"phase": "Initializing"})
     assert p.creates("Job") == ["b-batchjob"] and p.status["phase"] == "Running"
     job = manifest(p, "b-batchjob")
@@ -98,7 +100,7 @@ def test_the_submit_job_follows_once_the_cluster_runs():
 
 @pytest.mark.parametrize(
     ("cleanup", "deleted"),
-    [(True, [JM, TM0, TM1, SVC]), (False, []), (None, [])],
+    [(True, [JM, TM0, TM1, SVC, TM0, TM1]), (False, []), (None, [])],
     ids=["clean-up", "keep", "default-keeps"],
 )
 def test_the_submit_job_completing_decides_success_and_clean_up(cleanup, deleted):
@@ -121,10 +123,10 @@ def test_the_submit_job_failing_fails_the_beam_job_with_its_reason():
 
 @pytest.mark.parametrize("phase", ["Failed", "Succeeded"])
 def test_cluster_pods_come_back_whenever_they_end(phase):
-    p = run(beam(), fpod(JM), fpod(TM0, phase, 1 if phase == "Failed" else 0), fpod(TM1), svc(), submit(), status={"phase": "Running"})
+    p = run(beam(), fpod(JM), fpod(TM0, phase, 1 if phase == "Failed" else 0), fpod(TM1), *CLUSTER[3:], submit(), status={"phase": "Running"})
     assert p.deletes("Pod") == [TM0] and p.status["phase"] == "Running"
     many = run(beam(), fpod(JM), {**fpod(TM0, "Failed", 137), "metadata": {**fpod(TM0)["metadata"],
-               "annotations": {"batch.tensorstack.dev/restart-count": "500"}}}, fpod(TM1), svc(), status={"phase": "Running"})  # fmt: skip
+               "annotations": {"batch.tensorstack.dev/restart-count": "500"}}}, fpod(TM1), *CLUSTER[3:], status={"phase": "Running"})  # fmt: skip
     assert many.deletes("Pod") == [TM0]
 
 
