@@ -4,12 +4,15 @@ The order of decisions, for a job that has not finished:
 
 1. an invalid spec fails the job with a condition naming the problem, and touches nothing;
 2. Pause mode deletes every pod (phase ``Paused``);
-3. otherwise failure rules, then success rules, are checked against the replicas'
-   outcomes (Debug mode skips this); a job whose replicas have all ended without
-   satisfying a rule fails rather than hanging;
+3. otherwise a kind's own verdict (BeamJob: its submit Job), then failure rules, then
+   success rules, are checked against the replicas' outcomes (Debug mode skips this); a
+   job whose replicas have all ended without satisfying a rule fails rather than hanging;
 4. missing children are created, and failed replicas whose restart policy allows it are
    deleted, to be recreated under the same name by a later pass;
 5. a job that just finished applies its clean-up policy.
+
+Kinds whose API is not T9k's (AscendJob) are planned in T9k's status shape: ``plan``
+translates their status in and out around the core.
 
 A finished job is only cleaned up; its phase never changes again.
 """
