@@ -179,7 +179,7 @@ class AscendJob(JobKind):
         ip = ((svc or {}).get("spec") or {}).get("clusterIP")
         return {"ip": ip} if ip and ip != "None" else None
 
-    def ranks(self, job: Obj, spec: ReplicaSpec, rank: int) -> int:
+    def global_rank(self, job: Obj, spec: ReplicaSpec, rank: int) -> int:
         """The leader is 0; workers follow it (MindSpore workers count from 0: its scheduler has no rank)."""
         leader = self.leader(job)
         if spec.type == leader or leader is None or self.framework(job) == "mindspore":
@@ -209,7 +209,7 @@ class AscendJob(JobKind):
         per_pod = max(npus(spec.template), 1)  # a CPU-only pod runs one process
         npu_pods = sum(s.replicas for s in specs if npus(s.template)) or sum(s.replicas for s in specs)
         world = str(per_pod * npu_pods)
-        own_rank = str(self.ranks(job, spec, rank))
+        own_rank = str(self.global_rank(job, spec, rank))
         ip, port = inputs.get("ip", ""), str(self.port(job))
         is_leader = spec.type == self.leader(job)
         if framework == "pytorch":
@@ -226,7 +226,8 @@ class AscendJob(JobKind):
             set_env(main, {"MS_SCHED_PORT": port, "MS_ROLE": role, "MS_NODE_RANK": own_rank, "MS_SERVER_NUM": "0",
                            "MS_LOCAL_WORKER": str(per_pod), "MS_WORKER_NUM": world,
                            "NPU_POD": str(npus(spec.template) > 0).lower()})  # fmt: skip
-            _set_address(main, "MS_SCHED_HOST", None if is_leader else ip)
+            if "ip" in inputs or is_leader:  # a lone MindSpore worker has no scheduler to find
+                _set_address(main, "MS_SCHED_HOST", None if is_leader else ip)
 
     # -- status ---------------------------------------------------------------------------
     def core_status(self, status: Obj | None) -> Obj | None:

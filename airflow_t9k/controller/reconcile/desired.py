@@ -143,7 +143,7 @@ def build_pod(kind: JobKind, job: Obj, slot: Slot, restarts: int, resumed: bool,
         "spec": pod_spec,
     }
     kind.customize_pod(job, slot.spec, slot.rank, pod)
-    if inputs:
+    if inputs is not None:
         kind.bind_inputs(job, slot.spec, slot.rank, pod, inputs)
     override = mode_override(kind, job, slot.type, resumed)
     if override:

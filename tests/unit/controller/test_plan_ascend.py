@@ -105,7 +105,9 @@ def test_pods_carry_kubeflow_labels_the_port_and_a_cpu_only_pod_counts_as_one_pr
 def test_a_lone_mindspore_worker_needs_no_service():
     p = run(ascend("mindspore", ("Worker", 1), npus=1))
     assert p.creates() == ["ac-worker-0"]
-    assert "MS_SCHED_HOST" not in env_of(p, "ac-worker-0")
+    env = env_of(p, "ac-worker-0")
+    assert "MS_SCHED_HOST" not in env
+    assert (env["MS_ROLE"], env["MS_WORKER_NUM"], env["MS_NODE_RANK"], env["NPU_POD"]) == ("MS_WORKER", "1", "0", "true")
 
 
 def test_a_named_port_is_used_for_the_service_and_the_env():
