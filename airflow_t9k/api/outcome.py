@@ -54,12 +54,13 @@ class JobState:
         }
 
 
-def _condition(status: Obj, type_: str) -> Obj | None:
+def condition(status: Obj, type_: str) -> Obj | None:
+    """The condition of that type in a status (a job's, or a batch Job's), True or not."""
     return next((c for c in status.get("conditions") or [] if c.get("type") == type_), None)
 
 
-def _true(status: Obj, type_: str) -> Obj | None:
-    c = _condition(status, type_)
+def true_condition(status: Obj, type_: str) -> Obj | None:
+    c = condition(status, type_)
     return c if c and c.get("status") == "True" else None
 
 
@@ -70,23 +71,23 @@ def interpret(job: Obj | None) -> JobState:
     status: Obj = job.get("status") or {}
     phase = status.get("phase")
     if phase is None:  # condition-only kinds (AscendJob)
-        if _true(status, "Failed"):
+        if true_condition(status, "Failed"):
             phase = FAILED
-        elif _true(status, "Succeeded") or _true(status, "Completed"):
+        elif true_condition(status, "Succeeded") or true_condition(status, "Completed"):
             phase = SUCCEEDED
-        elif _true(status, "Running"):
+        elif true_condition(status, "Running"):
             phase = "Running"
-        elif _true(status, "Restarting"):
+        elif true_condition(status, "Restarting"):
             phase = "Restarting"
-        elif _true(status, "Created"):
+        elif true_condition(status, "Created"):
             phase = "Created"
     decisive = None
     if phase == FAILED:
-        decisive = _true(status, "Failed")
+        decisive = true_condition(status, "Failed")
     elif phase == SUCCEEDED:
-        decisive = _true(status, "Completed") or _true(status, "Succeeded")
+        decisive = true_condition(status, "Completed") or true_condition(status, "Succeeded")
     elif phase == "Paused":
-        decisive = _true(status, "Paused")
+        decisive = true_condition(status, "Paused")
     failed, pods = [], []
     for task in status.get("tasks") or []:
         for replica in task.get("status") or []:
@@ -100,5 +101,5 @@ def interpret(job: Obj | None) -> JobState:
         aggregate={k: int(v) for k, v in (status.get("aggregate") or {}).items() if isinstance(v, int)},
         failed_replicas=tuple(n for n in failed if n),
         replica_pods=tuple(n for n in pods if n),
-        replica_failure=str((_true(status, "ReplicaFailure") or {}).get("message") or ""),
+        replica_failure=str((true_condition(status, "ReplicaFailure") or {}).get("message") or ""),
     )

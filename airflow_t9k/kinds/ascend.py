@@ -12,7 +12,6 @@ AllWorkers both mean that today). Status is Kubeflow's ``JobStatus`` (kubeflow_s
 
 from __future__ import annotations
 
-from collections.abc import Mapping
 from datetime import datetime
 from airflow_t9k.api.resources import RESOURCES
 from airflow_t9k.kinds import kubeflow_status
@@ -171,11 +170,11 @@ class AscendJob(JobKind):
     def service_spec(self, job: Obj, rtype: str) -> Obj:
         return {}  # a cluster IP: MindCluster hands pods an IP, not a DNS name
 
-    def pod_inputs(self, job: Obj, services: Mapping[str, Obj]) -> Obj | None:
+    def pod_inputs(self, job: Obj, observed: Children) -> Obj | None:
         leader = self.leader(job)
         if leader is None:
             return {}
-        svc = services.get(self.service_name(job, leader, 0))
+        svc = observed.services.get(self.service_name(job, leader, 0))
         ip = ((svc or {}).get("spec") or {}).get("clusterIP")
         return {"ip": ip} if ip and ip != "None" else None
 

@@ -180,7 +180,7 @@ class JobKind:
     def customize_pod(self, job: Obj, spec: ReplicaSpec, rank: int, pod: Obj) -> None:
         """Inject the kind's env, volumes and command into ``pod`` (in place)."""
 
-    def pod_inputs(self, job: Obj, services: Mapping[str, Obj]) -> Obj | None:
+    def pod_inputs(self, job: Obj, observed: Children) -> Obj | None:
         """Values pods need from children that must exist first (e.g. a Service's cluster IP).
 
         None means "not yet": the core creates the other children and waits for them.

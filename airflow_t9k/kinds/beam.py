@@ -15,6 +15,7 @@ from __future__ import annotations
 import copy
 from datetime import datetime
 
+from airflow_t9k.api.outcome import true_condition
 from airflow_t9k.api.resources import RESOURCES
 from airflow_t9k.kinds.base import (
     LABEL_JOB,
@@ -56,10 +57,8 @@ def _cluster(job: Obj) -> Obj:
 
 
 def _condition(obj: Obj | None, type_: str) -> Obj | None:
-    for c in ((obj or {}).get("status") or {}).get("conditions") or []:
-        if c.get("type") == type_ and c.get("status") == "True":
-            return c
-    return None
+    """A True condition of a child (the submit Job)."""
+    return true_condition((obj or {}).get("status") or {}, type_)
 
 
 class BeamJob(JobKind):

@@ -13,6 +13,8 @@ import copy
 from datetime import datetime
 from typing import Any
 
+from airflow_t9k.api.outcome import condition, true_condition
+
 Obj = dict[str, Any]
 
 KEPT = ("tasks", "backoffCount", "startTime", "observedGeneration")
@@ -22,32 +24,22 @@ def _stamp(now: datetime) -> str:
     return now.strftime("%Y-%m-%dT%H:%M:%SZ")
 
 
-def _get(conditions: list[Obj], type_: str) -> Obj | None:
-    return next((c for c in conditions if c.get("type") == type_), None)
-
-
-def _true(conditions: list[Obj], type_: str) -> bool:
-    c = _get(conditions, type_)
-    return bool(c and c.get("status") == "True")
-
-
 def to_core(status: Obj | None) -> Obj | None:
     """What the core needs from a Kubeflow-style status: phase, conditions, restart counts."""
     if not status:
         return status
-    conditions = status.get("conditions") or []
     core: Obj = {k: copy.deepcopy(status[k]) for k in KEPT if k in status}
     core_conditions: list[Obj] = []
-    if _true(conditions, "Failed"):
+    if true_condition(status, "Failed"):
         core["phase"] = "Failed"
-    elif _true(conditions, "Succeeded"):
+    elif true_condition(status, "Succeeded"):
         core["phase"] = "Succeeded"
-    elif _true(conditions, "Running") or _true(conditions, "Restarting"):
+    elif true_condition(status, "Running") or true_condition(status, "Restarting"):
         core["phase"] = "Running"
-    elif _get(conditions, "Created") is not None:
+    elif condition(status, "Created") is not None:
         core["phase"] = "Pending"
     for public, internal in (("Succeeded", "Completed"), ("Failed", "Failed"), ("Running", "Running")):
-        c = _get(conditions, public)
+        c = condition(status, public)
         if c is not None:
             core_conditions.append({**{k: c[k] for k in ("status", "reason", "message", "lastTransitionTime") if k in c},
                                     "type": internal})  # fmt: skip
@@ -64,9 +56,12 @@ class _Conditions:
         self.items = copy.deepcopy(old)
         self.now = _stamp(now)
 
+    def find(self, type_: str) -> Obj | None:
+        return condition({"conditions": self.items}, type_)
+
     def set(self, type_: str, status: bool, reason: str, message: str) -> bool:
         value = "True" if status else "False"
-        current = _get(self.items, type_)
+        current = self.find(type_)
         if current is not None and current.get("status") == value:
             current.update(reason=reason, message=message)
             return False
@@ -78,7 +73,7 @@ class _Conditions:
 
     def clear(self, type_: str, reason: str, message: str) -> None:
         """Set False only if it was ever set."""
-        if _get(self.items, type_) is not None:
+        if self.find(type_) is not None:
             self.set(type_, False, reason, message)
 
 
@@ -94,16 +89,15 @@ def from_core(job: Obj, core: Obj, restarting: bool, now: datetime, selector: di
     conds = _Conditions(old.get("conditions") or [], now)
     conds.set("Created", True, f"{kind}Created", f"{kind} {name} is created.")
     phase = core.get("phase")
-    core_conditions = core.get("conditions") or []
     tasks = core.get("tasks") or []
     replicas = [r for t in tasks for r in t.get("status") or []]
     all_running = bool(replicas) and all(r.get("phase") == "Running" for r in replicas)
     if phase in ("Succeeded", "Failed"):
-        decisive = _get(core_conditions, "Completed" if phase == "Succeeded" else "Failed") or {}
+        decisive = condition(core, "Completed" if phase == "Succeeded" else "Failed") or {}
         conds.set("Running", False, f"{kind}{phase}", f"{kind} {name} has {phase.lower()}.")
         conds.clear("Restarting", f"{kind}{phase}", f"{kind} {name} has {phase.lower()}.")
         conds.set(phase, True, str(decisive.get("reason") or f"{kind}{phase}"), str(decisive.get("message") or ""))
-    elif restarting or (_true(old.get("conditions") or [], "Restarting") and not all_running):
+    elif restarting or (true_condition(old, "Restarting") and not all_running):
         message = f"{kind} {name} is restarting: a replica failed and its restart policy allows a restart."
         conds.set("Running", False, f"{kind}Restarting", message)
         conds.set("Restarting", True, f"{kind}Restarting", message)

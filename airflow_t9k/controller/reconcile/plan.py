@@ -126,7 +126,7 @@ def _plan(kind: JobKind, job: Obj, observed: Observed, now: datetime) -> Plan:
         # Only pods about to be created are rendered, but all of them at once: on the first
         # pass that is every pod, so a bad variable fails the job before anything exists.
         resumed = sb.condition("Paused") is not None
-        inputs = kind.pod_inputs(job, observed.services)
+        inputs = kind.pod_inputs(job, observed)
         rendered = (
             {} if inputs is None else
             {s.slot.pod_name: build_pod(kind, job, s.slot, 0, resumed, inputs) for s in states if s.pod is None}
