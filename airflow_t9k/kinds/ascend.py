@@ -13,6 +13,7 @@ AllWorkers both mean that today). Status is Kubeflow's ``JobStatus`` (kubeflow_s
 from __future__ import annotations
 
 from datetime import datetime
+
 from airflow_t9k.api.resources import RESOURCES
 from airflow_t9k.kinds import kubeflow_status
 from airflow_t9k.kinds.base import (
