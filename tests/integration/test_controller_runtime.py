@@ -4,6 +4,8 @@ from __future__ import annotations
 
 import time
 import uuid
+from collections.abc import Iterator
+from contextlib import contextmanager
 from pathlib import Path
 
 import pytest
@@ -68,25 +70,29 @@ def test_work_done_while_the_controller_was_down_is_picked_up(jobs, controller_f
     assert third.metrics().get("status_write", 0) == 0
 
 
-def test_controller_refuses_to_fight_the_t9k_platform(api_client, jobs, controller_factory):
+@contextmanager
+def crd_owned_by(api_client, name: str, owner: str) -> Iterator[None]:
+    """Relabel one of our CRDs as another controller's for the test, then give it back."""
     ext = client.ApiextensionsV1Api(api_client)
-    name = "genericjobs.batch.tensorstack.dev"
-    ext.patch_custom_resource_definition(name, {"metadata": {"labels": {"app.kubernetes.io/managed-by": "t9k-platform"}}})
+    ext.patch_custom_resource_definition(name, {"metadata": {"labels": {"app.kubernetes.io/managed-by": owner}}})
     try:
+        yield
+    finally:
+        ext.patch_custom_resource_definition(name, {"metadata": {"labels": {"app.kubernetes.io/managed-by": "airflow-t9k"}}})
+
+
+def test_controller_refuses_to_fight_the_t9k_platform(api_client, jobs, controller_factory):
+    with crd_owned_by(api_client, "genericjobs.batch.tensorstack.dev", "t9k-platform"):
         proc = controller_factory(wait=False)
         assert proc.wait_exit(30) == 3
         assert "not installed by airflow-t9k" in proc.tail()
         forced = controller_factory("--force")
         assert forced.proc.poll() is None
-    finally:
-        ext.patch_custom_resource_definition(name, {"metadata": {"labels": {"app.kubernetes.io/managed-by": "airflow-t9k"}}})
 
 
 def test_kind_flag_leaves_ascendjobs_to_mindcluster(api_client, jobs, controller_factory):
-    ext = client.ApiextensionsV1Api(api_client)
     name = "ascendjobs.mindxdl.gitee.com"
-    ext.patch_custom_resource_definition(name, {"metadata": {"labels": {"app.kubernetes.io/managed-by": "mindcluster"}}})
-    try:
+    with crd_owned_by(api_client, name, "mindcluster"):
         refused = controller_factory(wait=False)
         assert refused.wait_exit(30) == 3 and f"CRD {name} was not installed by airflow-t9k" in refused.tail()
         only_generic = controller_factory("--kind", "GenericJob")
@@ -97,8 +103,6 @@ def test_kind_flag_leaves_ascendjobs_to_mindcluster(api_client, jobs, controller
         jobs.wait_phase("GenericJob", "gj", "Running")
         assert "reconciling GenericJob in" in only_generic.tail()
         assert jobs.get("AscendJob", "ac").get("status") is None and jobs.pods("ac") == {}
-    finally:
-        ext.patch_custom_resource_definition(name, {"metadata": {"labels": {"app.kubernetes.io/managed-by": "airflow-t9k"}}})
 
 
 def _rbac_kubeconfig(api_client, cluster, namespace, manifest: str, tmp_path) -> tuple[Path, list]:

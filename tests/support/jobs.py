@@ -52,6 +52,15 @@ class Jobs:
         job["metadata"].pop("namespace", None)
         return self.api.create_namespaced_custom_object(*self._r(job["kind"]), job)
 
+    def rejected(self, job: Obj) -> str:
+        """Create a job the API server must refuse at admission (422); the refusal's text."""
+        try:
+            self.create(job)
+        except ApiException as exc:
+            assert exc.status == 422, exc.body
+            return str(exc.body)
+        raise AssertionError(f"the API server accepted {job['kind']} {job['metadata'].get('name')}")
+
     def get(self, kind: str, name: str) -> Obj:
         return self.api.get_namespaced_custom_object(*self._r(kind), name)
 
