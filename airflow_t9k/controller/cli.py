@@ -9,8 +9,8 @@ import signal
 from typing import Any
 
 from airflow_t9k.api.resources import RESOURCES, resource_for
-from airflow_t9k.controller.k8s.client import Kube, load_api_client
-from airflow_t9k.controller.k8s.errors import ApiError, Forbidden, NotFound
+from airflow_t9k.k8s.client import Kube, load_api_client
+from airflow_t9k.k8s.errors import ApiError, Forbidden, NotFound
 from airflow_t9k.controller.runner import Controller, Settings
 from airflow_t9k.kinds.base import LABEL_MANAGED_BY, MANAGED_BY
 from airflow_t9k.kinds.registry import KINDS

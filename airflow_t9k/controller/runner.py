@@ -11,10 +11,10 @@ from typing import Any
 
 from airflow_t9k.api.paths import child_path, job_path
 from airflow_t9k.api.resources import RESOURCES, resource_for
-from airflow_t9k.controller.k8s.apply import Executor
-from airflow_t9k.controller.k8s.client import Kube
-from airflow_t9k.controller.k8s.errors import Conflict
-from airflow_t9k.controller.k8s.informer import Informer
+from airflow_t9k.controller.apply import Executor
+from airflow_t9k.k8s.client import Kube
+from airflow_t9k.k8s.errors import Conflict
+from airflow_t9k.k8s.informer import Informer
 from airflow_t9k.controller.queue import WorkQueue
 from airflow_t9k.controller.reconcile import Observed, plan
 from airflow_t9k.kinds.base import LABEL_MANAGED_BY, MANAGED_BY

@@ -17,8 +17,8 @@ from kubernetes_asyncio import client as async_client
 
 from airflow_t9k.api.paths import child_path, job_path
 from airflow_t9k.api.resources import resource_for
-from airflow_t9k.controller.k8s.client import Kube
-from airflow_t9k.controller.k8s.errors import ApiError, NotFound, from_response
+from airflow_t9k.k8s.client import Kube
+from airflow_t9k.k8s.errors import ApiError, NotFound, from_response
 
 Obj = dict[str, Any]
 JOB_NAME_LABEL = "batch.tensorstack.dev/job-name"

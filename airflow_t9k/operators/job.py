@@ -26,7 +26,7 @@ from airflow.sdk.exceptions import AirflowException, AirflowTaskTimeout
 
 from airflow_t9k.api.outcome import JobState, interpret
 from airflow_t9k.api.resources import resource_for
-from airflow_t9k.controller.k8s.errors import AlreadyExists
+from airflow_t9k.k8s.errors import AlreadyExists
 from airflow_t9k.hooks.t9k import T9kHook
 from airflow_t9k.kinds.registry import KINDS
 from airflow_t9k.links import XCOM_IDENTITY, T9kJobLink

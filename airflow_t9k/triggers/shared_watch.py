@@ -12,7 +12,7 @@ import logging
 from collections.abc import Callable, Hashable
 from typing import Any
 
-from airflow_t9k.controller.k8s.informer import Informer
+from airflow_t9k.k8s.informer import Informer
 from airflow_t9k.hooks.t9k import AsyncT9kHook
 
 Obj = dict[str, Any]

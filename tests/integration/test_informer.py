@@ -9,8 +9,8 @@ import asyncio
 import pytest
 
 from airflow_t9k.api.paths import child_path
-from airflow_t9k.controller.k8s.client import Kube, load_api_client
-from airflow_t9k.controller.k8s.informer import Informer
+from airflow_t9k.k8s.client import Kube, load_api_client
+from airflow_t9k.k8s.informer import Informer
 
 
 async def _until(check, timeout=20.0):

@@ -17,9 +17,9 @@ from typing import Any
 
 from airflow_t9k.api.paths import child_path, job_path
 from airflow_t9k.api.resources import resource_for
-from airflow_t9k.controller.k8s.client import Kube
-from airflow_t9k.controller.k8s.errors import AlreadyExists, Conflict, Invalid, NotFound
-from airflow_t9k.controller.k8s.informer import Informer
+from airflow_t9k.k8s.client import Kube
+from airflow_t9k.k8s.errors import AlreadyExists, Conflict, Invalid, NotFound
+from airflow_t9k.k8s.informer import Informer
 from airflow_t9k.controller.reconcile import CreateSSHSecret, Delete, Emit, Patch, Plan
 from airflow_t9k.controller.reconcile.actions import Action
 from airflow_t9k.controller.reconcile.plan import rejected

@@ -12,8 +12,8 @@ import logging
 from collections.abc import Callable
 from typing import Any
 
-from airflow_t9k.controller.k8s.client import Kube
-from airflow_t9k.controller.k8s.errors import ApiError, Gone
+from airflow_t9k.k8s.client import Kube
+from airflow_t9k.k8s.errors import ApiError, Gone
 
 Obj = dict[str, Any]
 Key = tuple[str, str]  # (namespace, name)

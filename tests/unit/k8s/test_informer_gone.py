@@ -11,8 +11,8 @@ import pytest
 from aiohttp import web
 from kubernetes_asyncio import client as k8s_client
 
-from airflow_t9k.controller.k8s.client import Kube
-from airflow_t9k.controller.k8s.informer import Informer
+from airflow_t9k.k8s.client import Kube
+from airflow_t9k.k8s.informer import Informer
 
 PATH = "/api/v1/namespaces/ns/configmaps"
 

@@ -13,7 +13,7 @@ from typing import Any
 from kubernetes_asyncio import client as k8s_client
 from kubernetes_asyncio import config as k8s_config
 
-from airflow_t9k.controller.k8s.errors import from_response
+from airflow_t9k.k8s.errors import from_response
 
 Obj = dict[str, Any]
 
