@@ -8,13 +8,13 @@ import pytest
 
 from tests.support.cluster import wait_until
 from tests.support.kubelet import set_pod_terminated
-from tests.support.seeds import seed_yaml
+from tests.support.manifests import manifest
 
 KIND = "AscendJob"
 
 
 def seed() -> dict:
-    return seed_yaml("002", 0, fence="")
+    return manifest("ascendjob-pytorch")  # seed 002's example
 
 
 def small(name="ac", framework="pytorch", policy="Never", **spec):

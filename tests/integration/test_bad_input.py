@@ -8,7 +8,7 @@ import copy
 import pytest
 from kubernetes.client.exceptions import ApiException
 
-from tests.support.seeds import seed_yaml
+from tests.support.manifests import manifest
 
 
 def generic(name="bad", **spec):
@@ -33,7 +33,7 @@ def with_replica(**fields):
 
 
 def colossal(**spec):
-    job = seed_yaml("003", 0)
+    job = manifest("colossalaijob-example")
     job["metadata"]["name"] = "bad"
     job["spec"].update(spec)
     return job
@@ -64,7 +64,7 @@ ADMISSION = [
     ("no-replica-specs", generic(replicaSpecs=[]), "replicaSpecs"),
     ("colossalai-no-launcher", without(colossal(), "spec", "launcher"), "launcher"),
     ("colossalai-relative-sshd", colossal(ssh={"authMountPath": "/root/.ssh", "sshdPath": "usr/sbin/sshd"}), "sshdPath"),
-    ("colossalai-zero-proc", colossal(worker={**seed_yaml("003", 0)["spec"]["worker"], "procPerWorker": 0}), "procPerWorker"),
+    ("colossalai-zero-proc", colossal(worker={**manifest("colossalaijob-example")["spec"]["worker"], "procPerWorker": 0}), "procPerWorker"),
     ("pytorch-elastic-min-above-max", {"apiVersion": "batch.tensorstack.dev/v1beta1", "kind": "PyTorchTrainingJob",
                                        "metadata": {"name": "bad"}, "spec": {"elastic": {"enabled": True, "minReplicas": 4, "maxReplicas": 2},
                                        "replicaSpecs": generic()["spec"]["replicaSpecs"]}}, "minReplicas"),
@@ -99,7 +99,7 @@ CONTROLLER = [
     ("debug-spec-for-unknown-type", generic(runMode={"debug": {"enabled": True, "replicaSpecs": [{"type": "chief"}]}}), "runMode.debug"),
     ("pod-rejected-by-api-server", with_replica(template={"spec": {"containers": [{"name": "main"}]}}), "rejected Pod bad-worker-0"),
     ("colossalai-no-worker-container",
-     colossal(worker={**seed_yaml("003", 0)["spec"]["worker"], "template": {"spec": {"containers": [{"name": "x", "image": "i"}]}}}),
+     colossal(worker={**manifest("colossalaijob-example")["spec"]["worker"], "template": {"spec": {"containers": [{"name": "x", "image": "i"}]}}}),
      "container named 'worker'"),
 ]  # fmt: skip
 

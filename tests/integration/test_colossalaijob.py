@@ -6,14 +6,14 @@ import base64
 
 from tests.support.cluster import wait_until
 from tests.support.kubelet import set_pod_terminated
+from tests.support.manifests import manifest
 from tests.support.modes import debug_pause_resume
-from tests.support.seeds import seed_yaml
 
 KIND = "ColossalAIJob"
 
 
 def test_seed_example_produces_launcher_workers_secret_hostfile(jobs, controller):
-    jobs.create(seed_yaml("003", 0))
+    jobs.create(manifest("colossalaijob-example"))
     wait_until(lambda: len(jobs.pods("colossalai-example")) == 3, timeout=30, what="three pods")
     pods = jobs.pods("colossalai-example")
     assert sorted(pods) == ["colossalai-example-launcher", "colossalai-example-worker-0", "colossalai-example-worker-1"]
@@ -42,7 +42,7 @@ def test_seed_example_produces_launcher_workers_secret_hostfile(jobs, controller
 
 
 def _job(name="cai", **extra):
-    job = seed_yaml("003", 0)
+    job = manifest("colossalaijob-example")
     job["metadata"]["name"] = name
     job["spec"]["worker"]["template"]["spec"].pop("volumes")  # no PVC here: let the pods run
     job["spec"]["worker"]["template"]["spec"]["containers"][0].pop("volumeMounts")

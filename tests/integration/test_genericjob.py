@@ -6,7 +6,7 @@ import copy
 
 from tests.support.cluster import wait_until
 from tests.support.kubelet import set_pod_terminated
-from tests.support.seeds import seed_yaml
+from tests.support.manifests import manifest
 
 SIM = "sim.t9k.test"
 
@@ -33,7 +33,7 @@ def job(name: str = "gj", replicas: int = 2, annotations: dict | None = None, **
 
 
 def test_seed_example_produces_the_documented_pods(jobs, controller):
-    example = seed_yaml("001", 0)
+    example = manifest("genericjob-example")
     jobs.create(example)
     status = jobs.wait_phase("GenericJob", "generic-example", "Running")["status"]
     pods = jobs.pods("generic-example")
@@ -54,26 +54,25 @@ def test_seed_example_produces_the_documented_pods(jobs, controller):
 
 
 def test_seed_tf_config_example_needs_a_service_and_says_so(jobs, controller):
-    example = seed_yaml("001", 4)  # the TF_CONFIG example, which uses $(service...) without spec.service
+    example = manifest("genericjob-tf-config")
+    del example["spec"]["service"]  # as the specification prints it: $(service...) without spec.service
     jobs.create(example)
-    jobs.wait_phase("GenericJob", "generic-example", "Failed")
-    failed = jobs.condition("GenericJob", "generic-example", "Failed")
+    jobs.wait_phase("GenericJob", "generic-tf-example", "Failed")
+    failed = jobs.condition("GenericJob", "generic-tf-example", "Failed")
     assert failed["reason"] == "InvalidSpec"
     assert "needs spec.service, which is not set" in failed["message"]
-    assert jobs.pods("generic-example") == {}
+    assert jobs.pods("generic-tf-example") == {}
 
 
 def test_variables_and_services_read_back_from_the_api(jobs, controller):
-    example = seed_yaml("001", 4)
-    example["spec"]["service"] = {"ports": [{"name": "http", "port": 2222}]}
-    jobs.create(example)
-    jobs.wait_phase("GenericJob", "generic-example", "Running")
-    pods = jobs.pods("generic-example")
-    env = {e.name: e.value for e in pods["generic-example-worker-2"].spec.containers[0].env}
-    hosts = ",".join(f'"generic-example-worker-{i}:2222"' for i in range(4))
+    jobs.create(manifest("genericjob-tf-config"))
+    jobs.wait_phase("GenericJob", "generic-tf-example", "Running")
+    pods = jobs.pods("generic-tf-example")
+    env = {e.name: e.value for e in pods["generic-tf-example-worker-2"].spec.containers[0].env}
+    hosts = ",".join(f'"generic-tf-example-worker-{i}:2222"' for i in range(4))
     assert env["TF_CONFIG"] == '{"task":{"type":"worker","index":2},"cluster":{"worker":[' + hosts + "]}}"
     services = {s.metadata.name: s for s in jobs.core.list_namespaced_service(jobs.ns).items}
-    svc = services["generic-example-worker-2"]
+    svc = services["generic-tf-example-worker-2"]
     assert svc.spec.cluster_ip == "None"
     assert [(p.name, p.port) for p in svc.spec.ports] == [("http", 2222)]
     assert svc.spec.selector["batch.tensorstack.dev/replica-index"] == "2"
