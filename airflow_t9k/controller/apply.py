@@ -1,4 +1,4 @@
-"""Carry out a Plan: create and delete children, write status if it changed, record Events.
+"""Carry out a Plan: write status if it changed, then create and delete children, record Events.
 
 Every write is idempotent: AlreadyExists on create and NotFound on delete mean an earlier
 pass already did it. What the API returns goes straight into the informer cache, so the
@@ -40,12 +40,37 @@ class Executor:
         self.instance = os.environ.get("HOSTNAME", "local")
 
     async def apply(self, job: Obj, plan: Plan) -> None:
+        """Record the plan's decisions, then act on them.
+
+        Status goes first: a restart counted or a job finished is durable before any pod is
+        deleted or created because of it, and a status write refused for a stale
+        resourceVersion (Conflict) stops the pass before it acts. A pass repeated after a
+        crash in between finds the decision in status and does not take it again.
+        """
+        current = job
+        if plan.status != (job.get("status") or {}):
+            current = await self._write_status(job, plan.status)
+        problems = await self._act(job, plan.actions)
+        events = list(plan.events)
+        if problems:
+            status, extra = rejected(current, plan.status, problems, datetime.now(timezone.utc))
+            events += extra
+            if status != (current.get("status") or {}):
+                await self._write_status(current, status)
+        for event in events:
+            await self._event(job, event)
+
+    async def _act(self, job: Obj, actions: tuple[Action, ...]) -> list[str]:
+        """Carry out the actions, a few at a time; stop starting new ones once the job is gone."""
         ns = job["metadata"]["namespace"]
         # Children of one job are independent of each other: send them together, bounded.
         limit = asyncio.Semaphore(PARALLEL_WRITES)
 
         async def one(action: Action) -> str | None:
             async with limit:
+                if not isinstance(action, Delete) and self._job_gone(job):
+                    self.metrics["skipped_job_gone"] += 1
+                    return None
                 if isinstance(action, Delete):
                     await self._delete(ns, action)
                     return None
@@ -57,16 +82,17 @@ class Executor:
                     manifest["data"] = ssh_secret_data()
                 return await self._create(ns, manifest)
 
-        results = await asyncio.gather(*(one(a) for a in plan.actions))
-        problems = [p for p in results if p]
-        status, events = plan.status, list(plan.events)
-        if problems:
-            status, extra = rejected(job, status, problems, datetime.now(timezone.utc))
-            events += extra
-        if status != (job.get("status") or {}):
-            await self._write_status(job, status)
-        for event in events:
-            await self._event(job, event)
+        results = await asyncio.gather(*(one(a) for a in actions))
+        return [p for p in results if p]
+
+    def _job_gone(self, job: Obj) -> bool:
+        """Deleted, or being deleted, since the plan was made (the informer sees it first)."""
+        meta = job["metadata"]
+        cached = self.informer_for(job["kind"], meta["namespace"]).get((meta["namespace"], meta["name"]))
+        if cached is None:
+            return True
+        cmeta = cached.get("metadata") or {}
+        return cmeta.get("uid") != meta.get("uid") or bool(cmeta.get("deletionTimestamp"))
 
     async def _create(self, ns: str, manifest: Obj) -> str | None:
         kind = manifest["kind"]
@@ -108,7 +134,7 @@ class Executor:
             marked = {**cached, "metadata": {**cached["metadata"], "deletionTimestamp": _now()}}
             informer.store(marked)
 
-    async def _write_status(self, job: Obj, status: Obj) -> None:
+    async def _write_status(self, job: Obj, status: Obj) -> Obj:
         resource = resource_for(job["kind"])
         meta = job["metadata"]
         body = {**job, "status": status}
@@ -117,6 +143,7 @@ class Executor:
         updated = await self.kube.replace(job_path(resource, meta["namespace"], meta["name"], "status"), body=body)
         self.metrics["status_write"] += 1
         self.informer_for(job["kind"], meta["namespace"]).store(updated)
+        return updated
 
     async def _event(self, job: Obj, event: Emit) -> None:
         meta = job["metadata"]

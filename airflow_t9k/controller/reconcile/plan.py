@@ -63,12 +63,20 @@ class SlotState:
     pod: Obj | None
     restarts: int
     creating: bool = False
+    # The pod's end was already counted as a restart by a status write that landed, but the
+    # pod was not deleted yet (a crash or a conflict in between): delete it, count nothing.
+    restart_recorded: bool = False
 
     @property
     def phase(self) -> str | None:
         if self.pod is None or is_deleting(self.pod):
             return None
         return pod_phase(self.pod)
+
+    @property
+    def ended(self) -> bool:
+        """Ended for the rules: a pod whose restart is already decided has not."""
+        return self.phase in ("Succeeded", "Failed") and not self.restart_recorded
 
     @property
     def exit_code(self) -> int | None:
@@ -113,12 +121,12 @@ def _plan(kind: JobKind, job: Obj, observed: Observed, now: datetime) -> Plan:
         check_names(kind, job)
         slot_list = slots(kind, job)
     except InvalidSpec as exc:
-        return _invalid(sb, str(exc))
+        return _invalid(sb, str(exc), observed)
 
     recorded = _recorded_restarts(sb)
-    states = [SlotState(s, observed.pods.get(s.pod_name), _restarts(s, observed, recorded)) for s in slot_list]
+    states = [_slot_state(s, observed, recorded) for s in slot_list]
     if sb.old_phase in FINISHED:
-        actions = _cleanup(kind, job, observed)
+        actions = _remove_all(observed) if _failed_invalid(sb) else _cleanup(kind, job, observed)
         _write_tasks(sb, kind, job, states, finished=True)
         return Plan(tuple(actions), sb.new)
 
@@ -132,7 +140,7 @@ def _plan(kind: JobKind, job: Obj, observed: Observed, now: datetime) -> Plan:
             {s.slot.pod_name: build_pod(kind, job, s.slot, 0, resumed, inputs) for s in states if s.pod is None}
         )  # fmt: skip
     except InvalidSpec as exc:
-        return _invalid(sb, str(exc))
+        return _invalid(sb, str(exc), observed)
 
     events: list[Emit] = []
     actions: list[Action] = []
@@ -184,10 +192,26 @@ def _recorded_restarts(sb: StatusBuilder) -> dict[str, int]:
     }
 
 
-def _restarts(slot: Slot, observed: Observed, recorded: dict[str, int]) -> int:
+def _slot_state(slot: Slot, observed: Observed, recorded: dict[str, int]) -> SlotState:
+    """A replica's pod and its restart count.
+
+    A pod carries the count it was created under. Restart decisions are written to status
+    before the pod is deleted, so a recorded count above the pod's own means the decision
+    to restart this pod has landed already: the pass only finishes it.
+    """
     pod = observed.pods.get(slot.pod_name)
-    on_pod = int(((pod or {}).get("metadata", {}).get("annotations") or {}).get(ANNOTATION_RESTARTS, 0) or 0)
-    return max(recorded.get(slot.pod_name, 0), on_pod)
+    on_pod = _attempt(pod)
+    done = max(recorded.get(slot.pod_name, 0), on_pod)
+    state = SlotState(slot, pod, done)
+    state.restart_recorded = pod is not None and done > on_pod and state.phase in ("Succeeded", "Failed")
+    return state
+
+
+def _attempt(pod: Obj | None) -> int:
+    try:
+        return int(((pod or {}).get("metadata", {}).get("annotations") or {}).get(ANNOTATION_RESTARTS, 0) or 0)
+    except ValueError:
+        return 0
 
 
 def _budget(kind: JobKind, job: Obj, states: list[SlotState]) -> list[int] | None:
@@ -207,14 +231,14 @@ def _deadline(kind: JobKind, job: Obj, sb: StatusBuilder, now: datetime) -> tupl
 
 
 def _decide(kind: JobKind, job: Obj, states: list[SlotState], budget: list[int] | None) -> tuple[str, str, str] | None:
-    succeeded = {(s.slot.type, s.slot.rank) for s in states if s.phase == "Succeeded"}
-    failed_for_good = {(s.slot.type, s.slot.rank) for s in states if s.phase == "Failed" and not s.can_restart(budget)}
+    succeeded = {(s.slot.type, s.slot.rank) for s in states if s.ended and s.phase == "Succeeded"}
+    failed_for_good = {(s.slot.type, s.slot.rank) for s in states if s.ended and s.phase == "Failed" and not s.can_restart(budget)}
     if rule := _satisfied(kind.failure_rules(job), failed_for_good):
         return "Failed", "FailureRule", f"The job is failed with rule: {_fmt(rule)}"
     if rule := _satisfied(kind.success_rules(job), succeeded):
         return "Succeeded", "SuccessRule", f"The job has finished successfully with rule: {_fmt(rule)}"
     ended = succeeded | failed_for_good
-    restartable = any(s.phase in ("Succeeded", "Failed") and s.can_restart(budget) for s in states)
+    restartable = any(s.restart_recorded or (s.ended and s.can_restart(budget)) for s in states)
     if states and len(ended) == len(states) and not restartable:
         return "Failed", "NoRuleSatisfied", "All replicas have ended, but no success rule was satisfied."
     return None
@@ -278,7 +302,10 @@ def _replicas(
             actions.append(Delete("Pod", s.slot.pod_name, _uid(s.pod)))
             events.append(Emit("Normal", "ReplicaRecreated", f"Replica {s.slot.pod_name} is recreated for the job's new shape."))
             continue
-        if debug or s.phase not in ("Succeeded", "Failed"):
+        if s.restart_recorded:
+            actions.append(Delete("Pod", s.slot.pod_name, _uid(s.pod)))
+            continue
+        if debug or not s.ended:
             continue
         policy = s.slot.spec.restart
         if s.can_restart(budget):
@@ -321,11 +348,22 @@ def _cleanup(kind: JobKind, job: Obj, observed: Observed) -> list[Action]:
 # -- status ---------------------------------------------------------------------------
 
 
-def _invalid(sb: StatusBuilder, message: str) -> Plan:
+def _invalid(sb: StatusBuilder, message: str, observed: Observed) -> Plan:
+    """Fail the job; what it created already goes, since nothing useful will run."""
     if sb.old_phase in FINISHED:
-        return Plan(status=sb.old)
+        return Plan(tuple(_remove_all(observed)) if _failed_invalid(sb) else (), sb.old)
     _finish(sb, "Failed", "InvalidSpec", f"Invalid spec: {message}")
-    return _finish_plan(sb, [], [])
+    return _finish_plan(sb, _remove_all(observed), [])
+
+
+def _failed_invalid(sb: StatusBuilder) -> bool:
+    failed = sb.condition("Failed")
+    return sb.old_phase == "Failed" and bool(failed) and failed.get("reason") == "InvalidSpec"
+
+
+def _remove_all(observed: Observed) -> list[Action]:
+    return [Delete(k, n, _uid(o)) for k, objs in (("Pod", observed.pods), ("Service", observed.services))
+            for n, o in objs.items() if not is_deleting(o)]  # fmt: skip
 
 
 def _finish(sb: StatusBuilder, phase: str, reason: str, message: str) -> None:
