@@ -23,11 +23,13 @@ from airflow_t9k.k8s.informer import Informer
 from airflow_t9k.controller.reconcile import CreateSSHSecret, Delete, Emit, Patch, Plan
 from airflow_t9k.controller.reconcile.actions import Action
 from airflow_t9k.controller.reconcile.plan import rejected
+from airflow_t9k.controller.reconcile.status import StatusBuilder, bounded
 from airflow_t9k.controller.ssh import ssh_secret_data
 
 Obj = dict[str, Any]
 COMPONENT = "airflow-t9k-controller"
 PARALLEL_WRITES = 8
+RECONCILE_ERROR = "ReconcileError"
 
 log = logging.getLogger(__name__)
 
@@ -105,7 +107,7 @@ class Executor:
             return None
         except Invalid as exc:
             self.metrics[f"create_invalid.{kind}"] += 1
-            return f"the API server rejected {kind} {manifest['metadata']['name']}: {exc.message}"
+            return f"the API server rejected {kind} {manifest['metadata']['name']}: {bounded(exc.message, 1000)}"
         self.informer_for(kind, ns).store(created)
         return None
 
@@ -144,6 +146,20 @@ class Executor:
         self.metrics["status_write"] += 1
         self.informer_for(job["kind"], meta["namespace"]).store(updated)
         return updated
+
+    async def report_error(self, job: Obj, exc: BaseException | None, passes: int) -> None:
+        """Set (or, with ``exc`` None, clear) the condition saying the job's passes keep failing."""
+        sb = StatusBuilder(job.get("status"), datetime.now(timezone.utc))
+        if exc is None:
+            if sb.is_true(RECONCILE_ERROR):
+                sb.set_condition(RECONCILE_ERROR, False, "Reconciled", "The controller reconciles the job again.")
+                await self._write_status(job, sb.new)
+            return
+        message = (f"{passes} reconcile passes in a row failed; the controller keeps retrying with back-off. "
+                   f"Last error: {type(exc).__name__}: {bounded(str(exc), 1000)}")  # fmt: skip
+        if sb.set_condition(RECONCILE_ERROR, True, "ReconcileFailing", message):
+            await self._write_status(job, sb.new)
+            await self._event(job, Emit("Warning", "ReconcileFailing", message))
 
     async def _event(self, job: Obj, event: Emit) -> None:
         meta = job["metadata"]

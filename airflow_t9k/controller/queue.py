@@ -36,6 +36,10 @@ class WorkQueue:
         self.add_after(key, delay)
         return delay
 
+    def failures(self, key: Hashable) -> int:
+        """Failed passes in a row since the key last went through."""
+        return self._failures.get(key, 0)
+
     def forget(self, key: Hashable) -> None:
         self._failures.pop(key, None)
 

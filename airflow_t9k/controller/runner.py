@@ -17,11 +17,13 @@ from airflow_t9k.k8s.errors import Conflict
 from airflow_t9k.k8s.informer import Informer
 from airflow_t9k.controller.queue import WorkQueue
 from airflow_t9k.controller.reconcile import Observed, plan
+from airflow_t9k.controller.reconcile.status import bounded
 from airflow_t9k.kinds.base import LABEL_MANAGED_BY, MANAGED_BY
 
 Obj = dict[str, Any]
 JobKey = tuple[str, str, str]  # (kind, namespace, name)
 CHILD_KINDS = ("Pod", "Service", "ConfigMap", "Secret", "Job")
+REPORT_AFTER_FAILURES = 3  # failed passes in a row before the job gets a condition and an Event
 
 log = logging.getLogger(__name__)
 
@@ -95,7 +97,8 @@ class Controller:
         if job is None:
             return
         self.metrics["reconcile"] += 1
-        result = plan(job, self.observed(job), datetime.now(timezone.utc))
+        # A large job takes a while to plan; the watches and the other workers keep going.
+        result = await asyncio.to_thread(plan, job, self.observed(job), datetime.now(timezone.utc))
         await self.executor.apply(job, result)
         if result.requeue_after is not None:
             self.queue.add_after(key, result.requeue_after)
@@ -105,16 +108,32 @@ class Controller:
             key = await self.queue.get()
             try:
                 await self.reconcile(key)  # type: ignore[arg-type]
+                if self.queue.failures(key) >= REPORT_AFTER_FAILURES:
+                    await self._report(key, None)
                 self.queue.forget(key)
             except Conflict:
                 self.metrics["conflict"] += 1
                 self.queue.add(key)  # the watch brings the newer object; plan again from it
-            except Exception:
+            except Exception as exc:
                 self.metrics["reconcile_error"] += 1
                 delay = self.queue.add_rate_limited(key)
-                log.exception("reconcile of %s failed; retrying in %.1fs", key, delay)
+                log.warning("reconcile of %s failed (%s); retrying in %.1fs", key, bounded(repr(exc), 500), delay,
+                            exc_info=log.isEnabledFor(logging.DEBUG))  # fmt: skip
+                if self.queue.failures(key) == REPORT_AFTER_FAILURES:
+                    await self._report(key, exc)
             finally:
                 self.queue.done(key)
+
+    async def _report(self, key: JobKey, exc: BaseException | None) -> None:
+        """Say on the job that its passes keep failing (or that they work again); best effort."""
+        kind, ns, name = key
+        job = self.informer_for(kind, ns).get((ns, name))
+        if job is None:
+            return
+        try:
+            await self.executor.report_error(job, exc, REPORT_AFTER_FAILURES)
+        except Exception as err:  # the API may be what fails; the retries go on regardless
+            log.warning("could not report the reconcile error on %s: %s", key, bounded(repr(err), 300))
 
     def synced(self) -> bool:
         return all(i.synced.is_set() for i in self.informers.values())

@@ -16,6 +16,19 @@ JOB_PHASES = ("Pending", "Running", "Paused", "Resuming", "Succeeded", "Failed",
 FINISHED = ("Succeeded", "Failed")
 
 
+MESSAGE_LIMIT = 2048  # a condition message; the status object must stay writable whatever the input
+
+
+def bounded(text: str, limit: int = MESSAGE_LIMIT) -> str:
+    """``text`` cut to ``limit`` characters, saying how much was left out."""
+    if len(text) <= limit:
+        return text
+    note = f"... (cut; {len(text)} characters in all)"
+    if len(note) >= limit:
+        return text[:limit]
+    return text[: limit - len(note)] + note
+
+
 def timestamp(now: datetime) -> str:
     return now.strftime("%Y-%m-%dT%H:%M:%SZ")
 
@@ -35,6 +48,7 @@ class StatusBuilder:
     def set_condition(self, type_: str, status: bool, reason: str, message: str) -> bool:
         """Set a condition; return True when its status flipped (or it is new)."""
         value = "True" if status else "False"
+        message = bounded(message)
         current = self.condition(type_)
         if current is None:
             self.new["conditions"].append(
