@@ -2,13 +2,19 @@
 
 Level-triggered: handlers get the object's key, never a diff, and the reconciler reads
 the cache. A watch that ends is resumed from the last resourceVersion seen (bookmarks keep
-it fresh); a 410 Gone, or a failure to resume, lists again. There is no periodic relist.
+it fresh); a 410 Gone, or a resourceVersion the server does not have yet (a restarted API
+server), lists again. There is no periodic relist.
+
+Failures back off with jitter up to a few seconds only: an API server that comes back must
+find the controller reconnected within seconds, and a restarted API server answers 429
+("storage is (re)initializing") for a moment, which must not cost a long sleep.
 """
 
 from __future__ import annotations
 
 import asyncio
 import logging
+import random
 from collections.abc import Callable
 from typing import Any
 
@@ -20,6 +26,48 @@ Key = tuple[str, str]  # (namespace, name)
 Handler = Callable[[str, Obj], None]  # (event type, object)
 
 log = logging.getLogger(__name__)
+
+
+class Backoff:
+    """Exponential back-off with jitter, capped low; reset once a watch is open again."""
+
+    def __init__(self, initial: float = 0.2, cap: float = 5.0, rand: Callable[[], float] = random.random) -> None:
+        self.initial = initial
+        self.cap = cap
+        self.rand = rand
+        self.failures = 0
+
+    def next(self, retry_after: float | None = None) -> float:
+        """Seconds to wait before the next attempt; the server's Retry-After counts, capped too."""
+        ceiling = min(self.cap, self.initial * 2**self.failures)
+        self.failures += 1
+        if retry_after is not None and retry_after > 0:
+            ceiling = min(self.cap, max(ceiling, retry_after))
+        # Between half and all of the ceiling: restarted clients do not all come back at once.
+        return ceiling * (0.5 + 0.5 * self.rand())
+
+    def reset(self) -> None:
+        self.failures = 0
+
+
+def retry_after(exc: BaseException) -> float | None:
+    """The Retry-After a 429/5xx Status carries in details.retryAfterSeconds, if any."""
+    details = (getattr(exc, "body", None) or {}).get("details") or {}
+    try:
+        return float(details.get("retryAfterSeconds"))
+    except (TypeError, ValueError):
+        return None
+
+
+def needs_relist(exc: BaseException) -> bool:
+    """A restarted API server's watch cache may not have our resourceVersion yet (504 Timeout,
+    cause ResourceVersionTooLarge); watching from it again would fail the same way."""
+    if not isinstance(exc, ApiError):
+        return False
+    causes = ((exc.body.get("details") or {}).get("causes")) or []
+    return any(c.get("reason") == "ResourceVersionTooLarge" for c in causes if isinstance(c, dict)) or (
+        "too large resource version" in exc.message.lower()
+    )
 
 
 def key_of(obj: Obj) -> Key:
@@ -36,7 +84,8 @@ def _rv(obj: Obj) -> int | None:
 
 class Informer:
     def __init__(self, kube: Kube, path: str, *, kind: str, label_selector: str | None = None,
-                 handler: Handler | None = None, watch_timeout: int = 300) -> None:  # fmt: skip
+                 handler: Handler | None = None, watch_timeout: int = 300,
+                 on_recovered: Callable[[], None] | None = None) -> None:  # fmt: skip
         self.kube = kube
         self.path = path
         self.kind = kind
@@ -48,6 +97,9 @@ class Informer:
         self.resource_version = ""
         self.lists = 0  # how often a full list happened: once, plus once per 410
         self.healthy = True
+        self.backoff = Backoff()
+        # Called when a watch opens again after failing: whatever failed meanwhile can be retried now.
+        self.on_recovered = on_recovered
 
     # -- cache, also written optimistically by the executor ---------------------------------
     def get(self, key: Key) -> Obj | None:
@@ -91,7 +143,6 @@ class Informer:
         self.synced.set()
 
     async def run(self) -> None:
-        self._backoff = 0.5
         need_list = True
         while True:
             try:
@@ -106,13 +157,20 @@ class Informer:
                 raise
             except Exception as exc:  # any failure: back off and resume, never give up watching
                 self.healthy = False
-                log.warning("%s watch failed: %s; retrying in %.1fs", self.kind, exc, self._backoff)
-                await asyncio.sleep(self._backoff)
-                self._backoff = min(self._backoff * 2, 30.0)
+                need_list = need_list or needs_relist(exc)
+                delay = self.backoff.next(retry_after(exc))
+                log.warning("%s watch failed: %s; retrying in %.1fs", self.kind, exc, delay)
+                await asyncio.sleep(delay)
 
     def _opened(self) -> None:
+        recovered = not self.healthy
         self.healthy = True
-        self._backoff = 0.5
+        self.backoff.reset()
+        if recovered and self.on_recovered is not None:
+            try:
+                self.on_recovered()
+            except Exception:
+                log.exception("%s recovery hook failed", self.kind)
 
     async def _watch_once(self) -> None:
         query: dict[str, Any] = {"resourceVersion": self.resource_version}
@@ -123,7 +181,7 @@ class Informer:
             if etype == "ERROR":
                 if obj.get("code") == 410:
                     raise Gone(410, "Expired", str(obj.get("message")))
-                raise ApiError(int(obj.get("code") or 500), str(obj.get("reason")), str(obj.get("message")))
+                raise ApiError(int(obj.get("code") or 500), str(obj.get("reason")), str(obj.get("message")), obj)
             rv = (obj.get("metadata") or {}).get("resourceVersion")
             if rv:
                 self.resource_version = str(rv)

@@ -1,0 +1,128 @@
+"""The informer's back-off after failures: short, jittered, and honest about Retry-After."""
+
+from __future__ import annotations
+
+import asyncio
+import time
+
+import pytest
+from aiohttp import web
+
+from airflow_t9k.k8s.errors import ApiError, from_response
+from airflow_t9k.k8s.informer import Backoff, Informer, needs_relist, retry_after
+from tests.unit.k8s.test_informer_gone import PATH, fake_api, run_informer, stop
+
+
+@pytest.mark.parametrize(
+    ("rand", "failures", "hint", "expected"),
+    [
+        (1.0, 0, None, 0.2),  # first retry is quick
+        (0.0, 0, None, 0.1),  # jitter: down to half the ceiling
+        (1.0, 3, None, 1.6),
+        (1.0, 10, None, 5.0),  # capped: an outage never leaves a 30 s sleep behind
+        (1.0, 40, None, 5.0),  # no overflow after a very long outage
+        (1.0, 0, 2.0, 2.0),  # the server's Retry-After is honoured...
+        (1.0, 0, 30.0, 5.0),  # ...but capped too
+        (1.0, 4, 1.0, 3.2),  # a short hint does not shorten the back-off
+    ],
+)
+def test_backoff_table(rand, failures, hint, expected):
+    b = Backoff(rand=lambda: rand)
+    b.failures = failures
+    assert b.next(hint) == pytest.approx(expected)
+    assert b.failures == failures + 1
+
+
+def test_backoff_resets():
+    b = Backoff(rand=lambda: 1.0)
+    for _ in range(8):
+        b.next()
+    b.reset()
+    assert b.next() == pytest.approx(0.2)
+
+
+@pytest.mark.parametrize(
+    ("status", "body", "relist", "after"),
+    [
+        (429, '{"reason":"TooManyRequests","message":"storage is (re)initializing","details":{"retryAfterSeconds":1}}', False, 1.0),
+        (504, '{"reason":"Timeout","message":"Timeout: Too large resource version: 900, current: 850",'
+              '"details":{"causes":[{"reason":"ResourceVersionTooLarge","message":"Too large resource version"}],'
+              '"retryAfterSeconds":1}}', True, 1.0),  # fmt: skip
+        (500, '{"message":"boom"}', False, None),
+        (503, "not json", False, None),
+    ],
+)
+def test_error_classification(status, body, relist, after):
+    exc = from_response(status, body)
+    assert needs_relist(exc) is relist
+    assert retry_after(exc) == after
+
+
+def test_plain_exceptions_neither_relist_nor_hint():
+    assert not needs_relist(ConnectionResetError())
+    assert retry_after(ConnectionResetError()) is None
+    assert not needs_relist(ApiError(500, "", "x"))
+
+
+@pytest.mark.asyncio
+async def test_429_while_storage_initializes_is_retried_within_a_second_and_recovery_is_reported():
+    """A restarted API server answers 429 for a moment: the informer must not sleep 30 s."""
+    calls = {"list": 0, "watch": 0}
+    release = asyncio.Event()
+    recovered: list[float] = []
+
+    async def handle(request: web.Request) -> web.StreamResponse:
+        if request.query.get("watch") != "true":
+            calls["list"] += 1
+            return web.json_response({"metadata": {"resourceVersion": "1"}, "items": []})
+        calls["watch"] += 1
+        if calls["watch"] <= 4:
+            return web.json_response({"kind": "Status", "code": 429, "reason": "TooManyRequests",
+                                      "message": "storage is (re)initializing", "details": {"retryAfterSeconds": 1}},
+                                     status=429)  # fmt: skip
+        resp = web.StreamResponse()
+        await resp.prepare(request)
+        await release.wait()
+        return resp
+
+    async with fake_api(handle) as kube:
+        informer = Informer(kube, PATH, kind="ConfigMap", on_recovered=lambda: recovered.append(time.monotonic()))
+        t0 = time.monotonic()
+        task = await run_informer(informer, lambda: bool(recovered))
+        for _ in range(300):  # run_informer waits 4 s at most; four hinted waits may need more
+            if recovered:
+                break
+            await asyncio.sleep(0.02)
+        release.set()
+        await stop(task)
+    assert calls["watch"] == 5 and calls["list"] == 1  # a 429 resumes the watch, it does not relist
+    # At most 1 + 1 + 1 + 1.6 s of back-off; doubling from 0.5 s (the old way) took 7.5 s.
+    assert recovered and recovered[0] - t0 < 5.5
+    assert informer.healthy
+
+
+@pytest.mark.asyncio
+async def test_too_large_resource_version_lists_again():
+    calls = {"list": 0, "watch": 0}
+    release = asyncio.Event()
+
+    async def handle(request: web.Request) -> web.StreamResponse:
+        if request.query.get("watch") != "true":
+            calls["list"] += 1
+            return web.json_response({"metadata": {"resourceVersion": str(calls["list"] * 100)}, "items": []})
+        calls["watch"] += 1
+        if calls["watch"] == 1:
+            return web.json_response({"kind": "Status", "code": 504, "reason": "Timeout",
+                                      "message": "Timeout: Too large resource version: 100, current: 50",
+                                      "details": {"causes": [{"reason": "ResourceVersionTooLarge"}]}}, status=504)  # fmt: skip
+        resp = web.StreamResponse()
+        await resp.prepare(request)
+        await release.wait()
+        return resp
+
+    async with fake_api(handle) as kube:
+        informer = Informer(kube, PATH, kind="ConfigMap")
+        task = await run_informer(informer, lambda: calls["watch"] >= 2)
+        release.set()
+        await stop(task)
+    assert calls["list"] == 2 and informer.resource_version == "200"
