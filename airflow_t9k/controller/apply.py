@@ -60,7 +60,7 @@ class Executor:
             if status != (current.get("status") or {}):
                 await self._write_status(current, status)
         for event in events:
-            await self._event(job, event)
+            await self.event(job, event)
 
     async def _act(self, job: Obj, actions: tuple[Action, ...]) -> list[str]:
         """Carry out the actions, a few at a time; stop starting new ones once the job is gone."""
@@ -159,9 +159,9 @@ class Executor:
                    f"Last error: {type(exc).__name__}: {bounded(str(exc), 1000)}")  # fmt: skip
         if sb.set_condition(RECONCILE_ERROR, True, "ReconcileFailing", message):
             await self._write_status(job, sb.new)
-            await self._event(job, Emit("Warning", "ReconcileFailing", message))
+            await self.event(job, Emit("Warning", "ReconcileFailing", message))
 
-    async def _event(self, job: Obj, event: Emit) -> None:
+    async def event(self, job: Obj, event: Emit) -> None:
         meta = job["metadata"]
         now = _now()
         body = {

@@ -12,11 +12,11 @@ from typing import Any
 from airflow_t9k.api.paths import child_path, job_path
 from airflow_t9k.api.resources import RESOURCES, resource_for
 from airflow_t9k.controller.apply import Executor
-from airflow_t9k.k8s.client import Kube
+from airflow_t9k.k8s.client import UNDECODABLE, Kube
 from airflow_t9k.k8s.errors import Conflict
 from airflow_t9k.k8s.informer import Informer
 from airflow_t9k.controller.queue import WorkQueue
-from airflow_t9k.controller.reconcile import Observed, plan
+from airflow_t9k.controller.reconcile import Emit, Observed, plan
 from airflow_t9k.controller.reconcile.status import bounded
 from airflow_t9k.kinds.base import LABEL_MANAGED_BY, MANAGED_BY
 
@@ -58,6 +58,8 @@ class Controller:
                     handler=self._on_child, watch_timeout=settings.watch_timeout,
                 )  # fmt: skip
         self.executor = Executor(kube, self.informer_for, self.metrics)
+        self.reported: set[str] = set()  # uids of undecodable objects already reported
+        self._background: set[asyncio.Task[None]] = set()
 
     def informer_for(self, kind: str, namespace: str) -> Informer:
         return self.informers[(kind, namespace if namespace in self.scopes else "")]
@@ -65,7 +67,27 @@ class Controller:
     # -- events -> keys ---------------------------------------------------------------------
     def _on_job(self, event: str, obj: Obj) -> None:
         meta = obj["metadata"]
+        if event == UNDECODABLE:
+            self._undecodable(obj)
+            return
         self.queue.add((obj["kind"], meta["namespace"], meta["name"]))
+
+    def _undecodable(self, obj: Obj) -> None:
+        """An object the watch could not decode stays out of the cache; say so on it, once."""
+        meta = obj["metadata"]
+        self.metrics["undecodable"] += 1
+        if not meta.get("name") or not meta.get("namespace") or meta.get("uid", meta["name"]) in self.reported:
+            return
+        self.reported.add(meta.get("uid", meta["name"]))
+        kind = obj.get("kind") if obj.get("kind") in RESOURCES else None
+        if kind is None:
+            return
+        job = {"apiVersion": resource_for(kind).api_version, "kind": kind, "metadata": meta}
+        message = ("The controller cannot decode this object (it is nested too deeply for its JSON decoder) "
+                   "and leaves it alone; fix or delete it.")  # fmt: skip
+        task = asyncio.get_running_loop().create_task(self.executor.event(job, Emit("Warning", "Undecodable", message)))
+        self._background.add(task)
+        task.add_done_callback(self._background.discard)
 
     def _on_child(self, event: str, obj: Obj) -> None:
         meta = obj["metadata"]

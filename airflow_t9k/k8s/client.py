@@ -7,6 +7,9 @@ authentication, TLS and exec-credential refresh stay with ``kubernetes_asyncio``
 from __future__ import annotations
 
 import json
+import logging
+import re
+import sys
 from collections.abc import AsyncIterator, Callable
 from typing import Any
 
@@ -16,6 +19,62 @@ from kubernetes_asyncio import config as k8s_config
 from airflow_t9k.k8s.errors import from_response
 
 Obj = dict[str, Any]
+
+# The API server's JSON decoder stops at 10,000 levels of nesting; decoding that deep takes
+# about two interpreter frames a level.
+DEEP_NESTING = 25_000
+UNDECODABLE = "UNDECODABLE"  # a watch event type of ours: an object we could not decode
+
+log = logging.getLogger(__name__)
+
+
+class Undecodable(ValueError):
+    """A response (or one watch line) that the JSON decoder cannot take; ``identity`` is what
+    could be read of the object without decoding it (name, namespace, uid, kind)."""
+
+    def __init__(self, identity: dict[str, str], cause: str) -> None:
+        super().__init__(f"cannot decode {identity or 'a response'}: {cause}")
+        self.identity = identity
+
+
+def decode(raw: str) -> Any:
+    """``json.loads``, allowing objects nested as deep as the API server stores them."""
+    try:
+        return json.loads(raw)
+    except RecursionError:
+        pass
+    limit = sys.getrecursionlimit()
+    sys.setrecursionlimit(max(limit, DEEP_NESTING))
+    try:
+        return json.loads(raw)
+    except (RecursionError, MemoryError) as exc:
+        raise Undecodable(identify(raw), type(exc).__name__) from None
+    finally:
+        sys.setrecursionlimit(limit)
+
+
+_FIELD = re.compile(r'"(name|namespace|uid|kind|resourceVersion)":"([^"\\]{1,253})"')
+
+
+def identify(raw: str) -> dict[str, str]:
+    """Name, namespace, uid and kind of the first object in ``raw``, read without decoding it.
+
+    The API server writes keys in order (apiVersion, kind, metadata, spec), so the first
+    occurrences, before any deep part, are the object's own.
+    """
+    found: dict[str, str] = {}
+    for m in _FIELD.finditer(raw, 0, 8192):
+        found.setdefault(m.group(1), m.group(2))
+    return {k: v for k, v in found.items() if k != "resourceVersion"}
+
+
+_LIST_META = re.compile(r'"metadata":(\{[^{}]*\})\}\s*$')
+
+
+def list_metadata(raw: str) -> Obj:
+    """A list's own metadata (continue, resourceVersion), which the API server writes last."""
+    m = _LIST_META.search(raw[-4096:])
+    return json.loads(m.group(1)) if m else {}
 
 
 async def load_api_client(kubeconfig: str | None = None, context: str | None = None) -> k8s_client.ApiClient:
@@ -35,6 +94,7 @@ class Kube:
 
     def __init__(self, api: k8s_client.ApiClient) -> None:
         self.api = api
+        self.skipped: list[dict[str, str]] = []  # identities of objects too deep to decode
 
     async def close(self) -> None:
         await self.api.close()
@@ -62,7 +122,40 @@ class Kube:
             resp.release()
         if not 200 <= resp.status <= 299:
             raise from_response(resp.status, text)
-        return json.loads(text) if text else {}
+        return decode(text) if text else {}
+
+    async def _page(self, path: str, params: dict[str, Any]) -> tuple[list[Obj], Obj]:
+        """One page of a list: its items and its metadata. An item too deep to decode is left
+        out (and logged) rather than failing the whole list: pages of one pin it down."""
+        try:
+            out = await self.get(path, query=params)
+            return out.get("items") or [], out.get("metadata") or {}
+        except Undecodable:
+            if params.get("limit") == 1:
+                raise
+        items: list[Obj] = []
+        single = {**params, "limit": 1}
+        for _ in range(int(params.get("limit") or 500)):
+            try:
+                out = await self.get(path, query=single)
+                page, meta = out.get("items") or [], out.get("metadata") or {}
+            except Undecodable as exc:
+                raw = await self.request_text(path, single)
+                log.warning("left out of the list of %s: %s", path, exc)
+                page, meta = [], list_metadata(raw)
+                self._skip(exc.identity)
+            items += page
+            if not meta.get("continue"):
+                return items, meta
+            single["continue"] = meta["continue"]
+        return items, meta
+
+    async def request_text(self, path: str, query: dict[str, Any]) -> str:
+        resp = await self._send("GET", path, query=query)
+        try:
+            return (await resp.read()).decode("utf-8")
+        finally:
+            resp.release()
 
     async def get(self, path: str, *, query: dict[str, Any] | None = None) -> Obj:
         return await self.request("GET", path, query=query)
@@ -87,12 +180,24 @@ class Kube:
         items: list[Obj] = []
         params = {**(query or {}), "limit": page}
         while True:
-            out = await self.get(path, query=params)
-            items.extend(out.get("items") or [])
-            cont = (out.get("metadata") or {}).get("continue")
+            page_items, meta = await self._page(path, params)
+            items.extend(page_items)
+            cont = meta.get("continue")
             if not cont:
-                return items, str((out.get("metadata") or {}).get("resourceVersion") or "")
+                return items, str(meta.get("resourceVersion") or "")
             params["continue"] = cont
+
+    def _skip(self, identity: dict[str, str]) -> None:
+        self.skipped.append(identity)
+        del self.skipped[:-100]
+
+    def _event(self, line: str) -> Obj:
+        try:
+            return decode(line)
+        except Undecodable as exc:  # one object, not the stream: the watch goes on
+            log.warning("watch event left out: %s", exc)
+            self._skip(exc.identity)
+            return {"type": UNDECODABLE, "object": {"kind": exc.identity.get("kind"), "metadata": exc.identity}}
 
     async def watch(self, path: str, *, query: dict[str, Any], timeout_seconds: int = 300,
                     on_open: Callable[[], None] | None = None) -> AsyncIterator[Obj]:  # fmt: skip
@@ -110,6 +215,6 @@ class Kube:
                 while b"\n" in buffer:
                     line, buffer = buffer.split(b"\n", 1)
                     if line.strip():
-                        yield json.loads(line)
+                        yield self._event(line.decode("utf-8"))
         finally:
             resp.release()

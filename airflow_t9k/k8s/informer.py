@@ -18,7 +18,7 @@ import random
 from collections.abc import Callable
 from typing import Any
 
-from airflow_t9k.k8s.client import Kube
+from airflow_t9k.k8s.client import UNDECODABLE, Kube
 from airflow_t9k.k8s.errors import ApiError, Gone
 
 Obj = dict[str, Any]
@@ -127,7 +127,10 @@ class Informer:
     # -- list and watch ---------------------------------------------------------------------
     async def _list(self) -> None:
         query = {"labelSelector": self.label_selector} if self.label_selector else None
+        skipped_before = len(self.kube.skipped)
         items, rv = await self.kube.list_all(self.path, query=query)
+        for identity in self.kube.skipped[skipped_before:]:
+            self._notify(UNDECODABLE, {"kind": identity.get("kind") or self.kind, "metadata": identity})
         self.lists += 1
         fresh = {}
         for item in items:
@@ -186,6 +189,9 @@ class Informer:
             if rv:
                 self.resource_version = str(rv)
             if etype == "BOOKMARK":
+                continue
+            if etype == UNDECODABLE:  # left out of the cache; the handler may report it
+                self._notify(etype, obj)
                 continue
             if etype == "DELETED":
                 self.forget(obj)
