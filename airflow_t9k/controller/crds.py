@@ -11,7 +11,14 @@ from __future__ import annotations
 from typing import Any
 
 from airflow_t9k.api.resources import RESOURCES, JobResource
-from airflow_t9k.kinds.base import LABEL_MANAGED_BY, MANAGED_BY, RESTART_POLICIES
+from airflow_t9k.kinds.base import (
+    ELASTIC_KINDS,
+    LABEL_MANAGED_BY,
+    MANAGED_BY,
+    MAX_REPLICAS_PER_TYPE,
+    MAX_REPLICAS_TOTAL,
+    RESTART_POLICIES,
+)
 
 S = dict[str, Any]
 
@@ -74,6 +81,14 @@ REPLICA_TYPE = string(pattern=DNS_LABEL, maxLength=40)
 SCHEDULER = obj({"t9kScheduler": obj({"queue": string(), "priority": integer(0)})})
 
 MODE_ENTRY = {"type": REPLICA_TYPE, "skipInitContainer": boolean(), "command": STRINGS}
+ELASTIC_ONLY = f"Elastic mode is supported only by {' and '.join(ELASTIC_KINDS)}"
+
+
+def rule(expression: str, message: str) -> S:
+    return {"x-kubernetes-validations": [{"rule": expression, "message": message}]}
+
+
+# Seed 000's mode table: runMode.elastic is no field of any kind (Elastic is spec.elastic).
 RUN_MODE = obj(
     {
         "debug": obj({"enabled": boolean(), "replicaSpecs": arr(obj(MODE_ENTRY, ["type"]))}),
@@ -89,9 +104,15 @@ RUN_MODE = obj(
                 ]
             },
         ),
-        "elastic": OPEN,
-    }
+        "elastic": OPEN,  # declared only so the rule below can reject it
+    },
+    **rule("!has(self.elastic)", f"runMode.elastic is not a field: {ELASTIC_ONLY}, through spec.elastic"),
 )
+# A T9k kind outside the Elastic column of seed 000: spec.elastic is refused, not ignored.
+NO_ELASTIC = rule("!has(self.elastic)", f"spec.elastic: {ELASTIC_ONLY}")
+REPLICAS = integer(0, default=1, maximum=MAX_REPLICAS_PER_TYPE)
+WORKERS = integer(1, default=1, maximum=MAX_REPLICAS_PER_TYPE)
+TOTAL_RULE = f"at most {MAX_REPLICAS_TOTAL} replicas in all"
 
 RULES = arr(obj(additionalProperties=arr(integer(0), minItems=1)))
 
@@ -104,15 +125,18 @@ RUN_POLICY = obj(
 
 def replica_specs(type_schema: S, restart: S, extra: S | None = None) -> S:
     item = obj(
-        {"type": type_schema, "replicas": integer(0, default=1), "restartPolicy": restart, "template": POD_TEMPLATE, **(extra or {})},
+        {"type": type_schema, "replicas": REPLICAS, "restartPolicy": restart, "template": POD_TEMPLATE, **(extra or {})},
         ["type", "template"],
     )
-    return arr(item, minItems=1, **{"x-kubernetes-list-type": "map", "x-kubernetes-list-map-keys": ["type"]})
+    # maxItems bounds the cost the API server estimates for the sum rule.
+    return arr(item, minItems=1, maxItems=64, **{"x-kubernetes-list-type": "map", "x-kubernetes-list-map-keys": ["type"]},
+               **rule(f"self.map(r, has(r.replicas) ? r.replicas : 1).sum() <= {MAX_REPLICAS_TOTAL}", TOTAL_RULE))
 
 
 TRAINING_RESTART = enum("Never", "OnFailure", "Always", "ExitCode")
 ELASTIC = obj(
-    {"enabled": boolean(), "minReplicas": integer(1), "maxReplicas": integer(1), "expectedReplicas": integer(0)},
+    {"enabled": boolean(), "minReplicas": integer(1, maximum=MAX_REPLICAS_PER_TYPE),
+     "maxReplicas": integer(1, maximum=MAX_REPLICAS_PER_TYPE), "expectedReplicas": integer(0)},
     **{"x-kubernetes-validations": [
         {"rule": "!has(self.minReplicas) || !has(self.maxReplicas) || self.minReplicas <= self.maxReplicas",
          "message": "elastic.minReplicas must not exceed elastic.maxReplicas"},
@@ -172,7 +196,7 @@ SPECS: dict[str, S] = {
             ssh=obj({"authMountPath": string(pattern="^/"), "sshdPath": string(pattern="^/")}),
             launcher=obj({"image": string(minLength=1), "workingDir": string(), "env": arr(OPEN), "resources": OPEN}, ["image"]),
             worker=obj(
-                {"replicas": integer(1, default=1), "procPerWorker": integer(1, default=1),
+                {"replicas": WORKERS, "procPerWorker": integer(1, default=1),
                  "command": arr(string(), minItems=1), "torchArgs": STRINGS, "template": POD_TEMPLATE},
                 ["command", "template"],
             ),  # fmt: skip
@@ -186,7 +210,7 @@ SPECS: dict[str, S] = {
             disableCustomEnv=boolean(),
             elastic=ELASTIC,
             runPolicy=RUN_POLICY,
-            worker=obj({"replicas": integer(1, default=1), "restartPolicy": TRAINING_RESTART, "template": POD_TEMPLATE}, ["template"]),
+            worker=obj({"replicas": WORKERS, "restartPolicy": TRAINING_RESTART, "template": POD_TEMPLATE}, ["template"]),
         ),
         ["worker"],
         open_=True,
@@ -194,7 +218,7 @@ SPECS: dict[str, S] = {
     "MPIJob": obj(
         common(
             worker=obj(
-                {"replicas": integer(1, default=1), "extraMPIArgs": STRINGS, "cmd": STRINGS, "template": POD_TEMPLATE},
+                {"replicas": WORKERS, "extraMPIArgs": STRINGS, "cmd": STRINGS, "template": POD_TEMPLATE},
                 ["template"],
             ),
             mca=obj(additionalProperties=string()),
@@ -211,7 +235,7 @@ SPECS: dict[str, S] = {
              "image": obj({"name": string(minLength=1), "pullPolicy": enum("Always", "IfNotPresent", "Never")}, ["name"], open_=True),
              "jobManager": obj({"accessScope": enum("Cluster", "VPC", "External", "NodePort", "Headless"),
                                 "ports": obj(additionalProperties=integer(1, maximum=65535))}, open_=True),
-             "taskManager": obj({"replicas": integer(1), "ports": obj(additionalProperties=integer(1, maximum=65535))}, open_=True),
+             "taskManager": obj({"replicas": integer(1, maximum=MAX_REPLICAS_PER_TYPE), "ports": obj(additionalProperties=integer(1, maximum=65535))}, open_=True),
              "flinkProperties": obj(additionalProperties=string()),
          }, ["image"], open_=True)}, ["spec"], open_=True),
          "jobTemplate": obj({"spec": obj({"template": POD_TEMPLATE}, ["template"], open_=True)}, ["spec"], open_=True),
@@ -227,13 +251,16 @@ SPECS: dict[str, S] = {
         {
             "replicaSpecs": obj(
                 additionalProperties=obj(
-                    {"replicas": integer(0, default=1), "restartPolicy": TRAINING_RESTART, "template": POD_TEMPLATE},
+                    {"replicas": REPLICAS, "restartPolicy": TRAINING_RESTART, "template": POD_TEMPLATE},
                     ["template"],
                 ),
                 minProperties=1,
+                maxProperties=4,
                 **{"x-kubernetes-validations": [
                     {"rule": "self.all(t, t in ['Master', 'Scheduler', 'Chief', 'Worker'])",
                      "message": "replicaSpecs keys must be Master, Scheduler, Chief or Worker"},
+                    {"rule": f"self.map(t, has(self[t].replicas) ? self[t].replicas : 1).sum() <= {MAX_REPLICAS_TOTAL}",
+                     "message": TOTAL_RULE},
                 ]},
             ),
             "runPolicy": obj(
@@ -268,6 +295,14 @@ CONDITION_COLUMNS = [
 ELASTIC_SCALE = {"specReplicasPath": ".spec.elastic.expectedReplicas", "statusReplicasPath": ".status.elastic.currentReplicas",
                  "labelSelectorPath": ".status.elastic.selector"}  # fmt: skip
 SCALE = {"PyTorchTrainingJob": ELASTIC_SCALE, "DeepSpeedJob": ELASTIC_SCALE}
+
+
+def _with_mode_table(kind: str, spec: S) -> S:
+    """Kinds outside seed 000's Elastic column declare spec.elastic only to refuse it."""
+    if kind in ELASTIC_KINDS:
+        return spec
+    rules = spec.get("x-kubernetes-validations", []) + NO_ELASTIC["x-kubernetes-validations"]
+    return {**spec, "properties": {**spec["properties"], "elastic": OPEN}, "x-kubernetes-validations": rules}
 
 
 def crd(resource: JobResource, spec_schema: S) -> S:
@@ -309,4 +344,4 @@ def crd(resource: JobResource, spec_schema: S) -> S:
 
 
 def all_crds() -> list[S]:
-    return [crd(RESOURCES[kind], spec) for kind, spec in SPECS.items()]
+    return [crd(RESOURCES[kind], _with_mode_table(kind, spec)) for kind, spec in SPECS.items()]

@@ -35,6 +35,13 @@ RETRYABLE_EXIT_CODES = frozenset({130, 137, 143, 138})
 DEFAULT_RESTART_LIMIT = 3
 UNLIMITED = 2**31 - 1
 DEBUG_COMMAND = ["sleep", "inf"]
+# Ceilings on replicas, enforced by the CRDs at admission and again by validate() (for CRDs
+# applied by hand). Far above any real training job on one cluster, far below what floods
+# the API server: a job with 100,000 replicas once created 8,579 pods in a minute.
+MAX_REPLICAS_PER_TYPE = 1000
+MAX_REPLICAS_TOTAL = 2000
+# Seed 000's mode table: only these kinds have an Elastic mode (spec.elastic).
+ELASTIC_KINDS = ("PyTorchTrainingJob", "DeepSpeedJob")
 
 
 class Children(Protocol):
@@ -100,6 +107,10 @@ class JobKind:
     supports_debug: ClassVar[bool] = True
     supports_pause: ClassVar[bool] = True
 
+    @property
+    def supports_elastic(self) -> bool:
+        return self.resource.kind in ELASTIC_KINDS
+
     # -- identity -------------------------------------------------------------------
     def pod_name(self, job: Obj, rtype: str, rank: int) -> str:
         return f"{job['metadata']['name']}-{rtype}-{rank}"
@@ -121,10 +132,21 @@ class JobKind:
             seen.add(spec.type)
             if spec.replicas < 0:
                 raise InvalidSpec(f"replicaSpecs[{spec.type}].replicas must be >= 0, got {spec.replicas}")
+            if spec.replicas > MAX_REPLICAS_PER_TYPE:
+                raise InvalidSpec(
+                    f"replicaSpecs[{spec.type}].replicas is {spec.replicas}; at most {MAX_REPLICAS_PER_TYPE} per replica type"
+                )
             containers = (spec.template.get("spec") or {}).get("containers") or []
             if not containers:
                 raise InvalidSpec(f"replicaSpecs[{spec.type}].template.spec.containers is empty")
         counts = {s.type: s.replicas for s in specs}
+        total = sum(counts.values())
+        if total > MAX_REPLICAS_TOTAL:
+            raise InvalidSpec(f"the job has {total} replicas in all; at most {MAX_REPLICAS_TOTAL} per job")
+        if total == 0:
+            # Without this the default rules would be empty and the user would read about
+            # successRules they never wrote.
+            raise InvalidSpec("every replica type has 0 replicas: the job has nothing to run")
         for field_name, rules in (("successRules", self.success_rules(job)), ("failureRules", self.failure_rules(job))):
             check_rules(field_name, rules, counts)
         for mode in ("debug", "pause"):
@@ -136,6 +158,14 @@ class JobKind:
                         f"runMode.{mode}.{key} names replica type {entry.get('type')!r}, "
                         f"which is not in replicaSpecs ({', '.join(counts)})"
                     )
+        if run_mode(job).get("elastic") is not None:
+            raise InvalidSpec(
+                f"runMode.elastic is not a field: Elastic mode is spec.elastic, supported only by {' and '.join(ELASTIC_KINDS)}"
+            )
+        if (job.get("spec") or {}).get("elastic") is not None and not self.supports_elastic:
+            raise InvalidSpec(
+                f"{self.resource.kind} does not support Elastic mode (spec.elastic); only {' and '.join(ELASTIC_KINDS)} do"
+            )
         if debug_enabled(job) and not self.supports_debug:
             raise InvalidSpec(f"{self.resource.kind} does not support Debug mode (runMode.debug)")
         if pause_enabled(job) and not self.supports_pause:

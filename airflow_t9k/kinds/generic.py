@@ -38,20 +38,33 @@ class GenericJob(JobKind):
         service = (job.get("spec") or {}).get("service")
         return list((service or {}).get("ports") or [])
 
+    def wants_services(self, job: Obj, rtype: str) -> bool:
+        # Every replica gets its headless Service, port-less when spec.service gives no
+        # ports: $(service.T[R].host) must resolve in DNS whether or not ports are exposed
+        # (seed 001's own TF_CONFIG example has no spec.service).
+        return True
+
     def validate(self, job: Obj) -> None:
         super().validate(job)
-        names = [p.get("name") for p in self.service_ports(job)]
+        ports = self.service_ports(job)
+        for i, port in enumerate(ports):
+            # The CRD requires both; a CRD applied by hand may not, and plan() must not crash.
+            if not isinstance(port, dict) or not isinstance(port.get("name"), str) or not port.get("name"):
+                raise InvalidSpec(f"spec.service.ports[{i}].name is required")
+            number = port.get("port")
+            if not isinstance(number, int) or isinstance(number, bool) or not 1 <= number <= 65535:
+                raise InvalidSpec(f"spec.service.ports[{i}].port must be an integer in 1..65535, got {number!r}")
+        names = [p["name"] for p in ports]
         if len(set(names)) != len(names):
             raise InvalidSpec("spec.service.ports has duplicate port names")
 
     def customize_pod(self, job: Obj, spec: ReplicaSpec, rank: int, pod: Obj) -> None:
-        service = (job.get("spec") or {}).get("service")
         ctx = Context(
             job_name=job["metadata"]["name"],
             rtype=spec.type,
             rank=rank,
             replicas={s.type: s.replicas for s in self.replica_specs(job)},
-            ports={p["name"]: p["port"] for p in self.service_ports(job)} if service else None,
+            ports={p["name"]: p["port"] for p in self.service_ports(job)},
         )
         for key in ("initContainers", "containers"):
             for c in pod["spec"].get(key) or []:

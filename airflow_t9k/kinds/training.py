@@ -14,6 +14,7 @@ from typing import ClassVar
 
 from airflow_t9k.kinds.base import (
     DEFAULT_RESTART_LIMIT,
+    MAX_REPLICAS_PER_TYPE,
     TRAINING_RESTART_POLICIES,
     InvalidSpec,
     JobKind,
@@ -74,6 +75,8 @@ class TrainingJobKind(JobKind):
 
     # -- Elastic (PyTorch and DeepSpeed) ---------------------------------------------------
     def elastic(self, job: Obj) -> Obj | None:
+        if not self.supports_elastic:
+            return None  # validate() refuses spec.elastic on these kinds
         elastic = (job.get("spec") or {}).get("elastic") or {}
         return elastic if elastic.get("enabled") else None
 
@@ -101,6 +104,8 @@ class TrainingJobKind(JobKind):
         low, high = self.bounds(elastic, 1)
         if not 1 <= low <= high:
             raise InvalidSpec(f"elastic needs 1 <= minReplicas <= maxReplicas, got {low} and {high}")
+        if high > MAX_REPLICAS_PER_TYPE:
+            raise InvalidSpec(f"elastic.maxReplicas is {high}; at most {MAX_REPLICAS_PER_TYPE} per replica type")
 
     def status_extra(self, job: Obj, running: int) -> Obj:
         """``status.elastic`` for the scale subresource (HPA reads the selector)."""

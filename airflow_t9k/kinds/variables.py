@@ -1,11 +1,14 @@
 """GenericJob variable substitution (seed 001, "变量替换").
 
-Five variables are ours: ``$(type)``, ``$(rank)``, ``$(replicas[T])``,
-``$(service.T[R].host)`` and ``$(service.port[NAME])``. Kubernetes itself expands
-``$(ENV_NAME)`` in command, args and env, so any other ``$(IDENTIFIER)`` is left for it,
-and ``$$(...)`` stays an escape. Something that starts like one of ours but does not
-parse, or names a type, rank or port that does not exist, is an error rather than a
-silently unexpanded string.
+Exactly five forms are ours: ``$(type)``, ``$(rank)``, ``$(replicas[T])``,
+``$(service.T[R].host)`` and ``$(service.port[NAME])`` (spaces inside the parentheses are
+allowed). Everything else that starts with ``$(`` is left as written: ``$(ENV_NAME)`` is
+Kubernetes' own expansion, and ``$(type -P python3)`` or ``$(($(rank)+1))`` are the shell's.
+``$$`` stays an escape. One of our forms that names a type, rank or port that does not exist
+is an error rather than a silently wrong string.
+
+One regular expression scans the text once; none of its classes can cross a ``$``, so a
+long value without any of our forms costs linear time (a 112 KB env value once took 17 s).
 """
 
 from __future__ import annotations
@@ -16,12 +19,16 @@ from typing import Any
 
 from airflow_t9k.kinds.base import InvalidSpec
 
-_TOKEN = re.compile(r"\$\$|\$\(([^)]*)\)")
-_OURS = re.compile(r"^(type|rank|replicas|service)\b")
-_REPLICAS = re.compile(r"^replicas\[([^\]]+)\]$")
-_HOST = re.compile(r"^service\.([^\[\]]+)\[(\d+)\]\.host$")
-_PORT = re.compile(r"^service\.port\[([^\]]+)\]$")
-_UNTERMINATED = re.compile(r"\$\((type|rank|replicas|service)[^)]*$")
+_NAME = r"[^\s$()\[\]]+"
+_TOKEN = re.compile(
+    r"\$\$"
+    r"|\$\(\s*(?:"
+    r"(?P<plain>type|rank)"
+    rf"|replicas\[(?P<replicas>{_NAME})\]"
+    rf"|service\.port\[(?P<port>{_NAME})\]"
+    rf"|service\.(?P<host>[^\s$()\[\].]+)\[(?P<rank>\d+)\]\.host"
+    r")\s*\)"
+)
 
 
 @dataclass(frozen=True)
@@ -30,60 +37,42 @@ class Context:
     rtype: str
     rank: int
     replicas: dict[str, int]
-    ports: dict[str, int] | None  # None: spec.service is not set
+    ports: dict[str, int]  # spec.service.ports by name; empty when none are given
 
     def host(self, rtype: str, rank: int) -> str:
         return f"{self.job_name}-{rtype}-{rank}"
 
 
-def _resolve(expr: str, ctx: Context, where: str) -> str:
-    if expr == "type":
-        return ctx.rtype
-    if expr == "rank":
-        return str(ctx.rank)
-    if m := _REPLICAS.match(expr):
-        t = m.group(1)
-        if t not in ctx.replicas:
-            raise InvalidSpec(f"{where}: $({expr}) names replica type {t!r}, which is not in replicaSpecs")
+def _resolve(m: re.Match[str], ctx: Context, where: str) -> str:
+    text = m.group(0)
+    if text == "$$":
+        return text
+    if plain := m.group("plain"):
+        return ctx.rtype if plain == "type" else str(ctx.rank)
+    if (t := m.group("replicas")) is not None:
+        _need_type(text, t, ctx, where)
         return str(ctx.replicas[t])
-    if m := _HOST.match(expr):
-        t, r = m.group(1), int(m.group(2))
-        _need_service(expr, ctx, where)
-        if t not in ctx.replicas:
-            raise InvalidSpec(f"{where}: $({expr}) names replica type {t!r}, which is not in replicaSpecs")
-        if r >= ctx.replicas[t]:
-            raise InvalidSpec(f"{where}: $({expr}) names rank {r}, but {t} has {ctx.replicas[t]} replica(s)")
-        return ctx.host(t, r)
-    if m := _PORT.match(expr):
-        ports = _need_service(expr, ctx, where)
-        name = m.group(1)
-        if name not in ports:
-            raise InvalidSpec(f"{where}: $({expr}) names port {name!r}, not in spec.service.ports ({', '.join(ports)})")
-        return str(ports[name])
-    raise InvalidSpec(
-        f"{where}: $({expr}) is not a valid variable; use $(type), $(rank), $(replicas[TYPE]), "
-        "$(service.TYPE[RANK].host) or $(service.port[NAME])"
-    )
+    if (name := m.group("port")) is not None:
+        if name not in ctx.ports:
+            have = f"spec.service.ports has {', '.join(ctx.ports)}" if ctx.ports else "spec.service.ports declares none"
+            raise InvalidSpec(f"{where}: {text} names port {name!r}, but {have}")
+        return str(ctx.ports[name])
+    t, r = m.group("host"), int(m.group("rank"))
+    _need_type(text, t, ctx, where)
+    if r >= ctx.replicas[t]:
+        raise InvalidSpec(f"{where}: {text} names rank {r}, but {t} has {ctx.replicas[t]} replica(s)")
+    return ctx.host(t, r)
 
 
-def _need_service(expr: str, ctx: Context, where: str) -> dict[str, int]:
-    if ctx.ports is None:
-        raise InvalidSpec(f"{where}: $({expr}) needs spec.service, which is not set")
-    return ctx.ports
+def _need_type(text: str, rtype: str, ctx: Context, where: str) -> None:
+    if rtype not in ctx.replicas:
+        raise InvalidSpec(
+            f"{where}: {text} names replica type {rtype!r}, which is not in replicaSpecs ({', '.join(ctx.replicas)})"
+        )
 
 
 def substitute(text: str, ctx: Context, where: str) -> str:
-    def repl(m: re.Match[str]) -> str:
-        if m.group(0) == "$$":
-            return "$$"
-        expr = m.group(1).strip()
-        if not _OURS.match(expr):
-            return m.group(0)
-        return _resolve(expr, ctx, where)
-
-    if m := _UNTERMINATED.search(text):
-        raise InvalidSpec(f"{where}: {m.group(0)!r} is missing its closing parenthesis")
-    return _TOKEN.sub(repl, text)
+    return _TOKEN.sub(lambda m: _resolve(m, ctx, where), text)
 
 
 def substitute_container(container: dict[str, Any], ctx: Context, where: str) -> None:

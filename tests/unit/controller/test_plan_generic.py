@@ -8,6 +8,7 @@ from airflow_t9k.controller.reconcile import Create
 from tests.builders import cond, generic, pod, restart, run, service, settle
 
 W0, W1 = "job-worker-0", "job-worker-1"
+SVC = (service(W0), service(W1))  # every replica has its Service (seed 001's DNS names)
 RULES = {"successRules": [{"worker": [0]}], "failureRules": [{"worker": [0]}, {"worker": [1]}]}
 
 
@@ -24,7 +25,7 @@ def test_new_job_creates_every_replica_and_is_pending():
 
 
 def test_created_pods_carry_labels_owner_and_never_restart_policy():
-    manifest = next(a.manifest for a in run(generic()).actions if isinstance(a, Create))
+    manifest = next(a.manifest for a in run(generic()).actions if isinstance(a, Create) and a.kind == "Pod")
     meta = manifest["metadata"]
     assert meta["labels"]["batch.tensorstack.dev/job-name"] == "job"
     assert meta["labels"]["batch.tensorstack.dev/replica-type"] == "worker"
@@ -37,7 +38,7 @@ def test_created_pods_carry_labels_owner_and_never_restart_policy():
 
 
 def test_all_pods_running_makes_the_job_running_and_initialized():
-    p = run(generic(), pod(W0), pod(W1))
+    p = run(generic(), pod(W0), pod(W1), *SVC)
     assert p.actions == ()
     assert p.status["phase"] == "Running"
     assert cond(p, "Initialized")["status"] == "True"
@@ -51,8 +52,8 @@ def test_one_pod_still_pending_keeps_the_job_pending():
 
 def test_same_observation_twice_changes_nothing():
     job = generic(**RULES)
-    first = run(job, pod(W0), pod(W1))
-    second = run(job, pod(W0), pod(W1), status=first.status)
+    first = run(job, pod(W0), pod(W1), *SVC)
+    second = run(job, pod(W0), pod(W1), *SVC, status=first.status)
     assert second.status == first.status
     assert second.actions == () and second.events == ()
 
@@ -135,7 +136,7 @@ def test_restart_count_survives_recreation():
     job = restart(generic(), "OnFailure", 3)
     deleted = run(job, pod(W0, "Failed", 1), pod(W1), status={"phase": "Running"})
     recreate = run(job, pod(W1), status=deleted.status)
-    created = next(a.manifest for a in recreate.actions if isinstance(a, Create))
+    created = next(a.manifest for a in recreate.actions if isinstance(a, Create) and a.kind == "Pod")
     assert created["metadata"]["name"] == W0
     assert created["metadata"]["annotations"]["batch.tensorstack.dev/restart-count"] == "1"
     assert recreate.status["phase"] == "Running"  # a restart does not send the job back to Pending
@@ -227,7 +228,7 @@ def test_resume_goes_through_resuming_and_applies_resume_specs():
     resuming = run(job, status=paused.status)
     assert resuming.status["phase"] == "Resuming"
     assert cond(resuming, "Paused")["status"] == "False"
-    created = [a.manifest for a in resuming.actions if isinstance(a, Create)]
+    created = [a.manifest for a in resuming.actions if isinstance(a, Create) and a.kind == "Pod"]
     assert created[0]["spec"]["containers"][0]["command"] == ["resume.sh"]
     assert created[0]["spec"]["containers"][0]["args"] == ["--from-checkpoint"]
     assert "initContainers" not in created[0]["spec"]
@@ -248,14 +249,14 @@ def test_resume_goes_through_resuming_and_applies_resume_specs():
 def test_debug_mode_replaces_the_entrypoint(debug, command, has_init):
     job = generic(runMode={"debug": debug})
     job["spec"]["replicaSpecs"][0]["template"]["spec"]["initContainers"] = [{"name": "init", "image": "i"}]
-    created = next(a.manifest for a in run(job).actions if isinstance(a, Create))
+    created = next(a.manifest for a in run(job).actions if isinstance(a, Create) and a.kind == "Pod")
     assert created["spec"]["containers"][0]["command"] == command
     assert ("initContainers" in created["spec"]) is has_init
 
 
 def test_debug_mode_evaluates_no_rules_and_restarts_nothing():
     job = restart(generic(runMode={"debug": {"enabled": True}}, **RULES), "OnFailure", 3)
-    p = run(job, pod(W0, "Succeeded", 0), pod(W1, "Failed", 1), status={"phase": "Running"})
+    p = run(job, pod(W0, "Succeeded", 0), pod(W1, "Failed", 1), *SVC, status={"phase": "Running"})
     assert p.status["phase"] == "Running"
     assert p.actions == ()
 
@@ -266,7 +267,7 @@ def test_debug_mode_evaluates_no_rules_and_restarts_nothing():
 def test_t9k_scheduler_is_recorded_and_not_silently_ignored():
     p = settle(generic(scheduler={"t9kScheduler": {"queue": "gpu", "priority": 50}}))
     first = run(generic(scheduler={"t9kScheduler": {"queue": "gpu", "priority": 50}}))
-    manifest = next(a.manifest for a in first.actions if isinstance(a, Create))
+    manifest = next(a.manifest for a in first.actions if isinstance(a, Create) and a.kind == "Pod")
     assert manifest["metadata"]["labels"]["scheduler.tensorstack.dev/queue"] == "gpu"
     assert manifest["metadata"]["annotations"]["scheduler.tensorstack.dev/priority"] == "50"
     assert (cond(first, "QueueAdmission")["status"], cond(first, "QueueAdmission")["reason"]) == ("False", "NotEnforced")
@@ -280,7 +281,7 @@ def test_pods_of_removed_replicas_are_deleted():
 
 
 def test_pod_being_deleted_is_waited_for_not_recreated():
-    p = run(generic(), pod(W0), pod(W1, deleting=True), status={"phase": "Running"})
+    p = run(generic(), pod(W0), pod(W1, deleting=True), *SVC, status={"phase": "Running"})
     assert p.actions == ()
     assert p.status["tasks"][0]["status"][1]["phase"] == "Deleted"
 
@@ -295,3 +296,62 @@ def test_transition_time_is_kept_while_status_does_not_change():
     first = run(generic(), pod(W0), pod(W1))
     later = run(generic(), pod(W0), pod(W1), status=first.status)
     assert cond(later, "Running")["lastTransitionTime"] == cond(first, "Running")["lastTransitionTime"]
+
+
+# -- services and substitution (fidelity issue, items 5-7) ------------------------------------
+
+
+def _manifests(p, kind):
+    return {a.name: a.manifest for a in p.actions if isinstance(a, Create) and a.kind == kind}
+
+
+@pytest.mark.parametrize(
+    ("service_spec", "ports"),
+    [(None, []), ({}, []), ({"ports": []}, []), ({"ports": [{"name": "http", "port": 2222}]}, [("http", 2222)])],
+    ids=["no-service", "empty-service", "no-ports", "with-port"],
+)
+def test_every_replica_gets_a_headless_service_backing_its_host_name(service_spec, ports):
+    job = generic() if service_spec is None else generic(service=service_spec)
+    job["spec"]["replicaSpecs"][0]["template"]["spec"]["containers"][0]["command"] = ["ping", "$(service.worker[1].host)"]
+    p = run(job)
+    services = _manifests(p, "Service")
+    assert sorted(services) == [W0, W1]
+    for svc in services.values():
+        assert svc["spec"]["clusterIP"] == "None"
+        assert [(x["name"], x["port"]) for x in svc["spec"]["ports"]] == ports
+    assert _manifests(p, "Pod")[W0]["spec"]["containers"][0]["command"] == ["ping", W1]
+
+
+def test_seed_tf_config_example_fails_only_for_the_port_it_never_declares():
+    # Seed 001's example as printed: hosts resolve (every replica has a Service), the port
+    # named "http" does not exist, and the message says what to add.
+    env = ('{"task":{"type":"$(type)","index":$(rank)},"cluster":{"worker":["$(service.worker[0].host):$(service.port[http])",'
+           '"$(service.worker[1].host):$(service.port[http])"]}}')  # fmt: skip
+    job = generic()
+    job["spec"]["replicaSpecs"][0]["template"]["spec"]["containers"][0]["env"] = [{"name": "TF_CONFIG", "value": env}]
+    failed = cond(run(job), "Failed")
+    assert failed["reason"] == "InvalidSpec"
+    assert "$(service.port[http]) names port 'http', but spec.service.ports declares none" in failed["message"]
+    job["spec"]["service"] = {"ports": [{"name": "http", "port": 2222}]}
+    pod0 = _manifests(run(job), "Pod")[W0]
+    assert pod0["spec"]["containers"][0]["env"][0]["value"] == (
+        '{"task":{"type":"worker","index":0},"cluster":{"worker":["job-worker-0:2222","job-worker-1:2222"]}}')
+
+
+def test_shell_substitution_reaches_the_pod_untouched_and_ours_inside_it_is_expanded():
+    job = generic()
+    job["spec"]["replicaSpecs"][0]["template"]["spec"]["containers"][0]["command"] = [
+        "sh", "-c", "exec $(type -P python3) train.py --rank $(($(rank)+1)) --of $(replicas[worker])"]
+    p = run(job)
+    assert p.status["phase"] == "Pending"
+    assert _manifests(p, "Pod")[W1]["spec"]["containers"][0]["command"][2] == "exec $(type -P python3) train.py --rank $((1+1)) --of 2"
+
+
+def test_init_containers_are_substituted_too():
+    # Seed 001 lists command, args and env of the replica's containers; an init container that
+    # fetches its shard needs $(rank) as much (docs/kinds.md).
+    job = generic()
+    job["spec"]["replicaSpecs"][0]["template"]["spec"]["initContainers"] = [
+        {"name": "fetch", "image": "busybox", "args": ["get", "shard-$(rank)"], "env": [{"name": "TYPE", "value": "$(type)"}]}]
+    init = _manifests(run(job), "Pod")[W1]["spec"]["initContainers"][0]
+    assert (init["args"], init["env"]) == (["get", "shard-1"], [{"name": "TYPE", "value": "worker"}])

@@ -6,7 +6,7 @@ import copy
 
 import pytest
 
-from tests.builders import colossal, cond, generic, pod, run
+from tests.builders import colossal, cond, generic, pod, run, service
 
 
 def _with(job, path, value):
@@ -28,9 +28,10 @@ CASES = [
     (generic(successRules=[{"worker": []}]), "must be a non-empty list of ranks"),
     (generic(successRules=[{}]), "must be a non-empty map"),
     (_cmd(["echo", "$(replicas[chief])"]), "names replica type 'chief'"),
-    (_cmd(["echo", "$(service.worker[0].host)"]), "needs spec.service, which is not set"),
-    (_cmd(["echo", "$(rank"]), "missing its closing parenthesis"),
-    (_cmd(["echo", "$(service.nope)"]), "$(service.nope) is not a valid variable"),
+    (_cmd(["echo", "$(service.port[http])"]), "names port 'http', but spec.service.ports declares none"),
+    (_with(_cmd(["echo", "$(service.port[http])"]), ["spec", "service"], {}), "spec.service.ports declares none"),
+    (_with(_cmd(["echo", "$(service.port[http])"]), ["spec", "service"], {"ports": [{"name": "grpc", "port": 1}]}),
+     "names port 'http', but spec.service.ports has grpc"),
     (_cmd(["echo", "$(service.worker[7].host)"]), None),  # needs a service: see below
     (generic("job", ("worker", 1), ("worker", 1)), "appears more than once"),
     (_with(generic(), ["spec", "replicaSpecs", 0, "replicas"], -1), "must be >= 0"),
@@ -45,6 +46,16 @@ CASES = [
     (generic("x" * 64), "at most 63 characters"),
     (generic("x" * 60, service={"ports": [{"name": "a", "port": 1}]}), "longer than 63 characters"),
     (generic(service={"ports": [{"name": "a", "port": 1}, {"name": "a", "port": 2}]}), "duplicate port names"),
+    # Smaller items of the fidelity issue: what the CRD blocks must not crash plan() either.
+    (generic(service={"ports": [{"port": 80}]}), "spec.service.ports[0].name is required"),
+    (generic(service={"ports": [{"name": "http"}]}), "spec.service.ports[0].port must be an integer"),
+    (generic("job", ("worker", 0), ("ps", 0)), "every replica type has 0 replicas: the job has nothing to run"),
+    # Replica ceilings (reliability issue): a job past them is Failed, not run.
+    (generic("job", ("worker", 1001)), "replicaSpecs[worker].replicas is 1001; at most 1000 per replica type"),
+    (generic("job", ("a", 1000), ("b", 1000), ("c", 1)), "the job has 2001 replicas in all; at most 2000 per job"),
+    # Seed 000's mode table: GenericJob has no Elastic mode.
+    (generic(elastic={"enabled": True}), "GenericJob does not support Elastic mode"),
+    (generic(runMode={"elastic": {"enabled": True}}), "runMode.elastic is not a field"),
 ]
 CASES[8] = (
     _with(_cmd(["echo", "$(service.worker[7].host)"]), ["spec", "service"], {"ports": [{"name": "http", "port": 1}]}),
@@ -93,7 +104,8 @@ def test_only_pods_about_to_be_created_are_rendered():
     # until a pod has to be created from it.
     edited = generic()
     edited["spec"]["replicaSpecs"][0]["template"]["spec"]["containers"][0]["command"] = ["echo", "$(replicas[ps])"]
-    running = run(edited, pod("job-worker-0"), pod("job-worker-1"), status={"phase": "Running"})
+    svc = (service("job-worker-0"), service("job-worker-1"))
+    running = run(edited, pod("job-worker-0"), pod("job-worker-1"), *svc, status={"phase": "Running"})
     assert running.status["phase"] == "Running" and running.actions == ()
-    recreate = run(edited, pod("job-worker-0"), status={"phase": "Running"})
+    recreate = run(edited, pod("job-worker-0"), *svc, status={"phase": "Running"})
     assert recreate.status["phase"] == "Failed" and "names replica type 'ps'" in cond(recreate, "Failed")["message"]
