@@ -54,3 +54,14 @@ def test_manifest_is_a_valid_spec_that_the_controller_starts(path):
 def test_names_are_unique_so_the_whole_directory_applies():
     keys = [(d["kind"], d["metadata"]["name"]) for p in FILES for d in _docs(p)]
     assert len(keys) == len(set(keys))
+
+
+def test_nothing_in_the_repository_reads_the_specification_folder_beside_it():
+    # A user's clone has no ../shared: code, scripts and tests must not reach for it.
+    root = MANIFESTS.parents[1]
+    needles = ('"shared"', "'shared'", "../shared", "/work/shared", "shared/seeds", "shared/reference")
+    files = [p for d in ("airflow_t9k", "tests", "scripts", "dags_examples", "benchmarks", "tools", ".ci")
+             for p in (root / d).rglob("*") if p.is_file() and p.suffix in (".py", ".sh", ".yaml", "")]  # fmt: skip
+    files += [root / "Makefile", root / "pyproject.toml"]
+    offenders = [str(p.relative_to(root)) for p in files if p != Path(__file__) and any(n in p.read_text(errors="replace") for n in needles)]
+    assert offenders == []
