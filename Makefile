@@ -2,7 +2,7 @@
 VENV := .venv
 PIP := $(VENV)/bin/pip
 
-.PHONY: setup demo test unit cluster-up cluster-down
+.PHONY: setup demo test unit chaos cluster-up cluster-down
 
 $(VENV)/.installed: pyproject.toml
 	python3 -m venv $(VENV)
@@ -20,6 +20,9 @@ test: setup
 
 unit: setup
 	$(VENV)/bin/pytest -q -ra -m "not integration"
+
+chaos: setup
+	$(VENV)/bin/pytest -q -ra -s -m chaos
 
 cluster-up:
 	scripts/local-cluster.sh up

@@ -68,5 +68,8 @@ def _has_default_sa(core, namespace: str) -> bool:
 def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
     # Anything under tests/integration is an integration test, marked or not.
     for item in items:
-        if "/integration/" in str(item.fspath):
+        path = str(item.fspath)
+        if "/integration/" in path or "/chaos/" in path:
             item.add_marker(pytest.mark.integration)
+        if "/chaos/" in path:
+            item.add_marker(pytest.mark.chaos)
