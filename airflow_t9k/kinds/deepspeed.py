@@ -23,6 +23,7 @@ import shlex
 
 from airflow_t9k.api.resources import RESOURCES
 from airflow_t9k.kinds.base import Children, InvalidSpec, ModeOverride, Obj, ReplicaSpec, set_env
+from airflow_t9k.kinds.ssh_launch import wait_for_ssh
 from airflow_t9k.kinds.training import TrainingJobKind
 
 WORKER = "worker"
@@ -134,9 +135,7 @@ class DeepSpeedJob(TrainingJobKind):
             mounts.append({"name": "t9k-deepspeed", "mountPath": ENV_FILE, "subPath": "deepspeed_env", "readOnly": True})
         if rank == 0:
             pod["metadata"]["annotations"][ANNOTATION_HOSTFILE] = _digest(self.hostfile(job))
-            wait = (f"for h in $(cut -d' ' -f1 {HOSTFILE}); do until ssh -o BatchMode=yes -o ConnectTimeout=3 \"$h\" true "
-                    '2>/dev/null; do echo "waiting for $h"; sleep 2; done; done')  # fmt: skip
-            main["command"] = ["bash", "-c", f"set -e; {SSHD}; {wait}; exec {self.deepspeed_command(job)}"]
+            main["command"] = ["bash", "-c", f"set -e; {SSHD}; {wait_for_ssh(HOSTFILE)}; exec {self.deepspeed_command(job)}"]
         else:
             main["command"] = [SSHD, "-D", "-e"]
         main.pop("args", None)

@@ -3,15 +3,17 @@
 Shared mechanics: a launcher pod ``<job>-launcher`` and worker pods ``<job>-worker-<i>``; a
 Secret ``<job>-ssh`` with a generated key pair mounted on every pod; workers run sshd and
 have a headless Service each; a ConfigMap ``<job>-hostfile`` mounted on the launcher at
-``/etc/t9k``; the launcher waits until every worker answers over SSH, then runs the kind's
-launch command. Pods are not restarted, the launcher decides the job, and
-``runPolicy.cleanUpWorkers`` removes the workers when it ends. In Debug mode the launcher
-sleeps and the workers keep sshd, so one can launch by hand.
+``/etc/t9k``; the launcher waits until every worker answers over SSH (at most
+``T9K_SSH_WAIT_TIMEOUT`` seconds, default 1800), then runs the kind's launch command. Pods
+are not restarted and the launcher decides the job, except that a worker failing while the
+launcher has not ended fails the job at once (workers only run sshd: the launch cannot
+succeed without one). ``runPolicy.cleanUpWorkers`` removes the workers when it ends.
 """
 
 from __future__ import annotations
 
 import shlex
+from collections.abc import Mapping
 from typing import ClassVar
 
 from airflow_t9k.kinds.base import (
@@ -33,6 +35,54 @@ HOSTFILE_DIR = "/etc/t9k"
 HOSTFILE = f"{HOSTFILE_DIR}/hostfile"
 SSH_PORT = 22
 NEVER = RestartPolicy("Never", 0)
+SSH_WAIT_ENV = "T9K_SSH_WAIT_TIMEOUT"
+SSH_WAIT_DEFAULT = 1800  # seconds: long enough for workers to pull a large image
+SSH_WAIT_EXIT = 124  # timeout(1)'s code
+
+
+def wait_for_ssh(hostfile: str) -> str:
+    """Shell that waits until every host of ``hostfile`` answers over SSH, within a bound.
+
+    ``$T9K_SSH_WAIT_TIMEOUT`` (seconds since the script started; 0: no bound) comes from the
+    container's env, so a user sets it like any other variable.
+    """
+    return (
+        f'limit="${{{SSH_WAIT_ENV}:-{SSH_WAIT_DEFAULT}}}"; '
+        f"for h in $(cut -d' ' -f1 {hostfile}); do "
+        'until ssh -o BatchMode=yes -o ConnectTimeout=3 "$h" true 2>/dev/null; do '
+        'if [ "$limit" -gt 0 ] && [ "$SECONDS" -ge "$limit" ]; then '
+        f'echo "t9k: worker $h did not answer over SSH within ${{limit}}s ({SSH_WAIT_ENV}); giving up" >&2; exit {SSH_WAIT_EXIT}; fi; '
+        'echo "waiting for $h"; sleep 2; done; done'
+    )
+
+
+def pod_failure(pod: Obj) -> str:
+    """'exit code 137 (OOMKilled)' or the pod's own reason, for messages."""
+    status = pod.get("status") or {}
+    if status.get("reason"):
+        return str(status["reason"])
+    for cs in status.get("containerStatuses") or []:
+        ended = (cs.get("state") or {}).get("terminated")
+        if ended and ended.get("exitCode", 0) != 0:
+            return f"container {cs.get('name')} exit code {ended.get('exitCode')}" + (f" ({ended['reason']})" if ended.get("reason") else "")
+    return "failed"
+
+
+def failed_worker(pods: Mapping[str, Obj], launcher: str, workers: list[str]) -> tuple[str, str, str] | None:
+    """A failed worker fails the job while the launcher has not ended (the launcher decides after).
+
+    Without this a worker that died before the launch (sshd missing, OOM at start, a bad node)
+    left the launcher waiting and the job Running forever.
+    """
+    ended = (pods.get(launcher) or {}).get("status", {}).get("phase") in ("Succeeded", "Failed")
+    if ended:
+        return None
+    for name in workers:
+        pod = pods.get(name)
+        if pod and not pod["metadata"].get("deletionTimestamp") and (pod.get("status") or {}).get("phase") == "Failed":
+            return ("Failed", "WorkerFailed",
+                    f"Worker {name} failed ({pod_failure(pod)}) before the launcher finished; the job cannot run without it.")  # fmt: skip
+    return None
 
 
 def spec_of(job: Obj) -> Obj:
@@ -118,12 +168,11 @@ class SSHLaunchKind(JobKind):
         return [{"apiVersion": "v1", "kind": "ConfigMap", "metadata": {"name": self.hostfile_name(job)}, "data": {"hostfile": lines}}]
 
     def launcher_script(self, job: Obj) -> str:
-        wait = (
-            f"for h in $(cut -d' ' -f1 {HOSTFILE}); do "
-            'until ssh -o BatchMode=yes -o ConnectTimeout=3 "$h" true 2>/dev/null; do '
-            'echo "waiting for $h"; sleep 2; done; done'
-        )
-        return f"set -e; {wait}; exec {shlex.join(self.launch_command(job))}"
+        return f"set -e; {wait_for_ssh(HOSTFILE)}; exec {shlex.join(self.launch_command(job))}"
+
+    def verdict(self, job: Obj, observed: Children) -> tuple[str, str, str] | None:
+        workers = [self.pod_name(job, WORKER, i) for i in range(self.worker(job).get("replicas", 1))]
+        return failed_worker(observed.pods, self.pod_name(job, LAUNCHER, 0), workers)
 
     def customize_pod(self, job: Obj, spec: ReplicaSpec, rank: int, pod: Obj) -> None:
         ssh = self.ssh(job)

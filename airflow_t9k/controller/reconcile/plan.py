@@ -384,7 +384,9 @@ def _progress(sb: StatusBuilder, states: list[SlotState], children_missing: bool
     old = sb.old_phase
     if old in ("Paused", "Resuming"):
         sb.set_condition("Paused", False, "Resumed", "The job has been resumed.")
-        phase = "Running" if started and all(s.phase == "Running" for s in states) else "Resuming"
+        # A replica that already ended after the resume counts as resumed: waiting for it to
+        # be Running again kept the job Resuming forever.
+        phase = "Running" if started else "Resuming"
     elif old == "Running" or started:
         phase = "Running"  # restarts do not send a running job back to Pending
     else:

@@ -50,9 +50,9 @@ def test_launcher_runs_colossalai_with_its_settings():
     [
         (pod(L, "Succeeded", 0, rtype="launcher"), [pod(W0), pod(W1)], "Succeeded"),
         (pod(L, "Failed", 1, rtype="launcher"), [pod(W0), pod(W1)], "Failed"),
-        (pod(L, rtype="launcher"), [pod(W0, "Failed", 1), pod(W1)], "Running"),
+        (pod(L, "Succeeded", 0, rtype="launcher"), [pod(W0, "Failed", 1), pod(W1)], "Succeeded"),
     ],
-    ids=["launcher-succeeds", "launcher-fails", "worker-failure-alone-decides-nothing"],
+    ids=["launcher-succeeds", "launcher-fails", "launcher-decides-once-ended"],
 )
 def test_launcher_decides(launcher, workers, phase):
     p = run(colossal(), launcher, *workers, status={"phase": "Running"})

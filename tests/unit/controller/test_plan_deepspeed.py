@@ -39,7 +39,7 @@ def test_worker_0_launches_deepspeed_others_run_sshd():
     pods = manifests(run(ds()), "Pod")
     assert pods["ds-worker-1"]["spec"]["containers"][0]["command"] == ["/usr/sbin/sshd", "-D", "-e"]
     script = pods["ds-worker-0"]["spec"]["containers"][0]["command"][2]
-    assert script.startswith("set -e; /usr/sbin/sshd; for h in")
+    assert script.startswith("set -e; /usr/sbin/sshd; limit=") and "for h in $(cut -d' ' -f1 /t9k/hostfile)" in script
     assert script.endswith("exec deepspeed --hostfile /t9k/hostfile --launcher pdsh train.py --deepspeed --deepspeed_config=ds.json")
 
 

@@ -355,3 +355,25 @@ def test_init_containers_are_substituted_too():
         {"name": "fetch", "image": "busybox", "args": ["get", "shard-$(rank)"], "env": [{"name": "TYPE", "value": "$(type)"}]}]
     init = _manifests(run(job), "Pod")[W1]["spec"]["initContainers"][0]
     assert (init["args"], init["env"]) == (["get", "shard-1"], [{"name": "TYPE", "value": "worker"}])
+
+
+@pytest.mark.parametrize(
+    ("pods", "phase"),
+    [
+        ((pod(W0), pod(W1)), "Running"),
+        ((pod(W0, "Succeeded", 0), pod(W1)), "Running"),
+        ((pod(W0, "Failed", 1), pod(W1)), "Running"),
+        ((pod(W0, "Pending"), pod(W1, "Succeeded", 0)), "Resuming"),
+        ((pod(W1),), "Resuming"),
+    ],
+    ids=["all-running", "one-completed", "one-failed", "one-pending", "one-missing"],
+)
+def test_resuming_ends_once_every_replica_is_back_even_if_it_already_ended(pods, phase):
+    # Fidelity issue, item 2: a replica that completed right after the resume kept the job Resuming.
+    job = generic(successRules=[{"worker": [0, 1]}], failureRules=[{"worker": [0, 1]}],
+                  runMode={"pause": {"enabled": False}})  # fmt: skip
+    paused = run(generic(runMode={"pause": {"enabled": True}}), *SVC, status={"phase": "Running"})
+    resuming = run(job, *SVC, status=paused.status)
+    assert resuming.status["phase"] == "Resuming"
+    p = run(job, *pods, *SVC, status=resuming.status)
+    assert p.status["phase"] == phase
