@@ -6,15 +6,22 @@ What it does that Airflow's own Kubernetes operators do not (see docs/airflow.md
   them and the try number, so it can always be found again;
 - name, namespace and uid go to the task state store *before* waiting: a retry or a
   restarted worker reattaches to that exact job (uid checked) instead of submitting a second
-  one; a name conflict adopts the existing job only if its labels say it is ours;
+  one; a name conflict adopts the existing job only if its annotations say it is ours;
+- a try that finishes with a job marks it consumed (``CONSUMED_BY``): a later try (a retry, a
+  Clear) reattaches to a job that runs or whose result nobody consumed, and replaces one whose
+  result a try already consumed;
 - the trigger watches the job (no polling) and carries the task's timeouts with it;
-- a kill, sync or deferred, deletes (or pauses) the job, so nothing is left running.
+- a kill, sync or deferred, deletes (or pauses) the job, so nothing is left running; every
+  delete and patch carries the uid this task recorded, so it never reaches another object that
+  took the name.
 """
 
 from __future__ import annotations
 
+import copy
 import hashlib
 import re
+import shlex
 import time
 from datetime import datetime, timedelta, timezone
 from typing import Any, ClassVar
@@ -26,7 +33,8 @@ from airflow.sdk.exceptions import AirflowException, AirflowTaskTimeout
 
 from airflow_t9k.api.outcome import JobState, interpret
 from airflow_t9k.api.resources import resource_for
-from airflow_t9k.k8s.errors import AlreadyExists
+from airflow_t9k.api.runmode import pause_patch, paused_by_task, resume_patch
+from airflow_t9k.k8s.errors import AlreadyExists, ApiError, Conflict, Invalid, NotFound
 from airflow_t9k.hooks.t9k import T9kHook
 from airflow_t9k.kinds.registry import KINDS
 from airflow_t9k.links import XCOM_IDENTITY, T9kJobLink
@@ -39,6 +47,7 @@ LABEL = "airflow-t9k.io"
 DELETE_ON_FINISH = ("never", "always", "on_success")
 ON_KILL = ("delete", "pause")
 FINISHED_XCOM = ("phase", "summary")
+CONSUMED_BY = f"{LABEL}/consumed-by-try"
 
 
 def _slug(text: str, limit: int) -> str:
@@ -52,10 +61,25 @@ def _label_value(text: str) -> str:
     return re.sub(r"^[^A-Za-z0-9]+|[^A-Za-z0-9]+$", "", v)
 
 
-def job_name(dag_id: str, run_id: str, task_id: str, map_index: int = -1) -> str:
-    """Deterministic, short enough for ``<job>-<type>-<rank>`` Service names (<= 63)."""
+def job_name(dag_id: str, run_id: str, task_id: str, map_index: int = -1, base: str | None = None) -> str:
+    """Deterministic, short enough for ``<job>-<type>-<rank>`` Service names (<= 63): ``base``
+    (a name the user gave, else the task id) cut to 24 characters, then a digest of the task."""
     digest = hashlib.sha256(f"{dag_id}\x00{run_id}\x00{task_id}\x00{map_index}".encode()).hexdigest()[:10]
-    return f"{_slug(task_id, 24)}-{digest}"
+    return f"{_slug(base or task_id, 24)}-{digest}"
+
+
+def split_command(value: Any, field: str = "command") -> list[str] | None:
+    """A command given as a string is split as a shell would ("python train.py" is two words)."""
+    if value is None:
+        return None
+    if isinstance(value, str):
+        try:
+            return shlex.split(value)
+        except ValueError as exc:
+            raise AirflowException(f"{field} {value!r} cannot be split like a shell command: {exc}") from None
+    if isinstance(value, (list, tuple)):
+        return [str(v) for v in value]
+    raise AirflowException(f"{field} must be a list of strings or one string, got {type(value).__name__}")
 
 
 def load_job(job: Obj | str) -> Obj:
@@ -73,6 +97,9 @@ class T9kJobOperator(BaseOperator):
 
     :param job: the job: a dict, a YAML string, or a path to a ``.yaml``/``.yml``/``.json`` file
         (all templated). ``metadata.name`` may be left out: a deterministic name is used.
+    :param name_suffix: a ``metadata.name`` given in ``job`` gets a suffix derived from dag, run,
+        task and map index, so every run submits its own job (default True); False submits
+        the name as given, and a second run then conflicts until the first job is deleted
     :param namespace: namespace (default: the job's, the connection's, then ``default``)
     :param kubernetes_conn_id: the ``kubernetes`` connection
     :param deferrable: wait in the triggerer (default ``[operators] default_deferrable``)
@@ -80,15 +107,17 @@ class T9kJobOperator(BaseOperator):
     :param timeout: give up waiting after this long (seconds or timedelta); the job is then
         deleted (or paused, see ``on_kill_action``) and the task fails
     :param delete_on_finish: ``never``, ``always`` or ``on_success``
-    :param on_kill_action: ``delete`` or ``pause`` the job when the task is killed or times out
+    :param on_kill_action: ``delete`` or ``pause`` the job when the task is killed or times out;
+        a retry resumes a job that a kill or timeout paused
     :param log_events: forward the job's Kubernetes Events into the task log while deferred
     :param stream_logs: follow the running replicas' logs into the task log while deferred
     :param log_tail_lines: lines of each failed replica's log shown on failure
     """
 
-    template_fields: ClassVar[tuple[str, ...]] = ("job", "namespace", "kubernetes_conn_id")
+    # ``rendered_job`` is the manifest as it will be submitted, for the Rendered Template view.
+    template_fields: ClassVar[tuple[str, ...]] = ("job", "namespace", "kubernetes_conn_id", "rendered_job")
     template_ext: ClassVar[tuple[str, ...]] = (".yaml", ".yml", ".json")
-    template_fields_renderers: ClassVar[dict[str, str]] = {"job": "yaml"}
+    template_fields_renderers: ClassVar[dict[str, str]] = {"job": "yaml", "rendered_job": "yaml"}
     operator_extra_links = (T9kJobLink(),)
     ui_color = "#c9e4f7"
     kind: ClassVar[str | None] = None  # set by the per-kind operators
@@ -97,6 +126,7 @@ class T9kJobOperator(BaseOperator):
         self,
         *,
         job: Obj | str | None = None,
+        name_suffix: bool = True,
         namespace: str | None = None,
         kubernetes_conn_id: str | None = "kubernetes_default",
         config_file: str | None = None,
@@ -118,6 +148,7 @@ class T9kJobOperator(BaseOperator):
         if on_kill_action not in ON_KILL:
             raise ValueError(f"on_kill_action must be one of {ON_KILL}, got {on_kill_action!r}")
         self.job = job
+        self.name_suffix = name_suffix
         self.namespace = namespace
         self.kubernetes_conn_id = kubernetes_conn_id
         self.config_file = config_file
@@ -131,28 +162,32 @@ class T9kJobOperator(BaseOperator):
         self.log_events = log_events
         self.stream_logs = stream_logs
         self.log_tail_lines = log_tail_lines
+        self.rendered_job: Obj | None = None
         self._identity: Obj | None = None
+        self._try_number = 0
 
-    # -- templating: only ``job`` may name a file --------------------------------------------
-    # Airflow applies template_ext to every templated string, so an argument such as
-    # "--deepspeed_config=ds.json" in ``command`` would be read as a template file.
-    def resolve_template_files(self) -> None:
+    # -- templating: only a top-level ``job`` string may name a file -------------------------
+    # Airflow applies template_ext to every templated string, also inside dicts and lists, so
+    # an argument such as "--deepspeed_config=ds.json" would be read as a template file.
+    def _load_job_file(self, env: Any) -> None:
         job = self.job
-        if isinstance(job, str) and job.endswith(tuple(self.template_ext)):
-            env = self.get_template_env()
-            self.job = env.loader.get_source(env, job)[0]  # type: ignore[union-attr]
+        if isinstance(job, str) and job.endswith(tuple(type(self).template_ext)):
+            self.job = env.loader.get_source(env, job)[0]
+
+    def resolve_template_files(self) -> None:
+        self._load_job_file(self.get_template_env())
         self.prepare_template()
 
-    def _do_render_template_fields(self, parent: Any, template_fields: Any, context: Any, jinja_env: Any, seen_oids: set[int]) -> None:
-        if parent is not self:
-            return super()._do_render_template_fields(parent, template_fields, context, jinja_env, seen_oids)
-        fields = list(template_fields)
-        super()._do_render_template_fields(parent, [f for f in fields if f == "job"], context, jinja_env, seen_oids)
+    def render_template_fields(self, context: Any, jinja_env: Any = None) -> None:
+        jinja_env = jinja_env or self.get_template_env()
+        self._load_job_file(jinja_env)
         self.template_ext = ()  # type: ignore[misc]
         try:
-            super()._do_render_template_fields(parent, [f for f in fields if f != "job"], context, jinja_env, seen_oids)
+            super().render_template_fields(context, jinja_env)
         finally:
             del self.template_ext
+        if "ti" in context:
+            self.rendered_job = self.render_job(context)
 
     # -- the job we submit -------------------------------------------------------------------
     @property
@@ -173,7 +208,7 @@ class T9kJobOperator(BaseOperator):
         return load_job(self.job)
 
     def render_job(self, context: Any) -> Obj:
-        job = self.base_job()
+        job = copy.deepcopy(self.base_job())
         if self.kind and job.get("kind", self.kind) != self.kind:
             raise AirflowException(f"{type(self).__name__} submits {self.kind}, but the job is a {job.get('kind')}")
         kind = job.setdefault("kind", self.kind)
@@ -188,7 +223,9 @@ class T9kJobOperator(BaseOperator):
         dag_id, run_id, task_id = ti.dag_id, ti.run_id, ti.task_id
         map_index = getattr(ti, "map_index", -1)
         map_index = -1 if map_index is None else map_index
-        meta.setdefault("name", job_name(dag_id, run_id, task_id, map_index))
+        given = meta.get("name")
+        if not given or self.name_suffix:
+            meta["name"] = job_name(dag_id, run_id, task_id, map_index, base=given)
         meta["namespace"] = self.namespace or meta.get("namespace") or self.hook.get_namespace() or "default"
         meta["labels"] = {
             **(meta.get("labels") or {}),
@@ -210,20 +247,17 @@ class T9kJobOperator(BaseOperator):
         return job
 
     def dry_run(self) -> None:
-        """Print the job this task would submit (with a placeholder run)."""
-
-        class _TI:
-            dag_id = self.dag_id if self.has_dag() else "dag"
-            run_id = "manual__dry-run"
-            task_id = self.task_id
-            map_index = -1
-            try_number = 1
-
-        print(yaml.safe_dump(self.render_job({"ti": _TI()}), sort_keys=False))
+        """Print the job this task would submit: template files read and Jinja rendered as in a
+        run, with a placeholder run (``manual__dry-run``) and placeholders for XComs."""
+        op = copy.deepcopy(self)
+        op.resolve_template_files()
+        op.render_template_fields(_dry_run_context(op))
+        print(yaml.safe_dump(op.rendered_job, sort_keys=False))
 
     # -- execute -----------------------------------------------------------------------------
     def execute(self, context: Any) -> Obj:
-        job = self.render_job(context)
+        self._try_number = int(getattr(context["ti"], "try_number", 0) or 0)
+        job = copy.deepcopy(self.rendered_job) if isinstance(self.rendered_job, dict) else self.render_job(context)
         meta = job["metadata"]
         store = context.get("task_state_store")
         current = self._reattach(store, job) or self._submit(job)
@@ -239,6 +273,7 @@ class T9kJobOperator(BaseOperator):
             store.set(STATE_KEY, identity)
         context["ti"].xcom_push(key=XCOM_IDENTITY, value=identity)
         if not self.wait_for_completion:
+            self._consume(identity)  # this try is done with it: a Clear submits anew once it ends
             return identity
         state = interpret(current)
         if state.terminal:
@@ -259,14 +294,24 @@ class T9kJobOperator(BaseOperator):
         return self._adopt_or_replace(current, "reattaching to the job of an earlier try")
 
     def _adopt_or_replace(self, current: Obj, why: str) -> Obj | None:
-        """Keep a job that runs or succeeded; a failed one is deleted so this try runs it again."""
+        """Reattach to a job that runs (resuming it if a kill or timeout of an earlier try paused
+        it) or whose result no try consumed; replace one whose result a try consumed."""
         meta = current["metadata"]
         state = interpret(current)
-        if not state.terminal or state.succeeded:
+        consumed = (meta.get("annotations") or {}).get(CONSUMED_BY)
+        if not state.terminal:
+            if paused_by_task(current):
+                self.log.info("resuming %s %s/%s, paused by an earlier try", current["kind"], meta["namespace"], meta["name"])
+                current = self._patch_exact(current, resume_patch(meta["uid"])) or current
             self.log.info("%s: %s %s/%s uid %s (%s)", why, current["kind"], meta["namespace"], meta["name"], meta["uid"], state.summary())
             return current
-        self.log.info("the earlier job %s/%s failed (%s); deleting it to run again", meta["namespace"], meta["name"], state.summary())
-        self.hook.delete_job(current["kind"], meta["name"], meta["namespace"], uid=meta["uid"])
+        if not consumed:
+            self.log.info("%s: %s %s/%s uid %s ended and no try has consumed its result (%s)",
+                          why, current["kind"], meta["namespace"], meta["name"], meta["uid"], state.summary())  # fmt: skip
+            return current
+        self.log.info("%s %s/%s ended (%s) and try %s consumed its result; deleting it to run again",
+                      current["kind"], meta["namespace"], meta["name"], state.summary(), consumed)  # fmt: skip
+        self._delete_exact(current["kind"], meta["name"], meta["namespace"], meta["uid"])
         self._wait_gone(current)
         return None
 
@@ -278,7 +323,7 @@ class T9kJobOperator(BaseOperator):
             if now is None or now["metadata"].get("uid") != meta["uid"]:
                 return
             time.sleep(0.5)
-        raise AirflowException(f"the failed job {meta['namespace']}/{meta['name']} was not deleted within {timeout}s")
+        raise AirflowException(f"the earlier job {meta['namespace']}/{meta['name']} was not deleted within {timeout}s")
 
     def _submit(self, job: Obj) -> Obj:
         meta = job["metadata"]
@@ -291,9 +336,11 @@ class T9kJobOperator(BaseOperator):
             if existing is None:
                 return self._submit(job)  # deleted in between
             if not self._is_ours(existing, job):
+                hint = "" if self.name_suffix else ", or leave name_suffix=True so that every run gets its own name"
                 raise AirflowException(
                     f"{job['kind']} {meta['namespace']}/{meta['name']} already exists and was not submitted by this "
-                    "task (its airflow-t9k.io labels differ); choose another name or delete it"
+                    f"task (its {LABEL} annotations name another DAG, run, task or map index); choose another "
+                    f"name or delete it{hint}"
                 ) from None
             adopted = self._adopt_or_replace(existing, "adopting the job this task submitted before")
             return adopted if adopted is not None else self._submit(job)
@@ -303,6 +350,47 @@ class T9kJobOperator(BaseOperator):
         theirs = (existing["metadata"].get("annotations") or {})
         ours = job["metadata"]["annotations"]
         return all(theirs.get(f"{LABEL}/{k}") == ours[f"{LABEL}/{k}"] for k in ("dag-id", "run-id", "task-id", "map-index"))
+
+    # -- writes that must reach our job and no other -----------------------------------------
+    def _gone_instead(self, kind: str, name: str, namespace: str, uid: str, exc: ApiError) -> bool:
+        """A refused precondition means another object took the name: ours is gone."""
+        now = self.hook.get_job(kind, name, namespace)
+        if now is not None and now["metadata"].get("uid") == uid:
+            return False
+        self.log.warning("%s %s/%s (uid %s) is gone; the object of that name now is another one, left alone (%s)",
+                         kind, namespace, name, uid, exc.message)  # fmt: skip
+        return True
+
+    def _delete_exact(self, kind: str, name: str, namespace: str, uid: str | None) -> bool:
+        try:
+            return self.hook.delete_job(kind, name, namespace, uid=uid)
+        except (Conflict, Invalid) as exc:
+            if uid and self._gone_instead(kind, name, namespace, uid, exc):
+                return False
+            raise
+
+    def _patch_exact(self, job: Obj, patch: Obj) -> Obj | None:
+        """Merge-patch with ``metadata.uid`` in the body: the API server refuses it for another
+        object of the same name. None when our job is gone."""
+        meta = job["metadata"]
+        try:
+            return self.hook.patch_job(job["kind"], meta["name"], meta["namespace"], patch)
+        except NotFound:
+            return None
+        except (Conflict, Invalid) as exc:
+            if meta.get("uid") and self._gone_instead(job["kind"], meta["name"], meta["namespace"], meta["uid"], exc):
+                return None
+            raise
+
+    def _consume(self, ident: Obj) -> None:
+        """Mark the job's result as consumed by this try, so a later try runs it anew."""
+        job = {"kind": ident["kind"], "metadata": {"name": ident["name"], "namespace": ident["namespace"], "uid": ident.get("uid")}}
+        patch = {"metadata": {"uid": ident.get("uid"), "annotations": {CONSUMED_BY: str(self._try_number)}}}
+        try:
+            self._patch_exact(job, patch)
+        except ApiError as exc:  # the task's outcome stands; only a later Clear would reuse this job
+            self.log.warning("could not mark %s/%s as consumed (%s); clearing this task would reattach to it instead of "
+                             "running it again", ident["namespace"], ident["name"], exc.message)  # fmt: skip
 
     def _deadline(self, context: Any) -> float | None:
         candidates = []
@@ -394,7 +482,17 @@ class T9kJobOperator(BaseOperator):
 
     # -- completion --------------------------------------------------------------------------
     def execute_complete(self, context: Any, event: Obj) -> Obj:
+        self._try_number = int(getattr(context["ti"], "try_number", 0) or 0)
         return self._finish(context, event)
+
+    def _recorded(self, context: Any, event: Obj) -> Obj:
+        """The job this task submitted, as recorded before waiting. The event's uid may be that
+        of another object that took the name meanwhile; deletes and patches must not use it."""
+        store = context.get("task_state_store")
+        saved = self._identity or (store.get(STATE_KEY) if store is not None else None)
+        if saved and saved.get("name") == event.get("name") and saved.get("namespace") == event.get("namespace"):
+            return {**event, "uid": saved.get("uid")}
+        return event
 
     def _finish(self, context: Any, event: Obj) -> Obj:
         status = event.get("status")
@@ -404,18 +502,21 @@ class T9kJobOperator(BaseOperator):
         ti = context["ti"]
         ti.xcom_push(key="phase", value=event.get("phase"))
         ti.xcom_push(key="summary", value=state.summary())
+        ours = self._recorded(context, event)
+        if status in ("success", "failed") and ours.get("uid"):
+            self._consume(ours)
         for pod, tail in (event.get("logs") or {}).items():
             self.log.info("--- last %d log lines of failed replica %s ---\n%s", self.log_tail_lines, pod, tail)
         if status == "success":
             self.log.info("%s %s succeeded: %s", event.get("kind"), event.get("name"), state.summary())
             if self.delete_on_finish in ("always", "on_success"):
-                self._delete(event)
+                self._delete(ours)
             return {k: event.get(k) for k in ("kind", "name", "namespace", "uid", "phase")} | {"summary": state.summary()}
         if status == "timeout":
-            self._kill_job(event)
+            self._kill_job(ours, "timeout")
             raise AirflowTaskTimeout(event.get("message") or "timed out")
         if self.delete_on_finish == "always":
-            self._delete(event)
+            self._delete(ours)
         replicas = ", ".join(state.failed_replicas)
         detail = f"; failed replicas: {replicas}" if replicas else ""
         why = (event.get("state") or {}).get("replica_failure")
@@ -424,17 +525,60 @@ class T9kJobOperator(BaseOperator):
         tails = "".join(f"\n--- {p} ---\n{t}" for p, t in (event.get("logs") or {}).items())
         raise AirflowException(f"{event.get('kind')} {event.get('namespace')}/{event.get('name')}: {event.get('message')}{detail}{tails}")
 
-    def _delete(self, event: Obj) -> None:
-        if self.hook.delete_job(event["kind"], event["name"], event["namespace"], uid=event.get("uid")):
-            self.log.info("deleted %s %s/%s", event["kind"], event["namespace"], event["name"])
+    def _delete(self, ident: Obj) -> None:
+        if self._delete_exact(ident["kind"], ident["name"], ident["namespace"], ident.get("uid")):
+            self.log.info("deleted %s %s/%s", ident["kind"], ident["namespace"], ident["name"])
 
-    def _kill_job(self, ident: Obj) -> None:
+    def _kill_job(self, ident: Obj, why: str = "kill") -> None:
         if self.on_kill_action == "pause":
-            self.hook.patch_job(ident["kind"], ident["name"], ident["namespace"], {"spec": {"runMode": {"pause": {"enabled": True}}}})
-            self.log.info("paused %s %s/%s", ident["kind"], ident["namespace"], ident["name"])
+            job = {"kind": ident["kind"], "metadata": {"name": ident["name"], "namespace": ident["namespace"], "uid": ident.get("uid")}}
+            if self._patch_exact(job, pause_patch(ident.get("uid"), f"{why} of try {self._try_number}")) is not None:
+                self.log.info("paused %s %s/%s; a retry resumes it", ident["kind"], ident["namespace"], ident["name"])
         else:
             self._delete(ident)
 
     def on_kill(self) -> None:
         if self._identity is not None:
             self._kill_job(self._identity)
+
+
+class _Placeholder(str):
+    """Stands for an XCom in a dry run: prints as ``<xcom:task:key>``, one shell word, and can be indexed."""
+
+    def __getitem__(self, key: Any) -> _Placeholder:  # type: ignore[override]
+        return _Placeholder(f"{str(self)[:-1]}.{key}>")
+
+    def __getattr__(self, name: str) -> _Placeholder:
+        if name.startswith("_"):
+            raise AttributeError(name)
+        return _Placeholder(f"{str(self)[:-1]}.{name}>")
+
+
+class _DryRunTI:
+    def __init__(self, op: T9kJobOperator) -> None:
+        self.dag_id = op.dag_id if op.has_dag() else "dag"
+        self.run_id = "manual__dry-run"
+        self.task_id = op.task_id
+        self.map_index = -1
+        self.try_number = 1
+
+    def xcom_pull(self, task_ids: Any = None, key: str = "return_value", **_: Any) -> _Placeholder:
+        return _Placeholder(f"<xcom:{task_ids or self.task_id}:{key}>")
+
+    def xcom_push(self, key: str, value: Any) -> None:
+        pass
+
+
+def _dry_run_context(op: T9kJobOperator) -> dict[str, Any]:
+    from airflow.sdk.execution_time import macros
+
+    now = datetime.now(timezone.utc).replace(microsecond=0)
+    ti = _DryRunTI(op)
+    params = op.params.dump() if hasattr(op.params, "dump") else dict(op.params or {})
+    return {
+        "ti": ti, "task_instance": ti, "task": op, "dag": op.dag if op.has_dag() else None, "params": params,
+        "run_id": ti.run_id, "map_index": -1, "try_number": 1, "macros": macros,
+        "logical_date": now, "data_interval_start": now, "data_interval_end": now,
+        "ds": now.strftime("%Y-%m-%d"), "ds_nodash": now.strftime("%Y%m%d"),
+        "ts": now.isoformat(), "ts_nodash": now.strftime("%Y%m%dT%H%M%S"),
+    }  # fmt: skip

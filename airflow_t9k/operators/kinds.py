@@ -3,81 +3,210 @@
 Give either ``job=`` (the full resource, as for ``T9kJobOperator``) or the conveniences
 (``image``, ``command``, ``args``, ``replicas``, ``env``, ``container_resources`` (named as
 in Airflow's KubernetesPodOperator, since ``resources`` is taken by BaseOperator) or
-``machine_type="2U8G1P"``, ``pod_annotations``, ``spec``); not both.
+``machine_type="2U8G1P"``, ``pod_annotations``, ``spec``, and the pod-level options in
+``POD_OPTIONS``); not both.
 """
 
 from __future__ import annotations
 
 import copy
+import re
 from typing import Any, ClassVar
 
 from airflow.sdk.exceptions import AirflowException
 
 from airflow_t9k.api.machine import InvalidMachineType, parse_machine_type
-from airflow_t9k.operators.job import T9kJobOperator
+from airflow_t9k.operators.job import T9kJobOperator, split_command
 
 Obj = dict[str, Any]
 
+# Applied to every pod template the operator builds (every replica type), as
+# KubernetesPodOperator applies them to its pod. ``labels`` and ``annotations`` go on the
+# job as well, so ``kubectl get -l`` finds it.
+POD_OPTIONS = ("labels", "annotations", "volumes", "volume_mounts", "tolerations", "node_selector", "affinity",
+               "service_account_name", "image_pull_secrets", "env_from", "priority_class_name", "shm_size")  # fmt: skip
+SHM_VOLUME = "airflow-t9k-shm"
+_QUANTITY = re.compile(r"^[0-9]+(\.[0-9]+)?(Ki|Mi|Gi|Ti|Pi|Ei|k|M|G|T|P|E|m)?$")
+
+
+def _templated(value: Any) -> bool:
+    return isinstance(value, str) and "{{" in value
+
+
+def _plain(value: Any) -> Any:
+    """Kubernetes client models (V1Volume, V1Toleration, ...), also inside lists and dicts, as
+    the API's dicts (camelCase); plain values as they are."""
+    if value is None or isinstance(value, (str, int, float, bool)):
+        return value
+    from kubernetes.client import ApiClient
+
+    return ApiClient().sanitize_for_serialization(value)
+
+
+def _as_list(value: Any, name: str) -> list[Any]:
+    if value is None:
+        return []
+    if isinstance(value, dict):
+        return [value]
+    if not isinstance(value, list):
+        raise AirflowException(f"{name} must be a list, got {type(value).__name__}")
+    return value
+
+
+def _replicas(value: Any) -> int:
+    try:
+        n = int(value)
+    except (TypeError, ValueError):
+        n = 0
+    if isinstance(value, bool) or n < 1 or (isinstance(value, float) and value != n):
+        raise AirflowException(f"replicas must be a positive integer, got {value!r}")
+    return n
+
 
 class TypedJobOperator(T9kJobOperator):
-    template_fields: ClassVar[tuple[str, ...]] = (*T9kJobOperator.template_fields, "image", "command", "args", "env", "spec")
+    template_fields: ClassVar[tuple[str, ...]] = (
+        *T9kJobOperator.template_fields, "image", "command", "args", "env", "spec", "replicas", "machine_type",
+        "container_resources", "pod_annotations", *POD_OPTIONS,
+    )  # fmt: skip
     container_name: ClassVar[str] = "main"
 
     def __init__(
         self,
         *,
         image: str | None = None,
-        command: list[str] | None = None,
-        args: list[str] | None = None,
-        replicas: int = 1,
+        command: list[str] | str | None = None,
+        args: list[str] | str | None = None,
+        replicas: int | str = 1,
         env: dict[str, str] | list[Obj] | None = None,
         container_resources: Obj | None = None,
         machine_type: str | None = None,
         pod_annotations: dict[str, str] | None = None,
         spec: Obj | None = None,
+        labels: dict[str, str] | None = None,
+        annotations: dict[str, str] | None = None,
+        volumes: list[Any] | None = None,
+        volume_mounts: list[Any] | None = None,
+        tolerations: list[Any] | None = None,
+        node_selector: dict[str, str] | None = None,
+        affinity: Any = None,
+        service_account_name: str | None = None,
+        image_pull_secrets: list[Any] | str | None = None,
+        env_from: list[Any] | None = None,
+        priority_class_name: str | None = None,
+        shm_size: str | None = None,
         **kwargs: Any,
     ) -> None:
         super().__init__(**kwargs)
+        pod = {"labels": labels, "annotations": annotations, "volumes": volumes, "volume_mounts": volume_mounts,
+               "tolerations": tolerations, "node_selector": node_selector, "affinity": affinity,
+               "service_account_name": service_account_name, "image_pull_secrets": image_pull_secrets,
+               "env_from": env_from, "priority_class_name": priority_class_name, "shm_size": shm_size}  # fmt: skip
         given = {k for k, v in {"image": image, "command": command, "args": args, "env": env, "container_resources": container_resources,
-                                "machine_type": machine_type, "spec": spec}.items() if v is not None}  # fmt: skip
+                                "machine_type": machine_type, "spec": spec, **pod}.items() if v is not None}  # fmt: skip
         if self.job is not None and given:
             raise ValueError(f"give either job= or the conveniences ({', '.join(sorted(given))}), not both")
         if self.job is None and not image:
             raise ValueError(f"{type(self).__name__} needs job= or image=")
         if machine_type is not None and container_resources is not None:
             raise ValueError("give either machine_type= or container_resources=, not both")
-        if machine_type is not None:
-            try:
-                container_resources = parse_machine_type(machine_type).resources()
-            except InvalidMachineType as exc:
-                raise ValueError(str(exc)) from None
-        if not isinstance(replicas, int) or replicas < 1:
-            raise ValueError(f"replicas must be a positive integer, got {replicas!r}")
+        # Checked now when given as values, at render time when templated.
+        try:
+            if machine_type is not None and not _templated(machine_type):
+                parse_machine_type(machine_type)
+            if not _templated(replicas):
+                _replicas(replicas)
+            if shm_size is not None and not _templated(shm_size):
+                self._shm(shm_size)
+            for name in ("command", "args"):
+                value = {"command": command, "args": args}[name]
+                if not _templated(value):
+                    split_command(value, name)
+        except (InvalidMachineType, AirflowException) as exc:
+            raise ValueError(str(exc)) from None
         self.image = image
         self.command = command
         self.args = args
         self.replicas = replicas
         self.env = env
         self.container_resources = container_resources
+        self.machine_type = machine_type
         self.pod_annotations = pod_annotations
         self.spec = spec
+        for name, value in pod.items():
+            setattr(self, name, _plain(value))
+
+    @staticmethod
+    def _shm(size: Any) -> str:
+        text = str(size)
+        if not _QUANTITY.match(text):
+            raise AirflowException(f"shm_size must be a Kubernetes quantity such as '2Gi' or '512Mi', got {size!r}")
+        return text
+
+    @property
+    def replica_count(self) -> int:
+        return _replicas(self.replicas)
+
+    def _resources(self) -> Obj | None:
+        if self.machine_type:
+            try:
+                return parse_machine_type(self.machine_type).resources()
+            except InvalidMachineType as exc:
+                raise AirflowException(str(exc)) from None
+        return copy.deepcopy(self.container_resources) if self.container_resources else None
 
     def container(self, name: str | None = None) -> Obj:
         c: Obj = {"name": name or self.container_name, "image": self.image}
-        if self.command is not None:
-            c["command"] = list(self.command)
-        if self.args is not None:
-            c["args"] = list(self.args)
+        command, args = split_command(self.command, "command"), split_command(self.args, "args")
+        if command is not None:
+            c["command"] = command
+        if args is not None:
+            c["args"] = args
         if self.env:
             c["env"] = [{"name": k, "value": str(v)} for k, v in self.env.items()] if isinstance(self.env, dict) else list(self.env)
-        if self.container_resources:
-            c["resources"] = copy.deepcopy(self.container_resources)
+        resources = self._resources()
+        if resources:
+            c["resources"] = resources
         return c
 
     def template(self, container: Obj | None = None) -> Obj:
-        t: Obj = {"spec": {"containers": [container or self.container()]}}
-        if self.pod_annotations:
-            t["metadata"] = {"annotations": dict(self.pod_annotations)}
+        """A replica's pod template, with the pod-level options applied."""
+        c = container or self.container()
+        mounts = [copy.deepcopy(m) for m in _as_list(self.volume_mounts, "volume_mounts")]
+        volumes = [copy.deepcopy(v) for v in _as_list(self.volumes, "volumes")]
+        if self.shm_size:
+            volumes.append({"name": SHM_VOLUME, "emptyDir": {"medium": "Memory", "sizeLimit": self._shm(self.shm_size)}})
+            mounts.append({"name": SHM_VOLUME, "mountPath": "/dev/shm"})
+        if mounts:
+            c["volumeMounts"] = [*c.get("volumeMounts", []), *mounts]
+        if self.env_from:
+            c["envFrom"] = [*c.get("envFrom", []), *copy.deepcopy(_as_list(self.env_from, "env_from"))]
+        spec: Obj = {"containers": [c]}
+        if volumes:
+            spec["volumes"] = volumes
+        if self.tolerations:
+            spec["tolerations"] = copy.deepcopy(_as_list(self.tolerations, "tolerations"))
+        if self.node_selector:
+            spec["nodeSelector"] = dict(self.node_selector)
+        if self.affinity:
+            spec["affinity"] = copy.deepcopy(self.affinity)
+        if self.service_account_name:
+            spec["serviceAccountName"] = self.service_account_name
+        if self.image_pull_secrets:
+            secrets = self.image_pull_secrets
+            if isinstance(secrets, str):  # "a,b", as KubernetesPodOperator accepts
+                secrets = [s.strip() for s in secrets.split(",") if s.strip()]
+            spec["imagePullSecrets"] = [{"name": s} if isinstance(s, str) else dict(s) for s in _as_list(secrets, "image_pull_secrets")]
+        if self.priority_class_name:
+            spec["priorityClassName"] = self.priority_class_name
+        t: Obj = {"spec": spec}
+        meta: Obj = {}
+        if self.labels:
+            meta["labels"] = {k: str(v) for k, v in self.labels.items()}
+        annotations = {**(self.annotations or {}), **(self.pod_annotations or {})}
+        if annotations:
+            meta["annotations"] = {k: str(v) for k, v in annotations.items()}
+        if meta:
+            t["metadata"] = meta
         return t
 
     def build_spec(self) -> Obj:
@@ -88,8 +217,8 @@ class TypedJobOperator(T9kJobOperator):
         the command with its args."""
         worker = self.container()
         command = worker.pop("command", None) or []
-        worker.pop("args", None)
-        return worker, [*command, *(self.args or [])]
+        args = worker.pop("args", None) or []
+        return worker, [*command, *args]
 
     def base_job(self) -> Obj:
         if self.job is not None:
@@ -99,7 +228,12 @@ class TypedJobOperator(T9kJobOperator):
             spec[key] = value
         if self.kind is None:
             raise AirflowException("a typed operator needs a kind")
-        return {"kind": self.kind, "metadata": {}, "spec": spec}
+        meta: Obj = {}
+        if self.labels:
+            meta["labels"] = {k: str(v) for k, v in self.labels.items()}
+        if self.annotations:
+            meta["annotations"] = {k: str(v) for k, v in self.annotations.items()}
+        return {"kind": self.kind, "metadata": meta, "spec": spec}
 
 
 def _replica(rtype: str, replicas: int, template: Obj, restart: Any = None) -> Obj:
@@ -113,7 +247,7 @@ class GenericJobOperator(TypedJobOperator):
     kind = "GenericJob"
 
     def build_spec(self) -> Obj:
-        return {"replicaSpecs": [_replica("worker", self.replicas, self.template())]}
+        return {"replicaSpecs": [_replica("worker", self.replica_count, self.template())]}
 
 
 class PyTorchTrainingJobOperator(TypedJobOperator):
@@ -121,7 +255,7 @@ class PyTorchTrainingJobOperator(TypedJobOperator):
     container_name = "pytorch"
 
     def build_spec(self) -> Obj:
-        return {"replicaSpecs": [_replica("worker", self.replicas, self.template(), "ExitCode")]}
+        return {"replicaSpecs": [_replica("worker", self.replica_count, self.template(), "ExitCode")]}
 
 
 class TensorFlowTrainingJobOperator(TypedJobOperator):
@@ -129,7 +263,7 @@ class TensorFlowTrainingJobOperator(TypedJobOperator):
     container_name = "tensorflow"
 
     def build_spec(self) -> Obj:
-        return {"replicaSpecs": [_replica("worker", self.replicas, self.template(), "OnFailure")]}
+        return {"replicaSpecs": [_replica("worker", self.replica_count, self.template(), "OnFailure")]}
 
 
 class XGBoostTrainingJobOperator(TypedJobOperator):
@@ -140,8 +274,8 @@ class XGBoostTrainingJobOperator(TypedJobOperator):
 
     def build_spec(self) -> Obj:
         specs = [_replica("master", 1, self.template(), "OnFailure")]
-        if self.replicas > 1:
-            specs.append(_replica("worker", self.replicas - 1, self.template(), "OnFailure"))
+        if self.replica_count > 1:
+            specs.append(_replica("worker", self.replica_count - 1, self.template(), "OnFailure"))
         return {"replicaSpecs": specs}
 
 
@@ -155,7 +289,7 @@ class ColossalAIJobOperator(TypedJobOperator):
         worker, command = self.launched_command()
         return {
             "launcher": {"image": self.image},
-            "worker": {"replicas": self.replicas, "procPerWorker": 1, "command": command, "template": self.template(worker)},
+            "worker": {"replicas": self.replica_count, "procPerWorker": 1, "command": command, "template": self.template(worker)},
         }
 
 
@@ -169,7 +303,7 @@ class DeepSpeedJobOperator(TypedJobOperator):
         worker, command = self.launched_command()
         return {
             "config": {"run": {"python": command}},
-            "worker": {"replicas": self.replicas, "restartPolicy": "OnFailure", "template": self.template(worker)},
+            "worker": {"replicas": self.replica_count, "restartPolicy": "OnFailure", "template": self.template(worker)},
         }
 
 
@@ -181,7 +315,7 @@ class MPIJobOperator(TypedJobOperator):
 
     def build_spec(self) -> Obj:
         worker, command = self.launched_command()
-        return {"worker": {"replicas": self.replicas, "cmd": command, "template": self.template(worker)}}
+        return {"worker": {"replicas": self.replica_count, "cmd": command, "template": self.template(worker)}}
 
 
 class BeamJobOperator(TypedJobOperator):
@@ -200,7 +334,7 @@ class BeamJobOperator(TypedJobOperator):
     def build_spec(self) -> Obj:
         template = self.template()
         template["spec"]["restartPolicy"] = "OnFailure"
-        cluster = {"image": {"name": self.flink_image or self.image}, "jobManager": {}, "taskManager": {"replicas": self.replicas}}
+        cluster = {"image": {"name": self.flink_image or self.image}, "jobManager": {}, "taskManager": {"replicas": self.replica_count}}
         return {
             "flinkClusterTemplate": {"spec": cluster},
             "jobTemplate": {"spec": {"template": template}},
@@ -225,7 +359,7 @@ class AscendJobOperator(TypedJobOperator):
             raise ValueError(f"framework must be one of {', '.join(self.LEADERS)}, got {framework!r}")
         if not isinstance(npus, int) or npus < 0:
             raise ValueError(f"npus must be a non-negative integer, got {npus!r}")
-        if self.replicas < 2:
+        if not _templated(self.replicas) and _replicas(self.replicas) < 2:
             raise ValueError("replicas counts the leader too: an AscendJob needs at least 2 (a leader and a worker)")
         self.framework = framework
         self.npus = npus
@@ -235,10 +369,12 @@ class AscendJobOperator(TypedJobOperator):
     def base_job(self) -> Obj:
         job = super().base_job()
         if self.job is None:
-            job["metadata"]["labels"] = {"framework": self.framework}
+            job["metadata"]["labels"] = {**(job["metadata"].get("labels") or {}), "framework": self.framework}
         return job
 
     def build_spec(self) -> Obj:
+        if self.replica_count < 2:
+            raise AirflowException("replicas counts the leader too: an AscendJob needs at least 2 (a leader and a worker)")
         container = self.container()
         if self.npus:
             resources = container.setdefault("resources", {})
@@ -249,7 +385,7 @@ class AscendJobOperator(TypedJobOperator):
         def replica(n: int) -> Obj:
             return {"replicas": n, "restartPolicy": self.restart_policy, "template": copy.deepcopy(template)}
 
-        return {"replicaSpecs": {self.LEADERS[self.framework]: replica(1), "Worker": replica(self.replicas - 1)}}
+        return {"replicaSpecs": {self.LEADERS[self.framework]: replica(1), "Worker": replica(self.replica_count - 1)}}
 
 
 OPERATORS: dict[str, type[T9kJobOperator]] = {

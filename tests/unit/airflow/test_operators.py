@@ -8,7 +8,7 @@ from datetime import datetime
 import pytest
 import yaml
 from airflow.sdk import DAG
-from airflow.sdk.exceptions import AirflowException
+from airflow.sdk.exceptions import AirflowException, AirflowTaskTimeout
 
 from airflow_t9k.operators.job import T9kJobOperator, job_name
 from airflow_t9k.kinds.registry import KINDS
@@ -79,9 +79,20 @@ def test_render_labels_and_annotates_the_job_with_its_task():
     assert job["apiVersion"] == "batch.tensorstack.dev/v1beta1"
 
 
-def test_explicit_name_in_the_job_is_kept():
-    job = op(T9kJobOperator, job={"kind": "GenericJob", "metadata": {"name": "mine"}, "spec": {}}).render_job(ctx())
-    assert job["metadata"]["name"] == "mine"
+@pytest.mark.parametrize(
+    ("name_suffix", "run_ids", "expected"),
+    [
+        (True, ("scheduled__1", "scheduled__2"), lambda run: job_name("dag", run, "train", -1, base="mine")),
+        (False, ("scheduled__1", "scheduled__2"), lambda run: "mine"),
+    ],
+    ids=["suffixed-per-run", "as-given"],
+)
+def test_explicit_name_gets_a_per_run_suffix_unless_told_not_to(name_suffix, run_ids, expected):
+    o = op(T9kJobOperator, job={"kind": "GenericJob", "metadata": {"name": "mine"}, "spec": {}}, name_suffix=name_suffix)
+    names = [o.render_job(ctx(run_id=run))["metadata"]["name"] for run in run_ids]
+    assert names == [expected(run) for run in run_ids]
+    if name_suffix:
+        assert names[0] != names[1] and all(n.startswith("mine-") and DNS_1035.match(n) for n in names)
 
 
 def test_yaml_string_job_is_parsed():
@@ -157,10 +168,33 @@ def event(status, **extra):
     return base
 
 
+class RecordingHook:
+    """Records the writes _finish makes; these tests are about the task's outcome, not the API."""
+
+    def __init__(self):
+        self.calls: list[tuple] = []
+
+    def patch_job(self, kind, name, namespace, patch):
+        self.calls.append(("patch", name, patch))
+        return {"metadata": {"name": name, "uid": "u"}}
+
+    def delete_job(self, kind, name, namespace, uid=None):
+        self.calls.append(("delete", name, uid))
+        return True
+
+
+def finishing_op(**kw):
+    o = op(**kw)
+    o._hook = RecordingHook()
+    return o
+
+
 def test_execute_complete_success_returns_identity_and_pushes_phase():
     c = ctx()
     ev = event("success", phase="Succeeded", state={"phase": "Succeeded", "message": "done", "aggregate": {"succeeded": 2}})
-    out = op().execute_complete(c, ev)
+    o = finishing_op()
+    out = o.execute_complete(c, ev)
+    assert o.hook.calls == [("patch", "j", {"metadata": {"uid": "u", "annotations": {"airflow-t9k.io/consumed-by-try": "1"}}})]
     assert out["phase"] == "Succeeded" and out["uid"] == "u"
     assert c["ti"].xcom["phase"] == "Succeeded"
     assert c["ti"].xcom["summary"] == "phase Succeeded (succeeded 2): done"
@@ -171,7 +205,7 @@ def test_execute_complete_failure_names_replicas_and_log_tails(status):
     ev = event(status, phase="Failed", message='phase Failed: The job is failed with rule: {"worker": [1]}',
                state={"phase": "Failed", "failed_replicas": ["j-worker-1"]}, logs={"j-worker-1": "Traceback: boom"})  # fmt: skip
     with pytest.raises(AirflowException) as exc:
-        op().execute_complete(ctx(), ev)
+        finishing_op().execute_complete(ctx(), ev)
     text = str(exc.value)
     assert 'rule: {"worker": [1]}' in text and "failed replicas: j-worker-1" in text and "Traceback: boom" in text
 
@@ -222,3 +256,220 @@ def test_pause_on_kill_is_refused_for_a_kind_without_pause_mode():
     with pytest.raises(AirflowException, match="AscendJob does not have"):
         op(AscendJobOperator, replicas=2, on_kill_action="pause").render_job(ctx())
     assert op(on_kill_action="pause").render_job(ctx())["kind"] == "GenericJob"
+
+
+# -- templating: only a top-level job= string is a file (bug 5) -------------------------------
+def test_strings_inside_a_job_dict_are_never_read_as_template_files():
+    job = {"kind": "GenericJob", "spec": {"args": ["--deepspeed_config=ds.json", "--conf=c.yaml", "{{ params.n }}"]}}
+    with DAG("d", start_date=datetime(2026, 1, 1), schedule=None, params={"n": 4}):
+        t = T9kJobOperator(task_id="t", job=job)
+    t.resolve_template_files()
+    t.render_template_fields({"params": {"n": 4}})
+    assert t.job["spec"]["args"] == ["--deepspeed_config=ds.json", "--conf=c.yaml", "4"]
+
+
+# -- command strings (bug 8) ------------------------------------------------------------------
+@pytest.mark.parametrize(
+    ("command", "args", "expected_command", "expected_args"),
+    [
+        ("python train.py", None, ["python", "train.py"], None),
+        ("python train.py --name 'my run'", "--lr 0.1", ["python", "train.py", "--name", "my run"], ["--lr", "0.1"]),
+        (["python", "train.py"], ["--epochs", 3], ["python", "train.py"], ["--epochs", "3"]),
+        ("sh -c 'echo $(rank)'", None, ["sh", "-c", "echo $(rank)"], None),
+    ],
+    ids=["string", "quoted", "list", "shell-c"],
+)
+def test_a_command_string_is_split_like_a_shell(command, args, expected_command, expected_args):
+    c = op(PyTorchTrainingJobOperator, command=command, args=args).render_job(ctx())["spec"]["replicaSpecs"][0]["template"]["spec"]["containers"][0]
+    assert c["command"] == expected_command and c.get("args") == expected_args
+
+
+def test_a_command_string_goes_whole_into_launcher_kinds():
+    spec = op(ColossalAIJobOperator, command="train.py --e 3", args="--lr 0.1").render_job(ctx())["spec"]
+    assert spec["worker"]["command"] == ["train.py", "--e", "3", "--lr", "0.1"]
+
+
+@pytest.mark.parametrize(("command", "error"), [("python 'unclosed", "cannot be split"), (42, "list of strings or one string")])
+def test_a_bad_command_fails_at_dag_parse(command, error):
+    with pytest.raises(ValueError, match=error):
+        op(command=command)
+
+
+def test_dry_run_reads_the_template_file_and_renders_like_a_run(capsys, monkeypatch):
+    from airflow.dag_processing.dagbag import DagBag
+
+    root = __import__("pathlib").Path(__file__).resolve().parents[3]
+    monkeypatch.syspath_prepend(str(root))
+    bag = DagBag(dag_folder=str(root / "dags_examples" / "example_yaml_and_sensor.py"))
+    capsys.readouterr()  # the DagBag's own log lines
+    bag.dags["example_yaml_and_sensor"].get_task("submit").dry_run()
+    printed = yaml.safe_load(capsys.readouterr().out)
+    worker = printed["spec"]["replicaSpecs"][0]
+    assert printed["kind"] == "GenericJob" and worker["replicas"] == 2  # params.workers rendered
+    assert worker["template"]["spec"]["containers"][0]["command"][-1] == "manual__dry-run"
+
+
+def test_dry_run_shows_xcom_placeholders(capsys):
+    op(command="python t.py --data {{ ti.xcom_pull(task_ids='prepare')['path'] }}").dry_run()
+    printed = yaml.safe_load(capsys.readouterr().out)
+    assert printed["spec"]["replicaSpecs"][0]["template"]["spec"]["containers"][0]["command"][-1] == "<xcom:prepare:return_value.path>"
+
+
+# -- pod-level options ------------------------------------------------------------------------
+def _templates(job):
+    """Every pod template the operator built, whatever the kind's layout."""
+    out = []
+
+    def walk(node):
+        if isinstance(node, dict):
+            if "template" in node and isinstance(node["template"], dict) and "spec" in node["template"]:
+                out.append(node["template"])
+            for v in node.values():
+                walk(v)
+        elif isinstance(node, list):
+            for v in node:
+                walk(v)
+
+    walk(job["spec"])
+    return out
+
+
+POD_KW = {
+    "labels": {"team": "ml"},
+    "annotations": {"note": "x"},
+    "volumes": [{"name": "data", "persistentVolumeClaim": {"claimName": "pvc"}}],
+    "volume_mounts": [{"name": "data", "mountPath": "/data"}],
+    "tolerations": [{"key": "gpu", "operator": "Exists", "effect": "NoSchedule"}],
+    "node_selector": {"pool": "gpu"},
+    "affinity": {"nodeAffinity": {"requiredDuringSchedulingIgnoredDuringExecution": {"nodeSelectorTerms": [
+        {"matchExpressions": [{"key": "zone", "operator": "In", "values": ["a"]}]}]}}},
+    "service_account_name": "trainer",
+    "image_pull_secrets": "reg1, reg2",
+    "env_from": [{"secretRef": {"name": "creds"}}],
+    "priority_class_name": "high",
+    "shm_size": "2Gi",
+}  # fmt: skip
+
+
+@pytest.mark.parametrize("kind", sorted(OPERATORS))
+def test_pod_level_options_reach_every_replica_of_every_kind(kind):
+    job = op(OPERATORS[kind], command="python t.py", replicas=3, pod_annotations={"sim": "1"}, **POD_KW).render_job(ctx())
+    templates = _templates(job)
+    expected = 1 if kind in ("BeamJob",) else (2 if kind in ("XGBoostTrainingJob", "AscendJob") else 1)
+    assert len(templates) == expected
+    for t in templates:
+        spec, c = t["spec"], t["spec"]["containers"][0]
+        assert spec["volumes"] == [POD_KW["volumes"][0], {"name": "airflow-t9k-shm", "emptyDir": {"medium": "Memory", "sizeLimit": "2Gi"}}]
+        assert c["volumeMounts"] == [{"name": "data", "mountPath": "/data"}, {"name": "airflow-t9k-shm", "mountPath": "/dev/shm"}]
+        assert c["envFrom"] == [{"secretRef": {"name": "creds"}}]
+        assert spec["tolerations"] == POD_KW["tolerations"] and spec["nodeSelector"] == {"pool": "gpu"}
+        assert spec["affinity"] == POD_KW["affinity"] and spec["serviceAccountName"] == "trainer"
+        assert spec["imagePullSecrets"] == [{"name": "reg1"}, {"name": "reg2"}] and spec["priorityClassName"] == "high"
+        assert t["metadata"] == {"labels": {"team": "ml"}, "annotations": {"note": "x", "sim": "1"}}
+    assert job["metadata"]["labels"]["team"] == "ml" and job["metadata"]["annotations"]["note"] == "x"
+
+
+def test_pod_level_options_accept_kubernetes_client_models():
+    from kubernetes.client import models as k
+
+    job = op(
+        volumes=[k.V1Volume(name="data", persistent_volume_claim=k.V1PersistentVolumeClaimVolumeSource(claim_name="pvc"))],
+        volume_mounts=[k.V1VolumeMount(name="data", mount_path="/data", read_only=True)],
+        tolerations=[k.V1Toleration(key="gpu", operator="Exists", effect="NoSchedule")],
+        affinity=k.V1Affinity(node_affinity=k.V1NodeAffinity(preferred_during_scheduling_ignored_during_execution=[
+            k.V1PreferredSchedulingTerm(weight=1, preference=k.V1NodeSelectorTerm(
+                match_expressions=[k.V1NodeSelectorRequirement(key="zone", operator="In", values=["a"])]))])),
+        image_pull_secrets=[k.V1LocalObjectReference(name="reg")],
+        env_from=[k.V1EnvFromSource(config_map_ref=k.V1ConfigMapEnvSource(name="cfg"))],
+    ).render_job(ctx())  # fmt: skip
+    t = _templates(job)[0]
+    assert t["spec"]["volumes"] == [{"name": "data", "persistentVolumeClaim": {"claimName": "pvc"}}]
+    assert t["spec"]["containers"][0]["volumeMounts"] == [{"name": "data", "mountPath": "/data", "readOnly": True}]
+    assert t["spec"]["tolerations"] == [{"key": "gpu", "operator": "Exists", "effect": "NoSchedule"}]
+    assert t["spec"]["affinity"]["nodeAffinity"]["preferredDuringSchedulingIgnoredDuringExecution"][0]["weight"] == 1
+    assert t["spec"]["imagePullSecrets"] == [{"name": "reg"}]
+    assert t["spec"]["containers"][0]["envFrom"] == [{"configMapRef": {"name": "cfg"}}]
+    yaml.safe_dump(job)  # plain data all the way down
+
+
+@pytest.mark.parametrize(
+    ("kwargs", "error"),
+    [({"shm_size": "lots"}, "Kubernetes quantity"), ({"job": {"kind": "GenericJob"}, "tolerations": []}, "either job= or")],
+)
+def test_bad_pod_level_options_fail_at_dag_parse(kwargs, error):
+    with pytest.raises(ValueError, match=error):
+        op(**kwargs)
+
+
+# -- templated conveniences and the rendered manifest -----------------------------------------
+def test_templated_conveniences_render_into_the_final_manifest():
+    o = op(replicas="{{ params.n }}", machine_type="{{ params.machine }}", pod_annotations={"run": "{{ run_id }}"},
+           shm_size="{{ params.shm }}", tolerations=[{"key": "{{ params.taint }}", "operator": "Exists"}])  # fmt: skip
+    c = {**ctx(run_id="manual__7"), "params": {"n": "3", "machine": "2U8G1P", "shm": "1Gi", "taint": "gpu"}, "run_id": "manual__7"}
+    o.render_template_fields(c)
+    rs = o.rendered_job["spec"]["replicaSpecs"][0]
+    assert rs["replicas"] == 3
+    assert rs["template"]["spec"]["containers"][0]["resources"]["limits"]["nvidia.com/gpu"] == "1"
+    assert rs["template"]["metadata"]["annotations"] == {"run": "manual__7"}
+    assert rs["template"]["spec"]["tolerations"] == [{"key": "gpu", "operator": "Exists"}]
+    assert o.rendered_job["metadata"]["name"] == job_name("dag", "manual__7", "train", -1)
+    assert "rendered_job" in o.template_fields and o.template_fields_renderers["rendered_job"] == "yaml"
+
+
+@pytest.mark.parametrize(("params", "error"), [({"n": "0"}, "positive integer"), ({"n": "many"}, "positive integer")])
+def test_a_bad_templated_value_fails_at_render_with_a_clear_message(params, error):
+    o = op(replicas="{{ params.n }}")
+    with pytest.raises(AirflowException, match=error):
+        o.render_template_fields({**ctx(), "params": params})
+
+
+# -- writes carry the recorded uid; consumption and pause marks (bugs 1, 4, 7) -----------------
+class Store(dict):
+    def set(self, key, value, **_):
+        self[key] = value
+
+
+@pytest.mark.parametrize(("status", "delete_on_finish"), [("error", "always"), ("failed", "always"), ("success", "on_success")])
+def test_finish_deletes_only_the_uid_this_task_recorded(status, delete_on_finish):
+    o = finishing_op(delete_on_finish=delete_on_finish)
+    store = Store(t9k_job={"kind": "GenericJob", "name": "j", "namespace": "ml", "uid": "ours"})
+    ev = event(status, uid="stranger")  # e.g. the trigger saw a replacement of the same name
+    with pytest.raises(AirflowException) if status != "success" else __import__("contextlib").nullcontext():
+        o.execute_complete({**ctx(), "task_state_store": store}, ev)
+    deletes = [c for c in o.hook.calls if c[0] == "delete"]
+    assert deletes == [("delete", "j", "ours")]
+    assert all(c[2]["metadata"]["uid"] == "ours" for c in o.hook.calls if c[0] == "patch")
+
+
+@pytest.mark.parametrize(("status", "consumed"), [("success", True), ("failed", True), ("error", False), ("timeout", False)])
+def test_a_try_that_finishes_with_the_job_marks_it_consumed(status, consumed):
+    o = finishing_op(on_kill_action="pause")
+    with pytest.raises(BaseException) if status != "success" else __import__("contextlib").nullcontext():  # noqa: PT011
+        o.execute_complete(ctx(), event(status))
+    marks = [c[2]["metadata"]["annotations"] for c in o.hook.calls if c[0] == "patch"]
+    assert ({"airflow-t9k.io/consumed-by-try": "1"} in marks) is consumed
+
+
+def test_a_timeout_with_pause_marks_the_pause_as_the_tasks():
+    o = finishing_op(on_kill_action="pause")
+    with pytest.raises(AirflowTaskTimeout):
+        o.execute_complete(ctx(), event("timeout"))
+    [(verb, name, patch)] = o.hook.calls
+    assert patch == {"metadata": {"uid": "u", "annotations": {"airflow-t9k.io/paused-by": "timeout of try 1"}},
+                     "spec": {"runMode": {"pause": {"enabled": True}}}}  # fmt: skip
+
+
+@pytest.mark.parametrize(
+    ("job", "expected"),
+    [
+        ({"spec": {"runMode": {"pause": {"enabled": True}}}, "metadata": {"annotations": {"airflow-t9k.io/paused-by": "kill of try 1"}}}, True),
+        ({"spec": {"runMode": {"pause": {"enabled": True}}}, "metadata": {}}, False),  # paused by a person
+        ({"spec": {"runMode": {"pause": {"enabled": False}}}, "metadata": {"annotations": {"airflow-t9k.io/paused-by": "x"}}}, False),
+        ({"spec": {}, "metadata": {}}, False),
+    ],
+    ids=["ours", "by-hand", "resumed", "never"],
+)  # fmt: skip
+def test_only_a_pause_by_the_task_is_resumed_by_a_retry(job, expected):
+    from airflow_t9k.api.runmode import paused_by_task
+
+    assert paused_by_task(job) is expected
