@@ -100,10 +100,13 @@ def _status(call) -> int:
 
 @pytest.fixture(params=["rbac-airflow-namespace.yaml", "rbac-airflow-cluster.yaml"])
 def identities(request, monkeypatch, api_client, cluster, namespace, tmp_path):
-    """Kubeconfigs of the worker and triggerer identities; the `kubernetes_default` connection is the worker's."""
+    """Kubeconfigs of the worker and triggerer identities; the connections `kubernetes_default`
+    (the worker's) and `t9k_triggerer`."""
     kubeconfigs, docs = _apply_rbac(api_client, cluster, namespace, request.param, tmp_path)
     extra = f'{{"kube_config_path": "{kubeconfigs["worker"]}", "namespace": "{namespace}"}}'
     monkeypatch.setenv("AIRFLOW_CONN_KUBERNETES_DEFAULT", f'{{"conn_type": "kubernetes", "extra": {extra}}}')
+    extra = f'{{"kube_config_path": "{kubeconfigs["triggerer"]}", "namespace": "{namespace}"}}'
+    monkeypatch.setenv("AIRFLOW_CONN_T9K_TRIGGERER", f'{{"conn_type": "kubernetes", "extra": {extra}}}')
     yield SimpleNamespace(manifest=request.param, kubeconfigs=kubeconfigs)
     _delete_cluster_scoped(api_client, docs)
 
@@ -127,9 +130,9 @@ def test_operator_submits_waits_reads_logs_and_deletes_with_exactly_this_rbac(id
     op = make_op(sim={f"{SIM}/duration": "1s"}, deferrable=True, delete_on_finish="on_success")
     with pytest.raises(TaskDeferred) as deferred:
         op.execute(ctx)
-    kwargs = deferred.value.trigger.serialize()[1]
-    extras = {**(kwargs["connection_extras"] or {}), "kube_config_path": str(identities.kubeconfigs["triggerer"])}
-    trigger = T9kJobTrigger(**{**kwargs, "connection_extras": extras})
+    # The triggerer resolves its own connection: the same trigger, on the triggerer's identity.
+    kwargs = {k: v for k, v in deferred.value.trigger.serialize()[1].items() if k not in ("config_dict", "config_file", "connection_extras")}
+    trigger = T9kJobTrigger(**{**kwargs, "kubernetes_conn_id": "t9k_triggerer"})
     event = asyncio.run(asyncio.wait_for(trigger.run().__anext__(), 60)).payload
     assert (event["status"], event["phase"]) == ("success", "Succeeded"), event
     forwarded = [line for line in capsys.readouterr().out.splitlines() if "[event]" in line and event["name"] in line]
@@ -137,19 +140,21 @@ def test_operator_submits_waits_reads_logs_and_deletes_with_exactly_this_rbac(id
     assert op.execute_complete(ctx, event)["phase"] == "Succeeded"
     wait_until(lambda: _gone(jobs, event["name"]), what="job deleted on success")
 
-    # Kill with on_kill_action="pause" patches the job; the sensor lists by label.
+    # The hook lists a running job's pods and Events; kill with on_kill_action="pause" patches
+    # the job; the sensor lists by label.
     paused = make_op(deferrable=False, wait_for_completion=False, on_kill_action="pause")
     ident = paused.execute(context("paused"))
+    jobs.wait_phase("GenericJob", ident["name"], "Running")
+    hook = T9kHook(kubernetes_conn_id="kubernetes_default")
+    assert sorted(p["metadata"]["name"] for p in hook.list_replica_pods(ident["name"], jobs.ns)) == [
+        f"{ident['name']}-worker-0", f"{ident['name']}-worker-1"]  # fmt: skip
+    wait_until(lambda: "Running" in {e["reason"] for e in hook.list_events(ident["name"], jobs.ns)}, what="the job's Events")
     paused.on_kill()
     jobs.wait_phase("GenericJob", ident["name"], "Paused")
     with DAG("rbac", start_date=datetime(2026, 1, 1), schedule=None):
         sensor = T9kJobSensor(task_id="wait", kind="GenericJob", namespace=jobs.ns, label_selector="airflow-t9k.io/run-id=paused",
                               target_phases=("Paused",), poke_interval=1, timeout=30)  # fmt: skip
     assert sensor.poke({}) is True
-    hook = T9kHook(kubernetes_conn_id="kubernetes_default")
-    assert sorted(p["metadata"]["name"] for p in hook.list_replica_pods(ident["name"], jobs.ns)) == [
-        f"{ident['name']}-worker-0", f"{ident['name']}-worker-1"]  # fmt: skip
-    assert "Running" in {e["reason"] for e in hook.list_events(ident["name"], jobs.ns)}
 
 
 def test_exactly_what_is_granted_is_allowed(identities, jobs, controller):
