@@ -5,17 +5,25 @@ from __future__ import annotations
 import argparse
 import asyncio
 import logging
+import os
 import signal
+import socket
+import uuid
+from pathlib import Path
 from typing import Any
 
 from airflow_t9k.api.resources import RESOURCES, resource_for
 from airflow_t9k.k8s.client import Kube, load_api_client
 from airflow_t9k.k8s.errors import ApiError, Forbidden, NotFound
+from airflow_t9k.controller.leader import LeaderElector
+from airflow_t9k.controller.metrics import InstrumentedKube, Metrics
 from airflow_t9k.controller.runner import Controller, Settings
+from airflow_t9k.controller.serve import serve
 from airflow_t9k.kinds.base import LABEL_MANAGED_BY, MANAGED_BY
 from airflow_t9k.kinds.registry import KINDS
 
 log = logging.getLogger("airflow_t9k.controller")
+SA_NAMESPACE = Path("/var/run/secrets/kubernetes.io/serviceaccount/namespace")
 
 
 class RefuseToStart(Exception):
@@ -29,8 +37,22 @@ def add_controller_parser(sub: Any) -> None:
     p.add_argument("-n", "--namespace", action="append", dest="namespaces", default=[],
                    help="namespace to watch; repeat for several; default: all namespaces")  # fmt: skip
     p.add_argument("--workers", type=int, default=4, help="jobs reconciled concurrently (default 4)")
-    p.add_argument("--health-port", type=int, default=8081, help="port for /healthz and /metrics; 0 disables")
+    p.add_argument("--health-port", type=int, default=8081,
+                   help="port for /healthz (alive), /readyz (caches synced) and /metrics; 0 disables")  # fmt: skip
     p.add_argument("--health-address", default="0.0.0.0", help="address for the health endpoint")
+    le = p.add_argument_group("leader election (for more than one replica)")
+    le.add_argument("--leader-elect", action="store_true",
+                    help="act only while holding a coordination.k8s.io Lease (the Deployment turns this on); "
+                         "off by default, for one controller run by hand")  # fmt: skip
+    le.add_argument("--leader-election-namespace",
+                    help="namespace of the Lease (default: $POD_NAMESPACE, then the pod's own namespace)")
+    le.add_argument("--leader-election-id", default="airflow-t9k-controller", help="name of the Lease")
+    le.add_argument("--leader-elect-lease-duration", type=float, default=10.0,
+                    help="seconds a standby waits after the leader's last renewal before taking over (default 10)")
+    le.add_argument("--leader-elect-renew-deadline", type=float, default=7.0,
+                    help="seconds the leader keeps acting without a successful renewal (default 7)")
+    le.add_argument("--leader-elect-retry-period", type=float, default=1.5,
+                    help="seconds between renewals and between a standby's attempts (default 1.5)")
     p.add_argument("--log-level", default="INFO", choices=["DEBUG", "INFO", "WARNING", "ERROR"])
     p.add_argument("--kind", action="append", dest="kinds", default=[], choices=sorted(RESOURCES),
                    help="job kind to watch; repeat for several; default: every kind (e.g. leave AscendJob to "
@@ -61,29 +83,34 @@ async def check_crds(kube: Kube, force: bool, kinds: list[str]) -> None:
             )
 
 
-async def serve_health(controller: Controller, address: str, port: int) -> asyncio.AbstractServer:
-    async def handle(reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
-        try:
-            request = (await reader.readline()).decode(errors="replace").split()
-            path = request[1] if len(request) > 1 else "/"
-            if path.startswith("/metrics"):
-                body = "".join(f'airflow_t9k_controller_total{{what="{k}"}} {v}\n' for k, v in sorted(controller.metrics.items()))
-                body += f"airflow_t9k_controller_queue_depth {len(controller.queue)}\n"
-                code = "200 OK"
-            elif controller.healthy():
-                code, body = "200 OK", "ok\n"
-            else:
-                code, body = "503 Service Unavailable", "not synced or a watch is failing\n"
-            writer.write(f"HTTP/1.1 {code}\r\nContent-Type: text/plain\r\nContent-Length: {len(body)}\r\nConnection: close\r\n\r\n{body}".encode())
-            await writer.drain()
-        finally:
-            writer.close()
+def lease_namespace(args: argparse.Namespace) -> str:
+    ns = args.leader_election_namespace or os.environ.get("POD_NAMESPACE")
+    if not ns and SA_NAMESPACE.is_file():
+        ns = SA_NAMESPACE.read_text().strip()
+    if not ns:
+        raise RefuseToStart("--leader-elect needs --leader-election-namespace when not running in a pod")
+    return ns
 
-    return await asyncio.start_server(handle, address, port)
+
+def make_elector(args: argparse.Namespace, kube: Kube, instruments: Metrics) -> LeaderElector | None:
+    if not args.leader_elect:
+        return None
+    gauge = instruments.leader.labels(args.leader_election_id)
+    gauge.set(0)
+    try:
+        return LeaderElector(
+            kube, lease_namespace(args), args.leader_election_id, f"{socket.gethostname()}_{uuid.uuid4().hex[:8]}",
+            lease_duration=args.leader_elect_lease_duration, renew_deadline=args.leader_elect_renew_deadline,
+            retry_period=args.leader_elect_retry_period, on_change=lambda leading: gauge.set(int(leading)),
+        )  # fmt: skip
+    except ValueError as exc:
+        raise RefuseToStart(str(exc)) from None
 
 
 async def main_async(args: argparse.Namespace) -> int:
-    kube = Kube(await load_api_client(args.kubeconfig, args.context))
+    api = await load_api_client(args.kubeconfig, args.context)
+    instruments = Metrics()
+    kube = InstrumentedKube(api, instruments)
     kinds = sorted(set(args.kinds or RESOURCES))
     server = None
     try:
@@ -95,15 +122,24 @@ async def main_async(args: argparse.Namespace) -> int:
         except ApiError as exc:
             log.error("cannot reach the API server: %s", exc)
             return 4
-        controller = Controller(kube, Settings(namespaces=args.namespaces, workers=args.workers, kinds=kinds))
+        try:
+            elector = make_elector(args, InstrumentedKube(api, instruments), instruments)
+        except RefuseToStart as exc:
+            log.error("%s", exc)
+            return 2
+        if elector is not None:
+            kube.fence = elector.valid  # every write of the controller checks its lease first
+        controller = Controller(kube, Settings(namespaces=args.namespaces, workers=args.workers, kinds=kinds), instruments)
         if args.health_port:
-            server = await serve_health(controller, args.health_address, args.health_port)
-        task = asyncio.create_task(controller.run())
+            server = await serve(controller, args.health_address, args.health_port)
+        task = asyncio.create_task(controller.run(elector=elector))
         loop = asyncio.get_running_loop()
         for sig in (signal.SIGTERM, signal.SIGINT):
             loop.add_signal_handler(sig, task.cancel)
         scope = ", ".join(args.namespaces) or "all namespaces"
         log.info("controller started: reconciling %s in %s, %d workers", ", ".join(k for k in kinds if k in KINDS), scope, args.workers)
+        if elector is not None:
+            log.info("leader election on: lease %s/%s, identity %s", elector.namespace, elector.name, elector.identity)
         try:
             await task
         except asyncio.CancelledError:
@@ -111,7 +147,7 @@ async def main_async(args: argparse.Namespace) -> int:
         return 0
     finally:
         if server is not None:
-            server.close()
+            await server.cleanup()
         await kube.close()
 
 

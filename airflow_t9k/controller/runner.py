@@ -12,6 +12,8 @@ from typing import Any
 from airflow_t9k.api.paths import child_path, job_path
 from airflow_t9k.api.resources import RESOURCES, resource_for
 from airflow_t9k.controller.apply import Executor
+from airflow_t9k.controller.leader import LeaderElector
+from airflow_t9k.controller.metrics import Metrics
 from airflow_t9k.k8s.client import UNDECODABLE, Kube
 from airflow_t9k.k8s.errors import Conflict
 from airflow_t9k.k8s.informer import Informer
@@ -37,10 +39,11 @@ class Settings:
 
 
 class Controller:
-    def __init__(self, kube: Kube, settings: Settings) -> None:
+    def __init__(self, kube: Kube, settings: Settings, instruments: Metrics | None = None) -> None:
         self.kube = kube
         self.settings = settings
-        self.queue = WorkQueue()
+        self.instruments = instruments or Metrics()  # Prometheus; `metrics` stays our own counters
+        self.queue: WorkQueue = self.instruments.queue()
         self.metrics: Counter[str] = Counter()
         self.scopes = settings.namespaces or [""]
         self.informers: dict[tuple[str, str], Informer] = {}
@@ -50,14 +53,16 @@ class Controller:
             for kind in settings.kinds:
                 path = job_path(resource_for(kind), ns or None)
                 self.informers[(kind, ns)] = Informer(
-                    kube, path, kind=kind, handler=self._on_job, watch_timeout=settings.watch_timeout
-                )
+                    kube, path, kind=kind, handler=self._on_job, watch_timeout=settings.watch_timeout,
+                    on_recovered=self._requeue_all,
+                )  # fmt: skip
             for kind in CHILD_KINDS:
                 self.informers[(kind, ns)] = Informer(
                     kube, child_path(kind, ns or None), kind=kind, label_selector=selector,
-                    handler=self._on_child, watch_timeout=settings.watch_timeout,
+                    handler=self._on_child, watch_timeout=settings.watch_timeout, on_recovered=self._requeue_all,
                 )  # fmt: skip
         self.executor = Executor(kube, self.informer_for, self.metrics)
+        self.instruments.bind(self)
         self.reported: set[str] = set()  # uids of undecodable objects already reported
         self._background: set[asyncio.Task[None]] = set()
 
@@ -163,13 +168,46 @@ class Controller:
     def healthy(self) -> bool:
         return self.synced() and all(i.healthy for i in self.informers.values())
 
-    async def run(self, ready: asyncio.Event | None = None) -> None:
+    def unhealthy(self) -> list[str]:
+        """The watches keeping the controller from being ready, for /readyz."""
+        return [f"{k}/{ns or '*'}: {'failing' if i.synced.is_set() else 'not synced'}"
+                for (k, ns), i in sorted(self.informers.items()) if not (i.synced.is_set() and i.healthy)]  # fmt: skip
+
+    def _requeue_all(self) -> None:
+        """Every cached job again: after a failed watch or a change of leader, work may have been missed."""
+        for (kind, _), informer in self.informers.items():
+            if kind in RESOURCES:
+                for ns, name in list(informer.cache):
+                    self.queue.add((kind, ns, name))
+
+    def _start_workers(self) -> list[asyncio.Task[None]]:
+        return [asyncio.create_task(self._worker(), name=f"worker-{n}") for n in range(self.settings.workers)]
+
+    async def _lead(self, elector: LeaderElector) -> None:
+        """Workers run only while this replica holds the lease; losing it stops them at once."""
+        while True:
+            await elector.elected.wait()
+            self._requeue_all()  # the previous leader may have left anything half done
+            workers = self._start_workers()
+            try:
+                await elector.lost.wait()
+            finally:
+                for t in workers:
+                    t.cancel()
+                await asyncio.gather(*workers, return_exceptions=True)
+
+    async def run(self, ready: asyncio.Event | None = None, elector: LeaderElector | None = None) -> None:
         tasks = [asyncio.create_task(i.run(), name=f"informer-{k}") for k, i in self.informers.items()]
         try:
             # Children first, so the first pass over each job sees the pods it already has.
             await asyncio.gather(*(i.synced.wait() for i in self.informers.values()))
             log.info("caches synced: %d jobs", sum(len(i.cache) for (k, _), i in self.informers.items() if k in RESOURCES))
-            tasks += [asyncio.create_task(self._worker(), name=f"worker-{n}") for n in range(self.settings.workers)]
+            if elector is None:
+                tasks += self._start_workers()
+            else:
+                # Campaign only with warm caches: a replica that cannot sync must not hold the lease.
+                tasks += [asyncio.create_task(elector.run(), name="leader-election"),
+                          asyncio.create_task(self._lead(elector), name="leader-workers")]  # fmt: skip
             if ready is not None:
                 ready.set()
             await asyncio.gather(*tasks)
@@ -177,3 +215,5 @@ class Controller:
             for t in tasks:
                 t.cancel()
             await asyncio.gather(*tasks, return_exceptions=True)
+            if elector is not None:
+                await elector.release()  # workers are stopped: the standby may start now

@@ -8,10 +8,23 @@ import socket
 import subprocess
 import sys
 import time
+import urllib.error
 import urllib.request
 from pathlib import Path
 
 ROOT = Path(__file__).resolve().parents[2]
+
+
+def parse_metrics(text: str) -> dict[str, float]:
+    out = {}
+    for line in text.splitlines():
+        if not line or line.startswith("#"):
+            continue
+        name, value = line.rsplit(" ", 1)
+        if name.startswith("airflow_t9k_controller_total{") and 'what="' in name:
+            name = name.split('what="', 1)[1].split('"', 1)[0]
+        out[name] = float(value)
+    return out
 
 
 def free_port() -> int:
@@ -41,28 +54,41 @@ class ControllerProcess:
         return self
 
     def wait_healthy(self, timeout: float = 30) -> None:
+        """Until /readyz says every cache has synced and every watch is open."""
         deadline = time.monotonic() + timeout
         while time.monotonic() < deadline:
             if self.proc is not None and self.proc.poll() is not None:
                 raise AssertionError(f"controller exited with {self.proc.returncode}:\n{self.tail()}")
-            try:
-                with urllib.request.urlopen(f"http://127.0.0.1:{self.port}/healthz", timeout=1) as r:
-                    if r.status == 200:
-                        return
-            except OSError:
-                pass
+            if self.probe("/readyz") == 200:
+                return
             time.sleep(0.1)
         raise AssertionError(f"controller not healthy within {timeout}s:\n{self.tail()}")
 
+    def probe(self, path: str, timeout: float = 1) -> int | None:
+        """The HTTP status of one of the health endpoints, None when nothing answers."""
+        try:
+            with urllib.request.urlopen(f"http://127.0.0.1:{self.port}{path}", timeout=timeout) as r:
+                return int(r.status)
+        except urllib.error.HTTPError as exc:
+            return int(exc.code)
+        except OSError:
+            return None
+
     def metrics(self) -> dict[str, float]:
+        """Prometheus text: our own counters by their `what` label (`create.Pod`), others by name
+        with labels (`leader_election_master_status{name="..."}`)."""
         with urllib.request.urlopen(f"http://127.0.0.1:{self.port}/metrics", timeout=2) as r:
-            out = {}
-            for line in r.read().decode().splitlines():
-                name, value = line.rsplit(" ", 1)
-                if 'what="' in name:
-                    name = name.split('what="', 1)[1].rstrip('"}')
-                out[name] = float(value)
-            return out
+            return parse_metrics(r.read().decode())
+
+    def metric_sum(self, prefix: str, **labels: str) -> float:
+        """The sum of every sample whose name starts with ``prefix`` and carries ``labels``."""
+        want = [f'{k}="{v}"' for k, v in labels.items()]
+        return sum(v for k, v in self.metrics().items() if k.startswith(prefix) and all(w in k for w in want))
+
+    @property
+    def pid(self) -> int:
+        assert self.proc is not None
+        return self.proc.pid
 
     def tail(self, n: int = 40) -> str:
         lines = self.log_path.read_text(errors="replace").splitlines()

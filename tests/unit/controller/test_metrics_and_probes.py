@@ -1,0 +1,149 @@
+"""/healthz, /readyz and /metrics as served, the metric names, and the write fence.
+
+The HTTP parts run the real aiohttp server on loopback; the API server side is an aiohttp
+fake that only records what reaches it (no controller logic is faked)."""
+
+from __future__ import annotations
+
+import asyncio
+
+import pytest
+from aiohttp import web
+from aiohttp.test_utils import TestClient, TestServer
+from kubernetes_asyncio import client as k8s_client
+
+from airflow_t9k.controller.metrics import InstrumentedKube, Metrics, NotLeader, resource_of
+from airflow_t9k.controller.runner import Controller, Settings
+from airflow_t9k.controller.serve import app_for
+from airflow_t9k.k8s.client import Kube
+from tests.support.controller import parse_metrics
+
+
+@pytest.mark.parametrize(
+    ("path", "resource"),
+    [
+        ("/api/v1/namespaces/ns/pods", "pods"),
+        ("/api/v1/namespaces/ns/pods/p-0", "pods"),
+        ("/api/v1/namespaces/ns/pods/p-0/status", "pods/status"),
+        ("/apis/batch.tensorstack.dev/v1beta1/namespaces/ns/genericjobs/j/status", "genericjobs/status"),
+        ("/apis/coordination.k8s.io/v1/namespaces/kube-system/leases/airflow-t9k-controller", "leases"),
+        ("/api/v1/namespaces/ns/events?x=1", "events"),
+        ("/api/v1/namespaces", "namespaces"),
+        ("/api/v1/namespaces/ns", "namespaces"),
+        ("/api/v1/namespaces/ns/status", "namespaces/status"),
+        ("/apis/apiextensions.k8s.io/v1/customresourcedefinitions/x", "customresourcedefinitions"),
+        ("/", "unknown"),
+    ],
+)
+def test_resource_of(path, resource):
+    assert resource_of(path) == resource
+
+
+def offline_controller(workers: int = 2) -> Controller:
+    """A controller that has not run: no request is made until run()."""
+    kube = Kube(k8s_client.ApiClient(k8s_client.Configuration(host="http://127.0.0.1:9")))
+    return Controller(kube, Settings(namespaces=["ns"], workers=workers, kinds=["GenericJob"]))
+
+
+@pytest.mark.asyncio
+async def test_liveness_does_not_depend_on_the_caches_readiness_does():
+    controller = offline_controller()
+    async with TestClient(TestServer(app_for(controller))) as http:
+        for path in ("/healthz", "/livez"):
+            assert (await http.get(path)).status == 200  # alive, though nothing has synced
+        resp = await http.get("/readyz")
+        assert resp.status == 503
+        text = await resp.text()
+        assert "GenericJob/ns: not synced" in text and "Pod/ns: not synced" in text
+        for informer in controller.informers.values():
+            informer.synced.set()
+        controller.informers[("Pod", "ns")].healthy = False  # a watch failing after the sync
+        resp = await http.get("/readyz")
+        assert resp.status == 503 and (await resp.text()).strip().endswith("Pod/ns: failing")
+        assert (await http.get("/healthz")).status == 200
+        controller.informers[("Pod", "ns")].healthy = True
+        assert (await http.get("/readyz")).status == 200
+    await controller.kube.close()
+
+
+@pytest.mark.asyncio
+async def test_metrics_keep_our_counters_and_add_controller_runtime_names():
+    controller = offline_controller(workers=3)
+    controller.metrics["create.Pod"] += 4
+    controller.metrics["status_write"] += 1
+    queue = controller.queue
+    for key in ("a", "b", "c", "d"):
+        queue.add(key)
+    # One pass that works, one that fails, one conflict (a plain re-add), one still waiting.
+    for outcome in ("success", "error", "requeue"):
+        key = await queue.get()
+        if outcome == "success":
+            queue.forget(key)
+        elif outcome == "error":
+            queue.add_rate_limited(key)
+        else:
+            queue.add(key)
+        queue.done(key)
+    controller.informers[("Pod", "ns")].synced.set()
+    async with TestClient(TestServer(app_for(controller))) as http:
+        resp = await http.get("/metrics")
+        assert resp.status == 200 and resp.headers["Content-Type"].startswith("text/plain")
+        m = parse_metrics(await resp.text())
+    await controller.kube.close()
+    assert m["create.Pod"] == 4 and m["status_write"] == 1  # what the benchmarks and tests read
+    assert m['controller_runtime_reconcile_total{controller="t9kjob",result="success"}'] == 1
+    assert m['controller_runtime_reconcile_total{controller="t9kjob",result="error"}'] == 1
+    assert m['controller_runtime_reconcile_total{controller="t9kjob",result="requeue"}'] == 1
+    assert m['controller_runtime_reconcile_errors_total{controller="t9kjob"}'] == 1
+    assert m['controller_runtime_reconcile_time_seconds_count{controller="t9kjob"}'] == 3
+    assert m['controller_runtime_max_concurrent_reconciles{controller="t9kjob"}'] == 3
+    assert m['controller_runtime_active_workers{controller="t9kjob"}'] == 0
+    assert m['workqueue_queue_duration_seconds_count{name="t9kjob"}'] == 3
+    assert m['workqueue_retries_total{name="t9kjob"}'] == 1
+    assert m['workqueue_depth{name="t9kjob"}'] == 2 == m["airflow_t9k_controller_queue_depth"]  # d, and c again
+    assert m['airflow_t9k_informer_healthy{kind="Pod",namespace="ns"}'] == 1
+    assert m['airflow_t9k_informer_healthy{kind="GenericJob",namespace="ns"}'] == 0
+
+
+@pytest.mark.asyncio
+async def test_instrumented_client_counts_by_code_and_refuses_writes_behind_the_fence():
+    seen: list[str] = []
+
+    async def handle(request: web.Request) -> web.Response:
+        seen.append(request.method)
+        if request.method == "GET":
+            return web.json_response({"kind": "Status", "code": 404, "reason": "NotFound", "message": "no"}, status=404)
+        return web.json_response({"metadata": {"name": "x"}}, status=201 if request.method == "POST" else 200)
+
+    app = web.Application()
+    app.router.add_route("*", "/api/v1/namespaces/ns/configmaps{tail:.*}", handle)
+    async with TestServer(app) as server:
+        metrics = Metrics()
+        leading = {"now": True}
+        kube = InstrumentedKube(k8s_client.ApiClient(k8s_client.Configuration(host=str(server.make_url("")).rstrip("/"))),
+                                metrics, fence=lambda: leading["now"])  # fmt: skip
+        try:
+            with pytest.raises(Exception, match="404"):
+                await kube.get("/api/v1/namespaces/ns/configmaps/x")
+            await kube.create("/api/v1/namespaces/ns/configmaps", body={"metadata": {"name": "x"}})
+            leading["now"] = False
+            with pytest.raises(NotLeader):
+                await kube.replace("/api/v1/namespaces/ns/configmaps/x", body={"metadata": {"name": "x"}})
+            with pytest.raises(NotLeader):
+                await kube.delete("/api/v1/namespaces/ns/configmaps/x")
+            with pytest.raises(Exception, match="404"):
+                await kube.get("/api/v1/namespaces/ns/configmaps/x")  # reads go on: the caches stay warm
+        finally:
+            await kube.close()
+    assert seen == ["GET", "POST", "GET"]  # the fenced writes never left the process
+    text = (await asyncio.to_thread(lambda: __import__("prometheus_client").generate_latest(metrics.registry))).decode()
+    m = parse_metrics(text)
+
+    def requests(code: str, method: str) -> float:
+        return sum(v for k, v in m.items() if k.startswith("rest_client_requests_total{")
+                   and f'code="{code}"' in k and f'method="{method}"' in k and 'host="127.0.0.1:' in k)  # fmt: skip
+
+    assert requests("404", "GET") == 2 and requests("201", "POST") == 1
+    assert requests("200", "PUT") == requests("200", "DELETE") == 0
+    assert m['airflow_t9k_api_writes_total{resource="configmaps",verb="create"}'] == 1
+    assert m["airflow_t9k_leader_fenced_writes_total"] == 2
