@@ -53,14 +53,14 @@ def test_seed_example_produces_the_documented_pods(jobs, controller):
     assert "Pending" in reasons and "Running" in reasons
 
 
-def test_seed_tf_config_example_needs_a_service_and_says_so(jobs, controller):
+def test_seed_tf_config_example_needs_its_port_and_says_so(jobs, controller):
     example = manifest("genericjob-tf-config")
-    del example["spec"]["service"]  # as the specification prints it: $(service...) without spec.service
+    del example["spec"]["service"]  # as the specification prints it: $(service.port[http]) never declared
     jobs.create(example)
     jobs.wait_phase("GenericJob", "generic-tf-example", "Failed")
     failed = jobs.condition("GenericJob", "generic-tf-example", "Failed")
     assert failed["reason"] == "InvalidSpec"
-    assert "needs spec.service, which is not set" in failed["message"]
+    assert "$(service.port[http]) names port 'http', but spec.service.ports declares none" in failed["message"]
     assert jobs.pods("generic-tf-example") == {}
 
 
