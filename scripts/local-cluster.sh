@@ -5,9 +5,17 @@
 #
 #   scripts/local-cluster.sh up       build on first use, start, wait until nodes are Ready
 #   scripts/local-cluster.sh down     stop exactly what `up` started (saved PIDs); idempotent
-#   scripts/local-cluster.sh status   what runs
+#   scripts/local-cluster.sh status   what runs, and how often the supervisor restarted it
 #   scripts/local-cluster.sh env      prints `export KUBECONFIG=...`
 #   scripts/local-cluster.sh build    only build (or check the cache)
+#   scripts/local-cluster.sh kill C       SIGKILL component C and keep it down (outage tests)
+#   scripts/local-cluster.sh start C      start C again (after `kill`) and wait until it answers
+#   scripts/local-cluster.sh restart C [S]  SIGKILL C, keep it down S seconds (default 0), start it
+#   scripts/local-cluster.sh supervise    start the supervisor for a cluster `up` started without one
+#
+# `up` starts a supervisor: a component that dies (kube-scheduler exits on its own after
+# API server restarts, "Scheduler cache is corrupted") is started again within seconds and
+# the restart is logged in .local-cluster/logs/supervisor.log and counted by `status`.
 #
 # Binaries are cached under ~/.cache/airflow-t9k/k8s-<version>/bin and rebuilt only
 # when the pinned version changes. State (PKI, logs, PIDs, etcd data) lives in
@@ -41,7 +49,17 @@ COMPONENTS=(etcd kube-apiserver kube-controller-manager kube-scheduler kwok)
 log() { echo "[local-cluster] $*" >&2; }
 die() { log "error: $*"; exit 1; }
 
-pid_alive() { [[ -f $STATE/pids/$1 ]] && kill -0 "$(cat "$STATE/pids/$1")" 2>/dev/null; }
+pid_of() { cat "$STATE/pids/$1" 2>/dev/null || true; }
+
+pid_alive() {  # a zombie (exited, not yet reaped by the supervisor) counts as dead
+  local p
+  p=$(pid_of "$1")
+  [[ -n $p ]] && kill -0 "$p" 2>/dev/null && [[ $(sed -E 's/^.*\) ([A-Za-z]).*$/\1/' "/proc/$p/stat" 2>/dev/null) != Z ]]
+}
+
+save_pid() {  # name, pid: written whole, so a reader never sees an empty file
+  echo "$2" >"$STATE/pids/$1.tmp" && mv -f "$STATE/pids/$1.tmp" "$STATE/pids/$1"
+}
 
 port_in_use() { (exec 3<>"/dev/tcp/127.0.0.1/$1") 2>/dev/null; }
 
@@ -157,10 +175,50 @@ current-context: airflow-t9k-local
 EOF
 }
 
-start() {  # name, command...
-  local n=$1; shift
-  nohup "$@" >"$STATE/logs/$n.log" 2>&1 &
-  echo $! >"$STATE/pids/$n"
+component_cmd() {  # name: prints nothing, sets CMD to the component's command line
+  case $1 in
+    etcd) CMD=("$BIN/etcd" --name=n0 --data-dir="$STATE/etcd" --unsafe-no-fsync
+      --listen-client-urls="http://127.0.0.1:$P_ETCD" --advertise-client-urls="http://127.0.0.1:$P_ETCD"
+      --listen-peer-urls="http://127.0.0.1:$P_ETCD_PEER" --initial-advertise-peer-urls="http://127.0.0.1:$P_ETCD_PEER"
+      --initial-cluster="n0=http://127.0.0.1:$P_ETCD_PEER" --listen-metrics-urls="http://127.0.0.1:$P_ETCD_METRICS") ;;
+    kube-apiserver) CMD=("$BIN/kube-apiserver" --etcd-servers="http://127.0.0.1:$P_ETCD"
+      --bind-address=127.0.0.1 --advertise-address=127.0.0.1 --secure-port="$P_API" --endpoint-reconciler-type=none
+      --cert-dir="$PKI" --tls-cert-file="$PKI/apiserver.crt" --tls-private-key-file="$PKI/apiserver.key"
+      --client-ca-file="$PKI/ca.crt" --token-auth-file="$PKI/tokens.csv" --authorization-mode=Node,RBAC
+      --service-account-issuer=https://kubernetes.default.svc.cluster.local
+      --service-account-key-file="$PKI/sa.pub" --service-account-signing-key-file="$PKI/sa.key"
+      --service-cluster-ip-range=10.96.0.0/16 --allow-privileged=true
+      --kubelet-preferred-address-types=InternalIP --kubelet-certificate-authority="$PKI/ca.crt"
+      --enable-priority-and-fairness=false --max-requests-inflight=2000 --max-mutating-requests-inflight=1000) ;;
+    kube-controller-manager) CMD=("$BIN/kube-controller-manager" --kubeconfig="$KC" --leader-elect=false
+      --bind-address=127.0.0.1 --secure-port="$P_KCM" --controllers='*' --use-service-account-credentials=false
+      --service-account-private-key-file="$PKI/sa.key" --root-ca-file="$PKI/ca.crt"
+      --kube-api-qps=200 --kube-api-burst=400) ;;
+    kube-scheduler) CMD=("$BIN/kube-scheduler" --kubeconfig="$KC" --leader-elect=false
+      --bind-address=127.0.0.1 --secure-port="$P_SCHED" --kube-api-qps=200 --kube-api-burst=400) ;;
+    kwok) CMD=("$BIN/kwok" --kubeconfig="$KC" --config="$STATE/kwok-stages.yaml" --manage-all-nodes=true
+      --node-lease-duration-seconds=40 --cidr=10.244.0.0/16 --node-ip=127.0.0.1 --node-port="$P_KWOK"
+      --server-address="127.0.0.1:$P_KWOK"
+      --tls-cert-file="$PKI/apiserver.crt" --tls-private-key-file="$PKI/apiserver.key") ;;
+    *) die "unknown component '$1' (one of: ${COMPONENTS[*]})" ;;
+  esac
+}
+
+start() {  # name: launch the component in the background, appending to its log
+  local n=$1 CMD
+  component_cmd "$n"
+  nohup "${CMD[@]}" >>"$STATE/logs/$n.log" 2>&1 </dev/null &
+  save_pid "$n" $!
+}
+
+answers() {  # name: the component is up and answering
+  case $1 in
+    etcd) curl -fs "http://127.0.0.1:$P_ETCD/health" ;;
+    kube-apiserver) curl -fs --cacert "$PKI/ca.crt" "https://127.0.0.1:$P_API/readyz" ;;
+    kube-controller-manager) curl -fsk "https://127.0.0.1:$P_KCM/healthz" ;;
+    kube-scheduler) curl -fsk "https://127.0.0.1:$P_SCHED/healthz" ;;
+    kwok) pid_alive kwok ;;
+  esac
 }
 
 wait_for() {  # name, seconds, check command...
@@ -221,33 +279,15 @@ up() {
     printf -- '---\napiVersion: kwok.x-k8s.io/v1alpha1\nkind: ClusterLogs\nmetadata: {name: all-pods}\nspec:\n  selector: {}\n  logs:\n  - logsFile: %s\n    follow: true\n' "$STATE/pod-logs/all.log"
   } >"$STATE/kwok-stages.yaml"
 
-  start etcd "$BIN/etcd" --name=n0 --data-dir="$STATE/etcd" --unsafe-no-fsync \
-    --listen-client-urls="http://127.0.0.1:$P_ETCD" --advertise-client-urls="http://127.0.0.1:$P_ETCD" \
-    --listen-peer-urls="http://127.0.0.1:$P_ETCD_PEER" --initial-advertise-peer-urls="http://127.0.0.1:$P_ETCD_PEER" \
-    --initial-cluster="n0=http://127.0.0.1:$P_ETCD_PEER" --listen-metrics-urls="http://127.0.0.1:$P_ETCD_METRICS"
+  start etcd
   wait_for etcd 30 curl -fs "http://127.0.0.1:$P_ETCD/health"
 
-  start kube-apiserver "$BIN/kube-apiserver" --etcd-servers="http://127.0.0.1:$P_ETCD" \
-    --bind-address=127.0.0.1 --advertise-address=127.0.0.1 --secure-port="$P_API" --endpoint-reconciler-type=none \
-    --cert-dir="$PKI" --tls-cert-file="$PKI/apiserver.crt" --tls-private-key-file="$PKI/apiserver.key" \
-    --client-ca-file="$PKI/ca.crt" --token-auth-file="$PKI/tokens.csv" --authorization-mode=Node,RBAC \
-    --service-account-issuer=https://kubernetes.default.svc.cluster.local \
-    --service-account-key-file="$PKI/sa.pub" --service-account-signing-key-file="$PKI/sa.key" \
-    --service-cluster-ip-range=10.96.0.0/16 --allow-privileged=true \
-    --kubelet-preferred-address-types=InternalIP --kubelet-certificate-authority="$PKI/ca.crt" \
-    --enable-priority-and-fairness=false --max-requests-inflight=2000 --max-mutating-requests-inflight=1000
+  start kube-apiserver
   wait_for kube-apiserver 90 curl -fs --cacert "$PKI/ca.crt" "https://127.0.0.1:$P_API/readyz"
 
-  start kube-controller-manager "$BIN/kube-controller-manager" --kubeconfig="$KC" --leader-elect=false \
-    --bind-address=127.0.0.1 --secure-port="$P_KCM" --controllers='*' --use-service-account-credentials=false \
-    --service-account-private-key-file="$PKI/sa.key" --root-ca-file="$PKI/ca.crt" \
-    --kube-api-qps=200 --kube-api-burst=400
-  start kube-scheduler "$BIN/kube-scheduler" --kubeconfig="$KC" --leader-elect=false \
-    --bind-address=127.0.0.1 --secure-port="$P_SCHED" --kube-api-qps=200 --kube-api-burst=400
-  start kwok "$BIN/kwok" --kubeconfig="$KC" --config="$STATE/kwok-stages.yaml" --manage-all-nodes=true \
-    --node-lease-duration-seconds=40 --cidr=10.244.0.0/16 --node-ip=127.0.0.1 --node-port="$P_KWOK" \
-    --server-address="127.0.0.1:$P_KWOK" \
-    --tls-cert-file="$PKI/apiserver.crt" --tls-private-key-file="$PKI/apiserver.key"
+  start kube-controller-manager
+  start kube-scheduler
+  start kwok
 
   local i
   for ((i = 0; i < NODES; i++)); do node_manifest "$i"; echo '---'; done | kubectl_ apply -f - >/dev/null
@@ -256,12 +296,85 @@ up() {
   wait_for kwok 90 bash -c "[[ \$('$BIN/kubectl' --kubeconfig '$KC' get nodes -l type=kwok -o jsonpath='{range .items[*]}{.status.conditions[?(@.type==\"Ready\")].status}{\"\\n\"}{end}' | grep -c True) -ge $NODES ]]"
   # The not-ready taint is removed by KCM's node-lifecycle controller a moment later.
   wait_for kube-controller-manager 60 bash -c "! '$BIN/kubectl' --kubeconfig '$KC' get nodes -o jsonpath='{.items[*].spec.taints}' | grep -q not-ready"
+  start_supervisor
   log "ready in $((SECONDS - t0))s: $NODES kwok nodes; export KUBECONFIG=$KC"
+}
+
+# -- supervision ------------------------------------------------------------------------------
+# One loop for every component: what died is started again, unless `kill` holds it down.
+supervise_loop() {
+  set +e
+  save_pid supervisor $$
+  mkdir -p "$STATE/restarts" "$STATE/held"
+  log "supervising ${COMPONENTS[*]} (pid $$)"
+  local n count
+  while [[ "$(pid_of supervisor)" == "$$" ]]; do
+    for n in "${COMPONENTS[@]}"; do
+      [[ -f $STATE/held/$n ]] && continue
+      pid_alive "$n" && continue
+      [[ -f $STATE/pids/$n ]] || continue  # never started here (or `down` is under way)
+      count=$(($(cat "$STATE/restarts/$n" 2>/dev/null || echo 0) + 1))
+      echo "$count" >"$STATE/restarts/$n"
+      log "$(date -u +%H:%M:%S) $n (pid $(pid_of "$n")) is not running; starting it again (restart $count); last lines of its log:"
+      tail -5 "$STATE/logs/$n.log" >&2
+      start "$n"
+    done
+    sleep 1
+  done
+  log "supervisor $$ stopping"
+}
+
+start_supervisor() {
+  if pid_alive supervisor; then return 0; fi
+  mkdir -p "$STATE/logs" "$STATE/pids"
+  rm -f "$STATE/pids/supervisor"
+  # Its own session: a test run interrupted with Ctrl-C does not take the supervisor along.
+  setsid nohup "$ROOT/scripts/local-cluster.sh" _supervise >>"$STATE/logs/supervisor.log" 2>&1 </dev/null &
+  local _
+  for _ in $(seq 40); do pid_alive supervisor && return 0; sleep 0.1; done
+  die "the supervisor did not start; see $STATE/logs/supervisor.log"
+}
+
+require_cluster() {
+  [[ -f $STATE/pids/kube-apiserver ]] || die "the local cluster is not up ('$0 up' first)"
+}
+
+kill_component() {  # name: SIGKILL, and hold it down until `start`
+  local n=$1 pid CMD
+  component_cmd "$n"
+  require_cluster
+  mkdir -p "$STATE/held"
+  touch "$STATE/held/$n"
+  pid=$(pid_of "$n")
+  if [[ -n $pid ]] && kill -0 "$pid" 2>/dev/null; then
+    kill -9 "$pid" 2>/dev/null || true
+    for _ in $(seq 40); do pid_alive "$n" || break; sleep 0.05; done
+    log "killed $n (pid $pid); it stays down until '$0 start $n'"
+  fi
+}
+
+start_component() {  # name: start it if it is not running, and wait until it answers
+  local n=$1 CMD
+  component_cmd "$n"
+  require_cluster
+  if ! pid_alive "$n"; then
+    start "$n"
+    log "started $n (pid $(pid_of "$n"))"
+  fi
+  rm -f "$STATE/held/$n"  # only now: the supervisor must not start a second one meanwhile
+  wait_for "$n" 90 answers "$n"
 }
 
 down_quiet() {
   local n pid stopped=()
   [[ -d $STATE/pids ]] || return 0
+  # The supervisor first, or it would start what is being stopped.
+  pid=$(pid_of supervisor)
+  rm -f "$STATE/pids/supervisor"
+  if [[ -n $pid ]] && kill -0 "$pid" 2>/dev/null; then
+    kill "$pid" 2>/dev/null || true
+    stopped+=("supervisor:$pid")
+  fi
   for n in kwok kube-scheduler kube-controller-manager kube-apiserver etcd; do
     [[ -f $STATE/pids/$n ]] || continue
     pid=$(cat "$STATE/pids/$n")
@@ -281,15 +394,24 @@ down_quiet() {
 }
 
 status() {
-  local n any=0
+  local n any=0 restarts
   for n in "${COMPONENTS[@]}"; do
+    restarts=$(cat "$STATE/restarts/$n" 2>/dev/null || echo 0)
+    restarts=$( ((restarts)) && echo ", restarted $restarts time(s) by the supervisor" || true)
     if pid_alive "$n"; then
-      echo "$n: running (pid $(cat "$STATE/pids/$n"))"
+      echo "$n: running (pid $(pid_of "$n")$restarts)"
       any=1
+    elif [[ -f $STATE/held/$n ]]; then
+      echo "$n: stopped by '$0 kill' (start it with '$0 start $n')"
     else
-      echo "$n: stopped"
+      echo "$n: stopped$restarts"
     fi
   done
+  if pid_alive supervisor; then
+    echo "supervisor: running (pid $(pid_of supervisor)); components that die are started again"
+  elif ((any)); then
+    echo "supervisor: not running; components that die stay down ('$0 supervise' starts it)"
+  fi
   if ((any)) && [[ -f $KC ]]; then kubectl_ get nodes 2>/dev/null || true; fi
   ((any))
 }
@@ -301,5 +423,14 @@ case ${1:-} in
   env) echo "export KUBECONFIG=$KC" ;;
   build) build ;;
   bin) echo "$BIN" ;;
-  *) echo "usage: $0 up|down|status|env|build|bin" >&2; exit 2 ;;
+  kill) kill_component "${2:?component}" ;;
+  start) start_component "${2:?component}" ;;
+  restart)
+    kill_component "${2:?component}"
+    sleep "${3:-0}"
+    start_component "$2"
+    ;;
+  supervise) require_cluster; start_supervisor; log "supervisor running (pid $(pid_of supervisor))" ;;
+  _supervise) supervise_loop ;;
+  *) echo "usage: $0 up|down|status|env|build|bin|kill C|start C|restart C [seconds]|supervise" >&2; exit 2 ;;
 esac
