@@ -58,6 +58,10 @@ def test_rbac_is_least_privilege():
         assert "*" not in rule["verbs"] and "*" not in rule["resources"]
         if rule["apiGroups"] in (["batch.tensorstack.dev"], ["mindxdl.gitee.com"]) and not any("/" in r for r in rule["resources"]):
             assert set(rule["verbs"]) == {"get", "list", "watch"}  # jobs themselves are never written
+        if rule["resources"] == ["leases"]:  # leader election: update only its own Lease
+            assert rule["apiGroups"] == ["coordination.k8s.io"]
+            assert set(rule["verbs"]) == {"create"} or rule.get("resourceNames") == ["airflow-t9k-controller"]
+            continue
         assert not {"update", "patch"} & set(rule["verbs"]) or all("/" in r or r == "events" for r in rule["resources"])
 
 
@@ -67,8 +71,25 @@ def test_deployment_runs_non_root_with_a_liveness_probe():
     assert pod["securityContext"]["runAsNonRoot"] is True and pod["securityContext"]["runAsUser"] != 0
     container = pod["containers"][0]
     assert container["livenessProbe"]["httpGet"]["path"] == "/healthz"
+    assert container["readinessProbe"]["httpGet"]["path"] == "/readyz"  # readiness is the caches, liveness is not
     assert container["securityContext"]["allowPrivilegeEscalation"] is False
     assert pod["serviceAccountName"] == "airflow-t9k-controller"
+
+
+def test_deployment_runs_two_replicas_with_leader_election_and_rbac_for_its_lease():
+    dep = yaml.safe_load((DEPLOY / "deployment.yaml").read_text())
+    assert dep["spec"]["replicas"] == 2
+    container = dep["spec"]["template"]["spec"]["containers"][0]
+    assert "--leader-elect" in container["command"]
+    assert {"name": "POD_NAMESPACE", "valueFrom": {"fieldRef": {"fieldPath": "metadata.namespace"}}} in container["env"]
+    for name in ("rbac-cluster.yaml", "rbac-namespace.yaml"):
+        docs = list(yaml.safe_load_all((DEPLOY / name).read_text()))
+        role = next(d for d in docs if d["kind"] == "Role" and d["metadata"]["name"].endswith("leader-election"))
+        assert role["metadata"]["namespace"] == dep["metadata"]["namespace"]
+        granted = {(v, n) for r in role["rules"] for v in r["verbs"] for n in r.get("resourceNames", ["*"])}
+        assert granted == {("create", "*"), ("get", "airflow-t9k-controller"), ("update", "airflow-t9k-controller")}
+        binding = next(d for d in docs if d["kind"] == "RoleBinding" and d["roleRef"]["name"] == role["metadata"]["name"])
+        assert binding["subjects"] == [{"kind": "ServiceAccount", "name": "airflow-t9k-controller", "namespace": "airflow-t9k-system"}]
 
 
 def test_debug_logging_keeps_the_client_library_quiet(monkeypatch):
