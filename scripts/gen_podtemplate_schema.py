@@ -166,7 +166,7 @@ def _from_cluster(kubeconfig: str, path: str) -> S:
     api = config.new_client_from_config(config_file=kubeconfig)
     try:
         resp = api.call_api(f"/openapi/v3/{path}", "GET", auth_settings=["BearerToken"], _preload_content=False)
-        return json.loads(resp[0].data)
+        return json.loads(resp.data)
     finally:
         api.close()
 
