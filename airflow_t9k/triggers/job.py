@@ -19,7 +19,9 @@ from airflow.triggers.base import BaseTrigger, TriggerEvent
 from airflow_t9k.api.outcome import interpret
 from airflow_t9k.api.paths import child_path, job_path
 from airflow_t9k.api.resources import resource_for
+from airflow_t9k.api.runmode import pause_patch
 from airflow_t9k.hooks.t9k import AsyncT9kHook
+from airflow_t9k.k8s.errors import ApiError
 from airflow_t9k.triggers import shared_watch
 
 Obj = dict[str, Any]
@@ -303,8 +305,13 @@ class T9kJobTrigger(BaseTrigger):
         hook = self.make_hook()
         try:
             if self.on_kill_action == "pause":
-                await hook.patch_job(self.kind, self.name, self.namespace, {"spec": {"runMode": {"pause": {"enabled": True}}}})
-                self.log.info("paused %s %s/%s", self.kind, self.namespace, self.name)
+                # uid in the patch: the API server refuses it (422) for another object of the name;
+                # the mark lets a retry resume this job (and no job paused by hand).
+                try:
+                    await hook.patch_job(self.kind, self.name, self.namespace, pause_patch(self.uid, "kill"))
+                    self.log.info("paused %s %s/%s", self.kind, self.namespace, self.name)
+                except ApiError as exc:
+                    self.log.warning("not pausing %s/%s: it is gone or another object now (%s)", self.namespace, self.name, exc.message)
             else:
                 await hook.delete_job(self.kind, self.name, self.namespace, uid=self.uid)
                 self.log.info("deleted %s %s/%s", self.kind, self.namespace, self.name)

@@ -165,3 +165,20 @@ def test_volume_toleration_and_shared_memory_reach_every_replica_pod(conn, jobs,
         assert mounts["/data"] == "data" and mounts["/dev/shm"] == "airflow-t9k-shm"
         assert any(t.key == "nvidia.com/gpu" and t.effect == "NoSchedule" for t in pod.spec.tolerations)
         assert pod.metadata.labels["team"] == "ml"
+
+
+@pytest.mark.asyncio
+async def test_retry_resumes_a_job_paused_by_killing_the_deferred_task(conn, jobs, controller):
+    store = Store()
+    with pytest.raises(TaskDeferred) as exc:
+        make_op(deferrable=True, on_kill_action="pause").execute(context(store))
+    trigger = exc.value.trigger
+    task = asyncio.create_task(first_event(trigger))
+    await asyncio.sleep(0.5)
+    await trigger.on_kill()  # what the triggerer does when a user marks the deferred task failed
+    task.cancel()
+    paused = jobs.wait_phase("GenericJob", trigger.name, "Paused")
+    assert paused["metadata"]["annotations"]["airflow-t9k.io/paused-by"] == "kill"
+    with pytest.raises(TaskDeferred):
+        make_op(deferrable=True, on_kill_action="pause").execute(context(store, try_number=2))
+    assert not _paused(jobs.wait_phase("GenericJob", trigger.name, "Resuming", "Running"))
