@@ -1,0 +1,83 @@
+"""Helpers for the failover and outage tests: who leads, and every pod ever created."""
+
+from __future__ import annotations
+
+import threading
+import time
+from collections import defaultdict
+from typing import Any
+
+from kubernetes import client, watch
+
+from tests.support.controller import ControllerProcess
+
+
+def leader_flags(namespace: str, lease: str) -> tuple[str, ...]:
+    return ("--leader-elect", "--leader-election-namespace", namespace, "--leader-election-id", lease)
+
+
+def leads(ctrl: ControllerProcess, lease: str) -> bool:
+    try:
+        return ctrl.metrics().get(f'leader_election_master_status{{name="{lease}"}}') == 1
+    except OSError:  # not answering (stopped, or killed)
+        return False
+
+
+def generic(name: str, replicas: int) -> dict[str, Any]:
+    return {"apiVersion": "batch.tensorstack.dev/v1beta1", "kind": "GenericJob", "metadata": {"name": name},
+            "spec": {"replicaSpecs": [{"type": "worker", "replicas": replicas,
+                                       "template": {"spec": {"containers": [{"name": "main", "image": "busybox"}]}}}]}}  # fmt: skip
+
+
+class PodCreations:
+    """Every pod created in a namespace, from a watch that starts before the test acts.
+
+    A name seen with two UIDs was created twice; the jobs these tests run never fail, so
+    nothing is ever legitimately recreated.
+    """
+
+    def __init__(self, core: client.CoreV1Api, namespace: str) -> None:
+        self.core = core
+        self.ns = namespace
+        self.uids: dict[str, set[str]] = defaultdict(set)
+        self.lock = threading.Lock()
+        self.stopped = threading.Event()
+        rv = core.list_namespaced_pod(namespace).metadata.resource_version
+        self.thread = threading.Thread(target=self._run, args=(rv,), daemon=True)
+        self.thread.start()
+
+    def _run(self, rv: str) -> None:
+        while not self.stopped.is_set():
+            w = watch.Watch()
+            try:
+                for ev in w.stream(self.core.list_namespaced_pod, self.ns, resource_version=rv, timeout_seconds=5,
+                                   allow_watch_bookmarks=True):  # fmt: skip
+                    obj = ev["object"]
+                    rv = obj.metadata.resource_version or rv
+                    if ev["type"] in ("ADDED", "MODIFIED", "DELETED"):
+                        with self.lock:
+                            self.uids[obj.metadata.name].add(obj.metadata.uid)
+                    if self.stopped.is_set():
+                        break
+            except client.ApiException as exc:
+                if exc.status == 410:  # too old: what exists now is what was created meanwhile
+                    pods = self.core.list_namespaced_pod(self.ns)
+                    with self.lock:
+                        for p in pods.items:
+                            self.uids[p.metadata.name].add(p.metadata.uid)
+                    rv = pods.metadata.resource_version
+                time.sleep(0.5)
+            except Exception:  # the API server restarting under the outage test: watch again
+                time.sleep(0.5)
+
+    def created(self) -> int:
+        with self.lock:
+            return sum(len(u) for u in self.uids.values())
+
+    def duplicates(self) -> dict[str, set[str]]:
+        with self.lock:
+            return {n: set(u) for n, u in self.uids.items() if len(u) > 1}
+
+    def stop(self) -> None:
+        self.stopped.set()
+        self.thread.join(10)
