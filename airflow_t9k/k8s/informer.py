@@ -38,11 +38,15 @@ class Backoff:
         self.failures = 0
 
     def next(self, retry_after: float | None = None) -> float:
-        """Seconds to wait before the next attempt; the server's Retry-After counts, capped too."""
-        ceiling = min(self.cap, self.initial * 2**self.failures)
+        """Seconds to wait before the next attempt.
+
+        A server that says when to come back (429 while its storage initializes: 1 s) is
+        believed, however long the outage before it was; otherwise the wait doubles.
+        """
+        ceiling = min(self.cap, self.initial * 2 ** min(self.failures, 32))
         self.failures += 1
         if retry_after is not None and retry_after > 0:
-            ceiling = min(self.cap, max(ceiling, retry_after))
+            return min(self.cap, retry_after * (1 + 0.2 * self.rand()))
         # Between half and all of the ceiling: restarted clients do not all come back at once.
         return ceiling * (0.5 + 0.5 * self.rand())
 

@@ -21,9 +21,11 @@ from tests.unit.k8s.test_informer_gone import PATH, fake_api, run_informer, stop
         (1.0, 3, None, 1.6),
         (1.0, 10, None, 5.0),  # capped: an outage never leaves a 30 s sleep behind
         (1.0, 40, None, 5.0),  # no overflow after a very long outage
-        (1.0, 0, 2.0, 2.0),  # the server's Retry-After is honoured...
+        (0.0, 0, 2.0, 2.0),  # the server's Retry-After is honoured...
+        (1.0, 0, 2.0, 2.4),  # ...give or take a fifth
         (1.0, 0, 30.0, 5.0),  # ...but capped too
-        (1.0, 4, 1.0, 3.2),  # a short hint does not shorten the back-off
+        (0.0, 9, 1.0, 1.0),  # after a long outage, a 429 saying "1 s" means 1 s, not the grown back-off
+        (1.0, 1000, None, 5.0),  # no overflow however long it lasts
     ],
 )
 def test_backoff_table(rand, failures, hint, expected):
@@ -96,7 +98,7 @@ async def test_429_while_storage_initializes_is_retried_within_a_second_and_reco
         release.set()
         await stop(task)
     assert calls["watch"] == 5 and calls["list"] == 1  # a 429 resumes the watch, it does not relist
-    # At most 1 + 1 + 1 + 1.6 s of back-off; doubling from 0.5 s (the old way) took 7.5 s.
+    # At most 4 x 1.2 s of back-off; doubling from 0.5 s (the old way) took 7.5 s.
     assert recovered and recovered[0] - t0 < 5.5
     assert informer.healthy
 
