@@ -7,7 +7,6 @@ from datetime import datetime
 from airflow.sdk import DAG
 
 from airflow_t9k.operators.kinds import AscendJobOperator
-from dags_examples._sim import simulate
 
 with DAG("example_ascend", start_date=datetime(2026, 1, 1), schedule=None, catchup=False, tags=["t9k", "example"]):
     AscendJobOperator(
@@ -19,6 +18,7 @@ with DAG("example_ascend", start_date=datetime(2026, 1, 1), schedule=None, catch
         replicas=2,
         npus=2,
         restart_policy="ExitCode",
-        pod_annotations=simulate("3s"),
+        # How long the local kwok cluster lets the simulated replicas run; inert on a real cluster (drop it).
+        pod_annotations={"sim.t9k.test/duration": "3s"},
         deferrable=True,
     )

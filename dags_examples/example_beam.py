@@ -7,7 +7,6 @@ from datetime import datetime
 from airflow.sdk import DAG
 
 from airflow_t9k.operators.kinds import BeamJobOperator
-from dags_examples._sim import simulate
 
 with DAG("example_beam", start_date=datetime(2026, 1, 1), schedule=None, catchup=False, tags=["t9k", "example"]):
     BeamJobOperator(
@@ -16,6 +15,7 @@ with DAG("example_beam", start_date=datetime(2026, 1, 1), schedule=None, catchup
         flink_image="t9kpublic/flink:1.10.1",
         command=["python3", "-m", "apache_beam.examples.wordcount", "--runner=FlinkRunner", "--output=/tmp/counts"],
         replicas=2,
-        pod_annotations=simulate("3s"),
+        # How long the local kwok cluster lets the simulated replicas run; inert on a real cluster (drop it).
+        pod_annotations={"sim.t9k.test/duration": "3s"},
         deferrable=True,
     )

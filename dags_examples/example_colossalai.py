@@ -7,7 +7,6 @@ from datetime import datetime
 from airflow.sdk import DAG
 
 from airflow_t9k.operators.kinds import ColossalAIJobOperator
-from dags_examples._sim import simulate
 
 with DAG("example_colossalai", start_date=datetime(2026, 1, 1), schedule=None, catchup=False, tags=["t9k", "example"]):
     ColossalAIJobOperator(
@@ -16,6 +15,7 @@ with DAG("example_colossalai", start_date=datetime(2026, 1, 1), schedule=None, c
         command=["train.py", "--epochs", "3"],
         replicas=2,
         machine_type="2U8G1P",
-        pod_annotations=simulate("3s"),
+        # How long the local kwok cluster lets the simulated replicas run; inert on a real cluster (drop it).
+        pod_annotations={"sim.t9k.test/duration": "3s"},
         deferrable=True,
     )

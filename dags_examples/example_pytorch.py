@@ -7,7 +7,6 @@ from datetime import datetime
 from airflow.sdk import DAG
 
 from airflow_t9k.operators.kinds import PyTorchTrainingJobOperator
-from dags_examples._sim import simulate
 
 with DAG("example_pytorch", start_date=datetime(2026, 1, 1), schedule=None, catchup=False, tags=["t9k", "example"]):
     PyTorchTrainingJobOperator(
@@ -17,6 +16,7 @@ with DAG("example_pytorch", start_date=datetime(2026, 1, 1), schedule=None, catc
         replicas=2,
         machine_type="4U16G1P",
         spec={"runPolicy": {"backoffLimit": 2, "cleanUpPolicy": "Unfinished"}},
-        pod_annotations=simulate("3s"),
+        # How long the local kwok cluster lets the simulated replicas run; inert on a real cluster (drop it).
+        pod_annotations={"sim.t9k.test/duration": "3s"},
         deferrable=True,
     )

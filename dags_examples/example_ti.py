@@ -7,7 +7,6 @@ from datetime import datetime
 from airflow.sdk import DAG
 
 from airflow_t9k.operators.ti import TIJobOperator
-from dags_examples._sim import simulate
 
 with DAG("example_ti", start_date=datetime(2026, 1, 1), schedule=None, catchup=False, tags=["t9k", "example", "ti"]):
     TIJobOperator(
@@ -17,6 +16,7 @@ with DAG("example_ti", start_date=datetime(2026, 1, 1), schedule=None, catchup=F
         master_type="1U2G1P",
         worker_type="0U0G2P",
         worker_count=3,
-        pod_annotations=simulate("3s"),
+        # How long the local kwok cluster lets the simulated replicas run; inert on a real cluster (drop it).
+        pod_annotations={"sim.t9k.test/duration": "3s"},
         deferrable=True,
     )

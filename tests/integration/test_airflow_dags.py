@@ -64,7 +64,7 @@ def ok(result: subprocess.CompletedProcess[str]) -> str:
 @pytest.mark.parametrize(
     "dag_id",
     ["example_genericjob", "example_pytorch", "example_tensorflow", "example_xgboost", "example_colossalai", "example_ti", "example_mpi", "example_ascend", "example_beam",
-     "example_deepspeed",
+     "example_deepspeed", "example_pod_options",
      "example_yaml_and_sensor"],
 )  # fmt: skip
 def test_example_dag_runs_to_success(run_dag, jobs, dag_id):
@@ -94,3 +94,16 @@ def test_failing_job_fails_the_task_with_the_reason(run_dag, jobs):
     assert 'The job is failed with rule: {"worker": [1]}' in out
     assert "failed replicas:" in out and "-worker-1" in out
     assert "exit code 137 (OOMKilled)" in out
+
+
+def test_pod_options_example_puts_volume_toleration_and_shm_on_every_replica(run_dag, jobs):
+    ok(run_dag("example_pod_options"))
+    [job] = jobs.api.list_namespaced_custom_object("batch.tensorstack.dev", "v1beta1", jobs.ns, "pytorchtrainingjobs")["items"]
+    pods = jobs.pods(job["metadata"]["name"])
+    assert len(pods) == 2
+    for pod in pods.values():
+        volumes = {v.name: v for v in pod.spec.volumes}
+        assert volumes["data"].empty_dir is not None and volumes["airflow-t9k-shm"].empty_dir.medium == "Memory"
+        assert {m.mount_path for m in pod.spec.containers[0].volume_mounts} >= {"/data", "/dev/shm"}
+        assert any(t.key == "nvidia.com/gpu" for t in pod.spec.tolerations)
+        assert pod.spec.containers[0].command[:2] == ["python", "train.py"]

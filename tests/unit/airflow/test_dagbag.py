@@ -10,6 +10,7 @@ ROOT = Path(__file__).resolve().parents[3]
 EXPECTED = {
     "example_genericjob", "example_pytorch", "example_tensorflow", "example_xgboost", "example_colossalai",
     "example_deepspeed", "example_mpi", "example_beam", "example_yaml_and_sensor", "retraining_pipeline", "example_ti", "example_ascend",
+    "example_pod_options",
 }  # fmt: skip
 
 
@@ -20,3 +21,24 @@ def test_every_example_dag_imports_without_errors(monkeypatch):
     assert set(bag.dags) == EXPECTED
     assert sorted(bag.dags["retraining_pipeline"].task_ids) == [
         "better_than_production", "evaluate", "keep_production", "prepare_data", "promote", "train"]  # fmt: skip
+
+
+def test_an_example_dag_copied_alone_into_a_dag_folder_imports(tmp_path):
+    """A user copies one file into their DAG folder: it may not import dags_examples."""
+    import json
+    import os
+    import shutil
+    import subprocess
+    import sys
+
+    for dag in sorted((ROOT / "dags_examples").glob("*.py")):
+        if dag.name != "__init__.py":
+            shutil.copy(dag, tmp_path)
+    shutil.copytree(ROOT / "dags_examples" / "jobs", tmp_path / "jobs")
+    env = {k: v for k, v in os.environ.items() if k != "PYTHONPATH"}
+    code = ("import json, sys; from airflow.dag_processing.dagbag import DagBag; b = DagBag(dag_folder=sys.argv[1]); "
+            "print(json.dumps({'errors': {k: str(v)[-300:] for k, v in b.import_errors.items()}, 'dags': sorted(b.dags)}))")  # fmt: skip
+    out = subprocess.run([sys.executable, "-c", code, str(tmp_path)], cwd=tmp_path, env=env, capture_output=True, text=True, check=True)
+    result = json.loads(out.stdout.strip().splitlines()[-1])
+    assert result["errors"] == {}
+    assert set(result["dags"]) == EXPECTED
