@@ -127,6 +127,21 @@ def test_paused_leader_does_not_act_after_its_lease_passed(api_client, jobs, nam
         pods.stop()
 
 
+def test_clean_shutdown_hands_over_at_once(api_client, jobs, namespace, controller_factory):
+    """SIGTERM (a rolling update, a drained node): the leader releases its Lease on the way
+    out, so the standby does not wait out the lease duration."""
+    leader, standby = two_controllers(controller_factory, namespace)
+    leader.stop()
+    stopped = time.monotonic()
+    assert leader.proc.returncode == 0 and "released" in leader.tail(20)
+    wait_until(lambda: leads(standby, LEASE), timeout=15, what="the standby taking over")
+    took = time.monotonic() - stopped
+    print(f"\nhandover after SIGTERM: {took:.1f}s")
+    assert took < 5  # a retry period or two, not the 10 s lease duration
+    jobs.create(generic("after", 2))
+    jobs.wait_phase("GenericJob", "after", "Running", timeout=60)
+
+
 def test_lease_rbac_of_the_deploy_manifests_is_enough(api_client, cluster, namespace, jobs, controller_factory, tmp_path):
     """The controller under exactly rbac-cluster.yaml's grants elects itself and works."""
     from tests.integration.test_controller_runtime import _delete_cluster_scoped, _rbac_kubeconfig
