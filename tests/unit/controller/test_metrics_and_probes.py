@@ -5,12 +5,11 @@ fake that only records what reaches it (no controller logic is faked)."""
 
 from __future__ import annotations
 
-import asyncio
-
 import pytest
 from aiohttp import web
 from aiohttp.test_utils import TestClient, TestServer
 from kubernetes_asyncio import client as k8s_client
+from prometheus_client import generate_latest
 
 from airflow_t9k.controller.metrics import InstrumentedKube, Metrics, NotLeader, resource_of
 from airflow_t9k.controller.runner import Controller, Settings
@@ -136,8 +135,7 @@ async def test_instrumented_client_counts_by_code_and_refuses_writes_behind_the_
         finally:
             await kube.close()
     assert seen == ["GET", "POST", "GET"]  # the fenced writes never left the process
-    text = (await asyncio.to_thread(lambda: __import__("prometheus_client").generate_latest(metrics.registry))).decode()
-    m = parse_metrics(text)
+    m = parse_metrics(generate_latest(metrics.registry).decode())
 
     def requests(code: str, method: str) -> float:
         return sum(v for k, v in m.items() if k.startswith("rest_client_requests_total{")
