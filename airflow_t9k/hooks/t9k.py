@@ -5,12 +5,21 @@ provider's ``KubernetesHook``/``AsyncKubernetesHook``; we only add job verbs. Ea
 keeps one API client for all its calls, and the async hook reloads exec-based credentials
 before each call (the provider's loader does that only for exec auth), so short-lived
 tokens keep refreshing on a long-lived triggerer.
+
+This is the boundary where client exceptions become the vocabulary of
+``airflow_t9k.k8s.errors``, each with one sentence naming the cause and the fix.
 """
 
 from __future__ import annotations
 
+import asyncio
+import contextlib
+import json
+from collections.abc import AsyncIterator, Iterator
 from typing import Any
 
+import aiohttp
+import urllib3
 from airflow.providers.cncf.kubernetes.hooks.kubernetes import AsyncKubernetesHook, KubernetesHook
 from kubernetes.client.exceptions import ApiException
 from kubernetes_asyncio import client as async_client
@@ -18,10 +27,51 @@ from kubernetes_asyncio import client as async_client
 from airflow_t9k.api.paths import child_path, job_path
 from airflow_t9k.api.resources import resource_for
 from airflow_t9k.k8s.client import Kube
-from airflow_t9k.k8s.errors import ApiError, NotFound, from_response
+from airflow_t9k.k8s.errors import ApiError, Forbidden, NotFound, NotServed, Unauthorized, Unreachable, from_response
 
 Obj = dict[str, Any]
 JOB_NAME_LABEL = "batch.tensorstack.dev/job-name"
+INSTALL_CRDS = "airflow-t9k crds | kubectl apply --server-side -f -"
+VERBS = {"GET": "get", "POST": "create", "PUT": "update", "PATCH": "patch", "DELETE": "delete"}
+MAX_REASON = 600  # characters of scheduler reasons in a message
+
+
+def _target(path: str) -> tuple[str, str, bool]:
+    """(resource as RBAC names it, namespace, whether the path names one object) of a REST path."""
+    parts = [p for p in path.split("?")[0].split("/") if p]
+    group = "" if parts[:1] == ["api"] else (parts[1] if len(parts) > 1 else "")
+    rest = parts[2:] if parts[:1] == ["api"] else parts[3:]
+    namespace = ""
+    if len(rest) >= 2 and rest[0] == "namespaces":
+        namespace, rest = rest[1], rest[2:]
+    plural = rest[0] if rest else "namespaces"
+    resource = f"{plural}.{group}" if group else plural
+    if len(rest) >= 3:  # a subresource such as pods/log
+        resource = f"{resource}/{rest[2]}"
+    return resource, namespace, len(rest) >= 2
+
+
+def explain(exc: ApiError, method: str, path: str, who: str, *, watch: bool = False) -> ApiError:
+    """The same error class, its message one sentence with the cause and the fix."""
+    resource, namespace, named = _target(path)
+    verb = "watch" if watch else VERBS.get(method, method.lower())
+    if method == "GET" and not named and not watch:
+        verb = "list"
+    where = f" in namespace {namespace}" if namespace else ""
+    if isinstance(exc, NotServed):
+        message = (f"the API server does not serve {resource} (404 for the resource type): its CRD is not installed; "
+                   f"install the CRDs: {INSTALL_CRDS}")  # fmt: skip
+    elif isinstance(exc, Forbidden):
+        message = (f"{who} may not {verb} {resource}{where} (403 Forbidden); grant it {verb} on {resource} "
+                   f"with a Role and RoleBinding (see docs/airflow.md, RBAC)")  # fmt: skip
+    elif isinstance(exc, Unauthorized):
+        message = (f"the API server rejected the credentials of {who} (401 Unauthorized); "
+                   "renew the token or certificate in the kubeconfig the connection names")  # fmt: skip
+    elif isinstance(exc, Unreachable):
+        return Unreachable(exc.host, exc.cause, f"; check that the cluster is up and that {who} points at it")
+    else:
+        return exc
+    return type(exc)(exc.status, exc.reason, message, exc.body)
 
 
 def _translate(exc: ApiException) -> ApiError:
@@ -29,26 +79,95 @@ def _translate(exc: ApiException) -> ApiError:
     return from_response(int(exc.status or 0), str(body))
 
 
+def _no_answer(exc: BaseException) -> str:
+    """The innermost reason a request got no answer (urllib3 nests it in MaxRetryError,
+    aiohttp in ClientConnectorError), in words rather than a traceback."""
+    inner = getattr(exc, "os_error", None) or getattr(exc, "reason", None)
+    text = str(inner if isinstance(inner, BaseException) else exc)
+    chain = (exc, inner, exc.__cause__, exc.__context__)
+    if any(isinstance(e, ConnectionRefusedError) for e in chain) or any(
+        s in text for s in ("Connection refused", "ConnectionRefused", "Connect call failed")
+    ):
+        return "connection refused"
+    if isinstance(exc, asyncio.TimeoutError) or any(isinstance(e, TimeoutError) for e in chain):
+        return "no answer in time"
+    return text.split(": ", 1)[-1][:200] or type(exc).__name__
+
+
+def describe_pending(pods: list[Obj], events: list[Obj]) -> str:
+    """Why replicas have not started, from the scheduler's PodScheduled condition and Events.
+
+    Identical reasons are given once with the pods they apply to, so 64 unschedulable
+    replicas make one line, not 64.
+    """
+    by_reason: dict[str, list[str]] = {}
+    warnings: dict[str, str] = {}
+    for ev in sorted(events, key=lambda e: str(e.get("lastTimestamp") or e.get("eventTime") or "")):
+        if ev.get("type") == "Warning":
+            warnings[str((ev.get("involvedObject") or {}).get("name") or "")] = f"{ev.get('reason')}: {ev.get('message')}"
+    for pod in pods:
+        name = str(pod["metadata"]["name"])
+        status = pod.get("status") or {}
+        if status.get("phase") not in (None, "Pending"):
+            continue
+        reason = ""
+        for cond in status.get("conditions") or []:
+            if cond.get("type") == "PodScheduled" and cond.get("status") == "False":
+                reason = f"{cond.get('reason') or 'Unschedulable'}: {cond.get('message') or ''}".strip()
+        for cs in status.get("containerStatuses") or []:
+            waiting = (cs.get("state") or {}).get("waiting") or {}
+            if not reason and waiting.get("reason") and waiting["reason"] != "ContainerCreating":
+                reason = f"{waiting['reason']}: {waiting.get('message') or ''}".strip(": ")
+        reason = reason or warnings.get(name, "") or "Pending (no reason reported yet)"
+        by_reason.setdefault(reason, []).append(name)
+    if not by_reason:
+        job_warnings = [w for n, w in warnings.items() if n and not any(n == p["metadata"]["name"] for p in pods)]
+        return "; ".join(job_warnings)[:MAX_REASON] or "no replica pod is pending; the job has not reported Running yet"
+    text = "; ".join(f"{', '.join(names[:3])}{' and %d more' % (len(names) - 3) if len(names) > 3 else ''}: {reason}"
+                     for reason, names in by_reason.items())  # fmt: skip
+    return text if len(text) <= MAX_REASON else text[: MAX_REASON - 3] + "..."
+
+
 class T9kHook(KubernetesHook):
     """Create, read, patch and delete T9k jobs of any kind; list their pods, logs and events."""
 
     hook_name = "T9k Jobs (Kubernetes)"
+    side = "worker"
+
+    def identity(self) -> str:
+        """Whose credentials, for messages: the side, and where its configuration comes from."""
+        source = f"kubeconfig {self.config_file}" if self.config_file else f"connection {self.conn_id!r}"
+        if self.in_cluster:
+            source = "the in-cluster ServiceAccount"
+        return f"the {self.side}'s identity ({source})"
+
+    def _host(self) -> str:
+        try:
+            return str(self.api_client.configuration.host)
+        except Exception:  # noqa: BLE001 - only for a message
+            return ""
+
+    @contextlib.contextmanager
+    def _boundary(self, method: str, path: str) -> Iterator[None]:
+        try:
+            yield
+        except ApiException as exc:
+            raise explain(_translate(exc), method, path, self.identity()) from exc
+        except (urllib3.exceptions.HTTPError, OSError) as exc:
+            raise explain(Unreachable(self._host(), _no_answer(exc)), method, path, self.identity()) from None
 
     def _call(self, fn: Any, *args: Any, **kwargs: Any) -> Any:
-        try:
+        with self._boundary("GET", ""):
             return fn(*args, **kwargs)
-        except ApiException as exc:
-            raise _translate(exc) from exc
 
     def _request(self, method: str, path: str, body: Any = None, query: list | None = None,
                  content_type: str = "application/json") -> Obj:  # fmt: skip
-        import json
-
-        resp = self._call(
-            self.api_client.call_api, path, method, query_params=query or [], body=body,
-            header_params={"Accept": "application/json", "Content-Type": content_type},
-            auth_settings=["BearerToken"], _preload_content=False,
-        )  # fmt: skip
+        with self._boundary(method, path):
+            resp = self.api_client.call_api(
+                path, method, query_params=query or [], body=body,
+                header_params={"Accept": "application/json", "Content-Type": content_type},
+                auth_settings=["BearerToken"], _preload_content=False,
+            )  # fmt: skip
         data = resp.data.decode() if resp.data else ""
         return json.loads(data) if data else {}
 
@@ -58,6 +177,8 @@ class T9kHook(KubernetesHook):
     def get_job(self, kind: str, name: str, namespace: str) -> Obj | None:
         try:
             return self._request("GET", job_path(resource_for(kind), namespace, name))
+        except NotServed:
+            raise
         except NotFound:
             return None
 
@@ -73,6 +194,8 @@ class T9kHook(KubernetesHook):
         try:
             self._request("DELETE", job_path(resource_for(kind), namespace, name), body=body)
             return True
+        except NotServed:
+            raise
         except NotFound:
             return False
 
@@ -94,13 +217,43 @@ class T9kHook(KubernetesHook):
         out = self._request("GET", child_path("Event", namespace), query=[("fieldSelector", f"involvedObject.name={name}")])
         return list(out.get("items") or [])
 
+    def pending_reason(self, name: str, namespace: str) -> str:
+        """Why the job's replicas have not started (scheduler conditions and Warning Events)."""
+        events = self._request("GET", child_path("Event", namespace), query=[("fieldSelector", "type=Warning")])
+        return describe_pending(self.list_replica_pods(name, namespace), _about(name, events))
+
+
+def _about(name: str, events: Obj) -> list[Obj]:
+    """The Events of the job and of its replica pods, by the pods' ``<job>-`` name prefix."""
+    out = []
+    for ev in events.get("items") or []:
+        involved = str((ev.get("involvedObject") or {}).get("name") or "")
+        if involved == name or involved.startswith(f"{name}-"):
+            out.append(ev)
+    return out
+
 
 class AsyncT9kHook(AsyncKubernetesHook):
-    """The async side, for the trigger: one ``Kube`` client, reused for every call."""
+    """The async side, for the trigger: one ``Kube`` client, reused for every call.
+
+    It resolves credentials itself, on the triggerer, from what the trigger carries (the
+    connection id, a kubeconfig path, a context, in-cluster): never from credentials passed
+    in the trigger's stored arguments.
+    """
+
+    side = "triggerer"
+    identity = T9kHook.identity
 
     def __init__(self, *args: Any, **kwargs: Any) -> None:
         super().__init__(*args, **kwargs)
         self._kube: Kube | None = None
+
+    async def _get_field(self, field_name: str) -> Any:
+        # The provider's async loader reads only the connection's path; ``config_file``
+        # (the operator's argument) comes first, as in the sync hook.
+        if field_name == "kube_config_path" and self.config_file:
+            return self.config_file
+        return await super()._get_field(field_name)
 
     async def kube(self) -> Kube:
         await self._load_config()  # no-op for static credentials; refreshes exec tokens
@@ -113,21 +266,58 @@ class AsyncT9kHook(AsyncKubernetesHook):
             await self._kube.close()
             self._kube = None
 
-    async def get_job(self, kind: str, name: str, namespace: str) -> Obj | None:
+    def host(self) -> str:
+        return str(getattr(self.client_configuration, "host", "") or "")
+
+    def translate(self, exc: BaseException, method: str, path: str, *, watch: bool = False) -> BaseException:
+        """Client exceptions (an answer or none) in the vocabulary of ``k8s.errors``, explained."""
+        if isinstance(exc, ApiError):
+            return explain(exc, method, path, self.identity(), watch=watch)
+        if isinstance(exc, (aiohttp.ClientError, asyncio.TimeoutError, OSError)):
+            return explain(Unreachable(self.host(), _no_answer(exc)), method, path, self.identity())
+        return exc
+
+    @contextlib.asynccontextmanager
+    async def _boundary(self, method: str, path: str) -> AsyncIterator[None]:
         try:
-            return await (await self.kube()).get(job_path(resource_for(kind), namespace, name))
+            yield
+        except (ApiError, aiohttp.ClientError, asyncio.TimeoutError, OSError) as exc:
+            raise self.translate(exc, method, path) from None
+
+    async def get_job(self, kind: str, name: str, namespace: str) -> Obj | None:
+        path = job_path(resource_for(kind), namespace, name)
+        try:
+            async with self._boundary("GET", path):
+                return await (await self.kube()).get(path)
+        except NotServed:
+            raise
         except NotFound:
             return None
 
     async def delete_job(self, kind: str, name: str, namespace: str, uid: str | None = None) -> bool:
+        path = job_path(resource_for(kind), namespace, name)
         try:
-            await (await self.kube()).delete(job_path(resource_for(kind), namespace, name), uid=uid)
+            async with self._boundary("DELETE", path):
+                await (await self.kube()).delete(path, uid=uid)
             return True
+        except NotServed:
+            raise
         except NotFound:
             return False
 
     async def patch_job(self, kind: str, name: str, namespace: str, patch: Obj) -> Obj:
-        return await (await self.kube()).patch(job_path(resource_for(kind), namespace, name), body=patch)
+        path = job_path(resource_for(kind), namespace, name)
+        async with self._boundary("PATCH", path):
+            return await (await self.kube()).patch(path, body=patch)
+
+    async def pending_reason(self, name: str, namespace: str) -> str:
+        kube = await self.kube()
+        pods_path, events_path = child_path("Pod", namespace), child_path("Event", namespace)
+        async with self._boundary("GET", pods_path):
+            pods = await kube.get(pods_path, query={"labelSelector": f"{JOB_NAME_LABEL}={name}"})
+        async with self._boundary("GET", events_path):
+            events = await kube.get(events_path, query={"fieldSelector": "type=Warning"})
+        return describe_pending(list(pods.get("items") or []), _about(name, events))
 
     async def read_log_tail(self, pod: str, namespace: str, lines: int) -> str:
         kube = await self.kube()
@@ -137,5 +327,5 @@ class AsyncT9kHook(AsyncKubernetesHook):
             ok = 200 <= resp.status < 300
             resp.release()
             return text if ok else f"(log not available: {from_response(resp.status, text).message})"
-        except OSError as exc:
+        except (OSError, aiohttp.ClientError, asyncio.TimeoutError) as exc:
             return f"(log not available: {exc})"

@@ -38,7 +38,7 @@ from airflow_t9k.k8s.errors import AlreadyExists, ApiError, Conflict, Invalid, N
 from airflow_t9k.hooks.t9k import T9kHook
 from airflow_t9k.kinds.registry import KINDS
 from airflow_t9k.links import XCOM_IDENTITY, T9kJobLink
-from airflow_t9k.triggers.job import T9kJobTrigger
+from airflow_t9k.triggers.job import T9kJobTrigger, startup_failure, startup_remaining
 
 Obj = dict[str, Any]
 
@@ -106,6 +106,8 @@ class T9kJobOperator(BaseOperator):
     :param wait_for_completion: wait at all; False returns once the job is submitted
     :param timeout: give up waiting after this long (seconds or timedelta); the job is then
         deleted (or paused, see ``on_kill_action``) and the task fails
+    :param startup_timeout: fail sooner, the same way, when the job has not left ``Pending``
+        this long after its submission (no GPUs free, unschedulable), with the scheduler's reason
     :param delete_on_finish: ``never``, ``always`` or ``on_success``
     :param on_kill_action: ``delete`` or ``pause`` the job when the task is killed or times out;
         a retry resumes a job that a kill or timeout paused
@@ -135,6 +137,7 @@ class T9kJobOperator(BaseOperator):
         deferrable: bool = conf.getboolean("operators", "default_deferrable", fallback=False),
         wait_for_completion: bool = True,
         timeout: float | timedelta | None = None,
+        startup_timeout: float | timedelta | None = None,
         delete_on_finish: str = "never",
         on_kill_action: str = "delete",
         log_events: bool = True,
@@ -157,6 +160,7 @@ class T9kJobOperator(BaseOperator):
         self.deferrable = deferrable
         self.wait_for_completion = wait_for_completion
         self.timeout = timeout.total_seconds() if isinstance(timeout, timedelta) else timeout
+        self.startup_timeout = startup_timeout.total_seconds() if isinstance(startup_timeout, timedelta) else startup_timeout
         self.delete_on_finish = delete_on_finish
         self.on_kill_action = on_kill_action
         self.log_events = log_events
@@ -401,20 +405,6 @@ class T9kJobOperator(BaseOperator):
             candidates.append(start.timestamp() + self.execution_timeout.total_seconds())
         return min(candidates) if candidates else None
 
-    def _connection_for_trigger(self) -> dict[str, Any]:
-        """What the triggerer needs to connect, resolved here as Airflow's provider does."""
-        config_dict = None
-        if self.config_file:
-            with open(self.config_file) as f:
-                config_dict = yaml.safe_load(f)
-        extras = None
-        if self.kubernetes_conn_id:
-            try:
-                extras = self.hook.get_connection(self.kubernetes_conn_id).extra_dejson or None
-            except Exception:  # the default connection may not exist; the provider treats it as empty
-                extras = None
-        return {"config_dict": config_dict, "connection_extras": extras}
-
     def _trigger(self, identity: Obj, deadline: float | None) -> T9kJobTrigger:
         return T9kJobTrigger(
             kind=identity["kind"],
@@ -430,7 +420,8 @@ class T9kJobOperator(BaseOperator):
             log_tail_lines=self.log_tail_lines,
             on_kill_action=self.on_kill_action,
             events_since=datetime.now(timezone.utc).isoformat(),
-            **self._connection_for_trigger(),
+            config_file=self.config_file,  # a path: the triggerer reads it, no credentials in the trigger
+            startup_timeout=self.startup_timeout,
         )
 
     def _wait_sync(self, identity: Obj, deadline: float | None) -> Obj:
@@ -453,6 +444,13 @@ class T9kJobOperator(BaseOperator):
             remaining = None if deadline is None else deadline - time.time()
             if remaining is not None and remaining <= 0:
                 return self._event_from(job, "timeout", f"timed out waiting for {identity['name']} ({state.summary()})")
+            startup_left = startup_remaining(job, self.startup_timeout)
+            if startup_left is not None and startup_left <= 0:
+                reason = self.hook.pending_reason(identity["name"], identity["namespace"])
+                return self._event_from(job, "timeout", startup_failure(identity["kind"], identity["namespace"], identity["name"],
+                                                                        self.startup_timeout, reason))  # fmt: skip
+            if startup_left is not None:
+                remaining = startup_left if remaining is None else min(remaining, startup_left)
             w = watch.Watch()
             for _ in w.stream(
                 api.list_namespaced_custom_object, resource.group, resource.version, identity["namespace"], resource.plural,

@@ -4,6 +4,14 @@ While it waits it forwards the job's Kubernetes Events (and its pods') into the 
 deduplicated and bounded. On completion the event carries the tail of every failed
 replica's log. A user's kill of the deferred task (Airflow 3.3 ``on_kill``) deletes or
 pauses the job.
+
+The deadline holds in every state (loading credentials, the first LIST, waiting, reading
+logs): Airflow does not enforce ``execution_timeout`` while a task is deferred. An error
+waiting cannot fix (the CRD is not installed, 401, 403) ends the wait at once with what to
+do; one that may pass (no answer, 429, 5xx) is retried by the watch until the deadline.
+
+The stored arguments carry no credentials: the triggerer resolves them itself from the
+connection id, the kubeconfig path, the context or in-cluster.
 """
 
 from __future__ import annotations
@@ -21,17 +29,35 @@ from airflow_t9k.api.paths import child_path, job_path
 from airflow_t9k.api.resources import resource_for
 from airflow_t9k.api.runmode import pause_patch
 from airflow_t9k.hooks.t9k import AsyncT9kHook
-from airflow_t9k.k8s.errors import ApiError
+from airflow_t9k.k8s.errors import ApiError, is_permanent
 from airflow_t9k.triggers import shared_watch
 
 Obj = dict[str, Any]
 MAX_TAILS = 5
+NOT_STARTED = (None, "Pending", "Created")  # phases of a job none of whose replicas has run yet
+RECHECK = 2.0  # seconds between GETs while the watch has not (yet) seen a job that exists
+BACKSTOP = 5.0  # seconds past the deadline at which any state is cut short
 
 
 def _parse_time(value: str | None) -> float | None:
     if not value:
         return None
     return datetime.fromisoformat(value.replace("Z", "+00:00")).timestamp()
+
+
+def startup_remaining(job: Obj, startup_timeout: float | None, now: float | None = None) -> float | None:
+    """Seconds left for a job that has not started to leave ``Pending``, counted from its
+    creation (so a retry or a restarted triggerer keeps the same limit); None when the job
+    has started or there is no limit."""
+    if not startup_timeout or interpret(job).phase not in NOT_STARTED:
+        return None
+    created = _parse_time(job["metadata"].get("creationTimestamp"))
+    now = time.time() if now is None else now
+    return (created if created is not None else now) + float(startup_timeout) - now
+
+
+def startup_failure(kind: str, namespace: str, name: str, startup_timeout: float | None, reason: str) -> str:
+    return f"{kind} {namespace}/{name} did not start within startup_timeout={float(startup_timeout or 0):g}s: {reason}"
 
 
 class T9kJobTrigger(BaseTrigger):
@@ -49,8 +75,17 @@ class T9kJobTrigger(BaseTrigger):
     :param max_log_lines: at most this many forwarded log lines (all replicas together)
     :param max_followed_pods: follow at most this many replicas' logs at once
     :param log_tail_lines: lines of each failed replica's log to attach on completion
-    :param on_kill_action: ``delete`` or ``pause`` the job when a user kills the task
+    :param on_kill_action: ``delete`` or ``pause`` the job when a user kills the task, or
+        ``none`` (the sensor: the job is not its own)
     :param events_since: ISO time; Events older than this are not forwarded
+    :param config_file: kubeconfig path, read by the triggerer (it must be readable there)
+    :param startup_timeout: seconds from the job's creation within which it must leave
+        ``Pending``; else a ``timeout`` event naming the scheduler's reason
+    :param target_phases: also end the wait (``success``) when the job reaches one of these
+        phases (the sensor's targets); terminal phases always end it
+    :param config_dict: accepted from triggers stored by earlier versions only; it holds
+        credentials, so nothing passes it any more
+    :param connection_extras: likewise (the triggerer reads the connection itself)
     """
 
     def __init__(
@@ -74,6 +109,9 @@ class T9kJobTrigger(BaseTrigger):
         stream_logs: bool = True,
         max_log_lines: int = 1000,
         max_followed_pods: int = 8,
+        config_file: str | None = None,
+        startup_timeout: float | None = None,
+        target_phases: list[str] | tuple[str, ...] | None = None,
     ) -> None:
         super().__init__()
         self.kind = kind
@@ -94,6 +132,11 @@ class T9kJobTrigger(BaseTrigger):
         self.stream_logs = stream_logs
         self.max_log_lines = max_log_lines
         self.max_followed_pods = max_followed_pods
+        self.config_file = config_file
+        self.startup_timeout = startup_timeout
+        self.target_phases = list(target_phases) if target_phases else None
+        self._last_job: Obj | None = None
+        self._last_failure: str = ""
 
     def serialize(self) -> tuple[str, dict[str, Any]]:
         return (
@@ -104,10 +147,11 @@ class T9kJobTrigger(BaseTrigger):
                 "namespace": self.namespace,
                 "uid": self.uid,
                 "kubernetes_conn_id": self.kubernetes_conn_id,
+                "config_file": self.config_file,
                 "cluster_context": self.cluster_context,
-                "config_dict": self.config_dict,
                 "in_cluster": self.in_cluster,
-                "connection_extras": self.connection_extras,
+                **({"config_dict": self.config_dict} if self.config_dict else {}),
+                **({"connection_extras": self.connection_extras} if self.connection_extras else {}),
                 "deadline": self.deadline,
                 "log_events": self.log_events,
                 "max_forwarded": self.max_forwarded,
@@ -117,6 +161,8 @@ class T9kJobTrigger(BaseTrigger):
                 "stream_logs": self.stream_logs,
                 "max_log_lines": self.max_log_lines,
                 "max_followed_pods": self.max_followed_pods,
+                "startup_timeout": self.startup_timeout,
+                "target_phases": self.target_phases,
             },
         )
 
@@ -124,6 +170,7 @@ class T9kJobTrigger(BaseTrigger):
     def make_hook(self) -> AsyncT9kHook:
         return AsyncT9kHook(
             kubernetes_conn_id=self.kubernetes_conn_id,
+            config_file=self.config_file,
             cluster_context=self.cluster_context,
             config_dict=self.config_dict,
             in_cluster=self.in_cluster,
@@ -133,17 +180,39 @@ class T9kJobTrigger(BaseTrigger):
     def _watch_key(self) -> tuple[Any, ...]:
         config = repr(sorted((self.config_dict or {}).items())) if self.config_dict else None
         extras = repr(sorted((self.connection_extras or {}).items())) if self.connection_extras else None
-        return (self.kubernetes_conn_id, self.cluster_context, self.in_cluster, config, extras)
+        return (self.kubernetes_conn_id, self.config_file, self.cluster_context, self.in_cluster, config, extras)
 
     # -- run -----------------------------------------------------------------------------
     async def run(self) -> AsyncIterator[TriggerEvent]:
         # Everything is released before the one event is yielded: a runner that stops
         # iterating after the first event (as `airflow dags test` does) leaks nothing.
-        yield await self._watch_until_done()
+        yield await self._bounded()
+
+    async def _bounded(self) -> TriggerEvent:
+        """The wait, cut short a little after the deadline whatever state it is in."""
+        deadline = _parse_time(self.deadline)
+        try:
+            if deadline is None:
+                return await self._watch_until_done()
+            return await asyncio.wait_for(self._watch_until_done(), max(deadline - time.time(), 0) + BACKSTOP)
+        except asyncio.TimeoutError:
+            return self._timeout_event()
+        except Exception as exc:  # whatever it is, the task must hear of it rather than wait forever
+            self.log.exception("waiting for %s %s/%s failed", self.kind, self.namespace, self.name)
+            return self._event("error", self._last_job, f"waiting for {self.kind} {self.namespace}/{self.name} failed: {exc}")
+
+    def _timeout_event(self) -> TriggerEvent:
+        state = interpret(self._last_job).summary() if self._last_job else "never seen"
+        why = f"; last error: {self._last_failure}" if self._last_failure else ""
+        return self._event("timeout", self._last_job, f"timed out waiting for {self.kind} {self.name} ({state}){why}")
 
     async def _watch_until_done(self) -> TriggerEvent:
         path = job_path(resource_for(self.kind), self.namespace)
-        watch = await shared_watch.acquire(self._watch_key(), self.make_hook, path, self.kind)
+        try:
+            watch = await shared_watch.acquire(self._watch_key(), self.make_hook, path, self.kind)
+        except Exception as exc:  # bad kubeconfig, missing connection, unreadable file
+            who = AsyncT9kHook.identity(self.make_hook())
+            return self._event("error", None, f"cannot load the Kubernetes configuration of {who}: {exc}")
         changed = watch.subscribe(self.name)
         helpers = []
         if self.log_events:
@@ -151,9 +220,8 @@ class T9kJobTrigger(BaseTrigger):
         if self.stream_logs:
             helpers.append(asyncio.create_task(self._follow_logs(watch)))
         try:
-            await watch.synced()
             event = await self._wait(watch, changed)
-            if helpers:
+            if helpers and event.payload["status"] != "error":
                 await asyncio.sleep(0.5)  # let the last Events and log lines reach the log
             return event
         finally:
@@ -168,25 +236,65 @@ class T9kJobTrigger(BaseTrigger):
         last_phase = None
         while True:
             changed.clear()
-            job = watch.get(self.namespace, self.name)
-            if job is None:
-                return self._event("error", None, f"{self.kind} {self.namespace}/{self.name} was deleted while waiting")
-            if self.uid and job["metadata"].get("uid") != self.uid:
-                return self._event("error", job, f"{self.kind} {self.namespace}/{self.name} was replaced by another object")
-            state = interpret(job)
-            if state.phase != last_phase:
-                self.log.info("%s %s/%s: %s", self.kind, self.namespace, self.name, state.summary())
-                last_phase = state.phase
-            if state.terminal:
-                logs = await self._tails(state.failed_replicas)
-                return self._event("success" if state.succeeded else "failed", job, state.summary(), logs)
+            wake_in: float | None = None
+            failure = watch.failure
+            if failure is not None and is_permanent(failure):
+                return self._event("error", self._last_job, str(getattr(failure, "message", failure)))
+            self._note_failure(failure)
+            job = watch.get(self.namespace, self.name) if watch.is_synced() else None
+            if watch.is_synced() and job is None:
+                # A watch that has not seen a new job yet is not proof that it is gone.
+                try:
+                    job = await watch.hook.get_job(self.kind, self.name, self.namespace)
+                    if job is None:
+                        return self._event("error", None, f"{self.kind} {self.namespace}/{self.name} was deleted while waiting")
+                except ApiError as exc:
+                    if is_permanent(exc):
+                        return self._event("error", self._last_job, exc.message)
+                    self._note_failure(exc)
+                wake_in = RECHECK
+            elif not watch.is_synced():
+                wake_in = 0.5  # the first LIST has not succeeded yet
+            if job is not None:
+                if self.uid and job["metadata"].get("uid") != self.uid:
+                    return self._event("error", job, f"{self.kind} {self.namespace}/{self.name} was replaced by another object")
+                self._last_job = job
+                state = interpret(job)
+                if state.phase != last_phase:
+                    self.log.info("%s %s/%s: %s", self.kind, self.namespace, self.name, state.summary())
+                    last_phase = state.phase
+                if state.terminal:
+                    logs = await self._tails(state.failed_replicas)
+                    return self._event("success" if state.succeeded else "failed", job, state.summary(), logs)
+                if self.target_phases and state.phase in self.target_phases:
+                    return self._event("success", job, state.summary())
+                startup_left = startup_remaining(job, self.startup_timeout)
+                if startup_left is not None and startup_left <= 0:
+                    return await self._startup_timeout(watch, job)
+                if startup_left is not None:
+                    wake_in = startup_left if wake_in is None else min(wake_in, startup_left)
             remaining = None if deadline is None else deadline - time.time()
             if remaining is not None and remaining <= 0:
-                return self._event("timeout", job, f"timed out waiting for {self.kind} {self.name} ({state.summary()})")
+                return self._timeout_event()
+            timeout = remaining if wake_in is None else (wake_in if remaining is None else min(wake_in, remaining))
             try:
-                await asyncio.wait_for(changed.wait(), timeout=remaining)
+                await asyncio.wait_for(changed.wait(), timeout=timeout)
             except asyncio.TimeoutError:
                 continue
+
+    def _note_failure(self, failure: BaseException | None) -> None:
+        """Log each new failure once; the timeout message repeats the last one."""
+        text = "" if failure is None else str(getattr(failure, "message", failure))
+        if text and text != self._last_failure:
+            self.log.warning("%s; retrying until the deadline (%s)", text, self.deadline or "none")
+        self._last_failure = text
+
+    async def _startup_timeout(self, watch: shared_watch.SharedWatch, job: Obj) -> TriggerEvent:
+        try:
+            reason = await watch.hook.pending_reason(self.name, self.namespace)
+        except ApiError as exc:
+            reason = f"(the reason could not be read: {exc.message})"
+        return self._event("timeout", job, startup_failure(self.kind, self.namespace, self.name, self.startup_timeout, reason))
 
     def _event(self, status: str, job: Obj | None, message: str, logs: dict[str, str] | None = None) -> TriggerEvent:
         state = interpret(job)
@@ -301,7 +409,10 @@ class T9kJobTrigger(BaseTrigger):
 
     # -- kill ----------------------------------------------------------------------------
     async def on_kill(self) -> None:
-        """A user killed the deferred task: do not leave the job running."""
+        """A user killed the deferred task: do not leave the job running (``none``: a sensor's
+        trigger, whose job belongs to another task)."""
+        if self.on_kill_action == "none":
+            return
         hook = self.make_hook()
         try:
             if self.on_kill_action == "pause":

@@ -3,6 +3,10 @@
 A thousand deferred jobs of one kind in one namespace cost one LIST and one open WATCH,
 not a thousand polls: triggers subscribe to the names they care about and are woken when
 those objects change. The watch stops when its last subscriber leaves.
+
+The informer retries every failure with back-off and never gives up (other triggers may
+share it); what failed last is kept here, and every subscriber is woken, so each trigger
+can decide by its own deadline, and end at once on an error waiting cannot fix.
 """
 
 from __future__ import annotations
@@ -12,11 +16,42 @@ import logging
 from collections.abc import Callable, Hashable
 from typing import Any
 
-from airflow_t9k.k8s.informer import Informer
 from airflow_t9k.hooks.t9k import AsyncT9kHook
+from airflow_t9k.k8s.client import UNDECODABLE
+from airflow_t9k.k8s.errors import Gone
+from airflow_t9k.k8s.informer import Informer
 
 Obj = dict[str, Any]
 log = logging.getLogger(__name__)
+
+
+class _ReportingInformer(Informer):
+    """An informer that tells its watch about each failed list or watch, and each recovery."""
+
+    def __init__(self, *args: Any, on_failure: Callable[[BaseException | None, bool], None], **kwargs: Any) -> None:
+        super().__init__(*args, **kwargs)
+        self._on_failure = on_failure
+
+    async def _list(self) -> None:
+        try:
+            await super()._list()
+        except Exception as exc:
+            self._on_failure(exc, False)
+            raise
+        self._on_failure(None, False)
+
+    async def _watch_once(self) -> None:
+        try:
+            await super()._watch_once()
+        except Gone:
+            raise
+        except Exception as exc:
+            self._on_failure(exc, True)
+            raise
+
+    def _opened(self) -> None:
+        super()._opened()
+        self._on_failure(None, True)
 
 
 class SharedWatch:
@@ -30,17 +65,30 @@ class SharedWatch:
         self.refs = 0
         self.informer: Informer | None = None
         self.task: asyncio.Task[None] | None = None
+        # The last failure of a list or watch (translated), None once it works again.
+        self.failure: BaseException | None = None
+        self.failure_in_watch = False
 
     async def start(self) -> None:
         kube = await self.hook.kube()
-        self.informer = Informer(kube, self.path, kind=self.kind, handler=self._on_event)
+        self.informer = _ReportingInformer(kube, self.path, kind=self.kind, handler=self._on_event, on_failure=self._failed)
         self.task = asyncio.create_task(self.informer.run(), name=f"t9k-watch-{self.kind}-{self.path}")
+
+    def _failed(self, exc: BaseException | None, in_watch: bool) -> None:
+        if exc is None:
+            self.failure = None
+            return
+        self.failure = self.hook.translate(exc, "GET", self.path, watch=in_watch)
+        self.failure_in_watch = in_watch
+        for waiters in self.subscribers.values():
+            for waiter in waiters:
+                waiter.set()
 
     def _on_event(self, event: str, obj: Obj) -> None:
         name = (obj.get("metadata") or {}).get("name")
         for waiter in self.subscribers.get(name, ()):
             waiter.set()
-        if event != "DELETED":
+        if event not in ("DELETED", UNDECODABLE):
             for match, queue in self.matchers:
                 if match(obj):
                     queue.put_nowait(obj)
@@ -70,6 +118,9 @@ class SharedWatch:
         assert self.informer is not None
         await self.informer.synced.wait()
 
+    def is_synced(self) -> bool:
+        return self.informer is not None and self.informer.synced.is_set()
+
     def get(self, namespace: str, name: str) -> Obj | None:
         assert self.informer is not None
         return self.informer.get((namespace, name))
@@ -96,7 +147,11 @@ async def acquire(key: Hashable, make_hook: Any, path: str, kind: str) -> Shared
         watch = _WATCHES.get(loop_key)
         if watch is None:
             watch = SharedWatch(make_hook(), path, kind)
-            await watch.start()
+            try:
+                await watch.start()
+            except BaseException:
+                await watch.hook.close()
+                raise
             _WATCHES[loop_key] = watch
         watch.refs += 1
         return watch

@@ -1,8 +1,12 @@
-"""T9kJobTrigger's contract: serialize() round-trips with primitive kwargs only."""
+"""T9kJobTrigger's contract: serialize() round-trips with primitive kwargs only, and carries
+no credentials: the triggerer resolves them itself from the connection id or kubeconfig path."""
 
 from __future__ import annotations
 
 import json
+from datetime import datetime, timezone
+
+import pytest
 
 from airflow_t9k.triggers.job import T9kJobTrigger
 
@@ -12,10 +16,9 @@ KWARGS = {
     "namespace": "ml",
     "uid": "uid-1",
     "kubernetes_conn_id": "k8s",
+    "config_file": "/etc/airflow/kubeconfig",
     "cluster_context": "ctx",
-    "config_dict": None,
     "in_cluster": False,
-    "connection_extras": {"namespace": "ml"},
     "deadline": "2026-11-25T12:00:00+00:00",
     "log_events": True,
     "max_forwarded": 100,
@@ -25,6 +28,8 @@ KWARGS = {
     "stream_logs": True,
     "max_log_lines": 500,
     "max_followed_pods": 4,
+    "startup_timeout": 300.0,
+    "target_phases": ["Running"],
 }
 
 
@@ -45,3 +50,88 @@ def test_watch_key_is_shared_by_triggers_on_the_same_connection():
     b = T9kJobTrigger(**{**KWARGS, "name": "other", "uid": "uid-2"})
     c = T9kJobTrigger(**{**KWARGS, "kubernetes_conn_id": "other-cluster"})
     assert a._watch_key() == b._watch_key() != c._watch_key()
+
+
+TOKEN = "eyJhbGciOiJSUzI1NiJ9.sekrit-token-0123456789"
+CERT = "LS0tLS1CRUdJTiBDRVJUSUZJQ0FURS0tLS0tc2Vrcml0LWNlcnQ="
+KEY = "LS0tLS1CRUdJTiBSU0EgUFJJVkFURSBLRVktLS0tLXNla3JpdC1rZXk="
+
+
+def _kubeconfig(user: dict) -> dict:
+    return {
+        "apiVersion": "v1", "kind": "Config", "current-context": "c",
+        "clusters": [{"name": "k", "cluster": {"server": "https://127.0.0.1:6443", "certificate-authority-data": CERT}}],
+        "users": [{"name": "u", "user": user}],
+        "contexts": [{"name": "c", "context": {"cluster": "k", "user": "u"}}],
+    }  # fmt: skip
+
+
+def _deferred_trigger(monkeypatch, tmp_path, *, config_file: bool, extra: dict | None = None):
+    from datetime import datetime
+
+    from airflow.sdk import DAG
+
+    from airflow_t9k.operators.kinds import GenericJobOperator
+
+    if extra is not None:
+        monkeypatch.setenv("AIRFLOW_CONN_K8S_SECRET", json.dumps({"conn_type": "kubernetes", "extra": extra}))
+    path = tmp_path / "kubeconfig"
+    path.write_text(json.dumps(_kubeconfig({"token": TOKEN, "client-certificate-data": CERT, "client-key-data": KEY})))
+    with DAG("dag", start_date=datetime(2026, 1, 1), schedule=None):
+        op = GenericJobOperator(task_id="t", image="i", namespace="ml", deferrable=True,
+                                kubernetes_conn_id="k8s_secret" if extra is not None else None,
+                                config_file=str(path) if config_file else None)  # fmt: skip
+    return op._trigger({"kind": "GenericJob", "name": "n", "namespace": "ml", "uid": "u"}, None), path
+
+
+@pytest.mark.parametrize(
+    ("config_file", "extra"),
+    [
+        (True, None),
+        (False, {"kube_config": _kubeconfig({"token": TOKEN, "client-key-data": KEY}), "namespace": "ml"}),
+        (False, {"kube_config": json.dumps(_kubeconfig({"token": TOKEN})), "namespace": "ml"}),
+    ],
+    ids=["config_file", "connection-kube_config-dict", "connection-kube_config-string"],
+)
+def test_the_stored_trigger_carries_no_credentials(monkeypatch, tmp_path, config_file, extra):
+    trigger, path = _deferred_trigger(monkeypatch, tmp_path, config_file=config_file, extra=extra)
+    stored = json.dumps(trigger.serialize()[1])
+    for secret in (TOKEN, CERT, KEY, "sekrit"):
+        assert secret not in stored, stored
+    # what the triggerer needs to resolve them itself
+    kwargs = trigger.serialize()[1]
+    assert kwargs["config_file"] == (str(path) if config_file else None)
+    assert kwargs["kubernetes_conn_id"] == (None if config_file else "k8s_secret")
+
+
+@pytest.mark.asyncio
+async def test_the_triggerers_hook_reads_the_kubeconfig_file_itself(tmp_path):
+    path = tmp_path / "kubeconfig"
+    path.write_text(json.dumps(_kubeconfig({"token": TOKEN})))
+    hook = T9kJobTrigger(kind="GenericJob", name="n", namespace="ml", kubernetes_conn_id=None, config_file=str(path)).make_hook()
+    await hook._load_config()
+    assert hook.client_configuration.host == "https://127.0.0.1:6443"
+    assert hook.client_configuration.api_key["BearerToken"] == f"Bearer {TOKEN}"
+
+
+@pytest.mark.asyncio
+async def test_a_sensors_trigger_never_touches_the_job_on_kill():
+    trigger = T9kJobTrigger(kind="GenericJob", name="n", namespace="ml", on_kill_action="none")
+    trigger.make_hook = None  # type: ignore[assignment]  # any use would raise
+    await trigger.on_kill()
+
+
+def test_startup_remaining_counts_from_creation_and_only_before_the_job_starts():
+    from airflow_t9k.triggers.job import startup_remaining
+
+    created = "2026-11-25T12:00:00Z"
+    at = datetime(2026, 11, 25, 12, 0, 30, tzinfo=timezone.utc).timestamp()
+
+    def job(phase):
+        return {"metadata": {"creationTimestamp": created}, "status": {"phase": phase} if phase else {}}
+
+    assert startup_remaining(job(None), 60, now=at) == 30
+    assert startup_remaining(job("Pending"), 20, now=at) == -10
+    assert startup_remaining(job("Running"), 20, now=at) is None
+    assert startup_remaining(job("Failed"), 20, now=at) is None
+    assert startup_remaining(job("Pending"), None, now=at) is None

@@ -1,0 +1,52 @@
+"""T9kJobSensor without a cluster: templating, defaults, and how it reads a trigger's event."""
+
+from __future__ import annotations
+
+from datetime import datetime
+
+import pytest
+from airflow.sdk import DAG
+from airflow.sdk.exceptions import AirflowException, AirflowSensorTimeout
+
+from airflow_t9k.sensors.job import T9kJobSensor, _phases
+
+
+def sensor(**kw):
+    kw.setdefault("name", "train-1")
+    with DAG("dag", start_date=datetime(2026, 1, 1), schedule=None):
+        return T9kJobSensor(task_id="wait", kind="GenericJob", **kw)
+
+
+def test_kind_targets_and_connection_are_templated():
+    assert {"kind", "target_phases", "kubernetes_conn_id", "name", "namespace", "label_selector"} <= set(T9kJobSensor.template_fields)
+
+
+def test_it_does_not_stream_the_replicas_logs_by_default():
+    s = sensor()
+    assert (s.stream_logs, s.log_events) == (False, False)
+    assert (s.config_file, s.cluster_context, s.in_cluster) == (None, None, None)
+
+
+@pytest.mark.parametrize(
+    ("given", "targets"),
+    [(("Running",), ("Running",)), (["Running", "Succeeded"], ("Running", "Succeeded")), ("Running, Succeeded", ("Running", "Succeeded")),
+     ("Succeeded", ("Succeeded",))],  # fmt: skip
+)
+def test_target_phases_as_rendered(given, targets):
+    assert _phases(given) == targets
+    assert sensor(target_phases=given).targets == targets
+
+
+def test_namespace_comes_from_the_connection_when_not_given(monkeypatch):
+    monkeypatch.setenv("AIRFLOW_CONN_K8S_NS", '{"conn_type": "kubernetes", "extra": {"namespace": "team-a"}}')
+    assert sensor(kubernetes_conn_id="k8s_ns")._namespace() == "team-a"
+    assert sensor(kubernetes_conn_id="k8s_ns", namespace="ml")._namespace() == "ml"
+
+
+def test_execute_complete_reads_the_event():
+    s = sensor(target_phases=("Running",))
+    assert s.execute_complete({}, {"status": "success", "phase": "Running", "name": "train-1"}) is None
+    with pytest.raises(AirflowException, match="ended badly"):
+        s.execute_complete({}, {"status": "failed", "phase": "Failed", "name": "train-1", "message": "ended badly"})
+    with pytest.raises(AirflowSensorTimeout, match="timed out"):
+        s.execute_complete({}, {"status": "timeout", "phase": "Pending", "name": "train-1", "message": "timed out"})
