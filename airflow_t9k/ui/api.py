@@ -1,0 +1,189 @@
+"""The FastAPI app the plugin mounts on the api-server under ``/t9k``.
+
+Every JSON endpoint sits behind Airflow's authentication and the auth manager: job data needs
+read access to the DAG's task instances, logs the task-logs entity, and actions edit access
+(``PUT``) on the DAG's task instances. The page's list is filtered to the DAGs the user may
+read, matched on the job's exact ``dag-id`` annotation. Only the JavaScript bundles are public
+(they hold nothing but code).
+
+Settings (``[t9k]``): ``ui_kubernetes_conn_id`` (default ``kubernetes_default``), the
+connection whose identity reads and changes jobs; ``ui_namespace`` (default empty: every
+namespace) to read one namespace only.
+"""
+
+from __future__ import annotations
+
+import json
+import threading
+from datetime import datetime, timezone
+from pathlib import Path
+from typing import Any
+
+from airflow.api_fastapi.app import get_auth_manager
+from airflow.api_fastapi.auth.managers.models.resource_details import DagAccessEntity
+from airflow.api_fastapi.core_api.security import GetUserDep, requires_access_dag
+from airflow.configuration import conf
+from fastapi import Body, Depends, FastAPI, HTTPException, Request
+from fastapi.responses import JSONResponse, PlainTextResponse
+from fastapi.staticfiles import StaticFiles
+
+from airflow_t9k.k8s.errors import ApiError, NotFound
+from airflow_t9k.ui import view
+from airflow_t9k.ui.reader import Reader
+
+Obj = dict[str, Any]
+STATIC = Path(__file__).parent / "static"
+TASK = "/api/dags/{dag_id}/runs/{run_id}/tasks/{task_id}/job"
+
+app = FastAPI(title="airflow-t9k UI", docs_url=None, redoc_url=None, openapi_url=None)
+app.mount("/static", StaticFiles(directory=STATIC, check_dir=False), name="t9k-static")
+
+_reader: Reader | None = None
+_reader_lock = threading.Lock()
+
+read_ti = Depends(requires_access_dag("GET", DagAccessEntity.TASK_INSTANCE))
+read_logs = Depends(requires_access_dag("GET", DagAccessEntity.TASK_LOGS))
+edit_ti = Depends(requires_access_dag("PUT", DagAccessEntity.TASK_INSTANCE))
+
+
+def hook_transport(hook: Any) -> Any:
+    """The hook's API client and error translation, answering JSON or (``raw``) text."""
+
+    def request(method: str, path: str, *, body: Any = None, query: list | None = None,
+                content_type: str = "application/json", raw: bool = False) -> Any:  # fmt: skip
+        with hook._boundary(method, path):
+            resp = hook.api_client.call_api(
+                path, method, query_params=query or [], body=body, auth_settings=["BearerToken"], _preload_content=False,
+                header_params={"Accept": "*/*" if raw else "application/json", "Content-Type": content_type},
+            )  # fmt: skip
+        data = resp.data.decode("utf-8", errors="replace") if resp.data else ""
+        if raw:
+            return data
+        return json.loads(data) if data else {}
+
+    return request
+
+
+def reader() -> Reader:
+    """One reader (one connection pool, one shared list cache) per api-server process."""
+    global _reader
+    with _reader_lock:
+        if _reader is None:
+            from airflow_t9k.hooks.t9k import T9kHook
+
+            hook = T9kHook(conn_id=conf.get("t9k", "ui_kubernetes_conn_id", fallback="kubernetes_default"))
+            hook.side = "api-server"
+            _reader = Reader(hook_transport(hook), namespace=conf.get("t9k", "ui_namespace", fallback="") or "")
+        return _reader
+
+
+@app.exception_handler(ApiError)
+def _api_error(_: Request, exc: ApiError) -> JSONResponse:
+    # What the Kubernetes API server said, for the page to show; 502 because it is upstream's answer.
+    status = exc.status if exc.status in (404, 409, 422) else 502
+    return JSONResponse({"detail": exc.message or str(exc), "kubernetes_status": exc.status}, status_code=status)
+
+
+def _now() -> datetime:
+    return datetime.now(timezone.utc)
+
+
+def _map_index(value: str | None) -> int:
+    # The UI passes no mapIndex for an unmapped task; anything that is not a number means -1.
+    try:
+        return int(value) if value is not None else -1
+    except ValueError:
+        return -1
+
+
+@app.get("/api/jobs", dependencies=[read_ti])
+def list_jobs(user: GetUserDep, kind: str | None = None, dag_id: str | None = None, phase: str | None = None) -> Obj:
+    """Jobs of the DAGs the user may read; ``dag_id`` (checked by the dependency above), ``kind``
+    and ``phase`` narrow it."""
+    allowed = get_auth_manager().get_authorized_dag_ids(user=user, method="GET")
+    if dag_id is not None:
+        allowed = allowed & {dag_id}
+    now = _now()
+    rows = [view.summary(j, now) for j in view.readable(reader().jobs(kind), allowed)]
+    if phase:
+        rows = [r for r in rows if r["phase"] == phase]
+    rows.sort(key=lambda r: r["created"] or "", reverse=True)
+    return {"jobs": rows, "total": len(rows)}
+
+
+def _job(dag_id: str, run_id: str, task_id: str, map_index: int) -> Obj | None:
+    found = [j for j in reader().task_jobs(dag_id, run_id, task_id, map_index) if view.matches(j, dag_id, run_id, task_id, map_index)]
+    return view.newest(found)
+
+
+def _require_job(dag_id: str, run_id: str, task_id: str, map_index: int) -> Obj:
+    job = _job(dag_id, run_id, task_id, map_index)
+    if job is None:
+        raise HTTPException(404, f"task {task_id} of run {run_id} submitted no T9k job")
+    return job
+
+
+@app.get(TASK, dependencies=[read_ti])
+def job_detail(dag_id: str, run_id: str, task_id: str, map_index: str | None = None) -> Obj:
+    """The task's job with replicas and Events; ``job`` is null when the task submitted none."""
+    mi = _map_index(map_index)
+    job = _job(dag_id, run_id, task_id, mi)
+    if job is None:
+        return {"job": None, "message": "This task has not submitted a T9k job (or its job was deleted)."}
+    r = reader()
+    return {"job": view.detail(job, r.pods(job), r.events(job), _now())}
+
+
+@app.get(TASK + "/log", dependencies=[read_logs], response_class=PlainTextResponse)
+def job_log(dag_id: str, run_id: str, task_id: str, pod: str, map_index: str | None = None, lines: int = 200) -> str:
+    """The last ``lines`` lines (at most 2000) of one replica of the task's job."""
+    job = _require_job(dag_id, run_id, task_id, _map_index(map_index))
+    pods = {p["metadata"]["name"] for p in reader().pods(job)}
+    if pod not in pods:
+        raise HTTPException(404, f"{pod} is not a replica of {job['metadata']['name']}")
+    try:
+        return reader().log(job["metadata"]["namespace"], pod, max(1, min(lines, 2000)))
+    except NotFound:
+        return ""
+    except ApiError as exc:  # a pod not started yet has no log: say so in the log pane
+        return f"(no log yet: {exc.message})"
+
+
+def _action_result(verb: str, job: Obj, answer: Obj) -> Obj:
+    """What was done and what the API server answered (the object's kind and, for a scale, the
+    replicas it now asks for)."""
+    meta = job["metadata"]
+    said = f"{answer.get('kind') or 'Status'} accepted"
+    if answer.get("kind") == "Scale":
+        said += f": spec.replicas={(answer.get('spec') or {}).get('replicas')}"
+    return {"done": verb, "kind": job["kind"], "name": meta["name"], "namespace": meta["namespace"],
+            "message": f"{job['kind']} {meta['namespace']}/{meta['name']} {verb} ({said})"}  # fmt: skip
+
+
+@app.post(TASK + "/pause", dependencies=[edit_ti])
+def pause(dag_id: str, run_id: str, task_id: str, map_index: str | None = None) -> Obj:
+    job = _require_job(dag_id, run_id, task_id, _map_index(map_index))
+    if job["kind"] not in view.PAUSABLE:
+        raise HTTPException(422, f"{job['kind']} cannot be paused")
+    return _action_result("paused", job, reader().pause(job))
+
+
+@app.post(TASK + "/resume", dependencies=[edit_ti])
+def resume(dag_id: str, run_id: str, task_id: str, map_index: str | None = None) -> Obj:
+    job = _require_job(dag_id, run_id, task_id, _map_index(map_index))
+    return _action_result("resumed", job, reader().resume(job))
+
+
+@app.post(TASK + "/delete", dependencies=[edit_ti])
+def delete(dag_id: str, run_id: str, task_id: str, map_index: str | None = None) -> Obj:
+    job = _require_job(dag_id, run_id, task_id, _map_index(map_index))
+    return _action_result("deleted", job, reader().delete(job))
+
+
+@app.post(TASK + "/scale", dependencies=[edit_ti])
+def scale(dag_id: str, run_id: str, task_id: str, replicas: Any = Body(embed=True), map_index: str | None = None) -> Obj:
+    job = _require_job(dag_id, run_id, task_id, _map_index(map_index))
+    problem = view.scale_error(job, replicas)
+    if problem:
+        raise HTTPException(422, problem)
+    return _action_result(f"scaled to {replicas}", job, reader().scale(job, replicas))

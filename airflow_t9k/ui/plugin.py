@@ -1,0 +1,36 @@
+"""The Airflow plugin (entry point ``airflow.plugins``): the API app and two React views.
+
+Every Airflow process that loads plugins imports this module; the API app needs the
+api-server's packages (``apache-airflow-core``), so a process without them (a worker with only
+the task SDK) gets the views' metadata and no app rather than an import error.
+"""
+
+from __future__ import annotations
+
+import logging
+from typing import Any
+
+from airflow.plugins_manager import AirflowPlugin
+
+log = logging.getLogger(__name__)
+PREFIX = "/t9k"
+# Bundle URLs are relative: the UI resolves them against <base href>, so a non-root
+# [api] base_url works too.
+NAV = {"name": "T9k Jobs", "bundle_url": "t9k/static/jobs.js", "destination": "nav", "url_route": "t9k-jobs",
+       "nav_top_level": True, "icon": "t9k/static/icon.svg"}  # fmt: skip
+TAB = {"name": "T9k Job", "bundle_url": "t9k/static/task.js", "destination": "task_instance", "url_route": "t9k-job"}
+
+
+def _apps() -> list[dict[str, Any]]:
+    try:
+        from airflow_t9k.ui.api import app
+    except ImportError as exc:  # not an api-server (no FastAPI side of Airflow here)
+        log.debug("T9k UI API not loaded: %s", exc)
+        return []
+    return [{"app": app, "url_prefix": PREFIX, "name": "T9k Jobs API"}]
+
+
+class T9kUiPlugin(AirflowPlugin):
+    name = "airflow_t9k_ui"
+    fastapi_apps = _apps()
+    react_apps = [NAV, TAB]

@@ -1,0 +1,117 @@
+"""The api-server's reads and writes of jobs, on the ``kubernetes`` connection the UI is given.
+
+Jobs of all DAGs are read by label selector with one LIST per kind (Kubernetes has no list
+across resources), never one request per job, and that result is shared by every request for
+``CACHE_SECONDS``, so a page polled by many users costs the API server the same. Kinds whose
+CRD is not installed are skipped.
+"""
+
+from __future__ import annotations
+
+import re
+import threading
+import time
+from collections.abc import Callable
+from concurrent.futures import ThreadPoolExecutor
+from typing import Any
+
+from airflow_t9k.api.paths import child_path, job_path
+from airflow_t9k.api.resources import RESOURCES, resource_for
+from airflow_t9k.api.runmode import resume_patch
+from airflow_t9k.k8s.errors import NotFound, NotServed
+from airflow_t9k.ui.view import ANNOTATION, JOB_LABEL
+
+Obj = dict[str, Any]
+CACHE_SECONDS = 2.0
+SELECTOR = f"{ANNOTATION}/dag-id"  # every job an operator submits carries this label
+LOG_LINES = 200
+
+
+def _label(text: str) -> str:
+    # The operator's label value (operators/job.py): sanitised and cut to 63 characters.
+    v = re.sub(r"[^A-Za-z0-9._-]+", "_", str(text))[:63]
+    return re.sub(r"^[^A-Za-z0-9]+|[^A-Za-z0-9]+$", "", v)
+
+
+def task_selector(dag_id: str, run_id: str, task_id: str, map_index: int) -> str:
+    """Labels narrowing a LIST to one task's jobs (the exact match is on annotations)."""
+    return ",".join([f"{ANNOTATION}/dag-id={_label(dag_id)}", f"{ANNOTATION}/run-id={_label(run_id)}",
+                     f"{ANNOTATION}/task-id={_label(task_id)}",
+                     f"{ANNOTATION}/map-index={map_index if map_index >= 0 else 'none'}"])  # fmt: skip
+
+
+class Reader:
+    """``request(method, path, body=None, query=None, content_type=...)`` is the transport (the
+    hook's); ``namespace`` empty means every namespace."""
+
+    def __init__(self, request: Callable[..., Obj], namespace: str = "", kinds: list[str] | None = None) -> None:
+        self._request = request
+        self.namespace = namespace
+        self.kinds = kinds or list(RESOURCES)
+        self._cache: tuple[float, list[Obj]] | None = None
+        self._lock = threading.Lock()
+        self._pool = ThreadPoolExecutor(max_workers=len(self.kinds), thread_name_prefix="t9k-ui-list")
+        self.lists = 0  # LIST requests sent, for tests and the benchmark
+
+    def _list(self, kind: str, selector: str) -> list[Obj]:
+        self.lists += 1
+        try:
+            out = self._request("GET", job_path(resource_for(kind), self.namespace or None),
+                                query=[("labelSelector", selector)])  # fmt: skip
+        except (NotServed, NotFound):
+            return []  # this kind's CRD is not installed
+        items = list(out.get("items") or [])
+        for item in items:  # a LIST leaves kind and apiVersion off its items
+            item.setdefault("kind", kind)
+        return items
+
+    def _list_all(self, selector: str, kinds: list[str]) -> list[Obj]:
+        results = self._pool.map(lambda k: self._list(k, selector), kinds)
+        return [job for items in results for job in items]
+
+    def jobs(self, kind: str | None = None) -> list[Obj]:
+        """Every job a task submitted (all DAGs; the caller filters by the user's DAGs)."""
+        with self._lock:
+            if self._cache is None or time.monotonic() - self._cache[0] > CACHE_SECONDS:
+                self._cache = (time.monotonic(), self._list_all(SELECTOR, self.kinds))
+            jobs = self._cache[1]
+        return [j for j in jobs if kind is None or j.get("kind") == kind]
+
+    def task_jobs(self, dag_id: str, run_id: str, task_id: str, map_index: int) -> list[Obj]:
+        return self._list_all(task_selector(dag_id, run_id, task_id, map_index), self.kinds)
+
+    def pods(self, job: Obj) -> list[Obj]:
+        meta = job["metadata"]
+        out = self._request("GET", child_path("Pod", meta["namespace"]), query=[("labelSelector", f"{JOB_LABEL}={meta['name']}")])
+        return list(out.get("items") or [])
+
+    def events(self, job: Obj) -> list[Obj]:
+        # One LIST of the namespace's Events: the job's and its pods' (filtered by name after).
+        return list((self._request("GET", child_path("Event", job["metadata"]["namespace"])).get("items")) or [])
+
+    def log(self, namespace: str, pod: str, lines: int = LOG_LINES) -> str:
+        query = [("tailLines", str(lines)), ("timestamps", "false")]
+        return str(self._request("GET", child_path("Pod", namespace, pod, "log"), query=query, raw=True))
+
+    def patch(self, job: Obj, patch: Obj) -> Obj:
+        meta = job["metadata"]
+        return self._request("PATCH", job_path(resource_for(job["kind"]), meta["namespace"], meta["name"]), body=patch,
+                             content_type="application/merge-patch+json")  # fmt: skip
+
+    def pause(self, job: Obj) -> Obj:
+        # Paused by a person: no paused-by mark, so a retry of the task leaves it paused.
+        return self.patch(job, {"metadata": {"uid": job["metadata"]["uid"]}, "spec": {"runMode": {"pause": {"enabled": True}}}})
+
+    def resume(self, job: Obj) -> Obj:
+        return self.patch(job, resume_patch(job["metadata"]["uid"]))
+
+    def delete(self, job: Obj) -> Obj:
+        meta = job["metadata"]
+        body = {"kind": "DeleteOptions", "apiVersion": "v1", "propagationPolicy": "Background",
+                "preconditions": {"uid": meta["uid"]}}  # fmt: skip
+        return self._request("DELETE", job_path(resource_for(job["kind"]), meta["namespace"], meta["name"]), body=body)
+
+    def scale(self, job: Obj, replicas: int) -> Obj:
+        meta = job["metadata"]
+        path = job_path(resource_for(job["kind"]), meta["namespace"], meta["name"], "scale")
+        return self._request("PATCH", path, body={"spec": {"replicas": replicas}}, content_type="application/merge-patch+json")

@@ -1,0 +1,230 @@
+"""What the UI shows of a job, its replicas and Events: plain dicts from Kubernetes objects.
+
+Pure functions (no client, no Airflow), so tables of cases test them.
+"""
+
+from __future__ import annotations
+
+from datetime import datetime, timezone
+from typing import Any
+
+from airflow_t9k.api.runmode import PAUSED_BY
+
+Obj = dict[str, Any]
+
+ANNOTATION = "airflow-t9k.io"  # the operator's label and annotation prefix (operators/job.py)
+JOB_LABEL = "batch.tensorstack.dev/job-name"
+TYPE_LABEL = "batch.tensorstack.dev/replica-type"
+RANK_LABEL = "batch.tensorstack.dev/replica-index"
+ELASTIC_KINDS = ("PyTorchTrainingJob", "DeepSpeedJob")
+PAUSABLE = ("GenericJob", "PyTorchTrainingJob", "TensorFlowTrainingJob", "XGBoostTrainingJob", "ColossalAIJob",
+            "DeepSpeedJob", "MPIJob")  # fmt: skip
+FINISHED = ("Succeeded", "Failed")
+MAX_EVENTS = 100
+
+
+def _time(text: str | None) -> datetime | None:
+    if not text:
+        return None
+    try:
+        return datetime.strptime(text, "%Y-%m-%dT%H:%M:%SZ").replace(tzinfo=timezone.utc)
+    except ValueError:
+        return None
+
+
+def task_of(job: Obj) -> Obj | None:
+    """The Airflow task that submitted the job, from the operator's exact annotations; None when
+    the job was not submitted by a task (or its annotations were edited away)."""
+    ann = (job.get("metadata") or {}).get("annotations") or {}
+    dag_id = ann.get(f"{ANNOTATION}/dag-id")
+    if not dag_id:
+        return None
+    try:
+        map_index = int(ann.get(f"{ANNOTATION}/map-index", "-1"))
+    except ValueError:
+        map_index = -1
+    return {"dag_id": dag_id, "run_id": ann.get(f"{ANNOTATION}/run-id", ""),
+            "task_id": ann.get(f"{ANNOTATION}/task-id", ""), "map_index": map_index}  # fmt: skip
+
+
+def phase(job: Obj) -> str:
+    """T9k's ``status.phase``; for Kubeflow-style status (AscendJob) the latest true condition;
+    Paused when a pause is asked and nothing says otherwise yet."""
+    status = job.get("status") or {}
+    if status.get("phase"):
+        return str(status["phase"])
+    for cond in reversed(status.get("conditions") or []):
+        if str(cond.get("status")) == "True":
+            return str(cond.get("type"))
+    return "Pending"
+
+
+def paused(job: Obj) -> bool:
+    return bool((((job.get("spec") or {}).get("runMode") or {}).get("pause") or {}).get("enabled"))
+
+
+def counts(job: Obj) -> Obj:
+    """Replicas running / succeeded / failed and restarts, from the job's status alone (the list
+    never reads pods)."""
+    status = job.get("status") or {}
+    agg = status.get("aggregate")
+    restarts = sum(int(t.get("restartCount") or 0) for t in status.get("tasks") or [])
+    if isinstance(agg, dict):
+        return {"running": int(agg.get("running") or 0), "succeeded": int(agg.get("succeeded") or 0),
+                "failed": int(agg.get("failed") or 0), "restarts": restarts}  # fmt: skip
+    out = {"running": 0, "succeeded": 0, "failed": 0, "restarts": restarts}
+    for rs in (status.get("replicaStatuses") or {}).values():  # Kubeflow JobStatus
+        out["running"] += int(rs.get("active") or 0)
+        out["succeeded"] += int(rs.get("succeeded") or 0)
+        out["failed"] += int(rs.get("failed") or 0)
+    if not restarts:
+        out["restarts"] = int(status.get("backoffCount") or 0)
+    return out
+
+
+def elastic(job: Obj) -> Obj | None:
+    """``spec.elastic`` when the job runs in Elastic mode (only then can it be scaled)."""
+    if job.get("kind") not in ELASTIC_KINDS:
+        return None
+    spec = (job.get("spec") or {}).get("elastic") or {}
+    return spec if spec.get("enabled") else None
+
+
+def summary(job: Obj, now: datetime) -> Obj:
+    """One row of the T9k Jobs page."""
+    meta = job.get("metadata") or {}
+    status = job.get("status") or {}
+    created = _time(meta.get("creationTimestamp"))
+    started = _time(status.get("startTime")) or created
+    ended = _time(status.get("completionTime"))
+    ph = phase(job)
+    if ended is None and ph in FINISHED:
+        ended = _time(((status.get("conditions") or [{}])[-1] or {}).get("lastTransitionTime"))
+    return {
+        "kind": job.get("kind"),
+        "name": meta.get("name"),
+        "namespace": meta.get("namespace"),
+        "uid": meta.get("uid"),
+        "task": task_of(job),
+        "phase": ph,
+        "paused": paused(job),
+        "replicas": counts(job),
+        "created": meta.get("creationTimestamp"),
+        "age_seconds": int((now - created).total_seconds()) if created else None,
+        "duration_seconds": int(((ended or now) - started).total_seconds()) if started else None,
+        "elastic": elastic(job),
+    }
+
+
+def readable(jobs: list[Obj], dag_ids: set[str]) -> list[Obj]:
+    """Jobs whose exact ``dag-id`` annotation names a DAG in ``dag_ids``. Labels are cut to 63
+    characters and sanitised, so they only narrow the LIST; the annotation decides."""
+    return [j for j in jobs if (t := task_of(j)) is not None and t["dag_id"] in dag_ids]
+
+
+def matches(job: Obj, dag_id: str, run_id: str, task_id: str, map_index: int) -> bool:
+    t = task_of(job)
+    return t is not None and (t["dag_id"], t["run_id"], t["task_id"], t["map_index"]) == (dag_id, run_id, task_id, map_index)
+
+
+def newest(jobs: list[Obj]) -> Obj | None:
+    return max(jobs, key=lambda j: (j.get("metadata") or {}).get("creationTimestamp") or "", default=None)
+
+
+def _rank(pod: Obj) -> int | None:
+    value = ((pod.get("metadata") or {}).get("labels") or {}).get(RANK_LABEL)
+    try:
+        return int(value) if value is not None else None
+    except ValueError:
+        return None
+
+
+def replica(pod: Obj) -> Obj:
+    """One row of the replicas table: type, rank, pod, node, phase, restarts, exit code, reason."""
+    meta = pod.get("metadata") or {}
+    status = pod.get("status") or {}
+    exit_code: int | None = None
+    reason = status.get("reason")
+    restarts = 0
+    for cs in status.get("containerStatuses") or []:
+        restarts += int(cs.get("restartCount") or 0)
+        state = cs.get("state") or {}
+        term = state.get("terminated") or (cs.get("lastState") or {}).get("terminated")
+        if term and (exit_code is None or term.get("exitCode")):
+            exit_code = term.get("exitCode")
+            reason = reason or term.get("reason")
+        waiting = state.get("waiting")
+        if waiting and not reason:
+            reason = waiting.get("reason")
+    # The controller counts restarts across pod re-creation in this annotation; a pod restarted
+    # in place counts them in its containers.
+    restarts = max(restarts, int((meta.get("annotations") or {}).get("batch.tensorstack.dev/restart-count") or 0))
+    return {
+        "type": (meta.get("labels") or {}).get(TYPE_LABEL, ""),
+        "rank": _rank(pod),
+        "pod": meta.get("name"),
+        "node": (pod.get("spec") or {}).get("nodeName") or "",
+        "phase": "Terminating" if meta.get("deletionTimestamp") else str(status.get("phase") or "Pending"),
+        "restarts": restarts,
+        "exit_code": exit_code,
+        "reason": reason or "",
+        "started": status.get("startTime"),
+        "finished": _finished(status),
+    }
+
+
+def _finished(status: Obj) -> str | None:
+    ends = [((cs.get("state") or {}).get("terminated") or {}).get("finishedAt") for cs in status.get("containerStatuses") or []]
+    ends = [e for e in ends if e]
+    return max(ends) if ends else None
+
+
+def replicas(pods: list[Obj]) -> list[Obj]:
+    """Replica rows in type, then rank order."""
+    rows = [replica(p) for p in pods]
+    return sorted(rows, key=lambda r: (r["type"], r["rank"] if r["rank"] is not None else 1 << 30, r["pod"] or ""))
+
+
+def events(items: list[Obj], job_name: str) -> list[Obj]:
+    """Events of the job and of its pods (named ``<job>-...``), newest last, at most MAX_EVENTS."""
+    out = []
+    for ev in items:
+        obj = ev.get("involvedObject") or {}
+        name = str(obj.get("name") or "")
+        if name != job_name and not name.startswith(f"{job_name}-"):
+            continue
+        when = ev.get("lastTimestamp") or ev.get("eventTime") or (ev.get("metadata") or {}).get("creationTimestamp")
+        out.append({"type": ev.get("type"), "reason": ev.get("reason"), "object": f"{obj.get('kind')}/{name}",
+                    "message": ev.get("message"), "count": ev.get("count") or 1, "time": when})  # fmt: skip
+    out.sort(key=lambda e: e["time"] or "")
+    return out[-MAX_EVENTS:]
+
+
+def detail(job: Obj, pods: list[Obj], event_items: list[Obj], now: datetime) -> Obj:
+    """The task tab: the row, conditions over time, replicas and Events."""
+    status = job.get("status") or {}
+    conds = sorted(status.get("conditions") or [], key=lambda c: c.get("lastTransitionTime") or "")
+    return {
+        **summary(job, now),
+        "conditions": [{k: c.get(k) for k in ("type", "status", "reason", "message", "lastTransitionTime")} for c in conds],
+        "started": status.get("startTime"),
+        "completed": status.get("completionTime"),
+        "replica_table": replicas(pods),
+        "events": events(event_items, str((job.get("metadata") or {}).get("name") or "")),
+        "can_pause": job.get("kind") in PAUSABLE,
+        "paused_by_task": bool(((job.get("metadata") or {}).get("annotations") or {}).get(PAUSED_BY)),
+    }
+
+
+def scale_error(job: Obj, replicas: Any) -> str | None:
+    """Why ``expectedReplicas`` cannot be set to ``replicas`` (None when it can)."""
+    spec = elastic(job)
+    if spec is None:
+        return f"{job.get('kind')} {(job.get('metadata') or {}).get('name')} is not an Elastic job; only Elastic PyTorchTrainingJob and DeepSpeedJob scale"
+    if isinstance(replicas, bool) or not isinstance(replicas, int):
+        return f"replicas must be a whole number, not {replicas!r}"
+    low = int(spec.get("minReplicas", 1))
+    high = spec.get("maxReplicas")
+    if replicas < low or (high is not None and replicas > int(high)):
+        return f"replicas must be between minReplicas {low} and maxReplicas {high if high is not None else 'unbounded'}; got {replicas}"
+    return None

@@ -1,0 +1,264 @@
+import { useState } from "react";
+import { Badge, Box, Button, Code, Flex, Heading, Table, Text } from "@chakra-ui/react";
+import { duration, getJson, getText, palette, postJson, taskApi, usePoll, withQuery } from "./common.js";
+
+const FINISHED = ["Succeeded", "Failed"];
+
+function Section({ title, children }) {
+  return (
+    <Box mt={5}>
+      <Heading size="md" mb={2}>
+        {title}
+      </Heading>
+      {children}
+    </Box>
+  );
+}
+
+function Grid({ headers, rows, testId }) {
+  return (
+    <Table.Root size="sm" striped data-testid={testId}>
+      <Table.Header>
+        <Table.Row>
+          {headers.map((h) => (
+            <Table.ColumnHeader key={h}>{h}</Table.ColumnHeader>
+          ))}
+        </Table.Row>
+      </Table.Header>
+      <Table.Body>
+        {rows.map((cells, i) => (
+          <Table.Row key={i}>
+            {cells.map((c, k) => (
+              <Table.Cell key={k}>{c}</Table.Cell>
+            ))}
+          </Table.Row>
+        ))}
+      </Table.Body>
+    </Table.Root>
+  );
+}
+
+const ms = (t) => (t ? Date.parse(t) : NaN);
+
+// Bars on one time axis: the job's conditions as they turned true, and each replica's run.
+function Timeline({ job }) {
+  const start = ms(job.created);
+  const end = ms(job.completed) || Date.now();
+  const span = Math.max(end - start, 1000);
+  const pct = (t) => `${Math.min(100, Math.max(0, ((t - start) / span) * 100))}%`;
+  const width = (a, b) => `${Math.max(0.5, ((Math.min(b, end) - a) / span) * 100)}%`;
+  const trueConds = job.conditions.filter((c) => c.status === "True" && c.lastTransitionTime);
+  const lanes = [
+    {
+      label: "job",
+      bars: trueConds.map((c, i) => {
+        const a = ms(c.lastTransitionTime);
+        const next = trueConds[i + 1];
+        return { a, b: next ? ms(next.lastTransitionTime) : end, text: c.type, phase: c.type };
+      }),
+    },
+    ...job.replica_table.map((r) => ({
+      label: `${r.type} ${r.rank ?? ""}`,
+      bars: r.started ? [{ a: ms(r.started), b: ms(r.finished) || end, text: `${r.phase}${r.restarts ? ` ↻${r.restarts}` : ""}`, phase: r.phase }] : [],
+    })),
+  ];
+  return (
+    <Box data-testid="t9k-timeline">
+      {lanes.map((lane) => (
+        <Flex key={lane.label} align="center" mb={1} fontSize="xs">
+          <Box w="110px" flexShrink={0}>
+            {lane.label}
+          </Box>
+          <Box position="relative" h="18px" flex="1" bg="bg.muted" borderRadius="sm">
+            {lane.bars.map((b, i) => (
+              <Box
+                key={i}
+                position="absolute"
+                left={pct(b.a)}
+                width={width(b.a, b.b)}
+                h="18px"
+                bg={`${palette(b.phase)}.solid`}
+                color={`${palette(b.phase)}.contrast`}
+                borderRadius="sm"
+                overflow="hidden"
+                whiteSpace="nowrap"
+                px={1}
+                title={`${b.text}: ${new Date(b.a).toLocaleTimeString()}`}
+              >
+                {b.text}
+              </Box>
+            ))}
+          </Box>
+        </Flex>
+      ))}
+      <Text fontSize="xs" color="fg.muted">
+        {new Date(start).toLocaleTimeString()} → {job.completed ? new Date(end).toLocaleTimeString() : "now"} ({duration(span / 1000)})
+      </Text>
+    </Box>
+  );
+}
+
+function LogPane({ api, pods, live }) {
+  const [pod, setPod] = useState("");
+  const chosen = pod || (pods[0] && pods[0].pod) || "";
+  const [state] = usePoll(
+    () => (chosen ? getText(withQuery(`${api.path}/log`, api.mi, `pod=${encodeURIComponent(chosen)}`, "lines=200")) : Promise.resolve("")),
+    [chosen],
+    live,
+  );
+  return (
+    <Box>
+      <label style={{ fontSize: 14 }}>
+        Replica{" "}
+        <select data-testid="t9k-log-pod" value={chosen} onChange={(e) => setPod(e.target.value)}>
+          {pods.map((p) => (
+            <option key={p.pod} value={p.pod}>
+              {p.type} {p.rank} ({p.pod})
+            </option>
+          ))}
+        </select>
+      </label>
+      {state.error && <Text color="fg.error">{state.error}</Text>}
+      <Code data-testid="t9k-log" display="block" whiteSpace="pre-wrap" mt={2} p={3} maxH="360px" overflowY="auto" w="100%">
+        {state.data || "(empty)"}
+      </Code>
+    </Box>
+  );
+}
+
+function Actions({ api, job, onDone }) {
+  const [result, setResult] = useState(null);
+  const [replicas, setReplicas] = useState("");
+  const act = (verb, body) => {
+    const what = verb === "scale" ? `set expectedReplicas of ${job.name} to ${body.replicas}` : `${verb} ${job.kind} ${job.name}`;
+    if (!window.confirm(`Really ${what}?`)) return;
+    postJson(withQuery(`${api.path}/${verb}`, api.mi), body).then(
+      (r) => {
+        setResult({ ok: true, text: r.message });
+        onDone();
+      },
+      (e) => setResult({ ok: false, text: String(e.message || e) }),
+    );
+  };
+  return (
+    <Box>
+      <Flex gap={2} wrap="wrap" align="center">
+        {job.can_pause && !job.paused && (
+          <Button size="sm" variant="outline" data-testid="t9k-pause" onClick={() => act("pause")}>
+            Pause
+          </Button>
+        )}
+        {job.paused && (
+          <Button size="sm" variant="outline" data-testid="t9k-resume" onClick={() => act("resume")}>
+            Resume
+          </Button>
+        )}
+        <Button size="sm" variant="outline" colorPalette="danger" data-testid="t9k-delete" onClick={() => act("delete")}>
+          Delete
+        </Button>
+        {job.elastic && (
+          <Flex gap={1} align="center">
+            <input
+              data-testid="t9k-replicas"
+              type="number"
+              min={job.elastic.minReplicas || 1}
+              max={job.elastic.maxReplicas}
+              placeholder={String(job.elastic.expectedReplicas ?? "")}
+              value={replicas}
+              onChange={(e) => setReplicas(e.target.value)}
+              style={{ width: 70, border: "1px solid var(--chakra-colors-border)", borderRadius: 4, padding: "2px 6px" }}
+            />
+            <Button size="sm" variant="outline" data-testid="t9k-scale" onClick={() => act("scale", { replicas: Number(replicas) })}>
+              Scale
+            </Button>
+          </Flex>
+        )}
+      </Flex>
+      {result && (
+        <Text mt={2} fontSize="sm" color={result.ok ? "fg.success" : "fg.error"} data-testid="t9k-action-result">
+          {result.text}
+        </Text>
+      )}
+    </Box>
+  );
+}
+
+export default function T9kJobTab({ dagId, runId, taskId, mapIndex }) {
+  const api = taskApi(dagId, runId, taskId, mapIndex);
+  const [state, refresh] = usePoll(() => getJson(withQuery(api.path, api.mi)), [dagId, runId, taskId, mapIndex]);
+  const job = state.data && state.data.job;
+  return (
+    <Box p={4} data-testid="t9k-job">
+      {state.error && (
+        <Text color="fg.error" data-testid="t9k-error">
+          {state.error}
+        </Text>
+      )}
+      {state.loading && !state.data && <Text>Loading…</Text>}
+      {state.data && !job && <Text data-testid="t9k-no-job">{state.data.message}</Text>}
+      {job && (
+        <>
+          <Flex gap={3} align="center" wrap="wrap">
+            <Heading size="lg">
+              {job.kind} {job.namespace}/{job.name}
+            </Heading>
+            <Badge colorPalette={palette(job.phase)} variant="solid" data-testid="t9k-phase">
+              {job.phase}
+            </Badge>
+            {job.paused && <Badge data-testid="t9k-paused">pause requested</Badge>}
+            <Text fontSize="sm" color="fg.muted">
+              replicas running {job.replicas.running} · succeeded {job.replicas.succeeded} · failed {job.replicas.failed} · restarts{" "}
+              {job.replicas.restarts} · duration {duration(job.duration_seconds)}
+            </Text>
+          </Flex>
+          <Box mt={3}>
+            <Actions api={api} job={job} onDone={refresh} />
+          </Box>
+          <Section title="Timeline">
+            <Timeline job={job} />
+          </Section>
+          <Section title="Replicas">
+            <Grid
+              testId="t9k-replicas"
+              headers={["Type", "Rank", "Pod", "Node", "Phase", "Restarts", "Exit code", "Reason"]}
+              rows={job.replica_table.map((r) => [
+                r.type,
+                <span data-testid="t9k-rank">{r.rank ?? ""}</span>,
+                r.pod,
+                r.node,
+                <Badge colorPalette={palette(r.phase)}>{r.phase}</Badge>,
+                r.restarts,
+                r.exit_code ?? "",
+                r.reason,
+              ])}
+            />
+          </Section>
+          <Section title="Conditions">
+            <Grid
+              testId="t9k-conditions"
+              headers={["Type", "Status", "Reason", "Message", "Since"]}
+              rows={job.conditions.map((c) => [c.type, c.status, c.reason, c.message, c.lastTransitionTime])}
+            />
+          </Section>
+          <Section title="Events">
+            {job.events.length === 0 ? (
+              <Text>No Events (Kubernetes keeps them for an hour).</Text>
+            ) : (
+              <Grid
+                testId="t9k-events"
+                headers={["Time", "Type", "Reason", "Object", "Message", "Count"]}
+                rows={job.events.map((e) => [e.time, e.type, e.reason, e.object, e.message, e.count])}
+              />
+            )}
+          </Section>
+          <Section title="Logs">
+            <LogPane api={api} pods={job.replica_table} live={!FINISHED.includes(job.phase)} />
+          </Section>
+        </>
+      )}
+    </Box>
+  );
+}
+
+globalThis["T9k Job"] = T9kJobTab;
+globalThis.AirflowPlugin = T9kJobTab;
