@@ -74,6 +74,16 @@ def needs_relist(exc: BaseException) -> bool:
     )
 
 
+# The API server sends a bookmark on every watch about once a minute. Nothing for longer means
+# the connection is dead without having been closed (an API server host that vanished behind a
+# load balancer sends no reset): reconnect instead of waiting out the watch's 5 minutes.
+IDLE_TIMEOUT = 90.0
+
+
+class WatchIdle(Exception):
+    """No event, not even a bookmark, for longer than the API server lets a watch be quiet."""
+
+
 def key_of(obj: Obj) -> Key:
     meta = obj.get("metadata") or {}
     return str(meta.get("namespace") or ""), str(meta.get("name"))
@@ -89,13 +99,14 @@ def _rv(obj: Obj) -> int | None:
 class Informer:
     def __init__(self, kube: Kube, path: str, *, kind: str, label_selector: str | None = None,
                  handler: Handler | None = None, watch_timeout: int = 300,
-                 on_recovered: Callable[[], None] | None = None) -> None:  # fmt: skip
+                 on_recovered: Callable[[], None] | None = None, idle_timeout: float = IDLE_TIMEOUT) -> None:  # fmt: skip
         self.kube = kube
         self.path = path
         self.kind = kind
         self.label_selector = label_selector
         self.handlers: list[Handler] = [handler] if handler else []
         self.watch_timeout = watch_timeout
+        self.idle_timeout = idle_timeout
         self.cache: dict[Key, Obj] = {}
         self.synced = asyncio.Event()
         self.resource_version = ""
@@ -183,22 +194,35 @@ class Informer:
         query: dict[str, Any] = {"resourceVersion": self.resource_version}
         if self.label_selector:
             query["labelSelector"] = self.label_selector
-        async for event in self.kube.watch(self.path, query=query, timeout_seconds=self.watch_timeout, on_open=self._opened):
-            etype, obj = event.get("type"), event.get("object") or {}
-            if etype == "ERROR":
-                if obj.get("code") == 410:
-                    raise Gone(410, "Expired", str(obj.get("message")))
-                raise ApiError(int(obj.get("code") or 500), str(obj.get("reason")), str(obj.get("message")), obj)
-            rv = (obj.get("metadata") or {}).get("resourceVersion")
-            if rv:
-                self.resource_version = str(rv)
-            if etype == "BOOKMARK":
-                continue
-            if etype == UNDECODABLE:  # left out of the cache; the handler may report it
-                self._notify(etype, obj)
-                continue
-            if etype == "DELETED":
-                self.forget(obj)
-            else:
-                self.store(obj)
-            self._notify(str(etype), obj)
+        stream = self.kube.watch(self.path, query=query, timeout_seconds=self.watch_timeout, on_open=self._opened)
+        try:
+            while True:
+                try:
+                    event = await asyncio.wait_for(stream.__anext__(), self.idle_timeout)
+                except StopAsyncIteration:
+                    return
+                except asyncio.TimeoutError:
+                    raise WatchIdle(f"nothing received for {self.idle_timeout:.0f}s") from None
+                self._handle(event)
+        finally:
+            await stream.aclose()
+
+    def _handle(self, event: Obj) -> None:
+        etype, obj = event.get("type"), event.get("object") or {}
+        if etype == "ERROR":
+            if obj.get("code") == 410:
+                raise Gone(410, "Expired", str(obj.get("message")))
+            raise ApiError(int(obj.get("code") or 500), str(obj.get("reason")), str(obj.get("message")), obj)
+        rv = (obj.get("metadata") or {}).get("resourceVersion")
+        if rv:
+            self.resource_version = str(rv)
+        if etype == "BOOKMARK":
+            return
+        if etype == UNDECODABLE:  # left out of the cache; the handler may report it
+            self._notify(etype, obj)
+            return
+        if etype == "DELETED":
+            self.forget(obj)
+        else:
+            self.store(obj)
+        self._notify(str(etype), obj)

@@ -128,3 +128,28 @@ async def test_too_large_resource_version_lists_again():
         release.set()
         await stop(task)
     assert calls["list"] == 2 and informer.resource_version == "200"
+
+
+@pytest.mark.asyncio
+async def test_a_silent_watch_is_taken_for_dead_and_reopened():
+    """A vanished API server host sends no reset: without bookmarks the stream is dead."""
+    calls = {"watch": 0}
+    release = asyncio.Event()
+    recovered: list[int] = []
+
+    async def handle(request: web.Request) -> web.StreamResponse:
+        if request.query.get("watch") != "true":
+            return web.json_response({"metadata": {"resourceVersion": "7"}, "items": []})
+        calls["watch"] += 1
+        resp = web.StreamResponse()
+        await resp.prepare(request)
+        await release.wait()  # open, and never a byte: not even the minute's bookmark
+        return resp
+
+    async with fake_api(handle) as kube:
+        informer = Informer(kube, PATH, kind="ConfigMap", idle_timeout=0.3, on_recovered=lambda: recovered.append(calls["watch"]))
+        task = await run_informer(informer, lambda: calls["watch"] >= 3)
+        release.set()
+        await stop(task)
+    assert calls["watch"] >= 3 and informer.lists == 1  # resumed from the same resourceVersion, no relist
+    assert recovered  # each reopening counts as a recovery: jobs are looked at again
