@@ -3,7 +3,8 @@ triggerer on SQLite, the bundled controller, and the local cluster.
 
 - a deferrable task defers, the triggerer watches, and the task resumes and succeeds;
 - a task killed by a user while deferred leaves no job running;
-- a worker killed mid-wait is retried, and the retry reattaches to the same job.
+- a worker killed mid-wait is retried, and the retry reattaches to the same job;
+- clearing a succeeded task runs its job again.
 """
 
 from __future__ import annotations
@@ -205,6 +206,33 @@ def test_worker_killed_mid_wait_is_retried_and_reattaches(e2e, api_client):
     assert stack.ti("t9k_e2e_retry", run_id)[1] == 2  # it really was retried
     jobs = [j for j in _jobs(api_client, ns) if j["metadata"]["annotations"].get("airflow-t9k.io/run-id") == run_id]
     assert [j["metadata"]["uid"] for j in jobs] == [first_uid]  # one job, the same one
+
+
+def test_clearing_a_succeeded_task_runs_the_job_again(e2e, api_client):
+    stack, ns = e2e
+    run_id = stack.trigger("t9k_e2e_defer")
+    assert stack.states_until("t9k_e2e_defer", run_id, {"success", "failed"})[-1] == "success"
+    first = _job_of(api_client, ns, run_id)
+    assert first["metadata"]["annotations"]["airflow-t9k.io/consumed-by-try"] == "1"
+    _clear(stack, "t9k_e2e_defer", run_id)
+    wait_until(lambda: stack.ti("t9k_e2e_defer", run_id)[1] == 2, timeout=60, what="the cleared task's second try")
+    states = stack.states_until("t9k_e2e_defer", run_id, {"success", "failed"}, timeout=180)
+    assert states[-1] == "success", states
+    second = _job_of(api_client, ns, run_id)  # one job for the run: the consumed one was replaced
+    assert second["metadata"]["uid"] != first["metadata"]["uid"] and second["metadata"]["name"] == first["metadata"]["name"]
+    assert second["metadata"]["annotations"]["airflow-t9k.io/consumed-by-try"] == "2"
+
+
+def _clear(stack: AirflowStack, dag_id: str, run_id: str) -> None:
+    """Clear the task through the REST API, as the UI's Clear button does."""
+    import json
+    import urllib.request
+
+    body = {"dry_run": False, "dag_run_id": run_id, "task_ids": ["job"], "only_failed": False, "reset_dag_runs": True}
+    req = urllib.request.Request(f"http://127.0.0.1:{stack.port}/api/v2/dags/{dag_id}/clearTaskInstances",
+                                 data=json.dumps(body).encode(), method="POST", headers={"Content-Type": "application/json"})  # fmt: skip
+    with urllib.request.urlopen(req, timeout=10) as r:
+        assert r.status == 200
 
 
 def _task_process(ti_id: str) -> int:
