@@ -96,7 +96,7 @@ def test_failing_job_fails_the_task_with_the_reason(run_dag, jobs):
     assert "exit code 137 (OOMKilled)" in out
 
 
-def test_pod_options_example_puts_volume_toleration_and_shm_on_every_replica(run_dag, jobs):
+def test_pod_options_example_puts_volume_toleration_and_shm_on_every_replica(run_dag, jobs, airflow_home):
     ok(run_dag("example_pod_options"))
     [job] = jobs.api.list_namespaced_custom_object("batch.tensorstack.dev", "v1beta1", jobs.ns, "pytorchtrainingjobs")["items"]
     pods = jobs.pods(job["metadata"]["name"])
@@ -107,3 +107,12 @@ def test_pod_options_example_puts_volume_toleration_and_shm_on_every_replica(run
         assert {m.mount_path for m in pod.spec.containers[0].volume_mounts} >= {"/data", "/dev/shm"}
         assert any(t.key == "nvidia.com/gpu" for t in pod.spec.tolerations)
         assert pod.spec.containers[0].command[:2] == ["python", "train.py"]
+    # the Rendered Template view shows the manifest as submitted (rendered_job)
+    import sqlite3
+
+    with sqlite3.connect(airflow_home / "airflow.db") as db:
+        rows = db.execute("select rendered_fields from rendered_task_instance_fields where dag_id = 'example_pod_options'").fetchall()
+    rendered = json.loads(rows[-1][0])["rendered_job"]
+    rendered = rendered if isinstance(rendered, dict) else __import__("yaml").safe_load(rendered)
+    assert rendered["metadata"]["name"] == job["metadata"]["name"]
+    assert rendered["spec"]["replicaSpecs"][0]["template"]["spec"]["tolerations"][0]["key"] == "nvidia.com/gpu"
