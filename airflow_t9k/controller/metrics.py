@@ -110,6 +110,11 @@ class TimedQueue(WorkQueue):
         self._started: dict[Hashable, float] = {}
         self._outcome: dict[Hashable, str] = {}
 
+    def restart_waits(self) -> None:
+        """Keys queued while this replica stood by waited for the lease, not for a worker."""
+        now = time.monotonic()
+        self._added_at = dict.fromkeys(self._added_at, now)
+
     def add(self, key: Hashable) -> None:
         self.m.queue_adds.labels(QUEUE).inc()
         self._added_at.setdefault(key, time.monotonic())

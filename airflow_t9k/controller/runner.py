@@ -13,7 +13,7 @@ from airflow_t9k.api.paths import child_path, job_path
 from airflow_t9k.api.resources import RESOURCES, resource_for
 from airflow_t9k.controller.apply import Executor
 from airflow_t9k.controller.leader import LeaderElector
-from airflow_t9k.controller.metrics import Metrics
+from airflow_t9k.controller.metrics import Metrics, TimedQueue
 from airflow_t9k.k8s.client import UNDECODABLE, Kube
 from airflow_t9k.k8s.errors import Conflict
 from airflow_t9k.k8s.informer import Informer
@@ -187,6 +187,8 @@ class Controller:
         """Workers run only while this replica holds the lease; losing it stops them at once."""
         while True:
             await elector.elected.wait()
+            if isinstance(self.queue, TimedQueue):
+                self.queue.restart_waits()
             self._requeue_all()  # the previous leader may have left anything half done
             workers = self._start_workers()
             try:

@@ -145,3 +145,16 @@ async def test_instrumented_client_counts_by_code_and_refuses_writes_behind_the_
     assert requests("200", "PUT") == requests("200", "DELETE") == 0
     assert m['airflow_t9k_api_writes_total{resource="configmaps",verb="create"}'] == 1
     assert m["airflow_t9k_leader_fenced_writes_total"] == 2
+
+
+@pytest.mark.asyncio
+async def test_a_standby_s_queue_wait_starts_when_it_leads():
+    controller = offline_controller()
+    queue = controller.queue
+    queue.add("k")
+    queue._added_at["k"] -= 3600  # queued an hour ago, while standing by
+    queue.restart_waits()
+    await queue.get()
+    hist = controller.instruments.queue_wait.labels("t9kjob")
+    assert hist._sum.get() < 1.0  # not the hour spent waiting for the lease
+    await controller.kube.close()
