@@ -1,0 +1,234 @@
+"""The UI plugin against a real Airflow (api-server, scheduler, dag-processor, triggerer) with
+real SimpleAuthManager users, the bundled controller and the local cluster; then the same
+views in headless Chromium (Debian's package, driven by Playwright).
+
+Users: ``admin``; ``alice`` reads team A's DAGs; ``carol`` edits them; ``bob`` reads team B's.
+"""
+
+from __future__ import annotations
+
+import os
+import urllib.parse
+import uuid
+from collections.abc import Iterator
+from pathlib import Path
+
+import pytest
+from kubernetes import client
+
+from tests.support.airflow import ROOT, AirflowStack
+from tests.support.cluster import wait_until
+from tests.support.controller import ControllerProcess
+from tests.support.ui import PASSWORD, Api, create_teams, team_env
+
+DAGS = Path(__file__).parent / "ui_dags"
+USERS = {"admin": "admin", "alice": "viewer:team_a", "carol": "user:team_a", "bob": "viewer:team_b"}
+ARTIFACTS = ROOT / ".local-cluster" / "test-artifacts" / "ui"
+CHROMIUM = "/usr/bin/chromium"
+
+
+class Ui:
+    def __init__(self, stack: AirflowStack, ns: str, api_client) -> None:
+        self.stack = stack
+        self.ns = ns
+        self.api = Api(f"http://127.0.0.1:{stack.port}")
+        self.objects = client.CustomObjectsApi(api_client)
+        self.runs: dict[str, str] = {}
+
+    def trigger(self, dag_id: str) -> str:
+        """A new run of ``dag_id``, through the REST API as admin (nothing here is all-admins)."""
+        run_id = f"ui-{uuid.uuid4().hex[:8]}"
+        wait_until(lambda: self.stack._dag_known(dag_id), timeout=60, interval=1, what=f"{dag_id} parsed")
+        for method, path, body in [("PATCH", f"/api/v2/dags/{dag_id}", {"is_paused": False}),
+                                   ("POST", f"/api/v2/dags/{dag_id}/dagRuns", {"dag_run_id": run_id, "logical_date": None})]:  # fmt: skip
+            status, answer = self.api.call(method, path, "admin", body=body)
+            assert status in (200, 201), (path, status, answer)
+        return run_id
+
+    def job(self, dag_id: str, run_id: str) -> dict | None:
+        items = self.objects.list_namespaced_custom_object("batch.tensorstack.dev", "v1beta1", self.ns, "genericjobs")["items"]
+        found = [j for j in items if j["metadata"]["annotations"].get("airflow-t9k.io/run-id") == run_id
+                 and j["metadata"]["annotations"].get("airflow-t9k.io/dag-id") == dag_id]  # fmt: skip
+        return found[0] if found else None
+
+    def phase(self, dag_id: str, run_id: str) -> str | None:
+        job = self.job(dag_id, run_id)
+        return ((job or {}).get("status") or {}).get("phase")
+
+    def task_path(self, dag_id: str, suffix: str = "") -> str:
+        run = urllib.parse.quote(self.runs[dag_id], safe="")
+        return f"/t9k/api/dags/{dag_id}/runs/{run}/tasks/train/job{suffix}"
+
+
+@pytest.fixture(scope="module")
+def ui(cluster, api_client, crds, tmp_path_factory) -> Iterator[Ui]:
+    core = client.CoreV1Api(api_client)
+    ns = f"t9k-ui-{uuid.uuid4().hex[:6]}"
+    core.create_namespace({"metadata": {"name": ns}})
+    wait_until(lambda: bool(core.list_namespaced_service_account(ns).items), what="default serviceaccount")
+    home = tmp_path_factory.mktemp("airflow-ui")
+    env = team_env(home, {"team_a": DAGS / "team_a", "team_b": DAGS / "team_b"}, USERS)
+    controller = ControllerProcess(cluster.kubeconfig, ns, home).start()
+    stack = AirflowStack(home, cluster.kubeconfig, ns, env=env)
+    try:
+        create_teams(stack, ["team_a", "team_b"])
+        stack.start()
+        ui = Ui(stack, ns, api_client)
+        for dag_id in ("t9k_ui_a", "t9k_ui_pause", "t9k_ui_b"):
+            ui.runs[dag_id] = ui.trigger(dag_id)
+        for dag_id, run_id in ui.runs.items():
+            wait_until(lambda: ui.phase(dag_id, run_id) == "Running", timeout=90, interval=1, what=f"{dag_id} job running")
+        yield ui
+    finally:
+        stack.stop()
+        controller.stop()
+        core.delete_namespace(ns)
+
+
+def _ours(ui: Ui, rows: list[dict]) -> set[str]:
+    # The api-server reads every namespace; other tests' jobs name DAGs this Airflow lacks.
+    return {r["task"]["dag_id"] for r in rows if r["namespace"] == ui.ns}
+
+
+def test_every_endpoint_needs_credentials(ui):
+    for method, path in [("GET", "/t9k/api/jobs"), ("GET", ui.task_path("t9k_ui_a")),
+                         ("GET", ui.task_path("t9k_ui_a", "/log?pod=x")), ("POST", ui.task_path("t9k_ui_pause", "/pause")),
+                         ("POST", ui.task_path("t9k_ui_pause", "/resume")), ("POST", ui.task_path("t9k_ui_pause", "/delete")),
+                         ("POST", ui.task_path("t9k_ui_pause", "/scale"))]:  # fmt: skip
+        status, body = ui.api.call(method, path, body={} if method == "POST" else None)
+        assert status == 401, (method, path, status, body)
+    status, _ = ui.api.call("GET", "/t9k/static/jobs.js")
+    assert status == 200  # the bundle is public: code only
+
+
+def test_users_see_only_jobs_of_dags_they_may_read(ui):
+    seen = {}
+    for user in ("admin", "alice", "bob"):
+        status, body = ui.api.call("GET", "/t9k/api/jobs", user)
+        assert status == 200, body
+        seen[user] = _ours(ui, body["jobs"])
+    assert seen == {"admin": {"t9k_ui_a", "t9k_ui_pause", "t9k_ui_b"}, "alice": {"t9k_ui_a", "t9k_ui_pause"},
+                    "bob": {"t9k_ui_b"}}  # fmt: skip
+    status, body = ui.api.call("GET", "/t9k/api/jobs?dag_id=t9k_ui_b", "alice")
+    assert status == 403, body
+
+
+def test_a_user_without_access_to_the_dag_gets_403(ui):
+    for path in (ui.task_path("t9k_ui_a"), ui.task_path("t9k_ui_a", "/log?pod=x")):
+        status, body = ui.api.call("GET", path, "bob")
+        assert status == 403, (path, body)
+    status, body = ui.api.call("GET", ui.task_path("t9k_ui_b"), "bob")
+    assert status == 200 and body["job"]["task"]["dag_id"] == "t9k_ui_b"
+
+
+def test_detail_has_replicas_with_ranks_events_and_a_log(ui):
+    status, body = ui.api.call("GET", ui.task_path("t9k_ui_a"), "alice")
+    assert status == 200, body
+    job = body["job"]
+    assert job["kind"] == "GenericJob" and job["namespace"] == ui.ns
+    assert job["task"] == {"dag_id": "t9k_ui_a", "run_id": ui.runs["t9k_ui_a"], "task_id": "train", "map_index": -1}
+    replicas = job["replica_table"]
+    assert [(r["type"], r["rank"]) for r in replicas] == [("worker", 0), ("worker", 1), ("worker", 2)], replicas
+    assert all(r["pod"].startswith(job["name"]) and r["node"].startswith("kwok-node") for r in replicas), replicas
+    assert any(e["reason"] for e in job["events"]), job["events"]
+    assert any(c["type"] == "Running" for c in job["conditions"]) or job["phase"] in ("Running", "Succeeded"), job
+    status, text = ui.api.call("GET", ui.task_path("t9k_ui_a", f"/log?pod={replicas[0]['pod']}"), "alice")
+    assert status == 200 and isinstance(text, str) and text.strip(), text
+    status, body = ui.api.call("GET", ui.task_path("t9k_ui_a", "/log?pod=kube-apiserver"), "alice")
+    assert status == 404, body  # only the job's own replicas
+    status, body = ui.api.call("GET", f"/t9k/api/dags/t9k_ui_a/runs/{ui.runs['t9k_ui_a']}/tasks/nope/job", "alice")
+    assert status == 200 and body["job"] is None and "not submitted" in body["message"]
+
+
+def test_pause_and_resume_for_editors_only(ui):
+    dag = "t9k_ui_pause"
+    status, body = ui.api.call("POST", ui.task_path(dag, "/pause"), "alice", body={})
+    assert status == 403, body
+    assert ui.phase(dag, ui.runs[dag]) == "Running"
+    status, body = ui.api.call("POST", ui.task_path(dag, "/pause"), "carol", body={})
+    assert status == 200 and body["done"] == "paused", body
+    wait_until(lambda: ui.phase(dag, ui.runs[dag]) == "Paused", timeout=30, what="job paused")
+    assert "airflow-t9k.io/paused-by" not in ui.job(dag, ui.runs[dag])["metadata"]["annotations"]  # a person paused it
+    status, body = ui.api.call("POST", ui.task_path(dag, "/resume"), "alice", body={})
+    assert status == 403, body
+    status, body = ui.api.call("POST", ui.task_path(dag, "/resume"), "carol", body={})
+    assert status == 200 and body["done"] == "resumed", body
+    wait_until(lambda: ui.phase(dag, ui.runs[dag]) == "Running", timeout=30, what="job running again")
+    status, body = ui.api.call("POST", ui.task_path(dag, "/scale"), "carol", body={"replicas": 2})
+    assert status == 422 and "not an Elastic job" in body["detail"], body
+
+
+# ---- the same views in a real browser ----
+
+
+@pytest.fixture(scope="module")
+def browser():
+    if not os.access(CHROMIUM, os.X_OK):
+        pytest.fail(f"{CHROMIUM} is missing: apt-get install -y chromium (.ci/run does)")
+    from playwright.sync_api import sync_playwright
+
+    with sync_playwright() as p:
+        b = p.chromium.launch(executable_path=CHROMIUM, headless=True,
+                              args=["--no-sandbox", "--disable-dev-shm-usage", "--disable-gpu"])  # fmt: skip
+        yield b
+        b.close()
+
+
+def _login(browser, ui: Ui, user: str, path: str):
+    page = browser.new_page(viewport={"width": 1500, "height": 1000})
+    errors: list[str] = []
+    page.on("pageerror", lambda e: errors.append(str(e)))
+    page.on("dialog", lambda d: d.accept())  # the actions' confirmation
+    page.goto(ui.api.base + path)
+    page.get_by_label("Username").fill(user)
+    page.get_by_label("Password").fill(PASSWORD.format(user))
+    page.get_by_role("button", name="Sign in").click()
+    page.wait_for_url(f"**{path}", timeout=30_000)
+    return page, errors
+
+
+def _shot(page, name: str) -> None:
+    ARTIFACTS.mkdir(parents=True, exist_ok=True)
+    page.screenshot(path=str(ARTIFACTS / f"{name}.png"), full_page=True)
+
+
+def test_browser_jobs_page_updates_live_and_the_task_tab_shows_the_job(ui, browser):
+    from playwright.sync_api import expect
+
+    run_id = ui.trigger("t9k_ui_a")  # a fresh run, watched from Running to Succeeded
+    wait_until(lambda: ui.phase("t9k_ui_a", run_id) == "Running", timeout=60, interval=0.5, what="job running")
+    name = ui.job("t9k_ui_a", run_id)["metadata"]["name"]
+    page, errors = _login(browser, ui, "alice", "/plugin/t9k-jobs")
+    phase = page.get_by_test_id(f"job-phase-{name}")
+    expect(phase).to_have_text("Running", timeout=20_000)
+    expect(page.get_by_test_id("t9k-jobs")).not_to_contain_text("t9k_ui_b")  # team B's job is not listed
+    _shot(page, "jobs-running")
+    expect(phase).to_have_text("Succeeded", timeout=60_000)  # polled, no reload
+    _shot(page, "jobs-succeeded")
+
+    page.get_by_test_id(f"job-link-{name}").click()  # the row opens the task's T9k Job tab
+    page.wait_for_url("**/plugin/t9k-job", timeout=20_000)
+    expect(page.get_by_test_id("t9k-phase")).to_have_text("Succeeded", timeout=20_000)
+    expect(page.get_by_test_id("t9k-rank")).to_have_text(["0", "1", "2"])
+    expect(page.get_by_test_id("t9k-events")).to_contain_text(name)
+    expect(page.get_by_test_id("t9k-log")).not_to_have_text("(empty)", timeout=20_000)
+    _shot(page, "task-tab")
+    assert not errors, errors
+    page.close()
+
+
+def test_browser_pause_and_resume_from_the_task_tab(ui, browser):
+    run = urllib.parse.quote(ui.runs["t9k_ui_pause"], safe="")
+    page, errors = _login(browser, ui, "carol", f"/dags/t9k_ui_pause/runs/{run}/tasks/train/plugin/t9k-job")
+    from playwright.sync_api import expect
+
+    page.get_by_test_id("t9k-pause").click()
+    expect(page.get_by_test_id("t9k-action-result")).to_contain_text("paused", timeout=20_000)
+    expect(page.get_by_test_id("t9k-phase")).to_have_text("Paused", timeout=30_000)
+    _shot(page, "task-tab-paused")
+    page.get_by_test_id("t9k-resume").click()
+    expect(page.get_by_test_id("t9k-action-result")).to_contain_text("resumed", timeout=20_000)
+    expect(page.get_by_test_id("t9k-phase")).to_have_text("Running", timeout=30_000)
+    assert not errors, errors
+    page.close()
+
