@@ -331,7 +331,12 @@ class T9kJobTrigger(BaseTrigger):
         since = _parse_time(self.events_since) or 0.0
         budget = [self.max_forwarded]
         try:
-            await watch.synced()
+            while not watch.is_synced():
+                if watch.failure is not None and is_permanent(watch.failure):
+                    # The job's own watch decides the task; Events are a nicety. Say why once.
+                    self.log.warning("not forwarding the job's Events: %s", getattr(watch.failure, "message", watch.failure))
+                    return
+                await asyncio.sleep(0.5)
             # What the shared watch already holds, in order; then each new one as it comes.
             for ev in sorted(filter(self._about_this_job, watch.objects()), key=_event_order):
                 self._forward_event(ev, seen, since, budget)

@@ -297,3 +297,15 @@ async def test_a_trigger_with_a_kubeconfig_path_reads_it_on_the_triggerer(cluste
     assert kwargs["config_file"] == str(cluster.kubeconfig) and "config_dict" not in kwargs and "connection_extras" not in kwargs
     event = await first_event(trigger, timeout=60)
     assert (event["status"], event["phase"]) == ("success", "Succeeded")
+
+
+@pytest.mark.asyncio
+async def test_events_the_triggerer_may_not_list_are_skipped_once_and_the_wait_goes_on(api_client, cluster, namespace, jobs,
+                                                                                      controller, tmp_path, capsys):  # fmt: skip
+    path = sa_kubeconfig(api_client, cluster, namespace, tmp_path, ["get", "list", "watch", "create", "patch", "delete"])
+    op = make_op(sim={"sim.t9k.test/duration": "3s"}, namespace=namespace, kubernetes_conn_id=None, config_file=str(path),
+                 deferrable=True, stream_logs=False)  # fmt: skip
+    event = await first_event(deferred(op), timeout=60)
+    assert (event["status"], event["phase"]) == ("success", "Succeeded")
+    skipped = [line for line in capsys.readouterr().out.splitlines() if "not forwarding the job's Events" in line]
+    assert len(skipped) == 1 and f"may not list events in namespace {namespace}" in skipped[0], skipped
