@@ -118,6 +118,15 @@ class AscendJob(JobKind):
             out.append(ReplicaSpec(rtype, replicas, raw["template"], RestartPolicy(policy, 0 if policy == "Never" else budget, True)))
         return out
 
+    def decisive_replica(self, job: Obj) -> tuple[str, int] | None:
+        """Every pod must succeed; the result comes from the leader (Master, Chief), but from
+        worker 0 under MindSpore, whose Scheduler runs no training code."""
+        types = {s.type for s in self.replica_specs(job) if s.replicas}
+        leader = self.leader(job)
+        if leader in types and self.framework(job) != "mindspore":
+            return leader, 0
+        return ("Worker", 0) if "Worker" in types else super().decisive_replica(job)
+
     def leader(self, job: Obj) -> str | None:
         """Master, Chief or Scheduler: the replica every other one connects to (None: a lone worker)."""
         wanted = LEADERS[self.framework(job)]

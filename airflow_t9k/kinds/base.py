@@ -179,6 +179,15 @@ class JobKind:
         """Default: any replica has failed for good (each replica is its own rule)."""
         return [{s.type: [r]} for s in self.replica_specs(job) for r in range(s.replicas)]
 
+    def decisive_replica(self, job: Obj) -> tuple[str, int] | None:
+        """The replica whose success decides the job (the first the success rules name): its
+        termination message is the job's result. None: no replica decides (BeamJob)."""
+        for rule in self.success_rules(job):
+            for rtype, ranks in rule.items():
+                if ranks:
+                    return rtype, min(ranks)
+        return None
+
     def backoff_limit(self, job: Obj) -> int | None:
         """A restart budget shared by every replica (``runPolicy.backoffLimit``); None: per replica only."""
         return None
