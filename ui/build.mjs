@@ -28,7 +28,7 @@ module.exports = g;`,
 
 await esbuild.build({
   entryPoints: { jobs: "src/jobs.jsx", task: "src/task.jsx" },
-  outdir: "../airflow_t9k/ui/static",
+  outdir: process.env.T9K_UI_OUT || "../airflow_t9k/ui/static",
   bundle: true,
   format: "esm",
   target: "es2020",

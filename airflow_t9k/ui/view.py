@@ -112,6 +112,7 @@ def summary(job: Obj, now: datetime) -> Obj:
         "created": meta.get("creationTimestamp"),
         "age_seconds": int((now - created).total_seconds()) if created else None,
         "duration_seconds": int(((ended or now) - started).total_seconds()) if started else None,
+        "ended": ended.strftime("%Y-%m-%dT%H:%M:%SZ") if ended else None,
         "elastic": elastic(job),
     }
 

@@ -43,7 +43,7 @@ const ms = (t) => (t ? Date.parse(t) : NaN);
 // Bars on one time axis: the job's conditions as they turned true, and each replica's run.
 function Timeline({ job }) {
   const start = ms(job.created);
-  const end = ms(job.completed) || Date.now();
+  const end = ms(job.ended) || Date.now();
   const span = Math.max(end - start, 1000);
   const pct = (t) => `${Math.min(100, Math.max(0, ((t - start) / span) * 100))}%`;
   const width = (a, b) => `${Math.max(0.5, ((Math.min(b, end) - a) / span) * 100)}%`;
@@ -92,7 +92,7 @@ function Timeline({ job }) {
         </Flex>
       ))}
       <Text fontSize="xs" color="fg.muted">
-        {new Date(start).toLocaleTimeString()} → {job.completed ? new Date(end).toLocaleTimeString() : "now"} ({duration(span / 1000)})
+        {new Date(start).toLocaleTimeString()} → {job.ended ? new Date(end).toLocaleTimeString() : "now"} ({duration(span / 1000)})
       </Text>
     </Box>
   );

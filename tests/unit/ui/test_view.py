@@ -1,0 +1,156 @@
+"""What the UI shows of jobs, pods and Events (airflow_t9k/ui/view.py), and how the reader
+narrows its LISTs: tables of cases."""
+
+from __future__ import annotations
+
+from datetime import datetime, timezone
+
+import pytest
+
+from airflow_t9k.ui import view
+from airflow_t9k.ui.reader import Reader, task_selector
+
+NOW = datetime(2026, 1, 1, 12, 0, 0, tzinfo=timezone.utc)
+A = "airflow-t9k.io"
+
+
+def job(kind="GenericJob", name="j", dag="d", run="r", task="t", map_index="-1", status=None, spec=None, **ann):
+    annotations = {f"{A}/dag-id": dag, f"{A}/run-id": run, f"{A}/task-id": task, f"{A}/map-index": map_index, **ann}
+    if dag is None:
+        annotations = {}
+    return {"kind": kind, "metadata": {"name": name, "namespace": "ns", "uid": "u1", "annotations": annotations,
+                                       "creationTimestamp": "2026-01-01T11:00:00Z"},
+            "spec": spec or {}, "status": status or {}}  # fmt: skip
+
+
+@pytest.mark.parametrize(
+    "status, expected",
+    [
+        ({}, "Pending"),
+        ({"phase": "Running"}, "Running"),
+        ({"conditions": [{"type": "Created", "status": "True"}, {"type": "Running", "status": "True"}]}, "Running"),
+        ({"conditions": [{"type": "Running", "status": "True"}, {"type": "Succeeded", "status": "False"}]}, "Running"),
+        ({"phase": "Paused", "conditions": [{"type": "Running", "status": "True"}]}, "Paused"),
+    ],
+)
+def test_phase(status, expected):
+    assert view.phase(job(status=status)) == expected
+
+
+@pytest.mark.parametrize(
+    "status, expected",
+    [
+        ({}, {"running": 0, "succeeded": 0, "failed": 0, "restarts": 0}),
+        ({"aggregate": {"running": 2, "succeeded": 1, "failed": 0}, "tasks": [{"restartCount": 2}, {"restartCount": 1}]},
+         {"running": 2, "succeeded": 1, "failed": 0, "restarts": 3}),
+        ({"replicaStatuses": {"Master": {"active": 1}, "Worker": {"active": 2, "failed": 1}}, "backoffCount": 4},
+         {"running": 3, "succeeded": 0, "failed": 1, "restarts": 4}),
+    ],
+)
+def test_counts_come_from_the_status_alone(status, expected):
+    assert view.counts(job(status=status)) == expected
+
+
+def test_readable_matches_the_exact_dag_id_annotation():
+    long_a, long_b = "x" * 70 + "a", "x" * 70 + "b"  # the same 63-character label
+    jobs = [job(name="1", dag=long_a), job(name="2", dag=long_b), job(name="3", dag="other"), job(name="4", dag=None)]
+    assert [j["metadata"]["name"] for j in view.readable(jobs, {long_a, "other"})] == ["1", "3"]
+    assert view.readable(jobs, set()) == []
+
+
+@pytest.mark.parametrize(
+    "ann, key, expected",
+    [
+        ({}, ("d", "r", "t", -1), True),
+        ({}, ("d", "r", "t", 0), False),
+        ({"map_index": "2"}, ("d", "r", "t", 2), True),
+        ({"run": "r2"}, ("d", "r", "t", -1), False),
+    ],
+)
+def test_matches_a_task_instance(ann, key, expected):
+    assert view.matches(job(**ann), *key) is expected
+
+
+def test_summary_row_durations_and_task():
+    row = view.summary(job(status={"phase": "Succeeded", "startTime": "2026-01-01T11:00:10Z",
+                                   "conditions": [{"type": "Succeeded", "status": "True", "lastTransitionTime": "2026-01-01T11:01:10Z"}]}),
+                       NOW)  # fmt: skip
+    assert row["task"] == {"dag_id": "d", "run_id": "r", "task_id": "t", "map_index": -1}
+    assert (row["age_seconds"], row["duration_seconds"], row["ended"]) == (3600, 60, "2026-01-01T11:01:10Z")
+    running = view.summary(job(status={"phase": "Running", "startTime": "2026-01-01T11:30:00Z"}), NOW)
+    assert (running["duration_seconds"], running["ended"]) == (1800, None)
+
+
+def pod(name, type_="worker", rank="0", phase="Running", node="n1", containers=None, ann=None, deleting=False):
+    meta = {"name": name, "labels": {view.TYPE_LABEL: type_, view.RANK_LABEL: rank}, "annotations": ann or {}}
+    if deleting:
+        meta["deletionTimestamp"] = "2026-01-01T11:00:00Z"
+    return {"metadata": meta, "spec": {"nodeName": node}, "status": {"phase": phase, "containerStatuses": containers or []}}
+
+
+def test_replica_rows_sorted_by_type_and_rank_with_exit_codes_and_restarts():
+    failed = [{"restartCount": 1, "state": {"terminated": {"exitCode": 137, "reason": "OOMKilled", "finishedAt": "2026-01-01T11:05:00Z"}}}]
+    waiting = [{"restartCount": 0, "state": {"waiting": {"reason": "ContainerCreating"}}}]
+    rows = view.replicas([pod("j-worker-10", rank="10"), pod("j-worker-2", rank="2", phase="Failed", containers=failed),
+                          pod("j-master-0", type_="master", containers=waiting, ann={"batch.tensorstack.dev/restart-count": "3"}),
+                          pod("j-worker-x", rank="x", deleting=True)])  # fmt: skip
+    assert [(r["type"], r["rank"], r["pod"]) for r in rows] == [
+        ("master", 0, "j-master-0"), ("worker", 2, "j-worker-2"), ("worker", 10, "j-worker-10"), ("worker", None, "j-worker-x")]
+    master, w2, _, wx = rows
+    assert (master["restarts"], master["reason"], master["exit_code"]) == (3, "ContainerCreating", None)
+    assert (w2["phase"], w2["exit_code"], w2["reason"], w2["restarts"], w2["finished"]) == ("Failed", 137, "OOMKilled", 1, "2026-01-01T11:05:00Z")
+    assert wx["phase"] == "Terminating"
+
+
+def test_events_of_the_job_and_its_pods_only_oldest_first():
+    def ev(name, reason, t):
+        return {"involvedObject": {"kind": "Pod", "name": name}, "reason": reason, "type": "Normal", "lastTimestamp": t}
+
+    items = [ev("j-worker-0", "Started", "2026-01-01T11:00:02Z"), ev("j", "SuccessfulCreate", "2026-01-01T11:00:01Z"),
+             ev("jj-worker-0", "Other", "2026-01-01T11:00:00Z"), ev("k", "Other", "2026-01-01T11:00:00Z")]  # fmt: skip
+    assert [e["reason"] for e in view.events(items, "j")] == ["SuccessfulCreate", "Started"]
+    many = [ev("j", f"r{i}", f"2026-01-01T11:{i // 60:02d}:{i % 60:02d}Z") for i in range(150)]
+    assert len(view.events(many, "j")) == view.MAX_EVENTS and view.events(many, "j")[-1]["reason"] == "r149"
+
+
+ELASTIC = {"elastic": {"enabled": True, "minReplicas": 2, "maxReplicas": 4, "expectedReplicas": 3}}
+
+
+@pytest.mark.parametrize(
+    "kind, spec, replicas, problem",
+    [
+        ("PyTorchTrainingJob", ELASTIC, 4, None),
+        ("DeepSpeedJob", ELASTIC, 2, None),
+        ("PyTorchTrainingJob", ELASTIC, 5, "between minReplicas 2 and maxReplicas 4"),
+        ("PyTorchTrainingJob", ELASTIC, 1, "between minReplicas 2"),
+        ("PyTorchTrainingJob", ELASTIC, "3", "whole number"),
+        ("PyTorchTrainingJob", ELASTIC, True, "whole number"),
+        ("PyTorchTrainingJob", {"elastic": {"enabled": False}}, 3, "not an Elastic job"),
+        ("GenericJob", ELASTIC, 3, "not an Elastic job"),
+    ],
+)
+def test_scale_only_elastic_jobs_within_bounds(kind, spec, replicas, problem):
+    found = view.scale_error(job(kind=kind, spec=spec), replicas)
+    assert (found is None) if problem is None else (problem in found), found
+
+
+def test_task_selector_uses_the_operators_label_values():
+    sel = task_selector("my dag", "manual__2026-01-01T00:00:00+00:00", "t", -1)
+    assert sel == (f"{A}/dag-id=my_dag,{A}/run-id=manual__2026-01-01T00_00_00_00_00,{A}/task-id=t,{A}/map-index=none")
+    assert task_selector("d", "r", "t", 3).endswith(f"{A}/map-index=3")
+
+
+def test_the_list_is_one_label_selected_list_per_kind_shared_for_a_moment():
+    calls = []
+
+    def transport(method, path, query=None, **_):
+        calls.append((method, path, dict(query or [])))
+        return {"items": [{"metadata": {"name": f"{len(calls)}"}}]}
+
+    reader = Reader(transport, kinds=["GenericJob", "MPIJob"])
+    first = reader.jobs()
+    assert reader.jobs() == first and reader.jobs("MPIJob") == [j for j in first if j["kind"] == "MPIJob"]
+    assert sorted(p for _, p, _ in calls) == ["/apis/batch.tensorstack.dev/v1beta1/genericjobs",
+                                              "/apis/batch.tensorstack.dev/v1beta1/mpijobs"]  # fmt: skip
+    assert all(m == "GET" and q == {"labelSelector": f"{A}/dag-id"} for m, _, q in calls)
+    assert {j["kind"] for j in first} == {"GenericJob", "MPIJob"}
