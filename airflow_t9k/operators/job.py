@@ -315,11 +315,30 @@ class T9kJobOperator(BaseOperator):
             return current
         self.log.info("%s %s/%s ended (%s) and try %s consumed its result; deleting it to run again",
                       current["kind"], meta["namespace"], meta["name"], state.summary(), consumed)  # fmt: skip
-        self._delete_exact(current["kind"], meta["name"], meta["namespace"], meta["uid"])
+        self._delete_for_rerun(current)
         self._wait_gone(current)
         return None
 
-    def _wait_gone(self, job: Obj, timeout: float = 60) -> None:
+    def _delete_for_rerun(self, job: Obj) -> None:
+        """Foreground deletion: the job stays until its pods and Services are gone (they block
+        their owner's deletion), so the new run's children, which take the same names, do not
+        meet the old ones."""
+        from kubernetes.client.exceptions import ApiException
+
+        meta, resource = job["metadata"], resource_for(job["kind"])
+        body = {"kind": "DeleteOptions", "apiVersion": "v1", "propagationPolicy": "Foreground", "preconditions": {"uid": meta["uid"]}}
+        try:
+            self.hook.custom_object_client.delete_namespaced_custom_object(
+                resource.group, resource.version, meta["namespace"], resource.plural, meta["name"], body=body)  # fmt: skip
+        except ApiException as exc:
+            if exc.status == 404:
+                return
+            if exc.status == 409 and self._gone_instead(job["kind"], meta["name"], meta["namespace"], meta["uid"],
+                                                        ApiError(409, "Conflict", str(exc.reason))):  # fmt: skip
+                return
+            raise
+
+    def _wait_gone(self, job: Obj, timeout: float = 300) -> None:
         meta = job["metadata"]
         deadline = time.monotonic() + timeout
         while time.monotonic() < deadline:

@@ -50,6 +50,8 @@ def test_clearing_a_succeeded_task_runs_the_job_again(conn, jobs, controller, st
     assert again["phase"] == "Succeeded" and again["name"] == first["name"] and again["uid"] != first["uid"]
     assert _uids(jobs) == [again["uid"]]  # the consumed run was replaced, not left beside it
     assert jobs.get("GenericJob", again["name"])["metadata"]["annotations"][CONSUMED] == "2"
+    owners = {ref.uid for pod in jobs.pods(again["name"]).values() for ref in pod.metadata.owner_references or []}
+    assert owners == {again["uid"]}  # the first run's pods were gone before the second run's took their names
 
 
 def test_a_finished_job_no_try_consumed_is_reattached_then_replaced(conn, jobs, controller):
