@@ -2,16 +2,43 @@
 
 The launcher pod is built from ``spec.launcher`` (image, workingDir, env, resources); the
 training container of the workers must be named ``worker``. Seed 003: no pod restarts (a
-restarted pod would not rejoin the run), and the launcher alone decides the job.
+restarted pod would not rejoin the run), and the launcher alone decides the job. Debug mode
+gives every replica, workers included, ``sleep inf`` by default (seed 003); a worker that
+should serve SSH in Debug names ``/usr/sbin/sshd`` in ``runMode.debug.replicaSpecs``.
 """
 
 from __future__ import annotations
 
 from airflow_t9k.api.resources import RESOURCES
-from airflow_t9k.kinds.base import InvalidSpec, Obj
+import re
+
+from airflow_t9k.kinds.base import InvalidSpec, JobKind, ModeOverride, Obj
 from airflow_t9k.kinds.ssh_launch import HOSTFILE, SSHLaunchKind, spec_of
 
 MASTER_PORT = 29500
+_NUMBER = re.compile(r"^-\d")
+
+
+def extra_launch_args(torch_args: list[str]) -> str:
+    """``torchArgs`` as ``colossalai run --extra_launch_args`` wants them: ``k=v,flag,...``.
+
+    Users write torchrun's own syntax, either ``--k=v`` or ``--k v`` as two values; a value
+    is the next item when it does not start with ``-`` (or is a negative number).
+    """
+    out: list[str] = []
+    i = 0
+    while i < len(torch_args):
+        arg = torch_args[i]
+        if arg.startswith("-") and "=" not in arg and i + 1 < len(torch_args):
+            following = torch_args[i + 1]
+            if not following.startswith("-") or _NUMBER.match(following):
+                arg, i = f"{arg}={following}", i + 1
+        out.append(arg.lstrip("-"))
+        i += 1
+    for item in out:
+        if "," in item:
+            raise InvalidSpec(f"spec.worker.torchArgs: {item!r} contains a comma, which colossalai run's --extra_launch_args cannot carry")
+    return ",".join(out)
 
 
 class ColossalAIJob(SSHLaunchKind):
@@ -38,12 +65,18 @@ class ColossalAIJob(SSHLaunchKind):
             raise InvalidSpec(f"spec.worker.procPerWorker must be an integer >= 1, got {proc!r}")
         if not worker.get("command"):
             raise InvalidSpec("spec.worker.command is required (the training script and its arguments)")
+        extra_launch_args([str(a) for a in worker.get("torchArgs") or []])
 
     def launch_command(self, job: Obj) -> list[str]:
         worker = self.worker(job)
         parts = ["colossalai", "run", "--nproc_per_node", str(worker.get("procPerWorker", 1)), "--hostfile", HOSTFILE,
                  "--master_addr", self.hosts(job)[0], "--master_port", str(MASTER_PORT)]  # fmt: skip
-        torch_args = [str(a).lstrip("-") for a in worker.get("torchArgs") or []]
+        torch_args = extra_launch_args([str(a) for a in worker.get("torchArgs") or []])
         if torch_args:
-            parts += ["--extra_launch_args", ",".join(torch_args)]
+            parts += ["--extra_launch_args", torch_args]
         return parts + [str(c) for c in worker["command"]]
+
+    def debug_default(self, rtype: str) -> ModeOverride:
+        # Seed 003: `sleep inf` for every replica, not sshd on the workers (MPIJob keeps sshd,
+        # as its manual says). The launcher sleeps too, so nothing needs the workers' sshd.
+        return JobKind.debug_default(self, rtype)

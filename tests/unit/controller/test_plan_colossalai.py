@@ -68,10 +68,46 @@ def test_clean_up_workers_deletes_workers_and_their_services_only():
     assert p.deletes("Service") == [W0, W1]
 
 
-def test_debug_keeps_worker_sshd_and_parks_the_launcher():
-    ps = manifests(run(colossal(runMode={"debug": {"enabled": True}})), "Pod")
-    assert ps[L]["spec"]["containers"][0]["command"] == ["sleep", "inf"]
-    assert ps[W0]["spec"]["containers"][0]["command"] == ["/usr/sbin/sshd", "-D", "-e"]
+@pytest.mark.parametrize(
+    ("debug", "launcher", "worker"),
+    [
+        ({"enabled": True}, ["sleep", "inf"], ["sleep", "inf"]),
+        ({"enabled": True, "replicaSpecs": [{"type": "worker", "command": ["/usr/sbin/sshd", "-D"]}]},
+         ["sleep", "inf"], ["/usr/sbin/sshd", "-D"]),
+    ],
+    ids=["seed-default-sleeps-everywhere", "seed-example-one-sshd-on-workers"],
+)  # fmt: skip
+def test_debug_follows_seed_003(debug, launcher, worker):
+    # Fidelity issue, item 9: seed 003 gives every replica `sleep inf` by default.
+    ps = manifests(run(colossal(runMode={"debug": debug})), "Pod")
+    assert ps[L]["spec"]["containers"][0]["command"] == launcher
+    assert ps[W0]["spec"]["containers"][0]["command"] == worker
+    assert not ps[W0]["spec"]["containers"][0].get("args")
+
+
+@pytest.mark.parametrize(
+    ("torch_args", "extra"),
+    [
+        (["--rdzv_backend", "c10d"], "rdzv_backend=c10d"),
+        (["--rdzv_backend=c10d", "--max_restarts", "2"], "rdzv_backend=c10d,max_restarts=2"),
+        (["--standalone", "--max_restarts=2"], "standalone,max_restarts=2"),
+        (["--max_restarts", "2", "--standalone"], "max_restarts=2,standalone"),
+        (["--log_level", "-1"], "log_level=-1"),
+        (["max_restarts=2"], "max_restarts=2"),
+    ],
+    ids=["separate-values", "mixed", "flag-then-pair", "pair-then-flag", "negative-number", "bare"],
+)
+def test_torch_args_become_extra_launch_args(torch_args, extra):
+    # Fidelity issue, item 8: ["--rdzv_backend", "c10d"] used to become "rdzv_backend,c10d".
+    job = colossal(worker={**colossal()["spec"]["worker"], "torchArgs": torch_args})
+    script = manifests(run(job), "Pod")[L]["spec"]["containers"][0]["command"][2]
+    assert f"--extra_launch_args {extra} train.py arg1" in script
+
+
+def test_torch_args_with_a_comma_are_refused():
+    job = colossal(worker={**colossal()["spec"]["worker"], "torchArgs": ["--rdzv_conf", "a=1,b=2"]})
+    failed = cond(run(job), "Failed")
+    assert failed["reason"] == "InvalidSpec" and "contains a comma" in failed["message"]
 
 
 def test_status_lists_launcher_and_worker_tasks():
