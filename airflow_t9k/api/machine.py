@@ -42,7 +42,6 @@ def parse_machine_type(text: str) -> MachineType:
         raise InvalidMachineType(
             f"machine type {text!r} is not of the form aUbGcP (a CPUs, b GiB of memory, c GPUs), e.g. '2U8G1P' or '0U0G1P'"
         )
-    mt = MachineType(float(m["cpu"]), float(m["mem"]), int(m["gpu"]))
-    if not (mt.cpu or mt.memory_gib or mt.gpu):
-        raise InvalidMachineType(f"machine type {text!r} asks for nothing (0 CPUs, 0 GiB, 0 GPUs)")
-    return mt
+    # 0U0G0P asks for nothing in particular: seed 004's table makes 0 "the default" and an
+    # empty type "defaults, no GPU", so it is the empty type written out (resources() is {}).
+    return MachineType(float(m["cpu"]), float(m["mem"]), int(m["gpu"]))

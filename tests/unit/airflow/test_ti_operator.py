@@ -7,6 +7,7 @@ from datetime import datetime
 import pytest
 from airflow.sdk import DAG
 
+from airflow_t9k.kinds.registry import KINDS
 from airflow_t9k.operators.ti import TIJobOperator, default_runtime_image, ti_state
 from tests.unit.airflow.test_operators import RecordingHook, ctx
 
@@ -87,3 +88,104 @@ def test_ti_state_pushed_on_completion():
     op._hook = RecordingHook()  # completion marks the job consumed; the writes are not what this tests
     op.execute_complete(c, ev)
     assert c["ti"].xcom["ti_state"] == "Succeeded"
+
+
+# -- fidelity to seed 004 (items 10-12) -----------------------------------------------------
+
+TFPLUS = {"runtime_version": "tfplus-1.6.0-gpu", "runtime_images": {"tfplus-1.6.0-gpu": "registry.example/tfplus:1.6.0-gpu"}}
+SEED_COMMAND = "python /scripts/tf_cnn_benchmarks/tf_cnn_benchmarks.py --model resnet50 --batch_size 32 --variable_update tfplus"
+
+
+@pytest.mark.parametrize(
+    ("command", "args", "argv", "rest"),
+    [
+        ("python train.py", None, ["python", "train.py"], None),
+        (SEED_COMMAND, None, SEED_COMMAND.split(), None),
+        ("python 'my script.py'", "--epochs 3 --name 'a b'", ["python", "my script.py"], ["--epochs", "3", "--name", "a b"]),
+        (["python", "train.py"], ["--epochs", "3"], ["python", "train.py"], ["--epochs", "3"]),
+    ],
+    ids=["string", "seed-tictl-command", "quoted-words", "lists"],
+)
+def test_command_and_args_strings_are_split_like_a_shell(command, args, argv, rest):
+    # `TIJobOperator(command="python train.py")` used to run ["p", "y", "t", ...].
+    container = ti_op(command=command, args=args).render_job(ctx())["spec"]["replicaSpecs"][0]["template"]["spec"]["containers"][0]
+    assert container["command"] == argv
+    assert container.get("args") == rest
+
+
+def test_unbalanced_quotes_are_an_error_at_parse_time():
+    with pytest.raises(ValueError, match="cannot be split like a shell command"):
+        ti_op(command="python 'train.py")
+
+
+def test_seed_tfplus_distributed_example_runs_three_workers_and_no_chief():
+    # tictl job create ... --runtime=tfplus-1.6.0-gpu --wcount=3 --workertype=0U0G2P (no master type)
+    job = ti_op(command=SEED_COMMAND, worker_count=3, worker_type="0U0G2P", **TFPLUS).render_job(ctx())
+    specs = job["spec"]["replicaSpecs"]
+    assert [(s["type"], s["replicas"]) for s in specs] == [("worker", 3)]
+    container = specs[0]["template"]["spec"]["containers"][0]
+    assert container["resources"]["limits"] == {"nvidia.com/gpu": "2"}
+    assert container["image"] == "registry.example/tfplus:1.6.0-gpu"
+    job["metadata"] = {"name": "tfplus", "namespace": "ml", "uid": "u"}
+    KINDS["TensorFlowTrainingJob"].validate(job)  # worker 0 decides
+    assert KINDS["TensorFlowTrainingJob"].master(job) == ("worker", 0)
+
+
+@pytest.mark.parametrize(
+    ("kwargs", "types"),
+    [
+        ({"master_type": "0U0G1P"}, [("chief", 1)]),
+        ({"master_type": "0U0G0P"}, None),
+        ({"worker_count": 2, "worker_type": "1U2G1P"}, [("worker", 2)]),
+    ],
+    ids=["single-machine", "single-machine-without-gpu", "distributed"],
+)
+def test_tfplus_shapes(kwargs, types):
+    if types is None:
+        with pytest.raises(ValueError, match="at least one GPU per machine"):
+            ti_op(**TFPLUS, **kwargs)
+        return
+    job = ti_op(**TFPLUS, **kwargs).render_job(ctx())
+    assert [(s["type"], s["replicas"]) for s in job["spec"]["replicaSpecs"]] == types
+
+
+def test_distributed_tfplus_refuses_a_master_type_rather_than_ignoring_it():
+    with pytest.raises(ValueError, match="runs workers only"):
+        ti_op(**TFPLUS, worker_count=3, worker_type="0U0G2P", master_type="0U0G1P")
+
+
+@pytest.mark.parametrize("machine", ["0U0G0P", "", None])
+def test_all_zero_machine_type_equals_an_empty_one(machine):
+    job = ti_op(master_type=machine, worker_count=1, worker_type=machine).render_job(ctx())
+    for spec in job["spec"]["replicaSpecs"]:
+        assert "resources" not in spec["template"]["spec"]["containers"][0]
+
+
+class TIHook(RecordingHook):
+    def __init__(self, job):
+        super().__init__()
+        self.job = job
+
+    def get_job(self, kind, name, namespace):
+        self.calls.append(("get", name))
+        return self.job
+
+
+def test_ti_report_in_xcom():
+    job = {"metadata": {"name": "j", "namespace": "ml", "creationTimestamp": "2026-11-25T12:00:00Z"},
+           "status": {"phase": "Succeeded", "startTime": "2026-11-25T12:00:01Z", "conditions": [
+               {"type": "Completed", "status": "True", "lastTransitionTime": "2026-11-25T12:05:00Z"},
+               {"type": "Failed", "status": "False", "lastTransitionTime": "2026-11-25T12:05:00Z"}]}}  # fmt: skip
+    c = ctx()
+    c["task_state_store"] = {"t9k_job": {"kind": "TensorFlowTrainingJob", "name": "j", "namespace": "ml", "uid": "u",
+                                         "server": "https://k8s.example:6443"}}  # fmt: skip
+    ev = {"status": "success", "kind": "TensorFlowTrainingJob", "name": "j", "namespace": "ml", "uid": "u", "phase": "Succeeded",
+          "message": "phase Succeeded: done", "state": {"phase": "Succeeded"}, "logs": {}}  # fmt: skip
+    op = ti_op()
+    op._hook = TIHook(job)
+    op.execute_complete(c, ev)
+    assert c["ti"].xcom["ti_job"] == {
+        "name": "j", "cluster": "https://k8s.example:6443", "namespace": "ml", "state": "Succeeded",
+        "createTime": "2026-11-25T12:00:00Z", "startTime": "2026-11-25T12:00:01Z", "endTime": "2026-11-25T12:05:00Z",
+        "message": "phase Succeeded: done",
+    }  # fmt: skip

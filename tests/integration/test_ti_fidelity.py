@@ -1,0 +1,35 @@
+"""TIJobOperator against the real API server and controller: seed 004's tfplus example as written."""
+
+from __future__ import annotations
+
+from datetime import datetime
+
+from airflow.sdk import DAG
+
+from airflow_t9k.operators.ti import TIJobOperator
+from tests.integration.test_operator_trigger import context, conn  # noqa: F401 - conn is a fixture
+
+SEED_COMMAND = "python /scripts/tf_cnn_benchmarks/tf_cnn_benchmarks.py --model resnet50 --batch_size 32 --variable_update tfplus"
+
+
+def test_seed_tfplus_distributed_example_runs_three_workers_and_reports_like_ti(conn, jobs, controller):  # noqa: F811
+    # tictl job create test73 --command="..." --runtime=tfplus-1.6.0-gpu --wcount=3 --workertype=0U0G2P
+    with DAG("dag", start_date=datetime(2026, 1, 1), schedule=None):
+        op = TIJobOperator(task_id="train", command=SEED_COMMAND, runtime_version="tfplus-1.6.0-gpu", worker_count=3,
+                           worker_type="0U0G2P", runtime_images={"tfplus-1.6.0-gpu": "busybox"}, deferrable=False,
+                           pod_annotations={"sim.t9k.test/duration": "1s"})  # fmt: skip
+    ctx = context()
+    out = op.execute(ctx)
+    assert out["phase"] == "Succeeded"
+    name = out["name"]
+    job = jobs.get("TensorFlowTrainingJob", name)
+    tasks = job["status"]["tasks"]
+    assert [(t["type"], [r["name"] for r in t["status"]]) for t in tasks] == [("worker", [f"{name}-worker-{i}" for i in range(3)])]
+    pod = jobs.pods(name)[f"{name}-worker-0"]  # kept: it succeeded (cleanUpPolicy Unfinished)
+    assert pod.spec.containers[0].command == SEED_COMMAND.split()
+    assert pod.spec.containers[0].resources.limits == {"nvidia.com/gpu": "2"}
+    report = ctx["ti"].xcom["ti_job"]
+    assert (report["name"], report["state"], report["namespace"]) == (name, "Succeeded", jobs.ns)
+    assert report["cluster"] and report["cluster"].startswith("https://")
+    assert report["createTime"] and report["startTime"] and report["endTime"]
+    assert report["createTime"] <= report["startTime"] <= report["endTime"]
