@@ -155,7 +155,8 @@ def test_volume_toleration_and_shared_memory_reach_every_replica_pod(conn, jobs,
             shm_size="1Gi", labels={"team": "ml"},
         )  # fmt: skip
     ident = op.execute(context())
-    jobs.wait_phase("GenericJob", ident["name"], "Running")
+    running = jobs.wait_phase("GenericJob", ident["name"], "Running")
+    assert running["metadata"]["annotations"][CONSUMED] == "1"  # wait_for_completion=False: the submitting try is done with it
     pods = jobs.pods(ident["name"])
     assert len(pods) == 2
     for pod in pods.values():
