@@ -7,7 +7,12 @@ on ``ascendjob-port`` (2222 unless the container names another), and every pod i
 IP, as MindCluster's ascend-operator does. Restart policies are Kubeflow's (default Never;
 ExitCode retries codes >= 128), ``runPolicy.backoffLimit`` is shared and unlimited when unset
 or -1, and the job succeeds when every pod has succeeded (seed 002: ``successPolicy`` "" and
-AllWorkers both mean that today). Status is Kubeflow's ``JobStatus`` (kubeflow_status.py).
+AllWorkers both mean that today). ``runPolicy.activeDeadlineSeconds``, ``cleanPodPolicy`` and
+``ttlSecondsAfterFinished`` are accepted and ignored, as MindCluster does (seed 002 calls them
+meaningless, to be removed), with one Warning Event; pods are never cleaned up, so a failed
+job's logs stay. ``spec.schedulerName`` and ``schedulingPolicy.priorityClass`` reach the pods
+(a template's own ``schedulerName``/``priorityClassName`` wins). Status is Kubeflow's
+``JobStatus`` (kubeflow_status.py).
 """
 
 from __future__ import annotations
@@ -35,8 +40,8 @@ DEFAULT_PORT = 2222
 NPU_PREFIX = "huawei.com/Ascend"
 TYPE_ORDER = ("Master", "Scheduler", "Chief", "Worker")
 LEADERS = {"pytorch": "Master", "tensorflow": "Chief", "mindspore": "Scheduler"}
-# Where a cleanPodPolicy sends the core's clean-up (Kubeflow's Running = our Unfinished).
-CLEAN_POD_POLICIES = {"All": "All", "Running": "Unfinished", "None": "None"}
+# Seed 002: "currently meaningless, to be removed"; MindCluster accepts and ignores them.
+IGNORED_RUN_POLICY = ("activeDeadlineSeconds", "cleanPodPolicy", "ttlSecondsAfterFinished")
 # Kubeflow-common labels: the seed's podAntiAffinity selects on job-name.
 KF_JOB, KF_TYPE, KF_INDEX = "job-name", "replica-type", "replica-index"
 POD_IP = {"fieldRef": {"fieldPath": "status.podIP"}}
@@ -93,7 +98,7 @@ class AscendJob(JobKind):
         return limit
 
     def active_deadline(self, job: Obj) -> int | None:
-        return run_policy(job).get("activeDeadlineSeconds")
+        return None  # runPolicy.activeDeadlineSeconds is ignored (IGNORED_RUN_POLICY)
 
     def replica_specs(self, job: Obj) -> list[ReplicaSpec]:
         raw_specs = (job.get("spec") or {}).get("replicaSpecs")
@@ -154,12 +159,9 @@ class AscendJob(JobKind):
             raise InvalidSpec("a MindSpore job without a Scheduler may use only one NPU in all; add a Scheduler replica")
         if (job.get("spec") or {}).get("successPolicy", "") not in ("", "AllWorkers"):
             raise InvalidSpec(f"spec.successPolicy must be \"\" or AllWorkers, got {job['spec']['successPolicy']!r}")
-        if run_policy(job).get("cleanPodPolicy", "Running") not in CLEAN_POD_POLICIES:
-            raise InvalidSpec(f"runPolicy.cleanPodPolicy must be one of {', '.join(CLEAN_POD_POLICIES)}")
 
     def cleanup_types(self, job: Obj) -> tuple[str, set[str]] | None:
-        policy = CLEAN_POD_POLICIES[run_policy(job).get("cleanPodPolicy", "Running")]
-        return policy, {s.type for s in self.replica_specs(job)}
+        return "None", set()  # runPolicy.cleanPodPolicy is ignored: a failed job's pods and logs stay
 
     # -- children -------------------------------------------------------------------------
     def port(self, job: Obj) -> int:
@@ -200,6 +202,11 @@ class AscendJob(JobKind):
         policy = run_policy(job).get("schedulingPolicy") or {}
         if policy.get("queue"):
             pod["metadata"]["labels"]["volcano.sh/queue-name"] = str(policy["queue"])
+        scheduler = (job.get("spec") or {}).get("schedulerName")
+        if scheduler and not pod["spec"].get("schedulerName"):
+            pod["spec"]["schedulerName"] = str(scheduler)
+        if policy.get("priorityClass") and not pod["spec"].get("priorityClassName"):
+            pod["spec"]["priorityClassName"] = str(policy["priorityClass"])
         main = container_named(pod["spec"], CONTAINER)
         if main is None:
             return
@@ -251,14 +258,21 @@ class AscendJob(JobKind):
         }
         status = kubeflow_status.from_core(job, core, restarting, now, selectors)
         events = []
-        first_pass = not (job.get("status") or {}).get("conditions")
-        policy = run_policy(job).get("schedulingPolicy")
-        scheduler = (job.get("spec") or {}).get("schedulerName")
-        if first_pass and (policy or scheduler):
+        if (job.get("status") or {}).get("conditions"):
+            return status, events  # said on the first pass only
+        policy = run_policy(job).get("schedulingPolicy") or {}
+        gang = {k: policy[k] for k in ("minAvailable", "queue") if k in policy}
+        if gang:
             events.append(("Warning", "GangSchedulingNotEnforced",
-                           f"spec.schedulerName ({scheduler or 'unset'}) and runPolicy.schedulingPolicy ({policy or {}}) are "
-                           "recorded, but the bundled controller does no gang scheduling: pods use the scheduler named in "
-                           "their template, and the queue is only a pod label (volcano.sh/queue-name)."))  # fmt: skip
+                           f"runPolicy.schedulingPolicy {gang} is recorded, but the bundled controller does no gang "
+                           "scheduling: minAvailable is not enforced and the queue is only a pod label "
+                           "(volcano.sh/queue-name). spec.schedulerName and priorityClass are set on the pods."))  # fmt: skip
+        ignored = [k for k in IGNORED_RUN_POLICY if k in run_policy(job)]
+        if ignored:
+            events.append(("Warning", "RunPolicyIgnored",
+                           f"runPolicy.{', runPolicy.'.join(ignored)} accepted and ignored: MindCluster calls them "
+                           "meaningless and to be removed (seed 002). The job has no deadline and its pods are not "
+                           "cleaned up when it ends."))  # fmt: skip
         return status, events
 
 

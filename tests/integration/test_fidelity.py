@@ -4,6 +4,7 @@ ceilings at admission, services and substitution, and jobs that used to hang."""
 from __future__ import annotations
 
 import pytest
+from kubernetes import client
 
 from airflow_t9k.kinds.base import MAX_REPLICAS_PER_TYPE, MAX_REPLICAS_TOTAL
 from tests.builders import generic
@@ -132,3 +133,47 @@ def test_resuming_ends_when_a_replica_completed_after_the_resume(jobs, controlle
     assert jobs.phase("GenericJob", "res") == "Resuming"
     jobs.core.patch_namespaced_pod("res-late-0", jobs.ns, {"spec": {"schedulingGates": None}})
     jobs.wait_phase("GenericJob", "res", "Running", timeout=30)
+
+
+# -- AscendJob (items 13 and 14) --------------------------------------------------------------
+
+
+@pytest.fixture
+def priority_class(api_client):
+    api = client.SchedulingV1Api(api_client)
+    name = "t9k-fidelity-high"
+    try:
+        api.create_priority_class({"metadata": {"name": name}, "value": 1000})
+    except client.ApiException as exc:
+        if exc.status != 409:
+            raise
+    yield name
+    api.delete_priority_class(name)
+
+
+def test_ascend_scheduler_name_and_priority_class_reach_the_pods(jobs, controller, priority_class):
+    job = body(minimal("AscendJob", "acsched"))
+    job["spec"]["schedulerName"] = "volcano"
+    job["spec"]["runPolicy"] = {"schedulingPolicy": {"priorityClass": priority_class, "minAvailable": 2}}
+    jobs.create(job)
+    wait_until(lambda: len(jobs.pods("acsched")) == 2, timeout=30, what="two pods")
+    for pod in jobs.pods("acsched").values():
+        assert (pod.spec.scheduler_name, pod.spec.priority_class_name, pod.spec.priority) == ("volcano", priority_class, 1000)
+        assert pod.spec.node_name is None  # no Volcano here: nothing schedules them, as the user asked
+    reasons = [e.reason for e in jobs.events("acsched")]
+    assert "GangSchedulingNotEnforced" in reasons and "RunPolicyIgnored" not in reasons
+
+
+def test_ascend_deadline_and_clean_pod_policy_are_ignored_with_one_warning(jobs, controller):
+    job = body(minimal("AscendJob", "acpol"))
+    job["spec"]["runPolicy"] = {"activeDeadlineSeconds": 1, "cleanPodPolicy": "All"}
+    jobs.create(job)
+    jobs.wait_condition("AscendJob", "acpol", "Running")
+    wait_until(lambda: "RunPolicyIgnored" in [e.reason for e in jobs.events("acpol")], timeout=30, what="warning")
+    set_pod_terminated(jobs.core, jobs.ns, "acpol-worker-0", phase="Failed", exit_code=1)
+    jobs.wait_condition("AscendJob", "acpol", "Failed", timeout=30)
+    failed = next(c for c in jobs.get("AscendJob", "acpol")["status"]["conditions"] if c["type"] == "Failed")
+    assert "Deadline" not in failed["reason"]
+    # cleanPodPolicy All would have deleted the master; ignored, it keeps running with its logs.
+    assert "acpol-master-0" in jobs.live_pods("acpol")
+    assert [e.reason for e in jobs.events("acpol")].count("RunPolicyIgnored") == 1

@@ -186,7 +186,7 @@ def test_replica_outcomes(policy, worker, backoff, outcome):
         assert got["Running"] == "False" and p.deletes("Pod") == ["ac-worker-1"]
     if outcome == "Failed":
         assert p.status["completionTime"] == "2026-11-25T12:00:00Z"
-        assert p.deletes("Pod") == ["ac-master-0", "ac-worker-0"]  # cleanPodPolicy Running (the default)
+        assert p.deletes("Pod") == []  # cleanPodPolicy is ignored (seed 002): the running pods and their logs stay
         assert p.status["replicaStatuses"]["Worker"] == {
             "active": 1, "succeeded": 0, "failed": 1, "labelSelector": {"matchLabels": {"job-name": "ac", "replica-type": "worker"}}}  # fmt: skip
 
@@ -231,3 +231,59 @@ def test_scheduling_policy_is_reported_once_as_not_enforced():
     first = run(job)
     assert [e.reason for e in first.events if e.reason == "GangSchedulingNotEnforced"] == ["GangSchedulingNotEnforced"]
     assert not [e for e in run(job, status=first.status).events if e.reason == "GangSchedulingNotEnforced"]
+
+
+# -- fidelity to seed 002 (items 13 and 14) ---------------------------------------------------
+
+
+@pytest.mark.parametrize(
+    "run_policy",
+    [{"activeDeadlineSeconds": 1}, {"cleanPodPolicy": "All"}, {"cleanPodPolicy": "Running"},
+     {"activeDeadlineSeconds": 1, "cleanPodPolicy": "All", "ttlSecondsAfterFinished": 0}],
+    ids=["deadline", "clean-all", "clean-running", "all-three"],
+)  # fmt: skip
+def test_meaningless_run_policy_fields_are_accepted_ignored_and_said_once(run_policy):
+    job = ascend(runPolicy=run_policy)
+    first = run(job, leader_service())
+    warned = [e for e in first.events if e.reason == "RunPolicyIgnored"]
+    assert len(warned) == 1 and warned[0].type == "Warning"
+    assert all(f"runPolicy.{k}" in warned[0].message for k in run_policy)
+    status = running(job)
+    assert not [e for e in run(job, leader_service(), status=status).events if e.reason == "RunPolicyIgnored"]
+    # Long after any deadline, a failed job keeps every pod (and its logs).
+    later = NOW + timedelta(hours=1)
+    job["status"] = status
+    still = plan(job, Observed.of(leader_service(), apod("ac-master-0"), apod("ac-worker-0"), apod("ac-worker-1")), later)
+    assert "Failed" not in conditions(still.status)
+    failed = run(job, leader_service(), apod("ac-master-0"), apod("ac-worker-0"), apod("ac-worker-1", "Failed", 1), status=status)
+    assert conditions(failed.status)["Failed"] == "True"
+    assert failed.deletes() == []
+
+
+def test_no_warning_without_those_fields():
+    assert not [e for e in run(ascend(), leader_service()).events if e.reason == "RunPolicyIgnored"]
+
+
+def _pods(p):
+    return {a.name: a.manifest for a in p.actions if isinstance(a, Create) and a.kind == "Pod"}
+
+
+def test_scheduler_name_and_priority_class_reach_every_pod():
+    job = ascend(schedulerName="volcano", runPolicy={"schedulingPolicy": {"priorityClass": "high", "minAvailable": 3}})
+    pods = _pods(run(job, leader_service()))
+    assert sorted(pods) == ["ac-master-0", "ac-worker-0", "ac-worker-1"]
+    for pod_ in pods.values():
+        assert (pod_["spec"]["schedulerName"], pod_["spec"]["priorityClassName"]) == ("volcano", "high")
+
+
+def test_a_templates_own_scheduler_and_priority_win():
+    job = ascend(schedulerName="volcano", runPolicy={"schedulingPolicy": {"priorityClass": "high"}})
+    job["spec"]["replicaSpecs"]["Worker"]["template"]["spec"].update(schedulerName="my-scheduler", priorityClassName="low")
+    pods = _pods(run(job, leader_service()))
+    assert (pods["ac-master-0"]["spec"]["schedulerName"], pods["ac-master-0"]["spec"]["priorityClassName"]) == ("volcano", "high")
+    assert (pods["ac-worker-0"]["spec"]["schedulerName"], pods["ac-worker-0"]["spec"]["priorityClassName"]) == ("my-scheduler", "low")
+
+
+def test_no_scheduler_fields_leave_the_pods_on_the_default_scheduler():
+    pod_ = _pods(run(ascend(), leader_service()))["ac-master-0"]
+    assert "schedulerName" not in pod_["spec"] and "priorityClassName" not in pod_["spec"]
