@@ -9,15 +9,8 @@ triggerer on SQLite, the bundled controller, and the local cluster.
 
 from __future__ import annotations
 
-import json
 import os
-import secrets
 import signal
-import sqlite3
-import subprocess
-import sys
-import time
-import urllib.request
 import uuid
 from collections.abc import Iterator
 from pathlib import Path
@@ -25,117 +18,9 @@ from pathlib import Path
 import pytest
 from kubernetes import client
 
+from tests.support.airflow import AirflowStack
 from tests.support.cluster import wait_until
-from tests.support.controller import ControllerProcess, free_port
-
-ROOT = Path(__file__).resolve().parents[2]
-AIRFLOW = str(Path(sys.executable).parent / "airflow")
-COMPONENTS = ("scheduler", "dag-processor", "triggerer")
-
-
-class AirflowStack:
-    def __init__(self, home: Path, kubeconfig: Path, namespace: str) -> None:
-        self.home = home
-        self.port = free_port()
-        self.env = {k: v for k, v in os.environ.items() if not k.startswith("AIRFLOW")}
-        extra = {"kube_config_path": str(kubeconfig), "namespace": namespace}
-        self.env.update(
-            AIRFLOW_HOME=str(home),
-            AIRFLOW__CORE__DAGS_FOLDER=str(ROOT / "tests" / "integration" / "e2e_dags"),
-            AIRFLOW__CORE__LOAD_EXAMPLES="False",
-            AIRFLOW__DATABASE__SQL_ALCHEMY_CONN=f"sqlite:///{home}/airflow.db",
-            AIRFLOW__CORE__EXECUTOR="LocalExecutor",
-            AIRFLOW__CORE__PARALLELISM="4",
-            AIRFLOW__CORE__EXECUTION_API_SERVER_URL=f"http://127.0.0.1:{self.port}/execution/",
-            AIRFLOW__API_AUTH__JWT_SECRET=secrets.token_hex(16),
-            AIRFLOW__CORE__SIMPLE_AUTH_MANAGER_ALL_ADMINS="True",
-            AIRFLOW__DAG_PROCESSOR__REFRESH_INTERVAL="5",
-            AIRFLOW__SCHEDULER__TASK_INSTANCE_HEARTBEAT_TIMEOUT="20",
-            AIRFLOW_CONN_KUBERNETES_DEFAULT=json.dumps({"conn_type": "kubernetes", "extra": extra}),
-            PYTHONPATH=str(ROOT),
-        )
-        self.procs: list[subprocess.Popen[bytes]] = []
-
-    def cli(self, *args: str) -> str:
-        out = subprocess.run([AIRFLOW, *args], env=self.env, capture_output=True, text=True, timeout=120)
-        assert out.returncode == 0, out.stdout + out.stderr
-        return out.stdout
-
-    def start(self) -> None:
-        self.cli("db", "migrate")
-        for name, args in [("api-server", ["api-server", "--port", str(self.port)])] + [(c, [c]) for c in COMPONENTS]:
-            log = open(self.home / f"{name}.log", "ab")  # noqa: SIM115 - closed with the process
-            self.procs.append(subprocess.Popen([AIRFLOW, *args], env=self.env, stdout=log, stderr=subprocess.STDOUT,
-                                               start_new_session=True))  # fmt: skip
-        wait_until(self.healthy, timeout=120, interval=1, what="airflow components healthy")
-
-    def healthy(self) -> bool:
-        try:
-            with urllib.request.urlopen(f"http://127.0.0.1:{self.port}/api/v2/monitor/health", timeout=2) as r:
-                health = json.loads(r.read())
-        except OSError:
-            return False
-        return all(health.get(c, {}).get("status") == "healthy" for c in ("scheduler", "triggerer", "dag_processor"))
-
-    def stop(self) -> None:
-        for p in self.procs:  # each component leads its own session: stop it and its workers
-            try:
-                os.killpg(p.pid, signal.SIGTERM)
-            except ProcessLookupError:
-                pass
-        for p in self.procs:
-            try:
-                p.wait(20)
-            except subprocess.TimeoutExpired:
-                os.killpg(p.pid, signal.SIGKILL)
-
-    def trigger(self, dag_id: str) -> str:
-        run_id = f"e2e-{uuid.uuid4().hex[:8]}"
-        wait_until(lambda: self._dag_known(dag_id), timeout=60, interval=1, what=f"{dag_id} parsed")
-        self.cli("dags", "unpause", dag_id)
-        self.cli("dags", "trigger", dag_id, "--run-id", run_id)
-        return run_id
-
-    def _dag_known(self, dag_id: str) -> bool:
-        return bool(self._query("select 1 from dag where dag_id = ?", dag_id))
-
-    def _query(self, sql: str, *args: object) -> list[tuple]:
-        with sqlite3.connect(self.home / "airflow.db", timeout=10) as db:
-            return db.execute(sql, args).fetchall()
-
-    def ti(self, dag_id: str, run_id: str) -> tuple[str | None, int]:
-        rows = self._query("select state, try_number from task_instance where dag_id = ? and run_id = ?", dag_id, run_id)
-        return (rows[0][0], rows[0][1]) if rows else (None, 0)
-
-    def states_until(self, dag_id: str, run_id: str, final: set[str], timeout: float = 120) -> list[str]:
-        seen: list[str] = []
-        deadline = time.monotonic() + timeout
-        while time.monotonic() < deadline:
-            state, _ = self.ti(dag_id, run_id)
-            if state and (not seen or seen[-1] != state):
-                seen.append(state)
-            if state in final:
-                return seen
-            time.sleep(0.25)
-        raise AssertionError(f"{dag_id} {run_id} did not reach {final}; states seen: {seen}")
-
-    def task_log(self, dag_id: str, run_id: str) -> str:
-        files = (self.home / "logs" / f"dag_id={dag_id}" / f"run_id={run_id}").glob("task_id=*/attempt=*.log")
-        return "".join(f.read_text(errors="replace") for f in files)
-
-    def links(self, dag_id: str, run_id: str) -> dict[str, str]:
-        url = f"http://127.0.0.1:{self.port}/api/v2/dags/{dag_id}/dagRuns/{run_id}/taskInstances/job/links"
-        with urllib.request.urlopen(url, timeout=10) as r:
-            body = json.loads(r.read())
-        return {name: href or "" for name, href in body["extra_links"].items()}
-
-    def mark_failed(self, dag_id: str, run_id: str) -> None:
-        req = urllib.request.Request(
-            f"http://127.0.0.1:{self.port}/api/v2/dags/{dag_id}/dagRuns/{run_id}/taskInstances/job",
-            data=json.dumps({"new_state": "failed"}).encode(), method="PATCH", headers={"Content-Type": "application/json"},
-        )  # fmt: skip
-        with urllib.request.urlopen(req, timeout=10) as r:
-            assert r.status == 200
+from tests.support.controller import ControllerProcess
 
 
 @pytest.fixture(scope="module")

@@ -1,0 +1,157 @@
+"""A real Airflow for tests: api-server, scheduler (LocalExecutor), dag-processor and triggerer
+on SQLite, each its own process group, so one can be SIGKILLed and started again."""
+
+from __future__ import annotations
+
+import json
+import os
+import secrets
+import signal
+import sqlite3
+import subprocess
+import sys
+import time
+import urllib.request
+import uuid
+from pathlib import Path
+
+from tests.support.cluster import wait_until
+from tests.support.controller import free_port
+
+ROOT = Path(__file__).resolve().parents[2]
+AIRFLOW = str(Path(sys.executable).parent / "airflow")
+COMPONENTS = ("scheduler", "dag-processor", "triggerer")
+E2E_DAGS = ROOT / "tests" / "integration" / "e2e_dags"
+
+
+class AirflowStack:
+    def __init__(self, home: Path, kubeconfig: Path, namespace: str, dags: Path = E2E_DAGS,
+                 env: dict[str, str] | None = None) -> None:  # fmt: skip
+        self.home = home
+        self.port = free_port()
+        self.env = {k: v for k, v in os.environ.items() if not k.startswith("AIRFLOW")}
+        extra = {"kube_config_path": str(kubeconfig), "namespace": namespace}
+        self.env.update(
+            AIRFLOW_HOME=str(home),
+            AIRFLOW__CORE__DAGS_FOLDER=str(dags),
+            AIRFLOW__CORE__LOAD_EXAMPLES="False",
+            AIRFLOW__DATABASE__SQL_ALCHEMY_CONN=f"sqlite:///{home}/airflow.db",
+            AIRFLOW__CORE__EXECUTOR="LocalExecutor",
+            AIRFLOW__CORE__PARALLELISM="4",
+            AIRFLOW__CORE__EXECUTION_API_SERVER_URL=f"http://127.0.0.1:{self.port}/execution/",
+            AIRFLOW__API_AUTH__JWT_SECRET=secrets.token_hex(16),
+            AIRFLOW__CORE__SIMPLE_AUTH_MANAGER_ALL_ADMINS="True",
+            AIRFLOW__DAG_PROCESSOR__REFRESH_INTERVAL="5",
+            AIRFLOW__SCHEDULER__TASK_INSTANCE_HEARTBEAT_TIMEOUT="20",
+            AIRFLOW_CONN_KUBERNETES_DEFAULT=json.dumps({"conn_type": "kubernetes", "extra": extra}),
+            PYTHONPATH=str(ROOT),
+        )
+        self.env.update(env or {})
+        self.procs: dict[str, subprocess.Popen[bytes]] = {}
+
+    def cli(self, *args: str) -> str:
+        out = subprocess.run([AIRFLOW, *args], env=self.env, capture_output=True, text=True, timeout=120)
+        assert out.returncode == 0, out.stdout + out.stderr
+        return out.stdout
+
+    def start(self) -> None:
+        self.cli("db", "migrate")
+        self.launch("api-server")
+        for name in COMPONENTS:
+            self.launch(name)
+        wait_until(self.healthy, timeout=120, interval=1, what="airflow components healthy")
+
+    def launch(self, name: str) -> None:
+        """Start one component (again), logging to ``<home>/<name>.log``."""
+        args = ["api-server", "--port", str(self.port)] if name == "api-server" else [name]
+        with open(self.home / f"{name}.log", "ab") as log:  # the child keeps its own descriptor
+            self.procs[name] = subprocess.Popen([AIRFLOW, *args], env=self.env, stdout=log, stderr=subprocess.STDOUT,
+                                                start_new_session=True)  # fmt: skip
+
+    def kill(self, name: str) -> None:
+        """SIGKILL a component and every process of its group, as when its node dies."""
+        p = self.procs[name]
+        try:
+            os.killpg(p.pid, signal.SIGKILL)
+        except ProcessLookupError:
+            pass
+        p.wait(10)
+
+    def health(self) -> dict:
+        try:
+            with urllib.request.urlopen(f"http://127.0.0.1:{self.port}/api/v2/monitor/health", timeout=2) as r:
+                return json.loads(r.read())
+        except OSError:
+            return {}
+
+    def healthy(self) -> bool:
+        health = self.health()
+        return all(health.get(c, {}).get("status") == "healthy" for c in ("scheduler", "triggerer", "dag_processor"))
+
+    def stop(self) -> None:
+        for p in self.procs.values():  # each component leads its own session: stop it and its workers
+            try:
+                os.killpg(p.pid, signal.SIGTERM)
+            except ProcessLookupError:
+                pass
+        for p in self.procs.values():
+            try:
+                p.wait(20)
+            except subprocess.TimeoutExpired:
+                os.killpg(p.pid, signal.SIGKILL)
+
+    def trigger(self, dag_id: str) -> str:
+        run_id = f"e2e-{uuid.uuid4().hex[:8]}"
+        wait_until(lambda: self._dag_known(dag_id), timeout=60, interval=1, what=f"{dag_id} parsed")
+        # Through the REST API: each `airflow dags` command costs seconds of imports.
+        self.api("PATCH", f"dags/{dag_id}", {"is_paused": False})
+        self.api("POST", f"dags/{dag_id}/dagRuns", {"dag_run_id": run_id, "logical_date": None})
+        return run_id
+
+    def api(self, method: str, path: str, body: dict | None = None) -> dict:
+        """A call to the REST API (every user is an admin here, no token needed)."""
+        data = None if body is None else json.dumps(body).encode()
+        req = urllib.request.Request(f"http://127.0.0.1:{self.port}/api/v2/{path}", data=data, method=method,
+                                     headers={"Content-Type": "application/json"})  # fmt: skip
+        with urllib.request.urlopen(req, timeout=10) as r:
+            return json.loads(r.read() or b"{}")
+
+    def _dag_known(self, dag_id: str) -> bool:
+        return bool(self._query("select 1 from dag where dag_id = ?", dag_id))
+
+    def _query(self, sql: str, *args: object) -> list[tuple]:
+        with sqlite3.connect(self.home / "airflow.db", timeout=10) as db:
+            return db.execute(sql, args).fetchall()
+
+    def ti(self, dag_id: str, run_id: str) -> tuple[str | None, int]:
+        rows = self._query("select state, try_number from task_instance where dag_id = ? and run_id = ?", dag_id, run_id)
+        return (rows[0][0], rows[0][1]) if rows else (None, 0)
+
+    def tis(self, dag_id: str, run_id: str) -> dict[str, tuple[str | None, int, str | None]]:
+        """Every task of a run: task id -> (state, try number, end date as stored, UTC)."""
+        rows = self._query("select task_id, state, try_number, end_date from task_instance where dag_id = ? and run_id = ?",
+                           dag_id, run_id)  # fmt: skip
+        return {r[0]: (r[1], r[2], r[3]) for r in rows}
+
+    def states_until(self, dag_id: str, run_id: str, final: set[str], timeout: float = 120) -> list[str]:
+        seen: list[str] = []
+        deadline = time.monotonic() + timeout
+        while time.monotonic() < deadline:
+            state, _ = self.ti(dag_id, run_id)
+            if state and (not seen or seen[-1] != state):
+                seen.append(state)
+            if state in final:
+                return seen
+            time.sleep(0.25)
+        raise AssertionError(f"{dag_id} {run_id} did not reach {final}; states seen: {seen}")
+
+    def task_log(self, dag_id: str, run_id: str) -> str:
+        files = (self.home / "logs" / f"dag_id={dag_id}" / f"run_id={run_id}").glob("task_id=*/attempt=*.log")
+        return "".join(f.read_text(errors="replace") for f in files)
+
+    def links(self, dag_id: str, run_id: str) -> dict[str, str]:
+        body = self.api("GET", f"dags/{dag_id}/dagRuns/{run_id}/taskInstances/job/links")
+        return {name: href or "" for name, href in body["extra_links"].items()}
+
+    def mark_failed(self, dag_id: str, run_id: str) -> None:
+        self.api("PATCH", f"dags/{dag_id}/dagRuns/{run_id}/taskInstances/job", {"new_state": "failed"})
