@@ -64,12 +64,12 @@ def test_launcher_failure_fails_the_job_and_nothing_restarts(jobs, controller):
     uid = jobs.pods("cai")["cai-worker-1"].metadata.uid
     set_pod_terminated(jobs.core, jobs.ns, "cai-launcher", phase="Failed", exit_code=2)
     jobs.wait_phase(KIND, "cai", "Failed")
-    assert jobs.condition(KIND, "cai", "Failed")["reason"] == "FailureRule"
+    assert jobs.condition(KIND, "cai", "Failed")["reason"] == "Failed"
     # A worker failing once the launcher has decided changes nothing (a worker failing before
     # it has: tests/integration/test_fidelity.py).
     set_pod_terminated(jobs.core, jobs.ns, "cai-worker-1", phase="Failed", exit_code=1)
     wait_until(lambda: (jobs.condition(KIND, "cai", "ReplicaFailure") or {}).get("status") == "True", what="ReplicaFailure")
-    assert jobs.condition(KIND, "cai", "Failed")["reason"] == "FailureRule"
+    assert jobs.condition(KIND, "cai", "Failed")["reason"] == "Failed"
     assert jobs.pods("cai")["cai-worker-1"].metadata.uid == uid  # never restarted
     assert len(jobs.pods("cai")) == 3  # cleanUpWorkers is off
 

@@ -234,9 +234,10 @@ def _decide(kind: JobKind, job: Obj, states: list[SlotState], budget: list[int] 
     succeeded = {(s.slot.type, s.slot.rank) for s in states if s.ended and s.phase == "Succeeded"}
     failed_for_good = {(s.slot.type, s.slot.rank) for s in states if s.ended and s.phase == "Failed" and not s.can_restart(budget)}
     if rule := _satisfied(kind.failure_rules(job), failed_for_good):
-        return "Failed", "FailureRule", f"The job is failed with rule: {_fmt(rule)}"
+        # Seed 001's reasons: the message names the rule, so a "FailureRule" reason added nothing.
+        return "Failed", "Failed", f"The job is failed with rule: {_fmt(rule)}"
     if rule := _satisfied(kind.success_rules(job), succeeded):
-        return "Succeeded", "SuccessRule", f"The job has finished successfully with rule: {_fmt(rule)}"
+        return "Succeeded", "Succeeded", f"The job has finished successfully with rule: {_fmt(rule)}"
     ended = succeeded | failed_for_good
     restartable = any(s.restart_recorded or (s.ended and s.can_restart(budget)) for s in states)
     if states and len(ended) == len(states) and not restartable:

@@ -64,12 +64,12 @@ def test_same_observation_twice_changes_nothing():
 @pytest.mark.parametrize(
     ("spec", "pods", "phase", "reason"),
     [
-        (RULES, [pod(W0, "Succeeded", 0), pod(W1)], "Succeeded", "SuccessRule"),
-        (RULES, [pod(W0), pod(W1, "Failed", 1)], "Failed", "FailureRule"),
-        (RULES, [pod(W0, "Failed", 1), pod(W1, "Succeeded", 0)], "Failed", "FailureRule"),
+        (RULES, [pod(W0, "Succeeded", 0), pod(W1)], "Succeeded", "Succeeded"),
+        (RULES, [pod(W0), pod(W1, "Failed", 1)], "Failed", "Failed"),
+        (RULES, [pod(W0, "Failed", 1), pod(W1, "Succeeded", 0)], "Failed", "Failed"),
         ({}, [pod(W0, "Succeeded", 0), pod(W1)], "Running", None),
-        ({}, [pod(W0, "Succeeded", 0), pod(W1, "Succeeded", 0)], "Succeeded", "SuccessRule"),
-        ({}, [pod(W0, "Failed", 2), pod(W1)], "Failed", "FailureRule"),
+        ({}, [pod(W0, "Succeeded", 0), pod(W1, "Succeeded", 0)], "Succeeded", "Succeeded"),
+        ({}, [pod(W0, "Failed", 2), pod(W1)], "Failed", "Failed"),
         ({"successRules": [{"worker": [0, 1]}], "failureRules": [{"worker": [0, 1]}]},
          [pod(W0, "Failed", 1), pod(W1, "Succeeded", 0)], "Failed", "NoRuleSatisfied"),
         ({"successRules": [{"worker": [0, 1]}], "failureRules": [{"worker": [0, 1]}]},

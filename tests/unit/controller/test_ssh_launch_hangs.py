@@ -43,7 +43,7 @@ def _children(job, workers):
         ("Running", lambda w: {**pod(w, "Failed"), "status": {"phase": "Failed", "reason": "NodeLost"}}, "Failed", "WorkerFailed"),
         ("Running", lambda w: pod(w, "Failed", 1, deleting=True), "Running", None),
         ("Running", lambda w: pod(w), "Running", None),
-        ("Succeeded", lambda w: pod(w, "Failed", 1), "Succeeded", "SuccessRule"),
+        ("Succeeded", lambda w: pod(w, "Failed", 1), "Succeeded", "Succeeded"),
     ],
     ids=["worker-dies-while-launcher-waits", "worker-oom-launcher-pending", "worker-lost", "being-deleted-is-not-final",
          "healthy", "launcher-already-decided"],
