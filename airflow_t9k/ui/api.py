@@ -112,8 +112,7 @@ def list_jobs(user: GetUserDep, kind: str | None = None, dag_id: str | None = No
 
 
 def _job(dag_id: str, run_id: str, task_id: str, map_index: int) -> Obj | None:
-    found = [j for j in reader().task_jobs(dag_id, run_id, task_id, map_index) if view.matches(j, dag_id, run_id, task_id, map_index)]
-    return view.newest(found)
+    return reader().task_job(dag_id, run_id, task_id, map_index)
 
 
 def _require_job(dag_id: str, run_id: str, task_id: str, map_index: int) -> Obj:

@@ -19,12 +19,14 @@ from airflow_t9k.api.paths import child_path, job_path
 from airflow_t9k.api.resources import RESOURCES, resource_for
 from airflow_t9k.api.runmode import resume_patch
 from airflow_t9k.k8s.errors import NotFound, NotServed
+from airflow_t9k.ui import view
 from airflow_t9k.ui.view import ANNOTATION, JOB_LABEL
 
 Obj = dict[str, Any]
 CACHE_SECONDS = 2.0
 SELECTOR = f"{ANNOTATION}/dag-id"  # every job an operator submits carries this label
 LOG_LINES = 200
+FOUND_LIMIT = 4096  # task -> job names remembered
 
 
 def _label(text: str) -> str:
@@ -52,6 +54,8 @@ class Reader:
         self._lock = threading.Lock()
         self._pool = ThreadPoolExecutor(max_workers=len(self.kinds), thread_name_prefix="t9k-ui-list")
         self.lists = 0  # LIST requests sent, for tests and the benchmark
+        self._found: dict[tuple[str, str, str, int], tuple[str, str, str]] = {}
+        self._found_lock = threading.Lock()
 
     def _list(self, kind: str, selector: str) -> list[Obj]:
         self.lists += 1
@@ -79,6 +83,29 @@ class Reader:
 
     def task_jobs(self, dag_id: str, run_id: str, task_id: str, map_index: int) -> list[Obj]:
         return self._list_all(task_selector(dag_id, run_id, task_id, map_index), self.kinds)
+
+    def task_job(self, dag_id: str, run_id: str, task_id: str, map_index: int) -> Obj | None:
+        """The task's job (the newest, should there be several). Once found, a polling tab
+        costs one GET by name instead of a LIST per kind; a job gone or replaced is searched
+        for again."""
+        key = (dag_id, run_id, task_id, map_index)
+        known = self._found.get(key)
+        if known is not None:
+            kind, namespace, name = known
+            try:
+                job = self._request("GET", job_path(resource_for(kind), namespace, name))
+            except NotFound:
+                job = None
+            if job is not None and view.matches(job, *key):
+                return job
+            self._found.pop(key, None)
+        job = view.newest([j for j in self.task_jobs(*key) if view.matches(j, *key)])
+        if job is not None:
+            with self._found_lock:
+                if len(self._found) >= FOUND_LIMIT:
+                    self._found.pop(next(iter(self._found)))
+                self._found[key] = (job["kind"], job["metadata"]["namespace"], job["metadata"]["name"])
+        return job
 
     def pods(self, job: Obj) -> list[Obj]:
         meta = job["metadata"]

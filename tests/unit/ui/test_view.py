@@ -154,3 +154,34 @@ def test_the_list_is_one_label_selected_list_per_kind_shared_for_a_moment():
                                               "/apis/batch.tensorstack.dev/v1beta1/mpijobs"]  # fmt: skip
     assert all(m == "GET" and q == {"labelSelector": f"{A}/dag-id"} for m, _, q in calls)
     assert {j["kind"] for j in first} == {"GenericJob", "MPIJob"}
+
+
+def test_a_polling_tab_finds_its_job_once_then_gets_it_by_name():
+    calls = []
+    store = {"GenericJob": [job(name="j1")]}
+
+    def transport(method, path, query=None, **_):
+        calls.append((method, path))
+        if path.endswith("/genericjobs"):
+            return {"items": [dict(j) for j in store["GenericJob"]]}
+        if path.endswith("/genericjobs/j1"):
+            return {**store["GenericJob"][0], "kind": "GenericJob"} if store["GenericJob"] else _missing()
+        return {"items": []}
+
+    reader = Reader(transport, kinds=["GenericJob", "MPIJob"])
+    assert reader.task_job("d", "r", "t", -1)["metadata"]["name"] == "j1"
+    assert sorted(p.rsplit("/", 1)[-1] for _, p in calls) == ["genericjobs", "mpijobs"]
+    calls.clear()
+    assert reader.task_job("d", "r", "t", -1)["metadata"]["name"] == "j1"
+    assert calls == [("GET", "/apis/batch.tensorstack.dev/v1beta1/namespaces/ns/genericjobs/j1")]
+    store["GenericJob"] = [job(name="j1", run="another run")]  # the name now belongs to another task
+    calls.clear()
+    assert reader.task_job("d", "r", "t", -1) is None
+    assert len(calls) == 3  # the GET, then a search again
+    assert reader.task_job("d", "r", "t", 0) is None
+
+
+def _missing():
+    from airflow_t9k.k8s.errors import NotFound
+
+    raise NotFound(404, "NotFound", "gone")
