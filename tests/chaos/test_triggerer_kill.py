@@ -1,0 +1,224 @@
+"""The triggerer SIGKILLed while T9K_CHAOS_DEFERRED tasks are deferred on their T9k jobs.
+
+A real Airflow (api-server, scheduler, dag-processor, triggerer on SQLite), the bundled
+controller and the local cluster. Every task has submitted its job and deferred, and every
+trigger is running, when the triggerer's whole process group is SIGKILLed. It is started
+again, takes the orphaned triggers over, and every task ends as its job did, on its first
+try. Round one: jobs that succeed, the triggerer restarted at once, the jobs ending while it
+watches. Round two: jobs that fail, the triggerer left down until the first has ended, so
+they end while no triggerer runs. No job is submitted twice: jobs are counted from a watch
+(a new uid is a new submission) and listed by the labels the operator sets.
+"""
+
+from __future__ import annotations
+
+import os
+import threading
+import time
+import uuid
+from collections import defaultdict
+from collections.abc import Iterator
+from datetime import datetime, timezone
+from pathlib import Path
+
+import pytest
+from kubernetes import client, watch
+from kubernetes.client.exceptions import ApiException
+from urllib3.exceptions import HTTPError
+
+from airflow_t9k.api.outcome import interpret
+from tests.support.airflow import AirflowStack
+from tests.support.cluster import wait_until
+from tests.support.controller import ControllerProcess
+
+DAGS = Path(__file__).resolve().parent / "dags"
+N = int(os.environ.get("T9K_CHAOS_DEFERRED", "10"))
+# Long enough for every task to submit and defer (all at once: N worker slots) before the
+# first job ends.
+RUNS_FOR = int(os.environ.get("T9K_CHAOS_JOB_SECONDS", "15"))
+# How long a silent triggerer is taken for alive (Airflow's default 30 s): its triggers move
+# to another triggerer only after this, so it bounds the recovery the test waits for.
+HEALTH_THRESHOLD = 10
+LABEL = "airflow-t9k.io"
+GROUP, VERSION, PLURAL = "batch.tensorstack.dev", "v1beta1", "genericjobs"
+
+
+class JobWatch:
+    """Every GenericJob ADDED (one uid = one submission), by its task; when each first ended.
+
+    The API server may be restarted by other fault tests sharing the cluster: a watch that
+    breaks or expires is followed by a fresh LIST, so no job that exists goes unseen."""
+
+    def __init__(self, api: client.CustomObjectsApi, namespace: str) -> None:
+        self.api, self.ns = api, namespace
+        self.uids: dict[tuple[str, str], set[str]] = defaultdict(set)  # (run id, task id) -> uids
+        self.ended: dict[str, tuple[float, str]] = {}  # uid -> (wall time first seen ended, phase)
+        self._stop = threading.Event()
+        self._thread = threading.Thread(target=self._run, args=(self._list(),), daemon=True)
+        self._thread.start()
+
+    def _list(self) -> str:
+        listed = self.api.list_namespaced_custom_object(GROUP, VERSION, self.ns, PLURAL)
+        for job in listed["items"]:
+            self._seen(job)
+        return listed["metadata"]["resourceVersion"]
+
+    def _run(self, rv: str | None) -> None:
+        while not self._stop.is_set():
+            w = watch.Watch()
+            try:
+                rv = rv or self._list()
+                for ev in w.stream(self.api.list_namespaced_custom_object, GROUP, VERSION, self.ns, PLURAL,
+                                   resource_version=rv, timeout_seconds=5):  # fmt: skip
+                    if ev["type"] == "ERROR":  # 410 Gone: the version is too old; list again
+                        rv = None
+                        break
+                    self._seen(ev["object"])
+                    rv = ev["object"]["metadata"]["resourceVersion"]
+                    if self._stop.is_set():
+                        break
+            except Exception:  # the API server is away: list again once it answers
+                rv = None
+                self._stop.wait(0.5)
+            finally:
+                w.stop()
+
+    def _seen(self, job: dict) -> None:
+        meta = job["metadata"]
+        notes = meta.get("annotations") or {}
+        self.uids[(notes.get(f"{LABEL}/run-id", "?"), notes.get(f"{LABEL}/task-id", "?"))].add(meta["uid"])
+        state = interpret(job)
+        if state.terminal and meta["uid"] not in self.ended:
+            self.ended[meta["uid"]] = (time.time(), state.phase or "")
+
+    def of_run(self, run_id: str) -> dict[str, set[str]]:
+        return {task: uids for (run, task), uids in list(self.uids.items()) if run == run_id}
+
+    def stop(self) -> None:
+        self._stop.set()
+        self._thread.join(10)
+
+
+@pytest.fixture(scope="module")
+def stack(cluster, api_client, crds, tmp_path_factory) -> Iterator[tuple[AirflowStack, str, JobWatch]]:
+    core = client.CoreV1Api(api_client)
+    ns = f"t9k-chaos-trig-{uuid.uuid4().hex[:6]}"
+    core.create_namespace({"metadata": {"name": ns, "labels": {"airflow-t9k/test": "true"}}})
+    wait_until(lambda: bool(core.list_namespaced_service_account(ns).items), what="default serviceaccount")
+    home = tmp_path_factory.mktemp("airflow-chaos-triggerer")
+    controller = ControllerProcess(cluster.kubeconfig, ns, home).start()
+    env = {"T9K_CHAOS_DEFERRED": str(N), "T9K_CHAOS_JOB_SECONDS": str(RUNS_FOR), "AIRFLOW__CORE__PARALLELISM": str(N),
+           "AIRFLOW__TRIGGERER__TRIGGERER_HEALTH_CHECK_THRESHOLD": str(HEALTH_THRESHOLD)}  # fmt: skip
+    airflow = AirflowStack(home, cluster.kubeconfig, ns, dags=DAGS, env=env)
+    jobs = JobWatch(client.CustomObjectsApi(api_client), ns)
+    try:
+        airflow.start()
+        yield airflow, ns, jobs
+    finally:
+        jobs.stop()
+        for name in list(airflow.procs):  # nothing to shut down cleanly for: saves the 10-15 s of a graceful stop
+            airflow.kill(name)
+        controller.stop()
+        core.delete_namespace(ns)
+
+
+def _triggers(airflow: AirflowStack, dag_id: str, run_id: str) -> list[tuple[str, str, int | None]]:
+    """(task id, state, triggerer job id of its trigger) for every task of the run."""
+    return airflow._query(
+        "select ti.task_id, ti.state, t.triggerer_id from task_instance ti left join trigger t on t.id = ti.trigger_id "
+        "where ti.dag_id = ? and ti.run_id = ?", dag_id, run_id)  # fmt: skip
+
+
+def _utc(stamp: str) -> float:
+    dt = datetime.fromisoformat(stamp)
+    return (dt if dt.tzinfo else dt.replace(tzinfo=timezone.utc)).timestamp()
+
+
+# The jobs that succeed end while the restarted triggerer watches; for the jobs that fail the
+# triggerer stays down until the first has ended, so those end while no triggerer runs.
+@pytest.mark.parametrize(("outcome", "phase", "down_until_an_end"), [("success", "Succeeded", False), ("failed", "Failed", True)])
+def test_triggerer_sigkill_with_deferred_tasks(stack, api_client, outcome: str, phase: str, down_until_an_end: bool,
+                                               figures) -> None:  # fmt: skip
+    airflow, ns, jobs = stack
+    dag_id = f"t9k_chaos_deferred_{outcome}"
+    started = time.monotonic()
+    run_id = airflow.trigger(dag_id)
+
+    def all_watched() -> bool:
+        rows = _triggers(airflow, dag_id, run_id)
+        if len(rows) != N or any(state != "deferred" or who is None for _, state, who in rows):
+            return False
+        log = airflow.task_log(dag_id, run_id)  # each trigger has logged its job's phase: it runs
+        names = _names(api_client, ns, run_id)
+        return len(names) == N and all(f"/{next(iter(n))}: phase" in log for n in names.values())
+
+    wait_until(all_watched, timeout=120, interval=0.5, what=f"{N} tasks deferred, each trigger running")
+    deferred_after = time.monotonic() - started
+    assert not _ended(jobs, run_id), "a job ended before the kill; raise T9K_CHAOS_JOB_SECONDS"
+    old = {who for _, _, who in _triggers(airflow, dag_id, run_id)}
+
+    airflow.kill("triggerer")
+    killed_at = time.monotonic()
+    if down_until_an_end:
+        wait_until(lambda: _ended(jobs, run_id), timeout=RUNS_FOR + 60, interval=0.2, what="a job to end")
+    assert {state for _, state, _ in _triggers(airflow, dag_id, run_id)} == {"deferred"}
+    airflow.launch("triggerer")
+
+    def taken_over() -> bool:
+        rows = _triggers(airflow, dag_id, run_id)
+        return all(state != "deferred" or (who is not None and who not in old) for _, state, who in rows)
+
+    wait_until(taken_over, timeout=HEALTH_THRESHOLD + 60, interval=0.5, what="a new triggerer owns every trigger")
+    takeover, takeover_wall = time.monotonic() - killed_at, time.time()
+    tis = wait_until(lambda: _final(airflow, dag_id, run_id), timeout=RUNS_FOR + 120, interval=0.5,
+                     what=f"every task of {dag_id} ended")  # fmt: skip
+
+    submitted = jobs.of_run(run_id)
+    listed = _names(api_client, ns, run_id)
+    run_jobs = {u for uids in submitted.values() for u in uids}
+    wait_until(lambda: run_jobs <= set(jobs.ended), timeout=10, what="the watch saw every job end")
+    ended_while_down = sum(1 for u in run_jobs if jobs.ended[u][0] < takeover_wall)
+    last_job_end = max(jobs.ended[u][0] for u in run_jobs)
+    last_task_end = max(_utc(end) for _, _, end in tis.values())
+    duplicates = sum(len(u) - 1 for u in submitted.values()) + sum(len(n) - 1 for n in listed.values())
+    figures(f"deferred={N} kills=1 all_deferred_after={deferred_after:.1f}s takeover_after_kill={takeover:.1f}s "
+            f"jobs_ended_before_takeover={ended_while_down} last_job_end_to_last_task_end={last_task_end - last_job_end:.1f}s "
+            f"duplicates={duplicates} round={time.monotonic() - started:.1f}s")  # fmt: skip
+
+    assert {t: s for t, (s, _, _) in tis.items() if s != outcome} == {}, tis
+    assert {t: n for t, (_, n, _) in tis.items() if n != 1} == {}, "a task was retried"
+    assert sorted(submitted) == sorted(listed) == [f"job_{i:02d}" for i in range(N)]
+    assert {t: u for t, u in submitted.items() if len(u) != 1} == {}, "a job was submitted twice"
+    assert {t: n for t, n in listed.items() if len(n) != 1} == {}, "two jobs carry one task's labels"
+    assert {jobs.ended[u][1] for u in run_jobs} == {phase}
+    assert ended_while_down > 0 if down_until_an_end else ended_while_down < N  # the round tested what it says
+
+
+def _ended(jobs: JobWatch, run_id: str) -> list[str]:
+    return [u for uids in jobs.of_run(run_id).values() for u in uids if u in jobs.ended]
+
+
+def _names(api_client, ns: str, run_id: str) -> dict[str, set[str]]:
+    """The jobs that carry the run's labels, by the task-id label. Other fault tests may be
+    restarting the shared API server: asked again until it answers."""
+    api = client.CustomObjectsApi(api_client)
+
+    def attempt() -> tuple[list[dict]] | None:
+        try:
+            return (api.list_namespaced_custom_object(GROUP, VERSION, ns, PLURAL, label_selector=f"{LABEL}/run-id={run_id}")["items"],)
+        except (ApiException, HTTPError) as exc:
+            if isinstance(exc, ApiException) and 0 < (exc.status or 0) < 500:
+                raise
+            return None
+
+    (items,) = wait_until(attempt, timeout=60, interval=0.5, what="the API server to answer")
+    out: dict[str, set[str]] = defaultdict(set)
+    for job in items:
+        out[job["metadata"]["labels"][f"{LABEL}/task-id"]].add(job["metadata"]["name"])
+    return dict(out)
+
+
+def _final(airflow: AirflowStack, dag_id: str, run_id: str) -> dict[str, tuple[str | None, int, str | None]] | None:
+    tis = airflow.tis(dag_id, run_id)
+    done = len(tis) == N and all(s in ("success", "failed", "upstream_failed", "skipped") and end for s, _, end in tis.values())
+    return tis if done else None
