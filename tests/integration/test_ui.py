@@ -19,7 +19,7 @@ from kubernetes import client
 from tests.support.airflow import ROOT, AirflowStack
 from tests.support.cluster import wait_until
 from tests.support.controller import ControllerProcess
-from tests.support.ui import PASSWORD, Api, create_teams, team_env
+from tests.support.ui import PASSWORD, Api, start_with_teams, team_env
 
 DAGS = Path(__file__).parent / "ui_dags"
 USERS = {"admin": "admin", "alice": "viewer:team_a", "carol": "user:team_a", "bob": "viewer:team_b"}
@@ -71,8 +71,7 @@ def ui(cluster, api_client, crds, tmp_path_factory) -> Iterator[Ui]:
     controller = ControllerProcess(cluster.kubeconfig, ns, home).start()
     stack = AirflowStack(home, cluster.kubeconfig, ns, env=env)
     try:
-        create_teams(stack, ["team_a", "team_b"])
-        stack.start()
+        start_with_teams(stack)
         ui = Ui(stack, ns, api_client)
         for dag_id in ("t9k_ui_a", "t9k_ui_pause", "t9k_ui_b"):
             ui.runs[dag_id] = ui.trigger(dag_id)

@@ -13,7 +13,8 @@ import urllib.request
 from pathlib import Path
 from typing import Any
 
-from tests.support.airflow import AirflowStack
+from tests.support.airflow import COMPONENTS, AirflowStack
+from tests.support.cluster import wait_until
 
 PASSWORD = "pw-{}"  # each user's password; written before the api-server generates any
 
@@ -33,10 +34,14 @@ def team_env(home: Path, bundles: dict[str, Path], users: dict[str, str]) -> dic
     }
 
 
-def create_teams(stack: AirflowStack, teams: list[str]) -> None:
+def start_with_teams(stack: AirflowStack) -> None:
+    """``stack.start()``, with the bundles' teams created before the dag-processor needs them."""
     stack.cli("db", "migrate")
-    for team in teams:
-        stack.cli("teams", "create", team)
+    stack.cli("teams", "sync")  # one team per team_name in the bundle config
+    stack.launch("api-server")
+    for name in COMPONENTS:
+        stack.launch(name)
+    wait_until(stack.healthy, timeout=120, interval=1, what="airflow components healthy")
 
 
 class Api:

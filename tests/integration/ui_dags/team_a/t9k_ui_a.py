@@ -12,7 +12,7 @@ from airflow_t9k.operators.kinds import GenericJobOperator
 START = datetime(2026, 1, 1)
 
 with DAG("t9k_ui_a", start_date=START, schedule=None, catchup=False):
-    GenericJobOperator(task_id="train", image="busybox", replicas=3, pod_annotations={"sim.t9k.test/duration": "20s"},
+    GenericJobOperator(task_id="train", image="busybox", replicas=3, pod_annotations={"sim.t9k.test/duration": "18s"},
                        deferrable=True)  # fmt: skip
 
 with DAG("t9k_ui_pause", start_date=START, schedule=None, catchup=False):
