@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import shutil
 import subprocess
 import sys
 import zipfile
@@ -28,7 +29,15 @@ def test_each_bundle_registers_its_component_under_the_react_app_name():
 
 
 def test_the_wheel_ships_the_bundles(tmp_path):
-    out = subprocess.run([sys.executable, "-m", "pip", "wheel", "--no-deps", "-q", "-w", str(tmp_path), str(ROOT)],
+    # Built from a copy of the tracked files: an in-tree build would leave build/ behind, and
+    # stale files there could reach later wheels.
+    src = tmp_path / "src"
+    files = subprocess.run(["git", "ls-files", "-z"], cwd=ROOT, capture_output=True, check=True).stdout.decode().split("\0")
+    for name in filter(None, files):
+        if (ROOT / name).is_file():
+            (src / name).parent.mkdir(parents=True, exist_ok=True)
+            shutil.copy2(ROOT / name, src / name)
+    out = subprocess.run([sys.executable, "-m", "pip", "wheel", "--no-deps", "-q", "-w", str(tmp_path), str(src)],
                          capture_output=True, text=True, timeout=300)  # fmt: skip
     assert out.returncode == 0, out.stderr
     wheel = next(tmp_path.glob("airflow_t9k-*.whl"))
