@@ -51,8 +51,13 @@ def hook_transport(hook: Any) -> Any:
 
     def request(method: str, path: str, *, body: Any = None, query: list | None = None,
                 content_type: str = "application/json", raw: bool = False) -> Any:  # fmt: skip
+        try:
+            api_client = hook.api_client
+        except Exception as exc:  # noqa: BLE001 - a missing or broken connection, said plainly
+            raise HTTPException(503, f"the T9k UI cannot use its Kubernetes connection {hook.conn_id!r} "
+                                     f"([t9k] ui_kubernetes_conn_id): {exc}") from None  # fmt: skip
         with hook._boundary(method, path):
-            resp = hook.api_client.call_api(
+            resp = api_client.call_api(
                 path, method, query_params=query or [], body=body, auth_settings=["BearerToken"], _preload_content=False,
                 header_params={"Accept": "*/*" if raw else "application/json", "Content-Type": content_type},
             )  # fmt: skip

@@ -1,0 +1,28 @@
+"""The API's transport: a connection that cannot be used is a clear 503, not a stack trace."""
+
+from __future__ import annotations
+
+import pytest
+from fastapi import HTTPException
+
+from airflow_t9k.ui.api import _map_index, hook_transport
+
+
+class BrokenHook:
+    conn_id = "k8s_missing"
+
+    @property
+    def api_client(self):
+        raise LookupError("The conn_id `k8s_missing` isn't defined")
+
+
+def test_a_missing_connection_is_a_503_naming_it():
+    with pytest.raises(HTTPException) as err:
+        hook_transport(BrokenHook())("GET", "/apis/batch.tensorstack.dev/v1beta1/genericjobs")
+    assert err.value.status_code == 503
+    assert "k8s_missing" in err.value.detail and "ui_kubernetes_conn_id" in err.value.detail
+
+
+@pytest.mark.parametrize("raw, expected", [(None, -1), ("3", 3), ("-1", -1), ("{MAP_INDEX}", -1), ("", -1)])
+def test_map_index_from_the_ui(raw, expected):
+    assert _map_index(raw) == expected
