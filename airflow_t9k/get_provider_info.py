@@ -32,7 +32,21 @@ def get_provider_info() -> dict[str, Any]:
                         "type": "string",
                         "example": "https://t9k.example.com/jobs/{namespace}/{kind}/{name}",
                         "default": "",
-                    }
+                    },
+                    "ui_kubernetes_conn_id": {
+                        "description": "The kubernetes connection the api-server's T9k UI reads and changes jobs with (docs/ui.md).",
+                        "version_added": "0.1.0",
+                        "type": "string",
+                        "example": "kubernetes_t9k",
+                        "default": "kubernetes_default",
+                    },
+                    "ui_namespace": {
+                        "description": "Namespace the T9k UI lists jobs of. Empty: every namespace.",
+                        "version_added": "0.1.0",
+                        "type": "string",
+                        "example": "training",
+                        "default": "",
+                    },
                 },
             }
         },
