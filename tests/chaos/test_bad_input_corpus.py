@@ -1,5 +1,5 @@
-"""A corpus of malformed, hostile and odd-but-valid jobs of every kind, applied next to a healthy
-job in one namespace with one controller (issue 9, sections 2 and 7).
+"""A corpus of malformed, hostile and odd-but-valid jobs of every kind, applied next to healthy
+jobs in one namespace with one controller (issue 9, sections 2 and 7).
 
 Each case has a class:
 
@@ -9,8 +9,9 @@ Each case has a class:
 - ``runs``: legitimately runs (shell substitution, huge but bounded values, unicode, zero
   replicas where allowed, unknown annotations, deep nesting where the schema prunes or keeps it).
 
-Every mismatch is reported at once, by case id. The healthy job must reach Running and finish on
-time while the controller works through the corpus, and the controller must still be alive.
+Every mismatch is reported at once, by case id. Two healthy jobs (one created before the corpus,
+one right after it) must reach Running and finish on time while the controller works through
+the corpus, and the controller must still be alive at the end.
 """
 
 from __future__ import annotations
@@ -462,7 +463,7 @@ class Healthy(threading.Thread):
 
     def __init__(self, jobs: Any, name: str) -> None:
         super().__init__(daemon=True)
-        self.jobs, self.name = jobs, name
+        self.jobs, self.job_name = jobs, name
         self.created_after: float | None = None  # the controller's share: until its pod exists
         self.scheduled_after: float | None = None  # then the scheduler's: until the pod has a node
         self.running_after: float | None = None
@@ -471,12 +472,12 @@ class Healthy(threading.Thread):
         self.stop = threading.Event()
 
     def run(self) -> None:
-        self.jobs.create(healthy(self.name))
+        self.jobs.create(healthy(self.job_name))
         started = time.monotonic()
         while not self.stop.is_set() and self.end is None:
-            phase = self.jobs.phase("GenericJob", self.name)
+            phase = self.jobs.phase("GenericJob", self.job_name)
             if self.scheduled_after is None:
-                pods = self.jobs.pods(self.name).values()
+                pods = self.jobs.pods(self.job_name).values()
                 if pods and self.created_after is None:
                     self.created_after = time.monotonic() - started
                 if any(p.spec.node_name for p in pods):
@@ -495,7 +496,7 @@ class Healthy(threading.Thread):
         return None
 
     def figure(self) -> str:
-        return (f"{self.name}: pod created after {_s(self.created_after)}, scheduled after {_s(self.scheduled_after)}, "
+        return (f"{self.job_name}: pod created after {_s(self.created_after)}, scheduled after {_s(self.scheduled_after)}, "
                 f"Running after {_s(self.running_after)}, {self.end} after {_s(self.done_after)}")  # fmt: skip
 
 
@@ -551,7 +552,7 @@ def run_corpus(jobs: Any, controller: Any, figures: Callable[[str], None]) -> No
         problems[cid] = f"not settled within {CORPUS_WITHIN:.0f}s: {last.get(cid)}"
     for h in (first, busy):
         if (problem := h.problem()) is not None:
-            problems[h.name] = problem
+            problems[h.job_name] = problem
 
     counts = {cls: sum(c.cls == cls for c in CORPUS) for cls in ("admission", "failed", "runs")}
     figures(f"corpus: {len(CORPUS)} cases ({', '.join(f'{k} {v}' for k, v in counts.items())}) over {len(KINDS)} kinds; "
