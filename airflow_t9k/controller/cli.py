@@ -8,12 +8,13 @@ import logging
 import os
 import signal
 import socket
+import sys
 import uuid
 from pathlib import Path
 from typing import Any
 
 from airflow_t9k.api.resources import RESOURCES, resource_for
-from airflow_t9k.k8s.client import Kube, load_api_client
+from airflow_t9k.k8s.client import DEEP_NESTING, Kube, load_api_client
 from airflow_t9k.k8s.errors import ApiError, Forbidden, NotFound
 from airflow_t9k.controller.leader import LeaderElector
 from airflow_t9k.controller.metrics import InstrumentedKube, Metrics
@@ -156,4 +157,7 @@ def run_controller(args: argparse.Namespace) -> int:
     # The client library logs whole response bodies at DEBUG, Secrets included (our SSH keys).
     for noisy in ("kubernetes_asyncio", "aiohttp"):
         logging.getLogger(noisy).setLevel(max(logging.INFO, logging.getLogger().level))
+    # Jobs may hold values nested as deep as the API server stores them (10,000 levels) in the
+    # fields the CRDs leave open; every pass serializes the job for its status write.
+    sys.setrecursionlimit(max(sys.getrecursionlimit(), DEEP_NESTING))
     return asyncio.run(main_async(args))
