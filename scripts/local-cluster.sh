@@ -12,6 +12,17 @@
 #   scripts/local-cluster.sh start C      start C again (after `kill`) and wait until it answers
 #   scripts/local-cluster.sh restart C [S]  SIGKILL C, keep it down S seconds (default 0), start it
 #   scripts/local-cluster.sh supervise    start the supervisor for a cluster `up` started without one
+#   scripts/local-cluster.sh kueue up|down|status|log   Kueue on the running cluster (see below)
+#
+# Kueue (opt-in: `up --with-kueue` or T9K_WITH_KUEUE=1, or `kueue up` on a running cluster):
+# its manager is built from the Go module proxy (tools/kueue, a module of its own) into
+# ~/.cache/airflow-t9k/kueue-<version>/bin and runs as a plain process next to the control
+# plane. Its CRDs and its kueue.x-k8s.io webhooks are installed with URL client configs on
+# 127.0.0.1, served with a certificate from this script's CA; a ResourceFlavor `default` and
+# a ClusterQueue `cluster-queue` with quota for the kwok nodes' cpu, memory, nvidia.com/gpu
+# and huawei.com/Ascend910 are created. LocalQueues are the users' (and the tests') to make.
+# `kueue down` stops the manager only: CRDs and webhooks stay, so Workload writes fail while
+# it is down, as on a real cluster whose Kueue is unavailable. `down` stops it too.
 #
 # `up` starts a supervisor: a component that dies (kube-scheduler exits on its own after
 # API server restarts, "Scheduler cache is corrupted") is started again within seconds and
@@ -42,6 +53,12 @@ P_API=${T9K_PORT_APISERVER:-36443}
 P_KCM=${T9K_PORT_KCM:-30257}
 P_SCHED=${T9K_PORT_SCHEDULER:-30259}
 P_KWOK=${T9K_PORT_KWOK:-30247}  # kwok serves node endpoints (pod logs) and metrics here
+P_KUEUE_WEBHOOK=${T9K_PORT_KUEUE_WEBHOOK:-39443}  # the API server calls Kueue's webhooks here
+P_KUEUE_HEALTH=${T9K_PORT_KUEUE_HEALTH:-38081}
+P_KUEUE_METRICS=${T9K_PORT_KUEUE_METRICS:-38443}
+KUEUE_VERSION=v0.17.0
+KUEUE_BIN=$CACHE/kueue-$KUEUE_VERSION/bin
+KUEUE_STATE=$STATE/kueue
 
 
 COMPONENTS=(etcd kube-apiserver kube-controller-manager kube-scheduler kwok)
@@ -416,10 +433,208 @@ status() {
   ((any))
 }
 
+# -- Kueue (opt-in) ---------------------------------------------------------------------------
+kueue_built() { [[ -x $KUEUE_BIN/kueue && "$(cat "$KUEUE_BIN/kueue.version" 2>/dev/null)" == "$KUEUE_VERSION" ]]; }
+
+kueue_build() {
+  kueue_built && return 0
+  check_go
+  mkdir -p "$KUEUE_BIN" "$CACHE/logs"
+  local t0=$SECONDS
+  # Niced: minutes of both cores on a machine others use too.
+  run_build "Kueue $KUEUE_VERSION" "$CACHE/logs/build-kueue.log" \
+    bash -c "cd '$ROOT/tools/kueue' && GOTOOLCHAIN=local CGO_ENABLED=0 nice -n 10 go build -trimpath \
+      -ldflags '-s -w -X sigs.k8s.io/kueue/pkg/version.GitVersion=$KUEUE_VERSION -X sigs.k8s.io/kueue/pkg/version.GitCommit=module-proxy' \
+      -o '$KUEUE_BIN/kueue' sigs.k8s.io/kueue/cmd/kueue"
+  echo "$KUEUE_VERSION" >"$KUEUE_BIN/kueue.version"
+  log "Kueue built in $((SECONDS - t0))s"
+}
+
+kueue_python() {  # PyYAML is needed to render the manifests: the project's venv has it
+  local p
+  for p in "${T9K_PYTHON:-}" "$ROOT/.venv/bin/python" python3; do
+    [[ -n $p ]] && "$p" -c 'import yaml' 2>/dev/null && { echo "$p"; return 0; }
+  done
+  die "rendering Kueue's manifests needs python3 with PyYAML ('make setup' makes .venv)"
+}
+
+kueue_certs() {  # the webhook serving pair, signed by the cluster's CA, valid for 127.0.0.1
+  local d=$KUEUE_STATE/pki
+  [[ -f $d/webhook/tls.crt ]] && return 0
+  mkdir -p "$d/webhook"
+  (
+    cd "$d"
+    openssl req -newkey rsa:2048 -nodes -subj /CN=kueue-webhook -keyout tls.key -out tls.csr 2>/dev/null
+    printf '%s\n' 'subjectAltName=IP:127.0.0.1,DNS:localhost' 'keyUsage=critical,digitalSignature,keyEncipherment' \
+      'extendedKeyUsage=serverAuth' 'basicConstraints=critical,CA:FALSE' 'authorityKeyIdentifier=keyid,issuer' >san.ext
+    openssl x509 -req -in tls.csr -CA "$PKI/ca.crt" -CAkey "$PKI/ca.key" -CAcreateserial -days 3650 \
+      -extfile san.ext -out tls.crt 2>/dev/null
+    chmod 600 tls.key
+    cp tls.crt tls.key webhook/
+  )
+}
+
+kueue_config() {
+  cat >"$KUEUE_STATE/config.yaml" <<CFG
+apiVersion: config.kueue.x-k8s.io/v1beta2
+kind: Configuration
+namespace: kueue-system
+health: {healthProbeBindAddress: "127.0.0.1:$P_KUEUE_HEALTH"}
+metrics: {bindAddress: "127.0.0.1:$P_KUEUE_METRICS"}
+webhook: {host: 127.0.0.1, port: $P_KUEUE_WEBHOOK, certDir: "$KUEUE_STATE/pki/webhook"}
+leaderElection: {leaderElect: false}
+# Its own certificates would name only a Service's DNS name; the API server calls 127.0.0.1.
+internalCertManagement: {enable: false}
+clientConnection: {qps: 50, burst: 100}
+# On by default, it would want a certificate at a fixed path and listen on all interfaces.
+featureGates: {VisibilityOnDemand: false}
+integrations: {frameworks: [batch/job]}
+CFG
+}
+
+kueue_install() {
+  local mod
+  mod=$(cd "$ROOT/tools/kueue" && GOTOOLCHAIN=local go list -m -f '{{.Dir}}' sigs.k8s.io/kueue)
+  "$(kueue_python)" "$ROOT/scripts/kueue_render.py" "$mod" "$PKI/ca.crt" "$P_KUEUE_WEBHOOK" "$KUEUE_STATE/manifests"
+  kubectl_ create namespace kueue-system --dry-run=client -o yaml | kubectl_ apply -f - >/dev/null
+  # Server-side: the Workload CRD is too large for the last-applied annotation.
+  kubectl_ apply --server-side --force-conflicts -f "$KUEUE_STATE/manifests/crds.yaml" >/dev/null
+  kubectl_ wait --for condition=Established --timeout=60s -f "$KUEUE_STATE/manifests/crds.yaml" >/dev/null
+  kubectl_ apply --server-side --force-conflicts -f "$KUEUE_STATE/manifests/webhooks.yaml" >/dev/null
+}
+
+kueue_queues() {  # quota = what the kwok nodes offer, so the queue limits nothing the nodes would not
+  local q
+  q=$(kubectl_ get nodes -l type=kwok -o json | "$(kueue_python)" -c '
+import json, sys
+units = {"Ki": 2**10, "Mi": 2**20, "Gi": 2**30, "Ti": 2**40}
+def qty(v):
+    for u, m in units.items():
+        if v.endswith(u):
+            return int(float(v[:-2]) * m)
+    return int(float(v[:-1]) / 1000) if v.endswith("m") else int(float(v))
+total = {}
+for n in json.load(sys.stdin)["items"]:
+    for r in ("cpu", "memory", "nvidia.com/gpu", "huawei.com/Ascend910"):
+        total[r] = total.get(r, 0) + qty(str(n["status"]["allocatable"].get(r, "0")))
+print(" ".join(str(total[r]) for r in ("cpu", "memory", "nvidia.com/gpu", "huawei.com/Ascend910")))')
+  read -r cpu mem gpu npu <<<"$q"
+  kubectl_ apply --server-side --force-conflicts -f - >/dev/null <<YAML
+apiVersion: kueue.x-k8s.io/v1beta2
+kind: ResourceFlavor
+metadata: {name: default}
+---
+apiVersion: kueue.x-k8s.io/v1beta2
+kind: ClusterQueue
+metadata: {name: cluster-queue}
+spec:
+  namespaceSelector: {}
+  preemption: {withinClusterQueue: LowerPriority}
+  resourceGroups:
+  - coveredResources: [cpu, memory, nvidia.com/gpu, huawei.com/Ascend910]
+    flavors:
+    - name: default
+      resources:
+      - {name: cpu, nominalQuota: "$cpu"}
+      - {name: memory, nominalQuota: "$mem"}
+      - {name: nvidia.com/gpu, nominalQuota: "$gpu"}
+      - {name: huawei.com/Ascend910, nominalQuota: "$npu"}
+YAML
+}
+
+kueue_answers() { curl -fs "http://127.0.0.1:$P_KUEUE_HEALTH/readyz" >/dev/null 2>&1; }
+
+kueue_start() {
+  local p
+  for p in "$P_KUEUE_WEBHOOK" "$P_KUEUE_HEALTH" "$P_KUEUE_METRICS"; do
+    port_in_use "$p" && die "port $p is in use (another Kueue?); stop it or set the T9K_PORT_KUEUE_* variables"
+  done
+  local userns=()
+  ((EUID == 0)) || userns=(--user --map-root-user)
+  rm -rf "$KUEUE_STATE/etc"
+  mkdir -p "$KUEUE_STATE/etc/upper" "$KUEUE_STATE/etc/work" "$STATE/logs"
+  # With its own certificate management off, Kueue v0.17 reads the metrics certificate from
+  # the fixed /etc/kueue/metrics/certs. A private mount namespace lays an overlay on /etc
+  # that holds it, so the host's /etc is never written. `exec` keeps the saved PID Kueue's.
+  nohup unshare "${userns[@]}" --mount --propagation private -- bash -c '
+    set -e
+    mount -t overlay overlay -o "lowerdir=/etc,upperdir=$1/etc/upper,workdir=$1/etc/work" /etc
+    mkdir -p /etc/kueue/metrics/certs
+    cp "$1/pki/tls.crt" "$1/pki/tls.key" /etc/kueue/metrics/certs/
+    exec "$2" --config="$1/config.yaml" --kubeconfig="$3" --zap-log-level=2
+  ' _ "$KUEUE_STATE" "$KUEUE_BIN/kueue" "$KC" >>"$STATE/logs/kueue.log" 2>&1 </dev/null &
+  save_pid kueue $!
+  wait_for kueue 60 kueue_answers
+}
+
+kueue_up() {
+  require_cluster
+  pid_alive kube-apiserver || die "the local cluster is not running ('$0 up' first)"
+  if pid_alive kueue && kueue_answers; then
+    log "Kueue already running (pid $(pid_of kueue))"
+    return 0
+  fi
+  kueue_build
+  local t0=$SECONDS
+  mkdir -p "$KUEUE_STATE"
+  kueue_certs
+  kueue_config
+  kueue_install
+  kueue_start
+  kueue_queues
+  log "Kueue $KUEUE_VERSION ready in $((SECONDS - t0))s (pid $(pid_of kueue)); ClusterQueue cluster-queue"
+}
+
+kueue_down() {
+  local pid
+  pid=$(pid_of kueue)
+  rm -f "$STATE/pids/kueue"
+  if [[ -n $pid ]] && kill -0 "$pid" 2>/dev/null; then
+    kill "$pid" 2>/dev/null || true
+    for _ in $(seq 40); do kill -0 "$pid" 2>/dev/null || break; sleep 0.25; done
+    kill -9 "$pid" 2>/dev/null || true
+    log "stopped kueue:$pid"
+  fi
+  return 0
+}
+
+kueue_status() {
+  if pid_alive kueue; then
+    echo "kueue: running (pid $(pid_of kueue))"
+  elif [[ -d $KUEUE_STATE ]]; then
+    echo "kueue: stopped (CRDs and webhooks stay installed: Workload writes fail until '$0 kueue up')"
+    return 1
+  else
+    echo "kueue: not set up ('$0 kueue up')"
+    return 1
+  fi
+}
+
+with_kueue() { [[ ${T9K_WITH_KUEUE:-0} == 1 ]]; }
+
 case ${1:-} in
-  up) up ;;
-  down) down_quiet ;;
-  status) status ;;
+  up)
+    [[ ${2:-} == --with-kueue ]] && T9K_WITH_KUEUE=1
+    with_kueue && kueue_build  # before the cluster starts: a failed build leaves nothing running
+    up
+    if with_kueue; then kueue_up; fi
+    ;;
+  down) kueue_down; down_quiet ;;
+  status)
+    status && rc=0 || rc=$?
+    if [[ -f $STATE/pids/kueue || -d $KUEUE_STATE ]]; then kueue_status || true; fi
+    exit $rc
+    ;;
+  kueue)
+    case ${2:-} in
+      up) kueue_up ;;
+      down) kueue_down ;;
+      status) kueue_status ;;
+      build) kueue_build ;;
+      log) tail -n "${3:-50}" "$STATE/logs/kueue.log" ;;
+      *) echo "usage: $0 kueue up|down|status|build|log [lines]" >&2; exit 2 ;;
+    esac
+    ;;
   env) echo "export KUBECONFIG=$KC" ;;
   build) build ;;
   bin) echo "$BIN" ;;
@@ -432,5 +647,5 @@ case ${1:-} in
     ;;
   supervise) require_cluster; start_supervisor; log "supervisor running (pid $(pid_of supervisor))" ;;
   _supervise) supervise_loop ;;
-  *) echo "usage: $0 up|down|status|env|build|bin|kill C|start C|restart C [seconds]|supervise" >&2; exit 2 ;;
+  *) echo "usage: $0 up [--with-kueue]|down|status|env|build|bin|kill C|start C|restart C [seconds]|supervise|kueue up|down|status|build|log" >&2; exit 2 ;;
 esac
