@@ -231,3 +231,46 @@ def test_browser_pause_and_resume_from_the_task_tab(ui, browser):
     assert not errors, errors
     page.close()
 
+
+
+def _elastic_job(ns: str, run_id: str) -> dict:
+    # Submitted as the operator would for task t9k_ui_a.train of run ``run_id`` (labels and the
+    # exact annotations), so the task's endpoints find it.
+    keys = {"dag-id": "t9k_ui_a", "run-id": run_id, "task-id": "train", "map-index": "-1"}
+    return {
+        "apiVersion": "batch.tensorstack.dev/v1beta1", "kind": "PyTorchTrainingJob",
+        "metadata": {"name": "el-ui", "namespace": ns,
+                     "labels": {f"airflow-t9k.io/{k}": ("none" if v == "-1" else v) for k, v in keys.items()},
+                     "annotations": {f"airflow-t9k.io/{k}": v for k, v in keys.items()}},
+        "spec": {"torchrunConfig": {"enabled": True, "procPerNode": "1", "maxRestarts": 5},
+                 "elastic": {"enabled": True, "minReplicas": 1, "maxReplicas": 3, "expectedReplicas": 2},
+                 "replicaSpecs": [{"type": "worker", "replicas": 2, "restartPolicy": "ExitCode",
+                                   "template": {"spec": {"containers": [{"name": "pytorch", "image": "pytorch:2",
+                                                                         "command": ["python"], "args": ["train.py"]}]}}}]},
+    }  # fmt: skip
+
+
+def test_scale_an_elastic_job_within_bounds_then_delete_it(ui):
+    run_id = f"elastic-{uuid.uuid4().hex[:6]}"
+    ui.objects.create_namespaced_custom_object("batch.tensorstack.dev", "v1beta1", ui.ns, "pytorchtrainingjobs", _elastic_job(ui.ns, run_id))
+    path = f"/t9k/api/dags/t9k_ui_a/runs/{run_id}/tasks/train/job"
+    status, body = ui.api.call("GET", path, "alice")
+    assert status == 200 and body["job"]["elastic"]["expectedReplicas"] == 2, body
+
+    def expected() -> int:
+        job = ui.objects.get_namespaced_custom_object("batch.tensorstack.dev", "v1beta1", ui.ns, "pytorchtrainingjobs", "el-ui")
+        return job["spec"]["elastic"]["expectedReplicas"]
+
+    assert ui.api.call("POST", path + "/scale", "alice", body={"replicas": 3})[0] == 403
+    status, body = ui.api.call("POST", path + "/scale", "carol", body={"replicas": 3})
+    assert status == 200 and "spec.replicas=3" in body["message"], body
+    assert expected() == 3
+    status, body = ui.api.call("POST", path + "/scale", "carol", body={"replicas": 4})
+    assert status == 422 and "maxReplicas 3" in body["detail"], body
+    assert expected() == 3
+    wait_until(lambda: len(ui.api.call("GET", path, "alice")[1]["job"]["replica_table"]) == 3, timeout=30, what="three replicas")
+
+    assert ui.api.call("POST", path + "/delete", "alice", body={})[0] == 403
+    status, body = ui.api.call("POST", path + "/delete", "carol", body={})
+    assert status == 200 and body["done"] == "deleted", body
+    wait_until(lambda: ui.api.call("GET", path, "alice")[1]["job"] is None, timeout=30, what="job gone")
