@@ -148,6 +148,12 @@ class T9kHook(KubernetesHook):
             return ""
 
     @contextlib.contextmanager
+    def boundary(self, method: str, path: str) -> Iterator[None]:
+        """Client exceptions raised inside become ``k8s.errors`` ones, explained in one sentence."""
+        with self._boundary(method, path):
+            yield
+
+    @contextlib.contextmanager
     def _boundary(self, method: str, path: str) -> Iterator[None]:
         try:
             yield
@@ -208,8 +214,14 @@ class T9kHook(KubernetesHook):
         return list(out.get("items") or [])
 
     def read_log_tail(self, pod: str, namespace: str, lines: int) -> str:
+        path = child_path("Pod", namespace, pod, "log")
         try:
-            return str(self._call(self.core_v1_client.read_namespaced_pod_log, pod, namespace, tail_lines=lines))
+            with self._boundary("GET", path):
+                resp = self.api_client.call_api(
+                    path, "GET", query_params=[("tailLines", lines)], header_params={"Accept": "text/plain"},
+                    auth_settings=["BearerToken"], _preload_content=False,
+                )  # fmt: skip
+            return resp.data.decode("utf-8", errors="replace") if resp.data else ""
         except ApiError as exc:
             return f"(log not available: {exc.message or exc.reason})"
 

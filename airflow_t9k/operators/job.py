@@ -32,9 +32,10 @@ from airflow.sdk.configuration import conf
 from airflow.sdk.exceptions import AirflowException, AirflowTaskTimeout
 
 from airflow_t9k.api.outcome import JobState, interpret
+from airflow_t9k.api.paths import job_path
 from airflow_t9k.api.resources import resource_for
 from airflow_t9k.api.runmode import pause_patch, paused_by_task, resume_patch
-from airflow_t9k.k8s.errors import AlreadyExists, ApiError, Conflict, Invalid, NotFound
+from airflow_t9k.k8s.errors import AlreadyExists, ApiError, Conflict, Invalid, NotFound, is_transient
 from airflow_t9k.hooks.t9k import T9kHook
 from airflow_t9k.kinds.registry import KINDS
 from airflow_t9k.links import XCOM_IDENTITY, T9kJobLink
@@ -444,39 +445,63 @@ class T9kJobOperator(BaseOperator):
         )
 
     def _wait_sync(self, identity: Obj, deadline: float | None) -> Obj:
-        """Wait on this worker by watching the job (one watch, resumed when it ends)."""
+        """Wait on this worker by watching the job (one watch, resumed when it ends).
+
+        An API server that stops answering is waited out with back-off until the deadline,
+        as the trigger does; a permanent error (CRD gone, access revoked) ends the wait.
+        """
+        delay = 1.0
+        last: list[str | None] = [None]
+        while True:
+            try:
+                event = self._watch_step(identity, deadline, last)
+                delay = 1.0
+            except ApiError as exc:
+                if not is_transient(exc):
+                    raise
+                if deadline is not None and time.time() + delay > deadline:
+                    return self._event_from(None, "timeout", f"timed out waiting for {identity['name']}; last error: {exc.message}")
+                self.log.warning("%s; retrying in %.0fs", exc.message, delay)
+                time.sleep(delay)
+                delay = min(delay * 2, 10.0)
+                continue
+            if event is not None:
+                return event
+
+    def _watch_step(self, identity: Obj, deadline: float | None, last: list[str | None]) -> Obj | None:
+        """Read the job; return the final event if the wait is over, else watch until it changes."""
         from kubernetes import watch
 
         resource = resource_for(identity["kind"])
-        api = self.hook.custom_object_client
-        last_phase = None
-        while True:
-            job = self.hook.get_job(identity["kind"], identity["name"], identity["namespace"])
-            if job is None or job["metadata"]["uid"] != identity["uid"]:
-                return self._event_from(job, "error", f"{identity['kind']} {identity['name']} was deleted or replaced")
-            state = interpret(job)
-            if state.phase != last_phase:
-                self.log.info("%s %s: %s", identity["kind"], identity["name"], state.summary())
-                last_phase = state.phase
-            if state.terminal:
-                return self._event_from(job, "success" if state.succeeded else "failed")
-            remaining = None if deadline is None else deadline - time.time()
-            if remaining is not None and remaining <= 0:
-                return self._event_from(job, "timeout", f"timed out waiting for {identity['name']} ({state.summary()})")
-            startup_left = startup_remaining(job, self.startup_timeout)
-            if startup_left is not None and startup_left <= 0:
-                reason = self.hook.pending_reason(identity["name"], identity["namespace"])
-                return self._event_from(job, "timeout", startup_failure(identity["kind"], identity["namespace"], identity["name"],
-                                                                        self.startup_timeout, reason))  # fmt: skip
-            if startup_left is not None:
-                remaining = startup_left if remaining is None else min(remaining, startup_left)
-            w = watch.Watch()
+        job = self.hook.get_job(identity["kind"], identity["name"], identity["namespace"])
+        if job is None or job["metadata"]["uid"] != identity["uid"]:
+            return self._event_from(job, "error", f"{identity['kind']} {identity['name']} was deleted or replaced")
+        state = interpret(job)
+        if state.phase != last[0]:
+            self.log.info("%s %s: %s", identity["kind"], identity["name"], state.summary())
+            last[0] = state.phase
+        if state.terminal:
+            return self._event_from(job, "success" if state.succeeded else "failed")
+        remaining = None if deadline is None else deadline - time.time()
+        if remaining is not None and remaining <= 0:
+            return self._event_from(job, "timeout", f"timed out waiting for {identity['name']} ({state.summary()})")
+        startup_left = startup_remaining(job, self.startup_timeout)
+        if startup_left is not None and startup_left <= 0:
+            reason = self.hook.pending_reason(identity["name"], identity["namespace"])
+            return self._event_from(job, "timeout", startup_failure(identity["kind"], identity["namespace"], identity["name"],
+                                                                    self.startup_timeout, reason))  # fmt: skip
+        if startup_left is not None:
+            remaining = startup_left if remaining is None else min(remaining, startup_left)
+        w = watch.Watch()
+        path = job_path(resource, identity["namespace"])
+        with self.hook.boundary("WATCH", path):
             for _ in w.stream(
-                api.list_namespaced_custom_object, resource.group, resource.version, identity["namespace"], resource.plural,
-                field_selector=f"metadata.name={identity['name']}", resource_version=job["metadata"]["resourceVersion"],
-                timeout_seconds=int(min(remaining or 60, 60)) or 1,
+                self.hook.custom_object_client.list_namespaced_custom_object, resource.group, resource.version,
+                identity["namespace"], resource.plural, field_selector=f"metadata.name={identity['name']}",
+                resource_version=job["metadata"]["resourceVersion"], timeout_seconds=int(min(remaining or 60, 60)) or 1,
             ):  # fmt: skip
-                w.stop()  # something changed: read it fresh above
+                w.stop()  # something changed: read it fresh on the next step
+        return None
 
     def _event_from(self, job: Obj | None, status: str, message: str | None = None) -> Obj:
         state = interpret(job)
@@ -530,7 +555,11 @@ class T9kJobOperator(BaseOperator):
                 self._delete(ours)
             return {k: event.get(k) for k in ("kind", "name", "namespace", "uid", "phase")} | {"summary": state.summary()}
         if status == "timeout":
-            self._kill_job(ours, "timeout")
+            try:
+                self._kill_job(ours, "timeout")
+            except ApiError as exc:  # the cluster may be what timed out; the task still ends
+                self.log.warning("could not %s %s %s/%s after the timeout: %s", self.on_kill_action, ours["kind"],
+                                 ours["namespace"], ours["name"], exc.message)  # fmt: skip
             raise AirflowTaskTimeout(event.get("message") or "timed out")
         if self.delete_on_finish == "always":
             self._delete(ours)
