@@ -152,7 +152,14 @@ class TypedJobOperator(T9kJobOperator):
                 return parse_machine_type(self.machine_type).resources()
             except InvalidMachineType as exc:
                 raise AirflowException(str(exc)) from None
-        return copy.deepcopy(self.container_resources) if self.container_resources else None
+        if not self.container_resources:
+            return None
+        # A quantity is a string or an integer in the Pod schema; 0.5 (as Python writes it) is
+        # refused by the API server, so it goes as the string "0.5".
+        return {
+            section: {k: str(v) if isinstance(v, float) else v for k, v in values.items()} if isinstance(values, dict) else values
+            for section, values in copy.deepcopy(self.container_resources).items()
+        }
 
     def container(self, name: str | None = None) -> Obj:
         c: Obj = {"name": name or self.container_name, "image": self.image}

@@ -473,3 +473,14 @@ def test_only_a_pause_by_the_task_is_resumed_by_a_retry(job, expected):
     from airflow_t9k.api.runmode import paused_by_task
 
     assert paused_by_task(job) is expected
+
+
+@pytest.mark.parametrize(
+    ("given", "sent"),
+    [({"limits": {"cpu": 0.5, "memory": "1Gi"}}, {"limits": {"cpu": "0.5", "memory": "1Gi"}}),
+     ({"requests": {"cpu": 2, "nvidia.com/gpu": 1}}, {"requests": {"cpu": 2, "nvidia.com/gpu": 1}})],
+)  # fmt: skip
+def test_fractional_quantities_go_as_strings(given, sent):
+    """The CRD's Pod schema takes a quantity as a string or an integer, never a float."""
+    job = op(GenericJobOperator, command=["t"], replicas=1, container_resources=given).render_job(ctx())
+    assert job["spec"]["replicaSpecs"][0]["template"]["spec"]["containers"][0]["resources"] == sent
