@@ -12,6 +12,7 @@ CHILDREN = {
     "Secret": ("/api/v1", "secrets"),
     "Event": ("/api/v1", "events"),
     "Job": ("/apis/batch/v1", "jobs"),  # BeamJob's submit job
+    "Workload": ("/apis/kueue.x-k8s.io/v1beta2", "workloads"),  # Kueue admission (docs/queueing.md)
 }
 
 

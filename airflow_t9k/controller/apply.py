@@ -20,7 +20,7 @@ from airflow_t9k.api.resources import resource_for
 from airflow_t9k.k8s.client import Kube
 from airflow_t9k.k8s.errors import AlreadyExists, Conflict, Invalid, NotFound
 from airflow_t9k.k8s.informer import Informer
-from airflow_t9k.controller.reconcile import CreateSSHSecret, Delete, Emit, Patch, Plan
+from airflow_t9k.controller.reconcile import CreateSSHSecret, Delete, Emit, Patch, Plan, ReplaceStatus
 from airflow_t9k.controller.reconcile.actions import Action
 from airflow_t9k.controller.reconcile.plan import rejected
 from airflow_t9k.controller.reconcile.status import StatusBuilder, bounded
@@ -79,6 +79,9 @@ class Executor:
                 if isinstance(action, Patch):
                     await self._patch(ns, action)
                     return None
+                if isinstance(action, ReplaceStatus):
+                    await self._replace_status(ns, action)
+                    return None
                 manifest = dict(action.manifest)
                 if isinstance(action, CreateSSHSecret):
                     manifest["data"] = ssh_secret_data()
@@ -118,6 +121,15 @@ class Executor:
             return
         self.metrics[f"patch.{action.kind}"] += 1
         self.informer_for(action.kind, ns).store(patched)
+
+    async def _replace_status(self, ns: str, action: ReplaceStatus) -> None:
+        """PUT with the cached resourceVersion: a Conflict re-plans from the newer object."""
+        try:
+            updated = await self.kube.replace(child_path(action.kind, ns, action.name, "status"), body=action.body)
+        except NotFound:
+            return
+        self.metrics[f"status_write.{action.kind}"] += 1
+        self.informer_for(action.kind, ns).store(updated)
 
     async def _delete(self, ns: str, action: Delete) -> None:
         informer = self.informer_for(action.kind, ns)

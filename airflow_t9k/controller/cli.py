@@ -59,6 +59,10 @@ def add_controller_parser(sub: Any) -> None:
                    help="job kind to watch; repeat for several; default: every kind (e.g. leave AscendJob to "
                         "MindCluster's ascend-operator where it runs)")  # fmt: skip
     p.add_argument("--force", action="store_true", help="start even where another controller seems to own the CRDs")
+    p.add_argument("--queueing", choices=["auto", "kueue", "off"], default="auto",
+                   help="admission of jobs that name a queue through Kueue's Workload API (docs/queueing.md): auto "
+                        "(default) uses it where the cluster serves it and the queue names a LocalQueue of the job's "
+                        "namespace; kueue requires it for every named queue; off never uses it")  # fmt: skip
     p.set_defaults(func=run_controller)
 
 
@@ -82,6 +86,23 @@ async def check_crds(kube: Kube, force: bool, kinds: list[str]) -> None:
                 "controllers seem to manage these kinds here, and two controllers would fight over the same "
                 "pods. Use the platform's controllers, or pass --force if you are sure."
             )
+
+
+async def detect_queueing(kube: Kube, mode: str) -> str:
+    """Resolve --queueing against the cluster: kueue | auto | absent | off (runner.Settings.queueing)."""
+    if mode == "off":
+        return "off"
+    try:
+        doc = await kube.get("/apis/kueue.x-k8s.io/v1beta2")
+        served = any(r.get("name") == "workloads" for r in doc.get("resources") or [])
+    except NotFound:
+        served = False
+    if not served:
+        if mode == "kueue":
+            raise RefuseToStart("--queueing=kueue, but the cluster does not serve kueue.x-k8s.io/v1beta2 Workloads: "
+                                "install Kueue, or run with --queueing=auto")  # fmt: skip
+        return "absent"
+    return mode
 
 
 def lease_namespace(args: argparse.Namespace) -> str:
@@ -117,6 +138,7 @@ async def main_async(args: argparse.Namespace) -> int:
     try:
         try:
             await check_crds(kube, args.force, kinds)
+            queueing = await detect_queueing(kube, args.queueing)
         except RefuseToStart as exc:
             log.error("%s", exc)
             return 3
@@ -130,7 +152,8 @@ async def main_async(args: argparse.Namespace) -> int:
             return 2
         if elector is not None:
             kube.fence = elector.valid  # every write of the controller checks its lease first
-        controller = Controller(kube, Settings(namespaces=args.namespaces, workers=args.workers, kinds=kinds), instruments)
+        settings = Settings(namespaces=args.namespaces, workers=args.workers, kinds=kinds, queueing=queueing)
+        controller = Controller(kube, settings, instruments)
         if args.health_port:
             server = await serve(controller, args.health_address, args.health_port)
         task = asyncio.create_task(controller.run(elector=elector))
@@ -138,7 +161,8 @@ async def main_async(args: argparse.Namespace) -> int:
         for sig in (signal.SIGTERM, signal.SIGINT):
             loop.add_signal_handler(sig, task.cancel)
         scope = ", ".join(args.namespaces) or "all namespaces"
-        log.info("controller started: reconciling %s in %s, %d workers", ", ".join(k for k in kinds if k in KINDS), scope, args.workers)
+        log.info("controller started: reconciling %s in %s, %d workers, queueing %s", ", ".join(k for k in kinds if k in KINDS),
+                 scope, args.workers, queueing)  # fmt: skip
         if elector is not None:
             log.info("leader election on: lease %s/%s, identity %s", elector.namespace, elector.name, elector.identity)
         try:

@@ -25,6 +25,10 @@ from airflow_t9k.kinds.base import LABEL_MANAGED_BY, MANAGED_BY
 Obj = dict[str, Any]
 JobKey = tuple[str, str, str]  # (kind, namespace, name)
 CHILD_KINDS = ("Pod", "Service", "ConfigMap", "Secret", "Job")
+KUEUE = "/apis/kueue.x-k8s.io/v1beta2"
+# Kueue's cluster-scoped objects that admission reads: kind -> path
+KUEUE_CLUSTER = {"ResourceFlavor": f"{KUEUE}/resourceflavors", "WorkloadPriorityClass": f"{KUEUE}/workloadpriorityclasses",
+                 "PriorityClass": "/apis/scheduling.k8s.io/v1/priorityclasses"}  # fmt: skip
 REPORT_AFTER_FAILURES = 3  # failed passes in a row before the job gets a condition and an Event
 
 log = logging.getLogger(__name__)
@@ -36,6 +40,8 @@ class Settings:
     workers: int = 4
     kinds: list[str] = field(default_factory=lambda: sorted(RESOURCES))
     watch_timeout: int = 300
+    # How Kueue is used, as cli.detect_queueing resolved --queueing: kueue | auto | absent | off.
+    queueing: str = "off"
 
 
 class Controller:
@@ -49,6 +55,9 @@ class Controller:
         self.informers: dict[tuple[str, str], Informer] = {}
         self.children: dict[str, set[tuple[str, str, str]]] = {}  # owner uid -> {(kind, ns, name)}
         selector = f"{LABEL_MANAGED_BY}={MANAGED_BY}"
+        # Workloads are watched only where Kueue's API is served (and --queueing allows it).
+        self.kueue = settings.queueing in ("kueue", "auto")
+        self.child_kinds = CHILD_KINDS + (("Workload",) if self.kueue else ())
         for ns in self.scopes:
             for kind in settings.kinds:
                 path = job_path(resource_for(kind), ns or None)
@@ -56,11 +65,17 @@ class Controller:
                     kube, path, kind=kind, handler=self._on_job, watch_timeout=settings.watch_timeout,
                     on_recovered=self._requeue_all,
                 )  # fmt: skip
-            for kind in CHILD_KINDS:
+            for kind in self.child_kinds:
                 self.informers[(kind, ns)] = Informer(
                     kube, child_path(kind, ns or None), kind=kind, label_selector=selector,
                     handler=self._on_child, watch_timeout=settings.watch_timeout, on_recovered=self._requeue_all,
                 )  # fmt: skip
+            if self.kueue:
+                path = f"{KUEUE}/namespaces/{ns}/localqueues" if ns else f"{KUEUE}/localqueues"
+                self.informers[("LocalQueue", ns)] = Informer(kube, path, kind="LocalQueue", watch_timeout=settings.watch_timeout)
+        if self.kueue:
+            for kind, path in KUEUE_CLUSTER.items():
+                self.informers[(kind, "")] = Informer(kube, path, kind=kind, watch_timeout=settings.watch_timeout)
         self.executor = Executor(kube, self.informer_for, self.metrics)
         self.instruments.bind(self)
         self.reported: set[str] = set()  # uids of undecodable objects already reported
@@ -110,12 +125,24 @@ class Controller:
         self.queue.add((ref["kind"], meta["namespace"], ref["name"]))
 
     def observed(self, job: Obj) -> Observed:
-        found: dict[str, dict[str, Obj]] = {k: {} for k in CHILD_KINDS}
+        found: dict[str, dict[str, Obj]] = {k: {} for k in self.child_kinds}
         for kind, ns, name in self.children.get(job["metadata"]["uid"], ()):
+            if kind not in found:
+                continue
             obj = self.informer_for(kind, ns).get((ns, name))
             if obj is not None:
                 found[kind][name] = obj
-        return Observed(found["Pod"], found["Service"], found["ConfigMap"], found["Secret"], found["Job"])
+        children = (found["Pod"], found["Service"], found["ConfigMap"], found["Secret"], found["Job"])
+        if not self.kueue:
+            return Observed(*children, queueing=self.settings.queueing)
+        ns = job["metadata"]["namespace"]
+        cluster = {k: {name: o for (_, name), o in self.informers[(k, "")].cache.items()} for k in KUEUE_CLUSTER}
+        return Observed(
+            *children, workloads=found["Workload"], queueing=self.settings.queueing,
+            local_queues=[n for (q_ns, n) in self.informer_for("LocalQueue", ns).cache if q_ns == ns],
+            flavors=cluster["ResourceFlavor"],
+            priority_classes={**cluster["PriorityClass"], **cluster["WorkloadPriorityClass"]},  # Kueue's own class wins
+        )  # fmt: skip
 
     # -- work -------------------------------------------------------------------------------
     async def reconcile(self, key: JobKey) -> None:

@@ -38,7 +38,8 @@ def to_core(status: Obj | None) -> Obj | None:
         core["phase"] = "Running"
     elif condition(status, "Created") is not None:
         core["phase"] = "Pending"
-    for public, internal in (("Succeeded", "Completed"), ("Failed", "Failed"), ("Running", "Running")):
+    # Admitted: Kueue's admission (controller/reconcile/queueing.py), the same condition in both shapes.
+    for public, internal in (("Succeeded", "Completed"), ("Failed", "Failed"), ("Running", "Running"), ("Admitted", "Admitted")):
         c = condition(status, public)
         if c is not None:
             core_conditions.append({**{k: c[k] for k in ("status", "reason", "message", "lastTransitionTime") if k in c},
@@ -104,6 +105,11 @@ def from_core(job: Obj, core: Obj, restarting: bool, now: datetime, selector: di
     elif phase == "Running":
         conds.clear("Restarting", f"{kind}Running", f"{kind} {name} is running.")
         conds.set("Running", True, f"{kind}Running", f"{kind} {name} is running.")
+    elif phase == "Pending" and condition(core, "Admitted") is not None:  # waiting in a Kueue queue, or evicted
+        conds.clear("Running", f"{kind}Queued", f"{kind} {name} waits for admission by Kueue.")
+    admitted = condition(core, "Admitted")
+    if admitted is not None:
+        conds.set("Admitted", admitted.get("status") == "True", str(admitted.get("reason") or ""), str(admitted.get("message") or ""))
 
     out: Obj = {"conditions": conds.items, "replicaStatuses": _replica_statuses(tasks, selector)}
     out.update({k: copy.deepcopy(core[k]) for k in KEPT if k in core})

@@ -4,8 +4,8 @@ No client, no clock, no Airflow: everything the core knows comes in as arguments
 everything it wants done goes out as data for the I/O layer to carry out.
 """
 
-from airflow_t9k.controller.reconcile.actions import Create, CreateSSHSecret, Delete, Emit, Patch, Plan
+from airflow_t9k.controller.reconcile.actions import Create, CreateSSHSecret, Delete, Emit, Patch, Plan, ReplaceStatus
 from airflow_t9k.controller.reconcile.observe import Observed
 from airflow_t9k.controller.reconcile.plan import plan
 
-__all__ = ["Create", "CreateSSHSecret", "Delete", "Emit", "Observed", "Patch", "Plan", "plan"]
+__all__ = ["Create", "CreateSSHSecret", "Delete", "Emit", "Observed", "Patch", "Plan", "ReplaceStatus", "plan"]

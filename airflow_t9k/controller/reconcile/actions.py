@@ -53,6 +53,15 @@ class Patch:
 
 
 @dataclass(frozen=True)
+class ReplaceStatus:
+    """Write a child's status (a Kueue Workload's): ``body`` is the whole object, resourceVersion included."""
+
+    kind: str
+    name: str
+    body: Obj
+
+
+@dataclass(frozen=True)
 class Emit:
     """A Kubernetes Event on the job."""
 
@@ -61,7 +70,7 @@ class Emit:
     message: str
 
 
-Action = Create | CreateSSHSecret | Delete | Patch
+Action = Create | CreateSSHSecret | Delete | Patch | ReplaceStatus
 
 
 @dataclass(frozen=True)

@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from collections.abc import Mapping
+from collections.abc import Collection, Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -16,17 +16,29 @@ class Observed:
     configmaps: Mapping[str, Obj] = field(default_factory=dict)
     secrets: Mapping[str, Obj] = field(default_factory=dict)
     jobs: Mapping[str, Obj] = field(default_factory=dict)  # batch/v1 Jobs (BeamJob's submit job)
+    workloads: Mapping[str, Obj] = field(default_factory=dict)  # Kueue Workloads (docs/queueing.md)
+    # How the controller uses Kueue (--queueing; docs/queueing.md): "kueue": every named queue
+    # goes through it; "auto": the cluster serves Kueue's Workload API, and a job uses it when
+    # its queue names a LocalQueue of its namespace; "absent": no Workload API; "off": never.
+    queueing: str = "off"
+    local_queues: Collection[str] = ()  # LocalQueue names in the job's namespace
+    flavors: Mapping[str, Obj] = field(default_factory=dict)  # ResourceFlavors by name
+    priority_classes: Mapping[str, Obj] = field(default_factory=dict)  # (Workload)PriorityClasses by name
 
     @classmethod
-    def of(cls, *objects: Obj) -> Observed:
+    def of(cls, *objects: Obj, queueing: str = "off", local_queues: Collection[str] = ()) -> Observed:
         """Build from a flat list of objects (convenient in tests and in the cache)."""
-        by_kind: dict[str, dict[str, Obj]] = {"Pod": {}, "Service": {}, "ConfigMap": {}, "Secret": {}, "Job": {}}
+        by_kind: dict[str, dict[str, Obj]] = {k: {} for k in ("Pod", "Service", "ConfigMap", "Secret", "Job", "Workload",
+                                                               "ResourceFlavor", "PriorityClass")}  # fmt: skip
         for o in objects:
-            by_kind[o["kind"]][o["metadata"]["name"]] = o
-        return cls(by_kind["Pod"], by_kind["Service"], by_kind["ConfigMap"], by_kind["Secret"], by_kind["Job"])
+            kind = "PriorityClass" if o["kind"] == "WorkloadPriorityClass" else o["kind"]
+            by_kind[kind][o["metadata"]["name"]] = o
+        return cls(by_kind["Pod"], by_kind["Service"], by_kind["ConfigMap"], by_kind["Secret"], by_kind["Job"],
+                   by_kind["Workload"], queueing, tuple(local_queues), by_kind["ResourceFlavor"], by_kind["PriorityClass"])  # fmt: skip
 
     def of_kind(self, kind: str) -> Mapping[str, Obj]:
-        return {"Pod": self.pods, "Service": self.services, "ConfigMap": self.configmaps, "Secret": self.secrets, "Job": self.jobs}[kind]
+        return {"Pod": self.pods, "Service": self.services, "ConfigMap": self.configmaps, "Secret": self.secrets,
+                "Job": self.jobs, "Workload": self.workloads}[kind]  # fmt: skip
 
 
 def is_deleting(obj: Obj) -> bool:

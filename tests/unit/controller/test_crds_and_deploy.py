@@ -51,6 +51,14 @@ def test_rbac_covers_every_kind_and_its_status_in_both_variants():
             assert res.crd_name in crds, (name, res.kind)
         # BeamJob's submit job is a batch/v1 Job, created and (with its pods) watched by the controller.
         assert {("batch", "jobs", v) for v in ("get", "list", "watch", "create", "delete")} <= granted, name
+        # Kueue (docs/queueing.md): a queued job's Workload, its status, and what admission reads.
+        assert {("kueue.x-k8s.io", "workloads", v) for v in ("get", "list", "watch", "create", "delete")} <= granted, name
+        assert ("kueue.x-k8s.io", "workloads/status", "update") in granted, name
+        assert ("kueue.x-k8s.io", "workloads", "update") not in granted, name  # the spec is Kueue's once created
+        reads = [("kueue.x-k8s.io", "localqueues"), ("kueue.x-k8s.io", "resourceflavors"),
+                 ("kueue.x-k8s.io", "workloadpriorityclasses"), ("scheduling.k8s.io", "priorityclasses")]
+        assert {(g, r, v) for g, r in reads for v in ("get", "list", "watch")} <= granted, name
+        assert not {(g, r, v) for g, r in reads for v in ("create", "update", "patch", "delete")} & granted, name
 
 
 def test_rbac_is_least_privilege():
