@@ -25,6 +25,7 @@ class JobState:
     failed_replicas: tuple[str, ...] = ()
     replica_pods: tuple[str, ...] = ()
     replica_failure: str = ""  # e.g. "Replicas failed: j-worker-1: container main exit code 137 (OOMKilled)"
+    result_message: str | None = None  # the decisive replica's termination message, as the controller recorded it
 
     @property
     def terminal(self) -> bool:
@@ -51,6 +52,7 @@ class JobState:
             "aggregate": dict(self.aggregate),
             "failed_replicas": list(self.failed_replicas),
             "replica_failure": self.replica_failure,
+            "result_message": self.result_message,
         }
 
 
@@ -89,11 +91,15 @@ def interpret(job: Obj | None) -> JobState:
     elif phase == "Paused":
         decisive = true_condition(status, "Paused")
     failed, pods = [], []
+    result = None
     for task in status.get("tasks") or []:
         for replica in task.get("status") or []:
             pods.append(replica.get("name"))
             if replica.get("phase") == FAILED:
                 failed.append(replica.get("name"))
+            for c in replica.get("containers") or []:
+                if result is None and c.get("message"):
+                    result = str(c["message"])
     return JobState(
         phase=phase,
         message=str((decisive or {}).get("message") or ""),
@@ -102,4 +108,5 @@ def interpret(job: Obj | None) -> JobState:
         failed_replicas=tuple(n for n in failed if n),
         replica_pods=tuple(n for n in pods if n),
         replica_failure=str((true_condition(status, "ReplicaFailure") or {}).get("message") or ""),
+        result_message=result,
     )

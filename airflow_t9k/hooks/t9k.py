@@ -209,6 +209,12 @@ class T9kHook(KubernetesHook):
         out = self._request("GET", job_path(resource_for(kind), namespace), query=[("labelSelector", label_selector)])
         return list(out.get("items") or [])
 
+    def get_pod(self, name: str, namespace: str) -> Obj | None:
+        try:
+            return self._request("GET", child_path("Pod", namespace, name))
+        except NotFound:
+            return None
+
     def list_replica_pods(self, name: str, namespace: str) -> list[Obj]:
         out = self._request("GET", child_path("Pod", namespace), query=[("labelSelector", f"{JOB_NAME_LABEL}={name}")])
         return list(out.get("items") or [])

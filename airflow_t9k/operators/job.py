@@ -34,10 +34,12 @@ from airflow.sdk.exceptions import AirflowException, AirflowTaskTimeout
 from airflow_t9k.api.outcome import JobState, interpret
 from airflow_t9k.api.paths import job_path
 from airflow_t9k.api.resources import resource_for
+from airflow_t9k.api.result import message_of, parse_source
+from airflow_t9k.api.result import parse as parse_result
 from airflow_t9k.api.runmode import pause_patch, paused_by_task, resume_patch
 from airflow_t9k.k8s.errors import AlreadyExists, ApiError, Conflict, Invalid, NotFound, is_transient
 from airflow_t9k.hooks.t9k import T9kHook
-from airflow_t9k.kinds.registry import KINDS
+from airflow_t9k.kinds.registry import KINDS, get_kind
 from airflow_t9k.links import XCOM_IDENTITY, T9kJobLink
 from airflow_t9k.triggers.job import T9kJobTrigger, startup_failure, startup_remaining
 
@@ -115,6 +117,11 @@ class T9kJobOperator(BaseOperator):
     :param log_events: forward the job's Kubernetes Events into the task log while deferred
     :param stream_logs: follow the running replicas' logs into the task log while deferred
     :param log_tail_lines: lines of each failed replica's log shown on failure
+    :param result_from: where the job's result comes from: ``"auto"`` (default) reads the
+        termination message of the replica whose success decides the job (the master, chief,
+        launcher or rank 0), ``"<type>[:<rank>][/<container>]"`` another replica's, ``None`` none.
+        It is returned (and pushed) as XCom ``result``, parsed as JSON when it is JSON, and shown
+        in the failure message of a failed job
     """
 
     # ``rendered_job`` is the manifest as it will be submitted, for the Rendered Template view.
@@ -144,9 +151,15 @@ class T9kJobOperator(BaseOperator):
         log_events: bool = True,
         stream_logs: bool = True,
         log_tail_lines: int = 50,
+        result_from: str | None = "auto",
         **kwargs: Any,
     ) -> None:
         super().__init__(**kwargs)
+        if result_from not in (None, "auto"):
+            try:
+                parse_source(result_from)
+            except ValueError as exc:
+                raise ValueError(str(exc)) from None
         if delete_on_finish not in DELETE_ON_FINISH:
             raise ValueError(f"delete_on_finish must be one of {DELETE_ON_FINISH}, got {delete_on_finish!r}")
         if on_kill_action not in ON_KILL:
@@ -167,6 +180,7 @@ class T9kJobOperator(BaseOperator):
         self.log_events = log_events
         self.stream_logs = stream_logs
         self.log_tail_lines = log_tail_lines
+        self.result_from = result_from
         self.rendered_job: Obj | None = None
         self._identity: Obj | None = None
         self._try_number = 0
@@ -549,11 +563,14 @@ class T9kJobOperator(BaseOperator):
             self._consume(ours)
         for pod, tail in (event.get("logs") or {}).items():
             self.log.info("--- last %d log lines of failed replica %s ---\n%s", self.log_tail_lines, pod, tail)
+        result = self._result(event) if status in ("success", "failed") else None
         if status == "success":
             self.log.info("%s %s succeeded: %s", event.get("kind"), event.get("name"), state.summary())
+            if result is not None:
+                ti.xcom_push(key="result", value=result)
             if self.delete_on_finish in ("always", "on_success"):
                 self._delete(ours)
-            return {k: event.get(k) for k in ("kind", "name", "namespace", "uid", "phase")} | {"summary": state.summary()}
+            return {k: event.get(k) for k in ("kind", "name", "namespace", "uid", "phase")} | {"summary": state.summary(), "result": result}
         if status == "timeout":
             try:
                 self._kill_job(ours, "timeout")
@@ -568,8 +585,27 @@ class T9kJobOperator(BaseOperator):
         why = (event.get("state") or {}).get("replica_failure")
         if why:
             detail += f" ({why})"
+        if result is not None:
+            detail += f"\n--- result (termination message) of the deciding replica ---\n{result}"
         tails = "".join(f"\n--- {p} ---\n{t}" for p, t in (event.get("logs") or {}).items())
         raise AirflowException(f"{event.get('kind')} {event.get('namespace')}/{event.get('name')}: {event.get('message')}{detail}{tails}")
+
+    def _result(self, event: Obj) -> Any:
+        """The job's result: the deciding replica's termination message as the controller kept it
+        in status, or, with ``result_from``, that replica's (and container's) read from its pod."""
+        if self.result_from is None:
+            return None
+        if self.result_from == "auto":
+            return parse_result((event.get("state") or {}).get("result_message"))
+        rtype, rank, container = parse_source(self.result_from)
+        kind = get_kind(str(event.get("kind")))
+        name = kind.pod_name({"metadata": {"name": event.get("name")}}, rtype, rank)
+        pod = self.hook.get_pod(name, str(event.get("namespace")))
+        if pod is None:
+            self.log.warning("no result: replica pod %s is gone (cleaned up?); the deciding replica's result is kept "
+                             "in the job's status, result_from='auto'", name)  # fmt: skip
+            return None
+        return parse_result(message_of(pod, container, prefer=(kind.main_container(pod.get("spec") or {}) or {}).get("name")))
 
     def _delete(self, ident: Obj) -> None:
         if self._delete_exact(ident["kind"], ident["name"], ident["namespace"], ident.get("uid")):

@@ -23,7 +23,6 @@ import json
 from dataclasses import dataclass, replace
 from datetime import datetime
 
-from airflow_t9k.controller.reconcile import queueing
 from airflow_t9k.controller.reconcile.actions import Action, Create, CreateSSHSecret, Delete, Emit, Patch, Plan
 from airflow_t9k.controller.reconcile.desired import (
     Slot,
@@ -108,8 +107,6 @@ def _public(kind: JobKind, job: Obj, inner: Plan, now: datetime, observed: Obser
     """The plan with its status in the kind's own shape (the identity for T9k kinds)."""
     restarting = any(e.reason == "ReplicaRestarting" for e in inner.events)
     status, extra = kind.public_status(job, inner.status, restarting, now, observed)
-    if queueing.in_use(job, observed):  # Kueue admits the whole gang: the kind's "not enforced" warning is wrong
-        extra = [e for e in extra if e[1] != "GangSchedulingNotEnforced"]
     if not extra and status is inner.status:
         return inner
     return replace(inner, status=status, events=inner.events + tuple(Emit(*e) for e in extra))
@@ -119,11 +116,9 @@ def _plan(kind: JobKind, job: Obj, observed: Observed, now: datetime) -> Plan:
     sb = StatusBuilder(job.get("status"), now)
     if job["metadata"].get("deletionTimestamp"):
         return Plan(status=sb.old)
-    asked = job  # the Workload asks for this; pods run at the size Kueue admitted
     try:
         kind.validate(job)
         check_names(kind, job)
-        job = queueing.admitted_shape(kind, job, observed)
         slot_list = slots(kind, job)
     except InvalidSpec as exc:
         return _invalid(sb, str(exc), observed)
@@ -132,7 +127,6 @@ def _plan(kind: JobKind, job: Obj, observed: Observed, now: datetime) -> Plan:
     states = [_slot_state(s, observed, recorded) for s in slot_list]
     if sb.old_phase in FINISHED:
         actions = _remove_all(observed) if _failed_invalid(sb) else _cleanup(kind, job, observed)
-        actions += queueing.finished(job, observed, str(sb.old_phase), _phase_message(sb), now)
         _write_tasks(sb, kind, job, states, finished=True)
         return Plan(tuple(actions), sb.new)
 
@@ -150,31 +144,14 @@ def _plan(kind: JobKind, job: Obj, observed: Observed, now: datetime) -> Plan:
 
     events: list[Emit] = []
     actions: list[Action] = []
-    queued = queueing.in_use(job, observed)
-    if not queued:
-        _note_scheduler(sb, job, events, queueing.why_not(job, observed))
+    _note_scheduler(sb, job, events)
     if pause_enabled(job):
         actions += [Delete("Pod", n, _uid(p)) for n, p in observed.pods.items() if not is_deleting(p)]
-        actions += queueing.released(job, observed) if queued else []
         sb.set_phase("Paused")
         sb.set_condition("Paused", True, "Paused", "The job is paused: all replicas have been deleted or are being deleted.")
         sb.set_condition("Running", False, "Paused", "The job is paused.")
         _write_tasks(sb, kind, job, states, finished=True)
         return _finish_plan(sb, actions, events)
-
-    if queued:
-        # No pod before Kueue admits the Workload; an eviction deletes them without spending restarts.
-        try:
-            admission = queueing.gate(kind, asked, observed, sb)
-        except InvalidSpec as exc:
-            return _invalid(sb, str(exc), observed)
-        events += admission.events
-        if not admission.admitted:
-            _write_tasks(sb, kind, job, states, finished=False)
-            return _finish_plan(sb, list(admission.actions), events, admission.requeue_after)
-        for s in states:
-            if s.slot.pod_name in rendered:
-                queueing.place(rendered[s.slot.pod_name], admission.assignments.get(s.slot.type), observed.flavors)
 
     debug = debug_enabled(job)
     budget = _budget(kind, job, states)
@@ -191,7 +168,6 @@ def _plan(kind: JobKind, job: Obj, observed: Observed, now: datetime) -> Plan:
         phase, reason, message = outcome
         actions += _cleanup(kind, job, observed)
         _finish(sb, phase, reason, message)
-        actions += queueing.finished(job, observed, phase, message, now) if queued else []
     else:
         actions += _replicas(kind, job, observed, states, rendered, events, debug, budget)
         _progress(sb, states, children_missing=any(not isinstance(a, Delete) for a in children))
@@ -432,14 +408,14 @@ def _replica_failure(sb: StatusBuilder, states: list[SlotState]) -> None:
         sb.set_condition("ReplicaFailure", False, "AllReplicasHealthy", "All pods are running normally.")
 
 
-def _note_scheduler(sb: StatusBuilder, job: Obj, events: list[Emit], why: str) -> None:
+def _note_scheduler(sb: StatusBuilder, job: Obj, events: list[Emit]) -> None:
     sched = scheduler_settings(job)
     if not sched:
         return
     message = (
         f"spec.scheduler.t9kScheduler (queue {sched.get('queue', 'default')!r}, priority {sched.get('priority', 'unset')}) "
         "is recorded on the pods, but this cluster has no T9k Scheduler: queue admission and priority are not "
-        f"enforced and pods use the default scheduler. No Kueue admission either: {why} (docs/queueing.md)."
+        "enforced and pods use the default scheduler."
     )
     if sb.set_condition("QueueAdmission", False, "NotEnforced", message):
         events.append(Emit("Warning", "QueueNotEnforced", message))
@@ -448,9 +424,13 @@ def _note_scheduler(sb: StatusBuilder, job: Obj, events: list[Emit], why: str) -
 def _write_tasks(sb: StatusBuilder, kind: JobKind, job: Obj, states: list[SlotState], finished: bool) -> None:
     tasks: list[Obj] = []
     entries: list[Obj] = []
+    decisive = kind.decisive_replica(job)  # its termination message is the job's result
+    previous = {e.get("name"): e.get("containers") for t in sb.old.get("tasks") or [] for e in t.get("status") or []}
     for s in states:
         phase = replica_phase(s.pod, s.creating, deleted=finished)
-        entry = replica_entry(s.slot.pod_name, s.pod, phase, s.restarts)
+        entry = replica_entry(s.slot.pod_name, s.pod, phase, s.restarts, message=(s.slot.type, s.slot.rank) == decisive)
+        if finished and s.phase is None and previous.get(s.slot.pod_name):
+            entry["containers"] = previous[s.slot.pod_name]  # cleaned up: how it ended stays on record
         entries.append(entry)
         if not tasks or tasks[-1]["type"] != s.slot.type:
             tasks.append({"type": s.slot.type, "restartCount": 0, "status": []})

@@ -73,7 +73,12 @@ class StatusBuilder:
         self.new["phase"] = phase
 
 
-def container_summaries(pod: Obj | None) -> list[Obj]:
+RESULT_LIMIT = 4096  # the kubelet's own cap on a termination message
+
+
+def container_summaries(pod: Obj | None, message: bool = False) -> list[Obj]:
+    """One entry per container; with ``message``, a terminated container's termination message
+    (the job's result, kept in status so it survives the pod's clean-up)."""
     out = []
     for cs in ((pod or {}).get("status") or {}).get("containerStatuses") or []:
         state = cs.get("state") or {}
@@ -82,6 +87,8 @@ def container_summaries(pod: Obj | None) -> list[Obj]:
             entry: Obj = {"name": cs.get("name"), "state": "Terminated", "exitCode": t.get("exitCode")}
             if t.get("reason"):
                 entry["reason"] = t["reason"]
+            if message and t.get("message"):
+                entry["message"] = bounded(str(t["message"]), RESULT_LIMIT)
         elif "running" in state:
             entry = {"name": cs.get("name"), "state": "Running"}
         else:
@@ -102,14 +109,14 @@ def replica_phase(pod: Obj | None, creating: bool, deleted: bool) -> str:
     return phase if phase in REPLICA_PHASES else "Unknown"
 
 
-def replica_entry(name: str, pod: Obj | None, phase: str, restarts: int) -> Obj:
+def replica_entry(name: str, pod: Obj | None, phase: str, restarts: int, message: bool = False) -> Obj:
     meta = (pod or {}).get("metadata") or {}
     return {
         "name": name,
         "phase": phase,
         "uid": meta.get("uid", ""),
         "restartCount": restarts,
-        "containers": container_summaries(pod),
+        "containers": container_summaries(pod, message),
     }
 
 

@@ -484,3 +484,32 @@ def test_fractional_quantities_go_as_strings(given, sent):
     """The CRD's Pod schema takes a quantity as a string or an integer, never a float."""
     job = op(GenericJobOperator, command=["t"], replicas=1, container_resources=given).render_job(ctx())
     assert job["spec"]["replicaSpecs"][0]["template"]["spec"]["containers"][0]["resources"] == sent
+
+
+@pytest.mark.parametrize(
+    ("message", "result"),
+    [('{"metric": 0.93}', {"metric": 0.93}), ("s3://bucket/model-7\n", "s3://bucket/model-7"), (None, None)],
+)  # fmt: skip
+def test_success_returns_the_deciding_replicas_result(message, result):
+    c = ctx()
+    ev = event("success", phase="Succeeded", state={"phase": "Succeeded", "result_message": message})
+    out = finishing_op().execute_complete(c, ev)
+    assert out["result"] == result
+    assert c["ti"].xcom.get("result") == result
+
+
+def test_result_from_none_returns_no_result():
+    ev = event("success", phase="Succeeded", state={"phase": "Succeeded", "result_message": '{"metric": 1}'})
+    assert finishing_op(result_from=None).execute_complete(ctx(), ev)["result"] is None
+
+
+def test_a_failed_jobs_result_is_in_the_failure_message():
+    ev = event("failed", phase="Failed", state={"phase": "Failed", "result_message": "ValueError: learning rate must be > 0"})
+    with pytest.raises(AirflowException, match="ValueError: learning rate must be > 0"):
+        finishing_op().execute_complete(ctx(), ev)
+
+
+@pytest.mark.parametrize("bad", ["worker:x", ":0"])
+def test_result_from_is_checked_when_the_dag_is_parsed(bad):
+    with pytest.raises(ValueError, match="result_from must look like"):
+        op(result_from=bad)
