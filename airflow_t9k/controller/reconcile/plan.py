@@ -23,6 +23,7 @@ import json
 from dataclasses import dataclass, replace
 from datetime import datetime
 
+from airflow_t9k.controller.reconcile import queueing
 from airflow_t9k.controller.reconcile.actions import Action, Create, CreateSSHSecret, Delete, Emit, Patch, Plan
 from airflow_t9k.controller.reconcile.desired import (
     Slot,
@@ -107,6 +108,8 @@ def _public(kind: JobKind, job: Obj, inner: Plan, now: datetime, observed: Obser
     """The plan with its status in the kind's own shape (the identity for T9k kinds)."""
     restarting = any(e.reason == "ReplicaRestarting" for e in inner.events)
     status, extra = kind.public_status(job, inner.status, restarting, now, observed)
+    if queueing.in_use(job, observed):  # Kueue admits the whole gang: the kind's "not enforced" warning is wrong
+        extra = [e for e in extra if e[1] != "GangSchedulingNotEnforced"]
     if not extra and status is inner.status:
         return inner
     return replace(inner, status=status, events=inner.events + tuple(Emit(*e) for e in extra))
@@ -116,9 +119,11 @@ def _plan(kind: JobKind, job: Obj, observed: Observed, now: datetime) -> Plan:
     sb = StatusBuilder(job.get("status"), now)
     if job["metadata"].get("deletionTimestamp"):
         return Plan(status=sb.old)
+    asked = job  # the Workload asks for this; pods run at the size Kueue admitted
     try:
         kind.validate(job)
         check_names(kind, job)
+        job = queueing.admitted_shape(kind, job, observed)
         slot_list = slots(kind, job)
     except InvalidSpec as exc:
         return _invalid(sb, str(exc), observed)
@@ -127,6 +132,7 @@ def _plan(kind: JobKind, job: Obj, observed: Observed, now: datetime) -> Plan:
     states = [_slot_state(s, observed, recorded) for s in slot_list]
     if sb.old_phase in FINISHED:
         actions = _remove_all(observed) if _failed_invalid(sb) else _cleanup(kind, job, observed)
+        actions += queueing.finished(job, observed, str(sb.old_phase), _phase_message(sb), now)
         _write_tasks(sb, kind, job, states, finished=True)
         return Plan(tuple(actions), sb.new)
 
@@ -144,14 +150,31 @@ def _plan(kind: JobKind, job: Obj, observed: Observed, now: datetime) -> Plan:
 
     events: list[Emit] = []
     actions: list[Action] = []
-    _note_scheduler(sb, job, events)
+    queued = queueing.in_use(job, observed)
+    if not queued:
+        _note_scheduler(sb, job, events, queueing.why_not(job, observed))
     if pause_enabled(job):
         actions += [Delete("Pod", n, _uid(p)) for n, p in observed.pods.items() if not is_deleting(p)]
+        actions += queueing.released(job, observed) if queued else []
         sb.set_phase("Paused")
         sb.set_condition("Paused", True, "Paused", "The job is paused: all replicas have been deleted or are being deleted.")
         sb.set_condition("Running", False, "Paused", "The job is paused.")
         _write_tasks(sb, kind, job, states, finished=True)
         return _finish_plan(sb, actions, events)
+
+    if queued:
+        # No pod before Kueue admits the Workload; an eviction deletes them without spending restarts.
+        try:
+            admission = queueing.gate(kind, asked, observed, sb)
+        except InvalidSpec as exc:
+            return _invalid(sb, str(exc), observed)
+        events += admission.events
+        if not admission.admitted:
+            _write_tasks(sb, kind, job, states, finished=False)
+            return _finish_plan(sb, list(admission.actions), events, admission.requeue_after)
+        for s in states:
+            if s.slot.pod_name in rendered:
+                queueing.place(rendered[s.slot.pod_name], admission.assignments.get(s.slot.type), observed.flavors)
 
     debug = debug_enabled(job)
     budget = _budget(kind, job, states)
@@ -168,6 +191,7 @@ def _plan(kind: JobKind, job: Obj, observed: Observed, now: datetime) -> Plan:
         phase, reason, message = outcome
         actions += _cleanup(kind, job, observed)
         _finish(sb, phase, reason, message)
+        actions += queueing.finished(job, observed, phase, message, now) if queued else []
     else:
         actions += _replicas(kind, job, observed, states, rendered, events, debug, budget)
         _progress(sb, states, children_missing=any(not isinstance(a, Delete) for a in children))
@@ -408,14 +432,14 @@ def _replica_failure(sb: StatusBuilder, states: list[SlotState]) -> None:
         sb.set_condition("ReplicaFailure", False, "AllReplicasHealthy", "All pods are running normally.")
 
 
-def _note_scheduler(sb: StatusBuilder, job: Obj, events: list[Emit]) -> None:
+def _note_scheduler(sb: StatusBuilder, job: Obj, events: list[Emit], why: str) -> None:
     sched = scheduler_settings(job)
     if not sched:
         return
     message = (
         f"spec.scheduler.t9kScheduler (queue {sched.get('queue', 'default')!r}, priority {sched.get('priority', 'unset')}) "
         "is recorded on the pods, but this cluster has no T9k Scheduler: queue admission and priority are not "
-        "enforced and pods use the default scheduler."
+        f"enforced and pods use the default scheduler. No Kueue admission either: {why} (docs/queueing.md)."
     )
     if sb.set_condition("QueueAdmission", False, "NotEnforced", message):
         events.append(Emit("Warning", "QueueNotEnforced", message))
