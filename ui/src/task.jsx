@@ -47,16 +47,19 @@ function Timeline({ job }) {
   const span = Math.max(end - start, 1000);
   const pct = (t) => `${Math.min(100, Math.max(0, ((t - start) / span) * 100))}%`;
   const width = (a, b) => `${Math.max(0.5, ((Math.min(b, end) - a) / span) * 100)}%`;
-  const trueConds = job.conditions.filter((c) => c.status === "True" && c.lastTransitionTime);
+  // The job's lane: waiting, then running, then paused or its final phase (conditions keep
+  // only their last transition, so this is what can be drawn truthfully).
+  const started = ms(job.started) || start;
+  const pausedCond = job.conditions.find((c) => c.type === "Paused" && c.status === "True");
+  const pausedAt = pausedCond ? ms(pausedCond.lastTransitionTime) : NaN;
+  const jobBars = [];
+  if (started > start) jobBars.push({ a: start, b: started, text: "Pending", phase: "Pending" });
+  const runEnd = pausedAt || end;
+  const finished = Boolean(job.ended);
+  jobBars.push({ a: started, b: runEnd, text: finished ? `Running → ${job.phase}` : "Running", phase: finished ? job.phase : "Running" });
+  if (pausedAt) jobBars.push({ a: pausedAt, b: end, text: "Paused", phase: "Paused" });
   const lanes = [
-    {
-      label: "job",
-      bars: trueConds.map((c, i) => {
-        const a = ms(c.lastTransitionTime);
-        const next = trueConds[i + 1];
-        return { a, b: next ? ms(next.lastTransitionTime) : end, text: c.type, phase: c.type };
-      }),
-    },
+    { label: "job", bars: jobBars },
     ...job.replica_table.map((r) => ({
       label: `${r.type} ${r.rank ?? ""}`,
       bars: r.started ? [{ a: ms(r.started), b: ms(r.finished) || end, text: `${r.phase}${r.restarts ? ` ↻${r.restarts}` : ""}`, phase: r.phase }] : [],
