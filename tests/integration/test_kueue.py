@@ -1,0 +1,208 @@
+"""Queues, priorities and gang admission through a real Kueue (scripts/local-cluster.sh kueue).
+
+Each test gets its own ClusterQueue (4 GPUs, 2 NPUs) for its namespace and a LocalQueue
+``gpu`` in it, so the tests never compete with each other's (or anyone's) quota. Kueue is
+started through the project's script when it is not running, as the cluster fixture does.
+"""
+
+from __future__ import annotations
+
+import subprocess
+import time
+from collections.abc import Iterator
+from typing import Any
+
+import pytest
+from kubernetes import client
+from kubernetes.client.exceptions import ApiException
+
+from tests.support.cluster import SCRIPT, wait_until
+
+SIM = "sim.t9k.test"
+KUEUE = ("kueue.x-k8s.io", "v1beta2")
+GK = "GenericJob"
+
+
+def kueue_running() -> bool:
+    return subprocess.run([str(SCRIPT), "kueue", "status"], capture_output=True).returncode == 0
+
+
+@pytest.fixture(scope="session")
+def kueue(cluster) -> None:
+    if not kueue_running():
+        subprocess.run([str(SCRIPT), "kueue", "up"], check=True)
+
+
+@pytest.fixture
+def custom(api_client) -> client.CustomObjectsApi:
+    return client.CustomObjectsApi(api_client)
+
+
+@pytest.fixture
+def queue(kueue, custom, namespace) -> Iterator[str]:
+    """A ClusterQueue of 4 GPUs (and 2 NPUs) for this namespace only, and LocalQueue ``gpu``."""
+    cq = f"cq-{namespace}"
+    resources = [("cpu", "64"), ("memory", "256Gi"), ("nvidia.com/gpu", "4"), ("huawei.com/Ascend910", "2")]
+    custom.create_cluster_custom_object(*KUEUE, "clusterqueues", {
+        "apiVersion": "kueue.x-k8s.io/v1beta2", "kind": "ClusterQueue", "metadata": {"name": cq},
+        "spec": {"namespaceSelector": {"matchLabels": {"kubernetes.io/metadata.name": namespace}},
+                 "preemption": {"withinClusterQueue": "LowerPriority"},
+                 "resourceGroups": [{"coveredResources": [r for r, _ in resources],
+                                     "flavors": [{"name": "default", "resources": [{"name": r, "nominalQuota": q}
+                                                                                   for r, q in resources]}]}]}})  # fmt: skip
+    custom.create_namespaced_custom_object(*KUEUE, namespace, "localqueues", {
+        "apiVersion": "kueue.x-k8s.io/v1beta2", "kind": "LocalQueue", "metadata": {"name": "gpu"},
+        "spec": {"clusterQueue": cq}})  # fmt: skip
+    try:
+        yield "gpu"
+    finally:
+        if not kueue_running():  # a test that stopped Kueue and failed before starting it again
+            subprocess.run([str(SCRIPT), "kueue", "up"], check=False)
+        try:
+            custom.delete_cluster_custom_object(*KUEUE, "clusterqueues", cq, propagation_policy="Background")
+        except ApiException:
+            pass
+
+
+def gjob(name: str, replicas: int = 3, duration: str | None = "4s", priority: int | None = None, queue: str = "gpu") -> dict:
+    sched: dict[str, Any] = {"queue": queue}
+    if priority is not None:
+        sched["priority"] = priority
+    annotations = {f"{SIM}/duration": duration} if duration else {}
+    gpu = {"nvidia.com/gpu": "1", "cpu": "1", "memory": "1Gi"}
+    return {
+        "apiVersion": "batch.tensorstack.dev/v1beta1", "kind": GK, "metadata": {"name": name},
+        "spec": {"scheduler": {"t9kScheduler": sched}, "replicaSpecs": [{
+            "type": "worker", "replicas": replicas,
+            "template": {"metadata": {"annotations": annotations},
+                         "spec": {"containers": [{"name": "main", "image": "busybox", "command": ["train"],
+                                                  "resources": {"requests": gpu, "limits": gpu}}]}}}]},
+    }  # fmt: skip
+
+
+def workload(custom, ns: str, name: str) -> dict | None:
+    try:
+        return custom.get_namespaced_custom_object(*KUEUE, ns, "workloads", name)
+    except ApiException as exc:
+        if exc.status == 404:
+            return None
+        raise
+
+
+def wl_condition(wl: dict | None, type_: str) -> dict:
+    return next((c for c in ((wl or {}).get("status") or {}).get("conditions") or [] if c["type"] == type_), {})
+
+
+def restarts(jobs, name: str) -> int:
+    return sum(t.get("restartCount", 0) for t in jobs.get(GK, name)["status"].get("tasks") or [])
+
+
+def pod_creations(jobs, name: str) -> set[str]:
+    """Every pod of the job ever seen, by uid."""
+    return {p.metadata.uid for p in jobs.pods(name).values()}
+
+
+def test_the_second_job_gets_no_pod_until_the_first_ends_then_runs(jobs, queue, controller, custom):
+    jobs.create(gjob("first", duration="5s"))
+    jobs.wait_phase(GK, "first", "Running", timeout=30)
+    assert (jobs.condition(GK, "first", "Admitted") or {}).get("status") == "True"
+    assert "Admitted" in [e.reason for e in jobs.events("first") if e.type == "Normal"]
+    jobs.create(gjob("second", duration="2s"))
+    message = wait_until(lambda: (jobs.condition(GK, "second", "Admitted") or {}).get("message", "").startswith("couldn't")
+                         and jobs.condition(GK, "second", "Admitted")["message"], timeout=20, what="second waits")  # fmt: skip
+    assert "insufficient unused quota for nvidia.com/gpu" in message
+    assert jobs.phase(GK, "second") == "Pending"
+    while jobs.phase(GK, "first") != "Succeeded":  # the whole time the first runs, the second has no pod
+        assert jobs.pods("second") == {}, "a pod of the second job exists before its admission"
+        time.sleep(0.2)
+    assert wl_condition(workload(custom, jobs.ns, "genericjob-first"), "Finished").get("status") == "True"
+    jobs.wait_phase(GK, "second", "Running", "Succeeded", timeout=30)
+    jobs.wait_phase(GK, "second", "Succeeded", timeout=30)
+    assert sorted(jobs.pods("second")) == ["second-worker-0", "second-worker-1", "second-worker-2"]
+
+
+def test_a_higher_priority_job_preempts_a_running_lower_one_which_finishes_after_it(jobs, queue, controller):
+    jobs.create(gjob("low", duration="8s", priority=1))
+    jobs.wait_phase(GK, "low", "Running", timeout=30)
+    first_pods = pod_creations(jobs, "low")
+    jobs.create(gjob("high", duration="3s", priority=100))
+    wait_until(lambda: (jobs.condition(GK, "low", "Admitted") or {}).get("reason") == "Evicted", timeout=30, what="low evicted")
+    assert "Preempted" in jobs.condition(GK, "low", "Admitted")["message"]
+    wait_until(lambda: jobs.live_pods("low") == {}, timeout=30, what="low's pods deleted")
+    assert jobs.phase(GK, "low") == "Pending"
+    assert "Evicted" in [e.reason for e in jobs.events("low")]
+    jobs.wait_phase(GK, "high", "Succeeded", timeout=60)
+    jobs.wait_phase(GK, "low", "Succeeded", timeout=60)
+    assert jobs.get(GK, "high")["status"]["conditions"]
+    high_end = next(c for c in jobs.get(GK, "high")["status"]["conditions"] if c["type"] == "Completed")["lastTransitionTime"]
+    low_end = next(c for c in jobs.get(GK, "low")["status"]["conditions"] if c["type"] == "Completed")["lastTransitionTime"]
+    assert low_end >= high_end
+    assert pod_creations(jobs, "low").isdisjoint(first_pods)  # ran again, from new pods
+    assert restarts(jobs, "low") == 0  # an eviction spends no restart
+
+
+def test_an_ascendjob_with_queue_and_min_available_is_admitted_partially_and_runs_at_that_size(jobs, queue, controller, custom):
+    npu = {"huawei.com/Ascend910": "1"}
+    container = {"name": "ascend", "image": "img", "command": ["bash", "train.sh"], "resources": {"limits": npu, "requests": npu}}
+    job = {"apiVersion": "mindxdl.gitee.com/v1", "kind": "AscendJob",
+           "metadata": {"name": "ac", "labels": {"framework": "pytorch"}},
+           "spec": {"runPolicy": {"schedulingPolicy": {"queue": queue, "minAvailable": 2}},
+                    "replicaSpecs": {t: {"replicas": n, "restartPolicy": "Never",
+                                         "template": {"spec": {"containers": [dict(container)]}}}
+                                     for t, n in (("Master", 1), ("Worker", 2))}}}  # fmt: skip
+    jobs.create(job)
+    wl = wait_until(lambda: workload(custom, jobs.ns, "ascendjob-ac"), timeout=20, what="AscendJob's Workload")
+    assert [(p["name"], p["count"], p.get("minCount")) for p in wl["spec"]["podSets"]] == [("master", 1, None), ("worker", 2, 1)]
+    jobs.wait_condition("AscendJob", "ac", "Running", timeout=60)
+    # 2 NPUs of quota: the leader and one worker, WORLD_SIZE as the admitted size.
+    assert sorted(jobs.pods("ac")) == ["ac-master-0", "ac-worker-0"]
+    worker = jobs.pods("ac")["ac-worker-0"]
+    env = {e.name: e.value for e in next(c for c in worker.spec.containers if c.name == "ascend").env}
+    assert env["WORLD_SIZE"] == "2"
+    assert (jobs.condition("AscendJob", "ac", "Admitted") or {}).get("status") == "True"
+    assert "GangSchedulingNotEnforced" not in [e.reason for e in jobs.events("ac")]
+
+
+def test_a_controller_killed_between_admission_and_pod_creation_creates_the_pods_once_when_back(
+    jobs, queue, controller_factory, custom
+):
+    ctl = controller_factory()
+    jobs.create(gjob("blocker", duration=None))  # runs until deleted
+    jobs.wait_phase(GK, "blocker", "Running", timeout=30)
+    jobs.create(gjob("waiter", duration="2s"))
+    wait_until(lambda: workload(custom, jobs.ns, "genericjob-waiter"), timeout=20, what="waiter's Workload")
+    wait_until(lambda: jobs.phase(GK, "waiter") == "Pending", timeout=20, what="waiter pending")
+    ctl.kill()
+    jobs.delete(GK, "blocker")  # its Workload goes with it (ownerReference); Kueue admits the waiter
+    wait_until(lambda: wl_condition(workload(custom, jobs.ns, "genericjob-waiter"), "Admitted").get("status") == "True",
+               timeout=30, what="waiter admitted by Kueue")  # fmt: skip
+    time.sleep(1)
+    assert jobs.pods("waiter") == {}  # nobody has acted on the admission yet
+    controller_factory()
+    jobs.wait_phase(GK, "waiter", "Succeeded", timeout=60)
+    assert sorted(jobs.pods("waiter")) == ["waiter-worker-0", "waiter-worker-1", "waiter-worker-2"]
+    assert restarts(jobs, "waiter") == 0
+    admitted = [e for e in jobs.events("waiter") if e.reason == "Admitted"]
+    assert len(admitted) == 1
+
+
+def test_kueue_stopped_while_jobs_wait_no_pod_appears_and_admission_resumes_when_it_returns(jobs, queue, controller, custom):
+    jobs.create(gjob("blocker", duration=None))
+    jobs.wait_phase(GK, "blocker", "Running", timeout=30)
+    jobs.create(gjob("waiting", duration="2s"))
+    wait_until(lambda: (jobs.condition(GK, "waiting", "Admitted") or {}).get("reason") == "Pending", timeout=20,
+               what="waiting pending in its queue")  # fmt: skip
+    subprocess.run([str(SCRIPT), "kueue", "down"], check=True)
+    try:
+        jobs.delete(GK, "blocker")  # quota frees, but nobody can admit
+        jobs.create(gjob("late", duration="2s"))  # its Workload cannot even be created: the webhook is down
+        deadline = time.monotonic() + 8
+        while time.monotonic() < deadline:
+            assert jobs.pods("waiting") == {} and jobs.pods("late") == {}, "a pod exists without admission"
+            time.sleep(0.3)
+        assert workload(custom, jobs.ns, "genericjob-late") is None
+        assert jobs.phase(GK, "late") in (None, "Pending")
+    finally:
+        subprocess.run([str(SCRIPT), "kueue", "up"], check=True)
+    jobs.wait_phase(GK, "waiting", "Succeeded", timeout=90)
+    jobs.wait_phase(GK, "late", "Succeeded", timeout=90)
