@@ -176,6 +176,9 @@ def browser():
 def _login(browser, ui: Ui, user: str, path: str):
     page = browser.new_page(viewport={"width": 1500, "height": 1000})
     errors: list[str] = []
+    # No internet: every request that leaves the api-server is refused and reported.
+    page.route("**/*", lambda route: route.continue_() if route.request.url.startswith(ui.api.base)
+               else (errors.append(f"external request {route.request.url}"), route.abort()))  # fmt: skip
     page.on("pageerror", lambda e: errors.append(str(e)))
     page.on("dialog", lambda d: d.accept())  # the actions' confirmation
     page.goto(ui.api.base + path)
