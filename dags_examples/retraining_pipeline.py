@@ -1,8 +1,11 @@
 """A scheduled retraining pipeline: prepare data -> train (PyTorchTrainingJob) -> evaluate ->
 promote the model only if its metric beats the one in production.
 
-On kwok the training pods run no code, so "evaluate" reads a candidate metric from the
-run's params; on a real cluster it would read what the training job wrote.
+The training job's result comes back through XCom: ``train.py`` writes ``{"metric": ...}``
+to ``/dev/termination-log`` in rank 0, the operator returns it as ``result``, and "evaluate"
+reads it from there. On the local kwok cluster the pods run no code, so a simulation
+annotation makes rank 0 end with the message ``train.py`` would write (the run's
+``candidate_metric`` param); drop it on a real cluster.
 """
 
 from __future__ import annotations
@@ -37,18 +40,22 @@ with DAG(
         command=["python", "train.py", "--data", "{{ ti.xcom_pull(task_ids='prepare_data')['dataset'] }}"],
         replicas=2,
         machine_type="4U16G1P",
-        # How long the local kwok cluster lets the simulated replicas run; inert on a real cluster (drop it).
-        pod_annotations={"sim.t9k.test/duration": "5s"},
+        # kwok only (inert on a real cluster, drop them): how long the simulated replicas run, and
+        # the termination message they end with, as train.py would write it.
+        pod_annotations={"sim.t9k.test/duration": "5s",
+                         "sim.t9k.test/message": '{"metric": {{ params.candidate_metric }}}'},
         spec={"runPolicy": {"backoffLimit": 2, "cleanUpPolicy": "Unfinished"}},
         timeout=1800,
         deferrable=True,
     )
 
     @task
-    def evaluate(job: dict[str, Any], params: dict[str, Any] | None = None) -> float:
+    def evaluate(job: dict[str, Any]) -> float:
         if job.get("phase") != "Succeeded":
             raise ValueError(f"training did not succeed: {job}")
-        return float((params or {})["candidate_metric"])
+        metric = float(job["result"]["metric"])
+        print(f"metric from the training job: {metric:.4f}")
+        return metric
 
     @task.branch
     def better_than_production(metric: float) -> str:

@@ -75,7 +75,7 @@ sleep 1
 say "result"
 grep -oE "\[event\] [A-Za-z]+ [A-Za-z]+ [A-Za-z]+/[^:]+: [^[]*" "$DEMO/dag-run.log" | sed 's/^/  /' | head -20 || true
 grep -oE "\[train-[a-z0-9]+-worker-0\] epoch [^[]*" "$DEMO/dag-run.log" | sed 's/^/  log /' || true
-grep -oE "(candidate [0-9.]+ vs production [0-9.]+|Returned value was: (promoted|kept)[^[]*)" "$DEMO/dag-run.log" | sed 's/^/  /' || true
+grep -oE "(metric from the training job: [0-9.]+|candidate [0-9.]+ vs production [0-9.]+|Returned value was: (promoted|kept)[^[]*)" "$DEMO/dag-run.log" | sed 's/^/  /' || true
 grep -oE "DagRun Finished: dag_id=retraining_pipeline.*state=[a-z]+" "$DEMO/dag-run.log" | grep -oE "state=[a-z]+" | sed 's/^/  DAG run /' || true
 if ((status)); then
   echo "  the DAG run failed; see .demo/dag-run.log" >&2

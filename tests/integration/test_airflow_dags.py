@@ -94,6 +94,7 @@ def test_failing_job_fails_the_task_with_the_reason(run_dag, jobs):
     assert 'The job is failed with rule: {"worker": [1]}' in out
     assert "failed replicas:" in out and "-worker-1" in out
     assert "exit code 137 (OOMKilled)" in out
+    assert "torch.cuda.OutOfMemoryError: CUDA out of memory" in out  # the replica's termination message
 
 
 def test_pod_options_example_puts_volume_toleration_and_shm_on_every_replica(run_dag, jobs, airflow_home):
@@ -116,3 +117,9 @@ def test_pod_options_example_puts_volume_toleration_and_shm_on_every_replica(run
     rendered = rendered if isinstance(rendered, dict) else __import__("yaml").safe_load(rendered)
     assert rendered["metadata"]["name"] == job["metadata"]["name"]
     assert rendered["spec"]["replicaSpecs"][0]["template"]["spec"]["tolerations"][0]["key"] == "nvidia.com/gpu"
+
+
+def test_results_reach_the_next_task_through_xcom(run_dag, jobs):
+    out = ok(run_dag("t9k_results"))
+    assert "every result arrived: ['colossalai', 'deepspeed', 'mpi', 'pytorch', 'sync', 'text']" in out
+

@@ -136,5 +136,6 @@ def failure_detail(pod: Obj | None) -> str:
         t = (cs.get("state") or {}).get("terminated")
         if t and t.get("exitCode", 0) != 0:
             reason = f" ({t['reason']})" if t.get("reason") else ""
-            return f"container {cs.get('name')} exit code {t.get('exitCode')}{reason}"
+            said = f": {bounded(str(t['message']).strip(), 300)}" if t.get("message") else ""  # often the exception
+            return f"container {cs.get('name')} exit code {t.get('exitCode')}{reason}{said}"
     return "failed"
