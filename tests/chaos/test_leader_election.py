@@ -56,7 +56,7 @@ def finish(jobs, name):
         set_pod_terminated(jobs.core, jobs.ns, pod, phase="Succeeded", exit_code=0)
 
 
-def test_leader_killed_under_load_standby_takes_over_without_duplicates(api_client, jobs, namespace, controller_factory):
+def test_leader_killed_under_load_standby_takes_over_without_duplicates(api_client, jobs, namespace, controller_factory, figures):
     pods = PodCreations(jobs.core, namespace)
     try:
         leader, standby = two_controllers(controller_factory, namespace)
@@ -77,7 +77,7 @@ def test_leader_killed_under_load_standby_takes_over_without_duplicates(api_clie
         transition = time.monotonic() - killed
         for i in range(4):
             jobs.wait_phase("GenericJob", f"mid{i}", "Running", timeout=60)
-        print(f"\nfailover after SIGKILL: standby elected in {elected:.1f}s, next transition written after "
+        figures(f"failover after SIGKILL: standby elected in {elected:.1f}s, next transition written after "
               f"{transition:.1f}s; pods created {pods.created()}, duplicates {len(pods.duplicates())}")  # fmt: skip
         assert transition <= 30, transition
         assert pods.duplicates() == {}
@@ -87,7 +87,7 @@ def test_leader_killed_under_load_standby_takes_over_without_duplicates(api_clie
         pods.stop()
 
 
-def test_paused_leader_does_not_act_after_its_lease_passed(api_client, jobs, namespace, controller_factory):
+def test_paused_leader_does_not_act_after_its_lease_passed(api_client, jobs, namespace, controller_factory, figures):
     """SIGSTOP the leader past the lease duration (as a partition or a long GC pause would):
     the standby takes over, and the old leader, woken, writes nothing and stands by."""
     pods = PodCreations(jobs.core, namespace)
@@ -114,7 +114,7 @@ def test_paused_leader_does_not_act_after_its_lease_passed(api_client, jobs, nam
         wait_until(lambda: "lost leadership" in old.tail(400), timeout=10, what="the old leader noticing")
         time.sleep(5)  # time enough to act on everything its watch just delivered, if it were to
         m = old.metrics()
-        print(f"\npaused leader: standby took over after {took_over:.1f}s; after waking the old leader wrote "
+        figures(f"paused leader: standby took over after {took_over:.1f}s; after waking the old leader wrote "
               f"{write_requests(old) - before:.0f} times, {m.get('airflow_t9k_leader_fenced_writes_total', 0):.0f} writes "
               f"refused by its fence; pods created {pods.created()}")  # fmt: skip
         assert write_requests(old) == before  # not one write request after waking, not even to its lease
@@ -130,7 +130,7 @@ def test_paused_leader_does_not_act_after_its_lease_passed(api_client, jobs, nam
         pods.stop()
 
 
-def test_clean_shutdown_hands_over_at_once(api_client, jobs, namespace, controller_factory):
+def test_clean_shutdown_hands_over_at_once(api_client, jobs, namespace, controller_factory, figures):
     """SIGTERM (a rolling update, a drained node): the leader releases its Lease on the way
     out, so the standby does not wait out the lease duration."""
     leader, standby = two_controllers(controller_factory, namespace)
@@ -139,7 +139,7 @@ def test_clean_shutdown_hands_over_at_once(api_client, jobs, namespace, controll
     assert leader.proc.returncode == 0 and "released" in leader.tail(20)
     wait_until(lambda: leads(standby, LEASE), timeout=15, what="the standby taking over")
     took = time.monotonic() - stopped
-    print(f"\nhandover after SIGTERM: {took:.1f}s")
+    figures(f"handover after SIGTERM: {took:.1f}s")
     assert took < 5  # a retry period or two, not the 10 s lease duration
     jobs.create(generic("after", 2))
     jobs.wait_phase("GenericJob", "after", "Running", timeout=60)

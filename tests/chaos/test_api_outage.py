@@ -53,7 +53,7 @@ class Prober(threading.Thread):
             time.sleep(0.2)
 
 
-def test_api_server_outage_controller_stays_alive_and_resumes_within_seconds(cluster, jobs, namespace, controller_factory):
+def test_api_server_outage_controller_stays_alive_and_resumes_within_seconds(cluster, jobs, namespace, controller_factory, figures):
     if cluster.external:
         pytest.skip("restarts the API server: only on the local cluster of scripts/local-cluster.sh")
     subprocess.run([str(SCRIPT), "supervise"], check=True, capture_output=True)  # heal whatever else dies
@@ -84,7 +84,7 @@ def test_api_server_outage_controller_stays_alive_and_resumes_within_seconds(clu
 
     ready_again = next((t for t, _, r in prober.samples if t > back and r == 200), float("nan"))
     during = [(h, r) for t, h, r in prober.samples if down + 1 < t < back]
-    print(f"\nAPI server down {back - down:.1f}s; controller ready {ready_again - back:.1f}s and the job's next "
+    figures(f"API server down {back - down:.1f}s; controller ready {ready_again - back:.1f}s and the job's next "
           f"transition written {done - back:.1f}s after the API server answered again; "
           f"liveness answers during the outage: {sorted({h for h, _ in during})}")  # fmt: skip
     assert done - back <= 10, done - back
