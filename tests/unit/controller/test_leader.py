@@ -1,7 +1,7 @@
 """Leader election rules, on a Lease store with the API server's optimistic concurrency.
 
 The store stands in for one object's get/create/update (resourceVersion checks included);
-the election's behaviour against the real API server is in tests/integration/test_leader_election.py.
+the election's behaviour against the real API server is in tests/chaos/test_leader_election.py.
 """
 
 from __future__ import annotations
