@@ -15,7 +15,7 @@ import time
 
 from kubernetes.client.exceptions import ApiException
 
-from tests.chaos.pods import PodCreations
+from tests.support.ha import PodCreations
 from tests.support.cluster import wait_until
 
 LIMIT = 2
@@ -108,7 +108,7 @@ def test_kill_loop_with_conflicting_edits_runs_no_replica_twice(jobs, controller
     short = {f"{n}-worker-0": runs.count(f"{n}-worker-0") for n in fail_names if runs.count(f"{n}-worker-0") < 1 + LIMIT}
     restarts = {n: jobs.get("GenericJob", n)["status"]["tasks"][0]["restartCount"] for n in fail_names}
     figures(f"seed={seed} kills={kills} label_edits={editor.edits} jobs={2 * JOBS_PER_SHAPE} "
-          f"pod_runs={sum(len(u) for u in runs.uids.values())} duplicates={sum(extra.values())} "
+          f"pod_runs={runs.created()} duplicates={sum(extra.values())} "
           f"wrong_phases={len(wrong)} orphans={len(orphans)} cleanup_after_finish={cleanup_seconds:.1f}s")  # fmt: skip
     assert extra == {}, f"replicas ran beyond their policy: {extra}"
     assert wrong == {}, f"jobs in the wrong final phase: {wrong}"

@@ -70,6 +70,11 @@ class PodCreations:
             except Exception:  # the API server restarting under the outage test: watch again
                 time.sleep(0.5)
 
+    def count(self, name: str) -> int:
+        """How often a pod of this name was created (runs of that replica)."""
+        with self.lock:
+            return len(self.uids.get(name, ()))
+
     def created(self) -> int:
         with self.lock:
             return sum(len(u) for u in self.uids.values())
