@@ -33,6 +33,8 @@ from airflow.sdk.exceptions import AirflowException, AirflowTaskTimeout
 
 from airflow_t9k.api.outcome import JobState, interpret
 from airflow_t9k.api.paths import job_path
+from airflow_t9k.api.queueing import note as queue_note
+from airflow_t9k.api.queueing import queue_failure, queue_remaining, with_queue
 from airflow_t9k.api.resources import resource_for
 from airflow_t9k.api.result import message_of, parse_source
 from airflow_t9k.api.result import parse as parse_result
@@ -111,6 +113,13 @@ class T9kJobOperator(BaseOperator):
         deleted (or paused, see ``on_kill_action``) and the task fails
     :param startup_timeout: fail sooner, the same way, when the job has not left ``Pending``
         this long after its submission (no GPUs free, unschedulable), with the scheduler's reason
+    :param queue: the Kueue LocalQueue that admits the job (``spec.scheduler.t9kScheduler.queue``;
+        AscendJob ``runPolicy.schedulingPolicy.queue``); docs/queueing.md
+    :param priority: the job's integer priority in its queue (T9k kinds); higher preempts lower
+    :param min_available: AscendJob only: admit it with at least this many pods
+    :param priority_class: AscendJob only: a WorkloadPriorityClass or PriorityClass name
+    :param queue_timeout: fail, the same way as ``startup_timeout``, when the job waited in its
+        queue this long without being admitted; time in the queue does not count as startup
     :param delete_on_finish: ``never``, ``always`` or ``on_success``
     :param on_kill_action: ``delete`` or ``pause`` the job when the task is killed or times out;
         a retry resumes a job that a kill or timeout paused
@@ -152,9 +161,23 @@ class T9kJobOperator(BaseOperator):
         stream_logs: bool = True,
         log_tail_lines: int = 50,
         result_from: str | None = "auto",
+        queue: str | None = None,
+        priority: int | None = None,
+        min_available: int | None = None,
+        priority_class: str | None = None,
+        queue_timeout: float | timedelta | None = None,
         **kwargs: Any,
     ) -> None:
         super().__init__(**kwargs)
+        if priority is not None and (isinstance(priority, bool) or not isinstance(priority, int)):
+            raise ValueError(f"priority must be an integer, got {priority!r}")
+        if min_available is not None and (isinstance(min_available, bool) or not isinstance(min_available, int) or min_available < 1):
+            raise ValueError(f"min_available must be a positive integer, got {min_available!r}")
+        self.queue = queue
+        self.priority = priority
+        self.min_available = min_available
+        self.priority_class = priority_class
+        self.queue_timeout = queue_timeout.total_seconds() if isinstance(queue_timeout, timedelta) else queue_timeout
         if result_from not in (None, "auto"):
             try:
                 parse_source(result_from)
@@ -263,7 +286,10 @@ class T9kJobOperator(BaseOperator):
             f"{LABEL}/map-index": str(map_index),
         }
         job["metadata"] = meta
-        return job
+        try:
+            return with_queue(job, self.queue, self.priority, self.min_available, self.priority_class)
+        except ValueError as exc:
+            raise AirflowException(str(exc)) from None
 
     def dry_run(self) -> None:
         """Print the job this task would submit: template files read and Jinja rendered as in a
@@ -456,6 +482,7 @@ class T9kJobOperator(BaseOperator):
             events_since=datetime.now(timezone.utc).isoformat(),
             config_file=self.config_file,  # a path: the triggerer reads it, no credentials in the trigger
             startup_timeout=self.startup_timeout,
+            queue_timeout=self.queue_timeout,
         )
 
     def _wait_sync(self, identity: Obj, deadline: float | None) -> Obj:
@@ -506,6 +533,16 @@ class T9kJobOperator(BaseOperator):
                                                                     self.startup_timeout, reason))  # fmt: skip
         if startup_left is not None:
             remaining = startup_left if remaining is None else min(remaining, startup_left)
+        line = queue_note(job)
+        if line and line != getattr(self, "_queue_note", None):
+            self.log.info("%s %s: %s", identity["kind"], identity["name"], line)
+        self._queue_note = line
+        queue_left = queue_remaining(job, self.queue_timeout, time.time())
+        if queue_left is not None and queue_left <= 0:
+            return self._event_from(job, "timeout", queue_failure(identity["kind"], identity["namespace"], identity["name"],
+                                                                  job, self.queue_timeout))  # fmt: skip
+        if queue_left is not None:
+            remaining = queue_left if remaining is None else min(remaining, queue_left)
         w = watch.Watch()
         path = job_path(resource, identity["namespace"])
         with self.hook.boundary("WATCH", path):

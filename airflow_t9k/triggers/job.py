@@ -27,6 +27,7 @@ from airflow.triggers.base import BaseTrigger, TriggerEvent
 from airflow_t9k.api.outcome import interpret
 from airflow_t9k.api.paths import child_path, job_path
 from airflow_t9k.api.resources import resource_for
+from airflow_t9k.api import queueing
 from airflow_t9k.api.runmode import pause_patch
 from airflow_t9k.hooks.t9k import AsyncT9kHook
 from airflow_t9k.k8s.errors import ApiError, is_permanent
@@ -47,11 +48,12 @@ def _parse_time(value: str | None) -> float | None:
 
 def startup_remaining(job: Obj, startup_timeout: float | None, now: float | None = None) -> float | None:
     """Seconds left for a job that has not started to leave ``Pending``, counted from its
-    creation (so a retry or a restarted triggerer keeps the same limit); None when the job
-    has started or there is no limit."""
-    if not startup_timeout or interpret(job).phase not in NOT_STARTED:
+    creation (so a retry or a restarted triggerer keeps the same limit), or from its admission
+    when it went through a queue; None when the job has started, waits in a queue (that is
+    queue_timeout's), or there is no limit."""
+    if not startup_timeout or interpret(job).phase not in NOT_STARTED or queueing.waiting(job):
         return None
-    created = _parse_time(job["metadata"].get("creationTimestamp"))
+    created = queueing.startup_start(job)
     now = time.time() if now is None else now
     return (created if created is not None else now) + float(startup_timeout) - now
 
@@ -81,6 +83,8 @@ class T9kJobTrigger(BaseTrigger):
     :param config_file: kubeconfig path, read by the triggerer (it must be readable there)
     :param startup_timeout: seconds from the job's creation within which it must leave
         ``Pending``; else a ``timeout`` event naming the scheduler's reason
+    :param queue_timeout: seconds a job may wait in its Kueue queue (from its creation, or
+        its eviction) before a ``timeout`` event; the task log says what the queue reports
     :param target_phases: also end the wait (``success``) when the job reaches one of these
         phases (the sensor's targets); terminal phases always end it
     :param config_dict: accepted from triggers stored by earlier versions only; it holds
@@ -112,6 +116,7 @@ class T9kJobTrigger(BaseTrigger):
         config_file: str | None = None,
         startup_timeout: float | None = None,
         target_phases: list[str] | tuple[str, ...] | None = None,
+        queue_timeout: float | None = None,
     ) -> None:
         super().__init__()
         self.kind = kind
@@ -135,6 +140,7 @@ class T9kJobTrigger(BaseTrigger):
         self.config_file = config_file
         self.startup_timeout = startup_timeout
         self.target_phases = list(target_phases) if target_phases else None
+        self.queue_timeout = queue_timeout
         self._last_job: Obj | None = None
         self._last_failure: str = ""
 
@@ -163,6 +169,7 @@ class T9kJobTrigger(BaseTrigger):
                 "max_followed_pods": self.max_followed_pods,
                 "startup_timeout": self.startup_timeout,
                 "target_phases": self.target_phases,
+                **({"queue_timeout": self.queue_timeout} if self.queue_timeout else {}),
             },
         )
 
@@ -234,6 +241,7 @@ class T9kJobTrigger(BaseTrigger):
     async def _wait(self, watch: shared_watch.SharedWatch, changed: asyncio.Event) -> TriggerEvent:
         deadline = _parse_time(self.deadline)
         last_phase = None
+        last_note = None
         while True:
             changed.clear()
             wake_in: float | None = None
@@ -273,6 +281,16 @@ class T9kJobTrigger(BaseTrigger):
                     return await self._startup_timeout(watch, job)
                 if startup_left is not None:
                     wake_in = startup_left if wake_in is None else min(wake_in, startup_left)
+                line = queueing.note(job)
+                if line and line != last_note:
+                    self.log.info("%s %s/%s: %s", self.kind, self.namespace, self.name, line)
+                last_note = line
+                queue_left = queueing.queue_remaining(job, self.queue_timeout, time.time())
+                if queue_left is not None and queue_left <= 0:
+                    return self._event("timeout", job, queueing.queue_failure(self.kind, self.namespace, self.name, job,
+                                                                              self.queue_timeout))  # fmt: skip
+                if queue_left is not None:
+                    wake_in = queue_left if wake_in is None else min(wake_in, queue_left)
             remaining = None if deadline is None else deadline - time.time()
             if remaining is not None and remaining <= 0:
                 return self._timeout_event()
