@@ -206,3 +206,66 @@ def test_kueue_stopped_while_jobs_wait_no_pod_appears_and_admission_resumes_when
         subprocess.run([str(SCRIPT), "kueue", "up"], check=True)
     jobs.wait_phase(GK, "waiting", "Succeeded", timeout=90)
     jobs.wait_phase(GK, "late", "Succeeded", timeout=90)
+
+
+# -- the Airflow side: operator and trigger against the same Kueue -----------------------------
+
+
+@pytest.fixture
+def conn(monkeypatch, cluster, namespace):
+    extra = f'{{"kube_config_path": "{cluster.kubeconfig}", "namespace": "{namespace}"}}'
+    monkeypatch.setenv("AIRFLOW_CONN_KUBERNETES_DEFAULT", f'{{"conn_type": "kubernetes", "extra": {extra}}}')
+
+
+def deferred_trigger(**kw):
+    from datetime import datetime
+
+    from airflow.sdk import DAG
+    from airflow.sdk.exceptions import TaskDeferred
+
+    from airflow_t9k.operators.kinds import GenericJobOperator
+    from tests.integration.test_operator_trigger import context
+
+    with DAG("dag", start_date=datetime(2026, 1, 1), schedule=None):
+        operator = GenericJobOperator(task_id="train", image="busybox", replicas=3, deferrable=True, queue="gpu",
+                                      container_resources={"requests": {"nvidia.com/gpu": 1}, "limits": {"nvidia.com/gpu": 1}},
+                                      pod_annotations={f"{SIM}/duration": "2s"}, **kw)  # fmt: skip
+    with pytest.raises(TaskDeferred) as exc:
+        operator.execute(context())
+    return exc.value.trigger
+
+
+async def first_event(trigger, timeout=90):
+    import asyncio
+
+    return (await asyncio.wait_for(trigger.run().__anext__(), timeout)).payload
+
+
+@pytest.mark.asyncio
+async def test_the_task_log_says_waiting_in_queue_and_startup_timeout_does_not_count_the_wait(
+    conn, jobs, queue, controller, capsys
+):
+    import asyncio
+
+    jobs.create(gjob("blocker", duration=None))
+    jobs.wait_phase(GK, "blocker", "Running", timeout=30)
+    trigger = deferred_trigger(startup_timeout=3)
+    waiting = asyncio.create_task(first_event(trigger))
+    await asyncio.sleep(6)  # twice the startup timeout, all of it in the queue
+    assert not waiting.done(), waiting.result() if waiting.done() else None
+    jobs.delete(GK, "blocker")
+    event = await waiting
+    assert (event["status"], event["phase"]) == ("success", "Succeeded")
+    text = capsys.readouterr().out  # the task log (Airflow's structlog writes it there)
+    assert "waiting in queue gpu: couldn't assign flavors to pod set worker: insufficient unused quota for nvidia.com/gpu" in text
+    assert "admitted from queue gpu: Admitted by ClusterQueue" in text
+
+
+@pytest.mark.asyncio
+async def test_queue_timeout_ends_the_wait_with_kueues_reason(conn, jobs, queue, controller):
+    jobs.create(gjob("blocker", duration=None))
+    jobs.wait_phase(GK, "blocker", "Running", timeout=30)
+    event = await first_event(deferred_trigger(queue_timeout=4))
+    assert event["status"] == "timeout"
+    assert "was not admitted within queue_timeout=4s: waiting in queue gpu: couldn't assign flavors" in event["message"]
+    assert jobs.pods(event["name"]) == {}
