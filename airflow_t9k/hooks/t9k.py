@@ -224,7 +224,7 @@ class T9kHook(KubernetesHook):
         try:
             with self._boundary("GET", path):
                 resp = self.api_client.call_api(
-                    path, "GET", query_params=[("tailLines", lines)], header_params={"Accept": "text/plain"},
+                    path, "GET", query_params=[("tailLines", lines)], header_params={"Accept": "application/json"},
                     auth_settings=["BearerToken"], _preload_content=False,
                 )  # fmt: skip
             return resp.data.decode("utf-8", errors="replace") if resp.data else ""

@@ -147,7 +147,8 @@ def test_clean_shutdown_hands_over_at_once(api_client, jobs, namespace, controll
 
 def test_lease_rbac_of_the_deploy_manifests_is_enough(api_client, cluster, namespace, jobs, controller_factory, tmp_path):
     """The controller under exactly rbac-cluster.yaml's grants elects itself and works."""
-    from tests.integration.test_controller_runtime import _delete_cluster_scoped, _rbac_kubeconfig
+    from tests.integration.test_controller_runtime import _rbac_kubeconfig
+    from tests.support.rbac import delete_cluster_scoped
 
     kubeconfig, docs = _rbac_kubeconfig(api_client, cluster, namespace, "rbac-cluster.yaml", tmp_path)
     lease = next(d for d in docs if d["kind"] == "Role")["rules"][1]["resourceNames"][0]  # renamed for this test
@@ -158,4 +159,4 @@ def test_lease_rbac_of_the_deploy_manifests_is_enough(api_client, cluster, names
         jobs.wait_phase("GenericJob", "rbac", "Running", timeout=60)
         assert "forbidden" not in ctrl.tail(200).lower()
     finally:
-        _delete_cluster_scoped(api_client, docs)
+        delete_cluster_scoped(api_client, docs)

@@ -26,28 +26,15 @@ from airflow_t9k.operators.kinds import GenericJobOperator
 from airflow_t9k.sensors.job import T9kJobSensor
 from airflow_t9k.triggers.job import T9kJobTrigger
 from tests.support.cluster import wait_until
+from tests.support.rbac import delete_cluster_scoped
+from tests.support.task import context as task_context
 
 ROOT = Path(__file__).resolve().parents[2]
 SIM = "sim.t9k.test"
 
 
-class FakeTI:
-    def __init__(self, run_id: str) -> None:
-        self.dag_id, self.run_id, self.task_id, self.map_index, self.try_number = "rbac", run_id, "train", -1, 1
-        self.start_date = None
-        self.xcom: dict = {}
-
-    def xcom_push(self, key, value) -> None:
-        self.xcom[key] = value
-
-
-class Store(dict):
-    def set(self, key, value, **_) -> None:
-        self[key] = value
-
-
 def context(run_id: str) -> dict:
-    return {"ti": FakeTI(run_id), "task_state_store": Store()}
+    return task_context(run_id=run_id)
 
 
 def make_op(sim: dict | None = None, **kw) -> GenericJobOperator:
@@ -81,15 +68,6 @@ def _apply_rbac(api_client, cluster, namespace: str, manifest: str, tmp_path: Pa
     return kubeconfigs, docs
 
 
-def _delete_cluster_scoped(api_client, docs: list[dict]) -> None:
-    rbac = client.RbacAuthorizationV1Api(api_client)
-    for d in docs:
-        if d["kind"] == "ClusterRole":
-            rbac.delete_cluster_role(d["metadata"]["name"])
-        elif d["kind"] == "ClusterRoleBinding":
-            rbac.delete_cluster_role_binding(d["metadata"]["name"])
-
-
 def _status(call) -> int:
     try:
         call()
@@ -108,7 +86,7 @@ def identities(request, monkeypatch, api_client, cluster, namespace, tmp_path):
     extra = f'{{"kube_config_path": "{kubeconfigs["triggerer"]}", "namespace": "{namespace}"}}'
     monkeypatch.setenv("AIRFLOW_CONN_T9K_TRIGGERER", f'{{"conn_type": "kubernetes", "extra": {extra}}}')
     yield SimpleNamespace(manifest=request.param, kubeconfigs=kubeconfigs)
-    _delete_cluster_scoped(api_client, docs)
+    delete_cluster_scoped(api_client, docs)
 
 
 def _gone(jobs, name: str) -> bool:

@@ -14,6 +14,7 @@ from kubernetes import client, utils
 
 from tests.support.cluster import wait_until
 from tests.support.kubelet import set_pod_terminated
+from tests.support.rbac import delete_cluster_scoped
 
 ROOT = Path(__file__).resolve().parents[2]
 
@@ -125,15 +126,6 @@ def _rbac_kubeconfig(api_client, cluster, namespace, manifest: str, tmp_path) ->
     return path, docs
 
 
-def _delete_cluster_scoped(api_client, docs) -> None:
-    rbac = client.RbacAuthorizationV1Api(api_client)
-    for d in docs:
-        if d["kind"] == "ClusterRole":
-            rbac.delete_cluster_role(d["metadata"]["name"])
-        elif d["kind"] == "ClusterRoleBinding":
-            rbac.delete_cluster_role_binding(d["metadata"]["name"])
-
-
 def _run_jobs_to_success(jobs):
     jobs.create(generic("rbac", 2, annotations={"sim.t9k.test/duration": "1s"}))
     jobs.wait_phase("GenericJob", "rbac", "Succeeded")
@@ -146,7 +138,7 @@ def test_controller_works_with_exactly_the_cluster_rbac(api_client, cluster, nam
         controller_factory(kubeconfig=kubeconfig)
         _run_jobs_to_success(jobs)
     finally:
-        _delete_cluster_scoped(api_client, docs)
+        delete_cluster_scoped(api_client, docs)
 
 
 def test_controller_works_with_exactly_the_namespace_rbac(api_client, cluster, namespace, jobs, controller_factory, tmp_path):
@@ -161,4 +153,4 @@ def test_controller_works_with_exactly_the_namespace_rbac(api_client, cluster, n
         controller_factory(kubeconfig=kubeconfig)
         _run_jobs_to_success(jobs)
     finally:
-        _delete_cluster_scoped(api_client, docs)
+        delete_cluster_scoped(api_client, docs)

@@ -16,8 +16,9 @@ from airflow.sdk.exceptions import AirflowException, AirflowTaskTimeout, TaskDef
 
 from airflow_t9k.operators.job import T9kJobOperator
 from airflow_t9k.operators.kinds import GenericJobOperator
-from tests.integration.test_operator_trigger import Store, _gone, conn, context, first_event, make_op  # noqa: F401
+from tests.integration.test_operator_trigger import _gone, conn, first_event, make_op  # noqa: F401
 from tests.support.cluster import wait_until
+from tests.support.task import Store, context
 
 CONSUMED = "airflow-t9k.io/consumed-by-try"
 DONE = {"sim.t9k.test/duration": "1s"}

@@ -18,21 +18,7 @@ from airflow.sdk.exceptions import AirflowException, AirflowTaskTimeout, TaskDef
 from airflow_t9k.operators.kinds import GenericJobOperator
 from airflow_t9k.triggers.job import T9kJobTrigger
 from tests.support.cluster import wait_until
-
-
-class FakeTI:
-    def __init__(self, run_id="manual__1", try_number=1):
-        self.dag_id, self.run_id, self.task_id, self.map_index, self.try_number = "dag", run_id, "train", -1, try_number
-        self.xcom: dict = {}
-        self.start_date = None
-
-    def xcom_push(self, key, value):
-        self.xcom[key] = value
-
-
-class Store(dict):
-    def set(self, key, value, **_):
-        self[key] = value
+from tests.support.task import Store, context
 
 
 @pytest.fixture
@@ -44,10 +30,6 @@ def conn(monkeypatch, cluster, namespace):
 def make_op(sim=None, **kw):
     with DAG("dag", start_date=datetime(2026, 1, 1), schedule=None):
         return GenericJobOperator(task_id="train", image="busybox", replicas=2, pod_annotations=sim or {}, **kw)
-
-
-def context(store=None, **ti):
-    return {"ti": FakeTI(**ti), "task_state_store": store if store is not None else Store()}
 
 
 def test_defers_with_a_trigger_for_exactly_the_submitted_job(conn, jobs, controller):

@@ -7,7 +7,8 @@ from datetime import datetime
 from airflow.sdk import DAG
 
 from airflow_t9k.operators.ti import TIJobOperator
-from tests.integration.test_operator_trigger import context, conn  # noqa: F401 - conn is a fixture
+from tests.integration.test_operator_trigger import conn  # noqa: F401 - conn is a fixture
+from tests.support.task import context
 
 SEED_COMMAND = "python /scripts/tf_cnn_benchmarks/tf_cnn_benchmarks.py --model resnet50 --batch_size 32 --variable_update tfplus"
 

@@ -29,27 +29,14 @@ from airflow_t9k.sensors.job import T9kJobSensor
 from airflow_t9k.triggers import shared_watch
 from airflow_t9k.triggers.job import T9kJobTrigger
 from tests.support.controller import free_port
+from tests.support.task import FakeTI, Store
+from tests.support.task import context as task_context
 
 INSTALL = "install the CRDs: airflow-t9k crds | kubectl apply --server-side -f -"
 
 
-class FakeTI:
-    def __init__(self, run_id="manual__1"):
-        self.dag_id, self.run_id, self.task_id, self.map_index, self.try_number = "dag", run_id, "train", -1, 1
-        self.xcom: dict = {}
-        self.start_date = None
-
-    def xcom_push(self, key, value):
-        self.xcom[key] = value
-
-
-class Store(dict):
-    def set(self, key, value, **_):
-        self[key] = value
-
-
 def context(run_id="manual__1"):
-    return {"ti": FakeTI(run_id), "task_state_store": Store()}
+    return task_context(run_id=run_id)
 
 
 @pytest.fixture

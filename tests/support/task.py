@@ -1,0 +1,26 @@
+"""What an operator reads from and writes to a running task, for tests that call execute()."""
+
+from __future__ import annotations
+
+from typing import Any
+
+
+class FakeTI:
+    def __init__(self, run_id: str = "manual__1", try_number: int = 1) -> None:
+        self.dag_id, self.run_id, self.task_id, self.map_index, self.try_number = "dag", run_id, "train", -1, try_number
+        self.xcom: dict[str, Any] = {}
+        self.start_date = None
+
+    def xcom_push(self, key: str, value: Any) -> None:
+        self.xcom[key] = value
+
+
+class Store(dict):
+    """The task state store: a retry of the same task sees what an earlier try set."""
+
+    def set(self, key: str, value: Any, **_: Any) -> None:
+        self[key] = value
+
+
+def context(store: Store | None = None, **ti: Any) -> dict[str, Any]:
+    return {"ti": FakeTI(**ti), "task_state_store": store if store is not None else Store()}
