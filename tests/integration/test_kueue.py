@@ -269,3 +269,15 @@ async def test_queue_timeout_ends_the_wait_with_kueues_reason(conn, jobs, queue,
     assert event["status"] == "timeout"
     assert "was not admitted within queue_timeout=4s: waiting in queue gpu: couldn't assign flavors" in event["message"]
     assert jobs.pods(event["name"]) == {}
+
+
+from tests.integration.test_airflow_dags import airflow_home, ok, run_dag  # noqa: E402,F401 - fixtures for real Airflow
+
+
+def test_example_dag_two_training_tasks_on_one_queue(queue, run_dag, jobs, custom):
+    out = ok(run_dag("example_queue"))
+    assert out.count("admitted from queue gpu") >= 2, out[-4000:]
+    workloads = custom.list_namespaced_custom_object(*KUEUE, jobs.ns, "workloads")["items"]
+    assert len(workloads) == 2
+    assert sorted(w["spec"]["priority"] for w in workloads) == [10, 20]
+    assert all(wl_condition(w, "Finished").get("status") == "True" for w in workloads)

@@ -10,7 +10,7 @@ ROOT = Path(__file__).resolve().parents[3]
 EXPECTED = {
     "example_genericjob", "example_pytorch", "example_tensorflow", "example_xgboost", "example_colossalai",
     "example_deepspeed", "example_mpi", "example_beam", "example_yaml_and_sensor", "retraining_pipeline", "example_ti", "example_ascend",
-    "example_pod_options",
+    "example_pod_options", "example_queue",
 }  # fmt: skip
 
 
