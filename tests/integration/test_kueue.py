@@ -281,3 +281,30 @@ def test_example_dag_two_training_tasks_on_one_queue(queue, run_dag, jobs, custo
     assert len(workloads) == 2
     assert sorted(w["spec"]["priority"] for w in workloads) == [10, 20]
     assert all(wl_condition(w, "Finished").get("status") == "True" for w in workloads)
+
+
+def test_queueing_off_runs_a_queued_job_without_kueue_and_says_why(jobs, queue, controller_factory, custom):
+    controller_factory("--queueing=off")
+    jobs.create(gjob("plain", duration="2s"))
+    jobs.wait_phase(GK, "plain", "Succeeded", timeout=30)
+    assert workload(custom, jobs.ns, "genericjob-plain") is None
+    cond = jobs.condition(GK, "plain", "QueueAdmission")
+    assert (cond["status"], cond["reason"]) == ("False", "NotEnforced") and "--queueing=off" in cond["message"]
+
+
+def test_auto_without_a_localqueue_of_that_name_records_the_queue_only(jobs, queue, controller, custom):
+    jobs.create(gjob("elsewhere", duration="2s", queue="no-such-queue"))
+    jobs.wait_phase(GK, "elsewhere", "Succeeded", timeout=30)
+    assert workload(custom, jobs.ns, "genericjob-elsewhere") is None
+    assert "has no LocalQueue 'no-such-queue'" in jobs.condition(GK, "elsewhere", "QueueAdmission")["message"]
+
+
+def test_queueing_kueue_holds_a_job_whose_localqueue_is_missing_with_kueues_message(jobs, queue, controller_factory, custom):
+    controller_factory("--queueing=kueue")
+    jobs.create(gjob("lost", duration="2s", queue="no-such-queue"))
+    wait_until(lambda: workload(custom, jobs.ns, "genericjob-lost"), timeout=20, what="Workload created")
+    message = wait_until(lambda: (jobs.condition(GK, "lost", "Admitted") or {}).get("reason") not in (None, "Queueing")
+                         and jobs.condition(GK, "lost", "Admitted")["message"], timeout=20, what="Kueue's verdict")  # fmt: skip
+    assert "no-such-queue" in message
+    time.sleep(2)
+    assert jobs.pods("lost") == {}
