@@ -1,0 +1,108 @@
+"""Job create -> first pod created, with and without Kueue admission (not part of the tests).
+
+    scripts/local-cluster.sh kueue up        # Kueue on the running local cluster
+    .venv/bin/python benchmarks/kueue_latency.py [--jobs 30]
+
+Two fresh namespaces, one controller watching both (``--queueing=auto``): in ``queued`` a
+LocalQueue (of a ClusterQueue with room for every job) makes each job go through a Workload
+and Kueue's admission before its pod; in ``direct`` there is no LocalQueue, so the same job
+gets its pod at once, as without Kueue. Jobs are created one at a time (GenericJob, one
+1-GPU replica), each after the previous one's first pod was seen, so the numbers are latency,
+not throughput. Times are when the pod's watch event arrives here, from just before the POST.
+"""
+
+from __future__ import annotations
+
+import argparse
+import sys
+import threading
+import time
+import uuid
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parents[1]
+sys.path.insert(0, str(ROOT / "benchmarks"))
+
+from _bench import Cluster, Ours, Watch, machine, median, pct, table, wait_for  # noqa: E402
+
+KUEUE = "/apis/kueue.x-k8s.io/v1beta2"
+
+
+def job(name: str) -> dict:
+    gpu = {"nvidia.com/gpu": "1", "cpu": "1", "memory": "1Gi"}
+    return {"apiVersion": "batch.tensorstack.dev/v1beta1", "kind": "GenericJob", "metadata": {"name": name},
+            "spec": {"scheduler": {"t9kScheduler": {"queue": "bench"}}, "replicaSpecs": [{
+                "type": "worker", "replicas": 1,
+                "template": {"metadata": {"annotations": {"sim.t9k.test/duration": "1s"}},
+                             "spec": {"containers": [{"name": "main", "image": "busybox", "command": ["true"],
+                                                      "resources": {"requests": gpu, "limits": gpu}}]}}}]}}  # fmt: skip
+
+
+def measure(cluster: Cluster, ns: str, n: int) -> list[float]:
+    first_pod: dict[str, float] = {}
+    seen = threading.Condition()
+
+    def on_pod(kind: str, pod: dict, t: float) -> None:
+        owner = (pod["metadata"].get("labels") or {}).get("batch.tensorstack.dev/job-name")
+        if kind == "ADDED" and owner:
+            with seen:
+                first_pod.setdefault(owner, t)
+                seen.notify_all()
+
+    watch = Watch(cluster, f"/api/v1/namespaces/{ns}/pods", on_pod)
+    delays = []
+    try:
+        for i in range(n):
+            name = f"lat-{i}"
+            t0 = time.monotonic()
+            cluster.request("POST", f"/apis/batch.tensorstack.dev/v1beta1/namespaces/{ns}/genericjobs", job(name))
+            with seen:
+                if not seen.wait_for(lambda: name in first_pod, timeout=60):
+                    raise SystemExit(f"{ns}/{name}: no pod within 60 s")
+            delays.append(first_pod[name] - t0)
+    finally:
+        watch.stop()
+    return delays
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser.add_argument("--jobs", type=int, default=30)
+    args = parser.parse_args()
+    cluster = Cluster()
+    if "workloads" not in {r["name"] for r in cluster.get(KUEUE).get("resources", [])}:
+        raise SystemExit("Kueue's API is not served: scripts/local-cluster.sh kueue up")
+    tag = uuid.uuid4().hex[:6]
+    queued, direct, cq = f"bench-kq-{tag}", f"bench-direct-{tag}", f"bench-{tag}"
+    log_dir = ROOT / ".local-cluster" / "bench-logs"
+    log_dir.mkdir(parents=True, exist_ok=True)
+    for ns in (queued, direct):
+        cluster.create_namespace(ns)
+    quota = [("cpu", str(args.jobs + 10)), ("memory", f"{args.jobs + 10}Gi"), ("nvidia.com/gpu", str(args.jobs + 10))]
+    cluster.request("POST", f"{KUEUE}/clusterqueues", {
+        "apiVersion": "kueue.x-k8s.io/v1beta2", "kind": "ClusterQueue", "metadata": {"name": cq},
+        "spec": {"namespaceSelector": {"matchLabels": {"kubernetes.io/metadata.name": queued}},
+                 "resourceGroups": [{"coveredResources": [r for r, _ in quota], "flavors": [
+                     {"name": "default", "resources": [{"name": r, "nominalQuota": q} for r, q in quota]}]}]}})  # fmt: skip
+    cluster.request("POST", f"{KUEUE}/namespaces/{queued}/localqueues", {
+        "apiVersion": "kueue.x-k8s.io/v1beta2", "kind": "LocalQueue", "metadata": {"name": "bench"},
+        "spec": {"clusterQueue": cq}})  # fmt: skip
+    wait_for("LocalQueue", lambda: cluster.get(f"{KUEUE}/namespaces/{queued}/localqueues")["items"], 30)
+    ours = Ours(cluster, queued, log_dir, kind="GenericJob", extra=("-n", direct))
+    ours.start()
+    try:
+        results = {}
+        for label, ns in (("direct (no Kueue)", direct), ("queued (Kueue admits)", queued)):
+            results[label] = measure(cluster, ns, args.jobs)
+    finally:
+        ours.stop()
+        cluster.request("DELETE", f"{KUEUE}/clusterqueues/{cq}", ok=(200, 202, 404))
+        for ns in (queued, direct):
+            cluster.delete_namespace(ns, wait=False)
+    print(f"job create -> first pod, {args.jobs} jobs one at a time; {machine()}")
+    print(table(["path", "median s", "p99 s", "max s"],
+                [[k, median(v), pct(v, 99), max(v)] for k, v in results.items()]))  # fmt: skip
+
+
+if __name__ == "__main__":
+    main()
