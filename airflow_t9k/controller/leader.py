@@ -19,6 +19,7 @@ from collections.abc import Callable
 from datetime import datetime, timezone
 from typing import Any
 
+from airflow_t9k.k8s.aio import within
 from airflow_t9k.k8s.client import Kube
 from airflow_t9k.k8s.errors import AlreadyExists, Conflict, NotFound
 
@@ -116,7 +117,7 @@ class LeaderElector:
     # -- the loops ----------------------------------------------------------------------------
     async def _attempt(self, timeout: float) -> bool:
         try:
-            return await asyncio.wait_for(self.try_acquire_or_renew(), timeout)
+            return await within(self.try_acquire_or_renew(), timeout)
         except asyncio.TimeoutError:
             log.warning("lease %s/%s: no answer within %.1fs", self.namespace, self.name, timeout)
         except Exception as exc:  # the API is unreachable or refused: a failed attempt, like client-go
@@ -176,7 +177,7 @@ class LeaderElector:
         spec = {**(self._lease.get("spec") or {}), "holderIdentity": "", "leaseDurationSeconds": 1,
                 "renewTime": micro_time(datetime.now(timezone.utc))}  # fmt: skip
         try:
-            await asyncio.wait_for(self.kube.replace(self.path, body={**self._lease, "spec": spec}), 2)
+            await within(self.kube.replace(self.path, body={**self._lease, "spec": spec}), 2)
             log.info("lease %s/%s released", self.namespace, self.name)
         except (asyncio.TimeoutError, Exception) as exc:
             log.warning("could not release lease %s/%s: %s", self.namespace, self.name, exc)

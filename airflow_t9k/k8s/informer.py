@@ -18,6 +18,7 @@ import random
 from collections.abc import Callable
 from typing import Any
 
+from airflow_t9k.k8s.aio import within
 from airflow_t9k.k8s.client import UNDECODABLE, Kube
 from airflow_t9k.k8s.errors import ApiError, Gone
 
@@ -198,7 +199,7 @@ class Informer:
         try:
             while True:
                 try:
-                    event = await asyncio.wait_for(stream.__anext__(), self.idle_timeout)
+                    event = await within(stream.__anext__(), self.idle_timeout)
                 except StopAsyncIteration:
                     return
                 except asyncio.TimeoutError:

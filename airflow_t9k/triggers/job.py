@@ -30,6 +30,7 @@ from airflow_t9k.api.resources import resource_for
 from airflow_t9k.api import queueing
 from airflow_t9k.api.runmode import pause_patch
 from airflow_t9k.hooks.t9k import AsyncT9kHook
+from airflow_t9k.k8s.aio import within
 from airflow_t9k.k8s.errors import ApiError, is_permanent
 from airflow_t9k.triggers import shared_watch
 
@@ -201,7 +202,7 @@ class T9kJobTrigger(BaseTrigger):
         try:
             if deadline is None:
                 return await self._watch_until_done()
-            return await asyncio.wait_for(self._watch_until_done(), max(deadline - time.time(), 0) + BACKSTOP)
+            return await within(self._watch_until_done(), max(deadline - time.time(), 0) + BACKSTOP)
         except asyncio.TimeoutError:
             return self._timeout_event()
         except Exception as exc:  # whatever it is, the task must hear of it rather than wait forever
@@ -296,7 +297,7 @@ class T9kJobTrigger(BaseTrigger):
                 return self._timeout_event()
             timeout = remaining if wake_in is None else (wake_in if remaining is None else min(wake_in, remaining))
             try:
-                await asyncio.wait_for(changed.wait(), timeout=timeout)
+                await within(changed.wait(), timeout)
             except asyncio.TimeoutError:
                 continue
 
