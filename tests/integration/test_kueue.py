@@ -175,6 +175,7 @@ def test_a_controller_killed_between_admission_and_pod_creation_creates_the_pods
     wait_until(lambda: jobs.phase(GK, "waiter") == "Pending", timeout=20, what="waiter pending")
     ctl.kill()
     jobs.delete(GK, "blocker")  # its Workload goes with it (ownerReference); Kueue admits the waiter
+    wait_until(lambda: workload(custom, jobs.ns, "genericjob-blocker") is None, timeout=30, what="blocker's Workload collected")
     wait_until(lambda: wl_condition(workload(custom, jobs.ns, "genericjob-waiter"), "Admitted").get("status") == "True",
                timeout=30, what="waiter admitted by Kueue")  # fmt: skip
     time.sleep(1)
