@@ -1,0 +1,315 @@
+"""Shared pieces of the comparison benchmarks (vs_kubeflow.py, ceiling.py, scaling.py).
+
+Raw JSON over one pooled HTTPS session, not the generated client: the driver must cost as
+little as possible, since it shares two cores with the control plane and the controller.
+Times are when a watch event *arrives* here (time.monotonic()), never what a controller logs.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import re
+import signal
+import socket
+import statistics
+import subprocess
+import sys
+import threading
+import time
+from collections import Counter
+from concurrent.futures import ThreadPoolExecutor
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any, Callable
+
+import requests
+import yaml
+
+ROOT = Path(__file__).resolve().parents[1]
+DEFAULT_KUBECONFIG = ROOT / ".local-cluster" / "kubeconfig"
+KUBEFLOW_SH = ROOT / "benchmarks" / "kubeflow" / "kubeflow.sh"
+SIM_SECONDS = 20  # kwok ends every pod this long after it runs (sim.t9k.test/duration)
+CLK_TCK = os.sysconf("SC_CLK_TCK")
+WRITE_VERBS = {"POST", "PUT", "PATCH", "DELETE", "APPLY"}
+_METRIC = re.compile(r"^apiserver_request_total\{(?P<labels>[^}]*)\} (?P<value>\S+)$")
+_LABEL = re.compile(r'(\w+)="([^"]*)"')
+
+
+class Cluster:
+    """The API server named by a kubeconfig with a bearer token (what scripts/local-cluster.sh writes)."""
+
+    def __init__(self, kubeconfig: Path | str = DEFAULT_KUBECONFIG) -> None:
+        cfg = yaml.safe_load(Path(kubeconfig).read_text())
+        ctx = next(c["context"] for c in cfg["contexts"] if c["name"] == cfg["current-context"])
+        cluster = next(c["cluster"] for c in cfg["clusters"] if c["name"] == ctx["cluster"])
+        user = next(u["user"] for u in cfg["users"] if u["name"] == ctx["user"])
+        self.kubeconfig = str(kubeconfig)
+        self.server = cluster["server"]
+        self.ca = cluster["certificate-authority"]
+        self.headers = {"Authorization": f"Bearer {user['token']}", "Content-Type": "application/json"}
+        self.session = self._session()
+
+    def _session(self) -> requests.Session:
+        s = requests.Session()
+        s.trust_env = False  # REQUESTS_CA_BUNDLE or a proxy from the environment would override ours
+        s.verify = self.ca
+        s.headers.update(self.headers)
+        adapter = requests.adapters.HTTPAdapter(pool_connections=4, pool_maxsize=64)
+        s.mount("https://", adapter)
+        return s
+
+    def request(self, method: str, path: str, body: Any = None, ok: tuple[int, ...] = (200, 201)) -> Any:
+        r = self.session.request(method, self.server + path, data=None if body is None else json.dumps(body), timeout=60)
+        if r.status_code not in ok:
+            raise RuntimeError(f"{method} {path}: {r.status_code} {r.text[:300]}")
+        return r.json() if r.content and r.headers.get("Content-Type", "").startswith("application/json") else r.text
+
+    def get(self, path: str) -> Any:
+        return self.request("GET", path)
+
+    def post_all(self, path_bodies: list[tuple[str, dict]], threads: int = 16) -> tuple[float, float]:
+        """POST every body from `threads` threads; (first POST sent, last answer) as monotonic times."""
+        first = time.monotonic()
+        with ThreadPoolExecutor(threads) as pool:
+            list(pool.map(lambda pb: self.request("POST", pb[0], pb[1]), path_bodies))
+        return first, time.monotonic()
+
+    def write_counts(self) -> Counter[tuple[str, str, str]]:
+        """apiserver_request_total for writes, summed by (resource[/subresource], verb, code)."""
+        out: Counter[tuple[str, str, str]] = Counter()
+        for line in self.request("GET", "/metrics").splitlines():
+            m = _METRIC.match(line)
+            if not m:
+                continue
+            labels = dict(_LABEL.findall(m.group("labels")))
+            if labels.get("verb") not in WRITE_VERBS:
+                continue
+            res = labels.get("resource", "") + (f"/{labels['subresource']}" if labels.get("subresource") else "")
+            out[(res, labels["verb"], labels.get("code", ""))] += int(float(m.group("value")))
+        return out
+
+    def create_namespace(self, name: str) -> None:
+        self.request("POST", "/api/v1/namespaces", {"metadata": {"name": name}})
+        wait_for(f"serviceaccount in {name}", lambda: self.get(f"/api/v1/namespaces/{name}/serviceaccounts")["items"], 60)
+
+    def delete_namespace(self, name: str, wait: bool = True) -> None:
+        self.request("DELETE", f"/api/v1/namespaces/{name}", ok=(200, 202, 404))
+        if wait:
+            wait_for(f"namespace {name} gone", lambda: self.session.get(
+                f"{self.server}/api/v1/namespaces/{name}", timeout=10).status_code == 404, 600)  # fmt: skip
+
+    def pod_count(self) -> int:
+        return len(self.get("/api/v1/pods?limit=5000")["items"])
+
+
+class Watch(threading.Thread):
+    """One watch stream; calls on_event(type, object, arrival) for every event. Opened before
+    start() returns, so nothing submitted afterwards is missed."""
+
+    def __init__(self, cluster: Cluster, path: str, on_event: Callable[[str, dict, float], None]) -> None:
+        super().__init__(daemon=True)
+        self.on_event = on_event
+        sep = "&" if "?" in path else "?"
+        self.session = cluster._session()  # its own connection: a watch holds one for its lifetime
+        self.resp = self.session.get(f"{cluster.server}{path}{sep}watch=1&timeoutSeconds=3600&allowWatchBookmarks=false",
+                                     stream=True, timeout=(10, 3700))  # fmt: skip
+        self.resp.raise_for_status()
+        self.stopped = False
+        self.start()
+
+    def run(self) -> None:
+        try:
+            for line in self.resp.iter_lines(chunk_size=None):
+                if self.stopped:
+                    return
+                if line:
+                    ev = json.loads(line)
+                    self.on_event(ev["type"], ev["object"], time.monotonic())
+        except Exception:  # noqa: BLE001 - closing the response from stop() ends iteration with an error
+            if not self.stopped:
+                raise
+
+    def stop(self) -> None:
+        self.stopped = True
+        # Closing the response would wait for the reader thread's lock; shutting the socket
+        # down wakes that reader first.
+        sock = getattr(getattr(self.resp.raw, "connection", None), "sock", None) or getattr(
+            getattr(getattr(self.resp.raw, "_fp", None), "fp", None), "raw", None)
+        try:
+            if isinstance(sock, socket.socket):
+                sock.shutdown(socket.SHUT_RDWR)
+            elif sock is not None and hasattr(sock, "_sock"):
+                sock._sock.shutdown(socket.SHUT_RDWR)
+        except OSError:
+            pass
+        self.join(5)
+        self.resp.close()
+        self.session.close()
+
+
+@dataclass
+class Recorder:
+    """Arrival times of pod and job events in one namespace: when each first reached a state."""
+
+    job_state: Callable[[dict], str | None]  # "Running", "Succeeded", "Failed" or None
+    pod_created: dict[str, float] = field(default_factory=dict)
+    pod_running: dict[str, float] = field(default_factory=dict)
+    pod_terminal: dict[str, float] = field(default_factory=dict)
+    pod_job: dict[str, str] = field(default_factory=dict)
+    job_running: dict[str, float] = field(default_factory=dict)
+    job_done: dict[str, float] = field(default_factory=dict)
+    job_done_phase: dict[str, str] = field(default_factory=dict)
+    job_status_writes: Counter[str] = field(default_factory=Counter)
+    lock: threading.Lock = field(default_factory=threading.Lock)
+
+    def on_pod(self, kind: str, pod: dict, t: float) -> None:
+        name = pod["metadata"]["name"]
+        phase = (pod.get("status") or {}).get("phase")
+        with self.lock:
+            self.pod_created.setdefault(name, t)
+            self.pod_job.setdefault(name, name.rsplit("-", 2)[0])  # <job>-<type>-<index>
+            if phase == "Running":
+                self.pod_running.setdefault(name, t)
+            elif phase in ("Succeeded", "Failed"):
+                self.pod_running.setdefault(name, t)
+                self.pod_terminal.setdefault(name, t)
+
+    def on_job(self, kind: str, job: dict, t: float) -> None:
+        name = job["metadata"]["name"]
+        state = self.job_state(job)
+        with self.lock:
+            if kind == "MODIFIED":
+                self.job_status_writes[name] += 1
+            if state in ("Running", "Succeeded", "Failed"):
+                self.job_running.setdefault(name, t)
+            if state in ("Succeeded", "Failed"):
+                self.job_done.setdefault(name, t)
+                self.job_done_phase.setdefault(name, state)
+
+    def decision_delays(self) -> list[float]:
+        """Per finished job: its end minus the last of its pods' ends that came before it (the
+        pod event the controller had to react to)."""
+        ends: dict[str, list[float]] = {}
+        for pod, t in self.pod_terminal.items():
+            ends.setdefault(self.pod_job[pod], []).append(t)
+        out = []
+        for job, done in self.job_done.items():
+            before = [t for t in ends.get(job, []) if t <= done]
+            if before:
+                out.append(done - max(before))
+        return out
+
+
+def wait_for(what: str, check: Callable[[], Any], timeout: float, every: float = 0.1) -> float:
+    start = time.monotonic()
+    while not check():
+        if time.monotonic() - start > timeout:
+            raise SystemExit(f"timed out after {timeout:.0f}s waiting for {what}")
+        time.sleep(every)
+    return time.monotonic()
+
+
+def cpu_seconds(pid: int) -> float:
+    fields = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()
+    return (int(fields[11]) + int(fields[12])) / CLK_TCK  # utime, stime
+
+
+def peak_rss_mb(pid: int) -> float:
+    for line in Path(f"/proc/{pid}/status").read_text().splitlines():
+        if line.startswith("VmHWM:"):
+            return int(line.split()[1]) / 1024
+    return float("nan")
+
+
+def host_busy_seconds() -> float:
+    """All CPUs' non-idle time so far (/proc/stat), to report how loaded the host was."""
+    parts = [int(x) for x in Path("/proc/stat").read_text().splitlines()[0].split()[1:]]
+    return (sum(parts) - parts[3] - parts[4]) / CLK_TCK  # minus idle and iowait
+
+
+def free_port() -> int:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return int(s.getsockname()[1])
+
+
+class Ours:
+    """`airflow-t9k controller` as a user runs it, narrowed to one kind and one namespace."""
+
+    name = "ours"
+
+    def __init__(self, cluster: Cluster, namespace: str, log_dir: Path, kind: str = "PyTorchTrainingJob",
+                 extra: tuple[str, ...] = ()) -> None:  # fmt: skip
+        self.port = free_port()
+        exe = ROOT / ".venv" / "bin" / "airflow-t9k"
+        self.args = [str(exe) if exe.exists() else sys.executable, *([] if exe.exists() else ["-m", "airflow_t9k.cli"]),
+                     "controller", "--kubeconfig", cluster.kubeconfig, "--health-port", str(self.port),
+                     "--health-address", "127.0.0.1", "--log-level", "INFO", "--kind", kind, "-n", namespace, *extra]  # fmt: skip
+        self.log_path = log_dir / f"ours-{namespace}.log"
+        self.proc: subprocess.Popen[bytes] | None = None
+
+    def start(self) -> int:
+        self.log = open(self.log_path, "wb")  # noqa: SIM115 - closed in stop()
+        self.proc = subprocess.Popen(self.args, stdout=self.log, stderr=subprocess.STDOUT, cwd=ROOT)
+        wait_for("our controller ready", lambda: self._ready(), 60)
+        return self.proc.pid
+
+    def _ready(self) -> bool:
+        if self.proc is not None and self.proc.poll() is not None:
+            raise SystemExit(f"our controller exited ({self.proc.returncode}); log: {self.log_path}")
+        try:
+            return requests.get(f"http://127.0.0.1:{self.port}/readyz", timeout=1).status_code == 200
+        except requests.RequestException:
+            return False
+
+    def metrics(self) -> dict[str, float]:
+        """Its own counters (airflow_t9k_controller_total) by their `what` label."""
+        out = {}
+        for line in requests.get(f"http://127.0.0.1:{self.port}/metrics", timeout=5).text.splitlines():
+            if line.startswith("airflow_t9k_controller_total{") and 'what="' in line:
+                name, value = line.rsplit(" ", 1)
+                out[name.split('what="', 1)[1].split('"', 1)[0]] = float(value)
+        return out
+
+    def stop(self) -> None:
+        if self.proc and self.proc.poll() is None:
+            self.proc.send_signal(signal.SIGTERM)
+            try:
+                self.proc.wait(15)
+            except subprocess.TimeoutExpired:
+                self.proc.kill()
+                self.proc.wait()
+        self.log.close()
+
+
+def median(xs: list[float]) -> float:
+    xs = [x for x in xs if x == x]
+    return statistics.median(xs) if xs else float("nan")
+
+
+def pct(xs: list[float], p: float) -> float:
+    if not xs:
+        return float("nan")
+    xs = sorted(xs)
+    return xs[min(len(xs) - 1, int(round(p / 100 * (len(xs) - 1))))]
+
+
+def table(headers: list[str], rows: list[list[Any]]) -> str:
+    """A Markdown table (so the output pastes into docs/benchmarks.md as printed)."""
+
+    def cell(v: Any) -> str:
+        if isinstance(v, float):
+            return "-" if v != v else f"{v:.2f}"
+        return str(v)
+
+    lines = ["| " + " | ".join(headers) + " |", "|" + "---|" * len(headers)]
+    lines += ["| " + " | ".join(cell(v) for v in r) + " |" for r in rows]
+    return "\n".join(lines)
+
+
+def machine() -> str:
+    model = next((line.split(":", 1)[1].strip() for line in Path("/proc/cpuinfo").read_text().splitlines()
+                  if line.startswith("model name")), "?")  # fmt: skip
+    mem = int(Path("/proc/meminfo").read_text().split()[1]) / 1024 / 1024
+    return f"{os.cpu_count()} CPUs ({model}), {mem:.0f} GiB RAM"

@@ -1,0 +1,161 @@
+#!/usr/bin/env bash
+# Kubeflow's training operator (v1.8.1, PyTorchJob only) on the local cluster, for
+# benchmarks/vs_kubeflow.py. Not part of the tests or CI.
+#
+#   benchmarks/kubeflow/kubeflow.sh build     build into ~/.cache/airflow-t9k/kubeflow-<version>/bin (niced)
+#   benchmarks/kubeflow/kubeflow.sh install   CRDs, the cert Secret and the validating webhook (idempotent)
+#   benchmarks/kubeflow/kubeflow.sh start [operator flags...]   start it, wait until /readyz answers
+#   benchmarks/kubeflow/kubeflow.sh stop | status | log | uninstall
+#
+# The binary is our own small main (cmd/training-operator-bench) around the operator's manager,
+# in this directory's Go module (it pins k8s.io/* v0.29, apart from tools/k8s). Upstream's main
+# has no flag for the client's QPS/burst and writes certificates to a fixed /tmp path; ours takes
+# --kube-api-qps/--kube-api-burst (default: upstream's 20/30) and --cert-dir. Flags after `start`
+# go to the operator, e.g. `start --kube-api-qps=-1 --controller-threads=4`.
+#
+# Certificates: the operator's cert rotator (open-policy-agent/cert-controller) cannot be turned
+# off. It needs its Secret to exist (install creates it empty), fills it with a CA and a serving
+# pair for DNS name "localhost", injects the CA into the ValidatingWebhookConfiguration
+# validator.training-operator.kubeflow.org, and waits for the pair on disk; our main copies the
+# Secret into --cert-dir as a kubelet's volume mount would. The webhook configuration uses a URL
+# (https://localhost:PORT/...) because the local cluster has no Service routing. While the
+# operator is stopped, PyTorchJob creates are refused (failurePolicy Fail, as upstream ships it).
+set -euo pipefail
+
+HERE=$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)
+ROOT=$(cd "$HERE/../.." && pwd)
+VERSION=v1.8.1
+CACHE=${T9K_CLUSTER_CACHE:-$HOME/.cache/airflow-t9k}
+KF_BIN=$CACHE/kubeflow-$VERSION/bin
+K8S_BIN=$CACHE/k8s-v1.36.3/bin
+STATE=${T9K_CLUSTER_STATE:-$ROOT/.local-cluster}/kubeflow
+KC=${KUBECONFIG:-${T9K_CLUSTER_STATE:-$ROOT/.local-cluster}/kubeconfig}
+P_WEBHOOK=${T9K_PORT_KUBEFLOW_WEBHOOK:-39444}
+P_HEALTH=${T9K_PORT_KUBEFLOW_HEALTH:-38082}
+P_METRICS=${T9K_PORT_KUBEFLOW_METRICS:-38444}
+NS=kubeflow
+SECRET=training-operator-webhook-cert
+
+log() { echo "[kubeflow] $*" >&2; }
+die() { log "error: $*"; exit 1; }
+kubectl_() { "$K8S_BIN/kubectl" --kubeconfig "$KC" "$@"; }
+port_in_use() { (exec 3<>"/dev/tcp/127.0.0.1/$1") 2>/dev/null; }
+pid() { cat "$STATE/pid" 2>/dev/null || true; }
+alive() { local p; p=$(pid); [[ -n $p ]] && kill -0 "$p" 2>/dev/null; }
+
+built() { [[ -x $KF_BIN/training-operator-bench && "$(cat "$KF_BIN/version" 2>/dev/null)" == "$VERSION" ]]; }
+
+build() {
+  built && { log "built: $KF_BIN/training-operator-bench"; return 0; }
+  command -v go >/dev/null || die "Go >= 1.26 is needed to build the operator"
+  mkdir -p "$KF_BIN" "$CACHE/logs"
+  local t0=$SECONDS logf=$CACHE/logs/build-kubeflow.log
+  log "building training-operator $VERSION (log: $logf)"
+  if ! (cd "$HERE" && GOTOOLCHAIN=local CGO_ENABLED=0 GOFLAGS=-mod=mod nice -n 10 \
+        go build -trimpath -o "$KF_BIN/training-operator-bench" ./cmd/training-operator-bench) >"$logf" 2>&1; then
+    tail -30 "$logf" >&2
+    die "build failed"
+  fi
+  echo "$VERSION" >"$KF_BIN/version"
+  log "built in $((SECONDS - t0))s: $KF_BIN/training-operator-bench"
+}
+
+module_dir() {
+  (cd "$HERE" && GOTOOLCHAIN=local GOFLAGS=-mod=mod go list -m -f '{{.Dir}}' github.com/kubeflow/training-operator)
+}
+
+install() {
+  [[ -f $KC ]] || die "no kubeconfig at $KC; is the local cluster up (scripts/local-cluster.sh up)?"
+  # kubectl's own kustomize: a plain -f on the directory trips over kustomization.yaml.
+  kubectl_ apply --server-side --force-conflicts -k "$(module_dir)/manifests/base/crds/" >/dev/null
+  kubectl_ wait --for condition=Established --timeout=60s crd/pytorchjobs.kubeflow.org >/dev/null
+  kubectl_ create namespace "$NS" --dry-run=client -o yaml | kubectl_ apply -f - >/dev/null
+  kubectl_ -n "$NS" get secret "$SECRET" >/dev/null 2>&1 || kubectl_ -n "$NS" create secret generic "$SECRET" >/dev/null
+  # Only the PyTorchJob entry: the operator serves no other validation path here. The rotator
+  # adds caBundle; server-side apply with our field manager leaves the rotator's field alone.
+  kubectl_ apply --server-side --force-conflicts -f - >/dev/null <<YAML
+apiVersion: admissionregistration.k8s.io/v1
+kind: ValidatingWebhookConfiguration
+metadata:
+  name: validator.training-operator.kubeflow.org
+webhooks:
+- name: validator.pytorchjob.training-operator.kubeflow.org
+  admissionReviewVersions: [v1]
+  clientConfig:
+    url: https://localhost:$P_WEBHOOK/validate-kubeflow-org-v1-pytorchjob
+  failurePolicy: Fail
+  sideEffects: None
+  rules:
+  - apiGroups: [kubeflow.org]
+    apiVersions: [v1]
+    operations: [CREATE, UPDATE]
+    resources: [pytorchjobs]
+YAML
+  log "installed: kubeflow.org CRDs, Secret $NS/$SECRET, webhook on localhost:$P_WEBHOOK"
+}
+
+uninstall() {
+  stop
+  kubectl_ delete validatingwebhookconfiguration validator.training-operator.kubeflow.org --ignore-not-found >/dev/null
+  kubectl_ delete -k "$(module_dir)/manifests/base/crds/" --ignore-not-found >/dev/null
+  kubectl_ delete namespace "$NS" --ignore-not-found --wait=false >/dev/null
+  log "uninstalled"
+}
+
+start() {
+  alive && { log "already running (pid $(pid))"; return 0; }
+  built || die "not built; run: $0 build"
+  kubectl_ get crd pytorchjobs.kubeflow.org >/dev/null 2>&1 || install
+  for p in "$P_WEBHOOK" "$P_HEALTH" "$P_METRICS"; do
+    port_in_use "$p" && die "port $p is in use; stop its owner or set T9K_PORT_KUBEFLOW_*"
+  done
+  mkdir -p "$STATE"
+  rm -rf "$STATE/certs"
+  MY_POD_NAMESPACE=$NS "$KF_BIN/training-operator-bench" --kubeconfig "$KC" --cert-dir "$STATE/certs" \
+    --secret-namespace "$NS" --webhook-secret-name "$SECRET" --webhook-server-port "$P_WEBHOOK" \
+    --health-probe-bind-address "127.0.0.1:$P_HEALTH" --metrics-bind-address "127.0.0.1:$P_METRICS" \
+    "$@" >"$STATE/operator.log" 2>&1 </dev/null &
+  echo $! >"$STATE/pid"
+  local i
+  for i in $(seq 1 300); do
+    # /readyz answers once the webhook server runs; the controller's workers (and the webhook's
+    # path) come a moment later, and a PyTorchJob created before that would be refused.
+    if curl -fs "http://127.0.0.1:$P_HEALTH/readyz" >/dev/null 2>&1 && grep -q 'Starting workers' "$STATE/operator.log"; then
+      log "ready (pid $(pid), log $STATE/operator.log)"
+      return 0
+    fi
+    alive || { tail -20 "$STATE/operator.log" >&2; die "the operator exited"; }
+    sleep 0.1
+  done
+  tail -20 "$STATE/operator.log" >&2
+  die "not ready after 30 s"
+}
+
+stop() {
+  local p i
+  p=$(pid)
+  if [[ -n $p ]] && kill -0 "$p" 2>/dev/null; then
+    kill "$p"
+    for i in $(seq 1 100); do kill -0 "$p" 2>/dev/null || break; sleep 0.1; done
+    kill -0 "$p" 2>/dev/null && kill -9 "$p"
+    log "stopped (pid $p)"
+  fi
+  rm -f "$STATE/pid"
+}
+
+status() {
+  built && echo "binary: $KF_BIN/training-operator-bench ($VERSION)" || echo "binary: not built"
+  alive && echo "operator: running (pid $(pid))" || { echo "operator: stopped"; return 1; }
+}
+
+case ${1:-} in
+  build) build ;;
+  install) install ;;
+  uninstall) uninstall ;;
+  start) shift; start "$@" ;;
+  stop) stop ;;
+  status) status ;;
+  log) cat "$STATE/operator.log" ;;
+  pid) pid ;;
+  *) sed -n '2,9p' "$0" >&2; exit 2 ;;
+esac

@@ -1,0 +1,256 @@
+"""Our controller against Kubeflow's training operator, side by side on the local cluster.
+
+    scripts/local-cluster.sh up
+    benchmarks/kubeflow/kubeflow.sh build        # once: Kubeflow v1.8.1 into ~/.cache/airflow-t9k
+    .venv/bin/python benchmarks/vs_kubeflow.py --jobs 100 200 --rounds 3
+
+N jobs of 1 master + 3 workers, the same pod template (container `pytorch`, kwok ends each pod
+Succeeded 20 s after it runs: annotation sim.t9k.test/duration), as Kubeflow PyTorchJobs and
+as our PyTorchTrainingJobs. One controller runs at a time, in a fresh namespace it alone
+watches; the order of the variants alternates over the rounds. Variants:
+
+  kf        Kubeflow as it ships: client QPS 20 / burst 30, 1 worker thread, debug log
+  kf-tuned  Kubeflow with its limits raised to ours: no client-side rate limit, 4 threads
+  ours      airflow-t9k controller --kind PyTorchTrainingJob (4 workers, no client-side limit)
+
+Printed per N (medians over rounds): submit -> every pod exists / every pod Running / every
+job Running (from the last submission), last pod ended -> every job Succeeded, each job's end
+after its last pod end (p50/max), API writes per job by resource and verb (the API server's
+apiserver_request_total over the run, all clients; events split by who reported them),
+controller CPU seconds and peak RSS (/proc), and the ratios ours / Kubeflow.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import signal
+import subprocess
+import sys
+import time
+import uuid
+from collections import Counter
+from pathlib import Path
+
+sys.path.insert(0, str(Path(__file__).resolve().parent))
+
+from _bench import (  # noqa: E402
+    KUBEFLOW_SH, ROOT, SIM_SECONDS, Cluster, Ours, Recorder, Watch, cpu_seconds, host_busy_seconds,
+    machine, median, pct, peak_rss_mb, table, wait_for,
+)  # fmt: skip
+
+TEMPLATE = {
+    "metadata": {"annotations": {"sim.t9k.test/duration": f"{SIM_SECONDS}s"}},
+    "spec": {"containers": [{"name": "pytorch", "image": "busybox", "command": ["sh", "-c", f"sleep {SIM_SECONDS}"]}]},
+}
+KF = ("kubeflow.org", "v1", "pytorchjobs")
+T9K = ("batch.tensorstack.dev", "v1beta1", "pytorchtrainingjobs")
+VARIANTS = {"kf": [], "kf-tuned": ["--kube-api-qps=-1", "--controller-threads=4"], "ours": []}
+# Events not written by the controller under test (kwok's simulated container events, the scheduler's).
+OTHER_REPORTERS = {"kwok_controller", "kwok", "default-scheduler", "kubelet", ""}
+
+
+def kubeflow_job(name: str) -> dict:
+    spec = {t: {"replicas": n, "restartPolicy": "OnFailure", "template": TEMPLATE} for t, n in (("Master", 1), ("Worker", 3))}
+    return {"apiVersion": "kubeflow.org/v1", "kind": "PyTorchJob", "metadata": {"name": name},
+            "spec": {"pytorchReplicaSpecs": spec}}  # fmt: skip
+
+
+def t9k_job(name: str) -> dict:
+    specs = [{"type": t, "replicas": n, "restartPolicy": "OnFailure", "template": TEMPLATE} for t, n in (("master", 1), ("worker", 3))]
+    return {"apiVersion": "batch.tensorstack.dev/v1beta1", "kind": "PyTorchTrainingJob", "metadata": {"name": name},
+            "spec": {"replicaSpecs": specs}}  # fmt: skip
+
+
+def kubeflow_state(job: dict) -> str | None:
+    true = {c["type"] for c in (job.get("status") or {}).get("conditions") or [] if c.get("status") == "True"}
+    for state in ("Succeeded", "Failed", "Running"):
+        if state in true:
+            return state
+    return None
+
+
+def t9k_state(job: dict) -> str | None:
+    return (job.get("status") or {}).get("phase")
+
+
+class Kubeflow:
+    def __init__(self, name: str, flags: list[str], namespace: str) -> None:
+        self.name, self.flags, self.namespace = name, flags, namespace
+
+    def start(self) -> int:
+        subprocess.run([str(KUBEFLOW_SH), "start", f"--namespace={self.namespace}", *self.flags], check=True)
+        return int(subprocess.run([str(KUBEFLOW_SH), "pid"], check=True, capture_output=True, text=True).stdout)
+
+    def stop(self) -> None:
+        subprocess.run([str(KUBEFLOW_SH), "stop"], check=True)
+
+
+def apiserver_pid() -> int | None:
+    try:
+        return int((ROOT / ".local-cluster" / "pids" / "kube-apiserver").read_text())
+    except (OSError, ValueError):
+        return None
+
+
+def run_once(cluster: Cluster, variant: str, n: int, log_dir: Path, timeout: float) -> dict:
+    """One controller, one namespace, N jobs from submission until every job ended."""
+    ns = f"vs-{variant}-{uuid.uuid4().hex[:5]}"
+    group, version, plural = KF if variant.startswith("kf") else T9K
+    cluster.create_namespace(ns)
+    ctrl = Kubeflow(variant, VARIANTS[variant], ns) if variant.startswith("kf") else Ours(cluster, ns, log_dir)
+    started = time.monotonic()
+    pid = ctrl.start()
+    ready_s = time.monotonic() - started
+    rec = Recorder(kubeflow_state if variant.startswith("kf") else t9k_state)
+    watches = [Watch(cluster, f"/api/v1/namespaces/{ns}/pods", rec.on_pod),
+               Watch(cluster, f"/apis/{group}/{version}/namespaces/{ns}/{plural}", rec.on_job)]  # fmt: skip
+    body = kubeflow_job if variant.startswith("kf") else t9k_job
+    api_pid = apiserver_pid()
+    try:
+        before, cpu0, host0 = cluster.write_counts(), cpu_seconds(pid), host_busy_seconds()
+        api0 = cpu_seconds(api_pid) if api_pid else float("nan")
+        first, last = cluster.post_all([(f"/apis/{group}/{version}/namespaces/{ns}/{plural}", body(f"j{i}")) for i in range(n)])
+        try:
+            wait_for(f"{variant}: every job ended", lambda: len(rec.job_done) >= n and len(rec.pod_terminal) >= 4 * n, timeout, 0.25)
+        except SystemExit as exc:
+            raise SystemExit(f"{exc}: {len(rec.pod_created)} pods seen, {len(rec.pod_running)} ran, {len(rec.pod_terminal)} "
+                             f"ended; {len(rec.job_running)} jobs Running, {len(rec.job_done)} ended") from None  # fmt: skip
+        time.sleep(2)  # trailing writes (the last events) land inside the window
+        after, cpu1, host1 = cluster.write_counts(), cpu_seconds(pid), host_busy_seconds()
+        api1 = cpu_seconds(api_pid) if api_pid else float("nan")
+        rss = peak_rss_mb(pid)
+        events = cluster.get(f"/api/v1/namespaces/{ns}/events")["items"]
+        own = ctrl.metrics() if isinstance(ctrl, Ours) else {}
+    finally:
+        for w in watches:
+            w.stop()
+        ctrl.stop()
+        cluster.delete_namespace(ns)
+    writes = {f"{r} {v} {c}": after[(r, v, c)] - before.get((r, v, c), 0) for (r, v, c) in after
+              if after[(r, v, c)] - before.get((r, v, c), 0) > 0}  # fmt: skip
+    reporters: Counter[str] = Counter()
+    for e in events:
+        who = e.get("reportingComponent") or (e.get("source") or {}).get("component") or ""
+        reporters[who] += max(1, int(e.get("count") or 1))
+    ctrl_events = sum(c for who, c in reporters.items() if who not in OTHER_REPORTERS)
+    delays = rec.decision_delays()
+    failed = sum(1 for p in rec.job_done_phase.values() if p != "Succeeded")
+    return {
+        "variant": variant, "n": n, "ready_s": ready_s, "submit_s": last - first,
+        "pods_exist_s": max(rec.pod_created.values()) - last,
+        "pods_running_s": max(rec.pod_running.values()) - last,
+        "pods_running_from_first_s": max(rec.pod_running.values()) - first,
+        "jobs_running_s": max(rec.job_running.values()) - last,
+        "done_after_pods_s": max(rec.job_done.values()) - max(rec.pod_terminal.values()),
+        "decision_p50_s": pct(delays, 50), "decision_max_s": max(delays) if delays else float("nan"),
+        "ctrl_cpu_s": cpu1 - cpu0, "ctrl_rss_mb": rss, "apiserver_cpu_s": api1 - api0,
+        "other_load_cpu_s": (host1 - host0) - (cpu1 - cpu0) - (api1 - api0 if api_pid else 0),
+        "writes": writes, "event_reporters": dict(reporters), "ctrl_events": ctrl_events,
+        "status_modified_events": sum(rec.job_status_writes.values()), "failed_jobs": failed, "plural": plural,
+        "own_metrics": own,
+    }  # fmt: skip
+
+
+def writes_per_job(r: dict) -> dict[str, float]:
+    """The controller's own writes per job, by resource and verb (409s counted apart)."""
+    n, plural = r["n"], r["plural"]
+    out: Counter[str] = Counter()
+    for key, count in r["writes"].items():
+        res, verb, code = key.split(" ")
+        if res == plural:
+            continue  # the driver's own POSTs
+        if res.startswith(plural):
+            res = res.replace(plural, "job", 1)
+        elif res not in ("pods", "services", "events"):
+            continue
+        if res == "events":
+            continue
+        if res == "pods" and verb != "POST":
+            continue  # pods PATCH/status are kwok's, pods/binding the scheduler's
+        out[f"{res} {verb}" + (" (409)" if code == "409" else "")] += count / n
+    out["events (the controller's)"] = r["ctrl_events"] / n
+    out["TOTAL"] = sum(v for k, v in out.items() if k != "TOTAL")
+    return dict(out)
+
+
+TIME_COLUMNS = [
+    ("pods_exist_s", "every pod exists (s)"), ("pods_running_s", "every pod Running (s)"),
+    ("jobs_running_s", "every job Running (s)"), ("done_after_pods_s", "last pod ended -> every job Succeeded (s)"),
+    ("decision_p50_s", "job end after its last pod end p50 (s)"), ("decision_max_s", "... max (s)"),
+    ("ctrl_cpu_s", "controller CPU (s)"), ("ctrl_rss_mb", "controller peak RSS (MB)"),
+]  # fmt: skip
+
+
+def report(results: list[dict]) -> str:
+    out = []
+    for n in sorted({r["n"] for r in results}):
+        rs = [r for r in results if r["n"] == n]
+        variants = [v for v in VARIANTS if any(r["variant"] == v for r in rs)]
+        med = {v: {k: median([r[k] for r in rs if r["variant"] == v]) for k, _ in TIME_COLUMNS + [
+            ("submit_s", ""), ("apiserver_cpu_s", ""), ("other_load_cpu_s", ""), ("ready_s", "")]} for v in variants}  # fmt: skip
+        wpj = {v: [writes_per_job(r) for r in rs if r["variant"] == v] for v in variants}
+        wmed = {v: {k: median([w.get(k, 0.0) for w in wpj[v]]) for k in set().union(*wpj[v])} for v in variants}
+        runs = {v: sum(1 for r in rs if r["variant"] == v) for v in variants}
+        out.append(f"\n### N = {n} jobs x 4 replicas ({4 * n} pods, {4 * n} Services): medians over rounds\n")
+        out.append(table(["variant", "runs", "submit (s)", *(h for _, h in TIME_COLUMNS), "controller writes / job",
+                          "API server CPU (s)", "other load on host (CPU s)", "failed jobs"],
+                         [[v, runs[v], med[v]["submit_s"], *(med[v][k] for k, _ in TIME_COLUMNS), wmed[v]["TOTAL"],
+                           med[v]["apiserver_cpu_s"], med[v]["other_load_cpu_s"],
+                           sum(r["failed_jobs"] for r in rs if r["variant"] == v)] for v in variants]))  # fmt: skip
+        keys = sorted(set().union(*(wmed[v] for v in variants)) - {"TOTAL"}) + ["TOTAL"]
+        out.append(f"\nThe controller's API writes per job (N = {n}, medians; events: objects x count reported by it):\n")
+        out.append(table(["writes / job", *variants], [[k, *(wmed[v].get(k, 0.0) for v in variants)] for k in keys]))
+        if "ours" in variants:
+            theirs = [v for v in variants if v != "ours"]
+            rows = [[h, *(med["ours"][k] / med[v][k] if med[v][k] else float("nan") for v in theirs)] for k, h in TIME_COLUMNS
+                    if k not in ("decision_max_s",)]  # fmt: skip
+            rows.append(["controller writes / job", *(wmed["ours"]["TOTAL"] / wmed[v]["TOTAL"] for v in theirs)])
+            out.append(f"\nRatios ours / Kubeflow (N = {n}; < 1: ours is faster or leaner):\n")
+            out.append(table(["metric", *(f"ours / {v}" for v in theirs)], rows))
+    return "\n".join(out)
+
+
+def main() -> int:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--jobs", type=int, nargs="+", default=[100, 200], help="N, one or more")
+    parser.add_argument("--rounds", type=int, default=3)
+    parser.add_argument("--variants", default=",".join(VARIANTS), help=f"comma-separated subset of {','.join(VARIANTS)}")
+    parser.add_argument("--kubeconfig", default=str(ROOT / ".local-cluster" / "kubeconfig"))
+    parser.add_argument("--timeout", type=float, default=900, help="per run")
+    parser.add_argument("--out", default=str(ROOT / ".local-cluster" / "bench-logs" / f"vs_kubeflow-{int(time.time())}.jsonl"))
+    args = parser.parse_args()
+    variants = args.variants.split(",")
+    if unknown := set(variants) - set(VARIANTS):
+        parser.error(f"unknown variant(s): {', '.join(sorted(unknown))}")
+    signal.signal(signal.SIGTERM, lambda *_: sys.exit(143))  # run the clean-up in `finally` blocks
+    cluster = Cluster(args.kubeconfig)
+    if any(v.startswith("kf") for v in variants):
+        subprocess.run([str(KUBEFLOW_SH), "build"], check=True)
+        subprocess.run([str(KUBEFLOW_SH), "install"], check=True)
+    out = Path(args.out)
+    out.parent.mkdir(parents=True, exist_ok=True)
+    results: list[dict] = []
+    for n in args.jobs:
+        for rnd in range(args.rounds):
+            order = variants[rnd % len(variants):] + variants[:rnd % len(variants)]
+            if rnd % 2:
+                order.reverse()
+            for v in order:
+                time.sleep(3)  # let the previous namespace's deletion settle
+                r = run_once(cluster, v, n, out.parent, args.timeout)
+                r["round"] = rnd + 1
+                results.append(r)
+                with out.open("a") as f:
+                    f.write(json.dumps(r) + "\n")
+                print(f"N={n} round {rnd + 1} {v:9}: pods exist {r['pods_exist_s']:6.2f} s, jobs Running "
+                      f"{r['jobs_running_s']:6.2f} s, done after pods {r['done_after_pods_s']:5.2f} s, CPU "
+                      f"{r['ctrl_cpu_s']:5.2f} s, RSS {r['ctrl_rss_mb']:5.0f} MB, other load {r['other_load_cpu_s']:5.1f} CPU s",
+                      flush=True)  # fmt: skip
+    print(f"\nMachine: {machine()}. Raw results: {out}")
+    print(report(results))
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
