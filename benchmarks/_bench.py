@@ -161,6 +161,7 @@ class Recorder:
     job_done: dict[str, float] = field(default_factory=dict)
     job_done_phase: dict[str, str] = field(default_factory=dict)
     job_status_writes: Counter[str] = field(default_factory=Counter)
+    job_events: dict[str, list[float]] = field(default_factory=dict)
     lock: threading.Lock = field(default_factory=threading.Lock)
 
     def on_pod(self, kind: str, pod: dict, t: float) -> None:
@@ -181,6 +182,7 @@ class Recorder:
         with self.lock:
             if kind == "MODIFIED":
                 self.job_status_writes[name] += 1
+                self.job_events.setdefault(name, []).append(t)
             if state in ("Running", "Succeeded", "Failed"):
                 self.job_running.setdefault(name, t)
             if state in ("Succeeded", "Failed"):
@@ -198,6 +200,17 @@ class Recorder:
             before = [t for t in ends.get(job, []) if t <= done]
             if before:
                 out.append(done - max(before))
+        return out
+
+
+    def pod_end_to_status(self) -> list[float]:
+        """Per ended pod: from its end to the next write of its job (a MODIFIED event), which is
+        the status write that reports it."""
+        out = []
+        for pod, t in self.pod_terminal.items():
+            later = [e for e in self.job_events.get(self.pod_job[pod], []) if e >= t]
+            if later:
+                out.append(min(later) - t)
         return out
 
 

@@ -1,0 +1,170 @@
+"""How our controller grows: N PyTorchTrainingJobs x 4 replicas for N = 100, 500, 1000, 2000.
+
+    scripts/local-cluster.sh up
+    .venv/bin/pip install -e '.[bench]'          # matplotlib, for --plot
+    .venv/bin/python benchmarks/scaling.py --jobs 100 500 1000 2000 --plot docs/images/benchmarks-scaling.png
+
+Each N in a fresh namespace with a fresh controller (`airflow-t9k controller --kind
+PyTorchTrainingJob -n NS`). Printed per N: submission time, first submission -> every job
+Running, peak RSS and CPU of the controller, and the delay from each pod turning terminal to
+its job's next status write (p50/p99), all from watch events as they arrive here.
+
+Capacity: the local cluster's kwok nodes hold 500 pods each. When N x 4 exceeds what the Ready
+kwok nodes offer, the script adds fake nodes `kwok-bench-<i>` (1,000 pods each; kwok manages
+every node, so no restart is needed) and deletes them at the end (`--no-extra-nodes` refuses
+instead).
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import signal
+import sys
+import time
+import uuid
+from pathlib import Path
+
+sys.path.insert(0, str(Path(__file__).resolve().parent))
+
+from _bench import (  # noqa: E402
+    ROOT, Cluster, Ours, Recorder, Watch, cpu_seconds, machine, pct, peak_rss_mb, table, wait_for,
+)  # fmt: skip
+from vs_kubeflow import T9K, t9k_job, t9k_state  # noqa: E402
+
+BENCH_NODE_PODS = 1000
+
+
+def node_capacity(cluster: Cluster) -> int:
+    total = 0
+    for node in cluster.get("/api/v1/nodes?labelSelector=type%3Dkwok")["items"]:
+        ready = any(c["type"] == "Ready" and c["status"] == "True" for c in node.get("status", {}).get("conditions") or [])
+        if ready and not node.get("spec", {}).get("unschedulable"):
+            total += int(node["status"]["allocatable"]["pods"])
+    return total
+
+
+def add_nodes(cluster: Cluster, count: int) -> list[str]:
+    names = []
+    for i in range(count):
+        name = f"kwok-bench-{i}"
+        res = {"cpu": "256", "memory": "2Ti", "pods": str(BENCH_NODE_PODS)}
+        cluster.request("POST", "/api/v1/nodes", {
+            "metadata": {"name": name, "annotations": {"kwok.x-k8s.io/node": "fake"},
+                         "labels": {"kubernetes.io/hostname": name, "kubernetes.io/os": "linux", "type": "kwok", "bench": "scaling"}},
+            "status": {"capacity": res, "allocatable": res}}, ok=(201, 409))  # fmt: skip
+        names.append(name)
+    return names
+
+
+def run(cluster: Cluster, n: int, log_dir: Path, timeout: float) -> dict:
+    ns = f"scale-{n}-{uuid.uuid4().hex[:5]}"
+    cluster.create_namespace(ns)
+    g, v, p = T9K
+    rec = Recorder(t9k_state)
+    ctrl = Ours(cluster, ns, log_dir)
+    try:
+        pid = ctrl.start()
+        watches = [Watch(cluster, f"/api/v1/namespaces/{ns}/pods", rec.on_pod),
+                   Watch(cluster, f"/apis/{g}/{v}/namespaces/{ns}/{p}", rec.on_job)]  # fmt: skip
+        cpu0 = cpu_seconds(pid)
+        first, last = cluster.post_all([(f"/apis/{g}/{v}/namespaces/{ns}/{p}", t9k_job(f"j{i}")) for i in range(n)])
+        running = wait_for(f"N={n}: every job Running", lambda: len(rec.job_running) >= n, timeout, 0.1)
+        rss_running = peak_rss_mb(pid)
+        wait_for(f"N={n}: every job ended", lambda: len(rec.job_done) >= n and len(rec.pod_terminal) >= 4 * n, timeout, 0.25)
+        time.sleep(2)
+        cpu, rss = cpu_seconds(pid) - cpu0, peak_rss_mb(pid)
+        own = ctrl.metrics()
+        for w in watches:
+            w.stop()
+    finally:
+        ctrl.stop()
+        cluster.delete_namespace(ns)
+    delays = rec.pod_end_to_status()
+    return {
+        "n": n, "submit_s": last - first, "running_from_first_s": max(rec.job_running.values()) - first,
+        "running_wait_s": running - first, "pods_exist_s": max(rec.pod_created.values()) - first,
+        "rss_mb": rss, "rss_running_mb": rss_running, "cpu_s": cpu,
+        "p50_ms": 1000 * pct(delays, 50), "p99_ms": 1000 * pct(delays, 99), "max_ms": 1000 * max(delays),
+        "delays": len(delays), "status_writes_per_job": own.get("status_write", 0) / n,
+        "failed": sum(1 for x in rec.job_done_phase.values() if x != "Succeeded"),
+    }  # fmt: skip
+
+
+def plot(results: list[dict], path: Path) -> None:
+    import matplotlib
+
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+
+    ns = [r["n"] for r in results]
+    fig, ax = plt.subplots(1, 3, figsize=(13, 3.8))
+    ax[0].plot(ns, [r["running_from_first_s"] for r in results], "o-")
+    ax[0].set(title="first submission -> every job Running", xlabel="jobs (x4 pods)", ylabel="s")
+    ax[1].plot(ns, [r["rss_mb"] for r in results], "o-", label="peak RSS")
+    ax[1].set(title="controller peak RSS", xlabel="jobs (x4 pods)", ylabel="MB")
+    ax[2].plot(ns, [r["p50_ms"] for r in results], "o-", label="p50")
+    ax[2].plot(ns, [r["p99_ms"] for r in results], "s-", label="p99")
+    ax[2].axhline(300, color="grey", ls="--", lw=0.8, label="goal p99 300 ms")
+    ax[2].set(title="pod ended -> its job's status written", xlabel="jobs (x4 pods)", ylabel="ms")
+    ax[2].legend()
+    for a in ax:
+        a.grid(alpha=0.3)
+        a.set_ylim(bottom=0)
+    fig.tight_layout()
+    path.parent.mkdir(parents=True, exist_ok=True)
+    fig.savefig(path, dpi=90)
+
+
+def main() -> int:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--jobs", type=int, nargs="+", default=[100, 500, 1000, 2000])
+    parser.add_argument("--kubeconfig", default=str(ROOT / ".local-cluster" / "kubeconfig"))
+    parser.add_argument("--timeout", type=float, default=1800, help="per N")
+    parser.add_argument("--no-extra-nodes", action="store_true", help="refuse an N the kwok nodes cannot hold")
+    parser.add_argument("--plot", help="write the curves to this PNG (needs matplotlib: the 'bench' extra)")
+    args = parser.parse_args()
+    signal.signal(signal.SIGTERM, lambda *_: sys.exit(143))
+    cluster = Cluster(args.kubeconfig)
+    log_dir = ROOT / ".local-cluster" / "bench-logs"
+    log_dir.mkdir(parents=True, exist_ok=True)
+    added: list[str] = []
+    results = []
+    try:
+        need = 4 * max(args.jobs)
+        have = node_capacity(cluster)
+        if need > have:
+            if args.no_extra_nodes:
+                raise SystemExit(f"{need} pods need more than the {have} the kwok nodes hold")
+            added = add_nodes(cluster, -(-(need - have) // BENCH_NODE_PODS))
+            wait_for("extra kwok nodes Ready", lambda: node_capacity(cluster) >= need, 120, 0.5)
+            print(f"added {len(added)} kwok nodes ({BENCH_NODE_PODS} pods each): {have} -> {node_capacity(cluster)} pods", flush=True)
+        for n in args.jobs:
+            time.sleep(3)
+            r = run(cluster, n, log_dir, args.timeout)
+            results.append(r)
+            with (log_dir / "scaling.jsonl").open("a") as f:
+                f.write(json.dumps(r) + "\n")
+            print(f"N={n}: every job Running {r['running_from_first_s']:.1f} s after the first submission, RSS {r['rss_mb']:.0f} MB, "
+                  f"pod end -> status p50 {r['p50_ms']:.0f} ms p99 {r['p99_ms']:.0f} ms", flush=True)  # fmt: skip
+    finally:
+        for name in added:
+            cluster.request("DELETE", f"/api/v1/nodes/{name}", ok=(200, 404))
+    print(f"\nMachine: {machine()}\n")
+    print(table(["jobs", "pods", "submit (s)", "first submission -> every pod exists (s)", "-> every job Running (s)",
+                 "per job (ms)", "peak RSS (MB)", "RSS per job (KB)", "CPU (s)", "CPU per job (ms)",
+                 "pod end -> status p50 (ms)", "p99 (ms)", "max (ms)", "status writes / job", "failed"],
+                [[r["n"], 4 * r["n"], r["submit_s"], r["pods_exist_s"], r["running_from_first_s"],
+                  1000 * r["running_from_first_s"] / r["n"], r["rss_mb"],
+                  1024 * (r["rss_mb"] - results[0]["rss_mb"]) / (r["n"] - results[0]["n"]) if r is not results[0] else float("nan"),
+                  r["cpu_s"], 1000 * r["cpu_s"] / r["n"], r["p50_ms"], r["p99_ms"], r["max_ms"],
+                  r["status_writes_per_job"], r["failed"]] for r in results]))  # fmt: skip
+    print("(RSS per job: the growth over the smallest N, divided by the extra jobs)")
+    if args.plot:
+        plot(results, Path(args.plot))
+        print(f"curves: {args.plot}")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
