@@ -20,9 +20,11 @@ from __future__ import annotations
 import argparse
 import json
 import signal
+import subprocess
 import sys
 import time
 import uuid
+from collections import Counter
 from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
@@ -57,7 +59,30 @@ def add_nodes(cluster: Cluster, count: int) -> list[str]:
     return names
 
 
-def run(cluster: Cluster, n: int, log_dir: Path, timeout: float) -> dict:
+def top_costs(raw: Path, limit: int = 15) -> str:
+    """py-spy's collapsed stacks summed by function: own samples (leaf) and inclusive samples."""
+    own: Counter[str] = Counter()
+    incl: Counter[str] = Counter()
+    total = 0
+    for line in raw.read_text().splitlines():
+        stack, _, count = line.rpartition(" ")
+        if not stack:
+            continue
+        frames = [f.split(" (")[0] + " (" + f.split(" (")[1].split(":")[0].rsplit("/", 1)[-1] + ")" if " (" in f else f
+                  for f in stack.split(";")]  # fmt: skip
+        total += int(count)
+        own[frames[-1]] += int(count)
+        for f in set(frames):
+            incl[f] += int(count)
+    rows = [[f, 100 * c / total, 100 * incl[f] / total] for f, c in own.most_common(limit)]
+    rows2 = [[f, 100 * c / total] for f, c in incl.most_common(limit + 25)
+             if not f.startswith(("<module>", "run (", "_run_once", "run_forever", "run_until_complete", "main ("))][:limit]  # fmt: skip
+    return (f"{total} samples (100 Hz, the thread holding the GIL)\n\n"
+            + table(["function (own time)", "own %", "inclusive %"], rows) + "\n\n"
+            + table(["function (inclusive)", "inclusive %"], rows2))
+
+
+def run(cluster: Cluster, n: int, log_dir: Path, timeout: float, profile: Path | None = None) -> dict:
     ns = f"scale-{n}-{uuid.uuid4().hex[:5]}"
     cluster.create_namespace(ns)
     g, v, p = T9K
@@ -65,6 +90,12 @@ def run(cluster: Cluster, n: int, log_dir: Path, timeout: float) -> dict:
     ctrl = Ours(cluster, ns, log_dir)
     try:
         pid = ctrl.start()
+        spy = None
+        if profile:
+            spy = subprocess.Popen([str(ROOT / ".venv" / "bin" / "py-spy"), "record", "--pid", str(pid), "--rate", "100",
+                                    "--format", "raw", "--output", str(profile), "--gil"],
+                                   stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)  # fmt: skip
+            time.sleep(1)
         watches = [Watch(cluster, f"/api/v1/namespaces/{ns}/pods", rec.on_pod),
                    Watch(cluster, f"/apis/{g}/{v}/namespaces/{ns}/{p}", rec.on_job)]  # fmt: skip
         cpu0 = cpu_seconds(pid)
@@ -77,6 +108,9 @@ def run(cluster: Cluster, n: int, log_dir: Path, timeout: float) -> dict:
         own = ctrl.metrics()
         for w in watches:
             w.stop()
+        if spy:
+            spy.send_signal(signal.SIGINT)
+            spy.wait(30)
     finally:
         ctrl.stop()
         cluster.delete_namespace(ns)
@@ -122,6 +156,8 @@ def main() -> int:
     parser.add_argument("--kubeconfig", default=str(ROOT / ".local-cluster" / "kubeconfig"))
     parser.add_argument("--timeout", type=float, default=1800, help="per N")
     parser.add_argument("--no-extra-nodes", action="store_true", help="refuse an N the kwok nodes cannot hold")
+    parser.add_argument("--profile", action="store_true",
+                        help="sample the controller with py-spy (the 'bench' extra) at the largest N; print the top costs")
     parser.add_argument("--plot", help="write the curves to this PNG (needs matplotlib: the 'bench' extra)")
     args = parser.parse_args()
     signal.signal(signal.SIGTERM, lambda *_: sys.exit(143))
@@ -141,7 +177,8 @@ def main() -> int:
             print(f"added {len(added)} kwok nodes ({BENCH_NODE_PODS} pods each): {have} -> {node_capacity(cluster)} pods", flush=True)
         for n in args.jobs:
             time.sleep(3)
-            r = run(cluster, n, log_dir, args.timeout)
+            prof = log_dir / f"profile-{n}.txt" if args.profile and n == max(args.jobs) else None
+            r = run(cluster, n, log_dir, args.timeout, prof)
             results.append(r)
             with (log_dir / "scaling.jsonl").open("a") as f:
                 f.write(json.dumps(r) + "\n")
@@ -160,6 +197,9 @@ def main() -> int:
                   r["cpu_s"], 1000 * r["cpu_s"] / r["n"], r["p50_ms"], r["p99_ms"], r["max_ms"],
                   r["status_writes_per_job"], r["failed"]] for r in results]))  # fmt: skip
     print("(RSS per job: the growth over the smallest N, divided by the extra jobs)")
+    if args.profile:
+        print(f"\nWhere the controller's CPU went at N = {max(args.jobs)} (py-spy):\n")
+        print(top_costs(log_dir / f"profile-{max(args.jobs)}.txt"))
     if args.plot:
         plot(results, Path(args.plot))
         print(f"curves: {args.plot}")
