@@ -18,6 +18,7 @@ async def within(aw: Awaitable[T], timeout: float | None) -> T:
         done, _ = await asyncio.wait({task}, timeout=timeout)
     except asyncio.CancelledError:
         task.cancel()
+        await asyncio.wait({task})  # let it unwind first: a generator it drives can then be closed
         raise
     if not done:
         task.cancel()

@@ -113,7 +113,9 @@ def test_a_worker_failing_before_the_launch_fails_the_job(jobs, controller, kind
     reason = next(c for c in failed["status"]["conditions"] if c["type"] == "Failed")
     assert reason["reason"] == "WorkerFailed"
     assert reason["message"].startswith("Worker hang-worker-1 failed (container")
-    assert any(e.reason == "Failed" and "hang-worker-1" in e.message for e in jobs.events("hang"))
+    # The Event follows the status write (status first, then act), so it may come a moment later.
+    wait_until(lambda: any(e.reason == "Failed" and "hang-worker-1" in e.message for e in jobs.events("hang")),
+               timeout=10, what="the Failed Event naming the worker")  # fmt: skip
 
 
 def test_resuming_ends_when_a_replica_completed_after_the_resume(jobs, controller):

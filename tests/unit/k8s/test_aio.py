@@ -60,3 +60,26 @@ async def test_a_cancellation_arriving_as_the_inner_finishes_is_never_lost(round
     done, _ = await asyncio.wait({task}, timeout=2)
     assert done, "the cancellation was lost: the task runs on"
     assert task.cancelled()
+
+
+@pytest.mark.asyncio
+async def test_a_cancelled_waiter_lets_the_inner_task_unwind_before_it_returns():
+    """So that the caller may close an async generator whose __anext__ the inner task drove."""
+
+    async def gen():
+        while True:
+            yield await asyncio.sleep(3600)
+
+    stream = gen()
+
+    async def consume():
+        try:
+            await within(stream.__anext__(), 60)
+        finally:
+            await stream.aclose()  # raises "already running" if the inner task still runs
+
+    task = asyncio.create_task(consume())
+    await asyncio.sleep(0.01)
+    task.cancel()
+    done, _ = await asyncio.wait({task}, timeout=2)
+    assert done and task.cancelled()
