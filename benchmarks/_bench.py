@@ -261,10 +261,18 @@ class Ours:
                      "--health-address", "127.0.0.1", "--log-level", "INFO", "--kind", kind, "-n", namespace, *extra]  # fmt: skip
         self.log_path = log_dir / f"ours-{namespace}.log"
         self.proc: subprocess.Popen[bytes] | None = None
+        # T9K_BENCH_SOURCE=<dir holding another airflow_t9k/>: run that version of the controller
+        # (e.g. `git archive <rev> airflow_t9k | tar -x -C DIR`), for before/after figures.
+        self.env = dict(os.environ)
+        if source := os.environ.get("T9K_BENCH_SOURCE"):
+            python = ROOT / ".venv" / "bin" / "python"
+            self.args = [str(python if python.exists() else sys.executable), "-m", "airflow_t9k.cli", *self.args[self.args.index("controller"):]]
+            self.env["PYTHONPATH"] = source
+        self.cwd = os.environ.get("T9K_BENCH_SOURCE") or ROOT  # `-m` puts the working directory first on sys.path
 
     def start(self) -> int:
         self.log = open(self.log_path, "wb")  # noqa: SIM115 - closed in stop()
-        self.proc = subprocess.Popen(self.args, stdout=self.log, stderr=subprocess.STDOUT, cwd=ROOT)
+        self.proc = subprocess.Popen(self.args, stdout=self.log, stderr=subprocess.STDOUT, cwd=self.cwd, env=self.env)
         wait_for("our controller ready", lambda: self._ready(), 60)
         return self.proc.pid
 
