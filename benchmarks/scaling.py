@@ -156,11 +156,14 @@ def main() -> int:
     parser.add_argument("--kubeconfig", default=str(ROOT / ".local-cluster" / "kubeconfig"))
     parser.add_argument("--timeout", type=float, default=1800, help="per N")
     parser.add_argument("--no-extra-nodes", action="store_true", help="refuse an N the kwok nodes cannot hold")
-    parser.add_argument("--profile", action="store_true",
-                        help="sample the controller with py-spy (the 'bench' extra) at the largest N; print the top costs")
+    parser.add_argument("--profile", type=int, nargs="?", const=-1, metavar="N",
+                        help="sample the controller with py-spy (the 'bench' extra) at this N (default: the largest); "
+                             "print the top costs")  # fmt: skip
     parser.add_argument("--plot", help="write the curves to this PNG (needs matplotlib: the 'bench' extra)")
     args = parser.parse_args()
     signal.signal(signal.SIGTERM, lambda *_: sys.exit(143))
+    if args.profile == -1:
+        args.profile = max(args.jobs)
     cluster = Cluster(args.kubeconfig)
     log_dir = ROOT / ".local-cluster" / "bench-logs"
     log_dir.mkdir(parents=True, exist_ok=True)
@@ -177,7 +180,7 @@ def main() -> int:
             print(f"added {len(added)} kwok nodes ({BENCH_NODE_PODS} pods each): {have} -> {node_capacity(cluster)} pods", flush=True)
         for n in args.jobs:
             time.sleep(3)
-            prof = log_dir / f"profile-{n}.txt" if args.profile and n == max(args.jobs) else None
+            prof = log_dir / f"profile-{n}.txt" if n == args.profile else None
             r = run(cluster, n, log_dir, args.timeout, prof)
             results.append(r)
             with (log_dir / "scaling.jsonl").open("a") as f:
@@ -198,8 +201,8 @@ def main() -> int:
                   r["status_writes_per_job"], r["failed"]] for r in results]))  # fmt: skip
     print("(RSS per job: the growth over the smallest N, divided by the extra jobs)")
     if args.profile:
-        print(f"\nWhere the controller's CPU went at N = {max(args.jobs)} (py-spy):\n")
-        print(top_costs(log_dir / f"profile-{max(args.jobs)}.txt"))
+        print(f"\nWhere the controller's CPU went at N = {args.profile} (py-spy):\n")
+        print(top_costs(log_dir / f"profile-{args.profile}.txt"))
     if args.plot:
         plot(results, Path(args.plot))
         print(f"curves: {args.plot}")

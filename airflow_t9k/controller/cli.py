@@ -14,6 +14,7 @@ from pathlib import Path
 from typing import Any
 
 from airflow_t9k.api.resources import RESOURCES, resource_for
+from airflow_t9k.controller.slim import plain_json_bodies
 from airflow_t9k.k8s.client import DEEP_NESTING, Kube, load_api_client
 from airflow_t9k.k8s.errors import ApiError, Forbidden, NotFound
 from airflow_t9k.controller.leader import LeaderElector
@@ -131,6 +132,7 @@ def make_elector(args: argparse.Namespace, kube: Kube, instruments: Metrics) -> 
 
 async def main_async(args: argparse.Namespace) -> int:
     api = await load_api_client(args.kubeconfig, args.context)
+    plain_json_bodies(api)
     instruments = Metrics()
     kube = InstrumentedKube(api, instruments)
     kinds = sorted(set(args.kinds or RESOURCES))

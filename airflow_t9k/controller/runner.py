@@ -12,6 +12,7 @@ from typing import Any
 from airflow_t9k.api.paths import child_path, job_path
 from airflow_t9k.api.resources import RESOURCES, resource_for
 from airflow_t9k.controller.apply import Executor
+from airflow_t9k.controller.slim import drop_managed_fields
 from airflow_t9k.controller.leader import LeaderElector
 from airflow_t9k.controller.metrics import Metrics, TimedQueue
 from airflow_t9k.k8s.client import UNDECODABLE, Kube
@@ -90,6 +91,7 @@ class Controller:
         if event == UNDECODABLE:
             self._undecodable(obj)
             return
+        drop_managed_fields(obj)  # the informer hands us the object it caches: slim it there
         self.queue.add((obj["kind"], meta["namespace"], meta["name"]))
 
     def _undecodable(self, obj: Obj) -> None:
@@ -110,7 +112,7 @@ class Controller:
         task.add_done_callback(self._background.discard)
 
     def _on_child(self, event: str, obj: Obj) -> None:
-        meta = obj["metadata"]
+        meta = drop_managed_fields(obj)["metadata"]
         ref = next((r for r in meta.get("ownerReferences") or [] if r.get("controller")), None)
         if ref is None or ref.get("kind") not in self.settings.kinds:
             return

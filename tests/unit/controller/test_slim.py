@@ -1,0 +1,103 @@
+"""controller/slim.py: what the cache drops, and which request bodies skip the client's walk."""
+
+from __future__ import annotations
+
+import asyncio
+import datetime
+import json
+import sys
+from collections.abc import Callable
+from typing import Any
+
+import pytest
+from kubernetes_asyncio.client import ApiClient, V1DeleteOptions
+
+from airflow_t9k.controller.slim import drop_managed_fields, plain_json_bodies
+
+def with_client(check: Callable[[ApiClient], Any]) -> Any:
+    """Run ``check`` with a real client (its constructor needs a running event loop)."""
+
+    async def go() -> Any:
+        async with ApiClient() as api:
+            return check(api)
+
+    return asyncio.run(go())
+
+
+MANAGED = [{"manager": "kwok", "operation": "Update", "fieldsV1": {"f:status": {}}}]
+
+
+@pytest.mark.parametrize(
+    ("obj", "expected"),
+    [
+        ({"metadata": {"name": "p", "managedFields": MANAGED, "labels": {"a": "b"}}, "spec": {"x": 1}},
+         {"metadata": {"name": "p", "labels": {"a": "b"}}, "spec": {"x": 1}}),
+        ({"metadata": {"name": "p"}}, {"metadata": {"name": "p"}}),  # nothing to drop
+        ({"kind": "Pod"}, {"kind": "Pod"}),  # no metadata at all
+        ({"metadata": None}, {"metadata": None}),  # a hostile object: left as it is
+        # managedFields elsewhere (e.g. inside a pod template's annotations or spec) is data: kept
+        ({"metadata": {"name": "j"}, "spec": {"template": {"metadata": {"managedFields": MANAGED}}}},
+         {"metadata": {"name": "j"}, "spec": {"template": {"metadata": {"managedFields": MANAGED}}}}),
+    ],
+)  # fmt: skip
+def test_drop_managed_fields(obj, expected):
+    assert drop_managed_fields(obj) is obj  # in place: the informer's cached object itself
+    assert obj == expected
+
+
+@pytest.mark.parametrize(
+    "body",
+    [
+        {"apiVersion": "v1", "kind": "Pod", "metadata": {"name": "p", "labels": {"a": "b"}},
+         "spec": {"containers": [{"name": "c", "args": ["x", 1, 2.5, True, None]}]}},
+        [{"op": "replace", "path": "/spec/replicas", "value": 3}],
+        {"nested": json.loads("[" * 200 + "]" * 200)},
+    ],
+)  # fmt: skip
+def test_plain_json_bodies_pass_as_they_are_and_serialize_the_same(body):
+    def check(api: ApiClient) -> None:
+        walked = api.sanitize_for_serialization(body)
+        plain_json_bodies(api)
+        assert api.sanitize_for_serialization(body) is body
+        assert json.dumps(api.sanitize_for_serialization(body)) == json.dumps(walked)
+
+    with_client(check)
+
+
+def test_plain_json_bodies_do_not_recurse():
+    """The client's walk recursed once per level; a body nested deeper than the interpreter's
+    recursion limit passes now (the controller raises the limit for the decoder, not for this)."""
+    deep: list = []
+    for _ in range(5000):
+        deep = [deep]
+
+    def check(api: ApiClient) -> None:
+        limit = sys.getrecursionlimit()
+        sys.setrecursionlimit(1000)  # other tests (the controller's CLI) raise it for the process
+        try:
+            with pytest.raises(RecursionError):
+                api.sanitize_for_serialization({"x": deep})
+            plain_json_bodies(api)
+            assert api.sanitize_for_serialization({"x": deep})["x"] is deep
+        finally:
+            sys.setrecursionlimit(limit)
+
+    with_client(check)
+
+
+@pytest.mark.parametrize(
+    ("value", "expected"),
+    [
+        (V1DeleteOptions(propagation_policy="Background"), {"propagationPolicy": "Background"}),  # a model: still walked
+        (datetime.date(2026, 11, 26), "2026-11-26"),  # not plain JSON: still walked
+        (("a", 1), ("a", 1)),
+        ("text", "text"),
+        (None, None),
+    ],
+)  # fmt: skip
+def test_plain_json_bodies_leave_everything_else_to_the_client(value, expected):
+    def check(api: ApiClient) -> None:
+        plain_json_bodies(api)
+        assert api.sanitize_for_serialization(value) == expected
+
+    with_client(check)
