@@ -226,7 +226,7 @@ def deferred_trigger(**kw):
     from airflow.sdk.exceptions import TaskDeferred
 
     from airflow_t9k.operators.kinds import GenericJobOperator
-    from tests.integration.test_operator_trigger import context
+    from tests.support.task import context
 
     with DAG("dag", start_date=datetime(2026, 1, 1), schedule=None):
         operator = GenericJobOperator(task_id="train", image="busybox", replicas=3, deferrable=True, queue="gpu",
@@ -315,7 +315,8 @@ def test_queueing_kueue_holds_a_job_whose_localqueue_is_missing_with_kueues_mess
 def test_the_shipped_namespace_rbac_is_enough_for_admission_eviction_and_finish(
     api_client, cluster, namespace, jobs, queue, controller_factory, custom, tmp_path
 ):
-    from tests.integration.test_controller_runtime import _rbac_kubeconfig, delete_cluster_scoped
+    from tests.integration.test_controller_runtime import _rbac_kubeconfig
+    from tests.support.rbac import delete_cluster_scoped
 
     kubeconfig, docs = _rbac_kubeconfig(api_client, cluster, namespace, "rbac-namespace.yaml", tmp_path)
     try:
