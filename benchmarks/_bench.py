@@ -105,42 +105,58 @@ class Cluster:
 
 class Watch(threading.Thread):
     """One watch stream; calls on_event(type, object, arrival) for every event. Opened before
-    start() returns, so nothing submitted afterwards is missed."""
+    start() returns, so nothing submitted afterwards is missed; a stream the server ends is
+    opened again from the last resourceVersion seen."""
 
     def __init__(self, cluster: Cluster, path: str, on_event: Callable[[str, dict, float], None]) -> None:
         super().__init__(daemon=True)
-        self.on_event = on_event
-        sep = "&" if "?" in path else "?"
+        self.cluster, self.path, self.on_event = cluster, path, on_event
         self.session = cluster._session()  # its own connection: a watch holds one for its lifetime
-        self.resp = self.session.get(f"{cluster.server}{path}{sep}watch=1&timeoutSeconds=3600&allowWatchBookmarks=false",
-                                     stream=True, timeout=(10, 3700))  # fmt: skip
-        self.resp.raise_for_status()
+        self.rv = ""
+        self.reopened = 0
         self.stopped = False
+        self.resp = self._open()
         self.start()
 
+    def _open(self) -> requests.Response:
+        sep = "&" if "?" in self.path else "?"
+        rv = f"&resourceVersion={self.rv}" if self.rv else ""
+        resp = self.session.get(f"{self.cluster.server}{self.path}{sep}watch=1&timeoutSeconds=3600{rv}",
+                                stream=True, timeout=(10, 3700))  # fmt: skip
+        resp.raise_for_status()
+        return resp
+
     def run(self) -> None:
-        try:
-            for line in self.resp.iter_lines(chunk_size=None):
+        while not self.stopped:
+            try:
+                for line in self.resp.iter_lines(chunk_size=None):
+                    if self.stopped:
+                        return
+                    if line:
+                        ev = json.loads(line)
+                        if ev["type"] == "ERROR":  # e.g. 410 Gone: the benchmark's figures would have a hole
+                            raise SystemExit(f"watch {self.path}: {ev['object'].get('message')}")
+                        self.rv = ev["object"]["metadata"].get("resourceVersion", self.rv)
+                        self.on_event(ev["type"], ev["object"], time.monotonic())
+            except (requests.RequestException, OSError, ValueError):
                 if self.stopped:
                     return
-                if line:
-                    ev = json.loads(line)
-                    self.on_event(ev["type"], ev["object"], time.monotonic())
-        except Exception:  # noqa: BLE001 - closing the response from stop() ends iteration with an error
-            if not self.stopped:
-                raise
+            while not self.stopped:
+                try:
+                    self.resp = self._open()
+                    self.reopened += 1
+                    break
+                except (requests.RequestException, OSError):
+                    time.sleep(0.5)
 
     def stop(self) -> None:
         self.stopped = True
         # Closing the response would wait for the reader thread's lock; shutting the socket
         # down wakes that reader first.
-        sock = getattr(getattr(self.resp.raw, "connection", None), "sock", None) or getattr(
-            getattr(getattr(self.resp.raw, "_fp", None), "fp", None), "raw", None)
+        sock = getattr(getattr(self.resp.raw, "connection", None), "sock", None)
         try:
             if isinstance(sock, socket.socket):
                 sock.shutdown(socket.SHUT_RDWR)
-            elif sock is not None and hasattr(sock, "_sock"):
-                sock._sock.shutdown(socket.SHUT_RDWR)
         except OSError:
             pass
         self.join(5)
