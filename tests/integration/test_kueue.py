@@ -93,6 +93,12 @@ def wl_condition(wl: dict | None, type_: str) -> dict:
     return next((c for c in ((wl or {}).get("status") or {}).get("conditions") or [] if c["type"] == type_), {})
 
 
+def finished(custom, ns: str, name: str) -> None:
+    """The Workload is marked Finished right after the job's end is written (status first, then act)."""
+    wait_until(lambda: wl_condition(workload(custom, ns, name), "Finished").get("status") == "True", timeout=15,
+               what=f"Workload {name} Finished")  # fmt: skip
+
+
 def restarts(jobs, name: str) -> int:
     return sum(t.get("restartCount", 0) for t in jobs.get(GK, name)["status"].get("tasks") or [])
 
@@ -115,7 +121,7 @@ def test_the_second_job_gets_no_pod_until_the_first_ends_then_runs(jobs, queue, 
     while jobs.phase(GK, "first") != "Succeeded":  # the whole time the first runs, the second has no pod
         assert jobs.pods("second") == {}, "a pod of the second job exists before its admission"
         time.sleep(0.2)
-    assert wl_condition(workload(custom, jobs.ns, "genericjob-first"), "Finished").get("status") == "True"
+    finished(custom, jobs.ns, "genericjob-first")
     jobs.wait_phase(GK, "second", "Running", "Succeeded", timeout=30)
     jobs.wait_phase(GK, "second", "Succeeded", timeout=30)
     assert sorted(jobs.pods("second")) == ["second-worker-0", "second-worker-1", "second-worker-2"]
@@ -282,7 +288,8 @@ def test_example_dag_two_training_tasks_on_one_queue(queue, run_dag, jobs, custo
     workloads = custom.list_namespaced_custom_object(*KUEUE, jobs.ns, "workloads")["items"]
     assert len(workloads) == 2
     assert sorted(w["spec"]["priority"] for w in workloads) == [10, 20]
-    assert all(wl_condition(w, "Finished").get("status") == "True" for w in workloads)
+    for w in workloads:
+        finished(custom, jobs.ns, w["metadata"]["name"])
 
 
 def test_queueing_off_runs_a_queued_job_without_kueue_and_says_why(jobs, queue, controller_factory, custom):
@@ -329,7 +336,7 @@ def test_the_shipped_namespace_rbac_is_enough_for_admission_eviction_and_finish(
         jobs.wait_phase(GK, "high", "Succeeded", timeout=60)
         jobs.wait_phase(GK, "low", "Succeeded", timeout=60)
         for name in ("genericjob-low", "genericjob-high"):
-            assert wl_condition(workload(custom, jobs.ns, name), "Finished").get("status") == "True"
+            finished(custom, jobs.ns, name)
         assert "forbidden" not in ctl.tail(400).lower()
     finally:
         delete_cluster_scoped(api_client, docs)
