@@ -121,10 +121,16 @@ class Watch(threading.Thread):
     def _open(self) -> requests.Response:
         sep = "&" if "?" in self.path else "?"
         rv = f"&resourceVersion={self.rv}" if self.rv else ""
-        resp = self.session.get(f"{self.cluster.server}{self.path}{sep}watch=1&timeoutSeconds=3600{rv}",
-                                stream=True, timeout=(10, 3700))  # fmt: skip
-        resp.raise_for_status()
-        return resp
+        deadline = time.monotonic() + 60
+        while True:
+            resp = self.session.get(f"{self.cluster.server}{self.path}{sep}watch=1&timeoutSeconds=3600{rv}",
+                                    stream=True, timeout=(10, 3700))  # fmt: skip
+            # 429: the API server's watch cache for a just-installed CRD is still initializing.
+            if resp.status_code not in (429, 503) or time.monotonic() > deadline:
+                resp.raise_for_status()
+                return resp
+            resp.close()
+            time.sleep(0.5)
 
     def run(self) -> None:
         while not self.stopped:
@@ -317,7 +323,8 @@ class Ours:
             except subprocess.TimeoutExpired:
                 self.proc.kill()
                 self.proc.wait()
-        self.log.close()
+        if log := getattr(self, "log", None):
+            log.close()
 
 
 def median(xs: list[float]) -> float:

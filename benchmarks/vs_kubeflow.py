@@ -79,6 +79,7 @@ class Kubeflow:
         self.name, self.flags, self.namespace = name, flags, namespace
 
     def start(self) -> int:
+        subprocess.run([str(KUBEFLOW_SH), "stop"], check=True)  # one left by an interrupted run watches another namespace
         subprocess.run([str(KUBEFLOW_SH), "start", f"--namespace={self.namespace}", *self.flags], check=True)
         return int(subprocess.run([str(KUBEFLOW_SH), "pid"], check=True, capture_output=True, text=True).stdout)
 
@@ -99,15 +100,16 @@ def run_once(cluster: Cluster, variant: str, n: int, log_dir: Path, timeout: flo
     group, version, plural = KF if variant.startswith("kf") else T9K
     cluster.create_namespace(ns)
     ctrl = Kubeflow(variant, VARIANTS[variant], ns) if variant.startswith("kf") else Ours(cluster, ns, log_dir)
-    started = time.monotonic()
-    pid = ctrl.start()
-    ready_s = time.monotonic() - started
     rec = Recorder(kubeflow_state if variant.startswith("kf") else t9k_state)
-    watches = [Watch(cluster, f"/api/v1/namespaces/{ns}/pods", rec.on_pod),
-               Watch(cluster, f"/apis/{group}/{version}/namespaces/{ns}/{plural}", rec.on_job)]  # fmt: skip
     body = kubeflow_job if variant.startswith("kf") else t9k_job
     api_pid = apiserver_pid()
+    watches: list[Watch] = []
     try:
+        started = time.monotonic()
+        pid = ctrl.start()
+        ready_s = time.monotonic() - started
+        watches = [Watch(cluster, f"/api/v1/namespaces/{ns}/pods", rec.on_pod),
+                   Watch(cluster, f"/apis/{group}/{version}/namespaces/{ns}/{plural}", rec.on_job)]  # fmt: skip
         before, cpu0, host0 = cluster.write_counts(), cpu_seconds(pid), host_busy_seconds()
         api0 = cpu_seconds(api_pid) if api_pid else float("nan")
         first, last = cluster.post_all([(f"/apis/{group}/{version}/namespaces/{ns}/{plural}", body(f"j{i}")) for i in range(n)])
