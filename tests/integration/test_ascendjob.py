@@ -61,7 +61,7 @@ def test_seed_example_runs_with_the_leader_service_ip_and_succeeds(jobs, control
         assert e["MINDX_TASK_ID"] == created["metadata"]["uid"]
     assert pods[f"{name}-worker-0"].metadata.labels["job-name"] == name
     assert status["replicaStatuses"]["Master"]["active"] == 1
-    assert "GangSchedulingNotEnforced" in [e.reason for e in jobs.events(name)]
+    jobs.reasons(name, "GangSchedulingNotEnforced")
 
     set_pod_terminated(jobs.core, jobs.ns, f"{name}-master-0", phase="Succeeded", exit_code=0)
     wait_until(lambda: jobs.get(KIND, name)["status"]["replicaStatuses"]["Master"]["succeeded"] == 1, what="master counted")
@@ -81,7 +81,7 @@ def test_restart_then_backoff_exhausted(jobs, controller):
                and p.status.phase == "Running", what="worker restarted")  # fmt: skip
     jobs.wait_condition(KIND, "ac", "Running")
     assert conditions(jobs, "ac")["Restarting"] == "False"  # it was True, and is over
-    assert "ReplicaRestarting" in [e.reason for e in jobs.events("ac")]
+    jobs.reasons("ac", "ReplicaRestarting")
     set_pod_terminated(jobs.core, jobs.ns, "ac-worker-1", phase="Failed", exit_code=1)
     failed = jobs.wait_condition(KIND, "ac", "Failed")["status"]
     assert failed["backoffCount"] == 1 and '{"Worker": [1]}' in failed["conditions"][-1]["message"]

@@ -112,7 +112,7 @@ def test_failed_with_a_condition_while_other_jobs_run(jobs, controller, case, bo
     failed = jobs.condition(kind, "bad", "Failed")
     assert failed["reason"] == "InvalidSpec"
     assert needle in failed["message"], failed["message"]
-    assert "Failed" in [e.reason for e in jobs.events("bad")]
+    jobs.reasons("bad", "Failed")
     jobs.wait_phase("GenericJob", "healthy", "Running")
     assert sorted(jobs.pods("healthy")) == ["healthy-worker-0", "healthy-worker-1"]
     assert controller.proc.poll() is None  # still running

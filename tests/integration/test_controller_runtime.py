@@ -129,7 +129,7 @@ def _rbac_kubeconfig(api_client, cluster, namespace, manifest: str, tmp_path) ->
 def _run_jobs_to_success(jobs):
     jobs.create(generic("rbac", 2, annotations={"sim.t9k.test/duration": "1s"}))
     jobs.wait_phase("GenericJob", "rbac", "Succeeded")
-    assert "Succeeded" in [e.reason for e in jobs.events("rbac")]
+    jobs.reasons("rbac", "Succeeded")
 
 
 def test_controller_works_with_exactly_the_cluster_rbac(api_client, cluster, namespace, jobs, controller_factory, tmp_path):

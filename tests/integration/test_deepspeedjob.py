@@ -106,4 +106,4 @@ def test_elastic_scale_subresource_rewrites_the_hostfile_and_relaunches(jobs, co
     assert got["status"]["replicas"] == 2 and "job-name=ds" in got["status"]["selector"]
     status = jobs.get(KIND, "ds")["status"]
     assert status["backoffCount"] == 0 and status["phase"] == "Running"
-    assert "ReplicaRecreated" in [e.reason for e in jobs.events("ds")]
+    jobs.reasons("ds", "ReplicaRecreated")

@@ -162,7 +162,7 @@ def test_ascend_scheduler_name_and_priority_class_reach_the_pods(jobs, controlle
     for pod in jobs.pods("acsched").values():
         assert (pod.spec.scheduler_name, pod.spec.priority_class_name, pod.spec.priority) == ("volcano", priority_class, 1000)
         assert pod.spec.node_name is None  # no Volcano here: nothing schedules them, as the user asked
-    reasons = [e.reason for e in jobs.events("acsched")]
+    reasons = jobs.reasons("acsched", "GangSchedulingNotEnforced")
     assert "GangSchedulingNotEnforced" in reasons and "RunPolicyIgnored" not in reasons
 
 
@@ -178,4 +178,4 @@ def test_ascend_deadline_and_clean_pod_policy_are_ignored_with_one_warning(jobs,
     assert "Deadline" not in failed["reason"]
     # cleanPodPolicy All would have deleted the master; ignored, it keeps running with its logs.
     assert "acpol-master-0" in jobs.live_pods("acpol")
-    assert [e.reason for e in jobs.events("acpol")].count("RunPolicyIgnored") == 1
+    assert jobs.reasons("acpol", "RunPolicyIgnored").count("RunPolicyIgnored") == 1

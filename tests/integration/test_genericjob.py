@@ -49,7 +49,7 @@ def test_seed_example_produces_the_documented_pods(jobs, controller):
     assert status["aggregate"]["running"] == 4
     assert [t["type"] for t in status["tasks"]] == ["worker"]
     assert {c["type"] for c in status["conditions"]} >= {"Initialized", "Running", "ReplicaFailure"}
-    reasons = [e.reason for e in jobs.events("generic-example")]
+    reasons = jobs.reasons("generic-example", "Pending", "Running")
     assert "Pending" in reasons and "Running" in reasons
 
 
@@ -112,7 +112,7 @@ def test_on_failure_restarts_up_to_the_limit_then_fails(jobs, controller):
     status = jobs.wait_phase("GenericJob", "gj", "Failed")["status"]
     assert len(uids) == 3
     assert status["tasks"][0]["restartCount"] == 2
-    assert sum(e.reason == "ReplicaRestarting" for e in jobs.events("gj")) == 2
+    assert jobs.reasons("gj", "ReplicaRestarting", count=2).count("ReplicaRestarting") == 2
 
 
 def test_always_restarts_a_completed_replica(jobs, controller):
@@ -191,7 +191,7 @@ def test_pause_and_resume_with_resume_specs(jobs, controller):
     jobs.wait_phase("GenericJob", "gj", "Running", timeout=30)
     pods = jobs.pods("gj")
     assert {(tuple(p.spec.containers[0].command), tuple(p.spec.containers[0].args)) for p in pods.values()} == {(("resume.sh",), ("--ckpt",))}
-    reasons = [e.reason for e in jobs.events("gj")]
+    reasons = jobs.reasons("gj", "Paused", "Resuming")
     assert "Paused" in reasons and "Resuming" in reasons
 
 
@@ -203,7 +203,7 @@ def test_t9k_scheduler_is_recorded_with_a_condition_and_event(jobs, controller):
     assert pod.metadata.annotations["scheduler.tensorstack.dev/priority"] == "50"
     cond = jobs.condition("GenericJob", "gj", "QueueAdmission")
     assert (cond["status"], cond["reason"]) == ("False", "NotEnforced")
-    assert "QueueNotEnforced" in [e.reason for e in jobs.events("gj")]
+    jobs.reasons("gj", "QueueNotEnforced")
 
 
 def test_deleting_the_job_garbage_collects_its_children(jobs, controller):

@@ -112,6 +112,7 @@ def test_the_second_job_gets_no_pod_until_the_first_ends_then_runs(jobs, queue, 
     jobs.create(gjob("first", duration="5s"))
     jobs.wait_phase(GK, "first", "Running", timeout=30)
     assert (jobs.condition(GK, "first", "Admitted") or {}).get("status") == "True"
+    jobs.reasons("first", "Admitted")
     assert "Admitted" in [e.reason for e in jobs.events("first") if e.type == "Normal"]
     jobs.create(gjob("second", duration="2s"))
     message = wait_until(lambda: (jobs.condition(GK, "second", "Admitted") or {}).get("message", "").startswith("couldn't")
@@ -190,6 +191,7 @@ def test_a_controller_killed_between_admission_and_pod_creation_creates_the_pods
     jobs.wait_phase(GK, "waiter", "Succeeded", timeout=60)
     assert sorted(jobs.pods("waiter")) == ["waiter-worker-0", "waiter-worker-1", "waiter-worker-2"]
     assert restarts(jobs, "waiter") == 0
+    jobs.reasons("waiter", "Admitted")
     admitted = [e for e in jobs.events("waiter") if e.reason == "Admitted"]
     assert len(admitted) == 1
 

@@ -96,3 +96,18 @@ class Jobs:
 
     def events(self, name: str) -> list[client.CoreV1Event]:
         return self.core.list_namespaced_event(self.ns, field_selector=f"involvedObject.name={name}").items
+
+    def reasons(self, name: str, *expected: str, count: int = 1, timeout: float = 15) -> list[str]:
+        """The reasons of the Events on ``name``, once each ``expected`` one shows ``count`` times.
+
+        The controller records Events after the status write they belong to (status first,
+        then act), so a test that saw the new phase may look a moment before its Event exists.
+        """
+        found: list[str] = []
+
+        def ready() -> bool:
+            found[:] = [e.reason for e in self.events(name)]
+            return all(found.count(r) >= count for r in expected)
+
+        wait_until(ready, timeout=timeout, what=f"Events {expected} on {name}")
+        return found
