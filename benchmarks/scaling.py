@@ -42,7 +42,8 @@ def node_capacity(cluster: Cluster) -> int:
     for node in cluster.get("/api/v1/nodes?labelSelector=type%3Dkwok")["items"]:
         ready = any(c["type"] == "Ready" and c["status"] == "True" for c in node.get("status", {}).get("conditions") or [])
         if ready and not node.get("spec", {}).get("unschedulable"):
-            total += int(node["status"]["allocatable"]["pods"])
+            pods = str(node["status"]["allocatable"]["pods"])  # a quantity: the API server writes 1000 as "1k"
+            total += int(pods[:-1]) * 1000 if pods.endswith("k") else int(pods)
     return total
 
 
