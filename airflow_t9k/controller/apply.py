@@ -60,8 +60,8 @@ class Executor:
             events += extra
             if status != (current.get("status") or {}):
                 await self._write_status(current, status)
-        for event in events:
-            await self.event(job, event)
+        # Events are independent and best effort: send them together, not one round trip each.
+        await asyncio.gather(*(self.event(job, e) for e in events))
 
     async def _act(self, job: Obj, actions: tuple[Action, ...]) -> list[str]:
         """Carry out the actions, a few at a time; stop starting new ones once the job is gone."""

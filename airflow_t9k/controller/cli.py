@@ -39,6 +39,9 @@ def add_controller_parser(sub: Any) -> None:
     p.add_argument("-n", "--namespace", action="append", dest="namespaces", default=[],
                    help="namespace to watch; repeat for several; default: all namespaces")  # fmt: skip
     p.add_argument("--workers", type=int, default=4, help="jobs reconciled concurrently (default 4)")
+    p.add_argument("--coalesce-status", type=float, default=1.0, metavar="SECONDS",
+                   help="a status change that only moves replica detail (no new phase or condition, nothing to do) "
+                        "waits up to this long so that several land in one write; 0 writes each at once (default 1)")
     p.add_argument("--health-port", type=int, default=8081,
                    help="port for /healthz (alive), /readyz (caches synced) and /metrics; 0 disables")  # fmt: skip
     p.add_argument("--health-address", default="0.0.0.0", help="address for the health endpoint")
@@ -154,7 +157,8 @@ async def main_async(args: argparse.Namespace) -> int:
             return 2
         if elector is not None:
             kube.fence = elector.valid  # every write of the controller checks its lease first
-        settings = Settings(namespaces=args.namespaces, workers=args.workers, kinds=kinds, queueing=queueing)
+        settings = Settings(namespaces=args.namespaces, workers=args.workers, kinds=kinds, queueing=queueing,
+                            coalesce_status=args.coalesce_status)
         controller = Controller(kube, settings, instruments)
         if args.health_port:
             server = await serve(controller, args.health_address, args.health_port)

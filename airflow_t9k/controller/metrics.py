@@ -115,10 +115,10 @@ class TimedQueue(WorkQueue):
         now = time.monotonic()
         self._added_at = dict.fromkeys(self._added_at, now)
 
-    def add(self, key: Hashable) -> None:
+    def add(self, key: Hashable, urgent: bool = True) -> None:
         self.m.queue_adds.labels(QUEUE).inc()
         self._added_at.setdefault(key, time.monotonic())
-        super().add(key)
+        super().add(key, urgent)
 
     def add_rate_limited(self, key: Hashable) -> float:
         self.m.queue_retries.labels(QUEUE).inc()

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import asyncio
 import logging
+import time
 from collections import Counter
 from dataclasses import dataclass, field
 from datetime import datetime, timezone
@@ -19,7 +20,7 @@ from airflow_t9k.k8s.client import UNDECODABLE, Kube
 from airflow_t9k.k8s.errors import Conflict
 from airflow_t9k.k8s.informer import Informer
 from airflow_t9k.controller.queue import WorkQueue
-from airflow_t9k.controller.reconcile import Emit, Observed, plan
+from airflow_t9k.controller.reconcile import Emit, Observed, Plan, plan
 from airflow_t9k.controller.reconcile.status import bounded
 from airflow_t9k.kinds.base import LABEL_MANAGED_BY, MANAGED_BY
 
@@ -31,6 +32,11 @@ KUEUE = "/apis/kueue.x-k8s.io/v1beta2"
 KUEUE_CLUSTER = {"ResourceFlavor": f"{KUEUE}/resourceflavors", "WorkloadPriorityClass": f"{KUEUE}/workloadpriorityclasses",
                  "PriorityClass": "/apis/scheduling.k8s.io/v1/priorityclasses"}  # fmt: skip
 REPORT_AFTER_FAILURES = 3  # failed passes in a row before the job gets a condition and an Event
+# A plan quicker than this runs on the event loop; a job whose last plan took longer (thousands
+# of replicas, a huge template) plans in a thread, so the watches and other workers go on.
+INLINE_PLAN_SECONDS = 0.005
+# What a status write may not wait for: a decision (phase, conditions) is written at once.
+DECISIONS = ("phase", "conditions")
 
 log = logging.getLogger(__name__)
 
@@ -43,6 +49,22 @@ class Settings:
     watch_timeout: int = 300
     # How Kueue is used, as cli.detect_queueing resolved --queueing: kueue | auto | absent | off.
     queueing: str = "off"
+    # Seconds a replica-only status change (no new phase or condition, nothing to do) may wait
+    # so that several land in one write; 0 writes each at once.
+    coalesce_status: float = 1.0
+
+
+def detail_only(old: Obj, result: Plan) -> bool:
+    """A status change that may wait: replica detail moved (a pod started or ended, counts
+    changed) and the pass has nothing else to do.
+
+    A decision (phase, conditions) and a pass that acts are written at once, status first.
+    The pods of a job change within moments of each other, so one write a little later carries
+    them all, and a phase change meanwhile writes them along with it.
+    """
+    if result.actions or result.events or not old or result.status == old:
+        return False
+    return all(result.status.get(f) == old.get(f) for f in DECISIONS)
 
 
 class Controller:
@@ -80,6 +102,8 @@ class Controller:
         self.executor = Executor(kube, self.informer_for, self.metrics)
         self.instruments.bind(self)
         self.reported: set[str] = set()  # uids of undecodable objects already reported
+        self._held: dict[JobKey, float] = {}  # job -> when its held status write is due (loop time)
+        self._slow_plans: set[JobKey] = set()  # jobs whose last plan took longer than INLINE_PLAN_SECONDS
         self._background: set[asyncio.Task[None]] = set()
 
     def informer_for(self, kind: str, namespace: str) -> Informer:
@@ -92,7 +116,9 @@ class Controller:
             self._undecodable(obj)
             return
         drop_managed_fields(obj)  # the informer hands us the object it caches: slim it there
-        self.queue.add((obj["kind"], meta["namespace"], meta["name"]))
+        # A job with no children yet is new work, which waits behind the jobs already running.
+        started = event != "ADDED" or meta.get("uid") in self.children
+        self.queue.add((obj["kind"], meta["namespace"], meta["name"]), urgent=started)
 
     def _undecodable(self, obj: Obj) -> None:
         """An object the watch could not decode stays out of the cache; say so on it, once."""
@@ -151,13 +177,46 @@ class Controller:
         kind, ns, name = key
         job = self.informer_for(kind, ns).get((ns, name))
         if job is None:
+            self._held.pop(key, None)
+            self._slow_plans.discard(key)
             return
         self.metrics["reconcile"] += 1
-        # A large job takes a while to plan; the watches and the other workers keep going.
-        result = await asyncio.to_thread(plan, job, self.observed(job), datetime.now(timezone.utc))
-        await self.executor.apply(job, result)
+        result = await self._plan(key, job)
         if result.requeue_after is not None:
             self.queue.add_after(key, result.requeue_after)
+        if self._hold(key, job, result):
+            self.metrics["status_held"] += 1
+            return
+        self._held.pop(key, None)
+        await self.executor.apply(job, result)
+
+    async def _plan(self, key: JobKey, job: Obj) -> Plan:
+        observed, now = self.observed(job), datetime.now(timezone.utc)
+        if key in self._slow_plans:
+            result = await asyncio.to_thread(plan, job, observed, now)
+            started = None
+        else:
+            started = time.perf_counter()
+            result = plan(job, observed, now)
+        # A slow plan sends the job's later plans to a thread for good: a thread's time includes
+        # waiting for the GIL, so it could not tell that the job got quick again.
+        if started is not None and time.perf_counter() - started > INLINE_PLAN_SECONDS:
+            self._slow_plans.add(key)
+        return result
+
+    def _hold(self, key: JobKey, job: Obj, result: Plan) -> bool:
+        """Whether this pass leaves its status write for later (see ``detail_only``); once held,
+        the write is due ``coalesce_status`` seconds later whatever else arrives meanwhile."""
+        wait = self.settings.coalesce_status
+        if wait <= 0 or not detail_only(job.get("status") or {}, result):
+            return False
+        now = asyncio.get_running_loop().time()
+        due = self._held.get(key)
+        if due is None:
+            self._held[key] = now + wait
+            self.queue.add_after(key, wait)
+            return True
+        return now < due - 0.01  # the timer may fire a hair early
 
     async def _worker(self) -> None:
         while True:

@@ -154,3 +154,19 @@ def test_controller_works_with_exactly_the_namespace_rbac(api_client, cluster, n
         _run_jobs_to_success(jobs)
     finally:
         delete_cluster_scoped(api_client, docs)
+
+
+def test_held_replica_detail_lands_without_another_event(jobs, controller):
+    """Replica-only status changes wait --coalesce-status (1 s) to be written together; the
+    write is then due on its own: here nothing else happens once three pods have ended."""
+    job = generic("held", 3, annotations={"sim.t9k.test/duration": "3s"})
+    long = {**job["spec"]["replicaSpecs"][0], "type": "long", "replicas": 1,
+            "template": {"metadata": {"annotations": {}}, "spec": {"containers": [{"name": "main", "image": "busybox"}]}}}  # fmt: skip
+    job["spec"]["replicaSpecs"].append(long)
+    jobs.create(job)
+    jobs.wait_phase("GenericJob", "held", "Running")
+    wait_until(lambda: jobs.get("GenericJob", "held")["status"]["aggregate"]["succeeded"] == 3, timeout=60,
+               what="three ended replicas in status")  # fmt: skip
+    status = jobs.get("GenericJob", "held")["status"]
+    assert status["phase"] == "Running" and status["aggregate"]["running"] == 1
+    assert controller.metrics().get("status_held", 0) >= 1

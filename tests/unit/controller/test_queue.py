@@ -45,3 +45,63 @@ async def test_add_after_adds_later():
     q.add_after("a", 0.05)
     assert len(q) == 0
     assert await asyncio.wait_for(q.get(), 1) == "a"
+
+
+async def drain(q: WorkQueue) -> list:
+    out = []
+    while len(q):
+        key = await q.get()
+        out.append(key)
+        q.done(key)
+    return out
+
+
+@pytest.mark.asyncio
+async def test_new_work_waits_behind_urgent_work_and_each_lane_keeps_its_order():
+    q = WorkQueue()
+    for key in ("new-1", "new-2"):
+        q.add(key, urgent=False)
+    q.add("running-1")
+    q.add("new-3", urgent=False)
+    q.add("running-2")
+    assert len(q) == 5
+    assert await drain(q) == ["running-1", "running-2", "new-1", "new-2", "new-3"]
+
+
+@pytest.mark.asyncio
+async def test_an_urgent_add_moves_a_waiting_key_to_the_fast_lane_once():
+    q = WorkQueue()
+    q.add("a", urgent=False)
+    q.add("b", urgent=False)
+    q.add("c")
+    q.add("b")  # b's pod ended while b waited as new work
+    q.add("b", urgent=False)  # a later slow add does not move it back
+    assert len(q) == 3
+    assert await drain(q) == ["c", "b", "a"]
+    assert len(q) == 0
+
+
+@pytest.mark.asyncio
+async def test_a_key_added_urgently_while_in_flight_comes_back_in_the_fast_lane():
+    q = WorkQueue()
+    q.add("a", urgent=False)
+    key = await q.get()
+    q.add("a")
+    q.add("z", urgent=False)
+    q.done(key)
+    assert await drain(q) == ["a", "z"]
+
+
+@pytest.mark.asyncio
+async def test_waiting_workers_each_get_a_different_key():
+    q = WorkQueue()
+    getters = [asyncio.create_task(q.get()) for _ in range(3)]
+    await asyncio.sleep(0)
+    q.add("slow", urgent=False)
+    q.add("fast")
+    got = await asyncio.wait_for(asyncio.gather(getters[0], getters[1]), 1)
+    assert sorted(got) == ["fast", "slow"]
+    assert not getters[2].done()
+    getters[2].cancel()
+    q.add("later")  # a cancelled getter does not swallow the key
+    assert await asyncio.wait_for(q.get(), 1) == "later"
