@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import json
 import os
+import shlex
 import re
 import signal
 import socket
@@ -286,6 +287,8 @@ class Ours:
         # T9K_BENCH_SOURCE=<dir holding another airflow_t9k/>: run that version of the controller
         # (e.g. `git archive <rev> airflow_t9k | tar -x -C DIR`), for before/after figures.
         self.env = dict(os.environ)
+        # T9K_BENCH_ARGS="--workers 8": more flags for our controller, to compare settings.
+        self.args += shlex.split(os.environ.get("T9K_BENCH_ARGS", ""))
         if source := os.environ.get("T9K_BENCH_SOURCE"):
             python = ROOT / ".venv" / "bin" / "python"
             self.args = [str(python if python.exists() else sys.executable), "-m", "airflow_t9k.cli", *self.args[self.args.index("controller"):]]
