@@ -36,10 +36,12 @@ log = logging.getLogger(__name__)
 
 
 class Executor:
-    def __init__(self, kube: Kube, informer_for: Callable[[str, str], Informer], metrics: Counter[str]) -> None:
+    def __init__(self, kube: Kube, informer_for: Callable[[str, str], Informer], metrics: Counter[str],
+                 on_created: Callable[[Obj], object] | None = None) -> None:  # fmt: skip
         self.kube = kube
         self.informer_for = informer_for  # (kind, namespace) -> the informer caching that kind there
         self.metrics = metrics
+        self.on_created = on_created  # told of every child we create, as it is cached
         self.instance = os.environ.get("HOSTNAME", "local")
 
     async def apply(self, job: Obj, plan: Plan) -> None:
@@ -113,6 +115,8 @@ class Executor:
             self.metrics[f"create_invalid.{kind}"] += 1
             return f"the API server rejected {kind} {manifest['metadata']['name']}: {bounded(exc.message, 1000)}"
         self.informer_for(kind, ns).store(drop_managed_fields(created))
+        if self.on_created is not None:
+            self.on_created(created)
         return None
 
     async def _patch(self, ns: str, action: Patch) -> None:

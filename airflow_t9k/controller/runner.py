@@ -10,6 +10,7 @@ from dataclasses import dataclass, field
 from datetime import datetime, timezone
 from typing import Any
 
+from airflow_t9k.api.outcome import interpret
 from airflow_t9k.api.paths import child_path, job_path
 from airflow_t9k.api.resources import RESOURCES, resource_for
 from airflow_t9k.controller.apply import Executor
@@ -35,8 +36,6 @@ REPORT_AFTER_FAILURES = 3  # failed passes in a row before the job gets a condit
 # A plan quicker than this runs on the event loop; a job whose last plan took longer (thousands
 # of replicas, a huge template) plans in a thread, so the watches and other workers go on.
 INLINE_PLAN_SECONDS = 0.005
-# What a status write may not wait for: a decision (phase, conditions) is written at once.
-DECISIONS = ("phase", "conditions")
 
 log = logging.getLogger(__name__)
 
@@ -55,16 +54,17 @@ class Settings:
 
 
 def detail_only(old: Obj, result: Plan) -> bool:
-    """A status change that may wait: replica detail moved (a pod started or ended, counts
-    changed) and the pass has nothing else to do.
+    """A status change that may wait: the job's phase (as operators, triggers and sensors read
+    it) stays, only detail moved (a pod started or ended, counts, a condition such as
+    Initialized), and the pass has nothing else to do.
 
-    A decision (phase, conditions) and a pass that acts are written at once, status first.
-    The pods of a job change within moments of each other, so one write a little later carries
-    them all, and a phase change meanwhile writes them along with it.
+    A new phase and a pass that acts are written at once, status first. The pods of a job
+    change within moments of each other, so one write a little later carries them all, and a
+    phase change meanwhile writes them along with it.
     """
     if result.actions or result.events or not old or result.status == old:
         return False
-    return all(result.status.get(f) == old.get(f) for f in DECISIONS)
+    return interpret({"status": result.status}).phase == interpret({"status": old}).phase
 
 
 class Controller:
@@ -99,7 +99,7 @@ class Controller:
         if self.kueue:
             for kind, path in KUEUE_CLUSTER.items():
                 self.informers[(kind, "")] = Informer(kube, path, kind=kind, watch_timeout=settings.watch_timeout)
-        self.executor = Executor(kube, self.informer_for, self.metrics)
+        self.executor = Executor(kube, self.informer_for, self.metrics, on_created=self._index)
         self.instruments.bind(self)
         self.reported: set[str] = set()  # uids of undecodable objects already reported
         self._held: dict[JobKey, float] = {}  # job -> when its held status write is due (loop time)
@@ -138,19 +138,27 @@ class Controller:
         task.add_done_callback(self._background.discard)
 
     def _on_child(self, event: str, obj: Obj) -> None:
-        meta = drop_managed_fields(obj)["metadata"]
+        drop_managed_fields(obj)
+        owner = self._index(obj, deleted=event == "DELETED")
+        if owner is not None:
+            self.queue.add(owner)
+
+    def _index(self, obj: Obj, deleted: bool = False) -> JobKey | None:
+        """Note a child under its owning job (from a watch event, or from our own create, so the
+        next pass sees it before the watch brings it); the owner's key, if it is one of ours."""
+        meta = obj["metadata"]
         ref = next((r for r in meta.get("ownerReferences") or [] if r.get("controller")), None)
         if ref is None or ref.get("kind") not in self.settings.kinds:
-            return
+            return None
         entry = (obj["kind"], meta["namespace"], meta["name"])
         owned = self.children.setdefault(ref["uid"], set())
-        if event == "DELETED":
+        if deleted:
             owned.discard(entry)
             if not owned:
                 self.children.pop(ref["uid"], None)
         else:
             owned.add(entry)
-        self.queue.add((ref["kind"], meta["namespace"], ref["name"]))
+        return ref["kind"], meta["namespace"], ref["name"]
 
     def observed(self, job: Obj) -> Observed:
         found: dict[str, dict[str, Obj]] = {k: {} for k in self.child_kinds}

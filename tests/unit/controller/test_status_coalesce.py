@@ -22,15 +22,20 @@ CASES = [
     # (what, old status, plan, may wait)
     ("a pod ended, counts moved, nothing to do", OLD, Plan(status=status(aggregate={"running": 2, "succeeded": 1})), True),
     ("replica detail only", OLD, Plan(status=status(tasks=[{"type": "worker", "replicas": []}])), True),
+    ("a condition that is not the phase (Initialized)", OLD,
+     Plan(status=status(conditions=[RUNNING, {"type": "Initialized", "status": "True"}])), True),
     ("a new phase", OLD, Plan(status=status(phase="Succeeded")), False),
-    ("a condition changed", OLD, Plan(status=status(conditions=[{**RUNNING, "status": "False"}])), False),
-    ("a condition added", OLD, Plan(status=status(conditions=[RUNNING, {"type": "Failed", "status": "True"}])), False),
+    ("a new phase with the same conditions", {**OLD, "phase": "Pending"}, Plan(status=OLD), False),
     ("the pass acts (status first)", OLD, Plan(actions=(Create(POD),), status=status(aggregate={})), False),
     ("the pass reports an event", OLD, Plan(status=status(aggregate={}), events=(Emit("Normal", "X", "y"),)), False),
     ("the first status of a job", {}, Plan(status={"phase": "Pending"}), False),
     ("nothing changed", OLD, Plan(status=OLD), False),
     ("a kind without phase, counts moved", {"conditions": [RUNNING], "replicaStatuses": {"Worker": {"active": 1}}},
      Plan(status={"conditions": [RUNNING], "replicaStatuses": {"Worker": {"active": 2}}}), True),
+    ("a kind without phase: its Succeeded condition is its phase", {"conditions": [RUNNING]},
+     Plan(status={"conditions": [{**RUNNING, "status": "False"}, {"type": "Succeeded", "status": "True"}]}), False),
+    ("a kind without phase: Failed", {"conditions": [RUNNING]},
+     Plan(status={"conditions": [RUNNING, {"type": "Failed", "status": "True"}]}), False),
 ]  # fmt: skip
 
 
