@@ -7,6 +7,7 @@ Times are when a watch event *arrives* here (time.monotonic()), never what a con
 
 from __future__ import annotations
 
+import contextlib
 import json
 import os
 import shlex
@@ -22,7 +23,7 @@ from collections import Counter
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any, Callable
+from typing import Any, Callable, Iterator
 
 import requests
 import yaml
@@ -360,3 +361,42 @@ def machine() -> str:
                   if line.startswith("model name")), "?")  # fmt: skip
     mem = int(Path("/proc/meminfo").read_text().split()[1]) / 1024 / 1024
     return f"{os.cpu_count()} CPUs ({model}), {mem:.0f} GiB RAM"
+
+
+BENCH_NODE_PODS = 1000
+
+
+def node_capacity(cluster: Cluster) -> int:
+    total = 0
+    for node in cluster.get("/api/v1/nodes?labelSelector=type%3Dkwok")["items"]:
+        ready = any(c["type"] == "Ready" and c["status"] == "True" for c in node.get("status", {}).get("conditions") or [])
+        if ready and not node.get("spec", {}).get("unschedulable"):
+            pods = str(node["status"]["allocatable"]["pods"])  # a quantity: the API server writes 1000 as "1k"
+            total += int(pods[:-1]) * 1000 if pods.endswith("k") else int(pods)
+    return total
+
+
+@contextlib.contextmanager
+def pod_capacity(cluster: Cluster, need: int, allow_extra: bool = True) -> Iterator[None]:
+    """Room for ``need`` pods: fake kwok nodes `kwok-bench-<i>` (1,000 pods each; kwok manages
+    every node, so no restart is needed) added while the block runs, deleted after it."""
+    have = node_capacity(cluster)
+    added: list[str] = []
+    try:
+        if need > have:
+            if not allow_extra:
+                raise SystemExit(f"{need} pods need more than the {have} the kwok nodes hold")
+            for i in range(-(-(need - have) // BENCH_NODE_PODS)):
+                name = f"kwok-bench-{i}"
+                res = {"cpu": "256", "memory": "2Ti", "pods": str(BENCH_NODE_PODS)}
+                cluster.request("POST", "/api/v1/nodes", {
+                    "metadata": {"name": name, "annotations": {"kwok.x-k8s.io/node": "fake"},
+                                 "labels": {"kubernetes.io/hostname": name, "kubernetes.io/os": "linux", "type": "kwok", "bench": "scaling"}},
+                    "status": {"capacity": res, "allocatable": res}}, ok=(201, 409))  # fmt: skip
+                added.append(name)
+            wait_for("extra kwok nodes Ready", lambda: node_capacity(cluster) >= need, 120, 0.5)
+            print(f"added {len(added)} kwok nodes ({BENCH_NODE_PODS} pods each): {have} -> {node_capacity(cluster)} pods", flush=True)
+        yield
+    finally:
+        for name in added:
+            cluster.request("DELETE", f"/api/v1/nodes/{name}", ok=(200, 404))

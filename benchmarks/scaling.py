@@ -30,35 +30,9 @@ from pathlib import Path
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 
 from _bench import (  # noqa: E402
-    ROOT, Cluster, Ours, Recorder, Watch, cpu_seconds, machine, pct, peak_rss_mb, table, wait_for,
+    ROOT, Cluster, Ours, Recorder, Watch, cpu_seconds, machine, pct, peak_rss_mb, pod_capacity, table, wait_for,
 )  # fmt: skip
 from vs_kubeflow import T9K, t9k_job, t9k_state  # noqa: E402
-
-BENCH_NODE_PODS = 1000
-
-
-def node_capacity(cluster: Cluster) -> int:
-    total = 0
-    for node in cluster.get("/api/v1/nodes?labelSelector=type%3Dkwok")["items"]:
-        ready = any(c["type"] == "Ready" and c["status"] == "True" for c in node.get("status", {}).get("conditions") or [])
-        if ready and not node.get("spec", {}).get("unschedulable"):
-            pods = str(node["status"]["allocatable"]["pods"])  # a quantity: the API server writes 1000 as "1k"
-            total += int(pods[:-1]) * 1000 if pods.endswith("k") else int(pods)
-    return total
-
-
-def add_nodes(cluster: Cluster, count: int) -> list[str]:
-    names = []
-    for i in range(count):
-        name = f"kwok-bench-{i}"
-        res = {"cpu": "256", "memory": "2Ti", "pods": str(BENCH_NODE_PODS)}
-        cluster.request("POST", "/api/v1/nodes", {
-            "metadata": {"name": name, "annotations": {"kwok.x-k8s.io/node": "fake"},
-                         "labels": {"kubernetes.io/hostname": name, "kubernetes.io/os": "linux", "type": "kwok", "bench": "scaling"}},
-            "status": {"capacity": res, "allocatable": res}}, ok=(201, 409))  # fmt: skip
-        names.append(name)
-    return names
-
 
 def top_costs(raw: Path, limit: int = 15) -> str:
     """py-spy's collapsed stacks summed by function: own samples (leaf) and inclusive samples."""
@@ -168,17 +142,8 @@ def main() -> int:
     cluster = Cluster(args.kubeconfig)
     log_dir = ROOT / ".local-cluster" / "bench-logs"
     log_dir.mkdir(parents=True, exist_ok=True)
-    added: list[str] = []
     results = []
-    try:
-        need = 4 * max(args.jobs)
-        have = node_capacity(cluster)
-        if need > have:
-            if args.no_extra_nodes:
-                raise SystemExit(f"{need} pods need more than the {have} the kwok nodes hold")
-            added = add_nodes(cluster, -(-(need - have) // BENCH_NODE_PODS))
-            wait_for("extra kwok nodes Ready", lambda: node_capacity(cluster) >= need, 120, 0.5)
-            print(f"added {len(added)} kwok nodes ({BENCH_NODE_PODS} pods each): {have} -> {node_capacity(cluster)} pods", flush=True)
+    with pod_capacity(cluster, 4 * max(args.jobs), allow_extra=not args.no_extra_nodes):
         for n in args.jobs:
             time.sleep(3)
             prof = log_dir / f"profile-{n}.txt" if n == args.profile else None
@@ -188,9 +153,6 @@ def main() -> int:
                 f.write(json.dumps(r) + "\n")
             print(f"N={n}: every job Running {r['running_from_first_s']:.1f} s after the first submission, RSS {r['rss_mb']:.0f} MB, "
                   f"pod end -> status p50 {r['p50_ms']:.0f} ms p99 {r['p99_ms']:.0f} ms", flush=True)  # fmt: skip
-    finally:
-        for name in added:
-            cluster.request("DELETE", f"/api/v1/nodes/{name}", ok=(200, 404))
     print(f"\nMachine: {machine()}\n")
     print(table(["jobs", "pods", "submit (s)", "first submission -> every pod exists (s)", "-> every job Running (s)",
                  "per job (ms)", "peak RSS (MB)", "RSS per job (KB)", "CPU (s)", "CPU per job (ms)",

@@ -36,7 +36,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parent))
 
 from _bench import (  # noqa: E402
     KUBEFLOW_SH, ROOT, SIM_SECONDS, Cluster, Ours, Recorder, Watch, cpu_seconds, host_busy_seconds,
-    machine, median, pct, peak_rss_mb, table, wait_for,
+    machine, median, pct, peak_rss_mb, pod_capacity, table, wait_for,
 )  # fmt: skip
 
 TEMPLATE = {
@@ -233,6 +233,14 @@ def main() -> int:
     out = Path(args.out)
     out.parent.mkdir(parents=True, exist_ok=True)
     results: list[dict] = []
+    with pod_capacity(cluster, 4 * max(args.jobs)):
+        run_all(cluster, args, variants, out, results)
+    print(f"\nMachine: {machine()}. Raw results: {out}")
+    print(report(results))
+    return 0
+
+
+def run_all(cluster: Cluster, args: argparse.Namespace, variants: list[str], out: Path, results: list[dict]) -> None:
     for n in args.jobs:
         for rnd in range(args.rounds):
             order = variants[rnd % len(variants):] + variants[:rnd % len(variants)]
@@ -249,9 +257,6 @@ def main() -> int:
                       f"{r['jobs_running_s']:6.2f} s, done after pods {r['done_after_pods_s']:5.2f} s, CPU "
                       f"{r['ctrl_cpu_s']:5.2f} s, RSS {r['ctrl_rss_mb']:5.0f} MB, other load {r['other_load_cpu_s']:5.1f} CPU s",
                       flush=True)  # fmt: skip
-    print(f"\nMachine: {machine()}. Raw results: {out}")
-    print(report(results))
-    return 0
 
 
 if __name__ == "__main__":
