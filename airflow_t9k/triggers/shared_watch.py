@@ -60,8 +60,9 @@ class SharedWatch:
         self.path = path
         self.kind = kind
         self.subscribers: dict[str, set[asyncio.Event]] = {}
-        # (predicate, queue): each receives only the objects it asked for, as they arrive.
-        self.matchers: list[tuple[Callable[[Obj], bool], asyncio.Queue[Obj]]] = []
+        # queue -> predicate: each receives only the objects it asked for, as they arrive. A dict,
+        # not a list: thousands of triggers leave one by one, and each must cost the same.
+        self.matchers: dict[asyncio.Queue[Obj], Callable[[Obj], bool]] = {}
         self.refs = 0
         self.informer: Informer | None = None
         self.task: asyncio.Task[None] | None = None
@@ -89,7 +90,7 @@ class SharedWatch:
         for waiter in self.subscribers.get(name, ()):
             waiter.set()
         if event not in ("DELETED", UNDECODABLE):
-            for match, queue in self.matchers:
+            for queue, match in self.matchers.items():
                 if match(obj):
                     queue.put_nowait(obj)
 
@@ -108,11 +109,11 @@ class SharedWatch:
     def subscribe_matching(self, match: Callable[[Obj], bool]) -> asyncio.Queue[Obj]:
         """A queue of every object added or changed from now on for which ``match`` is true."""
         queue: asyncio.Queue[Obj] = asyncio.Queue()
-        self.matchers.append((match, queue))
+        self.matchers[queue] = match
         return queue
 
     def unsubscribe_matching(self, queue: asyncio.Queue[Obj]) -> None:
-        self.matchers = [(m, q) for m, q in self.matchers if q is not queue]
+        self.matchers.pop(queue, None)
 
     async def synced(self) -> None:
         assert self.informer is not None
