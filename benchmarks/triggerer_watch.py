@@ -81,8 +81,19 @@ def rss_mb() -> float:
 Fired = dict[str, tuple[float, str]]  # job name -> (monotonic time of the trigger's event, its status)
 
 
-def watching(names: list[str], ns: str, fired: Fired) -> list[asyncio.Task]:
+def watching(names: list[str], ns: str, fired: Fired, received: dict[str, float]) -> list[asyncio.Task]:
+    from airflow_t9k.triggers import shared_watch
     from airflow_t9k.triggers.job import T9kJobTrigger
+
+    # Splits the delay in two: the API server to the shared watch, then the watch to the event.
+    on_event = shared_watch.SharedWatch._on_event
+
+    def noting(self: Any, event: str, obj: dict) -> None:
+        if (obj.get("status") or {}).get("phase") == "Succeeded":
+            received.setdefault(obj["metadata"]["name"], time.monotonic())
+        on_event(self, event, obj)
+
+    shared_watch.SharedWatch._on_event = noting  # type: ignore[method-assign]
 
     async def one(name: str) -> None:
         trigger = T9kJobTrigger(kind="GenericJob", name=name, namespace=ns, kubernetes_conn_id="kubernetes_default")
@@ -124,6 +135,7 @@ async def measure(args: argparse.Namespace) -> None:
     names = json.loads(Path(args.names_file).read_text())
     out = Path(args.out_dir)
     fired: Fired = {}
+    received: dict[str, float] = {}
     if args.mode == "idle":
         # A triggerer with no triggers still has Airflow and the provider loaded: the baseline
         # for RSS per trigger.
@@ -132,7 +144,7 @@ async def measure(args: argparse.Namespace) -> None:
 
         tasks: list[asyncio.Task] = []
     else:
-        tasks = (watching if args.mode == "watch" else polling)(names, args.namespace, fired)
+        tasks = watching(names, args.namespace, fired, received) if args.mode == "watch" else polling(names, args.namespace, fired)
     await asyncio.sleep(args.warmup)
     loop = asyncio.get_running_loop()
     before_req = await loop.run_in_executor(None, total_requests, args.kubeconfig)
@@ -154,7 +166,7 @@ async def measure(args: argparse.Namespace) -> None:
     # The driver now ends every job; wait for every trigger's event.
     end_cpu = cpu_seconds()
     _, pending = await asyncio.wait(tasks, timeout=args.end_timeout)
-    result = {"fired": fired, "cpu_seconds_end": cpu_seconds() - end_cpu, "rss_mb_end": rss_mb(), "pending": len(pending)}
+    result = {"fired": fired, "received": received, "cpu_seconds_end": cpu_seconds() - end_cpu, "rss_mb_end": rss_mb(), "pending": len(pending)}
     for t in pending:
         t.cancel()
     await asyncio.gather(*tasks, return_exceptions=True)
@@ -288,12 +300,16 @@ def run_mode(args: argparse.Namespace, cluster: Any, mode: str, ns: str, names: 
     written = {n: min(answered[n], watch.seen.get(n, answered[n])) for n in names}
     delays = [fired[n][0] - written[n] for n in names if n in fired]
     upper = [fired[n][0] - sent[n] for n in names if n in fired]
+    received = ends["received"]
+    to_watch = [received[n] - written[n] for n in names if n in received]
+    to_event = [fired[n][0] - received[n] for n in names if n in received and n in fired]
     result.update(
         fired=len(fired),
         succeeded=sum(1 for v in fired.values() if v[1] == "success"),
         seen_by_driver=len(watch.seen),
         p50=pct(delays, 50), p99=pct(delays, 99), max=max(delays, default=float("nan")),
         p99_from_sent=pct(upper, 99),
+        watch_p50=pct(to_watch, 50), watch_p99=pct(to_watch, 99), event_p50=pct(to_event, 50), event_p99=pct(to_event, 99),
         end_seconds=max(t[1] for t in times) - min(t[0] for t in times),
         cpu_seconds_end=ends["cpu_seconds_end"],
     )  # fmt: skip
