@@ -10,12 +10,14 @@ import signal
 import socket
 import sys
 import uuid
+from collections.abc import Callable, Coroutine
 from pathlib import Path
 from typing import Any
 
 from airflow_t9k.api.resources import RESOURCES, resource_for
 from airflow_t9k.controller.slim import plain_json_bodies
-from airflow_t9k.k8s.client import DEEP_NESTING, Kube, load_api_client
+from airflow_t9k.k8s.client import DEEP_NESTING, ApiClientTransport, Kube, load_transport
+from airflow_t9k.k8s.kubeconfig import KubeconfigError
 from airflow_t9k.k8s.errors import ApiError, Forbidden, NotFound
 from airflow_t9k.controller.leader import LeaderElector
 from airflow_t9k.controller.metrics import InstrumentedKube, Metrics
@@ -59,6 +61,9 @@ def add_controller_parser(sub: Any) -> None:
     le.add_argument("--leader-elect-retry-period", type=float, default=1.5,
                     help="seconds between renewals and between a standby's attempts (default 1.5)")
     p.add_argument("--log-level", default="INFO", choices=["DEBUG", "INFO", "WARNING", "ERROR"])
+    p.add_argument("--event-loop", choices=["auto", "asyncio", "uvloop"], default="auto",
+                   help="asyncio event loop: auto (default) runs on uvloop where it is installed, else on "
+                        "asyncio's own; uvloop requires it")  # fmt: skip
     p.add_argument("--kind", action="append", dest="kinds", default=[], choices=sorted(RESOURCES),
                    help="job kind to watch; repeat for several; default: every kind (e.g. leave AscendJob to "
                         "MindCluster's ascend-operator where it runs)")  # fmt: skip
@@ -134,10 +139,15 @@ def make_elector(args: argparse.Namespace, kube: Kube, instruments: Metrics) -> 
 
 
 async def main_async(args: argparse.Namespace) -> int:
-    api = await load_api_client(args.kubeconfig, args.context)
-    plain_json_bodies(api)
+    try:
+        transport = await load_transport(args.kubeconfig, args.context)
+    except KubeconfigError as exc:
+        log.error("%s", exc)
+        return 2
+    if isinstance(transport, ApiClientTransport):
+        plain_json_bodies(transport.api)
     instruments = Metrics()
-    kube = InstrumentedKube(api, instruments)
+    kube = InstrumentedKube(transport, instruments)
     kinds = sorted(set(args.kinds or RESOURCES))
     server = None
     try:
@@ -151,7 +161,7 @@ async def main_async(args: argparse.Namespace) -> int:
             log.error("cannot reach the API server: %s", exc)
             return 4
         try:
-            elector = make_elector(args, InstrumentedKube(api, instruments), instruments)
+            elector = make_elector(args, InstrumentedKube(transport, instruments), instruments)
         except RefuseToStart as exc:
             log.error("%s", exc)
             return 2
@@ -190,4 +200,23 @@ def run_controller(args: argparse.Namespace) -> int:
     # Jobs may hold values nested as deep as the API server stores them (10,000 levels) in the
     # fields the CRDs leave open; every pass serializes the job for its status write.
     sys.setrecursionlimit(max(sys.getrecursionlimit(), DEEP_NESTING))
-    return asyncio.run(main_async(args))
+    try:
+        run = loop_runner(getattr(args, "event_loop", "auto"))
+    except RefuseToStart as exc:
+        log.error("%s", exc)
+        return 2
+    return run(main_async(args))
+
+
+def loop_runner(choice: str) -> Callable[[Coroutine[Any, Any, int]], int]:
+    """``asyncio.run``, or ``uvloop.run`` (libuv's loop: less CPU per request and per event)."""
+    if choice == "asyncio":
+        return asyncio.run
+    try:
+        import uvloop
+    except ImportError:
+        if choice == "uvloop":
+            raise RefuseToStart("--event-loop=uvloop, but uvloop is not installed: pip install uvloop") from None
+        return asyncio.run
+    log.debug("event loop: uvloop %s", uvloop.__version__)
+    return uvloop.run

@@ -176,7 +176,7 @@ class InstrumentedKube(Kube):
         super().__init__(api)
         self.m = metrics
         self.fence = fence
-        self.host = urlsplit(str(getattr(api.configuration, "host", "") or "")).netloc or "unknown"
+        self.host = urlsplit(self.transport.host).netloc or "unknown"
 
     async def _send(self, method: str, path: str, *args: Any, **kwargs: Any) -> Any:
         verb = VERBS.get(method.upper())

@@ -1,7 +1,11 @@
-"""A small raw-JSON client on ``kubernetes_asyncio``'s ApiClient.
+"""A small raw-JSON client: plain dicts in and out (the cache, the core and the API all speak
+the same JSON).
 
-Plain dicts in and out (the cache, the core and the API all speak the same JSON), while
-authentication, TLS and exec-credential refresh stay with ``kubernetes_asyncio``.
+Requests go through a transport: ``DirectTransport`` (one aiohttp session, configured by
+``kubeconfig.py``) for the controller, or ``ApiClientTransport`` around ``kubernetes_asyncio``'s
+ApiClient, which the Airflow hooks pass in and which handles what ``kubeconfig.py`` leaves to
+it (exec plugins, auth-providers, proxies). ``kubernetes_asyncio`` is imported only then: it
+costs about 40 MB of memory (docs/design.md, "The controller's client").
 """
 
 from __future__ import annotations
@@ -11,12 +15,21 @@ import logging
 import re
 import sys
 from collections.abc import AsyncIterator, Callable
-from typing import Any
+from typing import TYPE_CHECKING, Any, Protocol
+from urllib.parse import urlencode
 
-from kubernetes_asyncio import client as k8s_client
-from kubernetes_asyncio import config as k8s_config
-
+from airflow_t9k import __version__
+from airflow_t9k.k8s import kubeconfig
 from airflow_t9k.k8s.errors import from_response
+
+try:
+    from msgspec.json import decode as _fast_decode
+except ImportError:  # pragma: no cover - msgspec is a dependency; json.loads still works
+    _fast_decode = json.loads
+
+if TYPE_CHECKING:
+    import aiohttp
+    from kubernetes_asyncio.client import ApiClient
 
 Obj = dict[str, Any]
 
@@ -37,8 +50,32 @@ class Undecodable(ValueError):
         self.identity = identity
 
 
-def decode(raw: str) -> Any:
-    """``json.loads``, allowing objects nested as deep as the API server stores them."""
+# msgspec recurses on the C stack as deep as the recursion limit lets it, and its frames are
+# larger than json's: with the limit the controller sets (DEEP_NESTING) a 24,000-level input
+# crashes the process instead of raising. It gets only what cannot nest deeper than this
+# (nesting is bounded by the count of brackets), unless the limit itself is that low.
+FAST_MAX_DEPTH = 2_000
+
+
+def _openings(raw: str | bytes) -> int:
+    if isinstance(raw, bytes):
+        return raw.count(b"{") + raw.count(b"[")
+    return raw.count("{") + raw.count("[")
+
+
+def decode(raw: str | bytes) -> Any:
+    """JSON as ``json.loads`` reads it, allowing objects nested as deep as the API server
+    stores them.
+
+    msgspec first (several times faster on an API object); on anything it refuses (NaN, lone
+    surrogates, numbers out of float range, malformed input, nesting past the recursion
+    limit) ``json.loads`` decides, so the result and the errors are ``json.loads``'s.
+    """
+    if sys.getrecursionlimit() <= FAST_MAX_DEPTH or _openings(raw) <= FAST_MAX_DEPTH:
+        try:
+            return _fast_decode(raw)
+        except Exception:  # noqa: BLE001 - json.loads below decides what the input is
+            pass
     try:
         return json.loads(raw)
     except RecursionError:
@@ -48,7 +85,8 @@ def decode(raw: str) -> Any:
     try:
         return json.loads(raw)
     except (RecursionError, MemoryError) as exc:
-        raise Undecodable(identify(raw), type(exc).__name__) from None
+        text = raw if isinstance(raw, str) else raw.decode("utf-8", "replace")
+        raise Undecodable(identify(text), type(exc).__name__) from None
     finally:
         sys.setrecursionlimit(limit)
 
@@ -77,8 +115,122 @@ def list_metadata(raw: str) -> Obj:
     return json.loads(m.group(1)) if m else {}
 
 
-async def load_api_client(kubeconfig: str | None = None, context: str | None = None) -> k8s_client.ApiClient:
-    """kubeconfig when given (or $KUBECONFIG / ~/.kube/config), else in-cluster."""
+class Response(Protocol):
+    """What a transport returns: an aiohttp ClientResponse, whichever transport sent it."""
+
+    status: int
+
+    async def read(self) -> bytes: ...
+
+    def release(self) -> Any: ...
+
+    @property
+    def content(self) -> Any: ...  # .iter_any(): the body's chunks as they arrive
+
+
+class Transport(Protocol):
+    host: str  # scheme://host:port, for metrics
+
+    async def send(self, method: str, path: str, query: list[tuple[str, Any]], headers: dict[str, str],
+                   body: Any, timeout: float | None) -> Response: ...  # fmt: skip
+
+    async def close(self) -> None: ...
+
+
+class ApiClientTransport:
+    """Through ``kubernetes_asyncio``'s ApiClient: its authentication (exec plugins, token
+    refresh), TLS and proxy settings."""
+
+    def __init__(self, api: ApiClient) -> None:
+        self.api = api
+        self.host = str(getattr(api.configuration, "host", "") or "")
+
+    async def send(self, method: str, path: str, query: list[tuple[str, Any]], headers: dict[str, str],
+                   body: Any, timeout: float | None) -> Response:  # fmt: skip
+        return await self.api.call_api(
+            path,
+            method,
+            query_params=query,
+            header_params=headers,
+            body=body,
+            auth_settings=["BearerToken"],
+            _preload_content=False,
+            _request_timeout=timeout,
+        )
+
+    async def close(self) -> None:
+        await self.api.close()
+
+
+BODY_METHODS = frozenset({"POST", "PUT", "PATCH", "DELETE", "OPTIONS"})
+
+
+class DirectTransport:
+    """One aiohttp session straight to the API server, as ``kubeconfig.Endpoint`` says.
+
+    Sends what ApiClient's REST layer sends (URL, query encoding, JSON body, timeouts, a 2 MiB
+    read buffer for large watch events), without its per-request header walk and with
+    ``trust_env=False``: the environment's proxy settings were checked once when loading
+    (a proxy that applies sends us to ``kubernetes_asyncio``), not on every request.
+    """
+
+    def __init__(self, endpoint: kubeconfig.Endpoint, limit: int = 100) -> None:
+        self.endpoint = endpoint
+        self.host = endpoint.server
+        self.limit = limit
+        self._ssl = endpoint.ssl_context()  # now: a bad certificate fails at start, not at the first request
+        self._session: aiohttp.ClientSession | None = None
+
+    def _open(self) -> aiohttp.ClientSession:
+        import aiohttp
+
+        connector = aiohttp.TCPConnector(limit=self.limit, ssl=self._ssl if self._ssl is not None else True)
+        return aiohttp.ClientSession(connector=connector, trust_env=False, read_bufsize=2**21,
+                                     headers={"User-Agent": f"airflow-t9k/{__version__}"})  # fmt: skip
+
+    async def send(self, method: str, path: str, query: list[tuple[str, Any]], headers: dict[str, str],
+                   body: Any, timeout: float | None) -> Response:  # fmt: skip
+        import aiohttp
+
+        if self._session is None:
+            self._session = self._open()  # in the running loop, as aiohttp wants
+        url = self.host + path
+        if query:
+            url += "?" + urlencode(query)
+        extra: dict[str, Any] = {}
+        if self.endpoint.tls_server_name:
+            extra["server_hostname"] = self.endpoint.tls_server_name
+        data = json.dumps(body) if body is not None and method in BODY_METHODS else None
+        return await self._session.request(
+            method, url, headers={**headers, **self.endpoint.headers()}, data=data,
+            timeout=aiohttp.ClientTimeout(total=timeout), **extra,
+        )  # fmt: skip
+
+    async def close(self) -> None:
+        if self._session is not None:
+            await self._session.close()
+            self._session = None
+
+
+def _env_proxy(server: str) -> bool:
+    """Whether $HTTPS_PROXY / $NO_PROXY (what aiohttp's trust_env reads) send ``server``
+    through a proxy."""
+    from aiohttp.helpers import get_env_proxy_for_url
+    from yarl import URL
+
+    try:
+        get_env_proxy_for_url(URL(server))
+    except LookupError:
+        return False
+    return True
+
+
+async def load_api_client(kubeconfig: str | None = None, context: str | None = None) -> ApiClient:
+    """``kubernetes_asyncio``'s loader: kubeconfig when given (or $KUBECONFIG /
+    ~/.kube/config), else in-cluster."""
+    from kubernetes_asyncio import client as k8s_client
+    from kubernetes_asyncio import config as k8s_config
+
     configuration = k8s_client.Configuration()
     try:
         await k8s_config.load_kube_config(config_file=kubeconfig, context=context, client_configuration=configuration)
@@ -89,40 +241,51 @@ async def load_api_client(kubeconfig: str | None = None, context: str | None = N
     return k8s_client.ApiClient(configuration)
 
 
+async def load_transport(kubeconfig_file: str | None = None, context: str | None = None) -> Transport:
+    """The direct transport where ``kubeconfig.py`` reads the configuration fully, else
+    ``kubernetes_asyncio``'s. Raises ``kubeconfig.KubeconfigError`` for a configuration that
+    cannot work."""
+    try:
+        endpoint = kubeconfig.load(kubeconfig_file, context)
+        if _env_proxy(endpoint.server):
+            raise kubeconfig.NeedsFullLoader("a proxy from the environment applies to the API server")
+        return DirectTransport(endpoint)
+    except kubeconfig.NeedsFullLoader as exc:
+        log.info("using kubernetes_asyncio's loader: %s", exc)
+    return ApiClientTransport(await load_api_client(kubeconfig_file, context))
+
+
+async def connect(kubeconfig_file: str | None = None, context: str | None = None) -> Kube:
+    return Kube(await load_transport(kubeconfig_file, context))
+
+
 class Kube:
     """Keyword-only verbs over raw JSON. One instance (one connection pool) per process."""
 
-    def __init__(self, api: k8s_client.ApiClient) -> None:
-        self.api = api
+    def __init__(self, api: Transport | ApiClient) -> None:
+        """``api``: a transport, or a ``kubernetes_asyncio`` ApiClient (the hooks pass theirs)."""
+        self.transport: Transport = ApiClientTransport(api) if hasattr(api, "call_api") else api  # type: ignore[arg-type,assignment]
         self.skipped: list[dict[str, str]] = []  # identities of objects too deep to decode
 
     async def close(self) -> None:
-        await self.api.close()
+        await self.transport.close()
 
     async def _send(self, method: str, path: str, *, query: dict[str, Any] | None = None, body: Any = None,
                     content_type: str = "application/json", timeout: float | None = 30) -> Any:  # fmt: skip
         params = [(k, str(v).lower() if isinstance(v, bool) else v) for k, v in (query or {}).items() if v is not None]
-        return await self.api.call_api(
-            path,
-            method,
-            query_params=params,
-            header_params={"Accept": "application/json", "Content-Type": content_type},
-            body=body,
-            auth_settings=["BearerToken"],
-            _preload_content=False,
-            _request_timeout=timeout,
-        )
+        headers = {"Accept": "application/json", "Content-Type": content_type}
+        return await self.transport.send(method, path, params, headers, body, timeout)
 
     async def request(self, method: str, path: str, *, query: dict[str, Any] | None = None, body: Any = None,
                       content_type: str = "application/json") -> Obj:  # fmt: skip
         resp = await self._send(method, path, query=query, body=body, content_type=content_type)
         try:
-            text = (await resp.read()).decode("utf-8")
+            raw = await resp.read()
         finally:
             resp.release()
         if not 200 <= resp.status <= 299:
-            raise from_response(resp.status, text)
-        return decode(text) if text else {}
+            raise from_response(resp.status, raw.decode("utf-8"))
+        return decode(raw) if raw else {}
 
     async def _page(self, path: str, params: dict[str, Any]) -> tuple[list[Obj], Obj]:
         """One page of a list: its items and its metadata. An item too deep to decode is left
@@ -191,7 +354,7 @@ class Kube:
         self.skipped.append(identity)
         del self.skipped[:-100]
 
-    def _event(self, line: str) -> Obj:
+    def _event(self, line: bytes | str) -> Obj:
         try:
             return decode(line)
         except Undecodable as exc:  # one object, not the stream: the watch goes on
@@ -215,6 +378,6 @@ class Kube:
                 while b"\n" in buffer:
                     line, buffer = buffer.split(b"\n", 1)
                     if line.strip():
-                        yield self._event(line.decode("utf-8"))
+                        yield self._event(line)
         finally:
             resp.release()
