@@ -1,13 +1,25 @@
-"""Two costs the controller does not need to pay (measured under load: docs/benchmarks.md).
+"""What the controller's cache keeps of each object, and request bodies it sends as they are.
 
-- ``metadata.managedFields`` is about 40% of a pod's JSON as kwok, the scheduler and we leave
-  it, and nothing here reads it. The cache drops it from every object it keeps. Leaving it out
-  of a later PUT is safe: the API server keeps an object's managedFields when an update omits
-  them.
-- ``kubernetes_asyncio`` walks every request body recursively before it ``json.dumps`` it
-  (``sanitize_for_serialization``), to turn its generated models into dicts. The controller only
-  sends plain JSON dicts, for which that walk returns an equal copy: a quarter of the
-  controller's CPU at 10 jobs went there. Dicts and lists now go to ``json.dumps`` as they are.
+The cache holds every pod, Service, ConfigMap, Secret, batch Job and Workload of every job:
+about 17 KB of Python objects each at 1,000 jobs (docs/benchmarks.md), most of it fields
+nothing here reads. ``slim_for(kind)`` is what an informer applies to each object before
+caching it (list items, watch events, and what the executor stores from API responses).
+
+What is kept, per kind, follows from what reads the cache: the pure core (``plan`` and the
+kinds' hooks), the runner (``_on_child``, ``observed``) and the executor (``_job_gone``,
+``_delete``, status PUTs). Whatever is kept, ``metadata`` stays whole but for
+``managedFields``: name, namespace, uid and resourceVersion key the cache and every delete;
+labels scope clean-up; annotations carry the restart count and DeepSpeed's hostfile
+digest; ownerReferences tie a child to its job; deletionTimestamp marks it going.
+
+Leaving ``managedFields`` out of a later PUT is safe: the API server keeps an object's
+managedFields when an update omits them.
+
+Separately, ``kubernetes_asyncio`` walks every request body recursively before it
+``json.dumps`` it (``sanitize_for_serialization``), to turn its generated models into dicts.
+The controller only sends plain JSON dicts, for which that walk returns an equal copy: a
+quarter of the controller's CPU at 10 jobs went there. Dicts and lists now go to
+``json.dumps`` as they are.
 """
 
 from __future__ import annotations
@@ -16,6 +28,7 @@ from collections.abc import Callable
 from typing import Any
 
 Obj = dict[str, Any]
+Transform = Callable[[Obj], Obj]
 
 
 def drop_managed_fields(obj: Obj) -> Obj:
@@ -24,6 +37,56 @@ def drop_managed_fields(obj: Obj) -> Obj:
     if isinstance(meta, dict):
         meta.pop("managedFields", None)
     return obj
+
+
+def _keeper(top: tuple[str, ...] = (), spec: tuple[str, ...] = ()) -> Transform:
+    """A transform keeping apiVersion, kind, metadata (minus managedFields), the ``top`` keys,
+    and of ``spec`` only the ``spec`` keys (no ``spec`` at all when none is wanted)."""
+    keep = ("apiVersion", "kind", "metadata", *top)
+
+    def slim(obj: Obj) -> Obj:
+        out = {k: obj[k] for k in keep if k in obj}
+        if spec and isinstance(obj.get("spec"), dict):
+            out["spec"] = {k: obj["spec"][k] for k in spec if k in obj["spec"]}
+        return drop_managed_fields(out)
+
+    return slim
+
+
+# Why each key stays (besides metadata, kept for every kind as said above):
+SLIM: dict[str, Transform] = {
+    # status, all of it: phase (rules, clean-up, Beam's "cluster running"), reason (Evicted),
+    # containerStatuses' states with exit codes, reasons and termination messages (restart
+    # policy, failure messages, the decisive replica's result). Nothing reads a pod's spec:
+    # the core renders new pods from the job, never from the pods it sees.
+    "Pod": _keeper(top=("status",)),
+    # spec.clusterIP: AscendJob hands the leader Service's cluster IP to every pod
+    # (Kind.pod_inputs). Services are otherwise only looked up by name and deleted by uid.
+    "Service": _keeper(spec=("clusterIP",)),
+    # data: compared with the wanted data (a hostfile after a rescale) to decide a Patch.
+    "ConfigMap": _keeper(top=("data",)),
+    # Nothing but its existence: the SSH key Secret is created once. Its data (a private
+    # key) is not worth holding in the controller's memory either.
+    "Secret": _keeper(),
+    # status: BeamJob's verdict and status read its conditions (Complete, Failed) and
+    # ``active``. Its spec (the submit pod's template) is never read.
+    "Job": _keeper(top=("status",)),
+    # LocalQueues: only their names, to know which queues a namespace has.
+    "LocalQueue": _keeper(),
+}
+# Every other kind stays whole but for managedFields: the T9k jobs themselves (the executor
+# PUTs status with the whole cached object), Kueue Workloads (released and finished by a
+# status PUT of the whole cached object), ResourceFlavors (spec.nodeLabels, tolerations) and
+# (Workload)PriorityClasses (value): few and small, or sent back whole.
+
+
+def slim_for(kind: str) -> Transform:
+    """What an informer of ``kind`` applies to each object before caching it.
+
+    Idempotent, and never raises on any JSON object: the executor stores objects the cache
+    already slimmed (a pod marked as being deleted), and a hostile object must not stop a watch.
+    """
+    return SLIM.get(kind, drop_managed_fields)
 
 
 def plain_json_bodies(api: Any) -> None:

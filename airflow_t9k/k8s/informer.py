@@ -5,6 +5,10 @@ the cache. A watch that ends is resumed from the last resourceVersion seen (book
 it fresh); a 410 Gone, or a resourceVersion the server does not have yet (a restarted API
 server), lists again. There is no periodic relist.
 
+An optional ``transform`` is applied to every object before it is cached or handed to a
+handler (list items, watch events, and what ``store`` is given): the controller keeps only the
+fields it reads (controller/slim.py).
+
 Failures back off with jitter up to a few seconds only: an API server that comes back must
 find the controller reconnected within seconds, and a restarted API server answers 429
 ("storage is (re)initializing") for a moment, which must not cost a long sleep.
@@ -25,6 +29,7 @@ from airflow_t9k.k8s.errors import ApiError, Gone
 Obj = dict[str, Any]
 Key = tuple[str, str]  # (namespace, name)
 Handler = Callable[[str, Obj], None]  # (event type, object)
+Transform = Callable[[Obj], Obj]
 
 log = logging.getLogger(__name__)
 
@@ -100,7 +105,8 @@ def _rv(obj: Obj) -> int | None:
 class Informer:
     def __init__(self, kube: Kube, path: str, *, kind: str, label_selector: str | None = None,
                  handler: Handler | None = None, watch_timeout: int = 300,
-                 on_recovered: Callable[[], None] | None = None, idle_timeout: float = IDLE_TIMEOUT) -> None:  # fmt: skip
+                 on_recovered: Callable[[], None] | None = None, idle_timeout: float = IDLE_TIMEOUT,
+                 transform: Transform | None = None) -> None:  # fmt: skip
         self.kube = kube
         self.path = path
         self.kind = kind
@@ -116,14 +122,28 @@ class Informer:
         self.backoff = Backoff()
         # Called when a watch opens again after failing: whatever failed meanwhile can be retried now.
         self.on_recovered = on_recovered
+        self.transform = transform
 
     # -- cache, also written optimistically by the executor ---------------------------------
     def get(self, key: Key) -> Obj | None:
         return self.cache.get(key)
 
     def store(self, obj: Obj) -> None:
-        """Keep the newer of the cached and the given object."""
+        """Keep the newer of the cached and the given object (transformed first)."""
+        self._store(self._shaped(obj))
+
+    def _shaped(self, obj: Obj) -> Obj:
+        """The object as the cache keeps it: with its kind, and through the transform."""
         obj.setdefault("kind", self.kind)
+        if self.transform is None:
+            return obj
+        try:
+            return self.transform(obj)
+        except Exception:  # a transform bug must not stop the watch: keep the object whole
+            log.exception("%s transform failed for %s; caching it whole", self.kind, key_of(obj))
+            return obj
+
+    def _store(self, obj: Obj) -> None:
         key = key_of(obj)
         old = self.cache.get(key)
         if old is not None and (_rv(old) or 0) > (_rv(obj) or 0) and _rv(obj) is not None:
@@ -150,7 +170,7 @@ class Informer:
         self.lists += 1
         fresh = {}
         for item in items:
-            item.setdefault("kind", self.kind)
+            item = self._shaped(item)
             fresh[key_of(item)] = item
         gone = [obj for key, obj in self.cache.items() if key not in fresh]
         self.cache = fresh
@@ -222,8 +242,9 @@ class Informer:
         if etype == UNDECODABLE:  # left out of the cache; the handler may report it
             self._notify(etype, obj)
             return
+        obj = self._shaped(obj)
         if etype == "DELETED":
             self.forget(obj)
         else:
-            self.store(obj)
+            self._store(obj)
         self._notify(str(etype), obj)

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import asyncio
+import copy
 import datetime
 import json
 import sys
@@ -12,7 +13,7 @@ from typing import Any
 import pytest
 from kubernetes_asyncio.client import ApiClient, V1DeleteOptions
 
-from airflow_t9k.controller.slim import drop_managed_fields, plain_json_bodies
+from airflow_t9k.controller.slim import drop_managed_fields, plain_json_bodies, slim_for
 
 def with_client(check: Callable[[ApiClient], Any]) -> Any:
     """Run ``check`` with a real client (its constructor needs a running event loop)."""
@@ -43,6 +44,56 @@ MANAGED = [{"manager": "kwok", "operation": "Update", "fieldsV1": {"f:status": {
 def test_drop_managed_fields(obj, expected):
     assert drop_managed_fields(obj) is obj  # in place: the informer's cached object itself
     assert obj == expected
+
+
+META = {"name": "x", "namespace": "ns", "uid": "u", "resourceVersion": "7", "labels": {"l": "v"},
+        "annotations": {"a": "b"}, "ownerReferences": [{"kind": "GenericJob", "uid": "j", "controller": True}],
+        "deletionTimestamp": "2026-11-26T08:00:00Z"}  # fmt: skip
+SPEC = {"containers": [{"name": "c", "image": "i"}], "nodeName": "n", "clusterIP": "10.96.0.9", "ports": [{"port": 80}]}
+STATUS = {"phase": "Failed", "containerStatuses": [{"name": "c", "state": {"terminated": {"exitCode": 3, "message": "m"}}}]}
+
+
+def whole(kind: str, **extra: Any) -> dict:
+    return {"apiVersion": "v1", "kind": kind, "metadata": {**META, "managedFields": MANAGED}, "spec": dict(SPEC),
+            "status": dict(STATUS), **extra}  # fmt: skip
+
+
+BASE = {"apiVersion": "v1", "metadata": META}
+
+
+@pytest.mark.parametrize(
+    ("obj", "expected"),
+    [
+        (whole("Pod"), {**BASE, "kind": "Pod", "status": STATUS}),  # no spec: nothing reads a pod's
+        (whole("Service"), {**BASE, "kind": "Service", "spec": {"clusterIP": "10.96.0.9"}}),  # Ascend's leader IP
+        (whole("ConfigMap", data={"hostfile": "h"}, binaryData={"b": "AA=="}),
+         {**BASE, "kind": "ConfigMap", "data": {"hostfile": "h"}}),
+        (whole("Secret", data={"id_rsa": "key"}, type="Opaque"), {**BASE, "kind": "Secret"}),  # the key stays out
+        (whole("Job"), {**BASE, "kind": "Job", "status": STATUS}),  # batch/v1: Beam's submit job
+        (whole("LocalQueue"), {**BASE, "kind": "LocalQueue"}),
+        # Sent back whole (status PUTs) or read whole: only managedFields go.
+        *[(whole(k), {**BASE, "kind": k, "spec": SPEC, "status": STATUS})
+          for k in ("GenericJob", "PyTorchTrainingJob", "AscendJob", "BeamJob", "Workload", "ResourceFlavor", "Unknown")],
+        # What the API server leaves out stays out; no spec is invented.
+        ({"kind": "Service", "metadata": {"name": "s"}}, {"kind": "Service", "metadata": {"name": "s"}}),
+        ({"kind": "Service", "metadata": {"name": "s"}, "spec": {}}, {"kind": "Service", "metadata": {"name": "s"}, "spec": {}}),
+        # Hostile shapes pass without an error (a watch must not stop on them).
+        ({"kind": "Pod", "metadata": None, "spec": "x"}, {"kind": "Pod", "metadata": None}),
+        ({"kind": "Service", "spec": ["x"]}, {"kind": "Service"}),
+        ({}, {}),
+    ],
+    ids=lambda v: v.get("kind", "") if isinstance(v, dict) else "",
+)  # fmt: skip
+def test_slim_for_keeps_what_the_controller_reads(obj, expected):
+    kind = obj.get("kind", "Pod")
+    slim = slim_for(kind)(obj)
+    assert slim == expected
+    assert slim_for(kind)(copy.deepcopy(slim)) == slim  # idempotent: the executor stores cached objects again
+
+
+def test_slim_for_shares_what_it_keeps_instead_of_copying():
+    pod = whole("Pod")
+    assert slim_for("Pod")(pod)["status"] is pod["status"]
 
 
 @pytest.mark.parametrize(
