@@ -5,7 +5,7 @@
 RSS is ``VmRSS`` of a fresh interpreter (median over rounds): after ``import
 airflow_t9k.controller.cli``, then after building the client the way the controller does (and
 one GET, so the TLS context and the connection exist), on the loop the controller runs on
-(uvloop since the lean client). Decoding is timed on a real pod's JSON:
+(uvloop since the lean client); and of the controller itself, ready and idle. Decoding is timed on a real pod's JSON:
 one pod is created in a namespace of its own, kwok runs it, its JSON is read as the API server
 serves it (managedFields included), and the namespace is deleted.
 Works against older revisions too (``T9K_BENCH_SOURCE=DIR``, as scaling.py), for before/after.
@@ -24,7 +24,10 @@ import time
 import timeit
 import uuid
 
-from _bench import DEFAULT_KUBECONFIG, ROOT, Cluster, machine, table, wait_for
+import tempfile
+from pathlib import Path
+
+from _bench import DEFAULT_KUBECONFIG, ROOT, Cluster, Ours, machine, table, wait_for
 
 PROBE = textwrap.dedent(
     """
@@ -58,7 +61,8 @@ PROBE = textwrap.dedent(
 
 def probe(kubeconfig: str, source: str) -> dict:
     env = {**os.environ, "PYTHONPATH": source}
-    out = subprocess.run([sys.executable, "-c", PROBE, kubeconfig], env=env, capture_output=True, text=True, check=True)
+    out = subprocess.run([sys.executable, "-c", PROBE, kubeconfig], env=env, cwd=source, capture_output=True, text=True,
+                         check=True)  # cwd: `-c` puts it first on sys.path
     return json.loads(out.stdout)
 
 
@@ -88,6 +92,21 @@ def real_pod_json(cluster: Cluster) -> str:
         cluster.request("DELETE", f"/api/v1/namespaces/{ns}", ok=(200, 202, 404))
 
 
+def idle_controller_rss(cluster: Cluster) -> float:
+    """VmRSS of `airflow-t9k controller` (one kind, one empty namespace) once ready, plus 2 s."""
+    ns = f"lean-bench-{uuid.uuid4().hex[:6]}"
+    cluster.request("POST", "/api/v1/namespaces", {"metadata": {"name": ns}})
+    ours = Ours(cluster, ns, Path(tempfile.mkdtemp(prefix="lean-bench-")))
+    try:
+        pid = ours.start()
+        time.sleep(2)
+        status = Path(f"/proc/{pid}/status").read_text()
+        return int(status.split("VmRSS:")[1].split()[0]) / 1024
+    finally:
+        ours.stop()
+        cluster.request("DELETE", f"/api/v1/namespaces/{ns}", ok=(200, 202, 404))
+
+
 def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--kubeconfig", default=str(DEFAULT_KUBECONFIG))
@@ -100,11 +119,14 @@ def main() -> None:
     rows = [[what, round(statistics.median(p[what] for p in probes), 1)] for what in ("python", "import", "client")]
     print(table(["VmRSS after", "MB (median)"], rows))
     print(f"client libraries imported: {probes[0]['modules'] or 'none'}")
+    cluster = Cluster(args.kubeconfig)
+    idle = [idle_controller_rss(cluster) for _ in range(min(args.rounds, 3))]
+    print(f"controller ready and idle (one kind, one empty namespace): VmRSS {statistics.median(idle):.1f} MB (median of {len(idle)})")
 
     sys.path.insert(0, source)
     from airflow_t9k.k8s.client import decode
 
-    raw = real_pod_json(Cluster(args.kubeconfig))
+    raw = real_pod_json(cluster)
     assert decode(raw) == json.loads(raw)
     results = []
     for name, fn in (("json.loads", json.loads), ("client.decode", decode)):
