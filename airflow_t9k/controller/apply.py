@@ -24,7 +24,6 @@ from airflow_t9k.controller.reconcile import CreateSSHSecret, Delete, Emit, Patc
 from airflow_t9k.controller.reconcile.actions import Action
 from airflow_t9k.controller.reconcile.plan import rejected
 from airflow_t9k.controller.reconcile.status import StatusBuilder, bounded
-from airflow_t9k.controller.slim import drop_managed_fields
 from airflow_t9k.controller.ssh import ssh_secret_data
 
 Obj = dict[str, Any]
@@ -114,7 +113,7 @@ class Executor:
         except Invalid as exc:
             self.metrics[f"create_invalid.{kind}"] += 1
             return f"the API server rejected {kind} {manifest['metadata']['name']}: {bounded(exc.message, 1000)}"
-        self.informer_for(kind, ns).store(drop_managed_fields(created))
+        self.informer_for(kind, ns).store(created)
         if self.on_created is not None:
             self.on_created(created)
         return None
@@ -125,7 +124,7 @@ class Executor:
         except NotFound:  # deleted under us: the watch brings that, and the next pass recreates it
             return
         self.metrics[f"patch.{action.kind}"] += 1
-        self.informer_for(action.kind, ns).store(drop_managed_fields(patched))
+        self.informer_for(action.kind, ns).store(patched)
 
     async def _replace_status(self, ns: str, action: ReplaceStatus) -> None:
         """PUT with the cached resourceVersion: a Conflict re-plans from the newer object."""
@@ -134,7 +133,7 @@ class Executor:
         except NotFound:
             return
         self.metrics[f"status_write.{action.kind}"] += 1
-        self.informer_for(action.kind, ns).store(drop_managed_fields(updated))
+        self.informer_for(action.kind, ns).store(updated)
 
     async def _delete(self, ns: str, action: Delete) -> None:
         informer = self.informer_for(action.kind, ns)
@@ -161,7 +160,7 @@ class Executor:
         # instead of overwriting a newer status.
         updated = await self.kube.replace(job_path(resource, meta["namespace"], meta["name"], "status"), body=body)
         self.metrics["status_write"] += 1
-        self.informer_for(job["kind"], meta["namespace"]).store(drop_managed_fields(updated))
+        self.informer_for(job["kind"], meta["namespace"]).store(updated)
         return updated
 
     async def report_error(self, job: Obj, exc: BaseException | None, passes: int) -> None:

@@ -14,7 +14,7 @@ from airflow_t9k.api.outcome import interpret
 from airflow_t9k.api.paths import child_path, job_path
 from airflow_t9k.api.resources import RESOURCES, resource_for
 from airflow_t9k.controller.apply import Executor
-from airflow_t9k.controller.slim import drop_managed_fields
+from airflow_t9k.controller.slim import slim_for
 from airflow_t9k.controller.leader import LeaderElector
 from airflow_t9k.controller.metrics import Metrics, TimedQueue
 from airflow_t9k.k8s.client import UNDECODABLE, Kube
@@ -86,19 +86,22 @@ class Controller:
                 path = job_path(resource_for(kind), ns or None)
                 self.informers[(kind, ns)] = Informer(
                     kube, path, kind=kind, handler=self._on_job, watch_timeout=settings.watch_timeout,
-                    on_recovered=self._requeue_all,
+                    on_recovered=self._requeue_all, transform=slim_for(kind),
                 )  # fmt: skip
             for kind in self.child_kinds:
                 self.informers[(kind, ns)] = Informer(
                     kube, child_path(kind, ns or None), kind=kind, label_selector=selector,
                     handler=self._on_child, watch_timeout=settings.watch_timeout, on_recovered=self._requeue_all,
+                    transform=slim_for(kind),  # the cache keeps what the controller reads (slim.py)
                 )  # fmt: skip
             if self.kueue:
                 path = f"{KUEUE}/namespaces/{ns}/localqueues" if ns else f"{KUEUE}/localqueues"
-                self.informers[("LocalQueue", ns)] = Informer(kube, path, kind="LocalQueue", watch_timeout=settings.watch_timeout)
+                self.informers[("LocalQueue", ns)] = Informer(kube, path, kind="LocalQueue", watch_timeout=settings.watch_timeout,
+                                                              transform=slim_for("LocalQueue"))  # fmt: skip
         if self.kueue:
             for kind, path in KUEUE_CLUSTER.items():
-                self.informers[(kind, "")] = Informer(kube, path, kind=kind, watch_timeout=settings.watch_timeout)
+                self.informers[(kind, "")] = Informer(kube, path, kind=kind, watch_timeout=settings.watch_timeout,
+                                                      transform=slim_for(kind))  # fmt: skip
         self.executor = Executor(kube, self.informer_for, self.metrics, on_created=self._index)
         self.instruments.bind(self)
         self.reported: set[str] = set()  # uids of undecodable objects already reported
@@ -115,7 +118,6 @@ class Controller:
         if event == UNDECODABLE:
             self._undecodable(obj)
             return
-        drop_managed_fields(obj)  # the informer hands us the object it caches: slim it there
         # A job with no children yet is new work, which waits behind the jobs already running.
         started = event != "ADDED" or meta.get("uid") in self.children
         self.queue.add((obj["kind"], meta["namespace"], meta["name"]), urgent=started)
@@ -138,7 +140,6 @@ class Controller:
         task.add_done_callback(self._background.discard)
 
     def _on_child(self, event: str, obj: Obj) -> None:
-        drop_managed_fields(obj)
         owner = self._index(obj, deleted=event == "DELETED")
         if owner is not None:
             self.queue.add(owner)
