@@ -61,8 +61,14 @@ class Executor:
             events += extra
             if status != (current.get("status") or {}):
                 await self._write_status(current, status)
-        # Events are independent and best effort: send them together, not one round trip each.
-        await asyncio.gather(*(self.event(job, e) for e in events))
+        # Events are independent and best effort: send them together, a few at a time.
+        limit = asyncio.Semaphore(PARALLEL_WRITES)
+
+        async def bounded_event(event: Emit) -> None:
+            async with limit:
+                await self.event(job, event)
+
+        await asyncio.gather(*(bounded_event(e) for e in events))
 
     async def _act(self, job: Obj, actions: tuple[Action, ...]) -> list[str]:
         """Carry out the actions, a few at a time; stop starting new ones once the job is gone."""
@@ -113,10 +119,19 @@ class Executor:
         except Invalid as exc:
             self.metrics[f"create_invalid.{kind}"] += 1
             return f"the API server rejected {kind} {manifest['metadata']['name']}: {bounded(exc.message, 1000)}"
-        self.informer_for(kind, ns).store(created)
-        if self.on_created is not None:
+        if self._remember(kind, ns, created) and self.on_created is not None:
             self.on_created(created)
         return None
+
+    def _remember(self, kind: str, ns: str, obj: Obj) -> bool:
+        """Cache what a write returned, so the next pass does not act on a cache behind our own
+        writes; unless the watch has passed that version already: it brought it (or a later
+        one), or the object's deletion, which a late store must not undo."""
+        informer = self.informer_for(kind, ns)
+        if _version(obj) <= _version(informer.resource_version):
+            return False
+        informer.store(obj)
+        return True
 
     async def _patch(self, ns: str, action: Patch) -> None:
         try:
@@ -124,7 +139,7 @@ class Executor:
         except NotFound:  # deleted under us: the watch brings that, and the next pass recreates it
             return
         self.metrics[f"patch.{action.kind}"] += 1
-        self.informer_for(action.kind, ns).store(patched)
+        self._remember(action.kind, ns, patched)
 
     async def _replace_status(self, ns: str, action: ReplaceStatus) -> None:
         """PUT with the cached resourceVersion: a Conflict re-plans from the newer object."""
@@ -133,7 +148,7 @@ class Executor:
         except NotFound:
             return
         self.metrics[f"status_write.{action.kind}"] += 1
-        self.informer_for(action.kind, ns).store(updated)
+        self._remember(action.kind, ns, updated)
 
     async def _delete(self, ns: str, action: Delete) -> None:
         informer = self.informer_for(action.kind, ns)
@@ -160,7 +175,7 @@ class Executor:
         # instead of overwriting a newer status.
         updated = await self.kube.replace(job_path(resource, meta["namespace"], meta["name"], "status"), body=body)
         self.metrics["status_write"] += 1
-        self.informer_for(job["kind"], meta["namespace"]).store(updated)
+        self._remember(job["kind"], meta["namespace"], updated)
         return updated
 
     async def report_error(self, job: Obj, exc: BaseException | None, passes: int) -> None:
@@ -206,6 +221,14 @@ class Executor:
             self.metrics["event"] += 1
         except Exception as exc:  # an Event is best effort; never fail a reconcile for it
             log.warning("could not record event %s on %s/%s: %s", event.reason, meta["namespace"], meta["name"], exc)
+
+
+def _version(obj_or_rv: Obj | str) -> int:
+    rv = (obj_or_rv.get("metadata") or {}).get("resourceVersion") if isinstance(obj_or_rv, dict) else obj_or_rv
+    try:
+        return int(rv or 0)
+    except (TypeError, ValueError):
+        return 0
 
 
 def _now() -> str:

@@ -33,8 +33,8 @@ KUEUE = "/apis/kueue.x-k8s.io/v1beta2"
 KUEUE_CLUSTER = {"ResourceFlavor": f"{KUEUE}/resourceflavors", "WorkloadPriorityClass": f"{KUEUE}/workloadpriorityclasses",
                  "PriorityClass": "/apis/scheduling.k8s.io/v1/priorityclasses"}  # fmt: skip
 REPORT_AFTER_FAILURES = 3  # failed passes in a row before the job gets a condition and an Event
-# A plan quicker than this runs on the event loop; a job whose last plan took longer (thousands
-# of replicas, a huge template) plans in a thread, so the watches and other workers go on.
+# CPU seconds (the planning thread's own, so waiting for the GIL does not count) under which a
+# job's next plan runs on the event loop instead of in a thread.
 INLINE_PLAN_SECONDS = 0.005
 
 log = logging.getLogger(__name__)
@@ -64,7 +64,16 @@ def detail_only(old: Obj, result: Plan) -> bool:
     """
     if result.actions or result.events or not old or result.status == old:
         return False
-    return interpret({"status": result.status}).phase == interpret({"status": old}).phase
+    try:
+        return interpret({"status": result.status}).phase == interpret({"status": old}).phase
+    except Exception:  # a status someone else wrote malformed: write ours at once
+        return False
+
+
+def _timed_plan(job: Obj, observed: Observed, now: datetime) -> tuple[Plan, float]:
+    started = time.thread_time()
+    result = plan(job, observed, now)
+    return result, time.thread_time() - started
 
 
 class Controller:
@@ -106,7 +115,7 @@ class Controller:
         self.instruments.bind(self)
         self.reported: set[str] = set()  # uids of undecodable objects already reported
         self._held: dict[JobKey, float] = {}  # job -> when its held status write is due (loop time)
-        self._slow_plans: set[JobKey] = set()  # jobs whose last plan took longer than INLINE_PLAN_SECONDS
+        self._quick_plans: set[JobKey] = set()  # jobs whose last plan took at most INLINE_PLAN_SECONDS
         self._background: set[asyncio.Task[None]] = set()
 
     def informer_for(self, kind: str, namespace: str) -> Informer:
@@ -187,7 +196,7 @@ class Controller:
         job = self.informer_for(kind, ns).get((ns, name))
         if job is None:
             self._held.pop(key, None)
-            self._slow_plans.discard(key)
+            self._quick_plans.discard(key)
             return
         self.metrics["reconcile"] += 1
         result = await self._plan(key, job)
@@ -200,17 +209,17 @@ class Controller:
         await self.executor.apply(job, result)
 
     async def _plan(self, key: JobKey, job: Obj) -> Plan:
-        observed, now = self.observed(job), datetime.now(timezone.utc)
-        if key in self._slow_plans:
-            result = await asyncio.to_thread(plan, job, observed, now)
-            started = None
+        """Plan on the loop a job whose last plan was quick; any other (a new job, thousands of
+        replicas, a huge template) in a thread, so the watches and the other workers go on."""
+        args = (job, self.observed(job), datetime.now(timezone.utc))
+        if key in self._quick_plans:
+            result, took = _timed_plan(*args)
         else:
-            started = time.perf_counter()
-            result = plan(job, observed, now)
-        # A slow plan sends the job's later plans to a thread for good: a thread's time includes
-        # waiting for the GIL, so it could not tell that the job got quick again.
-        if started is not None and time.perf_counter() - started > INLINE_PLAN_SECONDS:
-            self._slow_plans.add(key)
+            result, took = await asyncio.to_thread(_timed_plan, *args)
+        if took <= INLINE_PLAN_SECONDS:
+            self._quick_plans.add(key)
+        else:
+            self._quick_plans.discard(key)
         return result
 
     def _hold(self, key: JobKey, job: Obj, result: Plan) -> bool:

@@ -201,9 +201,11 @@ class DirectTransport:
         if self.endpoint.tls_server_name:
             extra["server_hostname"] = self.endpoint.tls_server_name
         data = json.dumps(body) if body is not None and method in BODY_METHODS else None
+        # No redirects: the API server sends none, and aiohttp's redirect errors carry the
+        # request's headers (the bearer token) into their repr, which ends up in logs.
         return await self._session.request(
             method, url, headers={**headers, **self.endpoint.headers()}, data=data,
-            timeout=aiohttp.ClientTimeout(total=timeout), **extra,
+            timeout=aiohttp.ClientTimeout(total=timeout), allow_redirects=False, **extra,
         )  # fmt: skip
 
     async def close(self) -> None:

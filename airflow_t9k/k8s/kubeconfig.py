@@ -197,7 +197,9 @@ def from_file(path: Path, context: str | None = None, must_exist: bool = True) -
         raise KubeconfigError(f"kubeconfig {path} is not valid YAML{where}") from None
     if doc is None and not must_exist:
         raise NoKubeconfig(str(path))  # an empty default file: as kubernetes_asyncio, try in-cluster
-    return parse(doc, path.resolve().parent, context, f"kubeconfig {path}")
+    # Not resolve(): a kubeconfig mounted from a Secret is a symlink into a directory that is
+    # replaced on rotation; relative paths follow the link name, as kubectl resolves them.
+    return parse(doc, Path(os.path.abspath(path)).parent, context, f"kubeconfig {path}")
 
 
 def _named(doc: dict[str, Any], section: str, name: str, what: str, source: str) -> dict[str, Any]:
@@ -223,7 +225,7 @@ def _file(base: Path, value: Any, key: str, source: str) -> str:
 
 def _data(value: Any, key: str, source: str) -> bytes:
     try:
-        return base64.b64decode(str(value), validate=True)
+        return base64.b64decode("".join(str(value).split()), validate=True)  # YAML block scalars wrap lines
     except (binascii.Error, ValueError):
         raise KubeconfigError(f"{source}: {key} is not valid base64") from None
 
@@ -258,22 +260,22 @@ def parse(doc: Any, base: Path, context: str | None, source: str) -> Endpoint:
     server = server.rstrip("/")
     tls: dict[str, Any] = {}
     if server.startswith("https"):
-        if "certificate-authority-data" in cluster:
+        # An empty value counts as absent, as client-go reads it (len > 0).
+        if cluster.get("certificate-authority-data"):
             data = cluster["certificate-authority-data"]
-            tls["ca_data"] = _data(data, "certificate-authority-data", source).decode("ascii", "replace") if data else None
+            tls["ca_data"] = _data(data, "certificate-authority-data", source).decode("ascii", "replace")
         elif cluster.get("certificate-authority"):
             tls["ca_file"] = _file(base, cluster["certificate-authority"], "certificate-authority", source)
         for key, attr in (("client-certificate", "cert"), ("client-key", "key")):
-            if f"{key}-data" in user:
-                data = user[f"{key}-data"]
-                tls[f"{attr}_data"] = _data(data, f"{key}-data", source) if data else None
+            if user.get(f"{key}-data"):
+                tls[f"{attr}_data"] = _data(user[f"{key}-data"], f"{key}-data", source)
             elif user.get(key):
                 tls[f"{attr}_file"] = _file(base, user[key], key, source)
         if bool(tls.get("cert_file") or tls.get("cert_data")) != bool(tls.get("key_file") or tls.get("key_data")):
             raise KubeconfigError(f"{source}: a client certificate needs its key, and a key its certificate")
     token: TokenSource | None = None
-    if "token" in user:
-        token = TokenSource(str(user["token"])) if user["token"] else None
+    if user.get("token"):
+        token = TokenSource(str(user["token"]))
     elif user.get("tokenFile"):
         token = TokenSource(path=_file(base, user["tokenFile"], "tokenFile", source))
     insecure = cluster.get("insecure-skip-tls-verify", False)

@@ -105,3 +105,14 @@ async def test_waiting_workers_each_get_a_different_key():
     getters[2].cancel()
     q.add("later")  # a cancelled getter does not swallow the key
     assert await asyncio.wait_for(q.get(), 1) == "later"
+
+
+@pytest.mark.asyncio
+async def test_new_jobs_are_not_starved_by_a_stream_of_urgent_work():
+    q = WorkQueue()
+    for n in range(2):
+        q.add(f"new-{n}", urgent=False)
+    for n in range(8):
+        q.add(f"run-{n}")
+    order = await drain(q)
+    assert order == ["run-0", "run-1", "run-2", "new-0", "run-3", "run-4", "run-5", "new-1", "run-6", "run-7"]

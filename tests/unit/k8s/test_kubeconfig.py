@@ -63,6 +63,13 @@ CASES = [
     ("plain http: no TLS settings read", config({"server": "http://127.0.0.1:8080", "certificate-authority": "x"}),
      {"url": "http://127.0.0.1:8080", "headers": AUTH}),
     ("no user at all", config(user={}), {"url": "https://10.0.0.1:6443", "headers": {}}),
+    ("CA data wrapped over lines (a YAML block scalar)", config({"certificate-authority-data": B64[:20] + "\n" + B64[20:] + "\n"}),
+     {"url": "https://10.0.0.1:6443", "headers": AUTH, "ca_data": base64.b64decode(B64).decode()}),
+    ("empty CA data: the file is used, as client-go", config({"certificate-authority-data": "", "certificate-authority": "ca.crt"}),
+     {"url": "https://10.0.0.1:6443", "headers": AUTH, "ca_file": "/etc/kube/ca.crt"}),
+    ("empty client data: the files are used", config(user={"client-certificate-data": "", "client-certificate": "u.crt",
+                                                            "client-key-data": "", "client-key": "u.key"}),
+     {"url": "https://10.0.0.1:6443", "headers": {}, "cert_file": "/etc/kube/u.crt", "key_file": "/etc/kube/u.key"}),
     ("the context's user is not listed: no credentials, as kubectl",
      config(contexts=[{"name": "c", "context": {"cluster": "k", "user": "nobody"}}]),
      {"url": "https://10.0.0.1:6443", "headers": {}}),
@@ -235,3 +242,23 @@ def test_unloadable_certificates_are_clear_errors_without_their_content(tmp_path
     ep = kubeconfig.parse(config({"certificate-authority": "missing.crt"}), tmp_path, None, "K")
     with pytest.raises(KubeconfigError, match="certificate authority cannot be loaded"):
         ep.ssl_context()
+
+
+def test_empty_token_falls_back_to_token_file(tmp_path):
+    (tmp_path / "tok").write_text(SECRET)
+    path = write(tmp_path, config(user={"token": "", "tokenFile": "tok"}))
+    assert kubeconfig.load(str(path), env={}).headers() == AUTH
+
+
+def test_relative_paths_follow_the_kubeconfig_link_not_its_target(tmp_path):
+    """A kubeconfig mounted from a Secret is a link into a directory replaced on rotation
+    (config -> ..data/config -> ..2026_x/config): paths must not be pinned to the old one."""
+    (tmp_path / "mount" / "..2026_x").mkdir(parents=True)
+    write(tmp_path / "mount" / "..2026_x", config(user={"tokenFile": "tok"}))
+    (tmp_path / "mount" / "..data").symlink_to("..2026_x")
+    (tmp_path / "mount" / "config").symlink_to("..data/config")
+    (tmp_path / "mount" / "..2026_x" / "tok").write_text(SECRET)
+    (tmp_path / "mount" / "tok").symlink_to("..data/tok")
+    ep = kubeconfig.load(str(tmp_path / "mount" / "config"), env={})
+    assert ep.token is not None and ep.token.path == os.path.join(str(tmp_path / "mount"), "tok")
+    assert ep.headers() == AUTH
