@@ -102,8 +102,12 @@ def test_elastic_scale_subresource_rewrites_the_hostfile_and_relaunches(jobs, co
     wait_until(lambda: live() == ["ds-worker-0", "ds-worker-1"], what="scaled down to the minimum")
     assert hostfile() == "ds-worker-0 slots=1\nds-worker-1 slots=1\n"
     assert jobs.pods("ds")["ds-worker-1"].metadata.uid == keep  # sshd workers are never recreated
-    got = jobs.api.get_namespaced_custom_object_scale("batch.tensorstack.dev", "v1beta1", jobs.ns, "deepspeedjobs", "ds")
-    assert got["status"]["replicas"] == 2 and "job-name=ds" in got["status"]["selector"]
+    def scale_status():
+        return jobs.api.get_namespaced_custom_object_scale("batch.tensorstack.dev", "v1beta1", jobs.ns, "deepspeedjobs", "ds")["status"]
+
+    # Replica counts are status detail: written with the next phase change or within --coalesce-status (1 s).
+    wait_until(lambda: scale_status()["replicas"] == 2, timeout=10, what="scale status at 2 replicas")
+    assert "job-name=ds" in scale_status()["selector"]
     status = jobs.get(KIND, "ds")["status"]
     assert status["backoffCount"] == 0 and status["phase"] == "Running"
     jobs.reasons("ds", "ReplicaRecreated")

@@ -86,7 +86,7 @@ def test_a_job_that_cannot_be_scheduled_fails_after_startup_timeout(e2e, api_cli
     assert states[-1] == "failed" and "deferred" in states, states
     assert time.monotonic() - started < 90  # not the 600 s timeout
     log = stack.task_log("t9k_e2e_startup", run_id)
-    assert "did not start within startup_timeout=5s" in log and "Insufficient nvidia.com/gpu" in log, log[-3000:]
+    assert "did not start within startup_timeout=15s" in log and "Insufficient nvidia.com/gpu" in log, log[-3000:]
     wait_until(lambda: _jobs(api_client, ns, run_id) == [], what="the unschedulable job deleted (on_kill_action=delete)")
 
 

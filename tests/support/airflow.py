@@ -11,6 +11,7 @@ import sqlite3
 import subprocess
 import sys
 import time
+import urllib.error
 import urllib.request
 import uuid
 from pathlib import Path
@@ -105,7 +106,19 @@ class AirflowStack:
         wait_until(lambda: self._dag_known(dag_id), timeout=60, interval=1, what=f"{dag_id} parsed")
         # Through the REST API: each `airflow dags` command costs seconds of imports.
         self.api("PATCH", f"dags/{dag_id}", {"is_paused": False})
-        self.api("POST", f"dags/{dag_id}/dagRuns", {"dag_run_id": run_id, "logical_date": None})
+        # SQLite allows one writer: while the previous test's tasks still write, the API server
+        # may answer 500 (database is locked, after its 5 s wait). Retry; a run that did get
+        # created answers 409 the second time.
+        for attempt in range(3):
+            try:
+                self.api("POST", f"dags/{dag_id}/dagRuns", {"dag_run_id": run_id, "logical_date": None})
+                break
+            except urllib.error.HTTPError as exc:
+                if exc.code == 409 and attempt:
+                    break
+                if exc.code != 500 or attempt == 2:
+                    raise
+                time.sleep(2)
         return run_id
 
     def api(self, method: str, path: str, body: dict | None = None) -> dict:
