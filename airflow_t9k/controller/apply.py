@@ -125,12 +125,8 @@ class Executor:
 
     def _remember(self, kind: str, ns: str, obj: Obj) -> bool:
         """Cache what a write returned, so the next pass does not act on a cache behind our own
-        writes; unless the watch has passed that version already: it brought it (or a later
-        one), or the object's deletion, which a late store must not undo."""
-        informer = self.informer_for(kind, ns)
-        if _version(obj) <= _version(informer.resource_version):
-            return False
-        informer.store(obj)
+        writes (the cache keeps the newer of the two by resourceVersion)."""
+        self.informer_for(kind, ns).store(obj)
         return True
 
     async def _patch(self, ns: str, action: Patch) -> None:
@@ -221,14 +217,6 @@ class Executor:
             self.metrics["event"] += 1
         except Exception as exc:  # an Event is best effort; never fail a reconcile for it
             log.warning("could not record event %s on %s/%s: %s", event.reason, meta["namespace"], meta["name"], exc)
-
-
-def _version(obj_or_rv: Obj | str) -> int:
-    rv = (obj_or_rv.get("metadata") or {}).get("resourceVersion") if isinstance(obj_or_rv, dict) else obj_or_rv
-    try:
-        return int(rv or 0)
-    except (TypeError, ValueError):
-        return 0
 
 
 def _now() -> str:
