@@ -279,6 +279,7 @@ class Ours:
     def __init__(self, cluster: Cluster, namespace: str, log_dir: Path, kind: str = "PyTorchTrainingJob",
                  extra: tuple[str, ...] = ()) -> None:  # fmt: skip
         self.port = free_port()
+        self.cluster = cluster
         exe = ROOT / ".venv" / "bin" / "airflow-t9k"
         self.args = [str(exe) if exe.exists() else sys.executable, *([] if exe.exists() else ["-m", "airflow_t9k.cli"]),
                      "controller", "--kubeconfig", cluster.kubeconfig, "--health-port", str(self.port),
@@ -297,6 +298,7 @@ class Ours:
         self.cwd = os.environ.get("T9K_BENCH_SOURCE") or ROOT  # `-m` puts the working directory first on sys.path
 
     def start(self) -> int:
+        install_crds(self.cluster)  # a fresh cluster has none; the controller refuses to start without them
         self.log = open(self.log_path, "wb")  # noqa: SIM115 - closed in stop()
         self.proc = subprocess.Popen(self.args, stdout=self.log, stderr=subprocess.STDOUT, cwd=self.cwd, env=self.env)
         wait_for("our controller ready", lambda: self._ready(), 60)
@@ -400,3 +402,17 @@ def pod_capacity(cluster: Cluster, need: int, allow_extra: bool = True) -> Itera
     finally:
         for name in added:
             cluster.request("DELETE", f"/api/v1/nodes/{name}", ok=(200, 404))
+
+
+def install_crds(cluster: Cluster) -> None:
+    """Our CRDs, created where missing (as `airflow-t9k crds | kubectl apply` would)."""
+    sys.path.insert(0, str(ROOT))
+    from airflow_t9k.controller.crds import all_crds
+
+    for crd in all_crds():
+        cluster.request("POST", "/apis/apiextensions.k8s.io/v1/customresourcedefinitions", crd, ok=(201, 409))
+    for crd in all_crds():
+        name = crd["metadata"]["name"]
+        wait_for(f"CRD {name} established", lambda n=name: any(
+            c["type"] == "Established" and c["status"] == "True"
+            for c in cluster.get(f"/apis/apiextensions.k8s.io/v1/customresourcedefinitions/{n}").get("status", {}).get("conditions") or []), 60, 0.2)  # fmt: skip
