@@ -119,15 +119,10 @@ class Executor:
         except Invalid as exc:
             self.metrics[f"create_invalid.{kind}"] += 1
             return f"the API server rejected {kind} {manifest['metadata']['name']}: {bounded(exc.message, 1000)}"
-        if self._remember(kind, ns, created) and self.on_created is not None:
+        self.informer_for(kind, ns).store(created)
+        if self.on_created is not None:
             self.on_created(created)
         return None
-
-    def _remember(self, kind: str, ns: str, obj: Obj) -> bool:
-        """Cache what a write returned, so the next pass does not act on a cache behind our own
-        writes (the cache keeps the newer of the two by resourceVersion)."""
-        self.informer_for(kind, ns).store(obj)
-        return True
 
     async def _patch(self, ns: str, action: Patch) -> None:
         try:
@@ -135,7 +130,7 @@ class Executor:
         except NotFound:  # deleted under us: the watch brings that, and the next pass recreates it
             return
         self.metrics[f"patch.{action.kind}"] += 1
-        self._remember(action.kind, ns, patched)
+        self.informer_for(action.kind, ns).store(patched)
 
     async def _replace_status(self, ns: str, action: ReplaceStatus) -> None:
         """PUT with the cached resourceVersion: a Conflict re-plans from the newer object."""
@@ -144,7 +139,7 @@ class Executor:
         except NotFound:
             return
         self.metrics[f"status_write.{action.kind}"] += 1
-        self._remember(action.kind, ns, updated)
+        self.informer_for(action.kind, ns).store(updated)
 
     async def _delete(self, ns: str, action: Delete) -> None:
         informer = self.informer_for(action.kind, ns)
@@ -171,7 +166,7 @@ class Executor:
         # instead of overwriting a newer status.
         updated = await self.kube.replace(job_path(resource, meta["namespace"], meta["name"], "status"), body=body)
         self.metrics["status_write"] += 1
-        self._remember(job["kind"], meta["namespace"], updated)
+        self.informer_for(job["kind"], meta["namespace"]).store(updated)
         return updated
 
     async def report_error(self, job: Obj, exc: BaseException | None, passes: int) -> None:

@@ -42,7 +42,7 @@ def add_controller_parser(sub: Any) -> None:
                    help="namespace to watch; repeat for several; default: all namespaces")  # fmt: skip
     p.add_argument("--workers", type=int, default=4, help="jobs reconciled concurrently (default 4)")
     p.add_argument("--coalesce-status", type=float, default=1.0, metavar="SECONDS",
-                   help="a status change that only moves replica detail (no new phase or condition, nothing to do) "
+                   help="a status change that keeps the job's phase and has nothing to do (replica detail, counts) "
                         "waits up to this long so that several land in one write; 0 writes each at once (default 1)")
     p.add_argument("--health-port", type=int, default=8081,
                    help="port for /healthz (alive), /readyz (caches synced) and /metrics; 0 disables")  # fmt: skip

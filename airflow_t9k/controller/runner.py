@@ -48,7 +48,7 @@ class Settings:
     watch_timeout: int = 300
     # How Kueue is used, as cli.detect_queueing resolved --queueing: kueue | auto | absent | off.
     queueing: str = "off"
-    # Seconds a replica-only status change (no new phase or condition, nothing to do) may wait
+    # Seconds a status change that keeps the phase and has nothing to do (detail_only) may wait
     # so that several land in one write; 0 writes each at once.
     coalesce_status: float = 1.0
 
