@@ -99,6 +99,11 @@ ldflags() {
   echo "$out"
 }
 
+KWOK_PATCH=$ROOT/tools/kwok/uid-preconditions.patch
+kwok_build_id() {  # the version plus the patch's digest: a changed patch rebuilds kwok
+  echo "$KWOK_VERSION+$(sha256sum "$KWOK_PATCH" | cut -c1-12)"
+}
+
 run_build() {  # name, log file, command...
   local name=$1 logf=$2; shift 2
   log "building $name (log: $logf)"
@@ -113,7 +118,7 @@ built() {
   [[ "$("$BIN/kube-apiserver" --version 2>/dev/null)" == "Kubernetes $K8S_VERSION" ]] &&
     [[ -x $BIN/kube-controller-manager && -x $BIN/kube-scheduler && -x $BIN/kubectl ]] &&
     [[ -x $BIN/etcd && -f $BIN/etcd.version && "$(cat "$BIN/etcd.version")" == "$ETCD_MODULE_VERSION" ]] &&
-    [[ -x $BIN/kwok && -f $BIN/kwok.version && "$(cat "$BIN/kwok.version")" == "$KWOK_VERSION" ]] &&
+    [[ -x $BIN/kwok && -f $BIN/kwok.version && "$(cat "$BIN/kwok.version")" == "$(kwok_build_id)" ]] &&
     [[ -f $BIN/kwok-stages.yaml ]]
 }
 
@@ -134,15 +139,24 @@ build() {
       bash -c "cd '$ROOT/tools/etcd' && go build -trimpath -o '$BIN/etcd' go.etcd.io/etcd/server/v3"
     echo "$ETCD_MODULE_VERSION" >"$BIN/etcd.version"
   fi
-  if [[ ! -x $BIN/kwok || "$(cat "$BIN/kwok.version" 2>/dev/null)" != "$KWOK_VERSION" ]]; then
-    run_build "kwok $KWOK_VERSION" "$CACHE/logs/build-kwok.log" \
-      bash -c "cd /tmp && GOBIN='$BIN' go install sigs.k8s.io/kwok/cmd/kwok@$KWOK_VERSION"
-    echo "$KWOK_VERSION" >"$BIN/kwok.version"
-  fi
-  # kwok's own node and pod stages ship in its module; copy them next to the binary
-  # once so `up` never depends on the module cache.
+  # kwok's source comes from the module proxy; its stages ship in the same module.
   local kdir
   kdir=$(cd /tmp && go mod download -json "sigs.k8s.io/kwok@$KWOK_VERSION" | python3 -c 'import json,sys;print(json.load(sys.stdin)["Dir"])')
+  if [[ ! -x $BIN/kwok || "$(cat "$BIN/kwok.version" 2>/dev/null)" != "$(kwok_build_id)" ]]; then
+    # Built with tools/kwok/uid-preconditions.patch: kwok deletes and patches a pod by name,
+    # so a stage planned for a deleted pod hit its successor of the same name (a restarted
+    # replica) and showed up as a replica run twice. The kubelet uses the pod's UID as a
+    # precondition (kubernetes#25224); the patched kwok does too.
+    local src=$CACHE/kwok-src
+    rm -rf "$src" && cp -r "$kdir" "$src" && chmod -R u+w "$src"
+    GIT_CEILING_DIRECTORIES=$(dirname "$src") git -C "$src" apply "$KWOK_PATCH" || die "tools/kwok/uid-preconditions.patch does not apply to kwok $KWOK_VERSION"
+    run_build "kwok $KWOK_VERSION (UID preconditions)" "$CACHE/logs/build-kwok.log" \
+      bash -c "cd '$src' && go build -trimpath -o '$BIN/kwok' ./cmd/kwok"
+    rm -rf "$src"
+    kwok_build_id >"$BIN/kwok.version"
+  fi
+  # kwok's own node and pod stages: copied next to the binary once, so `up` never depends
+  # on the module cache.
   for f in node/fast/node-initialize node/heartbeat-with-lease/node-heartbeat-with-lease pod/fast/pod-ready pod/fast/pod-delete; do
     cat "$kdir/kustomize/stage/$f.yaml"
     echo '---'
