@@ -1,8 +1,9 @@
 """Carry out a Plan: write status if it changed, then create and delete children, record Events.
 
 Every write is idempotent: AlreadyExists on create and NotFound on delete mean an earlier
-pass already did it. What the API returns goes straight into the informer cache, so the
-next pass does not act on a cache that has not caught up with our own writes.
+pass already did it. What the API returns goes straight into the informer cache (unless the
+watch has passed it already), so the next pass does not act on a cache that has not caught up
+with our own writes.
 """
 
 from __future__ import annotations
@@ -119,8 +120,8 @@ class Executor:
         except Invalid as exc:
             self.metrics[f"create_invalid.{kind}"] += 1
             return f"the API server rejected {kind} {manifest['metadata']['name']}: {bounded(exc.message, 1000)}"
-        self.informer_for(kind, ns).store(created)
-        if self.on_created is not None:
+        # Indexed only when cached: had the watch passed it, its events did both already.
+        if self.informer_for(kind, ns).remember(created) and self.on_created is not None:
             self.on_created(created)
         return None
 
@@ -130,7 +131,7 @@ class Executor:
         except NotFound:  # deleted under us: the watch brings that, and the next pass recreates it
             return
         self.metrics[f"patch.{action.kind}"] += 1
-        self.informer_for(action.kind, ns).store(patched)
+        self.informer_for(action.kind, ns).remember(patched)
 
     async def _replace_status(self, ns: str, action: ReplaceStatus) -> None:
         """PUT with the cached resourceVersion: a Conflict re-plans from the newer object."""
@@ -139,7 +140,7 @@ class Executor:
         except NotFound:
             return
         self.metrics[f"status_write.{action.kind}"] += 1
-        self.informer_for(action.kind, ns).store(updated)
+        self.informer_for(action.kind, ns).remember(updated)
 
     async def _delete(self, ns: str, action: Delete) -> None:
         informer = self.informer_for(action.kind, ns)
@@ -166,7 +167,7 @@ class Executor:
         # instead of overwriting a newer status.
         updated = await self.kube.replace(job_path(resource, meta["namespace"], meta["name"], "status"), body=body)
         self.metrics["status_write"] += 1
-        self.informer_for(job["kind"], meta["namespace"]).store(updated)
+        self.informer_for(job["kind"], meta["namespace"]).remember(updated)
         return updated
 
     async def report_error(self, job: Obj, exc: BaseException | None, passes: int) -> None:

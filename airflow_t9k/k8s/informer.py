@@ -132,6 +132,20 @@ class Informer:
         """Keep the newer of the cached and the given object (transformed first)."""
         self._store(self._shaped(obj))
 
+    def remember(self, obj: Obj) -> bool:
+        """Cache what one of our writes returned, so the next pass does not act on a cache behind
+        our own writes; unless the watch has passed that version: it brought that object (or a
+        later one), or the object's deletion, which a late store must not undo."""
+        rv = _rv(obj)
+        try:
+            seen = int(self.resource_version or 0)
+        except ValueError:
+            seen = 0
+        if rv is not None and rv <= seen:
+            return False
+        self.store(obj)
+        return True
+
     def _shaped(self, obj: Obj) -> Obj:
         """The object as the cache keeps it: with its kind, and through the transform."""
         obj.setdefault("kind", self.kind)

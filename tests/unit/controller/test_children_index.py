@@ -45,3 +45,29 @@ def test_children_of_other_owners_are_not_indexed(controller, owner_kind):
     controller.executor.on_created(pod("x", owner_kind=owner_kind))
     assert controller.children == {}
 
+
+
+class Answers:
+    """The one API call _create makes, answered with the given object (no cluster: the cache logic)."""
+
+    def __init__(self, answer: dict) -> None:
+        self.answer = answer
+
+    async def create(self, path: str, body: dict) -> dict:
+        return self.answer
+
+
+@pytest.mark.asyncio
+async def test_a_create_answered_after_the_watch_saw_the_pod_deleted_does_not_bring_it_back(controller):
+    """The watch delivered ADDED then DELETED (the job was deleted, GC took the pod) before our
+    POST's answer was handled: caching that answer would resurrect the pod for good."""
+    informer = controller.informer_for("Pod", "ns")
+    created = pod("j-worker-0")  # resourceVersion 5
+    controller.executor.kube = Answers(created)
+    informer.resource_version = "7"  # the watch is past it: ADDED (5) and DELETED (6) came and went
+    await controller.executor._create("ns", pod("j-worker-0"))
+    assert informer.get(("ns", "j-worker-0")) is None and controller.children == {}
+    informer.resource_version = "4"  # the watch is behind it: cache and index it now
+    await controller.executor._create("ns", pod("j-worker-0"))
+    assert informer.get(("ns", "j-worker-0")) is not None
+    assert list(controller.observed(job()).pods) == ["j-worker-0"]
