@@ -151,7 +151,7 @@ build() {
     rm -rf "$src" && cp -r "$kdir" "$src" && chmod -R u+w "$src"
     GIT_CEILING_DIRECTORIES=$(dirname "$src") git -C "$src" apply "$KWOK_PATCH" || die "tools/kwok/uid-preconditions.patch does not apply to kwok $KWOK_VERSION"
     run_build "kwok $KWOK_VERSION (UID preconditions)" "$CACHE/logs/build-kwok.log" \
-      bash -c "cd '$src' && go build -trimpath -o '$BIN/kwok' ./cmd/kwok"
+      bash -c "cd '$src' && GOWORK=off go build -trimpath -o '$BIN/kwok' ./cmd/kwok"
     rm -rf "$src"
     kwok_build_id >"$BIN/kwok.version"
   fi
