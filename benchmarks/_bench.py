@@ -405,14 +405,10 @@ def pod_capacity(cluster: Cluster, need: int, allow_extra: bool = True) -> Itera
 
 
 def install_crds(cluster: Cluster) -> None:
-    """Our CRDs, created where missing (as `airflow-t9k crds | kubectl apply` would)."""
+    """Our CRDs, created or brought up to date, with the tests' own helper."""
     sys.path.insert(0, str(ROOT))
-    from airflow_t9k.controller.crds import all_crds
+    from kubernetes import config
 
-    for crd in all_crds():
-        cluster.request("POST", "/apis/apiextensions.k8s.io/v1/customresourcedefinitions", crd, ok=(201, 409))
-    for crd in all_crds():
-        name = crd["metadata"]["name"]
-        wait_for(f"CRD {name} established", lambda n=name: any(
-            c["type"] == "Established" and c["status"] == "True"
-            for c in cluster.get(f"/apis/apiextensions.k8s.io/v1/customresourcedefinitions/{n}").get("status", {}).get("conditions") or []), 60, 0.2)  # fmt: skip
+    from tests.support.jobs import install_crds as install
+
+    install(config.new_client_from_config(config_file=cluster.kubeconfig))

@@ -96,8 +96,12 @@ def key_of(obj: Obj) -> Key:
 
 
 def _rv(obj: Obj) -> int | None:
+    return _version((obj.get("metadata") or {}).get("resourceVersion"))
+
+
+def _version(value: Any) -> int | None:
     try:
-        return int((obj.get("metadata") or {}).get("resourceVersion"))
+        return int(value)
     except (TypeError, ValueError):
         return None
 
@@ -137,11 +141,7 @@ class Informer:
         our own writes; unless the watch has passed that version: it brought that object (or a
         later one), or the object's deletion, which a late store must not undo."""
         rv = _rv(obj)
-        try:
-            seen = int(self.resource_version or 0)
-        except ValueError:
-            seen = 0
-        if rv is not None and rv <= seen:
+        if rv is not None and rv <= (_version(self.resource_version) or 0):
             return False
         self.store(obj)
         return True

@@ -46,7 +46,6 @@ def test_children_of_other_owners_are_not_indexed(controller, owner_kind):
     assert controller.children == {}
 
 
-
 class Answers:
     """The one API call _create makes, answered with the given object (no cluster: the cache logic)."""
 
