@@ -4,6 +4,7 @@
 # from the Go module proxy and run as plain processes.
 #
 #   scripts/local-cluster.sh up       build on first use, start, wait until nodes are Ready
+#   scripts/local-cluster.sh up --real-node   also a node that runs real containers (T9K_REAL_NODE=1)
 #   scripts/local-cluster.sh down     stop exactly what `up` started (saved PIDs); idempotent
 #   scripts/local-cluster.sh status   what runs, and how often the supervisor restarted it
 #   scripts/local-cluster.sh env      prints `export KUBECONFIG=...`
@@ -27,6 +28,11 @@
 # `up` starts a supervisor: a component that dies (kube-scheduler exits on its own after
 # API server restarts, "Scheduler cache is corrupted") is started again within seconds and
 # the restart is logged in .local-cluster/logs/supervisor.log and counted by `status`.
+#
+# The real node (`up --real-node` or T9K_REAL_NODE=1; scripts/realnode/node.sh, docs/real-node.md):
+# kubelet, containerd and CoreDNS beside the control plane, one node `real-node-0` labelled and
+# tainted t9k.test/real=true, images built from Debian packages. kwok manages only the nodes
+# annotated kwok.x-k8s.io/node=fake, never the real one.
 #
 # Binaries are cached under ~/.cache/airflow-t9k/k8s-<version>/bin and rebuilt only
 # when the pinned version changes. State (PKI, logs, PIDs, etcd data) lives in
@@ -62,6 +68,10 @@ KUEUE_STATE=$STATE/kueue
 
 
 COMPONENTS=(etcd kube-apiserver kube-controller-manager kube-scheduler kwok)
+# shellcheck source=realnode/node.sh
+source "$ROOT/scripts/realnode/node.sh"
+rn_enabled && COMPONENTS+=(containerd coredns kubelet)
+real_node_wanted() { [[ ${T9K_REAL_NODE:-0} == 1 ]]; }
 
 log() { echo "[local-cluster] $*" >&2; }
 die() { log "error: $*"; exit 1; }
@@ -177,6 +187,14 @@ make_pki() {
       'authorityKeyIdentifier=keyid,issuer' >san.ext
     openssl x509 -req -in apiserver.csr -CA ca.crt -CAkey ca.key -CAcreateserial -days 3650 \
       -extfile san.ext -out apiserver.crt 2>/dev/null
+    # The API server's identity towards kubelets (logs, exec): bound to system:kubelet-api-admin
+    # where a real node runs (scripts/realnode/node.sh), worthless elsewhere.
+    openssl req -newkey rsa:2048 -nodes -subj /CN=kube-apiserver-kubelet-client -keyout apiserver-kubelet-client.key \
+      -out apiserver-kubelet-client.csr 2>/dev/null
+    printf '%s\n' 'keyUsage=critical,digitalSignature,keyEncipherment' 'extendedKeyUsage=clientAuth' \
+      'basicConstraints=critical,CA:FALSE' >client.ext
+    openssl x509 -req -in apiserver-kubelet-client.csr -CA ca.crt -CAkey ca.key -CAcreateserial -days 3650 \
+      -extfile client.ext -out apiserver-kubelet-client.crt 2>/dev/null
     openssl genrsa -out sa.key 2048 2>/dev/null
     openssl rsa -in sa.key -pubout -out sa.pub 2>/dev/null
     openssl rand -hex 24 >token
@@ -220,6 +238,7 @@ component_cmd() {  # name: prints nothing, sets CMD to the component's command l
       --service-account-key-file="$PKI/sa.pub" --service-account-signing-key-file="$PKI/sa.key"
       --service-cluster-ip-range=10.96.0.0/16 --allow-privileged=true
       --kubelet-preferred-address-types=InternalIP --kubelet-certificate-authority="$PKI/ca.crt"
+      --kubelet-client-certificate="$PKI/apiserver-kubelet-client.crt" --kubelet-client-key="$PKI/apiserver-kubelet-client.key"
       --enable-priority-and-fairness=false --max-requests-inflight=2000 --max-mutating-requests-inflight=1000) ;;
     kube-controller-manager) CMD=("$BIN/kube-controller-manager" --kubeconfig="$KC" --leader-elect=false
       --bind-address=127.0.0.1 --secure-port="$P_KCM" --controllers='*' --use-service-account-credentials=false
@@ -227,11 +246,14 @@ component_cmd() {  # name: prints nothing, sets CMD to the component's command l
       --kube-api-qps=200 --kube-api-burst=400) ;;
     kube-scheduler) CMD=("$BIN/kube-scheduler" --kubeconfig="$KC" --leader-elect=false
       --bind-address=127.0.0.1 --secure-port="$P_SCHED" --kube-api-qps=200 --kube-api-burst=400) ;;
-    kwok) CMD=("$BIN/kwok" --kubeconfig="$KC" --config="$STATE/kwok-stages.yaml" --manage-all-nodes=true
+    # Only the fake nodes (annotated by node_manifest): on a real node kwok would fake the
+    # kubelet's status and lease and patch real pods Running with made-up addresses.
+    kwok) CMD=("$BIN/kwok" --kubeconfig="$KC" --config="$STATE/kwok-stages.yaml"
+      --manage-nodes-with-annotation-selector=kwok.x-k8s.io/node=fake
       --node-lease-duration-seconds=40 --cidr=10.244.0.0/16 --node-ip=127.0.0.1 --node-port="$P_KWOK"
       --server-address="127.0.0.1:$P_KWOK"
       --tls-cert-file="$PKI/apiserver.crt" --tls-private-key-file="$PKI/apiserver.key") ;;
-    *) die "unknown component '$1' (one of: ${COMPONENTS[*]})" ;;
+    *) rn_component_cmd "$1" || die "unknown component '$1' (one of: ${COMPONENTS[*]})" ;;
   esac
 }
 
@@ -249,6 +271,7 @@ answers() {  # name: the component is up and answering
     kube-controller-manager) curl -fsk "https://127.0.0.1:$P_KCM/healthz" ;;
     kube-scheduler) curl -fsk "https://127.0.0.1:$P_SCHED/healthz" ;;
     kwok) pid_alive kwok ;;
+    *) rn_answers "$1" ;;
   esac
 }
 
@@ -294,6 +317,7 @@ up() {
   fi
   down_quiet
   build
+  real_node_wanted && rn_build  # before anything starts: a failed build leaves nothing running
   local t0=$SECONDS
   for p in "$P_ETCD" "$P_ETCD_PEER" "$P_ETCD_METRICS" "$P_API" "$P_KCM" "$P_SCHED" "$P_KWOK"; do
     port_in_use "$p" && die "port $p is in use by another process; stop it or set the T9K_PORT_* variables (see scripts/local-cluster.sh)"
@@ -327,8 +351,9 @@ up() {
   wait_for kwok 90 bash -c "[[ \$('$BIN/kubectl' --kubeconfig '$KC' get nodes -l type=kwok -o jsonpath='{range .items[*]}{.status.conditions[?(@.type==\"Ready\")].status}{\"\\n\"}{end}' | grep -c True) -ge $NODES ]]"
   # The not-ready taint is removed by KCM's node-lifecycle controller a moment later.
   wait_for kube-controller-manager 60 bash -c "! '$BIN/kubectl' --kubeconfig '$KC' get nodes -o jsonpath='{.items[*].spec.taints}' | grep -q not-ready"
+  real_node_wanted && rn_up
   start_supervisor
-  log "ready in $((SECONDS - t0))s: $NODES kwok nodes; export KUBECONFIG=$KC"
+  log "ready in $((SECONDS - t0))s: $NODES kwok nodes$(real_node_wanted && echo " and real node $RN_NAME"); export KUBECONFIG=$KC"
 }
 
 # -- supervision ------------------------------------------------------------------------------
@@ -406,6 +431,7 @@ down_quiet() {
     kill "$pid" 2>/dev/null || true
     stopped+=("supervisor:$pid")
   fi
+  rn_down  # its pods go while the API server and the kubelet still run
   for n in kwok kube-scheduler kube-controller-manager kube-apiserver etcd; do
     [[ -f $STATE/pids/$n ]] || continue
     pid=$(cat "$STATE/pids/$n")
@@ -627,8 +653,20 @@ kueue_status() {
 with_kueue() { [[ ${T9K_WITH_KUEUE:-0} == 1 ]]; }
 
 case ${1:-} in
-  up)
-    [[ ${2:-} == --with-kueue ]] && T9K_WITH_KUEUE=1
+  up | build)
+    for arg in "${@:2}"; do
+      case $arg in
+        --with-kueue) T9K_WITH_KUEUE=1 ;;
+        --real-node) T9K_REAL_NODE=1 ;;
+        *) die "unknown option '$arg' (--with-kueue, --real-node)" ;;
+      esac
+    done
+    if [[ $1 == build ]]; then
+      build
+      real_node_wanted && rn_build
+      with_kueue && kueue_build
+      exit 0
+    fi
     with_kueue && kueue_build  # before the cluster starts: a failed build leaves nothing running
     up
     if with_kueue; then kueue_up; fi
@@ -650,7 +688,6 @@ case ${1:-} in
     esac
     ;;
   env) echo "export KUBECONFIG=$KC" ;;
-  build) build ;;
   bin) echo "$BIN" ;;
   kill) kill_component "${2:?component}" ;;
   start) start_component "${2:?component}" ;;
@@ -661,5 +698,5 @@ case ${1:-} in
     ;;
   supervise) require_cluster; start_supervisor; log "supervisor running (pid $(pid_of supervisor))" ;;
   _supervise) supervise_loop ;;
-  *) echo "usage: $0 up [--with-kueue]|down|status|env|build|bin|kill C|start C|restart C [seconds]|supervise|kueue up|down|status|build|log" >&2; exit 2 ;;
+  *) echo "usage: $0 up [--with-kueue] [--real-node]|down|status|env|build|bin|kill C|start C|restart C [seconds]|supervise|kueue up|down|status|build|log" >&2; exit 2 ;;
 esac

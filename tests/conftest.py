@@ -69,7 +69,9 @@ def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item
     # Anything under tests/integration is an integration test, marked or not.
     for item in items:
         path = str(item.fspath)
-        if "/integration/" in path or "/chaos/" in path:
+        if "/integration/" in path or "/chaos/" in path or "/tests/real/" in path:
             item.add_marker(pytest.mark.integration)
+        if "/tests/real/" in path:
+            item.add_marker(pytest.mark.real)
         if "/chaos/" in path:
             item.add_marker(pytest.mark.chaos)

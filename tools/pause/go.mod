@@ -1,0 +1,3 @@
+module local.invalid/airflowt9k/pause
+
+go 1.26.0
