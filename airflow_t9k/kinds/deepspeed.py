@@ -23,7 +23,7 @@ import shlex
 
 from airflow_t9k.api.resources import RESOURCES
 from airflow_t9k.kinds.base import Children, InvalidSpec, ModeOverride, Obj, ReplicaSpec, set_env
-from airflow_t9k.kinds.ssh_launch import wait_for_ssh
+from airflow_t9k.kinds.ssh_launch import sshd_command, wait_for_ssh
 from airflow_t9k.kinds.training import TrainingJobKind
 
 WORKER = "worker"
@@ -135,9 +135,9 @@ class DeepSpeedJob(TrainingJobKind):
             mounts.append({"name": "t9k-deepspeed", "mountPath": ENV_FILE, "subPath": "deepspeed_env", "readOnly": True})
         if rank == 0:
             pod["metadata"]["annotations"][ANNOTATION_HOSTFILE] = _digest(self.hostfile(job))
-            main["command"] = ["bash", "-c", f"set -e; {SSHD}; {wait_for_ssh(HOSTFILE)}; exec {self.deepspeed_command(job)}"]
+            main["command"] = ["bash", "-c", f"set -e; {shlex.join(sshd_command(SSHD, foreground=False))}; {wait_for_ssh(HOSTFILE)}; exec {self.deepspeed_command(job)}"]
         else:
-            main["command"] = [SSHD, "-D", "-e"]
+            main["command"] = sshd_command(SSHD)
         main.pop("args", None)
         set_env(main, {"T9K_JOB_NAME": name, "T9K_REPLICA_RANK": str(rank)})
         main["volumeMounts"] = [m for m in main.get("volumeMounts") or [] if m.get("name") not in ("t9k-ssh", "t9k-deepspeed")] + mounts
@@ -148,7 +148,7 @@ class DeepSpeedJob(TrainingJobKind):
 
     def debug_default(self, rtype: str) -> ModeOverride:
         # Every worker keeps sshd, so deepspeed can be launched by hand from worker 0.
-        return ModeOverride(command=[SSHD, "-D", "-e"], args=[])
+        return ModeOverride(command=sshd_command(SSHD), args=[])
 
 
 def _digest(text: str) -> str:

@@ -12,10 +12,13 @@ from __future__ import annotations
 import copy
 
 from airflow_t9k.api.resources import RESOURCES
-from airflow_t9k.kinds.base import InvalidSpec, Obj, container_named
-from airflow_t9k.kinds.ssh_launch import HOSTFILE, SSHLaunchKind, spec_of
+from airflow_t9k.kinds.base import InvalidSpec, Obj, ReplicaSpec, container_named, set_env
+from airflow_t9k.kinds.ssh_launch import HOSTFILE, LAUNCHER, SSHLaunchKind, spec_of
 
 GPU = "nvidia.com/gpu"
+# Open MPI refuses to start as root unless both are set (or --allow-run-as-root is given), and
+# the launcher, like most training images, runs as root. A user's own value wins.
+RUN_AS_ROOT_ENV = {"OMPI_ALLOW_RUN_AS_ROOT": "1", "OMPI_ALLOW_RUN_AS_ROOT_CONFIRM": "1"}
 
 
 class MPIJob(SSHLaunchKind):
@@ -54,3 +57,10 @@ class MPIJob(SSHLaunchKind):
         for key, value in sorted((spec.get("mca") or {}).items()):
             parts += ["--mca", key, value]
         return parts + [str(a) for a in worker.get("extraMPIArgs") or []] + [str(c) for c in worker["cmd"]]
+
+    def customize_pod(self, job: Obj, spec: ReplicaSpec, rank: int, pod: Obj) -> None:
+        super().customize_pod(job, spec, rank, pod)
+        main = self.main_container(pod["spec"])
+        if spec.type == LAUNCHER and main is not None:
+            given = {e.get("name") for e in main.get("env") or []}
+            set_env(main, {k: v for k, v in RUN_AS_ROOT_ENV.items() if k not in given})

@@ -56,6 +56,17 @@ def wait_for_ssh(hostfile: str) -> str:
     )
 
 
+def sshd_command(sshd: str, foreground: bool = True) -> list[str]:
+    """sshd as the replicas run it.
+
+    ``StrictModes=no``: the kubelet projects the key Secret into a world-writable tmpfs
+    directory (read-only inside the container, replaced atomically), and sshd's strict modes
+    refuse every key there ("bad ownership or modes for directory /root/.ssh"). Kubeflow's MPI
+    images turn it off in sshd_config; passing it here keeps users' images unchanged.
+    """
+    return [sshd, *(["-D", "-e"] if foreground else []), "-o", "StrictModes=no"]
+
+
 def pod_failure(pod: Obj) -> str:
     """'exit code 137 (OOMKilled)' or the pod's own reason, for messages."""
     status = pod.get("status") or {}
@@ -187,7 +198,7 @@ class SSHLaunchKind(JobKind):
             mounts.append({"name": "t9k-hostfile", "mountPath": HOSTFILE_DIR, "readOnly": True})
             main["command"] = ["bash", "-c", self.launcher_script(job)]
         else:
-            main["command"] = [ssh["sshdPath"], "-D", "-e"]
+            main["command"] = sshd_command(ssh["sshdPath"])
             ports = main.setdefault("ports", [])
             if not any(p.get("containerPort") == SSH_PORT for p in ports):
                 ports.append({"name": "ssh", "containerPort": SSH_PORT})

@@ -20,7 +20,7 @@ def test_seed_example_produces_launcher_workers_secret_hostfile(jobs, controller
 
     worker = pods["colossalai-example-worker-0"].spec.containers[0]
     assert worker.name == "worker"
-    assert worker.command == ["/usr/sbin/sshd", "-D", "-e"]
+    assert worker.command == ["/usr/sbin/sshd", "-D", "-e", "-o", "StrictModes=no"]
     assert {(m.name, m.mount_path) for m in worker.volume_mounts} >= {("code", "/workspace"), ("t9k-ssh", "/root/.ssh")}
     assert worker.resources.limits["nvidia.com/gpu"] == "1"
 

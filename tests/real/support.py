@@ -72,6 +72,13 @@ class RealPods:
 
         return wait_until(has, timeout=timeout, what=f"{text!r} in the log of {pod}")
 
+    def finished(self, jobs: Any, kind: str, name: str, pods: list[str], timeout: float = 240) -> Obj:
+        """The job once it Succeeded or Failed; on a timeout the failure shows the pods' logs."""
+        try:
+            return jobs.wait_phase(kind, name, "Succeeded", "Failed", timeout=timeout)
+        except AssertionError as exc:
+            raise AssertionError(f"{exc}\n{self.describe(*pods)}") from None
+
     def pod(self, name: str) -> client.V1Pod:
         return self.core.read_namespaced_pod(name, self.ns)
 
@@ -84,7 +91,20 @@ class RealPods:
         out = []
         for p in pods:
             try:
-                out.append(f"--- {p}: {self.pod(p).status.phase}\n{self.log(p)[-3000:]}")
+                pod = self.pod(p)
+                states = [(c.name, _state(c.state)) for c in pod.status.container_statuses or []]
+                lines = self.log(p).splitlines()
+                tail = "\n".join(lines if len(lines) <= 40 else [*lines[:15], "...", *lines[-25:]])
+                out.append(f"--- {p}: {pod.status.phase} {states}\n{tail}")
             except ApiException as exc:
                 out.append(f"--- {p}: {exc.status}")
         return "\n".join(out)
+
+
+def _state(state: client.V1ContainerState) -> str:
+    if state.terminated:
+        t = state.terminated
+        return f"terminated exit {t.exit_code} {t.reason or ''} {t.message or ''}".strip()
+    if state.waiting:
+        return f"waiting {state.waiting.reason or ''}".strip()
+    return "running"

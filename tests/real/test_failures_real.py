@@ -13,7 +13,7 @@ API = "batch.tensorstack.dev/v1beta1"
 
 
 def generic(name: str, args: list[str], memory: str = "256Mi", grace: int = 5, **replica) -> dict:
-    container = {"name": "main", "command": py("behave.py", *args), "resources": {"limits": {"cpu": "500m", "memory": memory}}}
+    container = {"name": "main", "command": py("behave.py", *args), "resources": {"limits": {"cpu": "400m", "memory": memory}}}
     spec = {"type": "worker", "replicas": 1, "template": on_real_node({"spec": {"containers": [container]}}, grace=grace), **replica}
     return {"apiVersion": API, "kind": "GenericJob", "metadata": {"name": name},
             "spec": {"replicaSpecs": [spec], "successRules": [{"worker": [0]}], "failureRules": [{"worker": [0]}]}}  # fmt: skip

@@ -16,7 +16,7 @@ def test_tf_config_example_workers_reach_each_other_by_substituted_names(jobs, c
     # its program replaced by ours and its image by the real node's.
     container.pop("image")
     container["command"] = py("tf_mwms.py")
-    container["resources"] = {"limits": {"cpu": "1", "memory": "1500Mi"}}
+    container["resources"] = {"limits": {"cpu": "400m", "memory": "1500Mi"}}
     spec["template"] = on_real_node(spec["template"])
     job["spec"]["successRules"] = [{"worker": [0, 1, 2, 3]}]
     jobs.create(job)

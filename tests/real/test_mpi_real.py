@@ -9,7 +9,7 @@ from tests.real.support import on_real_node, py
 
 
 def mpijob(name: str, workers: int = 2, **spec) -> dict:
-    container = {"name": "mpi-worker", "resources": {"limits": {"cpu": "500m", "memory": "512Mi"}}}
+    container = {"name": "mpi-worker", "resources": {"limits": {"cpu": "400m", "memory": "512Mi"}}}
     return {
         "apiVersion": "batch.tensorstack.dev/v1beta1", "kind": "MPIJob", "metadata": {"name": name},
         "spec": {"worker": {"replicas": workers, "cmd": py("mpi_allreduce.py"), "extraMPIArgs": ["-N", "1"],
@@ -20,8 +20,8 @@ def mpijob(name: str, workers: int = 2, **spec) -> dict:
 
 def test_mpirun_over_ssh_runs_an_allreduce_on_every_worker(jobs, controller, real):
     jobs.create(mpijob("mpi"))
-    done = jobs.wait_phase("MPIJob", "mpi", "Succeeded", "Failed", timeout=240)
     pods = ["mpi-launcher", "mpi-worker-0", "mpi-worker-1"]
+    done = real.finished(jobs, "MPIJob", "mpi", pods, timeout=180)
     assert done["status"]["phase"] == "Succeeded", real.describe(*pods)
     log = real.log("mpi-launcher")
     # mpirun's output comes back to the launcher: both ranks, each on its own worker pod.

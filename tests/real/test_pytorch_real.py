@@ -14,7 +14,7 @@ API = "batch.tensorstack.dev/v1beta1"
 
 def ddp_job(name: str, types: list[tuple[str, int]], **spec) -> dict:
     def replica(rtype: str, n: int) -> dict:
-        container = {"name": "pytorch", "command": py("ddp.py"), "resources": {"limits": {"cpu": "1", "memory": "1Gi"}}}
+        container = {"name": "pytorch", "command": py("ddp.py"), "resources": {"limits": {"cpu": "400m", "memory": "1Gi"}}}
         return {"type": rtype, "replicas": n, "restartPolicy": "Never", "template": on_real_node({"spec": {"containers": [container]}})}
 
     return {"apiVersion": API, "kind": KIND, "metadata": {"name": name},

@@ -10,7 +10,7 @@ API = "batch.tensorstack.dev/v1beta1"
 
 def job(kind: str, name: str, container: str, program: str, types: list[tuple[str, int]], memory: str = "1Gi") -> dict:
     def replica(rtype: str, n: int) -> dict:
-        c = {"name": container, "command": py(program), "resources": {"limits": {"cpu": "1", "memory": memory}}}
+        c = {"name": container, "command": py(program), "resources": {"limits": {"cpu": "400m", "memory": memory}}}
         return {"type": rtype, "replicas": n, "restartPolicy": "Never", "template": on_real_node({"spec": {"containers": [c]}})}
 
     return {"apiVersion": API, "kind": kind, "metadata": {"name": name}, "spec": {"replicaSpecs": [replica(t, n) for t, n in types]}}
@@ -27,8 +27,8 @@ def result_lines(real, pods: list[str]) -> dict[str, dict[str, str]]:
 
 def test_tensorflow_multi_worker_mirrored_strategy_from_tf_config(jobs, controller, real):
     jobs.create(job("TensorFlowTrainingJob", "tf", "tensorflow", "tf_mwms.py", [("worker", 2)], memory="2Gi"))
-    done = jobs.wait_phase("TensorFlowTrainingJob", "tf", "Succeeded", "Failed", timeout=300)
     pods = ["tf-worker-0", "tf-worker-1"]
+    done = real.finished(jobs, "TensorFlowTrainingJob", "tf", pods, timeout=300)
     assert done["status"]["phase"] == "Succeeded", real.describe(*pods)
     got = result_lines(real, pods)
     assert {p: r["task"] for p, r in got.items()} == {"tf-worker-0": "worker:0", "tf-worker-1": "worker:1"}
@@ -41,8 +41,8 @@ def test_tensorflow_multi_worker_mirrored_strategy_from_tf_config(jobs, controll
 
 def test_xgboost_distributed_training_through_the_tracker(jobs, controller, real):
     jobs.create(job("XGBoostTrainingJob", "xgb", "xgboost", "xgb_dist.py", [("master", 1), ("worker", 2)]))
-    done = jobs.wait_phase("XGBoostTrainingJob", "xgb", "Succeeded", "Failed", timeout=240)
     pods = ["xgb-master-0", "xgb-worker-0", "xgb-worker-1"]
+    done = real.finished(jobs, "XGBoostTrainingJob", "xgb", pods)
     assert done["status"]["phase"] == "Succeeded", real.describe(*pods)
     got = result_lines(real, pods)
     assert sorted(r["rank"] for r in got.values()) == ["0", "1", "2"]

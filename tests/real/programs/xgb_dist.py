@@ -23,7 +23,7 @@ if rank == 0:
 rng = np.random.default_rng(rank)
 x = rng.normal(size=(400, 5))
 y = x @ np.array([1.0, -2.0, 0.5, 3.0, 0.0]) + 0.1 * rng.normal(size=400)
-with collective.CommunicatorContext(dmlc_tracker_uri=addr, dmlc_tracker_port=port, dmlc_task_id=str(rank)):
+with collective.CommunicatorContext(DMLC_TRACKER_URI=addr, DMLC_TRACKER_PORT=port, DMLC_TASK_ID=str(rank)):
     assert collective.get_world_size() == world, collective.get_world_size()
     dtrain = xgb.DMatrix(x, label=y)
     booster = xgb.train({"max_depth": 3, "eta": 0.3, "tree_method": "hist"}, dtrain, num_boost_round=20, evals=[(dtrain, "train")], verbose_eval=False)

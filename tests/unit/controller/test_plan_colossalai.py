@@ -25,7 +25,7 @@ def test_creates_launcher_workers_services_secret_and_hostfile():
 def test_workers_run_sshd_with_the_key_mounted():
     worker = manifests(run(colossal()), "Pod")[W0]
     main = worker["spec"]["containers"][0]
-    assert main["command"] == ["/usr/sbin/sshd", "-D", "-e"]
+    assert main["command"] == ["/usr/sbin/sshd", "-D", "-e", "-o", "StrictModes=no"]
     assert {"name": "t9k-ssh", "mountPath": "/root/.ssh"} in main["volumeMounts"]
     secret_vol = next(v for v in worker["spec"]["volumes"] if v["name"] == "t9k-ssh")
     assert secret_vol["secret"] == {"secretName": "cai-ssh", "defaultMode": 0o600}

@@ -37,9 +37,9 @@ def test_children_and_reserved_paths():
 
 def test_worker_0_launches_deepspeed_others_run_sshd():
     pods = manifests(run(ds()), "Pod")
-    assert pods["ds-worker-1"]["spec"]["containers"][0]["command"] == ["/usr/sbin/sshd", "-D", "-e"]
+    assert pods["ds-worker-1"]["spec"]["containers"][0]["command"] == ["/usr/sbin/sshd", "-D", "-e", "-o", "StrictModes=no"]
     script = pods["ds-worker-0"]["spec"]["containers"][0]["command"][2]
-    assert script.startswith("set -e; /usr/sbin/sshd; limit=") and "for h in $(cut -d' ' -f1 /t9k/hostfile)" in script
+    assert script.startswith("set -e; /usr/sbin/sshd -o StrictModes=no; limit=") and "for h in $(cut -d' ' -f1 /t9k/hostfile)" in script
     assert script.endswith("exec deepspeed --hostfile /t9k/hostfile --launcher pdsh train.py --deepspeed --deepspeed_config=ds.json")
 
 
@@ -74,7 +74,7 @@ def test_worker_0_decides_and_restarts_use_the_backoff():
 
 def test_debug_keeps_sshd_on_every_worker():
     pods = manifests(run(ds(runMode={"debug": {"enabled": True}})), "Pod")
-    assert {tuple(p["spec"]["containers"][0]["command"]) for p in pods.values()} == {("/usr/sbin/sshd", "-D", "-e")}
+    assert {tuple(p["spec"]["containers"][0]["command"]) for p in pods.values()} == {("/usr/sbin/sshd", "-D", "-e", "-o", "StrictModes=no")}
 
 
 @pytest.mark.parametrize(

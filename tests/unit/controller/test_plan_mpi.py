@@ -42,10 +42,25 @@ def test_launcher_runs_mpirun_after_waiting_for_workers():
     assert "ssh -o BatchMode=yes" in launcher["command"][2]
 
 
+@pytest.mark.parametrize(
+    ("given", "expected"),
+    [([], {"OMPI_ALLOW_RUN_AS_ROOT": "1", "OMPI_ALLOW_RUN_AS_ROOT_CONFIRM": "1"}),
+     ([{"name": "OMPI_ALLOW_RUN_AS_ROOT", "value": "0"}], {"OMPI_ALLOW_RUN_AS_ROOT": "0", "OMPI_ALLOW_RUN_AS_ROOT_CONFIRM": "1"})],
+)
+def test_launcher_may_run_mpirun_as_root_unless_the_user_says_otherwise(given, expected):
+    job = mpi()
+    job["spec"]["worker"]["template"]["spec"]["containers"][0]["env"] = given
+    pods = manifests(run(job), "Pod")
+    env = {e["name"]: e.get("value") for e in pods["m-launcher"]["spec"]["containers"][0]["env"]}
+    assert {k: env.get(k) for k in expected} == expected
+    worker_env = {e["name"] for e in pods["m-worker-0"]["spec"]["containers"][0]["env"]}
+    assert not worker_env & {"OMPI_ALLOW_RUN_AS_ROOT_CONFIRM"}  # only mpirun needs it
+
+
 def test_workers_run_sshd_and_slots_default_to_one():
     p = run(mpi())
     worker = manifests(p, "Pod")["m-worker-1"]["spec"]["containers"][0]
-    assert worker["command"] == ["/usr/sbin/sshd", "-D", "-e"]
+    assert worker["command"] == ["/usr/sbin/sshd", "-D", "-e", "-o", "StrictModes=no"]
     assert "slots=1" in manifests(p, "ConfigMap")["m-hostfile"]["data"]["hostfile"]
 
 
@@ -61,7 +76,7 @@ def test_launcher_decides_and_clean_up_workers(launcher_phase, phase):
 def test_debug_defaults_launcher_sleeps_workers_keep_sshd():
     ps = manifests(run(mpi(runMode={"debug": {"enabled": True}})), "Pod")
     assert ps["m-launcher"]["spec"]["containers"][0]["command"] == ["sleep", "inf"]
-    assert ps["m-worker-0"]["spec"]["containers"][0]["command"] == ["/usr/sbin/sshd", "-D", "-e"]
+    assert ps["m-worker-0"]["spec"]["containers"][0]["command"] == ["/usr/sbin/sshd", "-D", "-e", "-o", "StrictModes=no"]
 
 
 @pytest.mark.parametrize(
