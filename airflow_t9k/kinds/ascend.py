@@ -8,9 +8,11 @@ IP, as MindCluster's ascend-operator does. Restart policies are Kubeflow's (defa
 ExitCode retries codes >= 128), ``runPolicy.backoffLimit`` is shared and unlimited when unset
 or -1, and the job succeeds when every pod has succeeded (seed 002: ``successPolicy`` "" and
 AllWorkers both mean that today). ``runPolicy.activeDeadlineSeconds``, ``cleanPodPolicy`` and
-``ttlSecondsAfterFinished`` are accepted and ignored, as MindCluster does (seed 002 calls them
-meaningless, to be removed), with one Warning Event; pods are never cleaned up, so a failed
-job's logs stay. ``spec.schedulerName`` and ``schedulingPolicy.priorityClass`` reach the pods
+``ttlSecondsAfterFinished`` are accepted and ignored (seed 002 calls them meaningless, to be
+removed), with one Warning Event. When the job ends, pods are cleaned up as MindCluster's
+``handleFinishedJob`` does: Pending pods are deleted, then ``runPolicy.cleanPodPolicy`` applies
+(Running, the seed's default: Running pods and the Service go; All: every pod; None: started pods
+stay). Succeeded and Failed pods stay under the default, so their logs can be read. ``spec.schedulerName`` and ``schedulingPolicy.priorityClass`` reach the pods
 (a template's own ``schedulerName``/``priorityClassName`` wins). Status is Kubeflow's
 ``JobStatus`` (kubeflow_status.py).
 """
@@ -40,8 +42,14 @@ DEFAULT_PORT = 2222
 NPU_PREFIX = "huawei.com/Ascend"
 TYPE_ORDER = ("Master", "Scheduler", "Chief", "Worker")
 LEADERS = {"pytorch": "Master", "tensorflow": "Chief", "mindspore": "Scheduler"}
-# Seed 002: "currently meaningless, to be removed"; MindCluster accepts and ignores them.
-IGNORED_RUN_POLICY = ("activeDeadlineSeconds", "cleanPodPolicy", "ttlSecondsAfterFinished")
+# Seed 002: "currently meaningless, to be removed". cleanPodPolicy is too by the seed's word,
+# but MindCluster's operator applies it when a job ends (CLEAN_POD_POLICY), so we do as well.
+IGNORED_RUN_POLICY = ("activeDeadlineSeconds", "ttlSecondsAfterFinished")
+# cleanPodPolicy -> the core's clean-up policy. Seed 002 gives Running as the default (the
+# operator's code defaults to None although its comment says Running; the seed is our spec, and
+# None would leave a failed job's Master holding its NPUs). Pending pods go under every policy.
+CLEAN_POD_POLICY = {"Running": "Unfinished", "All": "All", "None": "Pending"}
+DEFAULT_CLEAN_POD_POLICY = "Running"
 # Kubeflow-common labels: the seed's podAntiAffinity selects on job-name.
 KF_JOB, KF_TYPE, KF_INDEX = "job-name", "replica-type", "replica-index"
 POD_IP = {"fieldRef": {"fieldPath": "status.podIP"}}
@@ -157,11 +165,19 @@ class AscendJob(JobKind):
             raise InvalidSpec(f"framework {framework} needs a {LEADERS[framework]} replica: the workers connect to it")
         if leader is None and sum(npus(s.template) * s.replicas for s in specs) > 1:
             raise InvalidSpec("a MindSpore job without a Scheduler may use only one NPU in all; add a Scheduler replica")
+        self.clean_pod_policy(job)
         if (job.get("spec") or {}).get("successPolicy", "") not in ("", "AllWorkers"):
             raise InvalidSpec(f"spec.successPolicy must be \"\" or AllWorkers, got {job['spec']['successPolicy']!r}")
 
+    def clean_pod_policy(self, job: Obj) -> str:
+        policy = run_policy(job).get("cleanPodPolicy") or DEFAULT_CLEAN_POD_POLICY
+        if policy not in CLEAN_POD_POLICY:
+            raise InvalidSpec(f"runPolicy.cleanPodPolicy must be one of {', '.join(CLEAN_POD_POLICY)}, got {policy!r}")
+        return str(policy)
+
     def cleanup_types(self, job: Obj) -> tuple[str, set[str]] | None:
-        return "None", set()  # runPolicy.cleanPodPolicy is ignored: a failed job's pods and logs stay
+        types = set((job.get("spec") or {}).get("replicaSpecs") or {})
+        return CLEAN_POD_POLICY[self.clean_pod_policy(job)], types
 
     # -- children -------------------------------------------------------------------------
     def port(self, job: Obj) -> int:
@@ -271,8 +287,8 @@ class AscendJob(JobKind):
         if ignored:
             events.append(("Warning", "RunPolicyIgnored",
                            f"runPolicy.{', runPolicy.'.join(ignored)} accepted and ignored: MindCluster calls them "
-                           "meaningless and to be removed (seed 002). The job has no deadline and its pods are not "
-                           "cleaned up when it ends."))  # fmt: skip
+                           "meaningless and to be removed (seed 002). The job has no deadline and is not deleted "
+                           "after it ends."))  # fmt: skip
         return status, events
 
 

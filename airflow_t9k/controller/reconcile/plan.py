@@ -354,8 +354,11 @@ def _cleanup(kind: JobKind, job: Obj, observed: Observed) -> list[Action]:
         policy, types = override
     else:
         policy, types = (job.get("spec") or {}).get("cleanUpPolicy") or "None", None
-    if policy not in ("All", "Unfinished"):
+    if policy not in ("All", "Unfinished", "Pending"):
         return []
+    # "Pending" (AscendJob's None): a pod not yet started would only start after the end and
+    # hold its devices for nothing, so it goes; started pods, and every Service, stay.
+    unfinished = ("Pending",) if policy == "Pending" else ("Pending", "Running", "Unknown")
 
     def in_scope(obj: Obj) -> bool:
         return types is None or (obj["metadata"].get("labels") or {}).get(LABEL_TYPE) in types
@@ -364,9 +367,10 @@ def _cleanup(kind: JobKind, job: Obj, observed: Observed) -> list[Action]:
     for name, pod in observed.pods.items():
         if is_deleting(pod) or not in_scope(pod):
             continue
-        if policy == "All" or pod_phase(pod) in ("Pending", "Running", "Unknown"):
+        if policy == "All" or pod_phase(pod) in unfinished:
             actions.append(Delete("Pod", name, _uid(pod)))
-    actions += [Delete("Service", n, _uid(s)) for n, s in observed.services.items() if in_scope(s)]
+    if policy != "Pending":
+        actions += [Delete("Service", n, _uid(s)) for n, s in observed.services.items() if in_scope(s)]
     return actions
 
 
