@@ -255,6 +255,10 @@ class JobKind:
         """Override clean-up: (policy, types). None means spec.cleanUpPolicy for all types."""
         return None
 
+    def queued(self, job: Obj, rtype: str) -> bool:
+        """Does this replica type wait in the job's queue (Kueue podSet, queue label on its pods)?"""
+        return True
+
     def status_extra(self, job: Obj, running: int) -> Obj:
         """Kind-specific status fields (e.g. what a scale subresource reads)."""
         return {}

@@ -441,7 +441,7 @@ def _note_scheduler(sb: StatusBuilder, job: Obj, events: list[Emit], why: str) -
     if not sched:
         return
     message = (
-        f"spec.scheduler.t9kScheduler (queue {sched.get('queue', 'default')!r}, priority {sched.get('priority', 'unset')}) "
+        f"spec.scheduler.t9kScheduler (queue {sched['queue']!r}, priority {sched['priority']}) "
         "is recorded on the pods, but this cluster has no T9k Scheduler: queue admission and priority are not "
         f"enforced and pods use the default scheduler. No Kueue admission either: {why} (docs/queueing.md)."
     )
