@@ -322,20 +322,26 @@ def test_every_replica_gets_a_headless_service_backing_its_host_name(service_spe
     assert _manifests(p, "Pod")[W0]["spec"]["containers"][0]["command"] == ["ping", W1]
 
 
-def test_seed_tf_config_example_fails_only_for_the_port_it_never_declares():
-    # Seed 001's example as printed: hosts resolve (every replica has a Service), the port
-    # named "http" does not exist, and the message says what to add.
+@pytest.mark.parametrize(
+    ("extra", "port"),
+    [({}, 2222), ({"service": {"ports": [{"name": "http", "port": 8080}]}}, 8080), ({"container_port": 9000}, 9000)],
+    ids=["as-printed-seed-port", "spec-service-wins", "container-port-named-http"],
+)  # fmt: skip
+def test_seed_tf_config_example_as_printed_runs(extra, port):
+    # Seed 001's example as printed has $(service.port[http]) and no spec.service; the seed's
+    # "暴露副本的服务" section gives the same job (generic-example) port http 2222.
     env = ('{"task":{"type":"$(type)","index":$(rank)},"cluster":{"worker":["$(service.worker[0].host):$(service.port[http])",'
            '"$(service.worker[1].host):$(service.port[http])"]}}')  # fmt: skip
-    job = generic()
-    job["spec"]["replicaSpecs"][0]["template"]["spec"]["containers"][0]["env"] = [{"name": "TF_CONFIG", "value": env}]
-    failed = cond(run(job), "Failed")
-    assert failed["reason"] == "InvalidSpec"
-    assert "$(service.port[http]) names port 'http', but spec.service.ports declares none" in failed["message"]
-    job["spec"]["service"] = {"ports": [{"name": "http", "port": 2222}]}
-    pod0 = _manifests(run(job), "Pod")[W0]
-    assert pod0["spec"]["containers"][0]["env"][0]["value"] == (
-        '{"task":{"type":"worker","index":0},"cluster":{"worker":["job-worker-0:2222","job-worker-1:2222"]}}')
+    job = generic(**({"service": extra["service"]} if "service" in extra else {}))
+    container = job["spec"]["replicaSpecs"][0]["template"]["spec"]["containers"][0]
+    container["env"] = [{"name": "TF_CONFIG", "value": env}]
+    if "container_port" in extra:
+        container["ports"] = [{"name": "http", "containerPort": extra["container_port"]}]
+    p = run(job)
+    assert cond(p, "Failed") is None
+    assert _manifests(p, "Pod")[W0]["spec"]["containers"][0]["env"][0]["value"] == (
+        f'{{"task":{{"type":"worker","index":0}},"cluster":{{"worker":["job-worker-0:{port}","job-worker-1:{port}"]}}}}')
+    assert [(x["name"], x["port"]) for x in _manifests(p, "Service")[W1]["spec"]["ports"]] == [("http", port)]
 
 
 def test_shell_substitution_reaches_the_pod_untouched_and_ours_inside_it_is_expanded():
