@@ -255,6 +255,10 @@ class JobKind:
         """Override clean-up: (policy, types). None means spec.cleanUpPolicy for all types."""
         return None
 
+    def outcome_message(self, job: Obj, phase: str) -> str | None:
+        """The Completed/Failed message when a rule decides the job; None: the core's, naming the rule."""
+        return None
+
     def queued(self, job: Obj, rtype: str) -> bool:
         """Does this replica type wait in the job's queue (Kueue podSet, queue label on its pods)?"""
         return True

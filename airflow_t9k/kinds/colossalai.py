@@ -76,6 +76,10 @@ class ColossalAIJob(SSHLaunchKind):
             parts += ["--extra_launch_args", torch_args]
         return parts + [str(c) for c in worker["command"]]
 
+    def outcome_message(self, job: Obj, phase: str) -> str | None:
+        # Seed 003's status example: the launcher's failure reads "The job exited with an error code."
+        return "The job exited with an error code." if phase == "Failed" else None
+
     def queued(self, job: Obj, rtype: str) -> bool:
         # Seed 003 puts the "execution replicas" (the workers) in the queue, not the launcher:
         # it is not charged to the queue. It is still created only once the workers are

@@ -84,7 +84,7 @@ def test_restart_then_backoff_exhausted(jobs, controller):
     jobs.reasons("ac", "ReplicaRestarting")
     set_pod_terminated(jobs.core, jobs.ns, "ac-worker-1", phase="Failed", exit_code=1)
     failed = jobs.wait_condition(KIND, "ac", "Failed")["status"]
-    assert failed["backoffCount"] == 1 and '{"Worker": [1]}' in failed["conditions"][-1]["message"]
+    assert failed["backoffCount"] == 1 and '{ "Worker": [1] }' in failed["conditions"][-1]["message"]
     # cleanPodPolicy's default, Running (seed 002; MindCluster's handleFinishedJob): the Master
     # stops holding its NPUs, the failed worker stays with its logs.
     wait_until(lambda: "ac-master-0" not in jobs.live_pods("ac"), timeout=30, what="master cleaned up")

@@ -82,7 +82,7 @@ def test_success_rule_through_pod_outcomes(jobs, controller):
     done = jobs.wait_phase("GenericJob", "gj", "Succeeded", "Failed")
     assert done["status"]["phase"] == "Succeeded"
     completed = jobs.condition("GenericJob", "gj", "Completed")
-    assert completed["status"] == "True" and '{"worker": [0]}' in completed["message"]
+    assert completed["status"] == "True" and '{ "worker": [0] }' in completed["message"]
 
 
 def test_failure_rule_names_the_rule(jobs, controller):
@@ -90,7 +90,7 @@ def test_failure_rule_names_the_rule(jobs, controller):
     jobs.create(job(annotations=sim, successRules=[{"worker": [0, 1]}], failureRules=[{"worker": [1]}]))
     jobs.wait_phase("GenericJob", "gj", "Failed")
     failed = jobs.condition("GenericJob", "gj", "Failed")
-    assert failed["message"] == 'The job is failed with rule: {"worker": [1]}'
+    assert failed["message"] == 'The job is failed with rule: { "worker": [1] }'
     assert "exit code 3" in jobs.condition("GenericJob", "gj", "ReplicaFailure")["message"]
 
 

@@ -259,9 +259,9 @@ def _decide(kind: JobKind, job: Obj, states: list[SlotState], budget: list[int] 
     failed_for_good = {(s.slot.type, s.slot.rank) for s in states if s.ended and s.phase == "Failed" and not s.can_restart(budget)}
     if rule := _satisfied(kind.failure_rules(job), failed_for_good):
         # Seed 001's reasons: the message names the rule, so a "FailureRule" reason added nothing.
-        return "Failed", "Failed", f"The job is failed with rule: {_fmt(rule)}"
+        return "Failed", "Failed", kind.outcome_message(job, "Failed") or f"The job is failed with rule: {_fmt(rule)}"
     if rule := _satisfied(kind.success_rules(job), succeeded):
-        return "Succeeded", "Succeeded", f"The job has finished successfully with rule: {_fmt(rule)}"
+        return "Succeeded", "Succeeded", kind.outcome_message(job, "Succeeded") or f"The job has finished successfully with rule: {_fmt(rule)}"
     ended = succeeded | failed_for_good
     restartable = any(s.restart_recorded or (s.ended and s.can_restart(budget)) for s in states)
     if states and len(ended) == len(states) and not restartable:
@@ -277,7 +277,8 @@ def _satisfied(rules: list[Rule], done: set[tuple[str, int]]) -> Rule | None:
 
 
 def _fmt(rule: Rule) -> str:
-    return json.dumps(rule, separators=(", ", ": "))
+    # Seed 001 prints a rule as { "worker": [0] }: spaces inside the braces.
+    return "{ " + json.dumps(rule, separators=(", ", ": "))[1:-1] + " }"
 
 
 # -- actions --------------------------------------------------------------------------
@@ -420,9 +421,17 @@ def _progress(sb: StatusBuilder, states: list[SlotState], children_missing: bool
         phase = "Running"  # restarts do not send a running job back to Pending
     else:
         phase = "Pending"
+    # Seeds 001/003: Unknown is "the controller cannot obtain the job's phase". A pod whose node
+    # stopped reporting has phase Unknown, so the job's own state cannot be known until it reports.
+    unknown = [s.slot.pod_name for s in states if s.phase == "Unknown"]
+    if unknown and phase in ("Pending", "Running"):
+        phase = "Unknown"
     sb.set_phase(phase)
     if phase == "Running":
-        sb.set_condition("Running", True, "Running", "The job is running.")
+        sb.set_condition("Running", True, "Running", "All pods are running normally.")  # seed 001's message
+    elif phase == "Unknown":
+        sb.set_condition("Running", False, "Unknown", f"The state of pod(s) {', '.join(unknown)} cannot be obtained (phase Unknown, "
+                                                      "usually a node that stopped reporting); the job's phase is unknown until they report again.")  # fmt: skip
     else:
         sb.set_condition("Running", False, phase, f"The job is {phase.lower()}.")
 

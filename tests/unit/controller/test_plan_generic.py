@@ -88,7 +88,7 @@ def test_rules(spec, pods, phase, reason):
 
 def test_failure_message_names_the_rule_and_event_is_a_warning():
     p = run(generic(**RULES), pod(W0), pod(W1, "Failed", 137, reason="OOMKilled"), status={"phase": "Running"})
-    assert cond(p, "Failed")["message"] == 'The job is failed with rule: {"worker": [1]}'
+    assert cond(p, "Failed")["message"] == 'The job is failed with rule: { "worker": [1] }'
     assert cond(p, "Completed")["status"] == "False"
     assert (p.events[0].type, p.events[0].reason) == ("Warning", "Failed")
     assert "job-worker-1: container main exit code 137 (OOMKilled)" in cond(p, "ReplicaFailure")["message"]
@@ -383,3 +383,38 @@ def test_resuming_ends_once_every_replica_is_back_even_if_it_already_ended(pods,
     assert resuming.status["phase"] == "Resuming"
     p = run(job, *pods, *SVC, status=resuming.status)
     assert p.status["phase"] == phase
+
+
+# -- seeds 001/003: the Unknown phase and the printed condition messages ----------------------
+
+
+@pytest.mark.parametrize(
+    ("phases", "phase", "running"),
+    [(("Running", "Unknown"), "Unknown", "False"), (("Running", "Running"), "Running", "True"),
+     (("Pending", "Unknown"), "Unknown", "False")],
+    ids=["a-pod-unknown", "all-running", "still-starting"],
+)  # fmt: skip
+def test_a_pod_whose_state_cannot_be_obtained_makes_the_job_unknown(phases, phase, running):
+    old = "Pending" if "Pending" in phases else "Running"
+    p = run(generic(), pod(W0, phases[0]), pod(W1, phases[1]), service(W0), service(W1), status={"phase": old})
+    assert p.status["phase"] == phase
+    assert cond(p, "Running")["status"] == running
+    if phase == "Unknown":
+        assert W1 in cond(p, "Running")["message"] and p.deletes() == []  # nothing is decided or deleted blind
+
+
+def test_the_job_leaves_unknown_when_its_pods_report_again():
+    unknown = run(generic(), pod(W0), pod(W1, "Unknown"), service(W0), service(W1), status={"phase": "Running"})
+    back = run(generic(), pod(W0), pod(W1), service(W0), service(W1), status=unknown.status)
+    assert back.status["phase"] == "Running"
+    assert cond(back, "Running")["message"] == "All pods are running normally."  # seed 001's message
+
+
+def test_colossalai_launcher_failure_reads_as_seed_003_prints_it():
+    from tests.builders import colossal
+
+    objs = [pod("cai-launcher", "Failed", 1, rtype="launcher"), pod("cai-worker-0"), pod("cai-worker-1"),
+            service("cai-worker-0"), service("cai-worker-1")]  # fmt: skip
+    p = run(colossal(), *objs, status={"phase": "Running"})
+    failed = cond(p, "Failed")
+    assert (failed["reason"], failed["message"]) == ("Failed", "The job exited with an error code.")
