@@ -22,7 +22,7 @@ from __future__ import annotations
 from datetime import datetime
 
 from airflow_t9k.api.resources import RESOURCES
-from airflow_t9k.kinds import kubeflow_status
+from airflow_t9k.kinds import ascend_gang, kubeflow_status
 from airflow_t9k.kinds.base import (
     TRAINING_RESTART_POLICIES,
     UNLIMITED,
@@ -166,6 +166,7 @@ class AscendJob(JobKind):
         if leader is None and sum(npus(s.template) * s.replicas for s in specs) > 1:
             raise InvalidSpec("a MindSpore job without a Scheduler may use only one NPU in all; add a Scheduler replica")
         self.clean_pod_policy(job)
+        ascend_gang.podgroup_spec(job, specs)  # minAvailable and the quantities it sums must make sense
         if (job.get("spec") or {}).get("successPolicy", "") not in ("", "AllWorkers"):
             raise InvalidSpec(f"spec.successPolicy must be \"\" or AllWorkers, got {job['spec']['successPolicy']!r}")
 
@@ -174,6 +175,19 @@ class AscendJob(JobKind):
         if policy not in CLEAN_POD_POLICY:
             raise InvalidSpec(f"runPolicy.cleanPodPolicy must be one of {', '.join(CLEAN_POD_POLICY)}, got {policy!r}")
         return str(policy)
+
+    def scheduler_names(self, job: Obj) -> set[str]:
+        """The schedulers the pods ask for: a template's own, else spec.schedulerName."""
+        default = (job.get("spec") or {}).get("schedulerName")
+        try:
+            specs = self.replica_specs(job)
+        except InvalidSpec:
+            return {str(default)} if default else set()  # an invalid job runs no pod; its status says why
+        return {str((s.template.get("spec") or {}).get("schedulerName") or default) for s in specs} - {"None", ""}
+
+    def podgroup_spec(self, job: Obj) -> Obj | None:
+        # MindCluster's operator (gang scheduling on, as it is deployed) gives every AscendJob a PodGroup.
+        return ascend_gang.podgroup_spec(job, self.replica_specs(job))
 
     def cleanup_types(self, job: Obj) -> tuple[str, set[str]] | None:
         types = set((job.get("spec") or {}).get("replicaSpecs") or {})
@@ -277,12 +291,18 @@ class AscendJob(JobKind):
         if (job.get("status") or {}).get("conditions"):
             return status, events  # said on the first pass only
         policy = run_policy(job).get("schedulingPolicy") or {}
-        gang = {k: policy[k] for k in ("minAvailable", "queue") if k in policy}
-        if gang:
+        gang = {k: policy[k] for k in ("minAvailable", "queue", "minResources") if k in policy}
+        wants_volcano = "volcano" in self.scheduler_names(job)
+        if not getattr(observed, "volcano", False) and (gang or wants_volcano):
+            # Where Volcano is served the PodGroup gangs the pods (reconcile/volcano.py); with a
+            # Kueue LocalQueue the core drops this warning, since Kueue admits the whole gang.
+            dropped = (" The pods asked for scheduler 'volcano', which does not exist here, so they go to the default "
+                       "scheduler instead of staying Pending for ever.") if wants_volcano else ""  # fmt: skip
             events.append(("Warning", "GangSchedulingNotEnforced",
-                           f"runPolicy.schedulingPolicy {gang} is recorded, but the bundled controller does no gang "
-                           "scheduling: minAvailable is not enforced and the queue is only a pod label "
-                           "(volcano.sh/queue-name). spec.schedulerName and priorityClass are set on the pods."))  # fmt: skip
+                           f"runPolicy.schedulingPolicy {gang or {}} is recorded, but this cluster serves no Volcano PodGroups "
+                           "(scheduling.volcano.sh/v1beta1) and the job is not admitted through a Kueue LocalQueue: "
+                           "minAvailable is not enforced and the queue is only a pod label (volcano.sh/queue-name)."
+                           f"{dropped}"))  # fmt: skip
         ignored = [k for k in IGNORED_RUN_POLICY if k in run_policy(job)]
         if ignored:
             events.append(("Warning", "RunPolicyIgnored",

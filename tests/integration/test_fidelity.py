@@ -153,15 +153,17 @@ def priority_class(api_client):
     api.delete_priority_class(name)
 
 
-def test_ascend_scheduler_name_and_priority_class_reach_the_pods(jobs, controller, priority_class):
+def test_ascend_without_volcano_runs_on_the_default_scheduler_and_says_so(jobs, controller, priority_class):
     job = body(minimal("AscendJob", "acsched"))
     job["spec"]["schedulerName"] = "volcano"
     job["spec"]["runPolicy"] = {"schedulingPolicy": {"priorityClass": priority_class, "minAvailable": 2}}
     jobs.create(job)
     wait_until(lambda: len(jobs.pods("acsched")) == 2, timeout=30, what="two pods")
+    # No Volcano here: a pod sent to the "volcano" scheduler would sit Pending for ever, so it
+    # goes to the default scheduler; the priority class still applies.
+    wait_until(lambda: all(p.spec.node_name for p in jobs.pods("acsched").values()), timeout=30, what="pods scheduled")
     for pod in jobs.pods("acsched").values():
-        assert (pod.spec.scheduler_name, pod.spec.priority_class_name, pod.spec.priority) == ("volcano", priority_class, 1000)
-        assert pod.spec.node_name is None  # no Volcano here: nothing schedules them, as the user asked
+        assert (pod.spec.scheduler_name, pod.spec.priority_class_name, pod.spec.priority) == ("default-scheduler", priority_class, 1000)
     reasons = jobs.reasons("acsched", "GangSchedulingNotEnforced")
     assert "GangSchedulingNotEnforced" in reasons and "RunPolicyIgnored" not in reasons
 

@@ -23,7 +23,7 @@ import json
 from dataclasses import dataclass, replace
 from datetime import datetime
 
-from airflow_t9k.controller.reconcile import queueing
+from airflow_t9k.controller.reconcile import queueing, volcano
 from airflow_t9k.controller.reconcile.actions import Action, Create, CreateSSHSecret, Delete, Emit, Patch, Plan
 from airflow_t9k.controller.reconcile.desired import (
     Slot,
@@ -132,6 +132,7 @@ def _plan(kind: JobKind, job: Obj, observed: Observed, now: datetime) -> Plan:
     states = [_slot_state(s, observed, recorded) for s in slot_list]
     if sb.old_phase in FINISHED:
         actions = _remove_all(observed) if _failed_invalid(sb) else _cleanup(kind, job, observed)
+        actions += volcano.finished(observed)
         actions += queueing.finished(job, observed, str(sb.old_phase), _phase_message(sb), now)
         _write_tasks(sb, kind, job, states, finished=True)
         return Plan(tuple(actions), sb.new)
@@ -175,6 +176,10 @@ def _plan(kind: JobKind, job: Obj, observed: Observed, now: datetime) -> Plan:
         for s in states:
             if s.slot.pod_name in rendered:
                 queueing.place(rendered[s.slot.pod_name], admission.assignments.get(s.slot.type), observed.flavors)
+    gang_actions, hold = volcano.gate(kind, job, observed, queued, rendered)
+    actions += gang_actions
+    if hold:  # Volcano has not taken the PodGroup in: no pod yet, as MindCluster's operator waits
+        rendered = {}
 
     debug = debug_enabled(job)
     budget = _budget(kind, job, states)
@@ -189,7 +194,7 @@ def _plan(kind: JobKind, job: Obj, observed: Observed, now: datetime) -> Plan:
     actions += children
     if outcome is not None:
         phase, reason, message = outcome
-        actions += _cleanup(kind, job, observed)
+        actions += _cleanup(kind, job, observed) + volcano.finished(observed)
         _finish(sb, phase, reason, message)
         actions += queueing.finished(job, observed, phase, message, now) if queued else []
     else:

@@ -273,18 +273,18 @@ def _pods(p):
 
 
 def test_scheduler_name_and_priority_class_reach_every_pod():
-    job = ascend(schedulerName="volcano", runPolicy={"schedulingPolicy": {"priorityClass": "high", "minAvailable": 3}})
+    job = ascend(schedulerName="my-scheduler", runPolicy={"schedulingPolicy": {"priorityClass": "high", "minAvailable": 3}})
     pods = _pods(run(job, leader_service()))
     assert sorted(pods) == ["ac-master-0", "ac-worker-0", "ac-worker-1"]
     for pod_ in pods.values():
-        assert (pod_["spec"]["schedulerName"], pod_["spec"]["priorityClassName"]) == ("volcano", "high")
+        assert (pod_["spec"]["schedulerName"], pod_["spec"]["priorityClassName"]) == ("my-scheduler", "high")
 
 
 def test_a_templates_own_scheduler_and_priority_win():
-    job = ascend(schedulerName="volcano", runPolicy={"schedulingPolicy": {"priorityClass": "high"}})
+    job = ascend(schedulerName="kube-batch", runPolicy={"schedulingPolicy": {"priorityClass": "high"}})
     job["spec"]["replicaSpecs"]["Worker"]["template"]["spec"].update(schedulerName="my-scheduler", priorityClassName="low")
     pods = _pods(run(job, leader_service()))
-    assert (pods["ac-master-0"]["spec"]["schedulerName"], pods["ac-master-0"]["spec"]["priorityClassName"]) == ("volcano", "high")
+    assert (pods["ac-master-0"]["spec"]["schedulerName"], pods["ac-master-0"]["spec"]["priorityClassName"]) == ("kube-batch", "high")
     assert (pods["ac-worker-0"]["spec"]["schedulerName"], pods["ac-worker-0"]["spec"]["priorityClassName"]) == ("my-scheduler", "low")
 
 
