@@ -22,7 +22,7 @@ from __future__ import annotations
 from datetime import datetime
 
 from airflow_t9k.api.resources import RESOURCES
-from airflow_t9k.kinds import ascend_gang, kubeflow_status
+from airflow_t9k.kinds import ascend_gang, ascend_ranktable, kubeflow_status
 from airflow_t9k.kinds.base import (
     TRAINING_RESTART_POLICIES,
     UNLIMITED,
@@ -220,6 +220,24 @@ class AscendJob(JobKind):
         ip = ((svc or {}).get("spec") or {}).get("clusterIP")
         return {"ip": ip} if ip and ip != "None" else None
 
+    def rank_index(self, job: Obj, spec: ReplicaSpec, rank: int) -> int:
+        """The pod's place in the rank table (annotation hccl/rankIndex): the operator puts workers
+        after the leader only when the leader has NPUs of its own."""
+        leader = self.leader(job)
+        if spec.type == leader or leader is None:
+            return rank
+        leader_spec = next(s for s in self.replica_specs(job) if s.type == leader)
+        return rank + (1 if npus(leader_spec.template) else 0)
+
+    def extra_children(self, job: Obj, observed: Children) -> list[Obj]:
+        """The rank table (seed 002's file configuration), for a job with NPUs."""
+        servers = {self.pod_name(job, s.type, r): self.rank_index(job, s, r)
+                   for s in self.replica_specs(job) if npus(s.template) for r in range(s.replicas)}  # fmt: skip
+        if not servers:
+            return []
+        data = {ascend_ranktable.KEY: ascend_ranktable.table(observed.pods, servers)}
+        return [{"apiVersion": "v1", "kind": "ConfigMap", "metadata": {"name": ascend_ranktable.configmap_name(job)}, "data": data}]
+
     def global_rank(self, job: Obj, spec: ReplicaSpec, rank: int) -> int:
         """The leader is 0; workers follow it (MindSpore workers count from 0: its scheduler has no rank)."""
         leader = self.leader(job)
@@ -229,6 +247,7 @@ class AscendJob(JobKind):
 
     def customize_pod(self, job: Obj, spec: ReplicaSpec, rank: int, pod: Obj) -> None:
         pod["metadata"]["labels"].update({KF_JOB: job["metadata"]["name"], KF_TYPE: spec.type.lower(), KF_INDEX: str(rank)})
+        pod["metadata"].setdefault("annotations", {})[ascend_ranktable.RANK_INDEX] = str(self.rank_index(job, spec, rank))
         policy = run_policy(job).get("schedulingPolicy") or {}
         if policy.get("queue"):
             pod["metadata"]["labels"]["volcano.sh/queue-name"] = str(policy["queue"])

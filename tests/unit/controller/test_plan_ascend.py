@@ -57,8 +57,8 @@ def conditions(status: dict) -> dict[str, str]:
 
 def test_the_leader_service_comes_first_and_pods_wait_for_its_cluster_ip():
     first = run(ascend())
-    assert first.creates() == ["ac-master-0"]
-    svc = first.actions[0].manifest
+    assert first.creates("Service") == ["ac-master-0"] and first.creates("Pod") == []
+    svc = next(a.manifest for a in first.actions if isinstance(a, Create) and a.kind == "Service")
     assert svc["kind"] == "Service" and "clusterIP" not in svc["spec"]  # a cluster IP, not headless
     assert svc["spec"]["ports"] == [{"name": "ascendjob-port", "port": 2222, "targetPort": 2222, "protocol": "TCP"}]
     assert conditions(first.status) == {"Created": "True"}
@@ -105,7 +105,7 @@ def test_pods_carry_kubeflow_labels_the_port_and_a_cpu_only_pod_counts_as_one_pr
 
 def test_a_lone_mindspore_worker_needs_no_service():
     p = run(ascend("mindspore", ("Worker", 1), npus=1))
-    assert p.creates() == ["ac-worker-0"]
+    assert p.creates("Pod") == ["ac-worker-0"] and p.creates("Service") == []
     env = env_of(p, "ac-worker-0")
     assert "MS_SCHED_HOST" not in env
     assert (env["MS_ROLE"], env["MS_WORKER_NUM"], env["MS_NODE_RANK"], env["NPU_POD"]) == ("MS_WORKER", "1", "0", "true")
@@ -115,7 +115,8 @@ def test_a_named_port_is_used_for_the_service_and_the_env():
     job = ascend()
     job["spec"]["replicaSpecs"]["Master"]["template"]["spec"]["containers"][0]["ports"] = [
         {"name": "ascendjob-port", "containerPort": 3333}]  # fmt: skip
-    assert run(job).actions[0].manifest["spec"]["ports"][0]["port"] == 3333
+    svc = next(a.manifest for a in run(job).actions if isinstance(a, Create) and a.kind == "Service")
+    assert svc["spec"]["ports"][0]["port"] == 3333
     assert env_of(run(job, leader_service()), "ac-worker-0")["MASTER_PORT"] == "3333"
 
 
@@ -212,7 +213,7 @@ def test_restarting_lasts_until_every_replica_runs_again_and_restart_counts_surv
     assert restarting.status["backoffCount"] == 1
     gone = run(job, leader_service(), apod("ac-master-0"), apod("ac-worker-0"), status=restarting.status)
     assert conditions(gone.status)["Restarting"] == "True"
-    recreated = next(a.manifest for a in gone.actions if isinstance(a, Create))
+    recreated = next(a.manifest for a in gone.actions if isinstance(a, Create) and a.kind == "Pod")
     assert recreated["metadata"]["annotations"]["batch.tensorstack.dev/restart-count"] == "1"
     back = run(job, leader_service(), apod("ac-master-0"), apod("ac-worker-0"), apod("ac-worker-1", restarts=1), status=gone.status)
     assert conditions(back.status) == {"Created": "True", "Running": "True", "Restarting": "False"}
