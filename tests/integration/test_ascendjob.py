@@ -162,3 +162,23 @@ def test_failed_with_a_condition_while_other_jobs_run(jobs, controller, case, bo
     assert jobs.pods("bad") == {}
     jobs.wait_condition(KIND, "healthy", "Running")
     assert controller.proc.poll() is None
+
+
+def test_rank_table_completes_once_the_device_plugin_has_annotated_every_pod(jobs, controller):
+    """The test plays Ascend's device plugin (it annotates the pods, as the kubelet helper plays
+    the kubelet); the API server and the controller are real."""
+    import json
+
+    jobs.create(small("rt"))
+    jobs.wait_condition(KIND, "rt", "Running")
+    cm = lambda: json.loads(jobs.core.read_namespaced_config_map("rings-config-rt", jobs.ns).data["hccl.json"])  # noqa: E731
+    assert cm() == {"status": "initializing", "version": "1.0"}
+    pods = jobs.pods("rt")
+    assert {n: p.metadata.annotations["hccl/rankIndex"] for n, p in pods.items()} == {"rt-master-0": "0", "rt-worker-0": "1", "rt-worker-1": "2"}
+    for i, name in enumerate(sorted(pods)):
+        info = {"pod_name": name, "server_id": f"10.0.0.{i}", "host_ip": f"10.0.0.{i}", "devices": [{"device_id": "0", "device_ip": f"192.168.1.{i}"}]}
+        jobs.core.patch_namespaced_pod(name, jobs.ns, {"metadata": {"annotations": {
+            "ascend.kubectl.kubernetes.io/ascend-910-configuration": json.dumps(info)}}})  # fmt: skip
+    table = wait_until(lambda: cm()["status"] == "completed" and cm(), timeout=30, what="rank table completed")
+    assert table["server_count"] == "3" and [s["device"][0]["rank_id"] for s in table["server_list"]] == ["0", "1", "2"]
+    assert [s["container_ip"] for s in table["server_list"]] == [jobs.pods("rt")[n].status.pod_ip for n in sorted(pods)]

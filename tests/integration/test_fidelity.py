@@ -181,3 +181,35 @@ def test_ascend_deadline_is_ignored_with_one_warning_and_clean_pod_policy_applie
     # cleanPodPolicy All is applied when the job ends, as MindCluster's handleFinishedJob does.
     wait_until(lambda: not jobs.live_pods("acpol"), timeout=30, what="every pod cleaned up")
     assert jobs.reasons("acpol", "RunPolicyIgnored").count("RunPolicyIgnored") == 1
+
+
+# -- round 3: the Unknown phase, and the seeds' examples against the real API server ---------
+
+
+def test_a_pod_reported_unknown_makes_the_job_unknown_until_it_reports_again(jobs, controller):
+    jobs.create(generic("unk", ("worker", 2)))
+    jobs.wait_phase("GenericJob", "unk", "Running")
+    jobs.core.patch_namespaced_pod_status("unk-worker-1", jobs.ns, {"status": {"phase": "Unknown"}})
+    jobs.wait_phase("GenericJob", "unk", "Unknown", timeout=30)
+    running = jobs.condition("GenericJob", "unk", "Running")
+    assert running["reason"] == "Unknown" and "unk-worker-1" in running["message"]
+    jobs.core.patch_namespaced_pod_status("unk-worker-1", jobs.ns, {"status": {"phase": "Running"}})
+    jobs.wait_phase("GenericJob", "unk", "Running", timeout=30)
+
+
+@pytest.mark.parametrize("name", ["seed001-01", "seed001-05", "seed002-01", "seed003-01"])
+def test_the_seeds_whole_examples_are_admitted_as_printed(jobs, controller, name):
+    job = manifest(f"seeds/{name}")
+    created = jobs.create(job)
+    assert created["metadata"]["name"] == job["metadata"]["name"]
+    wait_until(lambda: jobs.live_pods(job["metadata"]["name"]) or jobs.core.list_namespaced_service(jobs.ns).items,
+               timeout=30, what="children")  # fmt: skip
+
+
+@pytest.mark.parametrize("name", ["seed001-02", "seed003-02"])
+def test_a_seed_excerpt_without_a_container_name_is_refused_by_the_api_server(jobs, controller, name):
+    from airflow_t9k.cli import check_text
+    from tests.support.manifests import MANIFESTS
+
+    assert "name" in jobs.rejected(manifest(f"seeds/{name}"))  # the pod template's schema requires it
+    assert "give each container its name, image and command" in check_text((MANIFESTS / "seeds" / f"{name}.yaml").read_text())[0]
