@@ -24,6 +24,8 @@ from dataclasses import dataclass, replace
 from datetime import datetime
 
 from airflow_t9k.controller.reconcile import queueing, volcano
+from airflow_t9k.controller.reconcile.cleanup import cleanup, remove_all
+from airflow_t9k.controller.reconcile.progress import finish, progress, replica_failure
 from airflow_t9k.controller.reconcile.actions import Action, Create, CreateSSHSecret, Delete, Emit, Patch, Plan
 from airflow_t9k.controller.reconcile.desired import (
     Slot,
@@ -47,7 +49,6 @@ from airflow_t9k.controller.reconcile.status import (
 )
 from airflow_t9k.kinds.base import (
     ANNOTATION_RESTARTS,
-    LABEL_TYPE,
     InvalidSpec,
     JobKind,
     Obj,
@@ -131,7 +132,7 @@ def _plan(kind: JobKind, job: Obj, observed: Observed, now: datetime) -> Plan:
     recorded = _recorded_restarts(sb)
     states = [_slot_state(s, observed, recorded) for s in slot_list]
     if sb.old_phase in FINISHED:
-        actions = _remove_all(observed) if _failed_invalid(sb) else _cleanup(kind, job, observed)
+        actions = remove_all(observed) if _failed_invalid(sb) else cleanup(kind, job, observed)
         actions += volcano.finished(observed)
         actions += queueing.finished(job, observed, str(sb.old_phase), _phase_message(sb), now)
         _write_tasks(sb, kind, job, states, finished=True)
@@ -194,13 +195,13 @@ def _plan(kind: JobKind, job: Obj, observed: Observed, now: datetime) -> Plan:
     actions += children
     if outcome is not None:
         phase, reason, message = outcome
-        actions += _cleanup(kind, job, observed) + volcano.finished(observed)
-        _finish(sb, phase, reason, message)
+        actions += cleanup(kind, job, observed) + volcano.finished(observed)
+        finish(sb, phase, reason, message)
         actions += queueing.finished(job, observed, phase, message, now) if queued else []
     else:
         actions += _replicas(kind, job, observed, states, rendered, events, debug, budget)
-        _progress(sb, states, children_missing=any(not isinstance(a, Delete) for a in children))
-    _replica_failure(sb, states)
+        progress(sb, states, children_missing=any(not isinstance(a, Delete) for a in children))
+    replica_failure(sb, states)
     _write_tasks(sb, kind, job, states, finished=outcome is not None)
     if kind.backoff_limit(job) is not None:
         sb.new["backoffCount"] = sum(s.restarts for s in states)
@@ -354,100 +355,20 @@ def _replicas(
     return actions
 
 
-def _cleanup(kind: JobKind, job: Obj, observed: Observed) -> list[Action]:
-    override = kind.cleanup_types(job)
-    if override is not None:
-        policy, types = override
-    else:
-        policy, types = (job.get("spec") or {}).get("cleanUpPolicy") or "None", None
-    if policy not in ("All", "Unfinished", "Pending"):
-        return []
-    # "Pending" (AscendJob's None): a pod not yet started would only start after the end and
-    # hold its devices for nothing, so it goes; started pods, and every Service, stay.
-    unfinished = ("Pending",) if policy == "Pending" else ("Pending", "Running", "Unknown")
-
-    def in_scope(obj: Obj) -> bool:
-        return types is None or (obj["metadata"].get("labels") or {}).get(LABEL_TYPE) in types
-
-    actions: list[Action] = []
-    for name, pod in observed.pods.items():
-        if is_deleting(pod) or not in_scope(pod):
-            continue
-        if policy == "All" or pod_phase(pod) in unfinished:
-            actions.append(Delete("Pod", name, _uid(pod)))
-    if policy != "Pending":
-        actions += [Delete("Service", n, _uid(s)) for n, s in observed.services.items() if in_scope(s)]
-    return actions
-
-
 # -- status ---------------------------------------------------------------------------
 
 
 def _invalid(sb: StatusBuilder, message: str, observed: Observed) -> Plan:
     """Fail the job; what it created already goes, since nothing useful will run."""
     if sb.old_phase in FINISHED:
-        return Plan(tuple(_remove_all(observed)) if _failed_invalid(sb) else (), sb.old)
-    _finish(sb, "Failed", "InvalidSpec", f"Invalid spec: {message}")
-    return _finish_plan(sb, _remove_all(observed), [])
+        return Plan(tuple(remove_all(observed)) if _failed_invalid(sb) else (), sb.old)
+    finish(sb, "Failed", "InvalidSpec", f"Invalid spec: {message}")
+    return _finish_plan(sb, remove_all(observed), [])
 
 
 def _failed_invalid(sb: StatusBuilder) -> bool:
     failed = sb.condition("Failed")
     return sb.old_phase == "Failed" and bool(failed) and failed.get("reason") == "InvalidSpec"
-
-
-def _remove_all(observed: Observed) -> list[Action]:
-    return [Delete(k, n, _uid(o)) for k, objs in (("Pod", observed.pods), ("Service", observed.services))
-            for n, o in objs.items() if not is_deleting(o)]  # fmt: skip
-
-
-def _finish(sb: StatusBuilder, phase: str, reason: str, message: str) -> None:
-    sb.set_phase(phase)
-    succeeded = phase == "Succeeded"
-    sb.set_condition("Completed", succeeded, reason, message)
-    sb.set_condition("Failed", not succeeded, reason, message)
-    sb.set_condition("Running", False, phase, f"The job has {'succeeded' if succeeded else 'failed'}.")
-
-
-def _progress(sb: StatusBuilder, states: list[SlotState], children_missing: bool) -> None:
-    all_exist = all(s.pod is not None and not s.creating for s in states)
-    if all_exist and not children_missing and not sb.is_true("Initialized"):
-        sb.set_condition("Initialized", True, "Initialized", "The job has been initialized successfully.")
-    elif sb.condition("Initialized") is None:
-        sb.set_condition("Initialized", False, "Creating", "Creating the job's replicas.")
-    started = all_exist and all(s.phase not in (None, "Pending") for s in states)
-    old = sb.old_phase
-    if old in ("Paused", "Resuming"):
-        sb.set_condition("Paused", False, "Resumed", "The job has been resumed.")
-        # A replica that already ended after the resume counts as resumed: waiting for it to
-        # be Running again kept the job Resuming forever.
-        phase = "Running" if started else "Resuming"
-    elif old == "Running" or started:
-        phase = "Running"  # restarts do not send a running job back to Pending
-    else:
-        phase = "Pending"
-    # Seeds 001/003: Unknown is "the controller cannot obtain the job's phase". A pod whose node
-    # stopped reporting has phase Unknown, so the job's own state cannot be known until it reports.
-    unknown = [s.slot.pod_name for s in states if s.phase == "Unknown"]
-    if unknown and phase in ("Pending", "Running"):
-        phase = "Unknown"
-    sb.set_phase(phase)
-    if phase == "Running":
-        sb.set_condition("Running", True, "Running", "All pods are running normally.")  # seed 001's message
-    elif phase == "Unknown":
-        sb.set_condition("Running", False, "Unknown", f"The state of pod(s) {', '.join(unknown)} cannot be obtained (phase Unknown, "
-                                                      "usually a node that stopped reporting); the job's phase is unknown until they report again.")  # fmt: skip
-    else:
-        sb.set_condition("Running", False, phase, f"The job is {phase.lower()}.")
-
-
-def _replica_failure(sb: StatusBuilder, states: list[SlotState]) -> None:
-    failed = [s for s in states if s.phase == "Failed"]
-    if failed:
-        detail = "; ".join(f"{s.slot.pod_name}: {failure_detail(s.pod)}" for s in failed)
-        sb.set_condition("ReplicaFailure", True, "ReplicaFailed", f"Replicas failed: {detail}")
-    elif sb.condition("ReplicaFailure") is not None or sb.is_true("Initialized"):
-        sb.set_condition("ReplicaFailure", False, "AllReplicasHealthy", "All pods are running normally.")
 
 
 def _note_scheduler(sb: StatusBuilder, job: Obj, events: list[Emit], why: str) -> None:
@@ -518,6 +439,6 @@ def rejected(job: Obj, status: Obj, problems: list[str], now: datetime) -> tuple
     old, status = kind.core_status(job.get("status")), kind.core_status(status) or {}
     sb = StatusBuilder(status, now)
     sb.old = dict(old or {})
-    _finish(sb, "Failed", "InvalidSpec", "Invalid spec: " + "; ".join(problems))
+    finish(sb, "Failed", "InvalidSpec", "Invalid spec: " + "; ".join(problems))
     result = _public(kind, job, _finish_plan(sb, [], []), now, Observed())
     return result.status, list(result.events)
