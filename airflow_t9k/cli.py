@@ -19,6 +19,9 @@ def build_parser() -> argparse.ArgumentParser:
     sub = parser.add_subparsers(dest="command", metavar="COMMAND")
     crds = sub.add_parser("crds", help="print the CustomResourceDefinitions of every job kind as YAML")
     crds.set_defaults(func=_crds)
+    check = sub.add_parser("check", help="say whether job manifests are whole and valid, and how to complete an excerpt")
+    check.add_argument("files", nargs="+", metavar="FILE")
+    check.set_defaults(func=_check)
     from airflow_t9k.controller.cli import add_controller_parser
 
     add_controller_parser(sub)
@@ -32,6 +35,41 @@ def _crds(args: argparse.Namespace) -> int:
 
     sys.stdout.write(yaml.safe_dump_all(all_crds(), sort_keys=False))
     return 0
+
+
+def check_text(text: str) -> list[str]:
+    """Why this manifest text cannot run, with the fix: an excerpt's gaps, else the controller's own refusal."""
+    import yaml
+
+    from airflow_t9k.api.excerpt import problems
+    from airflow_t9k.kinds.base import InvalidSpec
+    from airflow_t9k.kinds.registry import KINDS
+
+    found = problems(text)
+    if found:
+        return found
+    out = []
+    for doc in (d for d in yaml.safe_load_all(text) if d is not None):
+        kind = KINDS.get(str(doc.get("kind")))
+        if kind is None:
+            out.append(f"kind {doc.get('kind')!r} is not one of {', '.join(sorted(KINDS))}")
+            continue
+        job = {**doc, "metadata": {"namespace": "default", "uid": "check", **doc["metadata"]}}
+        try:
+            kind.validate(job)
+        except InvalidSpec as exc:
+            out.append(f"{doc['kind']} {doc['metadata']['name']}: {exc}")
+    return out
+
+
+def _check(args: argparse.Namespace) -> int:
+    bad = 0
+    for path in args.files:
+        with open(path, encoding="utf-8") as f:
+            found = check_text(f.read())
+        bad += bool(found)
+        print(f"{path}: " + ("ok" if not found else "; ".join(found)))
+    return 1 if bad else 0
 
 
 def main(argv: Sequence[str] | None = None) -> int:

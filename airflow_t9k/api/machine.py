@@ -1,4 +1,8 @@
-"""TI-style machine types (seed 004): ``aUbGcP`` = a CPUs, b GiB of memory, c GPUs."""
+"""TI-style machine types (seed 004): ``aUbGcP`` = a CPUs, b G of memory, c GPUs.
+
+Seed 004 writes memory as ``2G`` and the Kubernetes quantity is written the same way: ``2G``
+(10^9 bytes), not ``2Gi``; a cluster's quota and the user reading the pod see the seed's number.
+"""
 
 from __future__ import annotations
 
@@ -17,7 +21,7 @@ class InvalidMachineType(ValueError):
 @dataclass(frozen=True)
 class MachineType:
     cpu: float
-    memory_gib: float
+    memory_g: float
     gpu: int
 
     def resources(self) -> dict[str, Any]:
@@ -25,8 +29,8 @@ class MachineType:
         amounts: dict[str, str] = {}
         if self.cpu:
             amounts["cpu"] = _num(self.cpu)
-        if self.memory_gib:
-            amounts["memory"] = f"{_num(self.memory_gib)}Gi"
+        if self.memory_g:
+            amounts["memory"] = f"{_num(self.memory_g)}G"
         if self.gpu:
             amounts[GPU_RESOURCE] = str(self.gpu)
         return {"requests": dict(amounts), "limits": dict(amounts)} if amounts else {}
@@ -40,7 +44,7 @@ def parse_machine_type(text: str) -> MachineType:
     m = _PATTERN.match(str(text).strip())
     if not m:
         raise InvalidMachineType(
-            f"machine type {text!r} is not of the form aUbGcP (a CPUs, b GiB of memory, c GPUs), e.g. '2U8G1P' or '0U0G1P'"
+            f"machine type {text!r} is not of the form aUbGcP (a CPUs, b G of memory, c GPUs), e.g. '2U8G1P' or '0U0G1P'"
         )
     # 0U0G0P asks for nothing in particular: seed 004's table makes 0 "the default" and an
     # empty type "defaults, no GPU", so it is the empty type written out (resources() is {}).

@@ -13,6 +13,7 @@ CHILDREN = {
     "Event": ("/api/v1", "events"),
     "Job": ("/apis/batch/v1", "jobs"),  # BeamJob's submit job
     "Workload": ("/apis/kueue.x-k8s.io/v1beta2", "workloads"),  # Kueue admission (docs/queueing.md)
+    "PodGroup": ("/apis/scheduling.volcano.sh/v1beta1", "podgroups"),  # AscendJob gang scheduling (Volcano)
 }
 
 

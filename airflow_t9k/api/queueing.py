@@ -29,7 +29,9 @@ def queue_of(job: Obj | None) -> str | None:
     if (job or {}).get("kind") == "AscendJob":
         queue = (((spec.get("runPolicy") or {}).get("schedulingPolicy")) or {}).get("queue")
     else:
-        queue = ((spec.get("scheduler") or {}).get("t9kScheduler") or {}).get("queue")
+        sched = (spec.get("scheduler") or {}).get("t9kScheduler")
+        # Seeds 001/003: t9kScheduler without a queue means queue "default" (as the controller reads it).
+        queue = (sched.get("queue") or "default") if isinstance(sched, dict) else None
     return str(queue) if queue else None
 
 

@@ -114,6 +114,16 @@ async def detect_queueing(kube: Kube, mode: str) -> str:
     return mode
 
 
+async def detect_volcano(kube: Kube) -> bool:
+    """Does the cluster serve Volcano's PodGroups (scheduling.volcano.sh/v1beta1)? AscendJob gang
+    scheduling uses them where it does, as MindCluster's operator does (docs/kinds.md)."""
+    try:
+        doc = await kube.get("/apis/scheduling.volcano.sh/v1beta1")
+    except NotFound:
+        return False
+    return any(r.get("name") == "podgroups" for r in doc.get("resources") or [])
+
+
 def lease_namespace(args: argparse.Namespace) -> str:
     ns = args.leader_election_namespace or os.environ.get("POD_NAMESPACE")
     if not ns and SA_NAMESPACE.is_file():
@@ -154,6 +164,7 @@ async def main_async(args: argparse.Namespace) -> int:
         try:
             await check_crds(kube, args.force, kinds)
             queueing = await detect_queueing(kube, args.queueing)
+            volcano = await detect_volcano(kube)
         except RefuseToStart as exc:
             log.error("%s", exc)
             return 3
@@ -168,7 +179,7 @@ async def main_async(args: argparse.Namespace) -> int:
         if elector is not None:
             kube.fence = elector.valid  # every write of the controller checks its lease first
         settings = Settings(namespaces=args.namespaces, workers=args.workers, kinds=kinds, queueing=queueing,
-                            coalesce_status=args.coalesce_status)
+                            coalesce_status=args.coalesce_status, volcano=volcano)
         controller = Controller(kube, settings, instruments)
         if args.health_port:
             server = await serve(controller, args.health_address, args.health_port)

@@ -231,6 +231,7 @@ SPECS: dict[str, S] = {
                 ["template"],
             ),
             mca=obj(additionalProperties=string()),
+            launcher=obj({"resources": CONTAINER["resources"]}),  # our extension: the launcher's own resources
             ssh=obj({"sshAuthMountPath": string(pattern="^/"), "sshdPath": string(pattern="^/")}),
             mpiHome=string(),
             runPolicy=obj({"cleanUpWorkers": boolean()}),

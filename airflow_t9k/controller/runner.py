@@ -51,6 +51,9 @@ class Settings:
     # Seconds a status change that keeps the phase and has nothing to do (detail_only) may wait
     # so that several land in one write; 0 writes each at once.
     coalesce_status: float = 1.0
+    # Whether the cluster serves Volcano's PodGroup API (cli.detect_volcano): AscendJobs get a
+    # PodGroup there, and their pods are not sent to a "volcano" scheduler anywhere else.
+    volcano: bool = False
 
 
 def detail_only(old: Obj, result: Plan) -> bool:
@@ -89,7 +92,7 @@ class Controller:
         selector = f"{LABEL_MANAGED_BY}={MANAGED_BY}"
         # Workloads are watched only where Kueue's API is served (and --queueing allows it).
         self.kueue = settings.queueing in ("kueue", "auto")
-        self.child_kinds = CHILD_KINDS + (("Workload",) if self.kueue else ())
+        self.child_kinds = CHILD_KINDS + (("Workload",) if self.kueue else ()) + (("PodGroup",) if settings.volcano else ())
         for ns in self.scopes:
             for kind in settings.kinds:
                 path = job_path(resource_for(kind), ns or None)
@@ -179,8 +182,9 @@ class Controller:
             if obj is not None:
                 found[kind][name] = obj
         children = (found["Pod"], found["Service"], found["ConfigMap"], found["Secret"], found["Job"])
+        gang = {"volcano": self.settings.volcano, "podgroups": found.get("PodGroup", {})}
         if not self.kueue:
-            return Observed(*children, queueing=self.settings.queueing)
+            return Observed(*children, queueing=self.settings.queueing, **gang)
         ns = job["metadata"]["namespace"]
         cluster = {k: {name: o for (_, name), o in self.informers[(k, "")].cache.items()} for k in KUEUE_CLUSTER}
         return Observed(
@@ -188,6 +192,7 @@ class Controller:
             local_queues=[n for (q_ns, n) in self.informer_for("LocalQueue", ns).cache if q_ns == ns],
             flavors=cluster["ResourceFlavor"],
             priority_classes={**cluster["PriorityClass"], **cluster["WorkloadPriorityClass"]},  # Kueue's own class wins
+            **gang,
         )  # fmt: skip
 
     # -- work -------------------------------------------------------------------------------

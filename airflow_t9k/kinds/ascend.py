@@ -8,9 +8,11 @@ IP, as MindCluster's ascend-operator does. Restart policies are Kubeflow's (defa
 ExitCode retries codes >= 128), ``runPolicy.backoffLimit`` is shared and unlimited when unset
 or -1, and the job succeeds when every pod has succeeded (seed 002: ``successPolicy`` "" and
 AllWorkers both mean that today). ``runPolicy.activeDeadlineSeconds``, ``cleanPodPolicy`` and
-``ttlSecondsAfterFinished`` are accepted and ignored, as MindCluster does (seed 002 calls them
-meaningless, to be removed), with one Warning Event; pods are never cleaned up, so a failed
-job's logs stay. ``spec.schedulerName`` and ``schedulingPolicy.priorityClass`` reach the pods
+``ttlSecondsAfterFinished`` are accepted and ignored (seed 002 calls them meaningless, to be
+removed), with one Warning Event. When the job ends, pods are cleaned up as MindCluster's
+``handleFinishedJob`` does: Pending pods are deleted, then ``runPolicy.cleanPodPolicy`` applies
+(Running, the seed's default: Running pods and the Service go; All: every pod; None: started pods
+stay). Succeeded and Failed pods stay under the default, so their logs can be read. ``spec.schedulerName`` and ``schedulingPolicy.priorityClass`` reach the pods
 (a template's own ``schedulerName``/``priorityClassName`` wins). Status is Kubeflow's
 ``JobStatus`` (kubeflow_status.py).
 """
@@ -20,7 +22,7 @@ from __future__ import annotations
 from datetime import datetime
 
 from airflow_t9k.api.resources import RESOURCES
-from airflow_t9k.kinds import kubeflow_status
+from airflow_t9k.kinds import ascend_gang, ascend_ranktable, kubeflow_status
 from airflow_t9k.kinds.base import (
     TRAINING_RESTART_POLICIES,
     UNLIMITED,
@@ -40,8 +42,14 @@ DEFAULT_PORT = 2222
 NPU_PREFIX = "huawei.com/Ascend"
 TYPE_ORDER = ("Master", "Scheduler", "Chief", "Worker")
 LEADERS = {"pytorch": "Master", "tensorflow": "Chief", "mindspore": "Scheduler"}
-# Seed 002: "currently meaningless, to be removed"; MindCluster accepts and ignores them.
-IGNORED_RUN_POLICY = ("activeDeadlineSeconds", "cleanPodPolicy", "ttlSecondsAfterFinished")
+# Seed 002: "currently meaningless, to be removed". cleanPodPolicy is too by the seed's word,
+# but MindCluster's operator applies it when a job ends (CLEAN_POD_POLICY), so we do as well.
+IGNORED_RUN_POLICY = ("activeDeadlineSeconds", "ttlSecondsAfterFinished")
+# cleanPodPolicy -> the core's clean-up policy. Seed 002 gives Running as the default (the
+# operator's code defaults to None although its comment says Running; the seed is our spec, and
+# None would leave a failed job's Master holding its NPUs). Pending pods go under every policy.
+CLEAN_POD_POLICY = {"Running": "Unfinished", "All": "All", "None": "Pending"}
+DEFAULT_CLEAN_POD_POLICY = "Running"
 # Kubeflow-common labels: the seed's podAntiAffinity selects on job-name.
 KF_JOB, KF_TYPE, KF_INDEX = "job-name", "replica-type", "replica-index"
 POD_IP = {"fieldRef": {"fieldPath": "status.podIP"}}
@@ -157,11 +165,33 @@ class AscendJob(JobKind):
             raise InvalidSpec(f"framework {framework} needs a {LEADERS[framework]} replica: the workers connect to it")
         if leader is None and sum(npus(s.template) * s.replicas for s in specs) > 1:
             raise InvalidSpec("a MindSpore job without a Scheduler may use only one NPU in all; add a Scheduler replica")
+        self.clean_pod_policy(job)
+        ascend_gang.podgroup_spec(job, specs)  # minAvailable and the quantities it sums must make sense
         if (job.get("spec") or {}).get("successPolicy", "") not in ("", "AllWorkers"):
             raise InvalidSpec(f"spec.successPolicy must be \"\" or AllWorkers, got {job['spec']['successPolicy']!r}")
 
+    def clean_pod_policy(self, job: Obj) -> str:
+        policy = run_policy(job).get("cleanPodPolicy") or DEFAULT_CLEAN_POD_POLICY
+        if policy not in CLEAN_POD_POLICY:
+            raise InvalidSpec(f"runPolicy.cleanPodPolicy must be one of {', '.join(CLEAN_POD_POLICY)}, got {policy!r}")
+        return str(policy)
+
+    def scheduler_names(self, job: Obj) -> set[str]:
+        """The schedulers the pods ask for: a template's own, else spec.schedulerName."""
+        default = (job.get("spec") or {}).get("schedulerName")
+        try:
+            specs = self.replica_specs(job)
+        except InvalidSpec:
+            return {str(default)} if default else set()  # an invalid job runs no pod; its status says why
+        return {str((s.template.get("spec") or {}).get("schedulerName") or default) for s in specs} - {"None", ""}
+
+    def podgroup_spec(self, job: Obj) -> Obj | None:
+        # MindCluster's operator (gang scheduling on, as it is deployed) gives every AscendJob a PodGroup.
+        return ascend_gang.podgroup_spec(job, self.replica_specs(job))
+
     def cleanup_types(self, job: Obj) -> tuple[str, set[str]] | None:
-        return "None", set()  # runPolicy.cleanPodPolicy is ignored: a failed job's pods and logs stay
+        types = set((job.get("spec") or {}).get("replicaSpecs") or {})
+        return CLEAN_POD_POLICY[self.clean_pod_policy(job)], types
 
     # -- children -------------------------------------------------------------------------
     def port(self, job: Obj) -> int:
@@ -190,6 +220,24 @@ class AscendJob(JobKind):
         ip = ((svc or {}).get("spec") or {}).get("clusterIP")
         return {"ip": ip} if ip and ip != "None" else None
 
+    def rank_index(self, job: Obj, spec: ReplicaSpec, rank: int) -> int:
+        """The pod's place in the rank table (annotation hccl/rankIndex): the operator puts workers
+        after the leader only when the leader has NPUs of its own."""
+        leader = self.leader(job)
+        if spec.type == leader or leader is None:
+            return rank
+        leader_spec = next(s for s in self.replica_specs(job) if s.type == leader)
+        return rank + (1 if npus(leader_spec.template) else 0)
+
+    def extra_children(self, job: Obj, observed: Children) -> list[Obj]:
+        """The rank table (seed 002's file configuration), for a job with NPUs."""
+        servers = {self.pod_name(job, s.type, r): self.rank_index(job, s, r)
+                   for s in self.replica_specs(job) if npus(s.template) for r in range(s.replicas)}  # fmt: skip
+        if not servers:
+            return []
+        data = {ascend_ranktable.KEY: ascend_ranktable.table(observed.pods, servers)}
+        return [{"apiVersion": "v1", "kind": "ConfigMap", "metadata": {"name": ascend_ranktable.configmap_name(job)}, "data": data}]
+
     def global_rank(self, job: Obj, spec: ReplicaSpec, rank: int) -> int:
         """The leader is 0; workers follow it (MindSpore workers count from 0: its scheduler has no rank)."""
         leader = self.leader(job)
@@ -199,6 +247,7 @@ class AscendJob(JobKind):
 
     def customize_pod(self, job: Obj, spec: ReplicaSpec, rank: int, pod: Obj) -> None:
         pod["metadata"]["labels"].update({KF_JOB: job["metadata"]["name"], KF_TYPE: spec.type.lower(), KF_INDEX: str(rank)})
+        pod["metadata"].setdefault("annotations", {})[ascend_ranktable.RANK_INDEX] = str(self.rank_index(job, spec, rank))
         policy = run_policy(job).get("schedulingPolicy") or {}
         if policy.get("queue"):
             pod["metadata"]["labels"]["volcano.sh/queue-name"] = str(policy["queue"])
@@ -261,18 +310,24 @@ class AscendJob(JobKind):
         if (job.get("status") or {}).get("conditions"):
             return status, events  # said on the first pass only
         policy = run_policy(job).get("schedulingPolicy") or {}
-        gang = {k: policy[k] for k in ("minAvailable", "queue") if k in policy}
-        if gang:
+        gang = {k: policy[k] for k in ("minAvailable", "queue", "minResources") if k in policy}
+        wants_volcano = "volcano" in self.scheduler_names(job)
+        if not getattr(observed, "volcano", False) and (gang or wants_volcano):
+            # Where Volcano is served the PodGroup gangs the pods (reconcile/volcano.py); with a
+            # Kueue LocalQueue the core drops this warning, since Kueue admits the whole gang.
+            dropped = (" The pods asked for scheduler 'volcano', which does not exist here, so they go to the default "
+                       "scheduler instead of staying Pending for ever.") if wants_volcano else ""  # fmt: skip
             events.append(("Warning", "GangSchedulingNotEnforced",
-                           f"runPolicy.schedulingPolicy {gang} is recorded, but the bundled controller does no gang "
-                           "scheduling: minAvailable is not enforced and the queue is only a pod label "
-                           "(volcano.sh/queue-name). spec.schedulerName and priorityClass are set on the pods."))  # fmt: skip
+                           f"runPolicy.schedulingPolicy {gang or {}} is recorded, but this cluster serves no Volcano PodGroups "
+                           "(scheduling.volcano.sh/v1beta1) and the job is not admitted through a Kueue LocalQueue: "
+                           "minAvailable is not enforced and the queue is only a pod label (volcano.sh/queue-name)."
+                           f"{dropped}"))  # fmt: skip
         ignored = [k for k in IGNORED_RUN_POLICY if k in run_policy(job)]
         if ignored:
             events.append(("Warning", "RunPolicyIgnored",
                            f"runPolicy.{', runPolicy.'.join(ignored)} accepted and ignored: MindCluster calls them "
-                           "meaningless and to be removed (seed 002). The job has no deadline and its pods are not "
-                           "cleaned up when it ends."))  # fmt: skip
+                           "meaningless and to be removed (seed 002). The job has no deadline and is not deleted "
+                           "after it ends."))  # fmt: skip
         return status, events
 
 

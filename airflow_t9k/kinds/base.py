@@ -255,6 +255,19 @@ class JobKind:
         """Override clean-up: (policy, types). None means spec.cleanUpPolicy for all types."""
         return None
 
+    def outcome_message(self, job: Obj, phase: str) -> str | None:
+        """The Completed/Failed message when a rule decides the job; None: the core's, naming the rule."""
+        return None
+
+    def podgroup_spec(self, job: Obj) -> Obj | None:
+        """The spec of a Volcano PodGroup that gangs the job's pods (controller/reconcile/volcano.py);
+        None: the kind uses none (T9k kinds queue through Kueue or the T9k Scheduler)."""
+        return None
+
+    def queued(self, job: Obj, rtype: str) -> bool:
+        """Does this replica type wait in the job's queue (Kueue podSet, queue label on its pods)?"""
+        return True
+
     def status_extra(self, job: Obj, running: int) -> Obj:
         """Kind-specific status fields (e.g. what a scale subresource reads)."""
         return {}

@@ -13,7 +13,7 @@ from airflow_t9k.api.resources import RESOURCES
 import re
 
 from airflow_t9k.kinds.base import InvalidSpec, JobKind, ModeOverride, Obj
-from airflow_t9k.kinds.ssh_launch import HOSTFILE, SSHLaunchKind, spec_of
+from airflow_t9k.kinds.ssh_launch import HOSTFILE, LAUNCHER, SSHLaunchKind, spec_of
 
 MASTER_PORT = 29500
 _NUMBER = re.compile(r"^-\d")
@@ -75,6 +75,16 @@ class ColossalAIJob(SSHLaunchKind):
         if torch_args:
             parts += ["--extra_launch_args", torch_args]
         return parts + [str(c) for c in worker["command"]]
+
+    def outcome_message(self, job: Obj, phase: str) -> str | None:
+        # Seed 003's status example: the launcher's failure reads "The job exited with an error code."
+        return "The job exited with an error code." if phase == "Failed" else None
+
+    def queued(self, job: Obj, rtype: str) -> bool:
+        # Seed 003 puts the "execution replicas" (the workers) in the queue, not the launcher:
+        # it is not charged to the queue. It is still created only once the workers are
+        # admitted, since it would otherwise spend its SSH wait on workers still queued.
+        return rtype != LAUNCHER
 
     def debug_default(self, rtype: str) -> ModeOverride:
         # Seed 003: `sleep inf` for every replica, not sshd on the workers (MPIJob keeps sshd,

@@ -4,7 +4,12 @@ from __future__ import annotations
 
 from airflow_t9k.api.resources import RESOURCES
 from airflow_t9k.kinds.base import InvalidSpec, JobKind, Obj, ReplicaSpec, Rule, parse_restart_policy
-from airflow_t9k.kinds.variables import Context, substitute_container
+from airflow_t9k.kinds.variables import Context, referenced_ports, substitute_container
+
+# Seed 001 prints its TF_CONFIG example (job generic-example) with $(service.port[http]) but no
+# spec.service; its "暴露副本的服务" section gives the same job's spec.service as port http, 2222
+# (also TensorFlow's usual port). A job without spec.service gets that port for the one name it uses.
+IMPLIED_PORT = 2222
 
 
 class GenericJob(JobKind):
@@ -36,7 +41,32 @@ class GenericJob(JobKind):
 
     def service_ports(self, job: Obj) -> list[Obj]:
         service = (job.get("spec") or {}).get("service")
-        return list((service or {}).get("ports") or [])
+        if service is not None:
+            return list(service.get("ports") or [])
+        return self.implied_ports(job)
+
+    def implied_ports(self, job: Obj) -> list[Obj]:
+        """Without ``spec.service``: the ports ``$(service.port[NAME])`` uses, from a container port
+        of that name, else IMPLIED_PORT for a single undeclared name (seed 001's example)."""
+        containers = [c for raw in (job.get("spec") or {}).get("replicaSpecs") or [] if isinstance(raw, dict)
+                      for key in ("initContainers", "containers")
+                      for c in ((raw.get("template") or {}).get("spec") or {}).get(key) or [] if isinstance(c, dict)]  # fmt: skip
+        declared = {str(p["name"]): p.get("containerPort") for c in containers for p in c.get("ports") or []
+                    if isinstance(p, dict) and p.get("name")}  # fmt: skip
+        ports, undeclared = [], []
+        for name in referenced_ports(containers):
+            if isinstance(declared.get(name), int):
+                ports.append({"name": name, "port": declared[name]})
+            else:
+                undeclared.append(name)
+        if len(undeclared) > 1:
+            raise InvalidSpec(f"$(service.port[...]) names ports {', '.join(undeclared)} that neither spec.service.ports nor a "
+                              "container port declares; add spec.service.ports with their numbers")  # fmt: skip
+        if undeclared and IMPLIED_PORT not in [p["port"] for p in ports]:
+            ports.append({"name": undeclared[0], "port": IMPLIED_PORT})
+        elif undeclared:
+            raise InvalidSpec(f"$(service.port[{undeclared[0]}]) has no port: declare it in spec.service.ports")
+        return ports
 
     def wants_services(self, job: Obj, rtype: str) -> bool:
         # Every replica gets its headless Service, port-less when spec.service gives no

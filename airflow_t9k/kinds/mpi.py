@@ -1,7 +1,8 @@
 """MPIJob (T9k's shape): ``mpirun`` from a launcher over sshd workers.
 
 There is no launcher in the spec: the launcher pod is the worker template (same image) with
-its command replaced by ``<mpiHome>/bin/mpirun --hostfile ... --mca k v ... <extraMPIArgs>
+its ``mpi-worker`` container's resources replaced by LAUNCHER_RESOURCES (or
+``spec.launcher.resources``, our extension) and its command replaced by ``<mpiHome>/bin/mpirun --hostfile ... --mca k v ... <extraMPIArgs>
 <worker.cmd>``, run once every worker answers over SSH. The hostfile gives each worker
 ``slots=<GPUs of the worker container>`` (1 without GPUs). The workers' container must be
 named ``mpi-worker``; its own command is replaced by sshd.
@@ -19,6 +20,9 @@ GPU = "nvidia.com/gpu"
 # Open MPI refuses to start as root unless both are set (or --allow-run-as-root is given), and
 # the launcher, like most training images, runs as root. A user's own value wins.
 RUN_AS_ROOT_ENV = {"OMPI_ALLOW_RUN_AS_ROOT": "1", "OMPI_ALLOW_RUN_AS_ROOT_CONFIRM": "1"}
+# mpirun only starts the ranks over SSH: like Kubeflow's MPI operator's launcher it needs no
+# GPUs and little CPU or memory. Copying the workers' resources held 8 idle GPUs per job.
+LAUNCHER_RESOURCES = {"requests": {"cpu": "100m", "memory": "128Mi"}, "limits": {"cpu": "1", "memory": "1Gi"}}
 
 
 class MPIJob(SSHLaunchKind):
@@ -28,7 +32,12 @@ class MPIJob(SSHLaunchKind):
     auth_mount_key = "sshAuthMountPath"
 
     def launcher_template(self, job: Obj, worker_template: Obj) -> Obj:
-        return {"spec": copy.deepcopy(worker_template.get("spec") or {})}
+        spec = copy.deepcopy(worker_template.get("spec") or {})
+        main = container_named(spec, self.worker_container)
+        if main is not None:
+            own = (spec_of(job).get("launcher") or {}).get("resources")
+            main["resources"] = copy.deepcopy(own if isinstance(own, dict) else LAUNCHER_RESOURCES)
+        return {"spec": spec}
 
     def validate(self, job: Obj) -> None:
         super().validate(job)

@@ -83,3 +83,16 @@ def substitute_container(container: dict[str, Any], ctx: Context, where: str) ->
     for env in container.get("env") or []:
         if isinstance(env.get("value"), str):
             env["value"] = substitute(env["value"], ctx, f"{where}.env[{env.get('name')}]")
+
+
+def referenced_ports(containers: list[dict[str, Any]]) -> list[str]:
+    """Port names that ``$(service.port[NAME])`` uses in these containers, in first-use order."""
+    names: list[str] = []
+    for c in containers:
+        texts = [str(v) for key in ("command", "args") for v in c.get(key) or []]
+        texts += [e["value"] for e in c.get("env") or [] if isinstance(e, dict) and isinstance(e.get("value"), str)]
+        for text in texts:
+            for m in _TOKEN.finditer(text):
+                if m.group("port") is not None and m.group("port") not in names:
+                    names.append(m.group("port"))
+    return names

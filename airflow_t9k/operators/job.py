@@ -31,6 +31,7 @@ from airflow.sdk import BaseOperator
 from airflow.sdk.configuration import conf
 from airflow.sdk.exceptions import AirflowException, AirflowTaskTimeout
 
+from airflow_t9k.api.excerpt import is_excerpt, problems
 from airflow_t9k.api.outcome import JobState, interpret
 from airflow_t9k.api.paths import job_path
 from airflow_t9k.api.queueing import note as queue_note
@@ -90,6 +91,8 @@ def split_command(value: Any, field: str = "command") -> list[str] | None:
 def load_job(job: Obj | str) -> Obj:
     if isinstance(job, dict):
         return dict(job)
+    if is_excerpt(job):  # the seeds' examples elide with "...": say what to complete, not a parse error
+        raise AirflowException("the job is not whole: " + "; ".join(problems(job) or ["'...' stands for what it leaves out"]))
     loaded = yaml.safe_load(job)
     if not isinstance(loaded, dict):
         raise AirflowException(f"the job must be a mapping (a YAML document or a dict), got {type(loaded).__name__}")

@@ -91,7 +91,7 @@ def test_failing_job_fails_the_task_with_the_reason(run_dag, jobs):
     result = run_dag("t9k_failing")
     out = result.stdout + result.stderr
     assert "state=failed" in out
-    assert 'The job is failed with rule: {"worker": [1]}' in out
+    assert 'The job is failed with rule: { "worker": [1] }' in out
     assert "failed replicas:" in out and "-worker-1" in out
     assert "exit code 137 (OOMKilled)" in out
     assert "torch.cuda.OutOfMemoryError: CUDA out of memory" in out  # the replica's termination message

@@ -84,9 +84,11 @@ def test_restart_then_backoff_exhausted(jobs, controller):
     jobs.reasons("ac", "ReplicaRestarting")
     set_pod_terminated(jobs.core, jobs.ns, "ac-worker-1", phase="Failed", exit_code=1)
     failed = jobs.wait_condition(KIND, "ac", "Failed")["status"]
-    assert failed["backoffCount"] == 1 and '{"Worker": [1]}' in failed["conditions"][-1]["message"]
-    # cleanPodPolicy is ignored (seed 002: meaningless): what still ran keeps running, logs and all.
-    assert "ac-master-0" in jobs.live_pods("ac")
+    assert failed["backoffCount"] == 1 and '{ "Worker": [1] }' in failed["conditions"][-1]["message"]
+    # cleanPodPolicy's default, Running (seed 002; MindCluster's handleFinishedJob): the Master
+    # stops holding its NPUs, the failed worker stays with its logs.
+    wait_until(lambda: "ac-master-0" not in jobs.live_pods("ac"), timeout=30, what="master cleaned up")
+    assert "ac-worker-1" in jobs.live_pods("ac")
 
 
 def test_exit_code_policy_fails_on_a_user_error_and_keeps_pods_with_clean_pod_policy_none(jobs, controller):
@@ -160,3 +162,23 @@ def test_failed_with_a_condition_while_other_jobs_run(jobs, controller, case, bo
     assert jobs.pods("bad") == {}
     jobs.wait_condition(KIND, "healthy", "Running")
     assert controller.proc.poll() is None
+
+
+def test_rank_table_completes_once_the_device_plugin_has_annotated_every_pod(jobs, controller):
+    """The test plays Ascend's device plugin (it annotates the pods, as the kubelet helper plays
+    the kubelet); the API server and the controller are real."""
+    import json
+
+    jobs.create(small("rt"))
+    jobs.wait_condition(KIND, "rt", "Running")
+    cm = lambda: json.loads(jobs.core.read_namespaced_config_map("rings-config-rt", jobs.ns).data["hccl.json"])  # noqa: E731
+    assert cm() == {"status": "initializing", "version": "1.0"}
+    pods = jobs.pods("rt")
+    assert {n: p.metadata.annotations["hccl/rankIndex"] for n, p in pods.items()} == {"rt-master-0": "0", "rt-worker-0": "1", "rt-worker-1": "2"}
+    for i, name in enumerate(sorted(pods)):
+        info = {"pod_name": name, "server_id": f"10.0.0.{i}", "host_ip": f"10.0.0.{i}", "devices": [{"device_id": "0", "device_ip": f"192.168.1.{i}"}]}
+        jobs.core.patch_namespaced_pod(name, jobs.ns, {"metadata": {"annotations": {
+            "ascend.kubectl.kubernetes.io/ascend-910-configuration": json.dumps(info)}}})  # fmt: skip
+    table = wait_until(lambda: cm()["status"] == "completed" and cm(), timeout=30, what="rank table completed")
+    assert table["server_count"] == "3" and [s["device"][0]["rank_id"] for s in table["server_list"]] == ["0", "1", "2"]
+    assert [s["container_ip"] for s in table["server_list"]] == [jobs.pods("rt")[n].status.pod_ip for n in sorted(pods)]

@@ -153,20 +153,22 @@ def priority_class(api_client):
     api.delete_priority_class(name)
 
 
-def test_ascend_scheduler_name_and_priority_class_reach_the_pods(jobs, controller, priority_class):
+def test_ascend_without_volcano_runs_on_the_default_scheduler_and_says_so(jobs, controller, priority_class):
     job = body(minimal("AscendJob", "acsched"))
     job["spec"]["schedulerName"] = "volcano"
     job["spec"]["runPolicy"] = {"schedulingPolicy": {"priorityClass": priority_class, "minAvailable": 2}}
     jobs.create(job)
     wait_until(lambda: len(jobs.pods("acsched")) == 2, timeout=30, what="two pods")
+    # No Volcano here: a pod sent to the "volcano" scheduler would sit Pending for ever, so it
+    # goes to the default scheduler; the priority class still applies.
+    wait_until(lambda: all(p.spec.node_name for p in jobs.pods("acsched").values()), timeout=30, what="pods scheduled")
     for pod in jobs.pods("acsched").values():
-        assert (pod.spec.scheduler_name, pod.spec.priority_class_name, pod.spec.priority) == ("volcano", priority_class, 1000)
-        assert pod.spec.node_name is None  # no Volcano here: nothing schedules them, as the user asked
+        assert (pod.spec.scheduler_name, pod.spec.priority_class_name, pod.spec.priority) == ("default-scheduler", priority_class, 1000)
     reasons = jobs.reasons("acsched", "GangSchedulingNotEnforced")
     assert "GangSchedulingNotEnforced" in reasons and "RunPolicyIgnored" not in reasons
 
 
-def test_ascend_deadline_and_clean_pod_policy_are_ignored_with_one_warning(jobs, controller):
+def test_ascend_deadline_is_ignored_with_one_warning_and_clean_pod_policy_applies(jobs, controller):
     job = body(minimal("AscendJob", "acpol"))
     job["spec"]["runPolicy"] = {"activeDeadlineSeconds": 1, "cleanPodPolicy": "All"}
     jobs.create(job)
@@ -176,6 +178,38 @@ def test_ascend_deadline_and_clean_pod_policy_are_ignored_with_one_warning(jobs,
     jobs.wait_condition("AscendJob", "acpol", "Failed", timeout=30)
     failed = next(c for c in jobs.get("AscendJob", "acpol")["status"]["conditions"] if c["type"] == "Failed")
     assert "Deadline" not in failed["reason"]
-    # cleanPodPolicy All would have deleted the master; ignored, it keeps running with its logs.
-    assert "acpol-master-0" in jobs.live_pods("acpol")
+    # cleanPodPolicy All is applied when the job ends, as MindCluster's handleFinishedJob does.
+    wait_until(lambda: not jobs.live_pods("acpol"), timeout=30, what="every pod cleaned up")
     assert jobs.reasons("acpol", "RunPolicyIgnored").count("RunPolicyIgnored") == 1
+
+
+# -- round 3: the Unknown phase, and the seeds' examples against the real API server ---------
+
+
+def test_a_pod_reported_unknown_makes_the_job_unknown_until_it_reports_again(jobs, controller):
+    jobs.create(generic("unk", ("worker", 2)))
+    jobs.wait_phase("GenericJob", "unk", "Running")
+    jobs.core.patch_namespaced_pod_status("unk-worker-1", jobs.ns, {"status": {"phase": "Unknown"}})
+    jobs.wait_phase("GenericJob", "unk", "Unknown", timeout=30)
+    running = jobs.condition("GenericJob", "unk", "Running")
+    assert running["reason"] == "Unknown" and "unk-worker-1" in running["message"]
+    jobs.core.patch_namespaced_pod_status("unk-worker-1", jobs.ns, {"status": {"phase": "Running"}})
+    jobs.wait_phase("GenericJob", "unk", "Running", timeout=30)
+
+
+@pytest.mark.parametrize("name", ["seed001-01", "seed001-05", "seed002-01", "seed003-01"])
+def test_the_seeds_whole_examples_are_admitted_as_printed(jobs, controller, name):
+    job = manifest(f"seeds/{name}")
+    created = jobs.create(job)
+    assert created["metadata"]["name"] == job["metadata"]["name"]
+    wait_until(lambda: jobs.live_pods(job["metadata"]["name"]) or jobs.core.list_namespaced_service(jobs.ns).items,
+               timeout=30, what="children")  # fmt: skip
+
+
+@pytest.mark.parametrize("name", ["seed001-02", "seed003-02"])
+def test_a_seed_excerpt_without_a_container_name_is_refused_by_the_api_server(jobs, controller, name):
+    from airflow_t9k.cli import check_text
+    from tests.support.manifests import MANIFESTS
+
+    assert "name" in jobs.rejected(manifest(f"seeds/{name}"))  # the pod template's schema requires it
+    assert "give each container its name, image and command" in check_text((MANIFESTS / "seeds" / f"{name}.yaml").read_text())[0]

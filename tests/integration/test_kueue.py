@@ -342,3 +342,19 @@ def test_the_shipped_namespace_rbac_is_enough_for_admission_eviction_and_finish(
         assert "forbidden" not in ctl.tail(400).lower()
     finally:
         delete_cluster_scoped(api_client, docs)
+
+
+def test_t9k_scheduler_without_a_queue_goes_to_localqueue_default_at_priority_50(jobs, queue, controller, custom):
+    """Seeds 001/003: t9kScheduler means queue "default", priority 50, unless the job says otherwise."""
+    custom.create_namespaced_custom_object(*KUEUE, jobs.ns, "localqueues", {
+        "apiVersion": "kueue.x-k8s.io/v1beta2", "kind": "LocalQueue", "metadata": {"name": "default"},
+        "spec": {"clusterQueue": f"cq-{jobs.ns}"}})  # fmt: skip
+    job = gjob("seeded", replicas=1, duration="2s")
+    job["spec"]["scheduler"] = {"t9kScheduler": {}}
+    jobs.create(job)
+    jobs.wait_phase(GK, "seeded", "Succeeded", timeout=60)
+    wl = workload(custom, jobs.ns, "genericjob-seeded")
+    assert (wl["spec"]["queueName"], wl["spec"]["priority"]) == ("default", 50)
+    pod = jobs.pods("seeded")["seeded-worker-0"]
+    assert pod.metadata.labels["scheduler.tensorstack.dev/queue"] == "default"
+    assert pod.metadata.annotations["scheduler.tensorstack.dev/priority"] == "50"

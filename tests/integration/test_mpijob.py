@@ -78,3 +78,14 @@ def test_missing_worker_container_fails_clearly(jobs, controller):
     jobs.create(body)
     jobs.wait_phase(KIND, "mpi", "Failed")
     assert "named 'mpi-worker'" in jobs.condition(KIND, "mpi", "Failed")["message"]
+
+
+def test_the_launcher_asks_for_modest_resources_not_the_workers_gpus(jobs, controller):
+    job = example()
+    job["metadata"]["name"] = "mpires"
+    job["spec"]["worker"]["replicas"] = 1
+    jobs.create(job)
+    wait_until(lambda: "mpires-launcher" in jobs.pods("mpires"), timeout=30, what="launcher")
+    launcher = jobs.pods("mpires")["mpires-launcher"].spec.containers[0].resources
+    assert launcher.limits == {"cpu": "1", "memory": "1Gi"} and launcher.requests == {"cpu": "100m", "memory": "128Mi"}
+    assert jobs.pods("mpires")["mpires-worker-0"].spec.containers[0].resources.limits["nvidia.com/gpu"] == "1"

@@ -8,6 +8,7 @@ from airflow.sdk import DAG
 
 from airflow_t9k.operators.ti import TIJobOperator
 from tests.integration.test_operator_trigger import conn  # noqa: F401 - conn is a fixture
+from tests.support.cluster import wait_until
 from tests.support.task import context
 
 SEED_COMMAND = "python /scripts/tf_cnn_benchmarks/tf_cnn_benchmarks.py --model resnet50 --batch_size 32 --variable_update tfplus"
@@ -34,3 +35,21 @@ def test_seed_tfplus_distributed_example_runs_three_workers_and_reports_like_ti(
     assert report["cluster"] and report["cluster"].startswith("https://")
     assert report["createTime"] and report["startTime"] and report["endTime"]
     assert report["createTime"] <= report["startTime"] <= report["endTime"]
+
+
+def test_name_default_runtime_and_package_dir_reach_the_pods(conn, jobs, controller):  # noqa: F811
+    """Seed 004's name as the job's name, runtimeVersion left out, and a package on a claim that is
+    the command's working directory: the API server takes the pods as the controller builds them."""
+    # The claim does not exist here, so the pod is not scheduled: submit without waiting, and
+    # read back the pod the controller created from the job.
+    with DAG("dag", start_date=datetime(2026, 1, 1), schedule=None):
+        op = TIJobOperator(task_id="train", name="test73", command="python train.py", package_dir=["pvc://code/mnist"],
+                           master_type="1U2G0P", deferrable=False, wait_for_completion=False, timeout=60)  # fmt: skip
+    out = op.execute(context())
+    assert out["name"] == "test73"
+    wait_until(lambda: "test73-chief-0" in jobs.pods("test73"), timeout=30, what="chief pod")
+    container = jobs.pods("test73")["test73-chief-0"].spec.containers[0]
+    assert container.image == "tensorflow/tensorflow:1.7.0-py3" and container.working_dir == "/ti/packages/0"
+    assert [(m.name, m.mount_path, m.sub_path) for m in container.volume_mounts if m.name.startswith("ti-")] == [
+        ("ti-package-0", "/ti/packages/0", "mnist")]
+    assert container.resources.limits == {"cpu": "1", "memory": "2G"}

@@ -64,7 +64,7 @@ def test_tf_exit_code_restart_then_backoff_exhausted(jobs, controller):
     set_pod_terminated(jobs.core, jobs.ns, "tf-chief-0", phase="Failed", exit_code=137)
     failed = jobs.wait_phase("TensorFlowTrainingJob", "tf", "Failed")["status"]
     assert failed["backoffCount"] == 1
-    assert '{"chief": [0]}' in jobs.condition("TensorFlowTrainingJob", "tf", "Failed")["message"]
+    assert '{ "chief": [0] }' in jobs.condition("TensorFlowTrainingJob", "tf", "Failed")["message"]
 
 
 def test_tf_non_retryable_exit_code_fails_at_once(jobs, controller):

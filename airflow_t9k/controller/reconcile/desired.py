@@ -83,8 +83,18 @@ def child_meta(job: Obj, name: str, labels: dict[str, str] | None = None) -> Obj
     }
 
 
+# Seeds 001 and 003: a job that sets spec.scheduler.t9kScheduler goes into queue "default"
+# with priority 50 unless it says otherwise (their example prints exactly these).
+DEFAULT_QUEUE = "default"
+DEFAULT_PRIORITY = 50
+
+
 def scheduler_settings(job: Obj) -> Obj | None:
-    return ((job.get("spec") or {}).get("scheduler") or {}).get("t9kScheduler")
+    """``spec.scheduler.t9kScheduler`` with the seeds' defaults filled in; None when it is not set."""
+    sched = ((job.get("spec") or {}).get("scheduler") or {}).get("t9kScheduler")
+    if not isinstance(sched, dict):
+        return None
+    return {"queue": DEFAULT_QUEUE, "priority": DEFAULT_PRIORITY, **{k: v for k, v in sched.items() if v is not None}}
 
 
 def check_names(kind: JobKind, job: Obj) -> None:
@@ -132,10 +142,9 @@ def build_pod(kind: JobKind, job: Obj, slot: Slot, restarts: int, resumed: bool,
     labels.update({OWNER_LABEL: job["metadata"]["name"], ROLE_LABEL: slot.type, LABEL_MANAGED_BY: MANAGED_BY})
     annotations = {**(tmeta.get("annotations") or {}), ANNOTATION_RESTARTS: str(restarts)}
     sched = scheduler_settings(job)
-    if sched:
-        labels[QUEUE_LABEL] = str(sched.get("queue", "default"))
-        if "priority" in sched:
-            annotations[PRIORITY_ANNOTATION] = str(sched["priority"])
+    if sched and kind.queued(job, slot.type):
+        labels[QUEUE_LABEL] = str(sched["queue"])
+        annotations[PRIORITY_ANNOTATION] = str(sched["priority"])
     pod: Obj = {
         "apiVersion": "v1",
         "kind": "Pod",

@@ -24,21 +24,26 @@ class Observed:
     local_queues: Collection[str] = ()  # LocalQueue names in the job's namespace
     flavors: Mapping[str, Obj] = field(default_factory=dict)  # ResourceFlavors by name
     priority_classes: Mapping[str, Obj] = field(default_factory=dict)  # (Workload)PriorityClasses by name
+    # Whether the cluster serves Volcano's PodGroup API (scheduling.volcano.sh/v1beta1), and the
+    # job's PodGroups: AscendJob gang scheduling as MindCluster does it (reconcile/volcano.py).
+    volcano: bool = False
+    podgroups: Mapping[str, Obj] = field(default_factory=dict)
 
     @classmethod
-    def of(cls, *objects: Obj, queueing: str = "off", local_queues: Collection[str] = ()) -> Observed:
+    def of(cls, *objects: Obj, queueing: str = "off", local_queues: Collection[str] = (), volcano: bool = False) -> Observed:
         """Build from a flat list of objects (convenient in tests and in the cache)."""
         by_kind: dict[str, dict[str, Obj]] = {k: {} for k in ("Pod", "Service", "ConfigMap", "Secret", "Job", "Workload",
-                                                               "ResourceFlavor", "PriorityClass")}  # fmt: skip
+                                                               "ResourceFlavor", "PriorityClass", "PodGroup")}  # fmt: skip
         for o in objects:
             kind = "PriorityClass" if o["kind"] == "WorkloadPriorityClass" else o["kind"]
             by_kind[kind][o["metadata"]["name"]] = o
         return cls(by_kind["Pod"], by_kind["Service"], by_kind["ConfigMap"], by_kind["Secret"], by_kind["Job"],
-                   by_kind["Workload"], queueing, tuple(local_queues), by_kind["ResourceFlavor"], by_kind["PriorityClass"])  # fmt: skip
+                   by_kind["Workload"], queueing, tuple(local_queues), by_kind["ResourceFlavor"], by_kind["PriorityClass"],
+                   volcano, by_kind["PodGroup"])  # fmt: skip
 
     def of_kind(self, kind: str) -> Mapping[str, Obj]:
         return {"Pod": self.pods, "Service": self.services, "ConfigMap": self.configmaps, "Secret": self.secrets,
-                "Job": self.jobs, "Workload": self.workloads}[kind]  # fmt: skip
+                "Job": self.jobs, "Workload": self.workloads, "PodGroup": self.podgroups}[kind]  # fmt: skip
 
 
 def is_deleting(obj: Obj) -> bool:

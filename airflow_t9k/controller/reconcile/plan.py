@@ -23,7 +23,9 @@ import json
 from dataclasses import dataclass, replace
 from datetime import datetime
 
-from airflow_t9k.controller.reconcile import queueing
+from airflow_t9k.controller.reconcile import queueing, volcano
+from airflow_t9k.controller.reconcile.cleanup import cleanup, remove_all
+from airflow_t9k.controller.reconcile.progress import finish, progress, replica_failure
 from airflow_t9k.controller.reconcile.actions import Action, Create, CreateSSHSecret, Delete, Emit, Patch, Plan
 from airflow_t9k.controller.reconcile.desired import (
     Slot,
@@ -47,7 +49,6 @@ from airflow_t9k.controller.reconcile.status import (
 )
 from airflow_t9k.kinds.base import (
     ANNOTATION_RESTARTS,
-    LABEL_TYPE,
     InvalidSpec,
     JobKind,
     Obj,
@@ -131,7 +132,8 @@ def _plan(kind: JobKind, job: Obj, observed: Observed, now: datetime) -> Plan:
     recorded = _recorded_restarts(sb)
     states = [_slot_state(s, observed, recorded) for s in slot_list]
     if sb.old_phase in FINISHED:
-        actions = _remove_all(observed) if _failed_invalid(sb) else _cleanup(kind, job, observed)
+        actions = remove_all(observed) if _failed_invalid(sb) else cleanup(kind, job, observed)
+        actions += volcano.finished(observed)
         actions += queueing.finished(job, observed, str(sb.old_phase), _phase_message(sb), now)
         _write_tasks(sb, kind, job, states, finished=True)
         return Plan(tuple(actions), sb.new)
@@ -175,6 +177,10 @@ def _plan(kind: JobKind, job: Obj, observed: Observed, now: datetime) -> Plan:
         for s in states:
             if s.slot.pod_name in rendered:
                 queueing.place(rendered[s.slot.pod_name], admission.assignments.get(s.slot.type), observed.flavors)
+    gang_actions, hold = volcano.gate(kind, job, observed, queued, rendered)
+    actions += gang_actions
+    if hold:  # Volcano has not taken the PodGroup in: no pod yet, as MindCluster's operator waits
+        rendered = {}
 
     debug = debug_enabled(job)
     budget = _budget(kind, job, states)
@@ -189,13 +195,13 @@ def _plan(kind: JobKind, job: Obj, observed: Observed, now: datetime) -> Plan:
     actions += children
     if outcome is not None:
         phase, reason, message = outcome
-        actions += _cleanup(kind, job, observed)
-        _finish(sb, phase, reason, message)
+        actions += cleanup(kind, job, observed) + volcano.finished(observed)
+        finish(sb, phase, reason, message)
         actions += queueing.finished(job, observed, phase, message, now) if queued else []
     else:
         actions += _replicas(kind, job, observed, states, rendered, events, debug, budget)
-        _progress(sb, states, children_missing=any(not isinstance(a, Delete) for a in children))
-    _replica_failure(sb, states)
+        progress(sb, states, children_missing=any(not isinstance(a, Delete) for a in children))
+    replica_failure(sb, states)
     _write_tasks(sb, kind, job, states, finished=outcome is not None)
     if kind.backoff_limit(job) is not None:
         sb.new["backoffCount"] = sum(s.restarts for s in states)
@@ -259,9 +265,9 @@ def _decide(kind: JobKind, job: Obj, states: list[SlotState], budget: list[int] 
     failed_for_good = {(s.slot.type, s.slot.rank) for s in states if s.ended and s.phase == "Failed" and not s.can_restart(budget)}
     if rule := _satisfied(kind.failure_rules(job), failed_for_good):
         # Seed 001's reasons: the message names the rule, so a "FailureRule" reason added nothing.
-        return "Failed", "Failed", f"The job is failed with rule: {_fmt(rule)}"
+        return "Failed", "Failed", kind.outcome_message(job, "Failed") or f"The job is failed with rule: {_fmt(rule)}"
     if rule := _satisfied(kind.success_rules(job), succeeded):
-        return "Succeeded", "Succeeded", f"The job has finished successfully with rule: {_fmt(rule)}"
+        return "Succeeded", "Succeeded", kind.outcome_message(job, "Succeeded") or f"The job has finished successfully with rule: {_fmt(rule)}"
     ended = succeeded | failed_for_good
     restartable = any(s.restart_recorded or (s.ended and s.can_restart(budget)) for s in states)
     if states and len(ended) == len(states) and not restartable:
@@ -277,7 +283,8 @@ def _satisfied(rules: list[Rule], done: set[tuple[str, int]]) -> Rule | None:
 
 
 def _fmt(rule: Rule) -> str:
-    return json.dumps(rule, separators=(", ", ": "))
+    # Seed 001 prints a rule as { "worker": [0] }: spaces inside the braces.
+    return "{ " + json.dumps(rule, separators=(", ", ": "))[1:-1] + " }"
 
 
 # -- actions --------------------------------------------------------------------------
@@ -348,37 +355,15 @@ def _replicas(
     return actions
 
 
-def _cleanup(kind: JobKind, job: Obj, observed: Observed) -> list[Action]:
-    override = kind.cleanup_types(job)
-    if override is not None:
-        policy, types = override
-    else:
-        policy, types = (job.get("spec") or {}).get("cleanUpPolicy") or "None", None
-    if policy not in ("All", "Unfinished"):
-        return []
-
-    def in_scope(obj: Obj) -> bool:
-        return types is None or (obj["metadata"].get("labels") or {}).get(LABEL_TYPE) in types
-
-    actions: list[Action] = []
-    for name, pod in observed.pods.items():
-        if is_deleting(pod) or not in_scope(pod):
-            continue
-        if policy == "All" or pod_phase(pod) in ("Pending", "Running", "Unknown"):
-            actions.append(Delete("Pod", name, _uid(pod)))
-    actions += [Delete("Service", n, _uid(s)) for n, s in observed.services.items() if in_scope(s)]
-    return actions
-
-
 # -- status ---------------------------------------------------------------------------
 
 
 def _invalid(sb: StatusBuilder, message: str, observed: Observed) -> Plan:
     """Fail the job; what it created already goes, since nothing useful will run."""
     if sb.old_phase in FINISHED:
-        return Plan(tuple(_remove_all(observed)) if _failed_invalid(sb) else (), sb.old)
-    _finish(sb, "Failed", "InvalidSpec", f"Invalid spec: {message}")
-    return _finish_plan(sb, _remove_all(observed), [])
+        return Plan(tuple(remove_all(observed)) if _failed_invalid(sb) else (), sb.old)
+    finish(sb, "Failed", "InvalidSpec", f"Invalid spec: {message}")
+    return _finish_plan(sb, remove_all(observed), [])
 
 
 def _failed_invalid(sb: StatusBuilder) -> bool:
@@ -386,58 +371,12 @@ def _failed_invalid(sb: StatusBuilder) -> bool:
     return sb.old_phase == "Failed" and bool(failed) and failed.get("reason") == "InvalidSpec"
 
 
-def _remove_all(observed: Observed) -> list[Action]:
-    return [Delete(k, n, _uid(o)) for k, objs in (("Pod", observed.pods), ("Service", observed.services))
-            for n, o in objs.items() if not is_deleting(o)]  # fmt: skip
-
-
-def _finish(sb: StatusBuilder, phase: str, reason: str, message: str) -> None:
-    sb.set_phase(phase)
-    succeeded = phase == "Succeeded"
-    sb.set_condition("Completed", succeeded, reason, message)
-    sb.set_condition("Failed", not succeeded, reason, message)
-    sb.set_condition("Running", False, phase, f"The job has {'succeeded' if succeeded else 'failed'}.")
-
-
-def _progress(sb: StatusBuilder, states: list[SlotState], children_missing: bool) -> None:
-    all_exist = all(s.pod is not None and not s.creating for s in states)
-    if all_exist and not children_missing and not sb.is_true("Initialized"):
-        sb.set_condition("Initialized", True, "Initialized", "The job has been initialized successfully.")
-    elif sb.condition("Initialized") is None:
-        sb.set_condition("Initialized", False, "Creating", "Creating the job's replicas.")
-    started = all_exist and all(s.phase not in (None, "Pending") for s in states)
-    old = sb.old_phase
-    if old in ("Paused", "Resuming"):
-        sb.set_condition("Paused", False, "Resumed", "The job has been resumed.")
-        # A replica that already ended after the resume counts as resumed: waiting for it to
-        # be Running again kept the job Resuming forever.
-        phase = "Running" if started else "Resuming"
-    elif old == "Running" or started:
-        phase = "Running"  # restarts do not send a running job back to Pending
-    else:
-        phase = "Pending"
-    sb.set_phase(phase)
-    if phase == "Running":
-        sb.set_condition("Running", True, "Running", "The job is running.")
-    else:
-        sb.set_condition("Running", False, phase, f"The job is {phase.lower()}.")
-
-
-def _replica_failure(sb: StatusBuilder, states: list[SlotState]) -> None:
-    failed = [s for s in states if s.phase == "Failed"]
-    if failed:
-        detail = "; ".join(f"{s.slot.pod_name}: {failure_detail(s.pod)}" for s in failed)
-        sb.set_condition("ReplicaFailure", True, "ReplicaFailed", f"Replicas failed: {detail}")
-    elif sb.condition("ReplicaFailure") is not None or sb.is_true("Initialized"):
-        sb.set_condition("ReplicaFailure", False, "AllReplicasHealthy", "All pods are running normally.")
-
-
 def _note_scheduler(sb: StatusBuilder, job: Obj, events: list[Emit], why: str) -> None:
     sched = scheduler_settings(job)
     if not sched:
         return
     message = (
-        f"spec.scheduler.t9kScheduler (queue {sched.get('queue', 'default')!r}, priority {sched.get('priority', 'unset')}) "
+        f"spec.scheduler.t9kScheduler (queue {sched['queue']!r}, priority {sched['priority']}) "
         "is recorded on the pods, but this cluster has no T9k Scheduler: queue admission and priority are not "
         f"enforced and pods use the default scheduler. No Kueue admission either: {why} (docs/queueing.md)."
     )
@@ -500,6 +439,6 @@ def rejected(job: Obj, status: Obj, problems: list[str], now: datetime) -> tuple
     old, status = kind.core_status(job.get("status")), kind.core_status(status) or {}
     sb = StatusBuilder(status, now)
     sb.old = dict(old or {})
-    _finish(sb, "Failed", "InvalidSpec", "Invalid spec: " + "; ".join(problems))
+    finish(sb, "Failed", "InvalidSpec", "Invalid spec: " + "; ".join(problems))
     result = _public(kind, job, _finish_plan(sb, [], []), now, Observed())
     return result.status, list(result.events)

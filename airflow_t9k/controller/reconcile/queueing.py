@@ -126,7 +126,7 @@ def podsets(kind: JobKind, job: Obj) -> list[Obj]:
     specs = kind.replica_specs(job)
     first = {s.type: s for s in reversed(slots(kind, job))}
     for spec in specs:
-        if spec.replicas < 1 or spec.type not in first:
+        if spec.replicas < 1 or spec.type not in first or not kind.queued(job, spec.type):
             continue
         pod_spec = build_pod(kind, job, first[spec.type], 0, False)["spec"]
         template: Obj = {"containers": [_container(c) for c in pod_spec.get("containers") or []]}

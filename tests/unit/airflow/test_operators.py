@@ -513,3 +513,11 @@ def test_a_failed_jobs_result_is_in_the_failure_message():
 def test_result_from_is_checked_when_the_dag_is_parsed(bad):
     with pytest.raises(ValueError, match="result_from must look like"):
         op(result_from=bad)
+
+
+def test_a_seed_excerpt_given_as_the_job_is_refused_with_the_fix():
+    from airflow_t9k.operators.job import load_job
+
+    excerpt = "...\nspec:\n  scheduler:\n    t9kScheduler:\n      queue: default\n      priority: 50\n"  # seed 001, as printed
+    with pytest.raises(AirflowException, match=r"the job is not whole: it is an excerpt \(it shows only spec.scheduler"):
+        load_job(excerpt)

@@ -51,12 +51,12 @@ def test_failed_replicas_and_summary():
 @pytest.mark.parametrize(
     ("text", "resources"),
     [
-        ("2U8G1P", {"cpu": "2", "memory": "8Gi", "nvidia.com/gpu": "1"}),
-        ("1U2G1P", {"cpu": "1", "memory": "2Gi", "nvidia.com/gpu": "1"}),
+        ("2U8G1P", {"cpu": "2", "memory": "8G", "nvidia.com/gpu": "1"}),
+        ("1U2G1P", {"cpu": "1", "memory": "2G", "nvidia.com/gpu": "1"}),
         ("0U0G1P", {"nvidia.com/gpu": "1"}),
-        ("4U16G0P", {"cpu": "4", "memory": "16Gi"}),
-        ("0.5U1.5G0P", {"cpu": "0.5", "memory": "1.5Gi"}),
-        (" 8U32G4P ", {"cpu": "8", "memory": "32Gi", "nvidia.com/gpu": "4"}),
+        ("4U16G0P", {"cpu": "4", "memory": "16G"}),
+        ("0.5U1.5G0P", {"cpu": "0.5", "memory": "1.5G"}),
+        (" 8U32G4P ", {"cpu": "8", "memory": "32G", "nvidia.com/gpu": "4"}),
     ],
 )
 def test_machine_types(text, resources):

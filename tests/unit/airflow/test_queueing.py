@@ -48,6 +48,9 @@ def test_the_task_log_line_names_the_queue_and_kueues_message():
     assert note(job(admitted="False")) == "waiting in queue gpu: couldn't assign flavors to pod set worker: insufficient unused quota"
     assert note(job(admitted="True", message="Admitted by ClusterQueue cq through LocalQueue gpu.")).startswith("admitted from queue gpu")
     assert note(job()) is None
+    unnamed = job(admitted="False")
+    unnamed["spec"]["scheduler"]["t9kScheduler"] = {"priority": 50}  # seeds 001/003: queue "default" unless named
+    assert note(unnamed).startswith("waiting in queue default:")
 
 
 @pytest.mark.parametrize("kind", sorted(k for k in OPERATORS if k != "AscendJob"))

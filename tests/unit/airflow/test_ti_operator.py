@@ -21,15 +21,15 @@ def ti_op(**kw):
 
 def test_ti_job_becomes_a_tensorflow_job_with_chief_workers_and_ps():
     job = ti_op(master_type="1U2G1P", worker_type="2U8G1P", parameter_server_type="1U2G0P", worker_count=3,
-                parameter_server_count=2, args=["--epochs", "3"], package_dir=["cos://b/code", "cos://b/data"]).render_job(ctx())  # fmt: skip
+                parameter_server_count=2, args=["--epochs", "3"], package_dir=["pvc://code/mnist", "/data"]).render_job(ctx())  # fmt: skip
     assert job["kind"] == "TensorFlowTrainingJob"
     specs = {s["type"]: s for s in job["spec"]["replicaSpecs"]}
     assert {t: s["replicas"] for t, s in specs.items()} == {"chief": 1, "worker": 3, "ps": 2}
     worker = specs["worker"]["template"]["spec"]["containers"][0]
     assert (worker["name"], worker["image"]) == ("tensorflow", "tensorflow/tensorflow:1.6.0-gpu-py3")
-    assert worker["resources"]["limits"] == {"cpu": "2", "memory": "8Gi", "nvidia.com/gpu": "1"}
+    assert worker["resources"]["limits"] == {"cpu": "2", "memory": "8G", "nvidia.com/gpu": "1"}
     assert worker["args"] == ["--epochs", "3"]
-    assert {"name": "TI_PACKAGE_DIR", "value": "cos://b/code,cos://b/data"} in worker["env"]
+    assert {"name": "TI_PACKAGE_DIR", "value": "/ti/packages/0,/data"} in worker["env"]
     assert "resources" in specs["ps"]["template"]["spec"]["containers"][0]
 
 
@@ -56,7 +56,13 @@ def test_runtime_map_is_configurable():
 @pytest.mark.parametrize(
     ("kwargs", "error"),
     [
-        ({"runtime_version": "tia-1.6.0"}, "runtime 'tia-1.6.0' has no image"),
+        ({"runtime_version": "tia-1.6.0"}, "runtime 'tia-1.6.0' has no image: tia-. and tfplus-. are Tencent Cloud's own images"),
+        ({"runtime_version": "tiaserv-1.6.0-gpu"}, "a TI serving environment"),
+        ({"package_dir": ["cos://bucket/code"]}, "copy the package to a PersistentVolumeClaim and write pvc://"),
+        ({"package_dir": ["code"]}, "relative paths cannot be reached"),
+        ({"package_dir": ["pvc://Bad_Claim/x"]}, "valid claim name"),
+        ({"name": "Test_73"}, "must be a Kubernetes object name"),
+        ({"cluster": "cls-a", "kubernetes_conn_id": "cls-b"}, "name two clusters"),
         ({"runtime_version": "pytorch-2"}, "has no image"),
         ({"worker_type": "2U8G"}, "worker machine type: machine type '2U8G' is not of the form aUbGcP"),
         ({"master_type": "1U2G1.5P"}, "master machine type"),
@@ -189,3 +195,55 @@ def test_ti_report_in_xcom():
         "createTime": "2026-11-25T12:00:00Z", "startTime": "2026-11-25T12:00:01Z", "endTime": "2026-11-25T12:05:00Z",
         "message": "phase Succeeded: done",
     }  # fmt: skip
+
+
+# -- fidelity to seed 004, round 3 ----------------------------------------------------------
+
+
+def test_name_is_the_jobs_exact_name_as_in_ti():
+    assert ti_op(name="test73").render_job(ctx())["metadata"]["name"] == "test73"
+    suffixed = ti_op(name="test73", name_suffix=True).render_job(ctx())["metadata"]["name"]
+    assert suffixed.startswith("test73-") and suffixed != "test73"
+
+
+@pytest.mark.parametrize(
+    ("kwargs", "image"),
+    [({}, "tensorflow/tensorflow:1.7.0-py3"), ({"master_type": "1U2G1P"}, "tensorflow/tensorflow:1.7.0-gpu-py3"),
+     ({"worker_count": 1, "worker_type": "0U0G2P"}, "tensorflow/tensorflow:1.7.0-gpu-py3")],
+    ids=["cpu", "gpu-master", "gpu-worker"],
+)  # fmt: skip
+def test_runtime_version_is_optional_as_in_the_seed(kwargs, image):
+    with DAG("dag", start_date=datetime(2026, 1, 1), schedule=None):
+        op = TIJobOperator(task_id="train", namespace="ml", command="python train.py", **kwargs)
+    container = op.render_job(ctx())["spec"]["replicaSpecs"][0]["template"]["spec"]["containers"][0]
+    assert container["image"] == image
+
+
+def test_package_dir_is_mounted_and_the_command_runs_there():
+    """A package-relative command (``python train.py``) finds its code: the claim's path is the working directory."""
+    job = ti_op(command="python train.py", package_dir=["pvc://code/mnist", "pvc://data", "/opt/extra"], worker_count=1).render_job(ctx())
+    for spec in job["spec"]["replicaSpecs"]:
+        pod = spec["template"]["spec"]
+        container = pod["containers"][0]
+        assert container["workingDir"] == "/ti/packages/0"
+        assert container["volumeMounts"] == [{"name": "ti-package-0", "mountPath": "/ti/packages/0", "subPath": "mnist"},
+                                             {"name": "ti-package-1", "mountPath": "/ti/packages/1"}]  # fmt: skip
+        assert pod["volumes"] == [{"name": "ti-package-0", "persistentVolumeClaim": {"claimName": "code"}},
+                                  {"name": "ti-package-1", "persistentVolumeClaim": {"claimName": "data"}}]  # fmt: skip
+        assert {"name": "TI_PACKAGE_DIR", "value": "/ti/packages/0,/ti/packages/1,/opt/extra"} in container["env"]
+
+
+def test_a_package_dir_in_the_image_is_the_working_directory_without_volumes():
+    container = ti_op(package_dir=["/workspace/code"]).render_job(ctx())["spec"]["replicaSpecs"][0]["template"]["spec"]["containers"][0]
+    assert container["workingDir"] == "/workspace/code" and "volumeMounts" not in container
+
+
+def test_cluster_is_the_connection_to_run_on_and_is_reported():
+    op = ti_op(cluster="cls-rgaisoe4")
+    assert op.kubernetes_conn_id == "cls-rgaisoe4"
+    c = ctx()
+    ev = {"status": "success", "kind": "TensorFlowTrainingJob", "name": "j", "namespace": "ml", "uid": "u", "phase": "Succeeded",
+          "message": "", "state": {"phase": "Succeeded"}, "logs": {}}  # fmt: skip
+    op._hook = TIHook(None)
+    op.execute_complete(c, ev)
+    assert c["ti"].xcom["ti_job"]["cluster"] == "cls-rgaisoe4"

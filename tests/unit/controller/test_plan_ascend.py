@@ -35,7 +35,8 @@ def ascend(framework: str = "pytorch", *types: tuple[str, int], npus: int = 2, p
 
 def leader_service(framework: str = "pytorch", ip: str = IP) -> dict:
     name = f"ac-{LEADER[framework].lower()}-0"
-    return {"kind": "Service", "metadata": {"name": name, "uid": f"uid-{name}", "labels": {}}, "spec": {"clusterIP": ip}}
+    labels = {"batch.tensorstack.dev/replica-type": LEADER[framework]}  # as desired.py labels it
+    return {"kind": "Service", "metadata": {"name": name, "uid": f"uid-{name}", "labels": labels}, "spec": {"clusterIP": ip}}
 
 
 def apod(name: str, phase: str = "Running", exit_code: int | None = None, restarts: int = 0) -> dict:
@@ -56,8 +57,8 @@ def conditions(status: dict) -> dict[str, str]:
 
 def test_the_leader_service_comes_first_and_pods_wait_for_its_cluster_ip():
     first = run(ascend())
-    assert first.creates() == ["ac-master-0"]
-    svc = first.actions[0].manifest
+    assert first.creates("Service") == ["ac-master-0"] and first.creates("Pod") == []
+    svc = next(a.manifest for a in first.actions if isinstance(a, Create) and a.kind == "Service")
     assert svc["kind"] == "Service" and "clusterIP" not in svc["spec"]  # a cluster IP, not headless
     assert svc["spec"]["ports"] == [{"name": "ascendjob-port", "port": 2222, "targetPort": 2222, "protocol": "TCP"}]
     assert conditions(first.status) == {"Created": "True"}
@@ -104,7 +105,7 @@ def test_pods_carry_kubeflow_labels_the_port_and_a_cpu_only_pod_counts_as_one_pr
 
 def test_a_lone_mindspore_worker_needs_no_service():
     p = run(ascend("mindspore", ("Worker", 1), npus=1))
-    assert p.creates() == ["ac-worker-0"]
+    assert p.creates("Pod") == ["ac-worker-0"] and p.creates("Service") == []
     env = env_of(p, "ac-worker-0")
     assert "MS_SCHED_HOST" not in env
     assert (env["MS_ROLE"], env["MS_WORKER_NUM"], env["MS_NODE_RANK"], env["NPU_POD"]) == ("MS_WORKER", "1", "0", "true")
@@ -114,7 +115,8 @@ def test_a_named_port_is_used_for_the_service_and_the_env():
     job = ascend()
     job["spec"]["replicaSpecs"]["Master"]["template"]["spec"]["containers"][0]["ports"] = [
         {"name": "ascendjob-port", "containerPort": 3333}]  # fmt: skip
-    assert run(job).actions[0].manifest["spec"]["ports"][0]["port"] == 3333
+    svc = next(a.manifest for a in run(job).actions if isinstance(a, Create) and a.kind == "Service")
+    assert svc["spec"]["ports"][0]["port"] == 3333
     assert env_of(run(job, leader_service()), "ac-worker-0")["MASTER_PORT"] == "3333"
 
 
@@ -186,7 +188,9 @@ def test_replica_outcomes(policy, worker, backoff, outcome):
         assert got["Running"] == "False" and p.deletes("Pod") == ["ac-worker-1"]
     if outcome == "Failed":
         assert p.status["completionTime"] == "2026-11-25T12:00:00Z"
-        assert p.deletes("Pod") == []  # cleanPodPolicy is ignored (seed 002): the running pods and their logs stay
+        # cleanPodPolicy's default, Running (seed 002): the Master and worker 0 stop holding NPUs;
+        # the failed worker stays for its logs.
+        assert p.deletes("Pod") == ["ac-master-0", "ac-worker-0"]
         assert p.status["replicaStatuses"]["Worker"] == {
             "active": 1, "succeeded": 0, "failed": 1, "labelSelector": {"matchLabels": {"job-name": "ac", "replica-type": "worker"}}}  # fmt: skip
 
@@ -209,7 +213,7 @@ def test_restarting_lasts_until_every_replica_runs_again_and_restart_counts_surv
     assert restarting.status["backoffCount"] == 1
     gone = run(job, leader_service(), apod("ac-master-0"), apod("ac-worker-0"), status=restarting.status)
     assert conditions(gone.status)["Restarting"] == "True"
-    recreated = next(a.manifest for a in gone.actions if isinstance(a, Create))
+    recreated = next(a.manifest for a in gone.actions if isinstance(a, Create) and a.kind == "Pod")
     assert recreated["metadata"]["annotations"]["batch.tensorstack.dev/restart-count"] == "1"
     back = run(job, leader_service(), apod("ac-master-0"), apod("ac-worker-0"), apod("ac-worker-1", restarts=1), status=gone.status)
     assert conditions(back.status) == {"Created": "True", "Running": "True", "Restarting": "False"}
@@ -238,26 +242,27 @@ def test_scheduling_policy_is_reported_once_as_not_enforced():
 
 @pytest.mark.parametrize(
     "run_policy",
-    [{"activeDeadlineSeconds": 1}, {"cleanPodPolicy": "All"}, {"cleanPodPolicy": "Running"},
-     {"activeDeadlineSeconds": 1, "cleanPodPolicy": "All", "ttlSecondsAfterFinished": 0}],
-    ids=["deadline", "clean-all", "clean-running", "all-three"],
+    [{"activeDeadlineSeconds": 1}, {"ttlSecondsAfterFinished": 0},
+     {"activeDeadlineSeconds": 1, "cleanPodPolicy": "None", "ttlSecondsAfterFinished": 0}],
+    ids=["deadline", "ttl", "both-and-clean-none"],
 )  # fmt: skip
 def test_meaningless_run_policy_fields_are_accepted_ignored_and_said_once(run_policy):
     job = ascend(runPolicy=run_policy)
     first = run(job, leader_service())
     warned = [e for e in first.events if e.reason == "RunPolicyIgnored"]
     assert len(warned) == 1 and warned[0].type == "Warning"
-    assert all(f"runPolicy.{k}" in warned[0].message for k in run_policy)
+    assert all(f"runPolicy.{k}" in warned[0].message for k in run_policy if k != "cleanPodPolicy")
+    assert "cleanPodPolicy" not in warned[0].message  # applied when the job ends, not ignored
     status = running(job)
     assert not [e for e in run(job, leader_service(), status=status).events if e.reason == "RunPolicyIgnored"]
-    # Long after any deadline, a failed job keeps every pod (and its logs).
+    # Long after any deadline the job runs on, and the job is not deleted after it fails.
     later = NOW + timedelta(hours=1)
     job["status"] = status
     still = plan(job, Observed.of(leader_service(), apod("ac-master-0"), apod("ac-worker-0"), apod("ac-worker-1")), later)
     assert "Failed" not in conditions(still.status)
     failed = run(job, leader_service(), apod("ac-master-0"), apod("ac-worker-0"), apod("ac-worker-1", "Failed", 1), status=status)
     assert conditions(failed.status)["Failed"] == "True"
-    assert failed.deletes() == []
+    assert "AscendJob" not in failed.deletes()
 
 
 def test_no_warning_without_those_fields():
@@ -269,21 +274,45 @@ def _pods(p):
 
 
 def test_scheduler_name_and_priority_class_reach_every_pod():
-    job = ascend(schedulerName="volcano", runPolicy={"schedulingPolicy": {"priorityClass": "high", "minAvailable": 3}})
+    job = ascend(schedulerName="my-scheduler", runPolicy={"schedulingPolicy": {"priorityClass": "high", "minAvailable": 3}})
     pods = _pods(run(job, leader_service()))
     assert sorted(pods) == ["ac-master-0", "ac-worker-0", "ac-worker-1"]
     for pod_ in pods.values():
-        assert (pod_["spec"]["schedulerName"], pod_["spec"]["priorityClassName"]) == ("volcano", "high")
+        assert (pod_["spec"]["schedulerName"], pod_["spec"]["priorityClassName"]) == ("my-scheduler", "high")
 
 
 def test_a_templates_own_scheduler_and_priority_win():
-    job = ascend(schedulerName="volcano", runPolicy={"schedulingPolicy": {"priorityClass": "high"}})
+    job = ascend(schedulerName="kube-batch", runPolicy={"schedulingPolicy": {"priorityClass": "high"}})
     job["spec"]["replicaSpecs"]["Worker"]["template"]["spec"].update(schedulerName="my-scheduler", priorityClassName="low")
     pods = _pods(run(job, leader_service()))
-    assert (pods["ac-master-0"]["spec"]["schedulerName"], pods["ac-master-0"]["spec"]["priorityClassName"]) == ("volcano", "high")
+    assert (pods["ac-master-0"]["spec"]["schedulerName"], pods["ac-master-0"]["spec"]["priorityClassName"]) == ("kube-batch", "high")
     assert (pods["ac-worker-0"]["spec"]["schedulerName"], pods["ac-worker-0"]["spec"]["priorityClassName"]) == ("my-scheduler", "low")
 
 
 def test_no_scheduler_fields_leave_the_pods_on_the_default_scheduler():
     pod_ = _pods(run(ascend(), leader_service()))["ac-master-0"]
     assert "schedulerName" not in pod_["spec"] and "priorityClassName" not in pod_["spec"]
+
+
+@pytest.mark.parametrize(
+    ("clean", "deleted"),
+    [(None, ["Pod ac-master-0", "Pod ac-worker-0", "Service ac-master-0"]),
+     ("Running", ["Pod ac-master-0", "Pod ac-worker-0", "Service ac-master-0"]),
+     ("All", ["Pod ac-master-0", "Pod ac-worker-0", "Pod ac-worker-1", "Pod ac-worker-2", "Service ac-master-0"]),
+     ("None", ["Pod ac-worker-0"])],
+    ids=["default-running", "running", "all", "none-still-deletes-pending"],
+)  # fmt: skip
+def test_a_finished_job_is_cleaned_up_as_mindclusters_handle_finished_job(clean, deleted):
+    """Pending pods always go, then cleanPodPolicy (default Running) for the started ones."""
+    job = ascend("pytorch", ("Master", 1), ("Worker", 3), **({"runPolicy": {"cleanPodPolicy": clean}} if clean else {}))
+    status = run(job, leader_service(), *(apod(n) for n in ("ac-master-0", "ac-worker-0", "ac-worker-1", "ac-worker-2")),
+                 status={"conditions": [{"type": "Created", "status": "True"}]}).status  # fmt: skip
+    pods = [apod("ac-master-0"), apod("ac-worker-0", "Pending"), apod("ac-worker-1", "Failed", 1), apod("ac-worker-2", "Succeeded", 0)]
+    p = run(job, leader_service(), *pods, status=status)
+    assert conditions(p.status)["Failed"] == "True"
+    assert sorted(f"{kind} {name}" for kind in ("Pod", "Service") for name in p.deletes(kind)) == deleted
+
+
+def test_an_unknown_clean_pod_policy_is_refused():
+    p = run(ascend(runPolicy={"cleanPodPolicy": "Sometimes"}))
+    assert conditions(p.status)["Failed"] == "True" and "cleanPodPolicy must be one of" in p.status["conditions"][-1]["message"]

@@ -88,7 +88,7 @@ def test_rules(spec, pods, phase, reason):
 
 def test_failure_message_names_the_rule_and_event_is_a_warning():
     p = run(generic(**RULES), pod(W0), pod(W1, "Failed", 137, reason="OOMKilled"), status={"phase": "Running"})
-    assert cond(p, "Failed")["message"] == 'The job is failed with rule: {"worker": [1]}'
+    assert cond(p, "Failed")["message"] == 'The job is failed with rule: { "worker": [1] }'
     assert cond(p, "Completed")["status"] == "False"
     assert (p.events[0].type, p.events[0].reason) == ("Warning", "Failed")
     assert "job-worker-1: container main exit code 137 (OOMKilled)" in cond(p, "ReplicaFailure")["message"]
@@ -322,20 +322,26 @@ def test_every_replica_gets_a_headless_service_backing_its_host_name(service_spe
     assert _manifests(p, "Pod")[W0]["spec"]["containers"][0]["command"] == ["ping", W1]
 
 
-def test_seed_tf_config_example_fails_only_for_the_port_it_never_declares():
-    # Seed 001's example as printed: hosts resolve (every replica has a Service), the port
-    # named "http" does not exist, and the message says what to add.
+@pytest.mark.parametrize(
+    ("extra", "port"),
+    [({}, 2222), ({"service": {"ports": [{"name": "http", "port": 8080}]}}, 8080), ({"container_port": 9000}, 9000)],
+    ids=["as-printed-seed-port", "spec-service-wins", "container-port-named-http"],
+)  # fmt: skip
+def test_seed_tf_config_example_as_printed_runs(extra, port):
+    # Seed 001's example as printed has $(service.port[http]) and no spec.service; the seed's
+    # "暴露副本的服务" section gives the same job (generic-example) port http 2222.
     env = ('{"task":{"type":"$(type)","index":$(rank)},"cluster":{"worker":["$(service.worker[0].host):$(service.port[http])",'
            '"$(service.worker[1].host):$(service.port[http])"]}}')  # fmt: skip
-    job = generic()
-    job["spec"]["replicaSpecs"][0]["template"]["spec"]["containers"][0]["env"] = [{"name": "TF_CONFIG", "value": env}]
-    failed = cond(run(job), "Failed")
-    assert failed["reason"] == "InvalidSpec"
-    assert "$(service.port[http]) names port 'http', but spec.service.ports declares none" in failed["message"]
-    job["spec"]["service"] = {"ports": [{"name": "http", "port": 2222}]}
-    pod0 = _manifests(run(job), "Pod")[W0]
-    assert pod0["spec"]["containers"][0]["env"][0]["value"] == (
-        '{"task":{"type":"worker","index":0},"cluster":{"worker":["job-worker-0:2222","job-worker-1:2222"]}}')
+    job = generic(**({"service": extra["service"]} if "service" in extra else {}))
+    container = job["spec"]["replicaSpecs"][0]["template"]["spec"]["containers"][0]
+    container["env"] = [{"name": "TF_CONFIG", "value": env}]
+    if "container_port" in extra:
+        container["ports"] = [{"name": "http", "containerPort": extra["container_port"]}]
+    p = run(job)
+    assert cond(p, "Failed") is None
+    assert _manifests(p, "Pod")[W0]["spec"]["containers"][0]["env"][0]["value"] == (
+        f'{{"task":{{"type":"worker","index":0}},"cluster":{{"worker":["job-worker-0:{port}","job-worker-1:{port}"]}}}}')
+    assert [(x["name"], x["port"]) for x in _manifests(p, "Service")[W1]["spec"]["ports"]] == [("http", port)]
 
 
 def test_shell_substitution_reaches_the_pod_untouched_and_ours_inside_it_is_expanded():
@@ -377,3 +383,38 @@ def test_resuming_ends_once_every_replica_is_back_even_if_it_already_ended(pods,
     assert resuming.status["phase"] == "Resuming"
     p = run(job, *pods, *SVC, status=resuming.status)
     assert p.status["phase"] == phase
+
+
+# -- seeds 001/003: the Unknown phase and the printed condition messages ----------------------
+
+
+@pytest.mark.parametrize(
+    ("phases", "phase", "running"),
+    [(("Running", "Unknown"), "Unknown", "False"), (("Running", "Running"), "Running", "True"),
+     (("Pending", "Unknown"), "Unknown", "False")],
+    ids=["a-pod-unknown", "all-running", "still-starting"],
+)  # fmt: skip
+def test_a_pod_whose_state_cannot_be_obtained_makes_the_job_unknown(phases, phase, running):
+    old = "Pending" if "Pending" in phases else "Running"
+    p = run(generic(), pod(W0, phases[0]), pod(W1, phases[1]), service(W0), service(W1), status={"phase": old})
+    assert p.status["phase"] == phase
+    assert cond(p, "Running")["status"] == running
+    if phase == "Unknown":
+        assert W1 in cond(p, "Running")["message"] and p.deletes() == []  # nothing is decided or deleted blind
+
+
+def test_the_job_leaves_unknown_when_its_pods_report_again():
+    unknown = run(generic(), pod(W0), pod(W1, "Unknown"), service(W0), service(W1), status={"phase": "Running"})
+    back = run(generic(), pod(W0), pod(W1), service(W0), service(W1), status=unknown.status)
+    assert back.status["phase"] == "Running"
+    assert cond(back, "Running")["message"] == "All pods are running normally."  # seed 001's message
+
+
+def test_colossalai_launcher_failure_reads_as_seed_003_prints_it():
+    from tests.builders import colossal
+
+    objs = [pod("cai-launcher", "Failed", 1, rtype="launcher"), pod("cai-worker-0"), pod("cai-worker-1"),
+            service("cai-worker-0"), service("cai-worker-1")]  # fmt: skip
+    p = run(colossal(), *objs, status={"phase": "Running"})
+    failed = cond(p, "Failed")
+    assert (failed["reason"], failed["message"]) == ("Failed", "The job exited with an error code.")

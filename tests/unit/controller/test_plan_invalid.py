@@ -28,7 +28,7 @@ CASES = [
     (generic(successRules=[{"worker": []}]), "must be a non-empty list of ranks"),
     (generic(successRules=[{}]), "must be a non-empty map"),
     (_cmd(["echo", "$(replicas[chief])"]), "names replica type 'chief'"),
-    (_cmd(["echo", "$(service.port[http])"]), "names port 'http', but spec.service.ports declares none"),
+    (_cmd(["echo", "$(service.port[http])", "$(service.port[grpc])"]), "names ports http, grpc that neither spec.service.ports"),
     (_with(_cmd(["echo", "$(service.port[http])"]), ["spec", "service"], {}), "spec.service.ports declares none"),
     (_with(_cmd(["echo", "$(service.port[http])"]), ["spec", "service"], {"ports": [{"name": "grpc", "port": 1}]}),
      "names port 'http', but spec.service.ports has grpc"),

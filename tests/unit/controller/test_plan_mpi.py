@@ -90,3 +90,15 @@ def test_debug_defaults_launcher_sleeps_workers_keep_sshd():
 def test_bad_input(change, needle):
     p = run(mpi(**change))
     assert p.status["phase"] == "Failed" and needle in cond(p, "Failed")["message"]
+
+
+@pytest.mark.parametrize(
+    ("spec", "launcher_resources"),
+    [({}, {"requests": {"cpu": "100m", "memory": "128Mi"}, "limits": {"cpu": "1", "memory": "1Gi"}}),
+     ({"launcher": {"resources": {"limits": {"cpu": "4", "memory": "8Gi"}}}}, {"limits": {"cpu": "4", "memory": "8Gi"}})],
+    ids=["default", "spec-override"],
+)  # fmt: skip
+def test_launcher_has_its_own_modest_resources_not_the_workers_gpus(spec, launcher_resources):
+    ps = manifests(run(mpi(gpus=8, **spec)), "Pod")
+    assert ps["m-launcher"]["spec"]["containers"][0]["resources"] == launcher_resources
+    assert ps["m-worker-0"]["spec"]["containers"][0]["resources"] == {"limits": {"nvidia.com/gpu": "8"}}

@@ -69,7 +69,7 @@ def test_master_decides():
     assert run(pytorch(), pod(M, "Succeeded", 0), pod(W0), pod(W1), status={"phase": "Running"}).status["phase"] == "Succeeded"
     failed = run(pytorch(policy="Never"), pod(M, "Failed", 1), pod(W0), pod(W1), status={"phase": "Running"})
     assert failed.status["phase"] == "Failed"
-    assert '{"master": [0]}' in cond(failed, "Failed")["message"]
+    assert '{ "master": [0] }' in cond(failed, "Failed")["message"]
 
 
 def test_active_deadline_fails_the_job_and_requeues_until_then():

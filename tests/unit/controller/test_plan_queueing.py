@@ -256,3 +256,49 @@ def test_ascendjob_reports_admitted_in_its_kubeflow_status_and_drops_the_not_enf
     assert admitted["status"] == "False"
     assert "GangSchedulingNotEnforced" not in [e.reason for e in p.events]
     assert p.creates("Workload") == ["ascendjob-ac"]
+
+
+# -- seeds 001/003: t9kScheduler's defaults (queue "default", priority 50) -------------------
+
+
+def _labels(p, name: str) -> tuple[str | None, str | None]:
+    meta = next(a.manifest for a in p.actions if isinstance(a, Create) and a.kind == "Pod" and a.name == name)["metadata"]
+    return meta["labels"].get("scheduler.tensorstack.dev/queue"), meta["annotations"].get("scheduler.tensorstack.dev/priority")
+
+
+@pytest.mark.parametrize(
+    ("t9k", "queues", "workload_queue", "priority"),
+    [({}, ("default",), "default", 50),
+     ({"priority": 7}, ("default",), "default", 7),
+     ({"queue": "gpu"}, ("gpu",), "gpu", 50),
+     ({}, (), None, None)],
+    ids=["empty-goes-to-default-at-50", "own-priority", "own-queue-default-priority", "no-localqueue-default"],
+)  # fmt: skip
+def test_t9k_scheduler_defaults_to_queue_default_and_priority_50(t9k, queues, workload_queue, priority):
+    job = generic("job", ("worker", 2), scheduler={"t9kScheduler": t9k})
+    p = go(job, mode="auto", queues=queues)
+    if workload_queue is None:  # no LocalQueue "default": recorded on the pods, as the seed's scheduler would read them
+        assert p.creates("Workload") == [] and _labels(p, W0) == ("default", "50")
+        assert "queue 'default', priority 50" in cond(p, "QueueAdmission")["message"]
+        return
+    spec = the(p, "Workload")["spec"]
+    assert (spec["queueName"], spec["priority"]) == (workload_queue, priority)
+
+
+def test_a_job_without_t9k_scheduler_uses_the_default_scheduler_even_with_a_default_localqueue():
+    p = go(generic("job", ("worker", 2)), mode="auto", queues=("default",))  # seed 001: no spec.scheduler, no queue
+    assert p.creates("Workload") == [] and p.creates("Pod") == [W0, W1] and _labels(p, W0) == (None, None)
+
+
+def test_colossalai_puts_only_its_workers_in_the_queue_as_seed_003_says():
+    from tests.builders import colossal
+
+    job = colossal(scheduler={"t9kScheduler": {"queue": "gpu", "priority": 50}})
+    spec = the(go(job, mode="auto"), "Workload")["spec"]
+    assert [ps["name"] for ps in spec["podSets"]] == ["worker"]
+    admitted = wl(*ADMITTED, admission={"clusterQueue": "cq", "podSetAssignments": [{"name": "worker", "count": 2}]},
+                  name="colossalaijob-cai")  # fmt: skip
+    first = go(job, admitted, mode="auto")
+    p = go(job, admitted, *(service(f"cai-worker-{i}") for i in range(2)), mode="auto", status=first.status)
+    assert sorted(p.creates("Pod")) == ["cai-launcher", "cai-worker-0", "cai-worker-1"]
+    assert _labels(p, "cai-worker-0") == ("gpu", "50") and _labels(p, "cai-launcher") == (None, None)

@@ -1,0 +1,59 @@
+"""The job's phase and conditions while it runs, and when it ends (seeds 001 and 003)."""
+
+from __future__ import annotations
+
+from typing import TYPE_CHECKING
+
+from airflow_t9k.controller.reconcile.status import StatusBuilder, failure_detail
+
+if TYPE_CHECKING:
+    from airflow_t9k.controller.reconcile.plan import SlotState
+
+
+def finish(sb: StatusBuilder, phase: str, reason: str, message: str) -> None:
+    sb.set_phase(phase)
+    succeeded = phase == "Succeeded"
+    sb.set_condition("Completed", succeeded, reason, message)
+    sb.set_condition("Failed", not succeeded, reason, message)
+    sb.set_condition("Running", False, phase, f"The job has {'succeeded' if succeeded else 'failed'}.")
+
+
+def progress(sb: StatusBuilder, states: list[SlotState], children_missing: bool) -> None:
+    all_exist = all(s.pod is not None and not s.creating for s in states)
+    if all_exist and not children_missing and not sb.is_true("Initialized"):
+        sb.set_condition("Initialized", True, "Initialized", "The job has been initialized successfully.")
+    elif sb.condition("Initialized") is None:
+        sb.set_condition("Initialized", False, "Creating", "Creating the job's replicas.")
+    started = all_exist and all(s.phase not in (None, "Pending") for s in states)
+    old = sb.old_phase
+    if old in ("Paused", "Resuming"):
+        sb.set_condition("Paused", False, "Resumed", "The job has been resumed.")
+        # A replica that already ended after the resume counts as resumed: waiting for it to
+        # be Running again kept the job Resuming forever.
+        phase = "Running" if started else "Resuming"
+    elif old == "Running" or started:
+        phase = "Running"  # restarts do not send a running job back to Pending
+    else:
+        phase = "Pending"
+    # Seeds 001/003: Unknown is "the controller cannot obtain the job's phase". A pod whose node
+    # stopped reporting has phase Unknown, so the job's own state cannot be known until it reports.
+    unknown = [s.slot.pod_name for s in states if s.phase == "Unknown"]
+    if unknown and phase in ("Pending", "Running"):
+        phase = "Unknown"
+    sb.set_phase(phase)
+    if phase == "Running":
+        sb.set_condition("Running", True, "Running", "All pods are running normally.")  # seed 001's message
+    elif phase == "Unknown":
+        sb.set_condition("Running", False, "Unknown", f"The state of pod(s) {', '.join(unknown)} cannot be obtained (phase Unknown, "
+                                                      "usually a node that stopped reporting); the job's phase is unknown until they report again.")  # fmt: skip
+    else:
+        sb.set_condition("Running", False, phase, f"The job is {phase.lower()}.")
+
+
+def replica_failure(sb: StatusBuilder, states: list[SlotState]) -> None:
+    failed = [s for s in states if s.phase == "Failed"]
+    if failed:
+        detail = "; ".join(f"{s.slot.pod_name}: {failure_detail(s.pod)}" for s in failed)
+        sb.set_condition("ReplicaFailure", True, "ReplicaFailed", f"Replicas failed: {detail}")
+    elif sb.condition("ReplicaFailure") is not None or sb.is_true("Initialized"):
+        sb.set_condition("ReplicaFailure", False, "AllReplicasHealthy", "All pods are running normally.")
