@@ -25,6 +25,7 @@ from airflow_t9k.controller.reconcile import CreateSSHSecret, Delete, Emit, Patc
 from airflow_t9k.controller.reconcile.actions import Action
 from airflow_t9k.controller.reconcile.plan import rejected
 from airflow_t9k.controller.reconcile.status import StatusBuilder, bounded
+from airflow_t9k.controller.scope import NOT_MANAGED
 from airflow_t9k.controller.ssh import ssh_secret_data
 
 Obj = dict[str, Any]
@@ -183,6 +184,24 @@ class Executor:
         if sb.set_condition(RECONCILE_ERROR, True, "ReconcileFailing", message):
             await self._write_status(job, sb.new)
             await self.event(job, Emit("Warning", "ReconcileFailing", message))
+
+    async def not_managed(self, job: Obj, why: str) -> None:
+        """Say on a job in a namespace the controller does not manage that it gets no pods:
+        a condition, and one Warning Event when the condition turns true (not every pass)."""
+        sb = StatusBuilder(job.get("status"), datetime.now(timezone.utc))
+        message = f"The controller does not reconcile this job and creates no pods for it: {why}."
+        if sb.set_condition(NOT_MANAGED, True, NOT_MANAGED, message):
+            await self._write_status(job, sb.new)
+            await self.event(job, Emit("Warning", NOT_MANAGED, message))
+
+    async def managed(self, job: Obj) -> Obj:
+        """The job with a NamespaceNotManaged condition turned false, should its namespace
+        have become managed (relabelled); the job as it is otherwise."""
+        sb = StatusBuilder(job.get("status"), datetime.now(timezone.utc))
+        if not sb.is_true(NOT_MANAGED):
+            return job
+        sb.set_condition(NOT_MANAGED, False, "NamespaceManaged", "The controller reconciles jobs in this namespace.")
+        return await self._write_status(job, sb.new)
 
     async def event(self, job: Obj, event: Emit) -> None:
         meta = job["metadata"]

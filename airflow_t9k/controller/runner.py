@@ -23,6 +23,7 @@ from airflow_t9k.k8s.informer import Informer
 from airflow_t9k.controller.queue import WorkQueue
 from airflow_t9k.controller.reconcile import Emit, Observed, Plan, plan
 from airflow_t9k.controller.reconcile.status import bounded
+from airflow_t9k.controller.scope import Scope
 from airflow_t9k.kinds.base import LABEL_MANAGED_BY, MANAGED_BY
 
 Obj = dict[str, Any]
@@ -51,6 +52,8 @@ class Settings:
     # Seconds a status change that keeps the phase and has nothing to do (detail_only) may wait
     # so that several land in one write; 0 writes each at once.
     coalesce_status: float = 1.0
+    # Which namespaces' jobs get pods (scope.py): never the cluster's own or the controller's.
+    scope: Scope = field(default_factory=Scope)
 
 
 def detail_only(old: Obj, result: Plan) -> bool:
@@ -74,6 +77,13 @@ def _timed_plan(job: Obj, observed: Observed, now: datetime) -> tuple[Plan, floa
     started = time.thread_time()
     result = plan(job, observed, now)
     return result, time.thread_time() - started
+
+
+def _namespace_labels(obj: Obj) -> Obj:
+    """A Namespace as the cache keeps it: its name, labels and resourceVersion only."""
+    meta = obj.get("metadata") or {}
+    keep = {k: meta[k] for k in ("name", "labels", "resourceVersion", "uid") if k in meta}
+    return {"kind": "Namespace", "metadata": keep}
 
 
 class Controller:
@@ -107,6 +117,13 @@ class Controller:
                 path = f"{KUEUE}/namespaces/{ns}/localqueues" if ns else f"{KUEUE}/localqueues"
                 self.informers[("LocalQueue", ns)] = Informer(kube, path, kind="LocalQueue", watch_timeout=settings.watch_timeout,
                                                               transform=slim_for("LocalQueue"))  # fmt: skip
+        if settings.scope.selector is not None:
+            # Namespace labels decide which namespaces are managed; a relabelled namespace's jobs
+            # are planned again (they may now get pods, or stop getting new ones).
+            self.informers[("Namespace", "")] = Informer(
+                kube, "/api/v1/namespaces", kind="Namespace", handler=self._on_namespace,
+                watch_timeout=settings.watch_timeout, transform=_namespace_labels,
+            )  # fmt: skip
         if self.kueue:
             for kind, path in KUEUE_CLUSTER.items():
                 self.informers[(kind, "")] = Informer(kube, path, kind=kind, watch_timeout=settings.watch_timeout,
@@ -170,6 +187,23 @@ class Controller:
             owned.add(entry)
         return ref["kind"], meta["namespace"], ref["name"]
 
+    def _on_namespace(self, event: str, obj: Obj) -> None:
+        ns = obj["metadata"].get("name")
+        for (kind, _), informer in list(self.informers.items()):
+            if kind in RESOURCES:
+                for job_ns, name in list(informer.cache):
+                    if job_ns == ns:
+                        self.queue.add((kind, job_ns, name))
+
+    def why_not_managed(self, namespace: str) -> str | None:
+        """None when jobs in ``namespace`` get pods, else why not (Scope.why_not)."""
+        labels = None
+        informer = self.informers.get(("Namespace", ""))
+        if informer is not None:
+            cached = informer.get(("", namespace))
+            labels = None if cached is None else dict(cached["metadata"].get("labels") or {})
+        return self.settings.scope.why_not(namespace, labels)
+
     def observed(self, job: Obj) -> Observed:
         found: dict[str, dict[str, Obj]] = {k: {} for k in self.child_kinds}
         for kind, ns, name in self.children.get(job["metadata"]["uid"], ()):
@@ -199,6 +233,13 @@ class Controller:
             self._quick_plans.discard(key)
             return
         self.metrics["reconcile"] += 1
+        why = self.why_not_managed(ns)
+        if why is not None:
+            # No plan at all: nothing of the job's template reaches a pod in this namespace.
+            self.metrics["namespace_not_managed"] += 1
+            await self.executor.not_managed(job, why)
+            return
+        job = await self.executor.managed(job)
         result = await self._plan(key, job)
         if result.requeue_after is not None:
             self.queue.add_after(key, result.requeue_after)
