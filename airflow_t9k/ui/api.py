@@ -2,8 +2,11 @@
 
 Every JSON endpoint sits behind Airflow's authentication and the auth manager: job data needs
 read access to the DAG's task instances, logs the task-logs entity, and actions edit access
-(``PUT``) on the DAG's task instances. The page's list is filtered to the DAGs the user may
-read, matched on the job's exact ``dag-id`` annotation. Only the JavaScript bundles are public
+(``PUT``) on the DAG's task instances. Which job is a task's comes from Airflow's records, not
+from the job (records.py): the task instance must exist (404 otherwise; with ``multi_team`` a
+DAG id Airflow does not know has no team, so the access check alone would pass anyone), and
+its job is the one it recorded in XCom ``t9k_job``. The page's list keeps the jobs of DAGs the
+user may read whose uid is the one their task recorded. Only the JavaScript bundles are public
 (they hold nothing but code).
 
 Settings (``[t9k]``): ``ui_kubernetes_conn_id`` (default ``kubernetes_default``), the
@@ -23,6 +26,7 @@ from airflow.api_fastapi.app import get_auth_manager
 from airflow.api_fastapi.auth.managers.models.resource_details import DagAccessEntity
 from airflow.api_fastapi.core_api.security import GetUserDep, requires_access_dag
 from airflow.configuration import conf
+from airflow.utils.session import create_session
 from fastapi import Body, Depends, FastAPI, HTTPException, Request
 from fastapi.responses import JSONResponse, PlainTextResponse
 from fastapi.staticfiles import StaticFiles
@@ -30,6 +34,7 @@ from fastapi.staticfiles import StaticFiles
 from airflow_t9k.k8s.errors import ApiError, NotFound
 from airflow_t9k.ui import view
 from airflow_t9k.ui.reader import Reader
+from airflow_t9k.ui.records import recorded_uids, task_record
 
 Obj = dict[str, Any]
 STATIC = Path(__file__).parent / "static"
@@ -109,7 +114,11 @@ def list_jobs(user: GetUserDep, kind: str | None = None, dag_id: str | None = No
     if dag_id is not None:
         allowed = allowed & {dag_id}
     now = _now()
-    rows = [view.summary(j, now) for j in view.readable(reader().jobs(kind), allowed)]
+    jobs = view.readable(reader().jobs(kind), allowed)
+    keys = {k for k in map(view.task_key, jobs) if k is not None}
+    with create_session() as session:
+        recorded = recorded_uids(session, keys)  # one query for the whole page
+    rows = [view.summary(j, now) for j in view.owned(jobs, recorded)]
     if phase:
         rows = [r for r in rows if r["phase"] == phase]
     rows.sort(key=lambda r: r["created"] or "", reverse=True)
@@ -117,7 +126,14 @@ def list_jobs(user: GetUserDep, kind: str | None = None, dag_id: str | None = No
 
 
 def _job(dag_id: str, run_id: str, task_id: str, map_index: int) -> Obj | None:
-    return reader().task_job(dag_id, run_id, task_id, map_index)
+    """The job the task instance recorded, as it is now; 404 when there is no such task instance."""
+    with create_session() as session:
+        record = task_record(session, (dag_id, run_id, task_id, map_index))
+    if record is None:
+        raise HTTPException(404, f"no task instance {dag_id}/{run_id}/{task_id} (map index {map_index})")
+    if record.identity is None:
+        return None
+    return reader().recorded_job(record.identity)
 
 
 def _require_job(dag_id: str, run_id: str, task_id: str, map_index: int) -> Obj:

@@ -123,13 +123,30 @@ def readable(jobs: list[Obj], dag_ids: set[str]) -> list[Obj]:
     return [j for j in jobs if (t := task_of(j)) is not None and t["dag_id"] in dag_ids]
 
 
-def matches(job: Obj, dag_id: str, run_id: str, task_id: str, map_index: int) -> bool:
+def task_key(job: Obj) -> tuple[str, str, str, int] | None:
+    """The task the job's annotations claim; only a hint, until Airflow's records confirm it."""
     t = task_of(job)
-    return t is not None and (t["dag_id"], t["run_id"], t["task_id"], t["map_index"]) == (dag_id, run_id, task_id, map_index)
+    return None if t is None else (t["dag_id"], t["run_id"], t["task_id"], t["map_index"])
 
 
-def newest(jobs: list[Obj]) -> Obj | None:
-    return max(jobs, key=lambda j: (j.get("metadata") or {}).get("creationTimestamp") or "", default=None)
+def owned(jobs: list[Obj], recorded: dict[tuple[str, str, str, int], str]) -> list[Obj]:
+    """Jobs whose uid is the one the task their annotations name recorded (``recorded``: task ->
+    uid, records.recorded_uids). A job planted under another team's task claims that task but
+    has another uid, so it drops out; so do jobs of earlier tries of the task."""
+    out = []
+    for job in jobs:
+        key = task_key(job)
+        uid = (job.get("metadata") or {}).get("uid")
+        if key is not None and uid and recorded.get(key) == uid:
+            out.append(job)
+    return out
+
+
+def recorded(job: Obj, identity: Obj) -> bool:
+    """Whether ``job`` is the very object a task recorded: same kind, namespace, name and uid."""
+    meta = job.get("metadata") or {}
+    found = (job.get("kind"), meta.get("namespace"), meta.get("name"), meta.get("uid"))
+    return found == (identity.get("kind"), identity.get("namespace"), identity.get("name"), identity.get("uid"))
 
 
 def _rank(pod: Obj) -> int | None:

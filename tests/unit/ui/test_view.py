@@ -8,7 +8,7 @@ from datetime import datetime, timezone
 import pytest
 
 from airflow_t9k.ui import view
-from airflow_t9k.ui.reader import Reader, task_selector
+from airflow_t9k.ui.reader import Reader
 
 NOW = datetime(2026, 1, 1, 12, 0, 0, tzinfo=timezone.utc)
 A = "airflow-t9k.io"
@@ -58,17 +58,39 @@ def test_readable_matches_the_exact_dag_id_annotation():
     assert view.readable(jobs, set()) == []
 
 
+def uid(j, value):
+    j["metadata"]["uid"] = value
+    return j
+
+
+OWNED_CASES = [
+    # (jobs, recorded task -> uid, names kept)
+    ("the recorded job", [uid(job(name="a"), "u1")], {("d", "r", "t", -1): "u1"}, ["a"]),
+    # Attack: a job planted with another team's task annotations; the task recorded its own uid.
+    ("a forged job claiming the task", [uid(job(name="a"), "u1"), uid(job(name="evil"), "u9")],
+     {("d", "r", "t", -1): "u1"}, ["a"]),
+    ("a task that recorded nothing", [uid(job(name="evil"), "u9")], {}, []),
+    ("an earlier try's job", [uid(job(name="old"), "u0"), uid(job(name="new"), "u2")], {("d", "r", "t", -1): "u2"}, ["new"]),
+    ("another map index", [uid(job(name="m", map_index="1"), "u1")], {("d", "r", "t", -1): "u1"}, []),
+    ("no annotations", [uid(job(name="x", dag=None), "u1")], {("d", "r", "t", -1): "u1"}, []),
+    ("no uid", [uid(job(name="x"), "")], {("d", "r", "t", -1): ""}, []),
+]
+
+
+@pytest.mark.parametrize(("jobs", "recorded", "kept"), [c[1:] for c in OWNED_CASES], ids=[c[0] for c in OWNED_CASES])
+def test_the_list_keeps_only_the_job_each_task_recorded(jobs, recorded, kept):
+    assert [j["metadata"]["name"] for j in view.owned(jobs, recorded)] == kept
+
+
+IDENTITY = {"kind": "GenericJob", "namespace": "ns", "name": "j", "uid": "u1"}
+
+
 @pytest.mark.parametrize(
-    "ann, key, expected",
-    [
-        ({}, ("d", "r", "t", -1), True),
-        ({}, ("d", "r", "t", 0), False),
-        ({"map_index": "2"}, ("d", "r", "t", 2), True),
-        ({"run": "r2"}, ("d", "r", "t", -1), False),
-    ],
+    ("change", "expected"),
+    [({}, True), ({"uid": "u2"}, False), ({"name": "k"}, False), ({"namespace": "other"}, False), ({"kind": "MPIJob"}, False)],
 )
-def test_matches_a_task_instance(ann, key, expected):
-    assert view.matches(job(**ann), *key) is expected
+def test_recorded_is_the_very_object(change, expected):
+    assert view.recorded(job(), {**IDENTITY, **change}) is expected
 
 
 def test_summary_row_durations_and_task():
@@ -134,12 +156,6 @@ def test_scale_only_elastic_jobs_within_bounds(kind, spec, replicas, problem):
     assert (found is None) if problem is None else (problem in found), found
 
 
-def test_task_selector_uses_the_operators_label_values():
-    sel = task_selector("my dag", "manual__2026-01-01T00:00:00+00:00", "t", -1)
-    assert sel == (f"{A}/dag-id=my_dag,{A}/run-id=manual__2026-01-01T00_00_00_00_00,{A}/task-id=t,{A}/map-index=none")
-    assert task_selector("d", "r", "t", 3).endswith(f"{A}/map-index=3")
-
-
 def test_the_list_is_one_label_selected_list_per_kind_shared_for_a_moment():
     calls = []
 
@@ -156,29 +172,26 @@ def test_the_list_is_one_label_selected_list_per_kind_shared_for_a_moment():
     assert {j["kind"] for j in first} == {"GenericJob", "MPIJob"}
 
 
-def test_a_polling_tab_finds_its_job_once_then_gets_it_by_name():
+def test_the_tab_gets_the_recorded_job_by_one_get_and_only_while_the_uid_is_the_same():
     calls = []
-    store = {"GenericJob": [job(name="j1")]}
+    store = {"j": job(name="j")}
 
     def transport(method, path, query=None, **_):
         calls.append((method, path))
-        if path.endswith("/genericjobs"):
-            return {"items": [dict(j) for j in store["GenericJob"]]}
-        if path.endswith("/genericjobs/j1"):
-            return {**store["GenericJob"][0], "kind": "GenericJob"} if store["GenericJob"] else _missing()
-        return {"items": []}
+        name = path.rsplit("/", 1)[-1]
+        return {**store[name]} if name in store else _missing()
 
     reader = Reader(transport, kinds=["GenericJob", "MPIJob"])
-    assert reader.task_job("d", "r", "t", -1)["metadata"]["name"] == "j1"
-    assert sorted(p.rsplit("/", 1)[-1] for _, p in calls) == ["genericjobs", "mpijobs"]
+    assert reader.recorded_job(IDENTITY)["metadata"]["name"] == "j"
+    assert calls == [("GET", "/apis/batch.tensorstack.dev/v1beta1/namespaces/ns/genericjobs/j")]
+    store["j"] = uid(job(name="j"), "u-replacement")  # deleted and created again by someone else
+    assert reader.recorded_job(IDENTITY) is None
+    del store["j"]
+    assert reader.recorded_job(IDENTITY) is None
     calls.clear()
-    assert reader.task_job("d", "r", "t", -1)["metadata"]["name"] == "j1"
-    assert calls == [("GET", "/apis/batch.tensorstack.dev/v1beta1/namespaces/ns/genericjobs/j1")]
-    store["GenericJob"] = [job(name="j1", run="another run")]  # the name now belongs to another task
-    calls.clear()
-    assert reader.task_job("d", "r", "t", -1) is None
-    assert len(calls) == 3  # the GET, then a search again
-    assert reader.task_job("d", "r", "t", 0) is None
+    assert reader.recorded_job({**IDENTITY, "kind": "BeamJob"}) is None  # a kind this reader does not read
+    assert Reader(transport, namespace="team-b").recorded_job(IDENTITY) is None  # outside the UI's namespace
+    assert calls == []
 
 
 def _missing():
