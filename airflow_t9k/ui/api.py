@@ -32,13 +32,16 @@ from fastapi.responses import JSONResponse, PlainTextResponse
 from fastapi.staticfiles import StaticFiles
 
 from airflow_t9k.k8s.errors import ApiError, NotFound
-from airflow_t9k.ui import view
+from airflow_t9k.ui import guard, view
 from airflow_t9k.ui.reader import Reader
-from airflow_t9k.ui.records import recorded_uids, task_record
+from airflow_t9k.ui.records import audit, recorded_uids, task_record
 
 Obj = dict[str, Any]
 STATIC = Path(__file__).parent / "static"
 TASK = "/api/dags/{dag_id}/runs/{run_id}/tasks/{task_id}/job"
+# Seconds to connect to and to wait for the Kubernetes API server on each call: a slow or
+# unreachable cluster must not hold the api-server's threads.
+REQUEST_TIMEOUT = (5, 20)
 
 app = FastAPI(title="airflow-t9k UI", docs_url=None, redoc_url=None, openapi_url=None)
 app.mount("/static", StaticFiles(directory=STATIC, check_dir=False), name="t9k-static")
@@ -46,7 +49,16 @@ app.mount("/static", StaticFiles(directory=STATIC, check_dir=False), name="t9k-s
 _reader: Reader | None = None
 _reader_lock = threading.Lock()
 
+def same_site(request: Request) -> None:
+    """Refuse a non-GET request a cross-site page could have sent with the user's cookie (guard.py)."""
+    headers = {k.lower(): v for k, v in request.headers.items()}
+    why = guard.refusal(request.method, headers, request.url.scheme, headers.get("host", ""))
+    if why is not None:
+        raise HTTPException(403, why)
+
+
 read_ti = Depends(requires_access_dag("GET", DagAccessEntity.TASK_INSTANCE))
+same_site_only = Depends(same_site)
 read_logs = Depends(requires_access_dag("GET", DagAccessEntity.TASK_LOGS))
 edit_ti = Depends(requires_access_dag("PUT", DagAccessEntity.TASK_INSTANCE))
 
@@ -65,6 +77,7 @@ def hook_transport(hook: Any) -> Any:
             resp = api_client.call_api(
                 path, method, query_params=query or [], body=body, auth_settings=["BearerToken"], _preload_content=False,
                 header_params={"Accept": "*/*" if raw else "application/json", "Content-Type": content_type},
+                _request_timeout=REQUEST_TIMEOUT,
             )  # fmt: skip
         data = resp.data.decode("utf-8", errors="replace") if resp.data else ""
         if raw:
@@ -180,30 +193,46 @@ def _action_result(verb: str, job: Obj, answer: Obj) -> Obj:
             "message": f"{job['kind']} {meta['namespace']}/{meta['name']} {verb} ({said})"}  # fmt: skip
 
 
-@app.post(TASK + "/pause", dependencies=[edit_ti])
-def pause(dag_id: str, run_id: str, task_id: str, map_index: str | None = None) -> Obj:
-    job = _require_job(dag_id, run_id, task_id, _map_index(map_index))
+def _acted(user: Any, verb: str, key: tuple[str, str, str, int], job: Obj, answer: Obj) -> Obj:
+    """The action's result, after writing it to Airflow's audit log."""
+    result = _action_result(verb, job, answer)
+    with create_session() as session:
+        audit(session, user=user.get_name(), action=verb.split()[0], key=key, job=job, detail=result["message"])
+    return result
+
+
+ACTION = [edit_ti, same_site_only]
+
+
+@app.post(TASK + "/pause", dependencies=ACTION)
+def pause(user: GetUserDep, dag_id: str, run_id: str, task_id: str, map_index: str | None = None) -> Obj:
+    key = (dag_id, run_id, task_id, _map_index(map_index))
+    job = _require_job(*key)
     if job["kind"] not in view.PAUSABLE:
         raise HTTPException(422, f"{job['kind']} cannot be paused")
-    return _action_result("paused", job, reader().pause(job))
+    return _acted(user, "paused", key, job, reader().pause(job))
 
 
-@app.post(TASK + "/resume", dependencies=[edit_ti])
-def resume(dag_id: str, run_id: str, task_id: str, map_index: str | None = None) -> Obj:
-    job = _require_job(dag_id, run_id, task_id, _map_index(map_index))
-    return _action_result("resumed", job, reader().resume(job))
+@app.post(TASK + "/resume", dependencies=ACTION)
+def resume(user: GetUserDep, dag_id: str, run_id: str, task_id: str, map_index: str | None = None) -> Obj:
+    key = (dag_id, run_id, task_id, _map_index(map_index))
+    job = _require_job(*key)
+    return _acted(user, "resumed", key, job, reader().resume(job))
 
 
-@app.post(TASK + "/delete", dependencies=[edit_ti])
-def delete(dag_id: str, run_id: str, task_id: str, map_index: str | None = None) -> Obj:
-    job = _require_job(dag_id, run_id, task_id, _map_index(map_index))
-    return _action_result("deleted", job, reader().delete(job))
+@app.post(TASK + "/delete", dependencies=ACTION)
+def delete(user: GetUserDep, dag_id: str, run_id: str, task_id: str, map_index: str | None = None) -> Obj:
+    key = (dag_id, run_id, task_id, _map_index(map_index))
+    job = _require_job(*key)
+    return _acted(user, "deleted", key, job, reader().delete(job))
 
 
-@app.post(TASK + "/scale", dependencies=[edit_ti])
-def scale(dag_id: str, run_id: str, task_id: str, replicas: Any = Body(embed=True), map_index: str | None = None) -> Obj:
-    job = _require_job(dag_id, run_id, task_id, _map_index(map_index))
+@app.post(TASK + "/scale", dependencies=ACTION)
+def scale(user: GetUserDep, dag_id: str, run_id: str, task_id: str, replicas: Any = Body(embed=True),
+          map_index: str | None = None) -> Obj:  # fmt: skip
+    key = (dag_id, run_id, task_id, _map_index(map_index))
+    job = _require_job(*key)
     problem = view.scale_error(job, replicas)
     if problem:
         raise HTTPException(422, problem)
-    return _action_result(f"scaled to {replicas}", job, reader().scale(job, replicas))
+    return _acted(user, f"scaled to {replicas}", key, job, reader().scale(job, replicas))

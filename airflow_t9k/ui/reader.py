@@ -78,13 +78,20 @@ class Reader:
         return job if view.recorded(job, identity) else None
 
     def pods(self, job: Obj) -> list[Obj]:
+        """The job's pods: narrowed by its job-name label, kept only when they name the job's uid
+        as an owner (a same-named job's pods in the namespace carry the same label)."""
         meta = job["metadata"]
         out = self._request("GET", child_path("Pod", meta["namespace"]), query=[("labelSelector", f"{JOB_LABEL}={meta['name']}")])
-        return list(out.get("items") or [])
+        return [p for p in out.get("items") or [] if view.owned_by(p, meta["uid"])]
 
     def events(self, job: Obj) -> list[Obj]:
-        # One LIST of the namespace's Events: the job's and its pods' (filtered by name after).
-        return list((self._request("GET", child_path("Event", job["metadata"]["namespace"])).get("items")) or [])
+        """Events of the job (field-selected by its uid) and of pods (field-selected by kind; the
+        caller keeps those of the job's pods' uids), rather than every Event of the namespace."""
+        meta = job["metadata"]
+        path = child_path("Event", meta["namespace"])
+        mine = self._request("GET", path, query=[("fieldSelector", f"involvedObject.uid={meta['uid']}")])
+        pods = self._request("GET", path, query=[("fieldSelector", "involvedObject.kind=Pod")])
+        return list(mine.get("items") or []) + list(pods.get("items") or [])
 
     def log(self, namespace: str, pod: str, lines: int = LOG_LINES) -> str:
         query = [("tailLines", str(lines)), ("timestamps", "false")]

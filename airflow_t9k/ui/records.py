@@ -12,6 +12,7 @@ database of their own.
 
 from __future__ import annotations
 
+import json
 from dataclasses import dataclass
 from typing import Any
 
@@ -81,3 +82,16 @@ def recorded_uids(session: Session, keys: set[TaskKey]) -> dict[TaskKey, str]:
         if identity is not None:
             out[key] = identity["uid"]
     return out
+
+
+def audit(session: Session, *, user: str, action: str, key: TaskKey, job: Obj, detail: str) -> None:
+    """One row in Airflow's audit log (the Log table the UI's "Audit Log" shows): who did what
+    to which job, under the task the job belongs to."""
+    from airflow.models.log import Log
+
+    dag_id, run_id, task_id, map_index = key
+    meta = job["metadata"]
+    extra = {"kind": job.get("kind"), "namespace": meta.get("namespace"), "name": meta.get("name"),
+             "uid": meta.get("uid"), "detail": detail}  # fmt: skip
+    session.add(Log(event=f"t9k.{action}", owner=user, dag_id=dag_id, run_id=run_id, task_id=task_id,
+                    map_index=map_index, extra=json.dumps(extra)))  # fmt: skip

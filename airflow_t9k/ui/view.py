@@ -203,14 +203,25 @@ def replicas(pods: list[Obj]) -> list[Obj]:
     return sorted(rows, key=lambda r: (r["type"], r["rank"] if r["rank"] is not None else 1 << 30, r["pod"] or ""))
 
 
-def events(items: list[Obj], job_name: str) -> list[Obj]:
-    """Events of the job and of its pods (named ``<job>-...``), newest last, at most MAX_EVENTS."""
+def owned_by(obj: Obj, uid: str) -> bool:
+    """Whether ``obj`` names the object with ``uid`` among its owners. Labels and names can be
+    copied by anyone who may create a pod in the namespace; an owner reference to a uid that
+    only the job has cannot be forged into a pod without knowing it, and it is what the
+    controller sets."""
+    refs = (obj.get("metadata") or {}).get("ownerReferences") or []
+    return bool(uid) and any(r.get("uid") == uid for r in refs)
+
+
+def events(items: list[Obj], uids: set[str]) -> list[Obj]:
+    """Events of the objects with ``uids`` (the job and its pods), newest last, at most MAX_EVENTS.
+    Matched by ``involvedObject.uid``, not by name: in a shared namespace another DAG's job or
+    pod may carry a name that starts like ours."""
     out = []
     for ev in items:
         obj = ev.get("involvedObject") or {}
-        name = str(obj.get("name") or "")
-        if name != job_name and not name.startswith(f"{job_name}-"):
+        if obj.get("uid") not in uids:
             continue
+        name = str(obj.get("name") or "")
         when = ev.get("lastTimestamp") or ev.get("eventTime") or (ev.get("metadata") or {}).get("creationTimestamp")
         out.append({"type": ev.get("type"), "reason": ev.get("reason"), "object": f"{obj.get('kind')}/{name}",
                     "message": ev.get("message"), "count": ev.get("count") or 1, "time": when})  # fmt: skip
@@ -228,7 +239,7 @@ def detail(job: Obj, pods: list[Obj], event_items: list[Obj], now: datetime) -> 
         "started": status.get("startTime"),
         "completed": status.get("completionTime"),
         "replica_table": replicas(pods),
-        "events": events(event_items, str((job.get("metadata") or {}).get("name") or "")),
+        "events": events(event_items, {str(o["metadata"].get("uid")) for o in [job, *pods] if o["metadata"].get("uid")}),
         "can_pause": job.get("kind") in PAUSABLE,
         "paused_by_task": bool(((job.get("metadata") or {}).get("annotations") or {}).get(PAUSED_BY)),
     }
@@ -242,7 +253,19 @@ def scale_error(job: Obj, replicas: Any) -> str | None:
     if isinstance(replicas, bool) or not isinstance(replicas, int):
         return f"replicas must be a whole number, not {replicas!r}"
     low = int(spec.get("minReplicas", 1))
-    high = spec.get("maxReplicas")
-    if replicas < low or (high is not None and replicas > int(high)):
-        return f"replicas must be between minReplicas {low} and maxReplicas {high if high is not None else 'unbounded'}; got {replicas}"
+    # Without maxReplicas the controller clamps to the declared replicas (kinds/training.py
+    # bounds); the UI refuses what the controller would not run rather than accept it silently.
+    high = int(spec.get("maxReplicas", max(_declared_replicas(job), low)))
+    if replicas < low or replicas > high:
+        return f"replicas must be between minReplicas {low} and maxReplicas {high}; got {replicas}"
     return None
+
+
+def _declared_replicas(job: Obj) -> int:
+    """The replicas the elastic job's one replica type declares (DeepSpeed: spec.worker)."""
+    spec = job.get("spec") or {}
+    declared = (spec.get("worker") or {}) if job.get("kind") == "DeepSpeedJob" else ((spec.get("replicaSpecs") or [{}])[0] or {})
+    try:
+        return int(declared.get("replicas", 1))
+    except (TypeError, ValueError):
+        return 1

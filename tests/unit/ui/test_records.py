@@ -90,3 +90,18 @@ def test_recorded_uids_in_one_query(engine, session):
     assert found == {("a", "r1", "t", -1): "uid-1", ("a", "r2", "t", 3): "uid-3"}
     assert len([s for s in statements if s.lstrip().upper().startswith("SELECT")]) == 1
     assert recorded_uids(session, set()) == {}
+
+
+def test_an_action_is_written_to_airflows_audit_log(session):
+    from airflow.models.log import Log
+    from sqlalchemy import select
+
+    from airflow_t9k.ui.records import audit
+
+    job = {"kind": "GenericJob", "metadata": {"namespace": "team-a", "name": "train-1", "uid": "uid-1"}}
+    audit(session, user="carol", action="deleted", key=("d", "r", "t", 2), job=job, detail="GenericJob team-a/train-1 deleted")
+    session.flush()
+    row = session.scalars(select(Log).where(Log.event == "t9k.deleted")).one()
+    assert (row.owner, row.dag_id, row.run_id, row.task_id, row.map_index) == ("carol", "d", "r", "t", 2)
+    assert json.loads(row.extra) == {"kind": "GenericJob", "namespace": "team-a", "name": "train-1", "uid": "uid-1",
+                                     "detail": "GenericJob team-a/train-1 deleted"}  # fmt: skip

@@ -124,15 +124,51 @@ def test_replica_rows_sorted_by_type_and_rank_with_exit_codes_and_restarts():
     assert wx["phase"] == "Terminating"
 
 
-def test_events_of_the_job_and_its_pods_only_oldest_first():
-    def ev(name, reason, t):
-        return {"involvedObject": {"kind": "Pod", "name": name}, "reason": reason, "type": "Normal", "lastTimestamp": t}
+def test_events_of_the_job_and_its_pods_by_uid_oldest_first():
+    def ev(name, uid, reason, t):
+        return {"involvedObject": {"kind": "Pod", "name": name, "uid": uid}, "reason": reason, "type": "Normal",
+                "lastTimestamp": t}  # fmt: skip
 
-    items = [ev("j-worker-0", "Started", "2026-01-01T11:00:02Z"), ev("j", "SuccessfulCreate", "2026-01-01T11:00:01Z"),
-             ev("jj-worker-0", "Other", "2026-01-01T11:00:00Z"), ev("k", "Other", "2026-01-01T11:00:00Z")]  # fmt: skip
-    assert [e["reason"] for e in view.events(items, "j")] == ["SuccessfulCreate", "Started"]
-    many = [ev("j", f"r{i}", f"2026-01-01T11:{i // 60:02d}:{i % 60:02d}Z") for i in range(150)]
-    assert len(view.events(many, "j")) == view.MAX_EVENTS and view.events(many, "j")[-1]["reason"] == "r149"
+    items = [ev("j-worker-0", "p0", "Started", "2026-01-01T11:00:02Z"), ev("j", "u1", "SuccessfulCreate", "2026-01-01T11:00:01Z"),
+             # Another DAG's objects whose names look like ours (a same-named job in the namespace earlier,
+             # a pod named j-...): matched by name they leaked into this tab.
+             ev("j-worker-0", "p-other", "Leaked", "2026-01-01T11:00:00Z"), ev("j", "u-other", "Leaked", "2026-01-01T11:00:00Z"),
+             ev("k", "k1", "Other", "2026-01-01T11:00:00Z")]  # fmt: skip
+    assert [e["reason"] for e in view.events(items, {"u1", "p0"})] == ["SuccessfulCreate", "Started"]
+    many = [ev("j", "u1", f"r{i}", f"2026-01-01T11:{i // 60:02d}:{i % 60:02d}Z") for i in range(150)]
+    assert len(view.events(many, {"u1"})) == view.MAX_EVENTS and view.events(many, {"u1"})[-1]["reason"] == "r149"
+
+
+@pytest.mark.parametrize(("refs", "owned"), [
+    ([{"uid": "u1", "kind": "GenericJob", "name": "j"}], True),
+    ([{"uid": "u2", "kind": "GenericJob", "name": "j"}], False),  # a same-named job's pod
+    ([], False),
+    (None, False),
+])
+def test_pods_are_the_jobs_by_owner_uid(refs, owned):
+    p = pod("j-worker-0")
+    if refs is not None:
+        p["metadata"]["ownerReferences"] = refs
+    assert view.owned_by(p, "u1") is owned
+
+
+def test_the_reader_asks_for_events_by_field_selector_and_keeps_owned_pods():
+    calls = []
+
+    def transport(method, path, query=None, **_):
+        calls.append((path, dict(query or [])))
+        if path.endswith("/pods"):
+            mine, other = pod("j-worker-0"), pod("j-worker-1")
+            mine["metadata"]["ownerReferences"] = [{"uid": "u1"}]
+            other["metadata"]["ownerReferences"] = [{"uid": "u-other"}]
+            return {"items": [mine, other]}
+        return {"items": []}
+
+    reader = Reader(transport)
+    assert [p["metadata"]["name"] for p in reader.pods(job())] == ["j-worker-0"]
+    reader.events(job())
+    assert calls[1:] == [("/api/v1/namespaces/ns/events", {"fieldSelector": "involvedObject.uid=u1"}),
+                         ("/api/v1/namespaces/ns/events", {"fieldSelector": "involvedObject.kind=Pod"})]  # fmt: skip
 
 
 ELASTIC = {"elastic": {"enabled": True, "minReplicas": 2, "maxReplicas": 4, "expectedReplicas": 3}}
@@ -145,6 +181,10 @@ ELASTIC = {"elastic": {"enabled": True, "minReplicas": 2, "maxReplicas": 4, "exp
         ("DeepSpeedJob", ELASTIC, 2, None),
         ("PyTorchTrainingJob", ELASTIC, 5, "between minReplicas 2 and maxReplicas 4"),
         ("PyTorchTrainingJob", ELASTIC, 1, "between minReplicas 2"),
+        # No maxReplicas: bounded by the declared replicas, as the controller clamps (not unbounded).
+        ("PyTorchTrainingJob", {"elastic": {"enabled": True}, "replicaSpecs": [{"replicas": 3}]}, 3, None),
+        ("PyTorchTrainingJob", {"elastic": {"enabled": True}, "replicaSpecs": [{"replicas": 3}]}, 1000, "maxReplicas 3"),
+        ("DeepSpeedJob", {"elastic": {"enabled": True, "minReplicas": 2}, "worker": {"replicas": 1}}, 3, "maxReplicas 2"),
         ("PyTorchTrainingJob", ELASTIC, "3", "whole number"),
         ("PyTorchTrainingJob", ELASTIC, True, "whole number"),
         ("PyTorchTrainingJob", {"elastic": {"enabled": False}}, 3, "not an Elastic job"),
