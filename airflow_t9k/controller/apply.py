@@ -21,7 +21,7 @@ from airflow_t9k.api.resources import resource_for
 from airflow_t9k.k8s.client import Kube
 from airflow_t9k.k8s.errors import AlreadyExists, Conflict, Invalid, NotFound
 from airflow_t9k.k8s.informer import Informer
-from airflow_t9k.controller.reconcile import CreateSSHSecret, Delete, Emit, Patch, Plan, ReplaceStatus
+from airflow_t9k.controller.reconcile import Create, CreateSSHSecret, Delete, Emit, Patch, Plan, ReplaceStatus
 from airflow_t9k.controller.reconcile.actions import Action
 from airflow_t9k.controller.reconcile.plan import rejected
 from airflow_t9k.controller.reconcile.status import StatusBuilder, bounded
@@ -32,6 +32,11 @@ Obj = dict[str, Any]
 COMPONENT = "airflow-t9k-controller"
 PARALLEL_WRITES = 8
 RECONCILE_ERROR = "ReconcileError"
+MOUNTED = ("Secret", "ConfigMap")  # children the job's pods mount: only ever the job's own
+
+
+def _mounted(action: Action) -> bool:
+    return isinstance(action, CreateSSHSecret) or (isinstance(action, Create) and action.kind in MOUNTED)
 
 log = logging.getLogger(__name__)
 
@@ -97,7 +102,13 @@ class Executor:
                     manifest["data"] = ssh_secret_data()
                 return await self._create(ns, manifest)
 
-        results = await asyncio.gather(*(one(a) for a in actions))
+        # What pods mount (the SSH Secret, hostfiles) first, and nothing more should one of them
+        # turn out to be someone else's: a pod created alongside would mount it.
+        mounted = [a for a in actions if _mounted(a)]
+        problems = [p for p in await asyncio.gather(*(one(a) for a in mounted)) if p]
+        if problems:
+            return problems
+        results = await asyncio.gather(*(one(a) for a in actions if not _mounted(a)))
         return [p for p in results if p]
 
     def _job_gone(self, job: Obj) -> bool:
@@ -117,7 +128,7 @@ class Executor:
             self.metrics[f"create.{kind}"] += 1
         except AlreadyExists:
             self.metrics[f"create_exists.{kind}"] += 1
-            return None
+            return await self._foreign(ns, manifest) if kind in MOUNTED else None
         except Invalid as exc:
             self.metrics[f"create_invalid.{kind}"] += 1
             return f"the API server rejected {kind} {manifest['metadata']['name']}: {bounded(exc.message, 1000)}"
@@ -125,6 +136,25 @@ class Executor:
         if self.informer_for(kind, ns).remember(created) and self.on_created is not None:
             self.on_created(created)
         return None
+
+    async def _foreign(self, ns: str, manifest: Obj) -> str | None:
+        """Why an existing object of the name we wanted must not be used, if it is not the job's.
+
+        A co-tenant may create ``<job>-ssh`` before the job's first pass: its pods would then
+        mount a key pair (and an ssh config, with any ProxyCommand) of someone else's making.
+        """
+        kind, name = manifest["kind"], manifest["metadata"]["name"]
+        owner = next((r.get("uid") for r in manifest["metadata"].get("ownerReferences") or [] if r.get("controller")), None)
+        try:
+            existing = await self.kube.get(child_path(kind, ns, name))
+        except NotFound:  # gone meanwhile: the next pass creates ours
+            return None
+        refs = (existing.get("metadata") or {}).get("ownerReferences") or []
+        if owner is not None and any(r.get("uid") == owner and r.get("controller") for r in refs):
+            return None
+        self.metrics[f"create_foreign.{kind}"] += 1
+        return (f"{kind} {name} already exists and this job does not own it (someone else created it); the controller "
+                f"will not let the job's pods mount it. Delete it, or give the job another name")  # fmt: skip
 
     async def _patch(self, ns: str, action: Patch) -> None:
         try:

@@ -56,6 +56,23 @@ def wait_for_ssh(hostfile: str) -> str:
     )
 
 
+# What each pod mounts of the job's SSH Secret (controller/ssh.py): the private user key only
+# where a launch starts, the host key only where sshd serves it.
+LAUNCHER_FILES = ("id_ed25519", "config", "known_hosts")
+SSHD_FILES = ("authorized_keys", "ssh_host_ed25519_key")
+
+
+def ssh_volume(secret: str, files: tuple[str, ...]) -> Obj:
+    """The SSH Secret as a volume holding only ``files``, readable by its owner only."""
+    items = [{"key": f, "path": f} for f in files]
+    return {"name": "t9k-ssh", "secret": {"secretName": secret, "defaultMode": 0o600, "items": items}}
+
+
+def sshd_command(sshd: str, ssh_dir: str) -> list[str]:
+    """sshd in the foreground, serving the job's host key (the one known_hosts trusts)."""
+    return [sshd, "-D", "-e", "-h", f"{ssh_dir}/ssh_host_ed25519_key"]
+
+
 def pod_failure(pod: Obj) -> str:
     """'exit code 137 (OOMKilled)' or the pod's own reason, for messages."""
     status = pod.get("status") or {}
@@ -178,7 +195,7 @@ class SSHLaunchKind(JobKind):
         ssh = self.ssh(job)
         pod_spec = pod["spec"]
         volumes = [v for v in pod_spec.get("volumes") or [] if v.get("name") not in ("t9k-ssh", "t9k-hostfile")]
-        volumes.append({"name": "t9k-ssh", "secret": {"secretName": self.ssh_secret_name(job), "defaultMode": 0o600}})
+        volumes.append(ssh_volume(self.ssh_secret_name(job), LAUNCHER_FILES if spec.type == LAUNCHER else SSHD_FILES))
         mounts = [{"name": "t9k-ssh", "mountPath": ssh[self.auth_mount_key]}]
         main = self.main_container(pod_spec)
         assert main is not None  # validate() guarantees it
@@ -187,7 +204,7 @@ class SSHLaunchKind(JobKind):
             mounts.append({"name": "t9k-hostfile", "mountPath": HOSTFILE_DIR, "readOnly": True})
             main["command"] = ["bash", "-c", self.launcher_script(job)]
         else:
-            main["command"] = [ssh["sshdPath"], "-D", "-e"]
+            main["command"] = sshd_command(ssh["sshdPath"], ssh[self.auth_mount_key])
             ports = main.setdefault("ports", [])
             if not any(p.get("containerPort") == SSH_PORT for p in ports):
                 ports.append({"name": "ssh", "containerPort": SSH_PORT})

@@ -45,7 +45,7 @@ def test_launcher_runs_mpirun_after_waiting_for_workers():
 def test_workers_run_sshd_and_slots_default_to_one():
     p = run(mpi())
     worker = manifests(p, "Pod")["m-worker-1"]["spec"]["containers"][0]
-    assert worker["command"] == ["/usr/sbin/sshd", "-D", "-e"]
+    assert worker["command"] == ["/usr/sbin/sshd", "-D", "-e", "-h", "/root/.ssh/ssh_host_ed25519_key"]
     assert "slots=1" in manifests(p, "ConfigMap")["m-hostfile"]["data"]["hostfile"]
 
 
@@ -61,7 +61,7 @@ def test_launcher_decides_and_clean_up_workers(launcher_phase, phase):
 def test_debug_defaults_launcher_sleeps_workers_keep_sshd():
     ps = manifests(run(mpi(runMode={"debug": {"enabled": True}})), "Pod")
     assert ps["m-launcher"]["spec"]["containers"][0]["command"] == ["sleep", "inf"]
-    assert ps["m-worker-0"]["spec"]["containers"][0]["command"] == ["/usr/sbin/sshd", "-D", "-e"]
+    assert ps["m-worker-0"]["spec"]["containers"][0]["command"] == ["/usr/sbin/sshd", "-D", "-e", "-h", "/root/.ssh/ssh_host_ed25519_key"]
 
 
 @pytest.mark.parametrize(
