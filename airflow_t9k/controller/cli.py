@@ -23,7 +23,7 @@ from airflow_t9k.controller.leader import LeaderElector
 from airflow_t9k.controller.metrics import InstrumentedKube, Metrics
 from airflow_t9k.controller.runner import Controller, Settings
 from airflow_t9k.controller.scope import Scope, SelectorError, parse_selector
-from airflow_t9k.controller.serve import serve
+from airflow_t9k.controller.serve import serve_all
 from airflow_t9k.kinds.base import LABEL_MANAGED_BY, MANAGED_BY
 from airflow_t9k.kinds.registry import KINDS
 
@@ -50,8 +50,13 @@ def add_controller_parser(sub: Any) -> None:
                    help="a status change that keeps the job's phase and has nothing to do (replica detail, counts) "
                         "waits up to this long so that several land in one write; 0 writes each at once (default 1)")
     p.add_argument("--health-port", type=int, default=8081,
-                   help="port for /healthz (alive), /readyz (caches synced) and /metrics; 0 disables")  # fmt: skip
+                   help="port for /healthz (alive) and /readyz (caches synced); 0 disables")  # fmt: skip
     p.add_argument("--health-address", default="0.0.0.0", help="address for the health endpoint")
+    p.add_argument("--metrics-port", type=int, default=8080, help="port for Prometheus /metrics; 0 disables")
+    p.add_argument("--metrics-address", default="127.0.0.1",
+                   help="address for /metrics (default 127.0.0.1: it names namespaces and jobs and answers anyone who "
+                        "reaches it; scrape through a proxy that checks a token, or open it behind a NetworkPolicy). "
+                        "The same address and port as the health endpoint share one listener")  # fmt: skip
     le = p.add_argument_group("leader election (for more than one replica)")
     le.add_argument("--leader-elect", action="store_true",
                     help="act only while holding a coordination.k8s.io Lease (the Deployment turns this on); "
@@ -171,7 +176,7 @@ async def main_async(args: argparse.Namespace) -> int:
     instruments = Metrics()
     kube = InstrumentedKube(transport, instruments)
     kinds = sorted(set(args.kinds or RESOURCES))
-    server = None
+    servers: list[Any] = []
     try:
         try:
             await check_crds(kube, args.force, kinds)
@@ -193,8 +198,8 @@ async def main_async(args: argparse.Namespace) -> int:
         settings = Settings(namespaces=args.namespaces, workers=args.workers, kinds=kinds, queueing=queueing,
                             coalesce_status=args.coalesce_status, scope=scope)
         controller = Controller(kube, settings, instruments)
-        if args.health_port:
-            server = await serve(controller, args.health_address, args.health_port)
+        servers = await serve_all(controller, (args.health_address, args.health_port),
+                                  (args.metrics_address, args.metrics_port))  # fmt: skip
         task = asyncio.create_task(controller.run(elector=elector))
         loop = asyncio.get_running_loop()
         for sig in (signal.SIGTERM, signal.SIGINT):
@@ -211,7 +216,7 @@ async def main_async(args: argparse.Namespace) -> int:
             log.info("controller stopped")
         return 0
     finally:
-        if server is not None:
+        for server in servers:
             await server.cleanup()
         await kube.close()
 
