@@ -23,7 +23,7 @@ from airflow_t9k.k8s.errors import AlreadyExists, Conflict, Invalid, NotFound
 from airflow_t9k.k8s.informer import Informer
 from airflow_t9k.controller.reconcile import Create, CreateSSHSecret, Delete, Emit, Patch, Plan, ReplaceStatus
 from airflow_t9k.controller.reconcile.actions import Action
-from airflow_t9k.controller.reconcile.plan import rejected
+from airflow_t9k.controller.reconcile.plan import SSH_SECRET_STATUS, rejected
 from airflow_t9k.controller.reconcile.status import StatusBuilder, bounded
 from airflow_t9k.controller.scope import NOT_MANAGED
 from airflow_t9k.controller.ssh import ssh_secret_data
@@ -61,7 +61,12 @@ class Executor:
         current = job
         if plan.status != (job.get("status") or {}):
             current = await self._write_status(job, plan.status)
-        problems = await self._act(job, plan.actions)
+        made: dict[str, str] = {}
+        problems = await self._act(job, plan.actions, made)
+        if made and not problems:
+            # The controller cannot read Secrets (deploy/rbac-*.yaml): the job's status is how
+            # later passes know its SSH Secret exists and is the one this controller made.
+            current = await self._write_status(current, {**(current.get("status") or {}), SSH_SECRET_STATUS: made})
         events = list(plan.events)
         if problems:
             status, extra = rejected(current, plan.status, problems, datetime.now(timezone.utc))
@@ -77,7 +82,7 @@ class Executor:
 
         await asyncio.gather(*(bounded_event(e) for e in events))
 
-    async def _act(self, job: Obj, actions: tuple[Action, ...]) -> list[str]:
+    async def _act(self, job: Obj, actions: tuple[Action, ...], made: dict[str, str]) -> list[str]:
         """Carry out the actions, a few at a time; stop starting new ones once the job is gone."""
         ns = job["metadata"]["namespace"]
         # Children of one job are independent of each other: send them together, bounded.
@@ -100,6 +105,7 @@ class Executor:
                 manifest = dict(action.manifest)
                 if isinstance(action, CreateSSHSecret):
                     manifest["data"] = ssh_secret_data()
+                    return await self._create_secret(ns, manifest, made)
                 return await self._create(ns, manifest)
 
         # What pods mount (the SSH Secret, hostfiles) first, and nothing more should one of them
@@ -135,6 +141,29 @@ class Executor:
         # Indexed only when cached: had the watch passed it, its events did both already.
         if self.informer_for(kind, ns).remember(created) and self.on_created is not None:
             self.on_created(created)
+        return None
+
+    async def _create_secret(self, ns: str, manifest: Obj, made: dict[str, str]) -> str | None:
+        """Create the job's SSH Secret; ``made`` gets its name and uid for the job's status.
+
+        Without read access to Secrets, one that already exists cannot be shown to be the
+        job's: the job has no record of it (a record is written right after a create), so
+        someone else made it, or this controller died between its create and the record.
+        Either way it is refused, never mounted.
+        """
+        name = manifest["metadata"]["name"]
+        manifest["metadata"]["namespace"] = ns
+        try:
+            created = await self.kube.create(child_path("Secret", ns), body=manifest)
+        except AlreadyExists:
+            self.metrics["create_foreign.Secret"] += 1
+            return (f"Secret {name} already exists and this job does not own it (it has no record of creating it; "
+                    "someone else created it, or the controller stopped between creating it and recording it); the "
+                    "controller will not let the job's pods mount it. Delete it, or give the job another name")  # fmt: skip
+        except Invalid as exc:
+            return f"the API server rejected Secret {name}: {bounded(exc.message, 1000)}"
+        self.metrics["create.Secret"] += 1
+        made.update(name=name, uid=str((created.get("metadata") or {}).get("uid") or ""))
         return None
 
     async def _foreign(self, ns: str, manifest: Obj) -> str | None:

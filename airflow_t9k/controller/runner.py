@@ -28,7 +28,9 @@ from airflow_t9k.kinds.base import LABEL_MANAGED_BY, MANAGED_BY
 
 Obj = dict[str, Any]
 JobKey = tuple[str, str, str]  # (kind, namespace, name)
-CHILD_KINDS = ("Pod", "Service", "ConfigMap", "Secret", "Job")
+# Secrets are not watched: the controller may only create them (deploy/rbac-*.yaml); a job's
+# status records the SSH Secret made for it (reconcile/plan.py ssh_secret_recorded).
+CHILD_KINDS = ("Pod", "Service", "ConfigMap", "Job")
 KUEUE = "/apis/kueue.x-k8s.io/v1beta2"
 # Kueue's cluster-scoped objects that admission reads: kind -> path
 KUEUE_CLUSTER = {"ResourceFlavor": f"{KUEUE}/resourceflavors", "WorkloadPriorityClass": f"{KUEUE}/workloadpriorityclasses",
@@ -112,6 +114,7 @@ class Controller:
                     kube, child_path(kind, ns or None), kind=kind, label_selector=selector,
                     handler=self._on_child, watch_timeout=settings.watch_timeout, on_recovered=self._requeue_all,
                     transform=slim_for(kind),  # the cache keeps what the controller reads (slim.py)
+                    keep=self._owned,  # and only what one of its jobs owns: anyone can copy our label
                 )  # fmt: skip
             if self.kueue:
                 path = f"{KUEUE}/namespaces/{ns}/localqueues" if ns else f"{KUEUE}/localqueues"
@@ -165,6 +168,12 @@ class Controller:
         self._background.add(task)
         task.add_done_callback(self._background.discard)
 
+    def _owned(self, obj: Obj) -> bool:
+        """Whether a job kind this controller reconciles is the object's controller (owner)."""
+        refs = (obj.get("metadata") or {}).get("ownerReferences") or []
+        return any(isinstance(r, dict) and r.get("controller") is True and r.get("kind") in self.settings.kinds
+                   and r.get("apiVersion") == resource_for(str(r.get("kind"))).api_version for r in refs)  # fmt: skip
+
     def _on_child(self, event: str, obj: Obj) -> None:
         owner = self._index(obj, deleted=event == "DELETED")
         if owner is not None:
@@ -212,7 +221,7 @@ class Controller:
             obj = self.informer_for(kind, ns).get((ns, name))
             if obj is not None:
                 found[kind][name] = obj
-        children = (found["Pod"], found["Service"], found["ConfigMap"], found["Secret"], found["Job"])
+        children = (found["Pod"], found["Service"], found["ConfigMap"], {}, found["Job"])
         if not self.kueue:
             return Observed(*children, queueing=self.settings.queueing)
         ns = job["metadata"]["namespace"]
