@@ -19,7 +19,7 @@ from typing import Any
 from airflow_t9k.api.paths import child_path, job_path
 from airflow_t9k.api.resources import resource_for
 from airflow_t9k.k8s.client import Kube
-from airflow_t9k.k8s.errors import AlreadyExists, Conflict, Invalid, NotFound
+from airflow_t9k.k8s.errors import AlreadyExists, Conflict, Forbidden, Invalid, NotFound
 from airflow_t9k.k8s.informer import Informer
 from airflow_t9k.controller.reconcile import Create, CreateSSHSecret, Delete, Emit, Patch, Plan, ReplaceStatus
 from airflow_t9k.controller.reconcile.actions import Action
@@ -33,6 +33,14 @@ COMPONENT = "airflow-t9k-controller"
 PARALLEL_WRITES = 8
 RECONCILE_ERROR = "ReconcileError"
 MOUNTED = ("Secret", "ConfigMap")  # children the job's pods mount: only ever the job's own
+
+
+def refused_by_policy(exc: Forbidden) -> bool:
+    """A 403 from admission (Pod Security, a ValidatingAdmissionPolicy or webhook), not from RBAC:
+    RBAC's says "cannot create resource"; admission's names the policy."""
+    text = exc.message or ""
+    return "cannot create resource" not in text and ("violates PodSecurity" in text or "denied request" in text
+                                                     or "ValidatingAdmissionPolicy" in text)  # fmt: skip
 
 
 def _mounted(action: Action) -> bool:
@@ -138,6 +146,13 @@ class Executor:
         except Invalid as exc:
             self.metrics[f"create_invalid.{kind}"] += 1
             return f"the API server rejected {kind} {manifest['metadata']['name']}: {bounded(exc.message, 1000)}"
+        except Forbidden as exc:
+            if not refused_by_policy(exc):
+                raise  # our own RBAC: retried with back-off and reported on the job
+            # The namespace's Pod Security level (or an admission policy) refuses the template:
+            # it will refuse it every time, so the job fails saying so instead of retrying.
+            self.metrics[f"create_refused.{kind}"] += 1
+            return f"the namespace's policy refused {kind} {manifest['metadata']['name']}: {bounded(exc.message, 1000)}"
         # Indexed only when cached: had the watch passed it, its events did both already.
         if self.informer_for(kind, ns).remember(created) and self.on_created is not None:
             self.on_created(created)
