@@ -16,8 +16,12 @@ namespace) to read one namespace only.
 
 from __future__ import annotations
 
+import asyncio
+import functools
 import json
 import threading
+from collections.abc import Callable
+from concurrent.futures import ThreadPoolExecutor
 from datetime import datetime, timezone
 from pathlib import Path
 from typing import Any
@@ -45,6 +49,12 @@ REQUEST_TIMEOUT = (5, 20)
 
 app = FastAPI(title="airflow-t9k UI", docs_url=None, redoc_url=None, openapi_url=None)
 app.mount("/static", StaticFiles(directory=STATIC, check_dir=False), name="t9k-static")
+
+# The endpoints block on Kubernetes and the metadata database: they run on the UI's own threads,
+# not on the api-server's shared pool (anyio's, 40 threads for all of Airflow's sync routes),
+# so a slow cluster holds at most these, and Airflow's own pages go on.
+UI_THREADS = 8
+UI_POOL = ThreadPoolExecutor(max_workers=UI_THREADS, thread_name_prefix="t9k-ui")
 
 _reader: Reader | None = None
 _reader_lock = threading.Lock()
@@ -100,6 +110,16 @@ def reader() -> Reader:
         return _reader
 
 
+def off_pool(fn: Callable[..., Any]) -> Callable[..., Any]:
+    """The endpoint as a coroutine running ``fn`` on UI_POOL (FastAPI reads ``fn``'s signature)."""
+
+    @functools.wraps(fn)
+    async def run(*args: Any, **kwargs: Any) -> Any:
+        return await asyncio.get_running_loop().run_in_executor(UI_POOL, functools.partial(fn, *args, **kwargs))
+
+    return run
+
+
 @app.exception_handler(ApiError)
 def _api_error(_: Request, exc: ApiError) -> JSONResponse:
     # What the Kubernetes API server said, for the page to show; 502 because it is upstream's answer.
@@ -120,6 +140,7 @@ def _map_index(value: str | None) -> int:
 
 
 @app.get("/api/jobs", dependencies=[read_ti])
+@off_pool
 def list_jobs(user: GetUserDep, kind: str | None = None, dag_id: str | None = None, phase: str | None = None) -> Obj:
     """Jobs of the DAGs the user may read; ``dag_id`` (checked by the dependency above), ``kind``
     and ``phase`` narrow it."""
@@ -157,6 +178,7 @@ def _require_job(dag_id: str, run_id: str, task_id: str, map_index: int) -> Obj:
 
 
 @app.get(TASK, dependencies=[read_ti])
+@off_pool
 def job_detail(dag_id: str, run_id: str, task_id: str, map_index: str | None = None) -> Obj:
     """The task's job with replicas and Events; ``job`` is null when the task submitted none."""
     mi = _map_index(map_index)
@@ -168,6 +190,7 @@ def job_detail(dag_id: str, run_id: str, task_id: str, map_index: str | None = N
 
 
 @app.get(TASK + "/log", dependencies=[read_logs], response_class=PlainTextResponse)
+@off_pool
 def job_log(dag_id: str, run_id: str, task_id: str, pod: str, map_index: str | None = None, lines: int = 200) -> str:
     """The last ``lines`` lines (at most 2000) of one replica of the task's job."""
     job = _require_job(dag_id, run_id, task_id, _map_index(map_index))
@@ -205,6 +228,7 @@ ACTION = [edit_ti, same_site_only]
 
 
 @app.post(TASK + "/pause", dependencies=ACTION)
+@off_pool
 def pause(user: GetUserDep, dag_id: str, run_id: str, task_id: str, map_index: str | None = None) -> Obj:
     key = (dag_id, run_id, task_id, _map_index(map_index))
     job = _require_job(*key)
@@ -214,6 +238,7 @@ def pause(user: GetUserDep, dag_id: str, run_id: str, task_id: str, map_index: s
 
 
 @app.post(TASK + "/resume", dependencies=ACTION)
+@off_pool
 def resume(user: GetUserDep, dag_id: str, run_id: str, task_id: str, map_index: str | None = None) -> Obj:
     key = (dag_id, run_id, task_id, _map_index(map_index))
     job = _require_job(*key)
@@ -221,6 +246,7 @@ def resume(user: GetUserDep, dag_id: str, run_id: str, task_id: str, map_index: 
 
 
 @app.post(TASK + "/delete", dependencies=ACTION)
+@off_pool
 def delete(user: GetUserDep, dag_id: str, run_id: str, task_id: str, map_index: str | None = None) -> Obj:
     key = (dag_id, run_id, task_id, _map_index(map_index))
     job = _require_job(*key)
@@ -228,6 +254,7 @@ def delete(user: GetUserDep, dag_id: str, run_id: str, task_id: str, map_index: 
 
 
 @app.post(TASK + "/scale", dependencies=ACTION)
+@off_pool
 def scale(user: GetUserDep, dag_id: str, run_id: str, task_id: str, replicas: Any = Body(embed=True),
           map_index: str | None = None) -> Obj:  # fmt: skip
     key = (dag_id, run_id, task_id, _map_index(map_index))

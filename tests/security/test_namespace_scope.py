@@ -7,12 +7,15 @@ from __future__ import annotations
 import time
 import uuid
 
-from kubernetes import client
+from kubernetes import client, config
+from kubernetes.client.exceptions import ApiException
 
 from airflow_t9k.controller.scope import NOT_MANAGED
 from tests.builders import generic
+from tests.integration.test_airflow_rbac import _apply_rbac
 from tests.support.cluster import wait_until
 from tests.support.jobs import Jobs
+from tests.support.rbac import delete_cluster_scoped
 
 
 def _job(name: str) -> dict:
@@ -33,15 +36,33 @@ def _not_managed_once(jobs: Jobs, name: str) -> None:
     assert jobs.pods(name) == {}
 
 
-def test_a_job_in_kube_system_gets_no_pod(api_client, crds, controller_factory):
-    jobs = Jobs(api_client, "kube-system")
-    name = f"escape-{uuid.uuid4().hex[:6]}"
-    jobs.create(_job(name))
+def test_the_default_airflow_rbac_cannot_create_a_job_in_kube_system(api_client, cluster, namespace, crds, tmp_path):
+    """The shipped default (deploy/rbac-airflow-namespace.yaml): a worker's real token."""
+    kubeconfigs, _ = _apply_rbac(api_client, cluster, namespace, "rbac-airflow-namespace.yaml", tmp_path)
+    worker = Jobs(config.new_client_from_config(config_file=str(kubeconfigs["worker"])), "kube-system")
     try:
+        worker.create(_job(f"escape-{uuid.uuid4().hex[:6]}"))
+    except ApiException as exc:
+        assert exc.status == 403, exc.body
+    else:
+        raise AssertionError("the namespace-scoped worker created a job in kube-system")
+
+
+def test_a_job_in_kube_system_gets_no_pod(api_client, cluster, namespace, crds, controller_factory, tmp_path):
+    """The cluster-wide Airflow RBAC lets a worker create it; the controller gives it no pod."""
+    kubeconfigs, docs = _apply_rbac(api_client, cluster, namespace, "rbac-airflow-cluster.yaml", tmp_path)
+    admin = Jobs(api_client, "kube-system")
+    worker = Jobs(config.new_client_from_config(config_file=str(kubeconfigs["worker"])), "kube-system")
+    name = f"escape-{uuid.uuid4().hex[:6]}"
+    try:
+        worker.create(_job(name))  # RBAC allows it: what stops it is the controller
         controller_factory(ns="kube-system")
-        _not_managed_once(jobs, name)
+        _not_managed_once(admin, name)
     finally:
-        jobs.delete("GenericJob", name)
+        try:
+            admin.delete("GenericJob", name)
+        finally:
+            delete_cluster_scoped(api_client, docs)
 
 
 def test_the_namespace_selector_narrows_and_follows_relabelling(api_client, core, namespace, crds, controller_factory):

@@ -79,3 +79,30 @@ def test_a_kubernetes_api_that_never_answers_costs_the_ui_a_bounded_wait(monkeyp
     server.close()
     assert not worker.is_alive(), "the call still waits for an API server that never answers"
     assert outcome and "timed out" in str(outcome[0]).lower(), outcome
+
+
+def test_the_endpoints_run_on_the_uis_own_threads():
+    """Airflow's sync routes share one thread pool; ours block on Kubernetes, so they run on
+    UI_POOL: every route of the app is a coroutine, and off_pool keeps the signature FastAPI reads."""
+    import asyncio
+    import threading
+
+    from fastapi import FastAPI
+    from fastapi.testclient import TestClient
+
+    from airflow_t9k.ui.api import app, off_pool
+
+    for route in app.routes:
+        if getattr(route, "methods", None) and hasattr(route, "endpoint"):
+            assert asyncio.iscoroutinefunction(route.endpoint), route.path
+
+    probe = FastAPI()
+
+    @probe.get("/where")
+    @off_pool
+    def where(n: int, tag: str | None = None) -> dict:
+        return {"thread": threading.current_thread().name, "n": n, "tag": tag}
+
+    body = TestClient(probe).get("/where", params={"n": "3", "tag": "x"}).json()
+    assert body["thread"].startswith("t9k-ui") and (body["n"], body["tag"]) == (3, "x")
+    assert TestClient(probe).get("/where").status_code == 422  # n is still a required query parameter
