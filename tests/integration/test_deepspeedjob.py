@@ -53,7 +53,7 @@ def test_debug_then_pause_then_resume(jobs, controller):
     jobs.create(example(runMode={"debug": {"enabled": True}}))
 
     def debug(pods):
-        assert {tuple(p.spec.containers[0].command) for p in pods.values()} == {("/usr/sbin/sshd", "-D", "-e")}
+        assert {tuple(p.spec.containers[0].command) for p in pods.values()} == {("/usr/sbin/sshd", "-D", "-e", "-h", "/root/.ssh/ssh_host_ed25519_key")}
 
     def resumed(pods):
         assert "deepspeed" in pods["ds-worker-0"].spec.containers[0].command[2]
