@@ -72,9 +72,7 @@ class Executor:
         made: dict[str, str] = {}
         problems = await self._act(job, plan.actions, made)
         if made and not problems:
-            # The controller cannot read Secrets (deploy/rbac-*.yaml): the job's status is how
-            # later passes know its SSH Secret exists and is the one this controller made.
-            current = await self._write_status(current, {**(current.get("status") or {}), SSH_SECRET_STATUS: made})
+            current = await self._record_secret(current, made)
         events = list(plan.events)
         if problems:
             status, extra = rejected(current, plan.status, problems, datetime.now(timezone.utc))
@@ -180,6 +178,21 @@ class Executor:
         self.metrics["create.Secret"] += 1
         made.update(name=name, uid=str((created.get("metadata") or {}).get("uid") or ""))
         return None
+
+    async def _record_secret(self, job: Obj, made: dict[str, str]) -> Obj:
+        """Record the SSH Secret just made in the job's status.
+
+        The controller cannot read Secrets (deploy/rbac-*.yaml): this record is how later passes
+        know the Secret exists and is its own. A merge patch (the uid as precondition) rather
+        than a PUT: a job changed meanwhile must not cost the record (a Conflict would leave a
+        Secret the next pass could only refuse).
+        """
+        meta = job["metadata"]
+        body = {"metadata": {"uid": meta.get("uid")}, "status": {SSH_SECRET_STATUS: made}}
+        updated = await self.kube.patch(job_path(resource_for(job["kind"]), meta["namespace"], meta["name"], "status"), body=body)
+        self.metrics["status_write"] += 1
+        self.informer_for(job["kind"], meta["namespace"]).remember(updated)
+        return updated
 
     async def _foreign(self, ns: str, manifest: Obj) -> str | None:
         """Why an existing object of the name we wanted must not be used, if it is not the job's.
