@@ -291,6 +291,11 @@ class Ours:
         self.env = dict(os.environ)
         # T9K_BENCH_ARGS="--workers 8": more flags for our controller, to compare settings.
         self.args += shlex.split(os.environ.get("T9K_BENCH_ARGS", ""))
+        # /metrics on the probes' listener (the benchmarks read both there). A version from before
+        # the metrics listener existed served it there anyway and does not know the flag.
+        source_cli = Path(os.environ.get("T9K_BENCH_SOURCE") or ROOT) / "airflow_t9k" / "controller" / "cli.py"
+        if "--metrics-port" in source_cli.read_text():
+            self.args += ["--metrics-port", str(self.port)]
         if source := os.environ.get("T9K_BENCH_SOURCE"):
             python = ROOT / ".venv" / "bin" / "python"
             self.args = [str(python if python.exists() else sys.executable), "-m", "airflow_t9k.cli", *self.args[self.args.index("controller"):]]

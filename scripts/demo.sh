@@ -36,7 +36,7 @@ say "installing the CRDs"
 kubectl_ create namespace "$NS" --dry-run=client -o yaml | kubectl_ apply -f - >/dev/null
 
 say "starting the controller (log: .demo/controller.log)"
-.venv/bin/airflow-t9k controller --kubeconfig "$KC" -n "$NS" --health-port 0 >"$DEMO/controller.log" 2>&1 &
+.venv/bin/airflow-t9k controller --kubeconfig "$KC" -n "$NS" --health-port 0 --metrics-port 0 >"$DEMO/controller.log" 2>&1 &
 pids+=($!)
 
 say "setting up Airflow (SQLite in .demo/airflow)"

@@ -66,10 +66,10 @@ def _has_default_sa(core, namespace: str) -> bool:
 
 
 def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
-    # Anything under tests/integration is an integration test, marked or not.
+    # Anything under tests/integration, tests/chaos or tests/security needs the cluster.
     for item in items:
         path = str(item.fspath)
-        if "/integration/" in path or "/chaos/" in path or "/tests/real/" in path:
+        if "/integration/" in path or "/chaos/" in path or "/security/" in path or "/tests/real/" in path:
             item.add_marker(pytest.mark.integration)
         if "/tests/real/" in path:
             item.add_marker(pytest.mark.real)

@@ -19,18 +19,32 @@ from typing import Any
 from airflow_t9k.api.paths import child_path, job_path
 from airflow_t9k.api.resources import resource_for
 from airflow_t9k.k8s.client import Kube
-from airflow_t9k.k8s.errors import AlreadyExists, Conflict, Invalid, NotFound
+from airflow_t9k.k8s.errors import AlreadyExists, Conflict, Forbidden, Invalid, NotFound
 from airflow_t9k.k8s.informer import Informer
-from airflow_t9k.controller.reconcile import CreateSSHSecret, Delete, Emit, Patch, Plan, ReplaceStatus
+from airflow_t9k.controller.reconcile import Create, CreateSSHSecret, Delete, Emit, Patch, Plan, ReplaceStatus
 from airflow_t9k.controller.reconcile.actions import Action
-from airflow_t9k.controller.reconcile.plan import rejected
+from airflow_t9k.controller.reconcile.plan import SSH_SECRET_STATUS, rejected
 from airflow_t9k.controller.reconcile.status import StatusBuilder, bounded
+from airflow_t9k.controller.scope import NOT_MANAGED
 from airflow_t9k.controller.ssh import ssh_secret_data
 
 Obj = dict[str, Any]
 COMPONENT = "airflow-t9k-controller"
 PARALLEL_WRITES = 8
 RECONCILE_ERROR = "ReconcileError"
+MOUNTED = ("Secret", "ConfigMap")  # children the job's pods mount: only ever the job's own
+
+
+def refused_by_policy(exc: Forbidden) -> bool:
+    """A 403 from admission (Pod Security, a ValidatingAdmissionPolicy or webhook), not from RBAC:
+    RBAC's says "cannot create resource"; admission's names the policy."""
+    text = exc.message or ""
+    return "cannot create resource" not in text and ("violates PodSecurity" in text or "denied request" in text
+                                                     or "ValidatingAdmissionPolicy" in text)  # fmt: skip
+
+
+def _mounted(action: Action) -> bool:
+    return isinstance(action, CreateSSHSecret) or (isinstance(action, Create) and action.kind in MOUNTED)
 
 log = logging.getLogger(__name__)
 
@@ -55,7 +69,10 @@ class Executor:
         current = job
         if plan.status != (job.get("status") or {}):
             current = await self._write_status(job, plan.status)
-        problems = await self._act(job, plan.actions)
+        made: dict[str, str] = {}
+        problems = await self._act(job, plan.actions, made)
+        if made and not problems:
+            current = await self._record_secret(current, made)
         events = list(plan.events)
         if problems:
             status, extra = rejected(current, plan.status, problems, datetime.now(timezone.utc))
@@ -71,7 +88,7 @@ class Executor:
 
         await asyncio.gather(*(bounded_event(e) for e in events))
 
-    async def _act(self, job: Obj, actions: tuple[Action, ...]) -> list[str]:
+    async def _act(self, job: Obj, actions: tuple[Action, ...], made: dict[str, str]) -> list[str]:
         """Carry out the actions, a few at a time; stop starting new ones once the job is gone."""
         ns = job["metadata"]["namespace"]
         # Children of one job are independent of each other: send them together, bounded.
@@ -94,9 +111,16 @@ class Executor:
                 manifest = dict(action.manifest)
                 if isinstance(action, CreateSSHSecret):
                     manifest["data"] = ssh_secret_data()
+                    return await self._create_secret(ns, manifest, made)
                 return await self._create(ns, manifest)
 
-        results = await asyncio.gather(*(one(a) for a in actions))
+        # What pods mount (the SSH Secret, hostfiles) first, and nothing more should one of them
+        # turn out to be someone else's: a pod created alongside would mount it.
+        mounted = [a for a in actions if _mounted(a)]
+        problems = [p for p in await asyncio.gather(*(one(a) for a in mounted)) if p]
+        if problems:
+            return problems
+        results = await asyncio.gather(*(one(a) for a in actions if not _mounted(a)))
         return [p for p in results if p]
 
     def _job_gone(self, job: Obj) -> bool:
@@ -116,14 +140,78 @@ class Executor:
             self.metrics[f"create.{kind}"] += 1
         except AlreadyExists:
             self.metrics[f"create_exists.{kind}"] += 1
-            return None
+            return await self._foreign(ns, manifest) if kind in MOUNTED else None
         except Invalid as exc:
             self.metrics[f"create_invalid.{kind}"] += 1
             return f"the API server rejected {kind} {manifest['metadata']['name']}: {bounded(exc.message, 1000)}"
+        except Forbidden as exc:
+            if not refused_by_policy(exc):
+                raise  # our own RBAC: retried with back-off and reported on the job
+            # The namespace's Pod Security level (or an admission policy) refuses the template:
+            # it will refuse it every time, so the job fails saying so instead of retrying.
+            self.metrics[f"create_refused.{kind}"] += 1
+            return f"the namespace's policy refused {kind} {manifest['metadata']['name']}: {bounded(exc.message, 1000)}"
         # Indexed only when cached: had the watch passed it, its events did both already.
         if self.informer_for(kind, ns).remember(created) and self.on_created is not None:
             self.on_created(created)
         return None
+
+    async def _create_secret(self, ns: str, manifest: Obj, made: dict[str, str]) -> str | None:
+        """Create the job's SSH Secret; ``made`` gets its name and uid for the job's status.
+
+        Without read access to Secrets, one that already exists cannot be shown to be the
+        job's: the job has no record of it (a record is written right after a create), so
+        someone else made it, or this controller died between its create and the record.
+        Either way it is refused, never mounted.
+        """
+        name = manifest["metadata"]["name"]
+        manifest["metadata"]["namespace"] = ns
+        try:
+            created = await self.kube.create(child_path("Secret", ns), body=manifest)
+        except AlreadyExists:
+            self.metrics["create_foreign.Secret"] += 1
+            return (f"Secret {name} already exists and this job does not own it (it has no record of creating it; "
+                    "someone else created it, or the controller stopped between creating it and recording it); the "
+                    "controller will not let the job's pods mount it. Delete it, or give the job another name")  # fmt: skip
+        except Invalid as exc:
+            return f"the API server rejected Secret {name}: {bounded(exc.message, 1000)}"
+        self.metrics["create.Secret"] += 1
+        made.update(name=name, uid=str((created.get("metadata") or {}).get("uid") or ""))
+        return None
+
+    async def _record_secret(self, job: Obj, made: dict[str, str]) -> Obj:
+        """Record the SSH Secret just made in the job's status.
+
+        The controller cannot read Secrets (deploy/rbac-*.yaml): this record is how later passes
+        know the Secret exists and is its own. A merge patch (the uid as precondition) rather
+        than a PUT: a job changed meanwhile must not cost the record (a Conflict would leave a
+        Secret the next pass could only refuse).
+        """
+        meta = job["metadata"]
+        body = {"metadata": {"uid": meta.get("uid")}, "status": {SSH_SECRET_STATUS: made}}
+        updated = await self.kube.patch(job_path(resource_for(job["kind"]), meta["namespace"], meta["name"], "status"), body=body)
+        self.metrics["status_write"] += 1
+        self.informer_for(job["kind"], meta["namespace"]).remember(updated)
+        return updated
+
+    async def _foreign(self, ns: str, manifest: Obj) -> str | None:
+        """Why an existing object of the name we wanted must not be used, if it is not the job's.
+
+        A co-tenant may create ``<job>-ssh`` before the job's first pass: its pods would then
+        mount a key pair (and an ssh config, with any ProxyCommand) of someone else's making.
+        """
+        kind, name = manifest["kind"], manifest["metadata"]["name"]
+        owner = next((r.get("uid") for r in manifest["metadata"].get("ownerReferences") or [] if r.get("controller")), None)
+        try:
+            existing = await self.kube.get(child_path(kind, ns, name))
+        except NotFound:  # gone meanwhile: the next pass creates ours
+            return None
+        refs = (existing.get("metadata") or {}).get("ownerReferences") or []
+        if owner is not None and any(r.get("uid") == owner and r.get("controller") for r in refs):
+            return None
+        self.metrics[f"create_foreign.{kind}"] += 1
+        return (f"{kind} {name} already exists and this job does not own it (someone else created it); the controller "
+                f"will not let the job's pods mount it. Delete it, or give the job another name")  # fmt: skip
 
     async def _patch(self, ns: str, action: Patch) -> None:
         try:
@@ -183,6 +271,24 @@ class Executor:
         if sb.set_condition(RECONCILE_ERROR, True, "ReconcileFailing", message):
             await self._write_status(job, sb.new)
             await self.event(job, Emit("Warning", "ReconcileFailing", message))
+
+    async def not_managed(self, job: Obj, why: str) -> None:
+        """Say on a job in a namespace the controller does not manage that it gets no pods:
+        a condition, and one Warning Event when the condition turns true (not every pass)."""
+        sb = StatusBuilder(job.get("status"), datetime.now(timezone.utc))
+        message = f"The controller does not reconcile this job and creates no pods for it: {why}."
+        if sb.set_condition(NOT_MANAGED, True, NOT_MANAGED, message):
+            await self._write_status(job, sb.new)
+            await self.event(job, Emit("Warning", NOT_MANAGED, message))
+
+    async def managed(self, job: Obj) -> Obj:
+        """The job with a NamespaceNotManaged condition turned false, should its namespace
+        have become managed (relabelled); the job as it is otherwise."""
+        sb = StatusBuilder(job.get("status"), datetime.now(timezone.utc))
+        if not sb.is_true(NOT_MANAGED):
+            return job
+        sb.set_condition(NOT_MANAGED, False, "NamespaceManaged", "The controller reconciles jobs in this namespace.")
+        return await self._write_status(job, sb.new)
 
     async def event(self, job: Obj, event: Emit) -> None:
         meta = job["metadata"]

@@ -22,7 +22,8 @@ from airflow_t9k.k8s.errors import ApiError, Forbidden, NotFound
 from airflow_t9k.controller.leader import LeaderElector
 from airflow_t9k.controller.metrics import InstrumentedKube, Metrics
 from airflow_t9k.controller.runner import Controller, Settings
-from airflow_t9k.controller.serve import serve
+from airflow_t9k.controller.scope import Scope, SelectorError, parse_selector
+from airflow_t9k.controller.serve import serve_all
 from airflow_t9k.kinds.base import LABEL_MANAGED_BY, MANAGED_BY
 from airflow_t9k.kinds.registry import KINDS
 
@@ -40,13 +41,22 @@ def add_controller_parser(sub: Any) -> None:
     p.add_argument("--context", help="kubeconfig context")
     p.add_argument("-n", "--namespace", action="append", dest="namespaces", default=[],
                    help="namespace to watch; repeat for several; default: all namespaces")  # fmt: skip
+    p.add_argument("--namespace-selector", metavar="SELECTOR",
+                   help="label selector on Namespaces (e.g. 'airflow-t9k.io/jobs=enabled'): reconcile jobs only in "
+                        "namespaces it matches (needs list/watch on namespaces). kube-system, kube-public, "
+                        "kube-node-lease and the controller's own namespace are never reconciled, selector or not")
     p.add_argument("--workers", type=int, default=4, help="jobs reconciled concurrently (default 4)")
     p.add_argument("--coalesce-status", type=float, default=1.0, metavar="SECONDS",
                    help="a status change that keeps the job's phase and has nothing to do (replica detail, counts) "
                         "waits up to this long so that several land in one write; 0 writes each at once (default 1)")
     p.add_argument("--health-port", type=int, default=8081,
-                   help="port for /healthz (alive), /readyz (caches synced) and /metrics; 0 disables")  # fmt: skip
+                   help="port for /healthz (alive) and /readyz (caches synced); 0 disables")  # fmt: skip
     p.add_argument("--health-address", default="0.0.0.0", help="address for the health endpoint")
+    p.add_argument("--metrics-port", type=int, default=8080, help="port for Prometheus /metrics; 0 disables")
+    p.add_argument("--metrics-address", default="127.0.0.1",
+                   help="address for /metrics (default 127.0.0.1: it names namespaces and jobs and answers anyone who "
+                        "reaches it; scrape through a proxy that checks a token, or open it behind a NetworkPolicy). "
+                        "The same address and port as the health endpoint share one listener")  # fmt: skip
     le = p.add_argument_group("leader election (for more than one replica)")
     le.add_argument("--leader-elect", action="store_true",
                     help="act only while holding a coordination.k8s.io Lease (the Deployment turns this on); "
@@ -124,6 +134,23 @@ async def detect_volcano(kube: Kube) -> bool:
     return any(r.get("name") == "podgroups" for r in doc.get("resources") or [])
 
 
+def own_namespace() -> str | None:
+    """The namespace the controller's pod runs in (None when run by hand): never reconciled, so
+    a job there cannot borrow the controller's service account or sit next to its Secrets."""
+    ns = os.environ.get("POD_NAMESPACE")
+    if not ns and SA_NAMESPACE.is_file():
+        ns = SA_NAMESPACE.read_text().strip()
+    return ns or None
+
+
+def make_scope(args: argparse.Namespace) -> Scope:
+    try:
+        selector = parse_selector(args.namespace_selector) if args.namespace_selector else None
+    except SelectorError as exc:
+        raise RefuseToStart(f"--namespace-selector: {exc}") from None
+    return Scope(own=own_namespace(), selector=selector)
+
+
 def lease_namespace(args: argparse.Namespace) -> str:
     ns = args.leader_election_namespace or os.environ.get("POD_NAMESPACE")
     if not ns and SA_NAMESPACE.is_file():
@@ -159,7 +186,7 @@ async def main_async(args: argparse.Namespace) -> int:
     instruments = Metrics()
     kube = InstrumentedKube(transport, instruments)
     kinds = sorted(set(args.kinds or RESOURCES))
-    server = None
+    servers: list[Any] = []
     try:
         try:
             await check_crds(kube, args.force, kinds)
@@ -173,23 +200,25 @@ async def main_async(args: argparse.Namespace) -> int:
             return 4
         try:
             elector = make_elector(args, InstrumentedKube(transport, instruments), instruments)
+            scope = make_scope(args)
         except RefuseToStart as exc:
             log.error("%s", exc)
             return 2
         if elector is not None:
             kube.fence = elector.valid  # every write of the controller checks its lease first
         settings = Settings(namespaces=args.namespaces, workers=args.workers, kinds=kinds, queueing=queueing,
-                            coalesce_status=args.coalesce_status, volcano=volcano)
+                            coalesce_status=args.coalesce_status, volcano=volcano, scope=scope)
         controller = Controller(kube, settings, instruments)
-        if args.health_port:
-            server = await serve(controller, args.health_address, args.health_port)
+        servers = await serve_all(controller, (args.health_address, args.health_port),
+                                  (args.metrics_address, args.metrics_port))  # fmt: skip
         task = asyncio.create_task(controller.run(elector=elector))
         loop = asyncio.get_running_loop()
         for sig in (signal.SIGTERM, signal.SIGINT):
             loop.add_signal_handler(sig, task.cancel)
-        scope = ", ".join(args.namespaces) or "all namespaces"
-        log.info("controller started: reconciling %s in %s, %d workers, queueing %s", ", ".join(k for k in kinds if k in KINDS),
-                 scope, args.workers, queueing)  # fmt: skip
+        where = ", ".join(args.namespaces) or "all namespaces"
+        log.info("controller started: reconciling %s in %s (never %s; selector %s), %d workers, queueing %s",
+                 ", ".join(k for k in kinds if k in KINDS), where, ", ".join(scope.excluded()),
+                 scope.selector.text if scope.selector else "none", args.workers, queueing)  # fmt: skip
         if elector is not None:
             log.info("leader election on: lease %s/%s, identity %s", elector.namespace, elector.name, elector.identity)
         try:
@@ -198,7 +227,7 @@ async def main_async(args: argparse.Namespace) -> int:
             log.info("controller stopped")
         return 0
     finally:
-        if server is not None:
+        for server in servers:
             await server.cleanup()
         await kube.close()
 

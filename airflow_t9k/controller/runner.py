@@ -23,11 +23,14 @@ from airflow_t9k.k8s.informer import Informer
 from airflow_t9k.controller.queue import WorkQueue
 from airflow_t9k.controller.reconcile import Emit, Observed, Plan, plan
 from airflow_t9k.controller.reconcile.status import bounded
+from airflow_t9k.controller.scope import Scope
 from airflow_t9k.kinds.base import LABEL_MANAGED_BY, MANAGED_BY
 
 Obj = dict[str, Any]
 JobKey = tuple[str, str, str]  # (kind, namespace, name)
-CHILD_KINDS = ("Pod", "Service", "ConfigMap", "Secret", "Job")
+# Secrets are not watched: the controller may only create them (deploy/rbac-*.yaml); a job's
+# status records the SSH Secret made for it (reconcile/plan.py ssh_secret_recorded).
+CHILD_KINDS = ("Pod", "Service", "ConfigMap", "Job")
 KUEUE = "/apis/kueue.x-k8s.io/v1beta2"
 # Kueue's cluster-scoped objects that admission reads: kind -> path
 KUEUE_CLUSTER = {"ResourceFlavor": f"{KUEUE}/resourceflavors", "WorkloadPriorityClass": f"{KUEUE}/workloadpriorityclasses",
@@ -54,6 +57,8 @@ class Settings:
     # Whether the cluster serves Volcano's PodGroup API (cli.detect_volcano): AscendJobs get a
     # PodGroup there, and their pods are not sent to a "volcano" scheduler anywhere else.
     volcano: bool = False
+    # Which namespaces' jobs get pods (scope.py): never the cluster's own or the controller's.
+    scope: Scope = field(default_factory=Scope)
 
 
 def detail_only(old: Obj, result: Plan) -> bool:
@@ -77,6 +82,13 @@ def _timed_plan(job: Obj, observed: Observed, now: datetime) -> tuple[Plan, floa
     started = time.thread_time()
     result = plan(job, observed, now)
     return result, time.thread_time() - started
+
+
+def _namespace_labels(obj: Obj) -> Obj:
+    """A Namespace as the cache keeps it: its name, labels and resourceVersion only."""
+    meta = obj.get("metadata") or {}
+    keep = {k: meta[k] for k in ("name", "labels", "resourceVersion", "uid") if k in meta}
+    return {"kind": "Namespace", "metadata": keep}
 
 
 class Controller:
@@ -105,11 +117,19 @@ class Controller:
                     kube, child_path(kind, ns or None), kind=kind, label_selector=selector,
                     handler=self._on_child, watch_timeout=settings.watch_timeout, on_recovered=self._requeue_all,
                     transform=slim_for(kind),  # the cache keeps what the controller reads (slim.py)
+                    keep=self._owned,  # and only what one of its jobs owns: anyone can copy our label
                 )  # fmt: skip
             if self.kueue:
                 path = f"{KUEUE}/namespaces/{ns}/localqueues" if ns else f"{KUEUE}/localqueues"
                 self.informers[("LocalQueue", ns)] = Informer(kube, path, kind="LocalQueue", watch_timeout=settings.watch_timeout,
                                                               transform=slim_for("LocalQueue"))  # fmt: skip
+        if settings.scope.selector is not None:
+            # Namespace labels decide which namespaces are managed; a relabelled namespace's jobs
+            # are planned again (they may now get pods, or stop getting new ones).
+            self.informers[("Namespace", "")] = Informer(
+                kube, "/api/v1/namespaces", kind="Namespace", handler=self._on_namespace,
+                watch_timeout=settings.watch_timeout, transform=_namespace_labels,
+            )  # fmt: skip
         if self.kueue:
             for kind, path in KUEUE_CLUSTER.items():
                 self.informers[(kind, "")] = Informer(kube, path, kind=kind, watch_timeout=settings.watch_timeout,
@@ -151,6 +171,12 @@ class Controller:
         self._background.add(task)
         task.add_done_callback(self._background.discard)
 
+    def _owned(self, obj: Obj) -> bool:
+        """Whether a job kind this controller reconciles is the object's controller (owner)."""
+        refs = (obj.get("metadata") or {}).get("ownerReferences") or []
+        return any(isinstance(r, dict) and r.get("controller") is True and r.get("kind") in self.settings.kinds
+                   and r.get("apiVersion") == resource_for(str(r.get("kind"))).api_version for r in refs)  # fmt: skip
+
     def _on_child(self, event: str, obj: Obj) -> None:
         owner = self._index(obj, deleted=event == "DELETED")
         if owner is not None:
@@ -173,6 +199,23 @@ class Controller:
             owned.add(entry)
         return ref["kind"], meta["namespace"], ref["name"]
 
+    def _on_namespace(self, event: str, obj: Obj) -> None:
+        ns = obj["metadata"].get("name")
+        for (kind, _), informer in list(self.informers.items()):
+            if kind in RESOURCES:
+                for job_ns, name in list(informer.cache):
+                    if job_ns == ns:
+                        self.queue.add((kind, job_ns, name))
+
+    def why_not_managed(self, namespace: str) -> str | None:
+        """None when jobs in ``namespace`` get pods, else why not (Scope.why_not)."""
+        labels = None
+        informer = self.informers.get(("Namespace", ""))
+        if informer is not None:
+            cached = informer.get(("", namespace))
+            labels = None if cached is None else dict(cached["metadata"].get("labels") or {})
+        return self.settings.scope.why_not(namespace, labels)
+
     def observed(self, job: Obj) -> Observed:
         found: dict[str, dict[str, Obj]] = {k: {} for k in self.child_kinds}
         for kind, ns, name in self.children.get(job["metadata"]["uid"], ()):
@@ -181,7 +224,7 @@ class Controller:
             obj = self.informer_for(kind, ns).get((ns, name))
             if obj is not None:
                 found[kind][name] = obj
-        children = (found["Pod"], found["Service"], found["ConfigMap"], found["Secret"], found["Job"])
+        children = (found["Pod"], found["Service"], found["ConfigMap"], {}, found["Job"])
         gang = {"volcano": self.settings.volcano, "podgroups": found.get("PodGroup", {})}
         if not self.kueue:
             return Observed(*children, queueing=self.settings.queueing, **gang)
@@ -204,6 +247,13 @@ class Controller:
             self._quick_plans.discard(key)
             return
         self.metrics["reconcile"] += 1
+        why = self.why_not_managed(ns)
+        if why is not None:
+            # No plan at all: nothing of the job's template reaches a pod in this namespace.
+            self.metrics["namespace_not_managed"] += 1
+            await self.executor.not_managed(job, why)
+            return
+        job = await self.executor.managed(job)
         result = await self._plan(key, job)
         if result.requeue_after is not None:
             self.queue.add_after(key, result.requeue_after)

@@ -7,7 +7,11 @@ server), lists again. There is no periodic relist.
 
 An optional ``transform`` is applied to every object before it is cached or handed to a
 handler (list items, watch events, and what ``store`` is given): the controller keeps only the
-fields it reads (controller/slim.py).
+fields it reads (controller/slim.py). An optional ``keep`` predicate decides before that
+whether the object is cached at all: the label the controller selects on can be put on any
+object by anyone who may create one, so the caches of children keep only those a job owns (a
+tenant's 1 MB ConfigMaps with our label would otherwise grow the controller until it is
+OOM-killed). An object that stops passing ``keep`` is dropped as if deleted.
 
 Failures back off with jitter up to a few seconds only: an API server that comes back must
 find the controller reconnected within seconds, and a restarted API server answers 429
@@ -30,6 +34,7 @@ Obj = dict[str, Any]
 Key = tuple[str, str]  # (namespace, name)
 Handler = Callable[[str, Obj], None]  # (event type, object)
 Transform = Callable[[Obj], Obj]
+Keep = Callable[[Obj], bool]
 
 log = logging.getLogger(__name__)
 
@@ -110,7 +115,7 @@ class Informer:
     def __init__(self, kube: Kube, path: str, *, kind: str, label_selector: str | None = None,
                  handler: Handler | None = None, watch_timeout: int = 300,
                  on_recovered: Callable[[], None] | None = None, idle_timeout: float = IDLE_TIMEOUT,
-                 transform: Transform | None = None) -> None:  # fmt: skip
+                 transform: Transform | None = None, keep: Keep | None = None) -> None:  # fmt: skip
         self.kube = kube
         self.path = path
         self.kind = kind
@@ -127,6 +132,8 @@ class Informer:
         # Called when a watch opens again after failing: whatever failed meanwhile can be retried now.
         self.on_recovered = on_recovered
         self.transform = transform
+        self.keep = keep
+        self.dropped = 0  # objects left out of the cache by ``keep``
 
     # -- cache, also written optimistically by the executor ---------------------------------
     def get(self, key: Key) -> Obj | None:
@@ -145,6 +152,18 @@ class Informer:
             return False
         self.store(obj)
         return True
+
+    def _kept(self, obj: Obj) -> bool:
+        if self.keep is None:
+            return True
+        try:
+            kept = self.keep(obj)
+        except Exception:  # a hostile object must not stop the watch: leave it out
+            log.exception("%s keep failed for %s; leaving it out", self.kind, key_of(obj))
+            kept = False
+        if not kept:
+            self.dropped += 1
+        return kept
 
     def _shaped(self, obj: Obj) -> Obj:
         """The object as the cache keeps it: with its kind, and through the transform."""
@@ -184,6 +203,8 @@ class Informer:
         self.lists += 1
         fresh = {}
         for item in items:
+            if not self._kept(item):
+                continue
             item = self._shaped(item)
             fresh[key_of(item)] = item
         gone = [obj for key, obj in self.cache.items() if key not in fresh]
@@ -256,6 +277,10 @@ class Informer:
         if etype == UNDECODABLE:  # left out of the cache; the handler may report it
             self._notify(etype, obj)
             return
+        if etype != "DELETED" and not self._kept(obj):
+            if key_of(obj) not in self.cache:
+                return
+            etype = "DELETED"  # it was ours and is not any more (its owner reference was removed)
         obj = self._shaped(obj)
         if etype == "DELETED":
             self.forget(obj)

@@ -10,6 +10,12 @@ The choices follow ``kubernetes_asyncio`` where it and client-go agree: ``*-data
 the file, ``token`` over ``tokenFile``, relative paths are relative to the kubeconfig's own
 directory. Unlike it, a ``tokenFile`` (and the service-account token) is read again every
 minute, since bound tokens rotate.
+
+Two configurations are refused rather than followed. A bearer token to a plain ``http://``
+server goes in clear text to anyone on the path (it is the controller's whole identity):
+refused unless ``T9K_ALLOW_HTTP_TOKEN=true`` says the path is trusted (a local proxy).
+``insecure-skip-tls-verify`` next to a certificate authority contradicts itself (client-go
+refuses it too): the CA would be silently ignored.
 """
 
 from __future__ import annotations
@@ -27,6 +33,7 @@ from typing import Any
 
 SA_DIR = Path("/var/run/secrets/kubernetes.io/serviceaccount")
 TOKEN_REFRESH = 60.0  # seconds; kubelet rotates bound tokens well before they expire
+ALLOW_HTTP_TOKEN = "T9K_ALLOW_HTTP_TOKEN"  # env: "true" lets a token go to an http:// server
 # Keys of a user or cluster entry that only the full loader understands.
 USER_FALLBACK = ("exec", "auth-provider", "username", "password", "as", "as-uid", "as-groups", "as-user-extra")
 CLUSTER_FALLBACK = ("proxy-url",)
@@ -169,7 +176,8 @@ def load(kubeconfig: str | None = None, context: str | None = None, env: Mapping
     env = os.environ if env is None else env
     path, named = kubeconfig_path(kubeconfig, env)
     try:
-        return from_file(path, context, named or context is not None)
+        allow = str(env.get(ALLOW_HTTP_TOKEN, "")).strip().lower() in ("1", "true", "yes")
+        return from_file(path, context, named or context is not None, allow_http_token=allow)
     except NoKubeconfig:
         if named:
             raise KubeconfigError(f"kubeconfig {path} does not exist") from None
@@ -180,7 +188,7 @@ def load(kubeconfig: str | None = None, context: str | None = None, env: Mapping
         return in_cluster(env, sa_dir)
 
 
-def from_file(path: Path, context: str | None = None, must_exist: bool = True) -> Endpoint:
+def from_file(path: Path, context: str | None = None, must_exist: bool = True, allow_http_token: bool = False) -> Endpoint:
     import yaml  # only here: in-cluster controllers never read YAML
 
     try:
@@ -199,7 +207,7 @@ def from_file(path: Path, context: str | None = None, must_exist: bool = True) -
         raise NoKubeconfig(str(path))  # an empty default file: as kubernetes_asyncio, try in-cluster
     # Not resolve(): a kubeconfig mounted from a Secret is a symlink into a directory that is
     # replaced on rotation; relative paths follow the link name, as kubectl resolves them.
-    return parse(doc, Path(os.path.abspath(path)).parent, context, f"kubeconfig {path}")
+    return parse(doc, Path(os.path.abspath(path)).parent, context, f"kubeconfig {path}", allow_http_token=allow_http_token)
 
 
 def _named(doc: dict[str, Any], section: str, name: str, what: str, source: str) -> dict[str, Any]:
@@ -230,7 +238,7 @@ def _data(value: Any, key: str, source: str) -> bytes:
         raise KubeconfigError(f"{source}: {key} is not valid base64") from None
 
 
-def parse(doc: Any, base: Path, context: str | None, source: str) -> Endpoint:
+def parse(doc: Any, base: Path, context: str | None, source: str, allow_http_token: bool = False) -> Endpoint:
     """The endpoint a kubeconfig document (already parsed YAML) names for ``context``."""
     if not isinstance(doc, dict):
         raise KubeconfigError(f"{source} is not a kubeconfig (a mapping with clusters, users and contexts)")
@@ -273,6 +281,10 @@ def parse(doc: Any, base: Path, context: str | None, source: str) -> Endpoint:
                 tls[f"{attr}_file"] = _file(base, user[key], key, source)
         if bool(tls.get("cert_file") or tls.get("cert_data")) != bool(tls.get("key_file") or tls.get("key_data")):
             raise KubeconfigError(f"{source}: a client certificate needs its key, and a key its certificate")
+    if (user.get("token") or user.get("tokenFile")) and server.startswith("http://") and not allow_http_token:
+        raise KubeconfigError(f"{source}: refusing to send a bearer token to {server} over plain http (anyone on "
+                              f"the path could read it); use https, or set {ALLOW_HTTP_TOKEN}=true if the path is "
+                              "trusted (a local proxy)")  # fmt: skip
     token: TokenSource | None = None
     if user.get("token"):
         token = TokenSource(str(user["token"]))
@@ -281,6 +293,9 @@ def parse(doc: Any, base: Path, context: str | None, source: str) -> Endpoint:
     insecure = cluster.get("insecure-skip-tls-verify", False)
     if not isinstance(insecure, bool):
         raise KubeconfigError(f"{source}: insecure-skip-tls-verify must be true or false")
+    if insecure and (cluster.get("certificate-authority-data") or cluster.get("certificate-authority")):
+        raise KubeconfigError(f"{source}: insecure-skip-tls-verify together with a certificate authority: the CA "
+                              "would be ignored; remove one of them")  # fmt: skip
     server_name = cluster.get("tls-server-name") or None
     return Endpoint(server=server, insecure=insecure, tls_server_name=server_name, token=token, source=source, **tls)
 

@@ -1,9 +1,12 @@
 """DeepSpeedJob: every worker runs sshd; worker 0 also runs ``deepspeed`` over pdsh.
 
-Reserved paths (T9k manual): ``/root/.ssh`` (the generated key), ``/t9k/hostfile`` (lines
+Reserved paths (T9k manual): ``/root/.ssh`` (the generated keys: worker 0, the launcher, gets
+the private user key; every worker the host key its sshd serves), ``/t9k/hostfile`` (lines
 ``<host> slots=<slotsPerWorker>``) and ``/root/.deepspeed_env`` (the worker container's
 plain ``env`` values, which the pdsh launcher exports on every host; off with
-``disableCustomEnv``). The command is built from ``config``: ``run.python`` (a script),
+``disableCustomEnv``). Worker 0 writes that file at start from its own environment: the
+values (possibly secrets) stay in the pod spec and are never copied into a ConfigMap, which
+more people may read than the job. The command is built from ``config``: ``run.python`` (a script),
 ``run.module`` (``--module``) or ``run.exec`` (``--no_python``), plus ``--no_local_rank``
 when ``localRank`` is false, ``--autotuning run|tune``, and ``otherArgs``; or
 ``customCommand`` verbatim. Restarts and success follow the training envelope, decided by
@@ -23,7 +26,7 @@ import shlex
 
 from airflow_t9k.api.resources import RESOURCES
 from airflow_t9k.kinds.base import Children, InvalidSpec, ModeOverride, Obj, ReplicaSpec, set_env
-from airflow_t9k.kinds.ssh_launch import sshd_command, wait_for_ssh
+from airflow_t9k.kinds.ssh_launch import LAUNCHER_FILES, SSHD_FILES, ssh_volume, sshd_command, wait_for_ssh
 from airflow_t9k.kinds.training import TrainingJobKind
 
 WORKER = "worker"
@@ -95,9 +98,15 @@ class DeepSpeedJob(TrainingJobKind):
         parts += {"python": [], "module": ["--module"], "exec": ["--no_python"]}[key]
         return shlex.join(parts + [str(a) for a in run[key]])
 
-    def env_file(self, job: Obj) -> str:
+    def env_names(self, job: Obj) -> list[str]:
+        """The worker container's env variables with a plain value: those pdsh exports."""
         main = self.main_container(self.replica_specs(job)[0].template.get("spec") or {}) or {}
-        return "".join(f"{e['name']}={e['value']}\n" for e in main.get("env") or [] if isinstance(e.get("value"), str))
+        return [str(e["name"]) for e in main.get("env") or [] if isinstance(e.get("value"), str) and e.get("name")]
+
+    def write_env_file(self, job: Obj) -> str:
+        """Shell writing ENV_FILE (``NAME=value`` lines) from the container's own environment."""
+        names = " ".join(shlex.quote(n) for n in self.env_names(job))
+        return f': > {ENV_FILE}; for n in {names}; do printf "%s=%s\\n" "$n" "$(printenv "$n")" >> {ENV_FILE}; done'
 
     def ssh_secret_name(self, job: Obj) -> str:
         return f"{job['metadata']['name']}-ssh"
@@ -116,8 +125,6 @@ class DeepSpeedJob(TrainingJobKind):
     def extra_children(self, job: Obj, observed: Children) -> list[Obj]:
         name = job["metadata"]["name"]
         data = {"hostfile": self.hostfile(job)}
-        if not _spec(job).get("disableCustomEnv"):
-            data["deepspeed_env"] = self.env_file(job)
         return [{"apiVersion": "v1", "kind": "ConfigMap", "metadata": {"name": f"{name}-deepspeed"}, "data": data}]
 
     def customize_pod(self, job: Obj, spec: ReplicaSpec, rank: int, pod: Obj) -> None:
@@ -127,17 +134,19 @@ class DeepSpeedJob(TrainingJobKind):
         if main is None:
             return
         volumes = [v for v in pod_spec.get("volumes") or [] if v.get("name") not in ("t9k-ssh", "t9k-deepspeed")]
-        volumes += [{"name": "t9k-ssh", "secret": {"secretName": self.ssh_secret_name(job), "defaultMode": 0o600}},
-                    {"name": "t9k-deepspeed", "configMap": {"name": f"{name}-deepspeed"}}]  # fmt: skip
+        # Worker 0 launches (pdsh reaches every worker, itself included): it alone holds the user key.
+        files = LAUNCHER_FILES + SSHD_FILES if rank == 0 else SSHD_FILES
+        volumes += [ssh_volume(self.ssh_secret_name(job), files), {"name": "t9k-deepspeed", "configMap": {"name": f"{name}-deepspeed"}}]
         mounts = [{"name": "t9k-ssh", "mountPath": SSH_DIR},
                   {"name": "t9k-deepspeed", "mountPath": HOSTFILE, "subPath": "hostfile", "readOnly": True}]  # fmt: skip
-        if not _spec(job).get("disableCustomEnv"):
-            mounts.append({"name": "t9k-deepspeed", "mountPath": ENV_FILE, "subPath": "deepspeed_env", "readOnly": True})
+        sshd = sshd_command(SSHD, SSH_DIR)
         if rank == 0:
             pod["metadata"]["annotations"][ANNOTATION_HOSTFILE] = _digest(self.hostfile(job))
-            main["command"] = ["bash", "-c", f"set -e; {shlex.join(sshd_command(SSHD, foreground=False))}; {wait_for_ssh(HOSTFILE)}; exec {self.deepspeed_command(job)}"]
+            env = "" if _spec(job).get("disableCustomEnv") else f"{self.write_env_file(job)}; "
+            daemon = shlex.join([c for c in sshd if c not in ("-D", "-e")])  # sshd forks into the background here
+            main["command"] = ["bash", "-c", f"set -e; {daemon}; {env}{wait_for_ssh(HOSTFILE)}; exec {self.deepspeed_command(job)}"]
         else:
-            main["command"] = sshd_command(SSHD)
+            main["command"] = sshd
         main.pop("args", None)
         set_env(main, {"T9K_JOB_NAME": name, "T9K_REPLICA_RANK": str(rank)})
         main["volumeMounts"] = [m for m in main.get("volumeMounts") or [] if m.get("name") not in ("t9k-ssh", "t9k-deepspeed")] + mounts
@@ -148,7 +157,7 @@ class DeepSpeedJob(TrainingJobKind):
 
     def debug_default(self, rtype: str) -> ModeOverride:
         # Every worker keeps sshd, so deepspeed can be launched by hand from worker 0.
-        return ModeOverride(command=sshd_command(SSHD), args=[])
+        return ModeOverride(command=sshd_command(SSHD, SSH_DIR), args=[])
 
 
 def _digest(text: str) -> str:

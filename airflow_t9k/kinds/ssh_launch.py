@@ -56,15 +56,28 @@ def wait_for_ssh(hostfile: str) -> str:
     )
 
 
-def sshd_command(sshd: str, foreground: bool = True) -> list[str]:
-    """sshd as the replicas run it.
+# What each pod mounts of the job's SSH Secret (controller/ssh.py): the private user key only
+# where a launch starts, the host key only where sshd serves it.
+LAUNCHER_FILES = ("id_ed25519", "config", "known_hosts")
+SSHD_FILES = ("authorized_keys", "ssh_host_ed25519_key")
+
+
+def ssh_volume(secret: str, files: tuple[str, ...]) -> Obj:
+    """The SSH Secret as a volume holding only ``files``, readable by its owner only."""
+    items = [{"key": f, "path": f} for f in files]
+    return {"name": "t9k-ssh", "secret": {"secretName": secret, "defaultMode": 0o600, "items": items}}
+
+
+def sshd_command(sshd: str, ssh_dir: str) -> list[str]:
+    """sshd in the foreground, serving the job's host key (the one known_hosts trusts).
 
     ``StrictModes=no``: the kubelet projects the key Secret into a world-writable tmpfs
     directory (read-only inside the container, replaced atomically), and sshd's strict modes
-    refuse every key there ("bad ownership or modes for directory /root/.ssh"). Kubeflow's MPI
-    images turn it off in sshd_config; passing it here keeps users' images unchanged.
+    refuse every key there ("bad ownership or modes for directory /root/.ssh", seen on the
+    real node). Kubeflow's MPI images turn it off in sshd_config; passing it here keeps users'
+    images unchanged.
     """
-    return [sshd, *(["-D", "-e"] if foreground else []), "-o", "StrictModes=no"]
+    return [sshd, "-D", "-e", "-h", f"{ssh_dir}/ssh_host_ed25519_key", "-o", "StrictModes=no"]
 
 
 def pod_failure(pod: Obj) -> str:
@@ -189,7 +202,7 @@ class SSHLaunchKind(JobKind):
         ssh = self.ssh(job)
         pod_spec = pod["spec"]
         volumes = [v for v in pod_spec.get("volumes") or [] if v.get("name") not in ("t9k-ssh", "t9k-hostfile")]
-        volumes.append({"name": "t9k-ssh", "secret": {"secretName": self.ssh_secret_name(job), "defaultMode": 0o600}})
+        volumes.append(ssh_volume(self.ssh_secret_name(job), LAUNCHER_FILES if spec.type == LAUNCHER else SSHD_FILES))
         mounts = [{"name": "t9k-ssh", "mountPath": ssh[self.auth_mount_key]}]
         main = self.main_container(pod_spec)
         assert main is not None  # validate() guarantees it
@@ -198,7 +211,7 @@ class SSHLaunchKind(JobKind):
             mounts.append({"name": "t9k-hostfile", "mountPath": HOSTFILE_DIR, "readOnly": True})
             main["command"] = ["bash", "-c", self.launcher_script(job)]
         else:
-            main["command"] = sshd_command(ssh["sshdPath"])
+            main["command"] = sshd_command(ssh["sshdPath"], ssh[self.auth_mount_key])
             ports = main.setdefault("ports", [])
             if not any(p.get("containerPort") == SSH_PORT for p in ports):
                 ports.append({"name": "ssh", "containerPort": SSH_PORT})

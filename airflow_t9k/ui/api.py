@@ -2,8 +2,11 @@
 
 Every JSON endpoint sits behind Airflow's authentication and the auth manager: job data needs
 read access to the DAG's task instances, logs the task-logs entity, and actions edit access
-(``PUT``) on the DAG's task instances. The page's list is filtered to the DAGs the user may
-read, matched on the job's exact ``dag-id`` annotation. Only the JavaScript bundles are public
+(``PUT``) on the DAG's task instances. Which job is a task's comes from Airflow's records, not
+from the job (records.py): the task instance must exist (404 otherwise; with ``multi_team`` a
+DAG id Airflow does not know has no team, so the access check alone would pass anyone), and
+its job is the one it recorded in XCom ``t9k_job``. The page's list keeps the jobs of DAGs the
+user may read whose uid is the one their task recorded. Only the JavaScript bundles are public
 (they hold nothing but code).
 
 Settings (``[t9k]``): ``ui_kubernetes_conn_id`` (default ``kubernetes_default``), the
@@ -13,8 +16,12 @@ namespace) to read one namespace only.
 
 from __future__ import annotations
 
+import asyncio
+import functools
 import json
 import threading
+from collections.abc import Callable
+from concurrent.futures import ThreadPoolExecutor
 from datetime import datetime, timezone
 from pathlib import Path
 from typing import Any
@@ -23,25 +30,45 @@ from airflow.api_fastapi.app import get_auth_manager
 from airflow.api_fastapi.auth.managers.models.resource_details import DagAccessEntity
 from airflow.api_fastapi.core_api.security import GetUserDep, requires_access_dag
 from airflow.configuration import conf
+from airflow.utils.session import create_session
 from fastapi import Body, Depends, FastAPI, HTTPException, Request
 from fastapi.responses import JSONResponse, PlainTextResponse
 from fastapi.staticfiles import StaticFiles
 
 from airflow_t9k.k8s.errors import ApiError, NotFound
-from airflow_t9k.ui import view
+from airflow_t9k.ui import guard, view
 from airflow_t9k.ui.reader import Reader
+from airflow_t9k.ui.records import audit, recorded_uids, task_record
 
 Obj = dict[str, Any]
 STATIC = Path(__file__).parent / "static"
 TASK = "/api/dags/{dag_id}/runs/{run_id}/tasks/{task_id}/job"
+# Seconds to connect to and to wait for the Kubernetes API server on each call: a slow or
+# unreachable cluster must not hold the api-server's threads.
+REQUEST_TIMEOUT = (5, 20)
 
 app = FastAPI(title="airflow-t9k UI", docs_url=None, redoc_url=None, openapi_url=None)
 app.mount("/static", StaticFiles(directory=STATIC, check_dir=False), name="t9k-static")
 
+# The endpoints block on Kubernetes and the metadata database: they run on the UI's own threads,
+# not on the api-server's shared pool (anyio's, 40 threads for all of Airflow's sync routes),
+# so a slow cluster holds at most these, and Airflow's own pages go on.
+UI_THREADS = 8
+UI_POOL = ThreadPoolExecutor(max_workers=UI_THREADS, thread_name_prefix="t9k-ui")
+
 _reader: Reader | None = None
 _reader_lock = threading.Lock()
 
+def same_site(request: Request) -> None:
+    """Refuse a non-GET request a cross-site page could have sent with the user's cookie (guard.py)."""
+    headers = {k.lower(): v for k, v in request.headers.items()}
+    why = guard.refusal(request.method, headers, request.url.scheme, headers.get("host", ""))
+    if why is not None:
+        raise HTTPException(403, why)
+
+
 read_ti = Depends(requires_access_dag("GET", DagAccessEntity.TASK_INSTANCE))
+same_site_only = Depends(same_site)
 read_logs = Depends(requires_access_dag("GET", DagAccessEntity.TASK_LOGS))
 edit_ti = Depends(requires_access_dag("PUT", DagAccessEntity.TASK_INSTANCE))
 
@@ -60,6 +87,7 @@ def hook_transport(hook: Any) -> Any:
             resp = api_client.call_api(
                 path, method, query_params=query or [], body=body, auth_settings=["BearerToken"], _preload_content=False,
                 header_params={"Accept": "*/*" if raw else "application/json", "Content-Type": content_type},
+                _request_timeout=REQUEST_TIMEOUT,
             )  # fmt: skip
         data = resp.data.decode("utf-8", errors="replace") if resp.data else ""
         if raw:
@@ -82,6 +110,16 @@ def reader() -> Reader:
         return _reader
 
 
+def off_pool(fn: Callable[..., Any]) -> Callable[..., Any]:
+    """The endpoint as a coroutine running ``fn`` on UI_POOL (FastAPI reads ``fn``'s signature)."""
+
+    @functools.wraps(fn)
+    async def run(*args: Any, **kwargs: Any) -> Any:
+        return await asyncio.get_running_loop().run_in_executor(UI_POOL, functools.partial(fn, *args, **kwargs))
+
+    return run
+
+
 @app.exception_handler(ApiError)
 def _api_error(_: Request, exc: ApiError) -> JSONResponse:
     # What the Kubernetes API server said, for the page to show; 502 because it is upstream's answer.
@@ -102,6 +140,7 @@ def _map_index(value: str | None) -> int:
 
 
 @app.get("/api/jobs", dependencies=[read_ti])
+@off_pool
 def list_jobs(user: GetUserDep, kind: str | None = None, dag_id: str | None = None, phase: str | None = None) -> Obj:
     """Jobs of the DAGs the user may read; ``dag_id`` (checked by the dependency above), ``kind``
     and ``phase`` narrow it."""
@@ -109,7 +148,11 @@ def list_jobs(user: GetUserDep, kind: str | None = None, dag_id: str | None = No
     if dag_id is not None:
         allowed = allowed & {dag_id}
     now = _now()
-    rows = [view.summary(j, now) for j in view.readable(reader().jobs(kind), allowed)]
+    jobs = view.readable(reader().jobs(kind), allowed)
+    keys = {k for k in map(view.task_key, jobs) if k is not None}
+    with create_session() as session:
+        recorded = recorded_uids(session, keys)  # one query for the whole page
+    rows = [view.summary(j, now) for j in view.owned(jobs, recorded)]
     if phase:
         rows = [r for r in rows if r["phase"] == phase]
     rows.sort(key=lambda r: r["created"] or "", reverse=True)
@@ -117,7 +160,14 @@ def list_jobs(user: GetUserDep, kind: str | None = None, dag_id: str | None = No
 
 
 def _job(dag_id: str, run_id: str, task_id: str, map_index: int) -> Obj | None:
-    return reader().task_job(dag_id, run_id, task_id, map_index)
+    """The job the task instance recorded, as it is now; 404 when there is no such task instance."""
+    with create_session() as session:
+        record = task_record(session, (dag_id, run_id, task_id, map_index))
+    if record is None:
+        raise HTTPException(404, f"no task instance {dag_id}/{run_id}/{task_id} (map index {map_index})")
+    if record.identity is None:
+        return None
+    return reader().recorded_job(record.identity)
 
 
 def _require_job(dag_id: str, run_id: str, task_id: str, map_index: int) -> Obj:
@@ -128,6 +178,7 @@ def _require_job(dag_id: str, run_id: str, task_id: str, map_index: int) -> Obj:
 
 
 @app.get(TASK, dependencies=[read_ti])
+@off_pool
 def job_detail(dag_id: str, run_id: str, task_id: str, map_index: str | None = None) -> Obj:
     """The task's job with replicas and Events; ``job`` is null when the task submitted none."""
     mi = _map_index(map_index)
@@ -139,6 +190,7 @@ def job_detail(dag_id: str, run_id: str, task_id: str, map_index: str | None = N
 
 
 @app.get(TASK + "/log", dependencies=[read_logs], response_class=PlainTextResponse)
+@off_pool
 def job_log(dag_id: str, run_id: str, task_id: str, pod: str, map_index: str | None = None, lines: int = 200) -> str:
     """The last ``lines`` lines (at most 2000) of one replica of the task's job."""
     job = _require_job(dag_id, run_id, task_id, _map_index(map_index))
@@ -164,30 +216,50 @@ def _action_result(verb: str, job: Obj, answer: Obj) -> Obj:
             "message": f"{job['kind']} {meta['namespace']}/{meta['name']} {verb} ({said})"}  # fmt: skip
 
 
-@app.post(TASK + "/pause", dependencies=[edit_ti])
-def pause(dag_id: str, run_id: str, task_id: str, map_index: str | None = None) -> Obj:
-    job = _require_job(dag_id, run_id, task_id, _map_index(map_index))
+def _acted(user: Any, verb: str, key: tuple[str, str, str, int], job: Obj, answer: Obj) -> Obj:
+    """The action's result, after writing it to Airflow's audit log."""
+    result = _action_result(verb, job, answer)
+    with create_session() as session:
+        audit(session, user=user.get_name(), action=verb.split()[0], key=key, job=job, detail=result["message"])
+    return result
+
+
+ACTION = [edit_ti, same_site_only]
+
+
+@app.post(TASK + "/pause", dependencies=ACTION)
+@off_pool
+def pause(user: GetUserDep, dag_id: str, run_id: str, task_id: str, map_index: str | None = None) -> Obj:
+    key = (dag_id, run_id, task_id, _map_index(map_index))
+    job = _require_job(*key)
     if job["kind"] not in view.PAUSABLE:
         raise HTTPException(422, f"{job['kind']} cannot be paused")
-    return _action_result("paused", job, reader().pause(job))
+    return _acted(user, "paused", key, job, reader().pause(job))
 
 
-@app.post(TASK + "/resume", dependencies=[edit_ti])
-def resume(dag_id: str, run_id: str, task_id: str, map_index: str | None = None) -> Obj:
-    job = _require_job(dag_id, run_id, task_id, _map_index(map_index))
-    return _action_result("resumed", job, reader().resume(job))
+@app.post(TASK + "/resume", dependencies=ACTION)
+@off_pool
+def resume(user: GetUserDep, dag_id: str, run_id: str, task_id: str, map_index: str | None = None) -> Obj:
+    key = (dag_id, run_id, task_id, _map_index(map_index))
+    job = _require_job(*key)
+    return _acted(user, "resumed", key, job, reader().resume(job))
 
 
-@app.post(TASK + "/delete", dependencies=[edit_ti])
-def delete(dag_id: str, run_id: str, task_id: str, map_index: str | None = None) -> Obj:
-    job = _require_job(dag_id, run_id, task_id, _map_index(map_index))
-    return _action_result("deleted", job, reader().delete(job))
+@app.post(TASK + "/delete", dependencies=ACTION)
+@off_pool
+def delete(user: GetUserDep, dag_id: str, run_id: str, task_id: str, map_index: str | None = None) -> Obj:
+    key = (dag_id, run_id, task_id, _map_index(map_index))
+    job = _require_job(*key)
+    return _acted(user, "deleted", key, job, reader().delete(job))
 
 
-@app.post(TASK + "/scale", dependencies=[edit_ti])
-def scale(dag_id: str, run_id: str, task_id: str, replicas: Any = Body(embed=True), map_index: str | None = None) -> Obj:
-    job = _require_job(dag_id, run_id, task_id, _map_index(map_index))
+@app.post(TASK + "/scale", dependencies=ACTION)
+@off_pool
+def scale(user: GetUserDep, dag_id: str, run_id: str, task_id: str, replicas: Any = Body(embed=True),
+          map_index: str | None = None) -> Obj:  # fmt: skip
+    key = (dag_id, run_id, task_id, _map_index(map_index))
+    job = _require_job(*key)
     problem = view.scale_error(job, replicas)
     if problem:
         raise HTTPException(422, problem)
-    return _action_result(f"scaled to {replicas}", job, reader().scale(job, replicas))
+    return _acted(user, f"scaled to {replicas}", key, job, reader().scale(job, replicas))

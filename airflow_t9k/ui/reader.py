@@ -8,7 +8,6 @@ CRD is not installed are skipped.
 
 from __future__ import annotations
 
-import re
 import threading
 import time
 from collections.abc import Callable
@@ -26,20 +25,6 @@ Obj = dict[str, Any]
 CACHE_SECONDS = 2.0
 SELECTOR = f"{ANNOTATION}/dag-id"  # every job an operator submits carries this label
 LOG_LINES = 200
-FOUND_LIMIT = 4096  # task -> job names remembered
-
-
-def _label(text: str) -> str:
-    # The operator's label value (operators/job.py): sanitised and cut to 63 characters.
-    v = re.sub(r"[^A-Za-z0-9._-]+", "_", str(text))[:63]
-    return re.sub(r"^[^A-Za-z0-9]+|[^A-Za-z0-9]+$", "", v)
-
-
-def task_selector(dag_id: str, run_id: str, task_id: str, map_index: int) -> str:
-    """Labels narrowing a LIST to one task's jobs (the exact match is on annotations)."""
-    return ",".join([f"{ANNOTATION}/dag-id={_label(dag_id)}", f"{ANNOTATION}/run-id={_label(run_id)}",
-                     f"{ANNOTATION}/task-id={_label(task_id)}",
-                     f"{ANNOTATION}/map-index={map_index if map_index >= 0 else 'none'}"])  # fmt: skip
 
 
 class Reader:
@@ -54,8 +39,6 @@ class Reader:
         self._lock = threading.Lock()
         self._pool = ThreadPoolExecutor(max_workers=len(self.kinds), thread_name_prefix="t9k-ui-list")
         self.lists = 0  # LIST requests sent, for tests and the benchmark
-        self._found: dict[tuple[str, str, str, int], tuple[str, str, str]] = {}
-        self._found_lock = threading.Lock()
 
     def _list(self, kind: str, selector: str) -> list[Obj]:
         self.lists += 1
@@ -81,40 +64,34 @@ class Reader:
             jobs = self._cache[1]
         return [j for j in jobs if kind is None or j.get("kind") == kind]
 
-    def task_jobs(self, dag_id: str, run_id: str, task_id: str, map_index: int) -> list[Obj]:
-        return self._list_all(task_selector(dag_id, run_id, task_id, map_index), self.kinds)
-
-    def task_job(self, dag_id: str, run_id: str, task_id: str, map_index: int) -> Obj | None:
-        """The task's job (the newest, should there be several). Once found, a polling tab
-        costs one GET by name instead of a LIST per kind; a job gone or replaced is searched
-        for again."""
-        key = (dag_id, run_id, task_id, map_index)
-        known = self._found.get(key)
-        if known is not None:
-            kind, namespace, name = known
-            try:
-                job = self._request("GET", job_path(resource_for(kind), namespace, name))
-            except NotFound:
-                job = None
-            if job is not None and view.matches(job, *key):
-                return job
-            self._found.pop(key, None)
-        job = view.newest([j for j in self.task_jobs(*key) if view.matches(j, *key)])
-        if job is not None:
-            with self._found_lock:
-                if len(self._found) >= FOUND_LIMIT:
-                    self._found.pop(next(iter(self._found)))
-                self._found[key] = (job["kind"], job["metadata"]["namespace"], job["metadata"]["name"])
-        return job
+    def recorded_job(self, identity: Obj) -> Obj | None:
+        """The job a task recorded (records.py: kind, namespace, name, uid), by one GET; None when
+        it is gone, or when the name now belongs to another object (another uid): a job someone
+        else created under that name afterwards is not the task's."""
+        if identity["kind"] not in self.kinds or (self.namespace and identity["namespace"] != self.namespace):
+            return None
+        try:
+            job = self._request("GET", job_path(resource_for(identity["kind"]), identity["namespace"], identity["name"]))
+        except NotFound:
+            return None
+        job.setdefault("kind", identity["kind"])
+        return job if view.recorded(job, identity) else None
 
     def pods(self, job: Obj) -> list[Obj]:
+        """The job's pods: narrowed by its job-name label, kept only when they name the job's uid
+        as an owner (a same-named job's pods in the namespace carry the same label)."""
         meta = job["metadata"]
         out = self._request("GET", child_path("Pod", meta["namespace"]), query=[("labelSelector", f"{JOB_LABEL}={meta['name']}")])
-        return list(out.get("items") or [])
+        return [p for p in out.get("items") or [] if view.owned_by(p, meta["uid"])]
 
     def events(self, job: Obj) -> list[Obj]:
-        # One LIST of the namespace's Events: the job's and its pods' (filtered by name after).
-        return list((self._request("GET", child_path("Event", job["metadata"]["namespace"])).get("items")) or [])
+        """Events of the job (field-selected by its uid) and of pods (field-selected by kind; the
+        caller keeps those of the job's pods' uids), rather than every Event of the namespace."""
+        meta = job["metadata"]
+        path = child_path("Event", meta["namespace"])
+        mine = self._request("GET", path, query=[("fieldSelector", f"involvedObject.uid={meta['uid']}")])
+        pods = self._request("GET", path, query=[("fieldSelector", "involvedObject.kind=Pod")])
+        return list(mine.get("items") or []) + list(pods.get("items") or [])
 
     def log(self, namespace: str, pod: str, lines: int = LOG_LINES) -> str:
         query = [("tailLines", str(lines)), ("timestamps", "false")]

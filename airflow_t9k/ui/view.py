@@ -123,13 +123,30 @@ def readable(jobs: list[Obj], dag_ids: set[str]) -> list[Obj]:
     return [j for j in jobs if (t := task_of(j)) is not None and t["dag_id"] in dag_ids]
 
 
-def matches(job: Obj, dag_id: str, run_id: str, task_id: str, map_index: int) -> bool:
+def task_key(job: Obj) -> tuple[str, str, str, int] | None:
+    """The task the job's annotations claim; only a hint, until Airflow's records confirm it."""
     t = task_of(job)
-    return t is not None and (t["dag_id"], t["run_id"], t["task_id"], t["map_index"]) == (dag_id, run_id, task_id, map_index)
+    return None if t is None else (t["dag_id"], t["run_id"], t["task_id"], t["map_index"])
 
 
-def newest(jobs: list[Obj]) -> Obj | None:
-    return max(jobs, key=lambda j: (j.get("metadata") or {}).get("creationTimestamp") or "", default=None)
+def owned(jobs: list[Obj], recorded: dict[tuple[str, str, str, int], str]) -> list[Obj]:
+    """Jobs whose uid is the one the task their annotations name recorded (``recorded``: task ->
+    uid, records.recorded_uids). A job planted under another team's task claims that task but
+    has another uid, so it drops out; so do jobs of earlier tries of the task."""
+    out = []
+    for job in jobs:
+        key = task_key(job)
+        uid = (job.get("metadata") or {}).get("uid")
+        if key is not None and uid and recorded.get(key) == uid:
+            out.append(job)
+    return out
+
+
+def recorded(job: Obj, identity: Obj) -> bool:
+    """Whether ``job`` is the very object a task recorded: same kind, namespace, name and uid."""
+    meta = job.get("metadata") or {}
+    found = (job.get("kind"), meta.get("namespace"), meta.get("name"), meta.get("uid"))
+    return found == (identity.get("kind"), identity.get("namespace"), identity.get("name"), identity.get("uid"))
 
 
 def _rank(pod: Obj) -> int | None:
@@ -186,14 +203,25 @@ def replicas(pods: list[Obj]) -> list[Obj]:
     return sorted(rows, key=lambda r: (r["type"], r["rank"] if r["rank"] is not None else 1 << 30, r["pod"] or ""))
 
 
-def events(items: list[Obj], job_name: str) -> list[Obj]:
-    """Events of the job and of its pods (named ``<job>-...``), newest last, at most MAX_EVENTS."""
+def owned_by(obj: Obj, uid: str) -> bool:
+    """Whether ``obj`` names the object with ``uid`` among its owners. Labels and names can be
+    copied by anyone who may create a pod in the namespace; an owner reference to a uid that
+    only the job has cannot be forged into a pod without knowing it, and it is what the
+    controller sets."""
+    refs = (obj.get("metadata") or {}).get("ownerReferences") or []
+    return bool(uid) and any(r.get("uid") == uid for r in refs)
+
+
+def events(items: list[Obj], uids: set[str]) -> list[Obj]:
+    """Events of the objects with ``uids`` (the job and its pods), newest last, at most MAX_EVENTS.
+    Matched by ``involvedObject.uid``, not by name: in a shared namespace another DAG's job or
+    pod may carry a name that starts like ours."""
     out = []
     for ev in items:
         obj = ev.get("involvedObject") or {}
-        name = str(obj.get("name") or "")
-        if name != job_name and not name.startswith(f"{job_name}-"):
+        if obj.get("uid") not in uids:
             continue
+        name = str(obj.get("name") or "")
         when = ev.get("lastTimestamp") or ev.get("eventTime") or (ev.get("metadata") or {}).get("creationTimestamp")
         out.append({"type": ev.get("type"), "reason": ev.get("reason"), "object": f"{obj.get('kind')}/{name}",
                     "message": ev.get("message"), "count": ev.get("count") or 1, "time": when})  # fmt: skip
@@ -211,7 +239,7 @@ def detail(job: Obj, pods: list[Obj], event_items: list[Obj], now: datetime) -> 
         "started": status.get("startTime"),
         "completed": status.get("completionTime"),
         "replica_table": replicas(pods),
-        "events": events(event_items, str((job.get("metadata") or {}).get("name") or "")),
+        "events": events(event_items, {str(o["metadata"].get("uid")) for o in [job, *pods] if o["metadata"].get("uid")}),
         "can_pause": job.get("kind") in PAUSABLE,
         "paused_by_task": bool(((job.get("metadata") or {}).get("annotations") or {}).get(PAUSED_BY)),
     }
@@ -225,7 +253,19 @@ def scale_error(job: Obj, replicas: Any) -> str | None:
     if isinstance(replicas, bool) or not isinstance(replicas, int):
         return f"replicas must be a whole number, not {replicas!r}"
     low = int(spec.get("minReplicas", 1))
-    high = spec.get("maxReplicas")
-    if replicas < low or (high is not None and replicas > int(high)):
-        return f"replicas must be between minReplicas {low} and maxReplicas {high if high is not None else 'unbounded'}; got {replicas}"
+    # Without maxReplicas the controller clamps to the declared replicas (kinds/training.py
+    # bounds); the UI refuses what the controller would not run rather than accept it silently.
+    high = int(spec.get("maxReplicas", max(_declared_replicas(job), low)))
+    if replicas < low or replicas > high:
+        return f"replicas must be between minReplicas {low} and maxReplicas {high}; got {replicas}"
     return None
+
+
+def _declared_replicas(job: Obj) -> int:
+    """The replicas the elastic job's one replica type declares (DeepSpeed: spec.worker)."""
+    spec = job.get("spec") or {}
+    declared = (spec.get("worker") or {}) if job.get("kind") == "DeepSpeedJob" else ((spec.get("replicaSpecs") or [{}])[0] or {})
+    try:
+        return int(declared.get("replicas", 1))
+    except (TypeError, ValueError):
+        return 1

@@ -20,7 +20,7 @@ def test_seed_example_produces_launcher_workers_secret_hostfile(jobs, controller
 
     worker = pods["colossalai-example-worker-0"].spec.containers[0]
     assert worker.name == "worker"
-    assert worker.command == ["/usr/sbin/sshd", "-D", "-e", "-o", "StrictModes=no"]
+    assert worker.command == ["/usr/sbin/sshd", "-D", "-e", "-h", "/root/.ssh/ssh_host_ed25519_key", "-o", "StrictModes=no"]
     assert {(m.name, m.mount_path) for m in worker.volume_mounts} >= {("code", "/workspace"), ("t9k-ssh", "/root/.ssh")}
     assert worker.resources.limits["nvidia.com/gpu"] == "1"
 
@@ -32,7 +32,8 @@ def test_seed_example_produces_launcher_workers_secret_hostfile(jobs, controller
     assert launcher.command[2].endswith("train.py arg1")
 
     secret = jobs.core.read_namespaced_secret("colossalai-example-ssh", jobs.ns)
-    assert set(secret.data) == {"id_ed25519", "id_ed25519.pub", "authorized_keys", "config"}
+    assert set(secret.data) == {"id_ed25519", "id_ed25519.pub", "authorized_keys", "config", "ssh_host_ed25519_key",
+                                "ssh_host_ed25519_key.pub", "known_hosts"}  # fmt: skip
     assert base64.b64decode(secret.data["authorized_keys"]).startswith(b"ssh-ed25519 ")
     assert b"OPENSSH PRIVATE KEY" in base64.b64decode(secret.data["id_ed25519"])
     hostfile = jobs.core.read_namespaced_config_map("colossalai-example-hostfile", jobs.ns).data["hostfile"]

@@ -128,8 +128,16 @@ def _rbac_kubeconfig(api_client, cluster, namespace, manifest: str, tmp_path) ->
 
 def _run_jobs_to_success(jobs):
     jobs.create(generic("rbac", 2, annotations={"sim.t9k.test/duration": "1s"}))
+    # An MPIJob too: its SSH Secret is created with Secrets create-only (no get/list/watch).
+    mpi = {"apiVersion": "batch.tensorstack.dev/v1beta1", "kind": "MPIJob", "metadata": {"name": "rbac-mpi"},
+           "spec": {"worker": {"replicas": 1, "cmd": ["./run"], "template": {
+               "metadata": {"annotations": {"sim.t9k.test/duration": "1s"}},
+               "spec": {"containers": [{"name": "mpi-worker", "image": "mpi:1"}]}}}}}  # fmt: skip
+    jobs.create(mpi)
     jobs.wait_phase("GenericJob", "rbac", "Succeeded")
     jobs.reasons("rbac", "Succeeded")
+    done = jobs.wait_phase("MPIJob", "rbac-mpi", "Succeeded")
+    assert done["status"]["sshSecret"]["name"] == "rbac-mpi-ssh"
 
 
 def test_controller_works_with_exactly_the_cluster_rbac(api_client, cluster, namespace, jobs, controller_factory, tmp_path):

@@ -27,12 +27,13 @@ def test_example_produces_workers_hostfile_env_and_launch(jobs, controller):
     jobs.wait_phase(KIND, "ds", "Running")
     pods = jobs.pods("ds")
     assert sorted(pods) == ["ds-worker-0", "ds-worker-1", "ds-worker-2"]
-    assert pods["ds-worker-2"].spec.containers[0].command == ["/usr/sbin/sshd", "-D", "-e", "-o", "StrictModes=no"]
+    assert pods["ds-worker-2"].spec.containers[0].command == ["/usr/sbin/sshd", "-D", "-e", "-h", "/root/.ssh/ssh_host_ed25519_key", "-o", "StrictModes=no"]
     assert "exec deepspeed --hostfile /t9k/hostfile --launcher pdsh /workspace/train.py" in pods["ds-worker-0"].spec.containers[0].command[2]
     data = jobs.core.read_namespaced_config_map("ds-deepspeed", jobs.ns).data
-    assert data == {"hostfile": "ds-worker-0 slots=1\nds-worker-1 slots=1\nds-worker-2 slots=1\n", "deepspeed_env": "NCCL_DEBUG=WARN\n"}
+    assert data == {"hostfile": "ds-worker-0 slots=1\nds-worker-1 slots=1\nds-worker-2 slots=1\n"}  # no env values
     mounts = {m.mount_path for m in pods["ds-worker-1"].spec.containers[0].volume_mounts}
-    assert {"/root/.ssh", "/t9k/hostfile", "/root/.deepspeed_env"} <= mounts
+    assert {"/root/.ssh", "/t9k/hostfile"} <= mounts
+    assert "for n in NCCL_DEBUG; do" in pods["ds-worker-0"].spec.containers[0].command[2]  # written from its own env
 
 
 def test_worker_0_decides_after_a_restart(jobs, controller):
@@ -52,7 +53,7 @@ def test_debug_then_pause_then_resume(jobs, controller):
     jobs.create(example(runMode={"debug": {"enabled": True}}))
 
     def debug(pods):
-        assert {tuple(p.spec.containers[0].command) for p in pods.values()} == {("/usr/sbin/sshd", "-D", "-e", "-o", "StrictModes=no")}
+        assert {tuple(p.spec.containers[0].command) for p in pods.values()} == {("/usr/sbin/sshd", "-D", "-e", "-h", "/root/.ssh/ssh_host_ed25519_key", "-o", "StrictModes=no")}
 
     def resumed(pods):
         assert "deepspeed" in pods["ds-worker-0"].spec.containers[0].command[2]

@@ -136,7 +136,7 @@ def test_detail_has_replicas_with_ranks_events_and_a_log(ui):
     status, body = ui.api.call("GET", ui.task_path("t9k_ui_a", "/log?pod=kube-apiserver"), "alice")
     assert status == 404, body  # only the job's own replicas
     status, body = ui.api.call("GET", f"/t9k/api/dags/t9k_ui_a/runs/{ui.runs['t9k_ui_a']}/tasks/nope/job", "alice")
-    assert status == 200 and body["job"] is None and "not submitted" in body["message"]
+    assert status == 404 and "no task instance" in body["detail"], body  # Airflow has no such task instance
 
 
 def test_pause_and_resume_for_editors_only(ui):
@@ -236,32 +236,20 @@ def test_browser_pause_and_resume_from_the_task_tab(ui, browser):
 
 
 
-def _elastic_job(ns: str, run_id: str) -> dict:
-    # Submitted as the operator would for task t9k_ui_a.train of run ``run_id`` (labels and the
-    # exact annotations), so the task's endpoints find it.
-    keys = {"dag-id": "t9k_ui_a", "run-id": run_id, "task-id": "train", "map-index": "-1"}
-    return {
-        "apiVersion": "batch.tensorstack.dev/v1beta1", "kind": "PyTorchTrainingJob",
-        "metadata": {"name": "el-ui", "namespace": ns,
-                     "labels": {f"airflow-t9k.io/{k}": ("none" if v == "-1" else v) for k, v in keys.items()},
-                     "annotations": {f"airflow-t9k.io/{k}": v for k, v in keys.items()}},
-        "spec": {"torchrunConfig": {"enabled": True, "procPerNode": "1", "maxRestarts": 5},
-                 "elastic": {"enabled": True, "minReplicas": 1, "maxReplicas": 3, "expectedReplicas": 2},
-                 "replicaSpecs": [{"type": "worker", "replicas": 2, "restartPolicy": "ExitCode",
-                                   "template": {"spec": {"containers": [{"name": "pytorch", "image": "pytorch:2",
-                                                                         "command": ["python"], "args": ["train.py"]}]}}}]},
-    }  # fmt: skip
-
-
 def test_scale_an_elastic_job_within_bounds_then_delete_it(ui):
-    run_id = f"elastic-{uuid.uuid4().hex[:6]}"
-    ui.objects.create_namespaced_custom_object("batch.tensorstack.dev", "v1beta1", ui.ns, "pytorchtrainingjobs", _elastic_job(ui.ns, run_id))
-    path = f"/t9k/api/dags/t9k_ui_a/runs/{run_id}/tasks/train/job"
-    status, body = ui.api.call("GET", path, "alice")
-    assert status == 200 and body["job"]["elastic"]["expectedReplicas"] == 2, body
+    run_id = ui.trigger("t9k_ui_elastic")  # a real task submits it and records it (XCom t9k_job)
+    path = f"/t9k/api/dags/t9k_ui_elastic/runs/{urllib.parse.quote(run_id, safe='')}/tasks/train/job"
+
+    def submitted() -> dict | None:
+        status, body = ui.api.call("GET", path, "alice")
+        return body["job"] if status == 200 and body.get("job") else None
+
+    job = wait_until(submitted, timeout=90, interval=1, what="the elastic task's job")
+    assert job["elastic"]["expectedReplicas"] == 2, job
+    name = job["name"]
 
     def expected() -> int:
-        job = ui.objects.get_namespaced_custom_object("batch.tensorstack.dev", "v1beta1", ui.ns, "pytorchtrainingjobs", "el-ui")
+        job = ui.objects.get_namespaced_custom_object("batch.tensorstack.dev", "v1beta1", ui.ns, "pytorchtrainingjobs", name)
         return job["spec"]["elastic"]["expectedReplicas"]
 
     assert ui.api.call("POST", path + "/scale", "alice", body={"replicas": 3})[0] == 403

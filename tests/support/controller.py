@@ -44,7 +44,8 @@ class ControllerProcess:
 
     def start(self, wait: bool = True) -> ControllerProcess:
         args = [sys.executable, "-m", "airflow_t9k.cli", "controller", "--kubeconfig", str(self.kubeconfig),
-                "--health-port", str(self.port), "--health-address", "127.0.0.1", "--log-level", "INFO", *self.extra]  # fmt: skip
+                "--health-port", str(self.port), "--health-address", "127.0.0.1", "--metrics-port", str(self.port),
+                "--log-level", "INFO", *self.extra]  # fmt: skip
         if self.namespace:
             args += ["-n", self.namespace]
         self.log = open(self.log_path, "ab")  # noqa: SIM115 - closed in stop()

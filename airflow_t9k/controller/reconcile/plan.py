@@ -116,6 +116,9 @@ def _public(kind: JobKind, job: Obj, inner: Plan, now: datetime, observed: Obser
     return replace(inner, status=status, events=inner.events + tuple(Emit(*e) for e in extra))
 
 
+SSH_SECRET_STATUS = "sshSecret"  # status key: {name, uid} of the SSH Secret the controller made
+
+
 def _plan(kind: JobKind, job: Obj, observed: Observed, now: datetime) -> Plan:
     sb = StatusBuilder(job.get("status"), now)
     if job["metadata"].get("deletionTimestamp"):
@@ -290,10 +293,20 @@ def _fmt(rule: Rule) -> str:
 # -- actions --------------------------------------------------------------------------
 
 
+def ssh_secret_recorded(job: Obj, name: str) -> bool:
+    """Whether the job's status records that the controller created its SSH Secret ``name``.
+
+    The controller does not watch or read Secrets (it may only create them: deploy/rbac-*.yaml),
+    so this record, written right after the create, is how a pass knows the Secret is there.
+    """
+    record = (job.get("status") or {}).get(SSH_SECRET_STATUS)
+    return isinstance(record, dict) and record.get("name") == name and bool(record.get("uid"))
+
+
 def _ensure_children(kind: JobKind, job: Obj, observed: Observed, slot_list: list[Slot]) -> list[Action]:
     actions: list[Action] = []
     secret = kind.ssh_secret_name(job)
-    if secret and secret not in observed.secrets:
+    if secret and not ssh_secret_recorded(job, secret):
         actions.append(CreateSSHSecret(build_ssh_secret(job, secret)))
     for extra in kind.extra_children(job, observed):
         existing = observed.of_kind(extra["kind"]).get(extra["metadata"]["name"])

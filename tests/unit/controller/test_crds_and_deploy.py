@@ -121,3 +121,10 @@ def test_debug_logging_keeps_the_client_library_quiet(monkeypatch):
 
 async def _done() -> int:
     return 0
+
+
+def test_the_controller_can_create_secrets_and_never_read_them():
+    """It must not be able to read every Secret of the cluster (or of a namespace): create only."""
+    for name in ("rbac-cluster.yaml", "rbac-namespace.yaml"):
+        verbs = {v for r in _rules(name) if "" in r["apiGroups"] and "secrets" in r["resources"] for v in r["verbs"]}
+        assert verbs == {"create"}, (name, verbs)

@@ -158,3 +158,57 @@ async def test_a_standby_s_queue_wait_starts_when_it_leads():
     hist = controller.instruments.queue_wait.labels("t9kjob")
     assert hist._sum.get() < 1.0  # not the hour spent waiting for the lease
     await controller.kube.close()
+
+
+async def _status(port: int, address: str, path: str) -> int | None:
+    import aiohttp
+
+    try:
+        async with aiohttp.ClientSession() as s, s.get(f"http://{address}:{port}{path}", timeout=aiohttp.ClientTimeout(total=2)) as r:
+            return r.status
+    except aiohttp.ClientError:
+        return None
+
+
+def _free() -> int:
+    import socket
+
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return int(s.getsockname()[1])
+
+
+def _outside_address() -> str | None:
+    """An address of this host that is not loopback (what another host would connect to)."""
+    import socket
+
+    with socket.socket(socket.AF_INET, socket.SOCK_DGRAM) as s:
+        try:
+            s.connect(("10.255.255.255", 1))  # no packet is sent: only picks the outgoing address
+            address = s.getsockname()[0]
+        except OSError:
+            return None
+    return None if address.startswith("127.") else address
+
+
+@pytest.mark.asyncio
+async def test_metrics_listen_on_loopback_by_default_and_probes_on_every_address():
+    from airflow_t9k.cli import build_parser
+    from airflow_t9k.controller.serve import serve_all
+
+    args = build_parser().parse_args(["controller"])
+    assert (args.metrics_address, args.health_address) == ("127.0.0.1", "0.0.0.0")
+    outside = _outside_address()
+    assert outside is not None, "this test needs a non-loopback address on the host"
+    controller = offline_controller(workers=1)
+    health, metrics = _free(), _free()
+    runners = await serve_all(controller, (args.health_address, health), (args.metrics_address, metrics))
+    try:
+        assert await _status(health, outside, "/healthz") == 200  # the kubelet probes the pod's address
+        assert await _status(health, outside, "/metrics") == 404  # not served with the probes
+        assert await _status(metrics, "127.0.0.1", "/metrics") == 200
+        assert await _status(metrics, outside, "/metrics") is None  # nothing listens there
+    finally:
+        for r in runners:
+            await r.cleanup()
+        await controller.kube.close()

@@ -25,10 +25,16 @@ def test_creates_launcher_workers_services_secret_and_hostfile():
 def test_workers_run_sshd_with_the_key_mounted():
     worker = manifests(run(colossal()), "Pod")[W0]
     main = worker["spec"]["containers"][0]
-    assert main["command"] == ["/usr/sbin/sshd", "-D", "-e", "-o", "StrictModes=no"]
+    assert main["command"] == ["/usr/sbin/sshd", "-D", "-e", "-h", "/root/.ssh/ssh_host_ed25519_key", "-o", "StrictModes=no"]
     assert {"name": "t9k-ssh", "mountPath": "/root/.ssh"} in main["volumeMounts"]
     secret_vol = next(v for v in worker["spec"]["volumes"] if v["name"] == "t9k-ssh")
-    assert secret_vol["secret"] == {"secretName": "cai-ssh", "defaultMode": 0o600}
+    # A worker gets what its sshd needs, never the private user key (a worker's image or user
+    # could otherwise ssh into every other worker of the job).
+    assert secret_vol["secret"] == {"secretName": "cai-ssh", "defaultMode": 0o600, "items": [
+        {"key": "authorized_keys", "path": "authorized_keys"}, {"key": "ssh_host_ed25519_key", "path": "ssh_host_ed25519_key"}]}
+    launcher = manifests(run(colossal()), "Pod")[L]
+    files = {i["key"] for v in launcher["spec"]["volumes"] if v["name"] == "t9k-ssh" for i in v["secret"]["items"]}
+    assert files == {"id_ed25519", "config", "known_hosts"}
 
 
 def test_launcher_runs_colossalai_with_its_settings():

@@ -30,16 +30,23 @@ def test_children_and_reserved_paths():
     assert p.creates("Pod") == ["ds-worker-0", "ds-worker-1"] and p.creates("Service") == ["ds-worker-0", "ds-worker-1"]
     assert [a.name for a in p.actions if isinstance(a, CreateSSHSecret)] == ["ds-ssh"]
     cm = manifests(p, "ConfigMap")["ds-deepspeed"]["data"]
-    assert cm == {"hostfile": "ds-worker-0 slots=4\nds-worker-1 slots=4\n", "deepspeed_env": "NCCL_DEBUG=INFO\n"}
+    # The env values stay in the pod spec: no ConfigMap holds them (more people read ConfigMaps than jobs' Secrets).
+    assert cm == {"hostfile": "ds-worker-0 slots=4\nds-worker-1 slots=4\n"}
     mounts = {m["mountPath"] for m in manifests(p, "Pod")["ds-worker-1"]["spec"]["containers"][0]["volumeMounts"]}
-    assert mounts == {"/root/.ssh", "/t9k/hostfile", "/root/.deepspeed_env"}
+    assert mounts == {"/root/.ssh", "/t9k/hostfile"}
+    files = {n: {i["key"] for v in manifests(p, "Pod")[n]["spec"]["volumes"] if v["name"] == "t9k-ssh" for i in v["secret"]["items"]}
+             for n in ("ds-worker-0", "ds-worker-1")}  # fmt: skip
+    assert files == {"ds-worker-0": {"id_ed25519", "config", "known_hosts", "authorized_keys", "ssh_host_ed25519_key"},
+                     "ds-worker-1": {"authorized_keys", "ssh_host_ed25519_key"}}  # only the launcher holds the user key
 
 
 def test_worker_0_launches_deepspeed_others_run_sshd():
     pods = manifests(run(ds()), "Pod")
-    assert pods["ds-worker-1"]["spec"]["containers"][0]["command"] == ["/usr/sbin/sshd", "-D", "-e", "-o", "StrictModes=no"]
+    assert pods["ds-worker-1"]["spec"]["containers"][0]["command"] == ["/usr/sbin/sshd", "-D", "-e", "-h", "/root/.ssh/ssh_host_ed25519_key", "-o", "StrictModes=no"]
     script = pods["ds-worker-0"]["spec"]["containers"][0]["command"][2]
-    assert script.startswith("set -e; /usr/sbin/sshd -o StrictModes=no; limit=") and "for h in $(cut -d' ' -f1 /t9k/hostfile)" in script
+    assert script.startswith("set -e; /usr/sbin/sshd -h /root/.ssh/ssh_host_ed25519_key -o StrictModes=no; : > /root/.deepspeed_env; for n in NCCL_DEBUG; do")
+    assert "INFO" not in script and "TOKEN" not in script  # names of plain values only, read from the pod's own env
+    assert "for h in $(cut -d' ' -f1 /t9k/hostfile)" in script
     assert script.endswith("exec deepspeed --hostfile /t9k/hostfile --launcher pdsh train.py --deepspeed --deepspeed_config=ds.json")
 
 
@@ -61,8 +68,7 @@ def test_command_from_config(config, tail):
 def test_disable_custom_env():
     p = run(ds(disableCustomEnv=True))
     assert "deepspeed_env" not in manifests(p, "ConfigMap")["ds-deepspeed"]["data"]
-    mounts = {m["mountPath"] for m in manifests(p, "Pod")["ds-worker-0"]["spec"]["containers"][0]["volumeMounts"]}
-    assert "/root/.deepspeed_env" not in mounts
+    assert ".deepspeed_env" not in manifests(p, "Pod")["ds-worker-0"]["spec"]["containers"][0]["command"][2]
 
 
 def test_worker_0_decides_and_restarts_use_the_backoff():
@@ -74,7 +80,7 @@ def test_worker_0_decides_and_restarts_use_the_backoff():
 
 def test_debug_keeps_sshd_on_every_worker():
     pods = manifests(run(ds(runMode={"debug": {"enabled": True}})), "Pod")
-    assert {tuple(p["spec"]["containers"][0]["command"]) for p in pods.values()} == {("/usr/sbin/sshd", "-D", "-e", "-o", "StrictModes=no")}
+    assert {tuple(p["spec"]["containers"][0]["command"]) for p in pods.values()} == {("/usr/sbin/sshd", "-D", "-e", "-h", "/root/.ssh/ssh_host_ed25519_key", "-o", "StrictModes=no")}
 
 
 @pytest.mark.parametrize(

@@ -60,7 +60,7 @@ def test_launcher_may_run_mpirun_as_root_unless_the_user_says_otherwise(given, e
 def test_workers_run_sshd_and_slots_default_to_one():
     p = run(mpi())
     worker = manifests(p, "Pod")["m-worker-1"]["spec"]["containers"][0]
-    assert worker["command"] == ["/usr/sbin/sshd", "-D", "-e", "-o", "StrictModes=no"]
+    assert worker["command"] == ["/usr/sbin/sshd", "-D", "-e", "-h", "/root/.ssh/ssh_host_ed25519_key", "-o", "StrictModes=no"]
     assert "slots=1" in manifests(p, "ConfigMap")["m-hostfile"]["data"]["hostfile"]
 
 
@@ -76,7 +76,7 @@ def test_launcher_decides_and_clean_up_workers(launcher_phase, phase):
 def test_debug_defaults_launcher_sleeps_workers_keep_sshd():
     ps = manifests(run(mpi(runMode={"debug": {"enabled": True}})), "Pod")
     assert ps["m-launcher"]["spec"]["containers"][0]["command"] == ["sleep", "inf"]
-    assert ps["m-worker-0"]["spec"]["containers"][0]["command"] == ["/usr/sbin/sshd", "-D", "-e", "-o", "StrictModes=no"]
+    assert ps["m-worker-0"]["spec"]["containers"][0]["command"] == ["/usr/sbin/sshd", "-D", "-e", "-h", "/root/.ssh/ssh_host_ed25519_key", "-o", "StrictModes=no"]
 
 
 @pytest.mark.parametrize(

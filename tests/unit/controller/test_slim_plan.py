@@ -19,6 +19,7 @@ from typing import Any
 
 import pytest
 
+from airflow_t9k.controller.reconcile.plan import SSH_SECRET_STATUS
 from airflow_t9k.controller.reconcile import Create, CreateSSHSecret, Observed, Plan, ReplaceStatus, plan
 from airflow_t9k.controller.slim import slim_for
 from tests.builders import NOW, generic, pytorch, restart
@@ -223,6 +224,9 @@ def live(world: World, state: Callable[[Obj], str], rounds: int = 8) -> Plan:
             key, n = (m["kind"], m["metadata"]["name"]), len(world.made)
             world.made[key] = (m, n)
             world.children[key] = served(m, n, state)
+            if m["kind"] == "Secret":  # what the executor records after creating it (it cannot read Secrets)
+                uid = world.children[key]["metadata"]["uid"]
+                world.job["status"] = {**world.job["status"], SSH_SECRET_STATUS: {"name": m["metadata"]["name"], "uid": uid}}
     raise AssertionError("the job kept creating children")
 
 

@@ -60,8 +60,8 @@ CASES = [
      {"url": "https://10.0.0.1:6443", "headers": {}, "cert_data": base64.b64decode(B64), "key_data": base64.b64decode(B64)}),
     ("token wins over tokenFile", config(user={"token": SECRET, "tokenFile": "/nonexistent"}),
      {"url": "https://10.0.0.1:6443", "headers": AUTH}),
-    ("plain http: no TLS settings read", config({"server": "http://127.0.0.1:8080", "certificate-authority": "x"}),
-     {"url": "http://127.0.0.1:8080", "headers": AUTH}),
+    ("plain http without a token: no TLS settings read", config({"server": "http://127.0.0.1:8080", "certificate-authority": "x"}, user={}),
+     {"url": "http://127.0.0.1:8080", "headers": {}}),
     ("no user at all", config(user={}), {"url": "https://10.0.0.1:6443", "headers": {}}),
     ("CA data wrapped over lines (a YAML block scalar)", config({"certificate-authority-data": B64[:20] + "\n" + B64[20:] + "\n"}),
      {"url": "https://10.0.0.1:6443", "headers": AUTH, "ca_data": base64.b64decode(B64).decode()}),
@@ -79,6 +79,17 @@ CASES = [
 @pytest.mark.parametrize(("doc", "expected"), [c[1:] for c in CASES], ids=[c[0] for c in CASES])
 def test_kubeconfig_to_endpoint(doc, expected):
     assert settings(kubeconfig.parse(doc, BASE, None, "kubeconfig K")) == expected
+
+
+@pytest.mark.parametrize(("value", "allowed"), [("true", True), ("1", True), ("", False), ("false", False)])
+def test_a_token_over_http_only_when_asked(tmp_path, value, allowed):
+    path = write(tmp_path, config({"server": "http://127.0.0.1:8001"}))
+    env = {"KUBECONFIG": str(path), "T9K_ALLOW_HTTP_TOKEN": value}
+    if allowed:
+        assert kubeconfig.load(env=env).headers() == AUTH
+    else:
+        with pytest.raises(KubeconfigError, match="T9K_ALLOW_HTTP_TOKEN"):
+            kubeconfig.load(env=env)
 
 
 def test_context_chooses_cluster_and_user():
@@ -123,6 +134,13 @@ BAD = [
      "client-key-data is not valid base64"),
     ("certificate without its key", config(user={"client-certificate": "u.crt"}), "needs its key"),
     ("insecure not a boolean", config({"insecure-skip-tls-verify": "yes"}), "must be true or false"),
+    ("a token over plain http", config({"server": "http://10.0.0.1:8080"}), "refusing to send a bearer token"),
+    ("a token file over plain http", config({"server": "http://10.0.0.1:8080"}, user={"tokenFile": "/t"}),
+     "refusing to send a bearer token"),
+    ("insecure with CA data", config({"insecure-skip-tls-verify": True, "certificate-authority-data": B64}),
+     "together with a certificate authority"),
+    ("insecure with a CA file", config({"insecure-skip-tls-verify": True, "certificate-authority": "ca.crt"}),
+     "together with a certificate authority"),
 ]  # fmt: skip
 
 

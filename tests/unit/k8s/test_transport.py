@@ -9,6 +9,7 @@ import datetime
 import ipaddress
 import json
 import logging
+import os
 import ssl
 import subprocess
 import sys
@@ -173,10 +174,12 @@ async def some_calls(kube: Kube) -> None:
 
 
 @pytest.mark.asyncio
-async def test_requests_are_the_ones_apiclient_sends(tmp_path, caplog):
+async def test_requests_are_the_ones_apiclient_sends(tmp_path, caplog, monkeypatch):
     """Query, headers and JSON bodies as kubernetes_asyncio sends them; the same answers,
     status codes and metrics; nothing secret in the logs or errors."""
     from kubernetes_asyncio import client as k8s_client
+
+    monkeypatch.setenv("T9K_ALLOW_HTTP_TOKEN", "true")  # the fake API server is plain http on loopback
 
     caplog.set_level(logging.DEBUG)
     api = Api()
@@ -252,7 +255,7 @@ def test_the_controller_cli_exits_2_on_a_bad_kubeconfig_and_logs_no_secret(tmp_p
     doc = kubeconfig_doc("127.0.0.1:1", {}, {"token": SECRET})  # no scheme
     path.write_text(yaml.safe_dump(doc))
     out = subprocess.run([sys.executable, "-m", "airflow_t9k.cli", "controller", "--kubeconfig", str(path),
-                          "--health-port", "0", "--log-level", "DEBUG"], cwd=ROOT, capture_output=True, text=True,
+                          "--health-port", "0", "--metrics-port", "0", "--log-level", "DEBUG"], cwd=ROOT, capture_output=True, text=True,
                          timeout=60)  # fmt: skip
     assert out.returncode == 2, out.stderr
     assert "the cluster's server must be a URL" in out.stderr
@@ -297,7 +300,8 @@ LEAN = textwrap.dedent(
 
 
 def test_the_controller_process_imports_no_kubernetes_client_library(tmp_path):
-    out = subprocess.run([sys.executable, "-c", LEAN, str(tmp_path / "kubeconfig")], cwd=ROOT, capture_output=True,
+    env = {**os.environ, "T9K_ALLOW_HTTP_TOKEN": "true"}  # the fake API server is plain http on loopback
+    out = subprocess.run([sys.executable, "-c", LEAN, str(tmp_path / "kubeconfig")], cwd=ROOT, capture_output=True, env=env,
                          text=True, timeout=60, check=True)  # fmt: skip
     got = json.loads(out.stdout)
     assert got == {"version": {"major": "1", "minor": "36"}, "auth": True, "modules": []}

@@ -36,3 +36,73 @@ def test_loading_the_plugin_does_not_build_the_api_until_it_is_read():
             "apps = P.fastapi_apps; print(a, 'airflow_t9k.ui.api' in sys.modules, apps[0]['url_prefix'], apps[0]['app'] is P().fastapi_apps[0]['app'])")  # fmt: skip
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=120)
     assert out.stdout.splitlines()[-1].split() == ["False", "True", "/t9k", "True"], out.stdout + out.stderr
+
+
+def test_a_kubernetes_api_that_never_answers_costs_the_ui_a_bounded_wait(monkeypatch):
+    """A real client against a real socket that accepts and never answers: the call ends by
+    the UI's timeout instead of holding an api-server thread for good."""
+    import contextlib
+    import socket
+    import threading
+
+    from kubernetes.client import ApiClient, Configuration
+
+    from airflow_t9k.ui import api
+
+    server = socket.socket()
+    server.bind(("127.0.0.1", 0))
+    server.listen()
+    accepted = []
+    threading.Thread(target=lambda: accepted.append(server.accept()), daemon=True).start()
+    config = Configuration(host=f"http://127.0.0.1:{server.getsockname()[1]}")
+
+    class SilentHook:
+        conn_id = "silent"
+        api_client = ApiClient(config)
+
+        @contextlib.contextmanager
+        def _boundary(self, method, path):
+            yield
+
+    monkeypatch.setattr(api, "REQUEST_TIMEOUT", (1, 1))
+    outcome = []
+
+    def call():
+        try:
+            api.hook_transport(SilentHook())("GET", "/api/v1/namespaces/ns/pods")
+        except Exception as exc:  # noqa: BLE001 - what ends the call is what this test looks at
+            outcome.append(exc)
+
+    worker = threading.Thread(target=call, daemon=True)
+    worker.start()
+    worker.join(timeout=10)
+    server.close()
+    assert not worker.is_alive(), "the call still waits for an API server that never answers"
+    assert outcome and "timed out" in str(outcome[0]).lower(), outcome
+
+
+def test_the_endpoints_run_on_the_uis_own_threads():
+    """Airflow's sync routes share one thread pool; ours block on Kubernetes, so they run on
+    UI_POOL: every route of the app is a coroutine, and off_pool keeps the signature FastAPI reads."""
+    import asyncio
+    import threading
+
+    from fastapi import FastAPI
+    from fastapi.testclient import TestClient
+
+    from airflow_t9k.ui.api import app, off_pool
+
+    for route in app.routes:
+        if getattr(route, "methods", None) and hasattr(route, "endpoint"):
+            assert asyncio.iscoroutinefunction(route.endpoint), route.path
+
+    probe = FastAPI()
+
+    @probe.get("/where")
+    @off_pool
+    def where(n: int, tag: str | None = None) -> dict:
+        return {"thread": threading.current_thread().name, "n": n, "tag": tag}
+
+    body = TestClient(probe).get("/where", params={"n": "3", "tag": "x"}).json()
+    assert body["thread"].startswith("t9k-ui") and (body["n"], body["tag"]) == (3, "x")
+    assert TestClient(probe).get("/where").status_code == 422  # n is still a required query parameter

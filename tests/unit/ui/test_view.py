@@ -8,7 +8,7 @@ from datetime import datetime, timezone
 import pytest
 
 from airflow_t9k.ui import view
-from airflow_t9k.ui.reader import Reader, task_selector
+from airflow_t9k.ui.reader import Reader
 
 NOW = datetime(2026, 1, 1, 12, 0, 0, tzinfo=timezone.utc)
 A = "airflow-t9k.io"
@@ -58,17 +58,39 @@ def test_readable_matches_the_exact_dag_id_annotation():
     assert view.readable(jobs, set()) == []
 
 
+def uid(j, value):
+    j["metadata"]["uid"] = value
+    return j
+
+
+OWNED_CASES = [
+    # (jobs, recorded task -> uid, names kept)
+    ("the recorded job", [uid(job(name="a"), "u1")], {("d", "r", "t", -1): "u1"}, ["a"]),
+    # Attack: a job planted with another team's task annotations; the task recorded its own uid.
+    ("a forged job claiming the task", [uid(job(name="a"), "u1"), uid(job(name="evil"), "u9")],
+     {("d", "r", "t", -1): "u1"}, ["a"]),
+    ("a task that recorded nothing", [uid(job(name="evil"), "u9")], {}, []),
+    ("an earlier try's job", [uid(job(name="old"), "u0"), uid(job(name="new"), "u2")], {("d", "r", "t", -1): "u2"}, ["new"]),
+    ("another map index", [uid(job(name="m", map_index="1"), "u1")], {("d", "r", "t", -1): "u1"}, []),
+    ("no annotations", [uid(job(name="x", dag=None), "u1")], {("d", "r", "t", -1): "u1"}, []),
+    ("no uid", [uid(job(name="x"), "")], {("d", "r", "t", -1): ""}, []),
+]
+
+
+@pytest.mark.parametrize(("jobs", "recorded", "kept"), [c[1:] for c in OWNED_CASES], ids=[c[0] for c in OWNED_CASES])
+def test_the_list_keeps_only_the_job_each_task_recorded(jobs, recorded, kept):
+    assert [j["metadata"]["name"] for j in view.owned(jobs, recorded)] == kept
+
+
+IDENTITY = {"kind": "GenericJob", "namespace": "ns", "name": "j", "uid": "u1"}
+
+
 @pytest.mark.parametrize(
-    "ann, key, expected",
-    [
-        ({}, ("d", "r", "t", -1), True),
-        ({}, ("d", "r", "t", 0), False),
-        ({"map_index": "2"}, ("d", "r", "t", 2), True),
-        ({"run": "r2"}, ("d", "r", "t", -1), False),
-    ],
+    ("change", "expected"),
+    [({}, True), ({"uid": "u2"}, False), ({"name": "k"}, False), ({"namespace": "other"}, False), ({"kind": "MPIJob"}, False)],
 )
-def test_matches_a_task_instance(ann, key, expected):
-    assert view.matches(job(**ann), *key) is expected
+def test_recorded_is_the_very_object(change, expected):
+    assert view.recorded(job(), {**IDENTITY, **change}) is expected
 
 
 def test_summary_row_durations_and_task():
@@ -102,15 +124,51 @@ def test_replica_rows_sorted_by_type_and_rank_with_exit_codes_and_restarts():
     assert wx["phase"] == "Terminating"
 
 
-def test_events_of_the_job_and_its_pods_only_oldest_first():
-    def ev(name, reason, t):
-        return {"involvedObject": {"kind": "Pod", "name": name}, "reason": reason, "type": "Normal", "lastTimestamp": t}
+def test_events_of_the_job_and_its_pods_by_uid_oldest_first():
+    def ev(name, uid, reason, t):
+        return {"involvedObject": {"kind": "Pod", "name": name, "uid": uid}, "reason": reason, "type": "Normal",
+                "lastTimestamp": t}  # fmt: skip
 
-    items = [ev("j-worker-0", "Started", "2026-01-01T11:00:02Z"), ev("j", "SuccessfulCreate", "2026-01-01T11:00:01Z"),
-             ev("jj-worker-0", "Other", "2026-01-01T11:00:00Z"), ev("k", "Other", "2026-01-01T11:00:00Z")]  # fmt: skip
-    assert [e["reason"] for e in view.events(items, "j")] == ["SuccessfulCreate", "Started"]
-    many = [ev("j", f"r{i}", f"2026-01-01T11:{i // 60:02d}:{i % 60:02d}Z") for i in range(150)]
-    assert len(view.events(many, "j")) == view.MAX_EVENTS and view.events(many, "j")[-1]["reason"] == "r149"
+    items = [ev("j-worker-0", "p0", "Started", "2026-01-01T11:00:02Z"), ev("j", "u1", "SuccessfulCreate", "2026-01-01T11:00:01Z"),
+             # Another DAG's objects whose names look like ours (a same-named job in the namespace earlier,
+             # a pod named j-...): matched by name they leaked into this tab.
+             ev("j-worker-0", "p-other", "Leaked", "2026-01-01T11:00:00Z"), ev("j", "u-other", "Leaked", "2026-01-01T11:00:00Z"),
+             ev("k", "k1", "Other", "2026-01-01T11:00:00Z")]  # fmt: skip
+    assert [e["reason"] for e in view.events(items, {"u1", "p0"})] == ["SuccessfulCreate", "Started"]
+    many = [ev("j", "u1", f"r{i}", f"2026-01-01T11:{i // 60:02d}:{i % 60:02d}Z") for i in range(150)]
+    assert len(view.events(many, {"u1"})) == view.MAX_EVENTS and view.events(many, {"u1"})[-1]["reason"] == "r149"
+
+
+@pytest.mark.parametrize(("refs", "owned"), [
+    ([{"uid": "u1", "kind": "GenericJob", "name": "j"}], True),
+    ([{"uid": "u2", "kind": "GenericJob", "name": "j"}], False),  # a same-named job's pod
+    ([], False),
+    (None, False),
+])
+def test_pods_are_the_jobs_by_owner_uid(refs, owned):
+    p = pod("j-worker-0")
+    if refs is not None:
+        p["metadata"]["ownerReferences"] = refs
+    assert view.owned_by(p, "u1") is owned
+
+
+def test_the_reader_asks_for_events_by_field_selector_and_keeps_owned_pods():
+    calls = []
+
+    def transport(method, path, query=None, **_):
+        calls.append((path, dict(query or [])))
+        if path.endswith("/pods"):
+            mine, other = pod("j-worker-0"), pod("j-worker-1")
+            mine["metadata"]["ownerReferences"] = [{"uid": "u1"}]
+            other["metadata"]["ownerReferences"] = [{"uid": "u-other"}]
+            return {"items": [mine, other]}
+        return {"items": []}
+
+    reader = Reader(transport)
+    assert [p["metadata"]["name"] for p in reader.pods(job())] == ["j-worker-0"]
+    reader.events(job())
+    assert calls[1:] == [("/api/v1/namespaces/ns/events", {"fieldSelector": "involvedObject.uid=u1"}),
+                         ("/api/v1/namespaces/ns/events", {"fieldSelector": "involvedObject.kind=Pod"})]  # fmt: skip
 
 
 ELASTIC = {"elastic": {"enabled": True, "minReplicas": 2, "maxReplicas": 4, "expectedReplicas": 3}}
@@ -123,6 +181,10 @@ ELASTIC = {"elastic": {"enabled": True, "minReplicas": 2, "maxReplicas": 4, "exp
         ("DeepSpeedJob", ELASTIC, 2, None),
         ("PyTorchTrainingJob", ELASTIC, 5, "between minReplicas 2 and maxReplicas 4"),
         ("PyTorchTrainingJob", ELASTIC, 1, "between minReplicas 2"),
+        # No maxReplicas: bounded by the declared replicas, as the controller clamps (not unbounded).
+        ("PyTorchTrainingJob", {"elastic": {"enabled": True}, "replicaSpecs": [{"replicas": 3}]}, 3, None),
+        ("PyTorchTrainingJob", {"elastic": {"enabled": True}, "replicaSpecs": [{"replicas": 3}]}, 1000, "maxReplicas 3"),
+        ("DeepSpeedJob", {"elastic": {"enabled": True, "minReplicas": 2}, "worker": {"replicas": 1}}, 3, "maxReplicas 2"),
         ("PyTorchTrainingJob", ELASTIC, "3", "whole number"),
         ("PyTorchTrainingJob", ELASTIC, True, "whole number"),
         ("PyTorchTrainingJob", {"elastic": {"enabled": False}}, 3, "not an Elastic job"),
@@ -132,12 +194,6 @@ ELASTIC = {"elastic": {"enabled": True, "minReplicas": 2, "maxReplicas": 4, "exp
 def test_scale_only_elastic_jobs_within_bounds(kind, spec, replicas, problem):
     found = view.scale_error(job(kind=kind, spec=spec), replicas)
     assert (found is None) if problem is None else (problem in found), found
-
-
-def test_task_selector_uses_the_operators_label_values():
-    sel = task_selector("my dag", "manual__2026-01-01T00:00:00+00:00", "t", -1)
-    assert sel == (f"{A}/dag-id=my_dag,{A}/run-id=manual__2026-01-01T00_00_00_00_00,{A}/task-id=t,{A}/map-index=none")
-    assert task_selector("d", "r", "t", 3).endswith(f"{A}/map-index=3")
 
 
 def test_the_list_is_one_label_selected_list_per_kind_shared_for_a_moment():
@@ -156,29 +212,26 @@ def test_the_list_is_one_label_selected_list_per_kind_shared_for_a_moment():
     assert {j["kind"] for j in first} == {"GenericJob", "MPIJob"}
 
 
-def test_a_polling_tab_finds_its_job_once_then_gets_it_by_name():
+def test_the_tab_gets_the_recorded_job_by_one_get_and_only_while_the_uid_is_the_same():
     calls = []
-    store = {"GenericJob": [job(name="j1")]}
+    store = {"j": job(name="j")}
 
     def transport(method, path, query=None, **_):
         calls.append((method, path))
-        if path.endswith("/genericjobs"):
-            return {"items": [dict(j) for j in store["GenericJob"]]}
-        if path.endswith("/genericjobs/j1"):
-            return {**store["GenericJob"][0], "kind": "GenericJob"} if store["GenericJob"] else _missing()
-        return {"items": []}
+        name = path.rsplit("/", 1)[-1]
+        return {**store[name]} if name in store else _missing()
 
     reader = Reader(transport, kinds=["GenericJob", "MPIJob"])
-    assert reader.task_job("d", "r", "t", -1)["metadata"]["name"] == "j1"
-    assert sorted(p.rsplit("/", 1)[-1] for _, p in calls) == ["genericjobs", "mpijobs"]
+    assert reader.recorded_job(IDENTITY)["metadata"]["name"] == "j"
+    assert calls == [("GET", "/apis/batch.tensorstack.dev/v1beta1/namespaces/ns/genericjobs/j")]
+    store["j"] = uid(job(name="j"), "u-replacement")  # deleted and created again by someone else
+    assert reader.recorded_job(IDENTITY) is None
+    del store["j"]
+    assert reader.recorded_job(IDENTITY) is None
     calls.clear()
-    assert reader.task_job("d", "r", "t", -1)["metadata"]["name"] == "j1"
-    assert calls == [("GET", "/apis/batch.tensorstack.dev/v1beta1/namespaces/ns/genericjobs/j1")]
-    store["GenericJob"] = [job(name="j1", run="another run")]  # the name now belongs to another task
-    calls.clear()
-    assert reader.task_job("d", "r", "t", -1) is None
-    assert len(calls) == 3  # the GET, then a search again
-    assert reader.task_job("d", "r", "t", 0) is None
+    assert reader.recorded_job({**IDENTITY, "kind": "BeamJob"}) is None  # a kind this reader does not read
+    assert Reader(transport, namespace="team-b").recorded_job(IDENTITY) is None  # outside the UI's namespace
+    assert calls == []
 
 
 def _missing():

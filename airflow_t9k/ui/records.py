@@ -1,0 +1,97 @@
+"""Which job a task submitted, from Airflow's own records (its metadata database).
+
+A job's ``airflow-t9k.io/*`` annotations are written by whoever creates the job, so anyone who
+may create a job could claim any task with them. What a task submitted is what it recorded in
+XCom ``t9k_job`` (operators/job.py: kind, namespace, name, uid) when it submitted it; only a
+worker running that task writes there. The UI therefore trusts the task instance and its
+XCom, and uses annotations only to narrow its LISTs.
+
+Functions take a SQLAlchemy session so that the api-server passes its own and tests a real
+database of their own.
+"""
+
+from __future__ import annotations
+
+import json
+from dataclasses import dataclass
+from typing import Any
+
+from airflow.models.taskinstance import TaskInstance
+from airflow.models.xcom import XComModel
+from sqlalchemy import select
+from sqlalchemy.orm import Session
+
+from airflow_t9k.links import XCOM_IDENTITY
+
+Obj = dict[str, Any]
+TaskKey = tuple[str, str, str, int]  # (dag_id, run_id, task_id, map_index)
+IDENTITY_FIELDS = ("kind", "namespace", "name", "uid")
+
+
+@dataclass(frozen=True)
+class TaskRecord:
+    """``identity``: the job the task recorded (None when it has submitted none yet)."""
+
+    identity: Obj | None
+
+
+def _identity(value: Any) -> Obj | None:
+    """The recorded identity when it names all of kind, namespace, name and uid as strings."""
+    if not isinstance(value, dict) or not all(isinstance(value.get(k), str) and value.get(k) for k in IDENTITY_FIELDS):
+        return None
+    return {k: value[k] for k in IDENTITY_FIELDS}
+
+
+def _decoded(row: Any) -> Any:
+    return XComModel.deserialize_value(row)
+
+
+def task_record(session: Session, key: TaskKey) -> TaskRecord | None:
+    """None when no such task instance exists (the caller answers 404)."""
+    dag_id, run_id, task_id, map_index = key
+    ti = TaskInstance
+    found = session.scalar(
+        select(ti.task_id).where(ti.dag_id == dag_id, ti.run_id == run_id, ti.task_id == task_id,
+                                 ti.map_index == map_index).limit(1)  # fmt: skip
+    )
+    if found is None:
+        return None
+    x = XComModel
+    row = session.execute(
+        select(x.value).where(x.key == XCOM_IDENTITY, x.dag_id == dag_id, x.run_id == run_id, x.task_id == task_id,
+                              x.map_index == map_index).limit(1)  # fmt: skip
+    ).first()
+    return TaskRecord(identity=_identity(_decoded(row)) if row is not None else None)
+
+
+def recorded_uids(session: Session, keys: set[TaskKey]) -> dict[TaskKey, str]:
+    """The uid each of ``keys`` recorded, in one query (rows of other tasks of the same DAGs and
+    runs are read and dropped here: cheaper than a tuple IN most databases plan badly)."""
+    if not keys:
+        return {}
+    x = XComModel
+    rows = session.execute(
+        select(x.dag_id, x.run_id, x.task_id, x.map_index, x.value).where(
+            x.key == XCOM_IDENTITY, x.dag_id.in_({k[0] for k in keys}), x.run_id.in_({k[1] for k in keys})
+        )
+    ).all()
+    out: dict[TaskKey, str] = {}
+    for row in rows:
+        key = (row.dag_id, row.run_id, row.task_id, int(row.map_index))
+        identity = _identity(_decoded(row)) if key in keys else None
+        if identity is not None:
+            out[key] = identity["uid"]
+    return out
+
+
+def audit(session: Session, *, user: str, action: str, key: TaskKey, job: Obj, detail: str) -> None:
+    """One row in Airflow's audit log (the Log table the UI's "Audit Log" shows): who did what
+    to which job, under the task the job belongs to."""
+    from airflow.models.log import Log
+
+    dag_id, run_id, task_id, map_index = key
+    meta = job["metadata"]
+    extra = {"kind": job.get("kind"), "namespace": meta.get("namespace"), "name": meta.get("name"),
+             "uid": meta.get("uid"), "detail": detail}  # fmt: skip
+    session.add(Log(event=f"t9k.{action}", owner=user, dag_id=dag_id, run_id=run_id, task_id=task_id,
+                    map_index=map_index, extra=json.dumps(extra)))  # fmt: skip

@@ -1,0 +1,107 @@
+"""Which job a task submitted, read from a real Airflow metadata database (SQLite, Airflow's own
+tables): the task instance must exist, and its job is the one it recorded in XCom t9k_job."""
+
+from __future__ import annotations
+
+import json
+import uuid
+import zlib
+from collections.abc import Iterator
+
+import pytest
+from sqlalchemy import create_engine, event, insert
+from sqlalchemy.orm import Session
+
+from airflow_t9k.ui.records import TaskRecord, recorded_uids, task_record
+
+IDENTITY = {"kind": "GenericJob", "namespace": "team-a", "name": "train-1", "uid": "uid-1", "server": "https://k8s"}
+
+
+@pytest.fixture(scope="module")
+def engine():
+    from airflow.models import import_all_models
+
+    import_all_models()
+    from airflow.models.base import Base
+
+    eng = create_engine("sqlite://")
+    event.listen(eng, "connect", lambda conn, _: conn.execute("PRAGMA foreign_keys=OFF"))
+    Base.metadata.create_all(eng)
+    return eng
+
+
+@pytest.fixture
+def session(engine) -> Iterator[Session]:
+    with Session(engine) as s:
+        yield s
+        s.rollback()
+
+
+def add_ti(s: Session, dag: str, run: str, task: str, map_index: int = -1, xcom: object = None, raw: bool = False) -> None:
+    from airflow.models.taskinstance import TaskInstance
+    from airflow.models.xcom import XComModel
+
+    s.execute(insert(TaskInstance.__table__).values(id=uuid.uuid4(), dag_id=dag, run_id=run, task_id=task,
+                                                    map_index=map_index, pool="default_pool"))  # fmt: skip
+    if xcom is not None:
+        # The Task Execution API stores values already as JSON, serialize_value as a JSON string: both occur.
+        value = xcom if raw else json.dumps(xcom)
+        s.execute(insert(XComModel.__table__).values(dag_run_id=zlib.crc32(f"{dag}/{run}".encode()), dag_id=dag, run_id=run, task_id=task, map_index=map_index,
+                                                     key="t9k_job", value=value))  # fmt: skip
+
+
+CASES = [
+    # (what is stored, the task asked about, expected)
+    ("no task instance", [], ("d", "r", "t", -1), None),
+    ("a DAG id Airflow does not know", [("d", "r", "t", -1, IDENTITY)], ("other", "r", "t", -1), None),
+    ("task not yet submitted", [("d", "r", "t", -1, None)], ("d", "r", "t", -1), TaskRecord(None)),
+    ("task recorded its job", [("d", "r", "t", -1, IDENTITY)], ("d", "r", "t", -1),
+     TaskRecord({k: IDENTITY[k] for k in ("kind", "namespace", "name", "uid")})),
+    ("another map index", [("d", "r", "t", 1, IDENTITY)], ("d", "r", "t", 2), None),
+    ("a record without a uid is not trusted", [("d", "r", "t", -1, {**IDENTITY, "uid": ""})], ("d", "r", "t", -1),
+     TaskRecord(None)),
+    ("a record that is not a dict", [("d", "r", "t", -1, "train-1")], ("d", "r", "t", -1), TaskRecord(None)),
+]
+
+
+@pytest.mark.parametrize(("stored", "key", "expected"), [c[1:] for c in CASES], ids=[c[0] for c in CASES])
+@pytest.mark.parametrize("raw", [False, True], ids=["json-string", "json-value"])
+def test_task_record(session, stored, key, expected, raw):
+    for dag, run, task, mi, xcom in stored:
+        add_ti(session, dag, run, task, mi, xcom, raw=raw)
+    assert task_record(session, key) == expected
+
+
+def test_recorded_uids_in_one_query(engine, session):
+    add_ti(session, "a", "r1", "t", -1, IDENTITY)
+    add_ti(session, "a", "r1", "u", -1, {**IDENTITY, "uid": "uid-2"})
+    add_ti(session, "a", "r2", "t", 3, {**IDENTITY, "uid": "uid-3"})
+    add_ti(session, "b", "r1", "t", -1, {**IDENTITY, "uid": "uid-4"})  # not asked for
+    statements: list[str] = []
+
+    def seen(conn, cursor, statement, *_):
+        statements.append(statement)
+
+    event.listen(engine, "before_cursor_execute", seen)
+    try:
+        found = recorded_uids(session, {("a", "r1", "t", -1), ("a", "r2", "t", 3), ("a", "r2", "t", -1)})
+    finally:
+        event.remove(engine, "before_cursor_execute", seen)
+    assert found == {("a", "r1", "t", -1): "uid-1", ("a", "r2", "t", 3): "uid-3"}
+    assert len([s for s in statements if s.lstrip().upper().startswith("SELECT")]) == 1
+    assert recorded_uids(session, set()) == {}
+
+
+def test_an_action_is_written_to_airflows_audit_log(session):
+    from airflow.models.log import Log
+    from sqlalchemy import select
+
+    from airflow_t9k.ui.records import audit
+
+    job = {"kind": "GenericJob", "metadata": {"namespace": "team-a", "name": "train-1", "uid": "uid-1"}}
+    audit(session, user="carol", action="deleted", key=("d", "r", "t", 2), job=job, detail="GenericJob team-a/train-1 deleted")
+    session.flush()
+    row = session.scalars(select(Log).where(Log.event == "t9k.deleted")).one()
+    assert (row.owner, row.dag_id, row.run_id, row.task_id, row.map_index) == ("carol", "d", "r", "t", 2)
+    assert json.loads(row.extra) == {"kind": "GenericJob", "namespace": "team-a", "name": "train-1", "uid": "uid-1",
+                                     "detail": "GenericJob team-a/train-1 deleted"}  # fmt: skip
