@@ -9,6 +9,8 @@ should serve SSH in Debug names ``/usr/sbin/sshd`` in ``runMode.debug.replicaSpe
 
 from __future__ import annotations
 
+import copy
+
 from airflow_t9k.api.resources import RESOURCES
 import re
 
@@ -41,6 +43,9 @@ def extra_launch_args(torch_args: list[str]) -> str:
     return ",".join(out)
 
 
+LAUNCHER_PLACEMENT = ("nodeSelector", "tolerations", "affinity", "imagePullSecrets", "priorityClassName", "schedulerName")
+
+
 class ColossalAIJob(SSHLaunchKind):
     resource = RESOURCES["ColossalAIJob"]
     training_container = "worker"
@@ -55,7 +60,12 @@ class ColossalAIJob(SSHLaunchKind):
         for key in ("workingDir", "env", "resources"):
             if launcher.get(key):
                 container[key] = launcher[key]
-        return {"spec": {"containers": [container]}}
+        # The seed gives the launcher no placement of its own: it goes where the workers may go
+        # (their node selector, tolerations, affinity) and pulls as they do. Without this a
+        # launcher for workers on tainted GPU nodes landed elsewhere, or nowhere.
+        worker_spec = worker_template.get("spec") or {}
+        placement = {k: copy.deepcopy(worker_spec[k]) for k in LAUNCHER_PLACEMENT if k in worker_spec}
+        return {"spec": {**placement, "containers": [container]}}
 
     def validate(self, job: Obj) -> None:
         super().validate(job)

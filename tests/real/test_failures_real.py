@@ -19,22 +19,30 @@ def generic(name: str, args: list[str], memory: str = "256Mi", grace: int = 5, *
             "spec": {"replicaSpecs": [spec], "successRules": [{"worker": [0]}], "failureRules": [{"worker": [0]}]}}  # fmt: skip
 
 
+def training(name: str, args: list[str], backoff: int) -> dict:
+    """A one-replica PyTorchTrainingJob (a training kind: ExitCode is theirs) running behave.py."""
+    container = {"name": "pytorch", "command": py("behave.py", *args), "resources": {"limits": {"cpu": "400m", "memory": "256Mi"}}}
+    replica = {"type": "worker", "replicas": 1, "restartPolicy": "ExitCode", "template": on_real_node({"spec": {"containers": [container]}})}
+    return {"apiVersion": API, "kind": "PyTorchTrainingJob", "metadata": {"name": name},
+            "spec": {"replicaSpecs": [replica], "runPolicy": {"backoffLimit": backoff}}}  # fmt: skip
+
+
 def restarts(jobs, name: str) -> int:
     pod = jobs.pods(name).get(f"{name}-worker-0")
     return int((pod.metadata.annotations or {}).get("batch.tensorstack.dev/restart-count", "0")) if pod else -1
 
 
 def test_exit_code_policy_restarts_138_and_not_3(jobs, controller, real):
-    jobs.create(generic("code3", ["exit", "3"], restartPolicy={"policy": "ExitCode", "limit": 2}))
-    jobs.create(generic("code138", ["exit", "138"], restartPolicy={"policy": "ExitCode", "limit": 1}))
-    failed3 = jobs.wait_phase("GenericJob", "code3", "Failed", "Succeeded", timeout=120)
-    failed138 = jobs.wait_phase("GenericJob", "code138", "Failed", "Succeeded", timeout=180)
+    jobs.create(training("code3", ["exit", "3"], backoff=2))
+    jobs.create(training("code138", ["exit", "138"], backoff=1))
+    failed3 = real.finished(jobs, "PyTorchTrainingJob", "code3", ["code3-worker-0"], timeout=120)
+    failed138 = real.finished(jobs, "PyTorchTrainingJob", "code138", ["code138-worker-0"], timeout=180)
     assert failed3["status"]["phase"] == "Failed" and failed138["status"]["phase"] == "Failed"
     # 3 is a permanent failure: no restart; 138 asks for one: the replica ran twice.
     assert real.terminated("code3-worker-0").exit_code == 3
     assert restarts(jobs, "code3") == 0
     assert real.terminated("code138-worker-0").exit_code == 138
-    assert restarts(jobs, "code138") == 1, jobs.get("GenericJob", "code138")["status"]
+    assert restarts(jobs, "code138") == 1, failed138["status"]
 
 
 def test_memory_limit_is_a_real_oom_kill(jobs, controller, real):

@@ -128,3 +128,20 @@ def test_pause_deletes_launcher_and_workers():
     p = run(colossal(runMode={"pause": {"enabled": True}}), pod(L, rtype="launcher"), pod(W0), pod(W1), status={"phase": "Running"})
     assert p.deletes("Pod") == [L, W0, W1]
     assert p.status["phase"] == "Paused"
+
+
+@pytest.mark.parametrize(
+    ("worker_spec", "expected"),
+    [({}, {}),
+     ({"nodeSelector": {"t9k.test/real": "true"}, "tolerations": [{"key": "gpu", "operator": "Exists"}], "volumes": [{"name": "code"}]},
+      {"nodeSelector": {"t9k.test/real": "true"}, "tolerations": [{"key": "gpu", "operator": "Exists"}]}),
+     ({"priorityClassName": "high", "imagePullSecrets": [{"name": "reg"}], "serviceAccountName": "trainer"},
+      {"priorityClassName": "high", "imagePullSecrets": [{"name": "reg"}]})],
+)
+def test_launcher_goes_where_the_workers_may_go(worker_spec, expected):
+    job = colossal()
+    job["spec"]["worker"]["template"]["spec"].update(worker_spec)
+    launcher = manifests(run(job), "Pod")[L]["spec"]
+    placement = ("nodeSelector", "tolerations", "affinity", "imagePullSecrets", "priorityClassName", "schedulerName", "serviceAccountName")
+    assert {k: launcher[k] for k in placement if k in launcher} == expected
+    assert not any(v["name"] == "code" for v in launcher.get("volumes") or [])  # the workers' volumes stay theirs
