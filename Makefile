@@ -2,7 +2,7 @@
 VENV := .venv
 PIP := $(VENV)/bin/pip
 
-.PHONY: setup demo test unit chaos cluster-up cluster-down
+.PHONY: setup demo demo-real test unit real chaos cluster-up cluster-down
 
 $(VENV)/.installed: pyproject.toml
 	python3 -m venv $(VENV)
@@ -13,13 +13,20 @@ $(VENV)/.installed: pyproject.toml
 setup: $(VENV)/.installed
 
 demo: setup
-	scripts/demo.sh
+	REAL=$(REAL) scripts/demo.sh
+
+# The retraining pipeline with a real 2-replica DDP training on the local cluster's real node.
+demo-real: setup
+	REAL=1 scripts/demo.sh
 
 test: setup
 	$(VENV)/bin/pytest -q -ra
 
 unit: setup
 	$(VENV)/bin/pytest -q -ra -m "not integration"
+
+real: setup
+	$(VENV)/bin/pytest -q -ra -m real
 
 chaos: setup
 	$(VENV)/bin/pytest -q -ra -s -m chaos

@@ -3,9 +3,14 @@ promote the model only if its metric beats the one in production.
 
 The training job's result comes back through XCom: ``train.py`` writes ``{"metric": ...}``
 to ``/dev/termination-log`` in rank 0, the operator returns it as ``result``, and "evaluate"
-reads it from there. On the local kwok cluster the pods run no code, so a simulation
-annotation makes rank 0 end with the message ``train.py`` would write (the run's
-``candidate_metric`` param); drop it on a real cluster.
+reads it from there. Two DAGs share the pipeline:
+
+- ``retraining_pipeline`` (``make demo``): on the local kwok nodes the pods run no code, so a
+  simulation annotation makes rank 0 end with the message ``train.py`` would write (the run's
+  ``candidate_metric`` param); drop it on a real cluster.
+- ``retraining_pipeline_real`` (``make demo-real``): two replicas train for real on the local
+  cluster's real node (``jobs/train_ddp.py``, DDP over gloo, mounted from the ConfigMap
+  ``retraining-code``), and the metric that comes back is the measured accuracy.
 """
 
 from __future__ import annotations
@@ -19,59 +24,82 @@ from airflow_t9k.operators.kinds import PyTorchTrainingJobOperator
 
 BEST_METRIC = "retraining_best_metric"
 
-with DAG(
-    "retraining_pipeline",
-    start_date=datetime(2026, 1, 1),
-    schedule="@weekly",
-    catchup=False,
-    params={"candidate_metric": 0.91, "train_seconds": "5s"},
-    tags=["t9k", "retraining"],
-):
+REAL_NODE = {  # where the local cluster's real node takes jobs (scripts/local-cluster.sh up --real-node)
+    "image": "localhost/airflow-t9k/train:1",
+    "tolerations": [{"key": "t9k.test/real", "operator": "Exists", "effect": "NoSchedule"}],
+    "node_selector": {"t9k.test/real": "true"},
+}
 
-    @task
-    def prepare_data(ds: str | None = None) -> dict[str, Any]:
-        return {"dataset": f"s3://ml-data/clicks/{ds}", "rows": 1_000_000}
 
-    data = prepare_data()
-
-    train = PyTorchTrainingJobOperator(
-        task_id="train",
+def training(real: bool) -> PyTorchTrainingJobOperator:
+    data = "{{ ti.xcom_pull(task_ids='prepare_data')['dataset'] }}"
+    common = {"task_id": "train", "replicas": 2, "timeout": 1800, "deferrable": True,
+              "spec": {"runPolicy": {"backoffLimit": 2, "cleanUpPolicy": "Unfinished"}}}  # fmt: skip
+    if real:
+        return PyTorchTrainingJobOperator(
+            command=["python3", "/code/train_ddp.py", "--data", data],
+            container_resources={"limits": {"cpu": "500m", "memory": "1Gi"}},
+            volumes=[{"name": "code", "configMap": {"name": "retraining-code"}}],
+            volume_mounts=[{"name": "code", "mountPath": "/code"}],
+            **REAL_NODE, **common,
+        )
+    return PyTorchTrainingJobOperator(
         image="pytorch/pytorch:2.4.0-cuda12.1-cudnn9-runtime",
-        command=["python", "train.py", "--data", "{{ ti.xcom_pull(task_ids='prepare_data')['dataset'] }}"],
-        replicas=2,
+        command=["python", "train.py", "--data", data],
         machine_type="4U16G1P",
         # kwok only (inert on a real cluster, drop them): how long the simulated replicas run, and
         # the termination message they end with, as train.py would write it.
         pod_annotations={"sim.t9k.test/duration": "5s",
                          "sim.t9k.test/message": '{"metric": {{ params.candidate_metric }}}'},
-        spec={"runPolicy": {"backoffLimit": 2, "cleanUpPolicy": "Unfinished"}},
-        timeout=1800,
-        deferrable=True,
-    )
+        **common,
+    )  # fmt: skip
 
-    @task
-    def evaluate(job: dict[str, Any]) -> float:
-        if job.get("phase") != "Succeeded":
-            raise ValueError(f"training did not succeed: {job}")
-        metric = float(job["result"]["metric"])
-        print(f"metric from the training job: {metric:.4f}")
-        return metric
 
-    @task.branch
-    def better_than_production(metric: float) -> str:
-        best = float(Variable.get(BEST_METRIC, default="0.0"))
-        print(f"candidate {metric:.4f} vs production {best:.4f}")
-        return "promote" if metric > best else "keep_production"
+def pipeline(dag_id: str, real: bool) -> None:
+    with DAG(
+        dag_id,
+        start_date=datetime(2026, 1, 1),
+        schedule="@weekly",
+        catchup=False,
+        params={"candidate_metric": 0.91, "train_seconds": "5s"},
+        tags=["t9k", "retraining"] + (["real-node"] if real else []),
+    ):
 
-    @task
-    def promote(metric: float) -> str:
-        Variable.set(BEST_METRIC, str(metric))
-        return f"promoted model with metric {metric:.4f}"
+        @task
+        def prepare_data(ds: str | None = None) -> dict[str, Any]:
+            return {"dataset": f"s3://ml-data/clicks/{ds}", "rows": 1_000_000}
 
-    @task
-    def keep_production() -> str:
-        return "kept the production model"
+        data = prepare_data()
 
-    metric = evaluate(train.output)
-    data >> train
-    better_than_production(metric) >> [promote(metric), keep_production()]
+        train = training(real)
+
+        @task
+        def evaluate(job: dict[str, Any]) -> float:
+            if job.get("phase") != "Succeeded":
+                raise ValueError(f"training did not succeed: {job}")
+            metric = float(job["result"]["metric"])
+            print(f"metric from the training job: {metric:.4f}")
+            return metric
+
+        @task.branch
+        def better_than_production(metric: float) -> str:
+            best = float(Variable.get(BEST_METRIC, default="0.0"))
+            print(f"candidate {metric:.4f} vs production {best:.4f}")
+            return "promote" if metric > best else "keep_production"
+
+        @task
+        def promote(metric: float) -> str:
+            Variable.set(BEST_METRIC, str(metric))
+            return f"promoted model with metric {metric:.4f}"
+
+        @task
+        def keep_production() -> str:
+            return "kept the production model"
+
+        metric = evaluate(train.output)
+        data >> train
+        better_than_production(metric) >> [promote(metric), keep_production()]
+
+
+pipeline("retraining_pipeline", real=False)
+pipeline("retraining_pipeline_real", real=True)

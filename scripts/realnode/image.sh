@@ -2,7 +2,7 @@
 # Build the real node's training image from Debian packages and PyPI, without Docker or a
 # registry: mmdebstrap makes the root filesystem, mkimage.py wraps it as an importable archive.
 #
-#   image.sh WORKDIR OUT.tar NAME:TAG
+#   image.sh WORKDIR OUT.tar NAME:TAG    (NAME ends in /train; NAME's prefix/argv-env:1 comes along)
 #
 # Contents (docs/real-node.md): python3, torch (Debian's 1.13, CPU; torchrun fixed for Python
 # 3.11, see below), numpy, xgboost, mpi4py with Open MPI (mpirun in /usr/bin), openssh server
@@ -38,6 +38,11 @@ nice -n 10 mmdebstrap --variant=minbase --include="$(IFS=,; echo "${PACKAGES[*]}
   --dpkgopt='path-exclude=/usr/share/locale/*' \
   --customize-hook="bash $HERE/image-customize.sh \"\$1\" '${PIP_PACKAGES[*]}' '${PIP_NODEPS[*]}' '${PIP_SMALL[*]}'" \
   "$SUITE" "$WORK/rootfs.tar" "$(sources)"
-python3 "$HERE/mkimage.py" "$WORK/rootfs.tar" "$REF" --out "$OUT.tmp" --cmd '["python3"]' --workdir /root
+# A variant on the same layer prints what it was started with (argv, environment) and sleeps
+# T9K_DUMP_SLEEP seconds: for launch paths whose command is fixed by the controller and an
+# image's entrypoint, such as BeamJob's Flink pods (args jobmanager / taskmanager).
+DUMP='import json, os, sys, time; print("argv " + json.dumps(sys.argv[1:]), flush=True); print("env " + json.dumps(dict(os.environ), sort_keys=True), flush=True); time.sleep(float(os.environ.get("T9K_DUMP_SLEEP", "0")))'
+python3 "$HERE/mkimage.py" "$WORK/rootfs.tar" "$REF" --out "$OUT.tmp" --cmd '["python3"]' --workdir /root \
+  --variant "${REF%%/train:*}/argv-env:1=$(python3 -c 'import json, sys; print(json.dumps(["python3", "-c", sys.argv[1]]))' "$DUMP")"
 mv -f "$OUT.tmp" "$OUT"
 rm -rf "$WORK"

@@ -271,13 +271,16 @@ rn_save_sysctls() {
 }
 
 rn_images() {  # import what is not there yet (containerd keeps its content in the cache)
-  local tar
+  local tar stamp ref
   for tar in "$RN_CACHE/images/pause.tar" "$(rn_image_tar)"; do
-    local stamp=$RN_CACHE/containerd/imported-$(basename "$tar")
-    if [[ -f $stamp ]] && rn_ctr images ls -q | grep -qx "$(cat "$stamp")"; then continue; fi
+    # The archive's name, size and time: a rebuilt archive is imported again.
+    stamp=$RN_CACHE/containerd/imported-$(basename "$tar")-$(stat -c %s-%Y "$tar")
+    if [[ -f $stamp ]] && rn_ctr images ls -q | grep -qxF "$(cat "$stamp")"; then continue; fi
     log "importing $(basename "$tar") into containerd"
-    rn_ctr images import --no-unpack=false "$tar" >/dev/null
-    tar -xOf "$tar" manifest.json | python3 -c 'import json,sys; print(json.load(sys.stdin)[0]["RepoTags"][0])' >"$stamp"
+    rn_ctr images import "$tar" >/dev/null
+    ref=$(tar -xOf "$tar" manifest.json | python3 -c 'import json,sys; print(json.load(sys.stdin)[0]["RepoTags"][0])')
+    rm -f "$RN_CACHE/containerd/imported-$(basename "$tar")"*
+    echo "$ref" >"$stamp"
   done
 }
 
@@ -320,6 +323,8 @@ rn_stop_pid() {  # component: TERM, wait, KILL
 
 rn_down() {  # the node's pods, its processes, and every change to the host
   [[ -d $RN_STATE ]] || return 0
+  local -
+  set +e  # best effort: each step runs whatever the one before it left
   if pid_alive kube-apiserver && pid_alive kubelet; then
     # While the kubelet still runs, so it stops the containers and releases their addresses.
     kubectl_ delete pods -A --field-selector "spec.nodeName=$RN_NAME" --grace-period=1 --wait=true --timeout=60s >/dev/null 2>&1 || true

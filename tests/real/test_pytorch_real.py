@@ -7,6 +7,7 @@ import json
 import re
 
 from tests.real.support import on_real_node, py
+from tests.support.cluster import wait_until
 
 KIND = "PyTorchTrainingJob"
 API = "batch.tensorstack.dev/v1beta1"
@@ -62,3 +63,25 @@ def test_ddp_under_torchrun_rendezvous(jobs, controller, real):
     assert sorted(r["rank"] for r in got.values()) == ["0", "1"]
     assert {r["world"] for r in got.values()} == {"2"}
     assert len({r["checksum"] for r in got.values()}) == 1
+
+
+def test_elastic_scale_up_while_training_reforms_the_group(jobs, controller, real):
+    job = ddp_job("el", [("worker", 2)], torchrunConfig={"enabled": True, "procPerNode": "1", "maxRestarts": 5},
+                  elastic={"enabled": True, "minReplicas": 2, "maxReplicas": 3, "expectedReplicas": 2})
+    container = job["spec"]["replicaSpecs"][0]["template"]["spec"]["containers"][0]
+    container.pop("command")
+    container["args"] = py("elastic.py")[1:]
+    container["env"].append({"name": "STEPS", "value": "40"})
+    jobs.create(job)
+    real.wait_log("el-worker-0", " world 2 ", timeout=180)
+    # kubectl scale: the CRD's scale subresource.
+    jobs.api.patch_namespaced_custom_object_scale("batch.tensorstack.dev", "v1beta1", jobs.ns, "pytorchtrainingjobs", "el",
+                                                  {"spec": {"replicas": 3}})  # fmt: skip
+    pods = ["el-worker-0", "el-worker-1", "el-worker-2"]
+    wait_until(lambda: " world 3 " in real.log("el-worker-0"), timeout=180, what="the group re-formed with 3 workers")
+    done = real.finished(jobs, KIND, "el", pods, timeout=240)
+    assert done["status"]["phase"] == "Succeeded", real.describe(*pods)
+    got = results(real, pods)
+    # Every worker ends in the re-formed group of three, each with its own rank.
+    assert sorted(r["rank"] for r in got.values()) == ["0", "1", "2"], got
+    assert {r["world"] for r in got.values()} == {"3"}
