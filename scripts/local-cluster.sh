@@ -14,6 +14,7 @@
 #   scripts/local-cluster.sh restart C [S]  SIGKILL C, keep it down S seconds (default 0), start it
 #   scripts/local-cluster.sh supervise    start the supervisor for a cluster `up` started without one
 #   scripts/local-cluster.sh kueue up|down|status|log   Kueue on the running cluster (see below)
+#   scripts/local-cluster.sh real-node build|images      build the real node's parts; import rebuilt images
 #
 # Kueue (opt-in: `up --with-kueue` or T9K_WITH_KUEUE=1, or `kueue up` on a running cluster):
 # its manager is built from the Go module proxy (tools/kueue, a module of its own) into
@@ -685,6 +686,13 @@ case ${1:-} in
       build) kueue_build ;;
       log) tail -n "${3:-50}" "$STATE/logs/kueue.log" ;;
       *) echo "usage: $0 kueue up|down|status|build|log [lines]" >&2; exit 2 ;;
+    esac
+    ;;
+  real-node)
+    case ${2:-} in
+      build) rn_build ;;
+      images) require_cluster; rn_enabled || die "the cluster runs no real node ('$0 up --real-node')"; rn_images ;;
+      *) echo "usage: $0 real-node build|images   (build: kubelet, CoreDNS, images; images: import rebuilt images)" >&2; exit 2 ;;
     esac
     ;;
   env) echo "export KUBECONFIG=$KC" ;;

@@ -28,8 +28,6 @@ pip_install --no-deps --no-build-isolation $NODEPS
 : >"$R/etc/resolv.conf"
 rm -f "$R/tmp/host-ca.crt"
 
-# sshd's privilege separation directory (an init script makes it on a host; no init here).
-mkdir -p "$R/run/sshd"
 # Checks that fail the build, not a test run much later.
 in_root python3 -c 'import torch, numpy, xgboost, mpi4py, tensorflow; print("torch", torch.__version__, "numpy", numpy.__version__, "xgboost", xgboost.__version__, "tf", tensorflow.__version__)'
 echo 'import os; print("torchrun ok", os.environ["RANK"], os.environ["WORLD_SIZE"])' >"$R/tmp/check.py"

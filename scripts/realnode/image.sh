@@ -38,6 +38,13 @@ nice -n 10 mmdebstrap --variant=minbase --include="$(IFS=,; echo "${PACKAGES[*]}
   --dpkgopt='path-exclude=/usr/share/locale/*' \
   --customize-hook="bash $HERE/image-customize.sh \"\$1\" '${PIP_PACKAGES[*]}' '${PIP_NODEPS[*]}' '${PIP_SMALL[*]}'" \
   "$SUITE" "$WORK/rootfs.tar" "$(sources)"
+# sshd's privilege separation directory: an init script makes it on a host, and mmdebstrap's
+# hooks see a /run that does not end up in the archive, so it is added to the archive itself.
+python3 -c '
+import sys, tarfile
+with tarfile.open(sys.argv[1], "a") as t:
+    info = tarfile.TarInfo("./run/sshd"); info.type = tarfile.DIRTYPE; info.mode = 0o755
+    t.addfile(info)' "$WORK/rootfs.tar"
 # A variant on the same layer prints what it was started with (argv, environment) and sleeps
 # T9K_DUMP_SLEEP seconds: for launch paths whose command is fixed by the controller and an
 # image's entrypoint, such as BeamJob's Flink pods (args jobmanager / taskmanager).

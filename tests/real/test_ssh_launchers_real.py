@@ -4,14 +4,21 @@ each with its rank, world size and master, and those processes meet in a gloo al
 
 from __future__ import annotations
 
+import re
+
 from tests.real.support import IMAGE, on_real_node, py
 
 API = "batch.tensorstack.dev/v1beta1"
 LIMITS = {"limits": {"cpu": "400m", "memory": "768Mi"}}
 
 
+RESULT = re.compile(r"result host=(?P<host>\S+?) rank=(?P<rank>\d+) world=(?P<world>\d+) local_rank=(?P<local_rank>\S+?) "
+                    r"master=(?P<master>\S+?) allreduce=(?P<allreduce>\d+)")  # fmt: skip
+
+
 def results(log: str) -> list[dict[str, str]]:
-    return [dict(kv.split("=", 1) for kv in ln.split()[1:]) for ln in log.splitlines() if ln.startswith("result ")]
+    """Every process's result line; a launcher may run two remote outputs into one line."""
+    return [m.groupdict() for m in RESULT.finditer(log)]
 
 
 def test_deepspeed_launches_over_pdsh_on_every_worker(jobs, controller, real):
@@ -25,7 +32,7 @@ def test_deepspeed_launches_over_pdsh_on_every_worker(jobs, controller, real):
     done = real.finished(jobs, "DeepSpeedJob", "ds", pods, timeout=240)
     assert done["status"]["phase"] == "Succeeded", real.describe(*pods)
     # pdsh brings every remote process's output back to worker 0, prefixed by its host.
-    got = results("\n".join(ln.split(": ", 1)[-1] for ln in real.log("ds-worker-0").splitlines()))
+    got = results(real.log("ds-worker-0"))
     assert sorted((r["host"], r["rank"]) for r in got) == [("ds-worker-0", "0"), ("ds-worker-1", "1")], real.describe(*pods)
     assert {(r["world"], r["allreduce"], r["local_rank"]) for r in got} == {("2", "3", "0")}
     # The master deepspeed handed out is worker 0's address, found over SSH.
