@@ -10,7 +10,7 @@ ROOT = Path(__file__).resolve().parents[3]
 EXPECTED = {
     "example_genericjob", "example_pytorch", "example_tensorflow", "example_xgboost", "example_colossalai",
     "example_deepspeed", "example_mpi", "example_beam", "example_yaml_and_sensor", "retraining_pipeline", "example_ti", "example_ascend",
-    "example_pod_options", "example_queue",
+    "example_pod_options", "example_queue", "retraining_pipeline_real",
 }  # fmt: skip
 
 
@@ -19,8 +19,13 @@ def test_every_example_dag_imports_without_errors(monkeypatch):
     bag = DagBag(dag_folder=str(ROOT / "dags_examples"))
     assert bag.import_errors == {}
     assert set(bag.dags) == EXPECTED
-    assert sorted(bag.dags["retraining_pipeline"].task_ids) == [
-        "better_than_production", "evaluate", "keep_production", "prepare_data", "promote", "train"]  # fmt: skip
+    for dag_id in ("retraining_pipeline", "retraining_pipeline_real"):
+        assert sorted(bag.dags[dag_id].task_ids) == [
+            "better_than_production", "evaluate", "keep_production", "prepare_data", "promote", "train"]  # fmt: skip
+    # The real one runs on the real node, with its program mounted; the kwok one never goes there.
+    real = bag.dags["retraining_pipeline_real"].get_task("train")
+    assert real.node_selector == {"t9k.test/real": "true"} and real.image == "localhost/airflow-t9k/train:1"
+    assert not bag.dags["retraining_pipeline"].get_task("train").node_selector
 
 
 def test_an_example_dag_copied_alone_into_a_dag_folder_imports(tmp_path):
