@@ -113,9 +113,12 @@ class T9kJobOperator(BaseOperator):
         deleted (or paused, see ``on_kill_action``) and the task fails
     :param startup_timeout: fail sooner, the same way, when the job has not left ``Pending``
         this long after its submission (no GPUs free, unschedulable), with the scheduler's reason
-    :param queue: the Kueue LocalQueue that admits the job (``spec.scheduler.t9kScheduler.queue``;
-        AscendJob ``runPolicy.schedulingPolicy.queue``); docs/queueing.md
-    :param priority: the job's integer priority in its queue (T9k kinds); higher preempts lower
+    :param queue_name: the Kueue LocalQueue that admits the job (``spec.scheduler.t9kScheduler.queue``;
+        AscendJob ``runPolicy.schedulingPolicy.queue``; templated); docs/queueing.md. Named as in the
+        provider's ``KubernetesStartKueueJobOperator``: ``queue=`` is BaseOperator's executor queue
+        (Celery), which it keeps, and never reaches the job
+    :param priority: the job's integer priority in its queue (T9k kinds); higher preempts lower.
+        Not Airflow's ``priority_weight``, which orders task instances in the executor
     :param min_available: AscendJob only: admit it with at least this many pods
     :param priority_class: AscendJob only: a WorkloadPriorityClass or PriorityClass name
     :param queue_timeout: fail, the same way as ``startup_timeout``, when the job waited in its
@@ -134,7 +137,7 @@ class T9kJobOperator(BaseOperator):
     """
 
     # ``rendered_job`` is the manifest as it will be submitted, for the Rendered Template view.
-    template_fields: ClassVar[tuple[str, ...]] = ("job", "namespace", "kubernetes_conn_id", "rendered_job")
+    template_fields: ClassVar[tuple[str, ...]] = ("job", "namespace", "kubernetes_conn_id", "queue_name", "rendered_job")
     template_ext: ClassVar[tuple[str, ...]] = (".yaml", ".yml", ".json")
     template_fields_renderers: ClassVar[dict[str, str]] = {"job": "yaml", "rendered_job": "yaml"}
     operator_extra_links = (T9kJobLink(),)
@@ -161,7 +164,7 @@ class T9kJobOperator(BaseOperator):
         stream_logs: bool = True,
         log_tail_lines: int = 50,
         result_from: str | None = "auto",
-        queue: str | None = None,
+        queue_name: str | None = None,
         priority: int | None = None,
         min_available: int | None = None,
         priority_class: str | None = None,
@@ -173,7 +176,8 @@ class T9kJobOperator(BaseOperator):
             raise ValueError(f"priority must be an integer, got {priority!r}")
         if min_available is not None and (isinstance(min_available, bool) or not isinstance(min_available, int) or min_available < 1):
             raise ValueError(f"min_available must be a positive integer, got {min_available!r}")
-        self.queue = queue
+        # Not ``self.queue``: BaseOperator routes the task to that executor queue.
+        self.queue_name = queue_name
         self.priority = priority
         self.min_available = min_available
         self.priority_class = priority_class
@@ -287,7 +291,7 @@ class T9kJobOperator(BaseOperator):
         }
         job["metadata"] = meta
         try:
-            return with_queue(job, self.queue, self.priority, self.min_available, self.priority_class)
+            return with_queue(job, self.queue_name, self.priority, self.min_available, self.priority_class)
         except ValueError as exc:
             raise AirflowException(str(exc)) from None
 
