@@ -613,6 +613,9 @@ class T9kJobOperator(BaseOperator):
                 self._delete(ours)
             return {k: event.get(k) for k in ("kind", "name", "namespace", "uid", "phase")} | {"summary": state.summary(), "result": result}
         if status == "timeout":
+            ended = self._ended_meanwhile(ours)
+            if ended is not None:  # the job finished after all: its outcome, not a timeout
+                return self._finish(context, ended)
             try:
                 self._kill_job(ours, "timeout")
             except ApiError as exc:  # the cluster may be what timed out; the task still ends
@@ -630,6 +633,25 @@ class T9kJobOperator(BaseOperator):
             detail += f"\n--- result (termination message) of the deciding replica ---\n{result}"
         tails = "".join(f"\n--- {p} ---\n{t}" for p, t in (event.get("logs") or {}).items())
         raise AirflowException(f"{event.get('kind')} {event.get('namespace')}/{event.get('name')}: {event.get('message')}{detail}{tails}")
+
+    def _ended_meanwhile(self, ours: Obj) -> Obj | None:
+        """Re-read the job before acting on a timeout: a trigger that ran late (or a stale
+        event) may say ``timeout`` for a job that has since ended, and deleting it would throw
+        away a finished training. The final event of that end, or None."""
+        if not ours.get("uid"):
+            return None
+        try:
+            job = self.hook.get_job(ours["kind"], ours["name"], ours["namespace"])
+        except ApiError as exc:  # the cluster may be what timed out; the timeout stands
+            self.log.warning("could not re-read %s %s/%s after the timeout: %s", ours["kind"], ours["namespace"], ours["name"], exc.message)
+            return None
+        if job is None or job["metadata"].get("uid") != ours["uid"]:
+            return None
+        state = interpret(job)
+        if not state.terminal:
+            return None
+        self.log.info("%s %s/%s ended (%s) by the time its timeout was handled", ours["kind"], ours["namespace"], ours["name"], state.summary())
+        return self._event_from(job, "success" if state.succeeded else "failed")
 
     def _result(self, event: Obj) -> Any:
         """The job's result: the deciding replica's termination message as the controller kept it

@@ -39,6 +39,7 @@ MAX_TAILS = 5
 NOT_STARTED = (None, "Pending", "Created")  # phases of a job none of whose replicas has run yet
 RECHECK = 2.0  # seconds between GETs while the watch has not (yet) seen a job that exists
 BACKSTOP = 5.0  # seconds past the deadline at which any state is cut short
+LAST_READ = 5.0  # seconds the one read of the job at the deadline may take (and its log tails as long)
 
 
 def _parse_time(value: str | None) -> float | None:
@@ -202,12 +203,46 @@ class T9kJobTrigger(BaseTrigger):
         try:
             if deadline is None:
                 return await self._watch_until_done()
-            return await within(self._watch_until_done(), max(deadline - time.time(), 0) + BACKSTOP)
+            # Room for the last read too, so the backstop does not cut it short.
+            return await within(self._watch_until_done(), max(deadline - time.time(), 0) + BACKSTOP + 2 * LAST_READ)
         except asyncio.TimeoutError:
-            return self._timeout_event()
+            return await self._at_deadline()
         except Exception as exc:  # whatever it is, the task must hear of it rather than wait forever
             self.log.exception("waiting for %s %s/%s failed", self.kind, self.namespace, self.name)
             return self._event("error", self._last_job, f"waiting for {self.kind} {self.namespace}/{self.name} failed: {exc}")
+
+    async def _at_deadline(self) -> TriggerEvent:
+        """The deadline has passed: read the job once, bounded, before saying ``timeout``.
+
+        A trigger may start long after its deadline (a triggerer restart, an outage, a
+        backlog) and the shared watch may not have delivered the job yet; the job may have
+        ended meanwhile, and a ``timeout`` would make the task delete a finished job and a
+        retry train again from scratch."""
+        try:
+            job = await within(self._read_job_once(), LAST_READ)
+        except Exception as exc:  # noqa: BLE001 - the deadline stands; say why the job is unknown
+            if not isinstance(exc, asyncio.TimeoutError):
+                self._note_failure(exc)
+            job = None
+        if job is not None and (not self.uid or job["metadata"].get("uid") == self.uid):
+            self._last_job = job
+            state = interpret(job)
+            if state.terminal:
+                try:
+                    logs = await within(self._tails(state.failed_replicas), LAST_READ)
+                except Exception:  # noqa: BLE001 - the outcome matters more than the tails
+                    logs = {}
+                return self._event("success" if state.succeeded else "failed", job, state.summary(), logs)
+            if self.target_phases and state.phase in self.target_phases:
+                return self._event("success", job, state.summary())
+        return self._timeout_event()
+
+    async def _read_job_once(self) -> Obj | None:
+        hook = self.make_hook()
+        try:
+            return await hook.get_job(self.kind, self.name, self.namespace)
+        finally:
+            await hook.close()
 
     def _timeout_event(self) -> TriggerEvent:
         state = interpret(self._last_job).summary() if self._last_job else "never seen"
@@ -294,7 +329,7 @@ class T9kJobTrigger(BaseTrigger):
                     wake_in = queue_left if wake_in is None else min(wake_in, queue_left)
             remaining = None if deadline is None else deadline - time.time()
             if remaining is not None and remaining <= 0:
-                return self._timeout_event()
+                return await self._at_deadline()
             timeout = remaining if wake_in is None else (wake_in if remaining is None else min(wake_in, remaining))
             try:
                 await within(changed.wait(), timeout)

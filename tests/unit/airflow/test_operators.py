@@ -171,8 +171,14 @@ def event(status, **extra):
 class RecordingHook:
     """Records the writes _finish makes; these tests are about the task's outcome, not the API."""
 
-    def __init__(self):
+    def __init__(self, current=None):
         self.calls: list[tuple] = []
+        # What a GET of the job returns: by default it still runs.
+        self.current = current if current is not None else {"kind": "GenericJob", "metadata": {"name": "j", "namespace": "ml", "uid": "u"},
+                                                            "status": {"phase": "Running"}}  # fmt: skip
+
+    def get_job(self, kind, name, namespace):
+        return self.current or None
 
     def patch_job(self, kind, name, namespace, patch):
         self.calls.append(("patch", name, patch))
@@ -183,9 +189,9 @@ class RecordingHook:
         return True
 
 
-def finishing_op(**kw):
+def finishing_op(current=None, **kw):
     o = op(**kw)
-    o._hook = RecordingHook()
+    o._hook = RecordingHook(current)
     return o
 
 
@@ -513,3 +519,30 @@ def test_a_failed_jobs_result_is_in_the_failure_message():
 def test_result_from_is_checked_when_the_dag_is_parsed(bad):
     with pytest.raises(ValueError, match="result_from must look like"):
         op(result_from=bad)
+
+
+# -- a timeout is re-checked against the job before it is deleted (issue 21, point 3) ----------
+def _job_now(phase, uid="u"):
+    return {"kind": "GenericJob", "metadata": {"name": "j", "namespace": "ml", "uid": uid}, "status": {"phase": phase}}
+
+
+@pytest.mark.parametrize(
+    ("current", "outcome", "deleted"),
+    [(_job_now("Running"), "timeout", True),
+     (_job_now("Succeeded"), "success", False),
+     (_job_now("Failed"), "failed", False),
+     (_job_now("Succeeded", uid="stranger"), "timeout", True),
+     ({}, "timeout", True)],
+    ids=["still-running", "succeeded-meanwhile", "failed-meanwhile", "replaced", "gone"],
+)  # fmt: skip
+def test_a_timeout_rereads_the_job_before_deleting_it(current, outcome, deleted):
+    o = finishing_op(current=current)
+    try:
+        result = o.execute_complete(ctx(), event("timeout"))
+        got = "success" if result["phase"] == "Succeeded" else "?"
+    except AirflowTaskTimeout:
+        got = "timeout"
+    except AirflowException as exc:
+        got = "failed" if "Failed" in str(exc) else "?"
+    assert got == outcome
+    assert any(c[0] == "delete" for c in o.hook.calls) is deleted
