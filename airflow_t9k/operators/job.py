@@ -570,7 +570,7 @@ class T9kJobOperator(BaseOperator):
             "kind": (job or {}).get("kind") or (self._identity or {}).get("kind"),
             "name": meta.get("name") or (self._identity or {}).get("name"),
             "namespace": meta.get("namespace") or (self._identity or {}).get("namespace"),
-            "uid": meta.get("uid") or (self._identity or {}).get("uid"),
+            "uid": (self._identity or {}).get("uid") or meta.get("uid"),  # ours, not a replacement's
             "phase": state.phase,
             "message": message or state.summary(),
             "state": state.as_dict(),

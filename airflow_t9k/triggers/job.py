@@ -358,7 +358,9 @@ class T9kJobTrigger(BaseTrigger):
                 "kind": self.kind,
                 "name": self.name,
                 "namespace": self.namespace,
-                "uid": (job or {}).get("metadata", {}).get("uid", self.uid),
+                # The uid this trigger was given, never the one of the object now under the
+                # name: the task deletes and patches by it, also without a task state store.
+                "uid": self.uid or (job or {}).get("metadata", {}).get("uid"),
                 "phase": state.phase,
                 "message": message,
                 "state": state.as_dict(),

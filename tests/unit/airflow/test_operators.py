@@ -546,3 +546,11 @@ def test_a_timeout_rereads_the_job_before_deleting_it(current, outcome, deleted)
         got = "failed" if "Failed" in str(exc) else "?"
     assert got == outcome
     assert any(c[0] == "delete" for c in o.hook.calls) is deleted
+
+
+@pytest.mark.parametrize(("seen_uid", "identity", "reported"), [("stranger", {"uid": "ours"}, "ours"), ("ours", None, "ours")],
+                         ids=["replaced", "no-identity-yet"])  # fmt: skip
+def test_the_worker_side_event_carries_the_uid_this_task_recorded(seen_uid, identity, reported):
+    o = finishing_op()
+    o._identity = identity
+    assert o._event_from(_job_now("Running", uid=seen_uid), "error", "m")["uid"] == reported

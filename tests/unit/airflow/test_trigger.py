@@ -135,3 +135,20 @@ def test_startup_remaining_counts_from_creation_and_only_before_the_job_starts()
     assert startup_remaining(job("Running"), 20, now=at) is None
     assert startup_remaining(job("Failed"), 20, now=at) is None
     assert startup_remaining(job("Pending"), None, now=at) is None
+
+
+def _seen(uid):
+    return {"kind": "GenericJob", "metadata": {"name": "j", "namespace": "ml", "uid": uid}, "status": {"phase": "Running"}}
+
+
+@pytest.mark.parametrize(
+    ("given", "seen", "reported"),
+    [("ours", _seen("ours"), "ours"),
+     ("ours", _seen("stranger"), "ours"),  # another object took the name
+     ("ours", None, "ours"),
+     (None, _seen("theirs"), "theirs")],  # a trigger stored without a uid: what it saw is all it has
+    ids=["same", "replaced", "unseen", "no-uid-given"],
+)  # fmt: skip
+def test_events_carry_the_triggers_own_uid(given, seen, reported):
+    trigger = T9kJobTrigger(kind="GenericJob", name="j", namespace="ml", uid=given)
+    assert trigger._event("error", seen, "m").payload["uid"] == reported
