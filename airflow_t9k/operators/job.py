@@ -43,7 +43,15 @@ from airflow_t9k.k8s.errors import AlreadyExists, ApiError, Conflict, Invalid, N
 from airflow_t9k.hooks.t9k import T9kHook
 from airflow_t9k.kinds.registry import KINDS, get_kind
 from airflow_t9k.links import XCOM_IDENTITY, T9kJobLink
-from airflow_t9k.triggers.job import T9kJobTrigger, startup_failure, startup_remaining
+from airflow_t9k.api.startup import (
+    DEFAULT_STARTUP_ERROR_GRACE,
+    DEFAULT_STARTUP_TIMEOUT,
+    StartupErrors,
+    startup_error,
+    startup_failure,
+    startup_remaining,
+)
+from airflow_t9k.triggers.job import T9kJobTrigger
 
 Obj = dict[str, Any]
 
@@ -112,7 +120,12 @@ class T9kJobOperator(BaseOperator):
     :param timeout: give up waiting after this long (seconds or timedelta); the job is then
         deleted (or paused, see ``on_kill_action``) and the task fails
     :param startup_timeout: fail sooner, the same way, when the job has not left ``Pending``
-        this long after its submission (no GPUs free, unschedulable), with the scheduler's reason
+        this long after its submission, admission or last resume (no GPUs free,
+        unschedulable), with the scheduler's reason; default one hour, None for no limit
+    :param startup_error_grace: fail the task (and delete or pause the job) when a replica of a
+        job that has not started shows ``ErrImagePull``, ``ImagePullBackOff``,
+        ``InvalidImageName`` or ``CreateContainerConfigError`` this long (default 120 s; None:
+        wait for ``startup_timeout`` instead)
     :param queue_name: the Kueue LocalQueue that admits the job (``spec.scheduler.t9kScheduler.queue``;
         AscendJob ``runPolicy.schedulingPolicy.queue``; templated); docs/queueing.md. Named as in the
         provider's ``KubernetesStartKueueJobOperator``: ``queue=`` is BaseOperator's executor queue
@@ -157,7 +170,8 @@ class T9kJobOperator(BaseOperator):
         deferrable: bool = conf.getboolean("operators", "default_deferrable", fallback=False),
         wait_for_completion: bool = True,
         timeout: float | timedelta | None = None,
-        startup_timeout: float | timedelta | None = None,
+        startup_timeout: float | timedelta | None = DEFAULT_STARTUP_TIMEOUT,
+        startup_error_grace: float | timedelta | None = DEFAULT_STARTUP_ERROR_GRACE,
         delete_on_finish: str = "never",
         on_kill_action: str = "delete",
         log_events: bool = True,
@@ -202,6 +216,8 @@ class T9kJobOperator(BaseOperator):
         self.wait_for_completion = wait_for_completion
         self.timeout = timeout.total_seconds() if isinstance(timeout, timedelta) else timeout
         self.startup_timeout = startup_timeout.total_seconds() if isinstance(startup_timeout, timedelta) else startup_timeout
+        self.startup_error_grace = (startup_error_grace.total_seconds() if isinstance(startup_error_grace, timedelta)
+                                    else startup_error_grace)  # fmt: skip
         self.delete_on_finish = delete_on_finish
         self.on_kill_action = on_kill_action
         self.log_events = log_events
@@ -487,6 +503,7 @@ class T9kJobOperator(BaseOperator):
             config_file=self.config_file,  # a path: the triggerer reads it, no credentials in the trigger
             startup_timeout=self.startup_timeout,
             queue_timeout=self.queue_timeout,
+            startup_error_grace=self.startup_error_grace,
         )
 
     def _wait_sync(self, identity: Obj, deadline: float | None) -> Obj:
@@ -497,6 +514,7 @@ class T9kJobOperator(BaseOperator):
         """
         delay = 1.0
         last: list[str | None] = [None]
+        self._startup_errors = StartupErrors(self.startup_error_grace)
         while True:
             try:
                 event = self._watch_step(identity, deadline, last)
@@ -537,6 +555,13 @@ class T9kJobOperator(BaseOperator):
                                                                     self.startup_timeout, reason))  # fmt: skip
         if startup_left is not None:
             remaining = startup_left if remaining is None else min(remaining, startup_left)
+        due, next_in = self._startup_errors.observe(job, time.time())
+        if due:
+            detail = self.hook.pending_reason(identity["name"], identity["namespace"])
+            return self._event_from(job, "startup_error", startup_error(identity["kind"], identity["namespace"], identity["name"],
+                                                                        self.startup_error_grace, due, detail))  # fmt: skip
+        if next_in is not None:
+            remaining = next_in if remaining is None else min(remaining, next_in)
         line = queue_note(job)
         if line and line != getattr(self, "_queue_note", None):
             self.log.info("%s %s: %s", identity["kind"], identity["name"], line)
@@ -612,15 +637,17 @@ class T9kJobOperator(BaseOperator):
             if self.delete_on_finish in ("always", "on_success"):
                 self._delete(ours)
             return {k: event.get(k) for k in ("kind", "name", "namespace", "uid", "phase")} | {"summary": state.summary(), "result": result}
-        if status == "timeout":
+        if status in ("timeout", "startup_error"):
             ended = self._ended_meanwhile(ours)
             if ended is not None:  # the job finished after all: its outcome, not a timeout
                 return self._finish(context, ended)
             try:
-                self._kill_job(ours, "timeout")
+                self._kill_job(ours, status)
             except ApiError as exc:  # the cluster may be what timed out; the task still ends
-                self.log.warning("could not %s %s %s/%s after the timeout: %s", self.on_kill_action, ours["kind"],
-                                 ours["namespace"], ours["name"], exc.message)  # fmt: skip
+                self.log.warning("could not %s %s %s/%s after the %s: %s", self.on_kill_action, ours["kind"],
+                                 ours["namespace"], ours["name"], status, exc.message)  # fmt: skip
+            if status == "startup_error":  # not a timeout: the job cannot start, a retry will not help unless fixed
+                raise AirflowException(event.get("message") or "the job cannot start")
             raise AirflowTaskTimeout(event.get("message") or "timed out")
         if self.delete_on_finish == "always":
             self._delete(ours)

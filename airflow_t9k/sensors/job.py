@@ -128,6 +128,7 @@ class T9kJobSensor(BaseSensorOperator):
                 deadline=deadline.isoformat() if deadline else None, target_phases=list(self.targets),
                 log_events=self.log_events, stream_logs=self.stream_logs,
                 events_since=datetime.now(timezone.utc).isoformat(), on_kill_action="none",
+                startup_error_grace=None,  # the job is another task's, which decides when it cannot start
             ),
             method_name="execute_complete",
             timeout=timedelta(seconds=self.timeout) if self.timeout else None,

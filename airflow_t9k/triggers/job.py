@@ -29,6 +29,13 @@ from airflow_t9k.api.paths import child_path, job_path
 from airflow_t9k.api.resources import resource_for
 from airflow_t9k.api import queueing
 from airflow_t9k.api.runmode import pause_patch
+from airflow_t9k.api.startup import (  # noqa: F401 - startup_remaining/startup_failure: their old home
+    DEFAULT_STARTUP_ERROR_GRACE,
+    StartupErrors,
+    startup_error,
+    startup_failure,
+    startup_remaining,
+)
 from airflow_t9k.hooks.t9k import AsyncT9kHook
 from airflow_t9k.k8s.aio import within
 from airflow_t9k.k8s.errors import ApiError, is_permanent
@@ -36,7 +43,6 @@ from airflow_t9k.triggers import shared_watch
 
 Obj = dict[str, Any]
 MAX_TAILS = 5
-NOT_STARTED = (None, "Pending", "Created")  # phases of a job none of whose replicas has run yet
 RECHECK = 2.0  # seconds between GETs while the watch has not (yet) seen a job that exists
 BACKSTOP = 5.0  # seconds past the deadline at which any state is cut short
 LAST_READ = 5.0  # seconds the one read of the job at the deadline may take (and its log tails as long)
@@ -46,22 +52,6 @@ def _parse_time(value: str | None) -> float | None:
     if not value:
         return None
     return datetime.fromisoformat(value.replace("Z", "+00:00")).timestamp()
-
-
-def startup_remaining(job: Obj, startup_timeout: float | None, now: float | None = None) -> float | None:
-    """Seconds left for a job that has not started to leave ``Pending``, counted from its
-    creation (so a retry or a restarted triggerer keeps the same limit), or from its admission
-    when it went through a queue; None when the job has started, waits in a queue (that is
-    queue_timeout's), or there is no limit."""
-    if not startup_timeout or interpret(job).phase not in NOT_STARTED or queueing.waiting(job):
-        return None
-    created = queueing.startup_start(job)
-    now = time.time() if now is None else now
-    return (created if created is not None else now) + float(startup_timeout) - now
-
-
-def startup_failure(kind: str, namespace: str, name: str, startup_timeout: float | None, reason: str) -> str:
-    return f"{kind} {namespace}/{name} did not start within startup_timeout={float(startup_timeout or 0):g}s: {reason}"
 
 
 class T9kJobTrigger(BaseTrigger):
@@ -85,6 +75,10 @@ class T9kJobTrigger(BaseTrigger):
     :param config_file: kubeconfig path, read by the triggerer (it must be readable there)
     :param startup_timeout: seconds from the job's creation within which it must leave
         ``Pending``; else a ``timeout`` event naming the scheduler's reason
+    :param startup_error_grace: seconds a replica of a job that has not started may show a
+        waiting reason that waiting does not fix (``ErrImagePull``, ``ImagePullBackOff``,
+        ``InvalidImageName``, ``CreateContainerConfigError``) before a ``startup_error`` event;
+        None: never (then only ``startup_timeout`` ends such a wait)
     :param queue_timeout: seconds a job may wait in its Kueue queue (from its creation, or
         its eviction) before a ``timeout`` event; the task log says what the queue reports
     :param target_phases: also end the wait (``success``) when the job reaches one of these
@@ -119,6 +113,7 @@ class T9kJobTrigger(BaseTrigger):
         startup_timeout: float | None = None,
         target_phases: list[str] | tuple[str, ...] | None = None,
         queue_timeout: float | None = None,
+        startup_error_grace: float | None = DEFAULT_STARTUP_ERROR_GRACE,
     ) -> None:
         super().__init__()
         self.kind = kind
@@ -143,6 +138,7 @@ class T9kJobTrigger(BaseTrigger):
         self.startup_timeout = startup_timeout
         self.target_phases = list(target_phases) if target_phases else None
         self.queue_timeout = queue_timeout
+        self.startup_error_grace = startup_error_grace
         self._last_job: Obj | None = None
         self._last_failure: str = ""
 
@@ -172,6 +168,8 @@ class T9kJobTrigger(BaseTrigger):
                 "startup_timeout": self.startup_timeout,
                 "target_phases": self.target_phases,
                 **({"queue_timeout": self.queue_timeout} if self.queue_timeout else {}),
+                **({"startup_error_grace": self.startup_error_grace}
+                   if self.startup_error_grace != DEFAULT_STARTUP_ERROR_GRACE else {}),
             },
         )
 
@@ -278,6 +276,7 @@ class T9kJobTrigger(BaseTrigger):
         deadline = _parse_time(self.deadline)
         last_phase = None
         last_note = None
+        errors = StartupErrors(self.startup_error_grace)
         while True:
             changed.clear()
             wake_in: float | None = None
@@ -317,6 +316,11 @@ class T9kJobTrigger(BaseTrigger):
                     return await self._startup_timeout(watch, job)
                 if startup_left is not None:
                     wake_in = startup_left if wake_in is None else min(wake_in, startup_left)
+                due, next_in = errors.observe(job, time.time())
+                if due:
+                    return await self._startup_error(watch, job, due)
+                if next_in is not None:
+                    wake_in = next_in if wake_in is None else min(wake_in, next_in)
                 line = queueing.note(job)
                 if line and line != last_note:
                     self.log.info("%s %s/%s: %s", self.kind, self.namespace, self.name, line)
@@ -349,6 +353,13 @@ class T9kJobTrigger(BaseTrigger):
         except ApiError as exc:
             reason = f"(the reason could not be read: {exc.message})"
         return self._event("timeout", job, startup_failure(self.kind, self.namespace, self.name, self.startup_timeout, reason))
+
+    async def _startup_error(self, watch: shared_watch.SharedWatch, job: Obj, due: dict[str, str]) -> TriggerEvent:
+        try:
+            detail = await watch.hook.pending_reason(self.name, self.namespace)  # the kubelet's message
+        except ApiError as exc:
+            detail = f"(the detail could not be read: {exc.message})"
+        return self._event("startup_error", job, startup_error(self.kind, self.namespace, self.name, self.startup_error_grace, due, detail))
 
     def _event(self, status: str, job: Obj | None, message: str, logs: dict[str, str] | None = None) -> TriggerEvent:
         state = interpret(job)
