@@ -58,7 +58,7 @@ Obj = dict[str, Any]
 STATE_KEY = "t9k_job"
 LABEL = "airflow-t9k.io"
 DELETE_ON_FINISH = ("never", "always", "on_success")
-ON_KILL = ("delete", "pause")
+ON_KILL = ("delete", "pause", "keep")
 FINISHED_XCOM = ("phase", "summary")
 CONSUMED_BY = f"{LABEL}/consumed-by-try"
 
@@ -137,8 +137,10 @@ class T9kJobOperator(BaseOperator):
     :param queue_timeout: fail, the same way as ``startup_timeout``, when the job waited in its
         queue this long without being admitted; time in the queue does not count as startup
     :param delete_on_finish: ``never``, ``always`` or ``on_success``
-    :param on_kill_action: ``delete`` or ``pause`` the job when the task is killed or times out;
-        a retry resumes a job that a kill or timeout paused
+    :param on_kill_action: ``delete`` or ``pause`` the job when the task is killed or times out
+        (a retry resumes a job that a kill or timeout paused), or ``keep`` it running (Mark
+        success or Clear of a running task then leaves the training alone); nothing is done to
+        a job whose end the wait has already seen
     :param log_events: forward the job's Kubernetes Events into the task log while deferred
     :param stream_logs: follow the running replicas' logs into the task log while deferred
     :param log_tail_lines: lines of each failed replica's log shown on failure
@@ -226,6 +228,7 @@ class T9kJobOperator(BaseOperator):
         self.result_from = result_from
         self.rendered_job: Obj | None = None
         self._identity: Obj | None = None
+        self._waited = False  # the wait has returned its event
         self._try_number = 0
 
     # -- templating: only a top-level ``job`` string may name a file -------------------------
@@ -346,7 +349,9 @@ class T9kJobOperator(BaseOperator):
         deadline = self._deadline(context)
         if self.deferrable:
             self.defer(trigger=self._trigger(identity, deadline), method_name="execute_complete")
-        return self._finish(context, self._wait_sync(identity, deadline))
+        event = self._wait_sync(identity, deadline)
+        self._waited = True
+        return self._finish(context, event)
 
     def _reattach(self, store: Any, job: Obj) -> Obj | None:
         saved = store.get(STATE_KEY) if store is not None else None
@@ -702,7 +707,9 @@ class T9kJobOperator(BaseOperator):
             self.log.info("deleted %s %s/%s", ident["kind"], ident["namespace"], ident["name"])
 
     def _kill_job(self, ident: Obj, why: str = "kill") -> None:
-        if self.on_kill_action == "pause":
+        if self.on_kill_action == "keep":
+            self.log.info("keeping %s %s/%s after the %s (on_kill_action='keep')", ident["kind"], ident["namespace"], ident["name"], why)
+        elif self.on_kill_action == "pause":
             job = {"kind": ident["kind"], "metadata": {"name": ident["name"], "namespace": ident["namespace"], "uid": ident.get("uid")}}
             if self._patch_exact(job, pause_patch(ident.get("uid"), f"{why} of try {self._try_number}")) is not None:
                 self.log.info("paused %s %s/%s; a retry resumes it", ident["kind"], ident["namespace"], ident["name"])
@@ -710,7 +717,9 @@ class T9kJobOperator(BaseOperator):
             self._delete(ident)
 
     def on_kill(self) -> None:
-        if self._identity is not None:
+        # Not once the wait has seen the job end: the end is the task's to handle, and a kill
+        # arriving then (Mark success) must not delete or pause a finished job.
+        if self._identity is not None and not self._waited:
             self._kill_job(self._identity)
 
 

@@ -70,7 +70,8 @@ class T9kJobTrigger(BaseTrigger):
     :param max_followed_pods: follow at most this many replicas' logs at once
     :param log_tail_lines: lines of each failed replica's log to attach on completion
     :param on_kill_action: ``delete`` or ``pause`` the job when a user kills the task, or
-        ``none`` (the sensor: the job is not its own)
+        ``keep`` it, or ``none`` (the sensor: the job is not its own); never once this trigger
+        has yielded its event
     :param events_since: ISO time; Events older than this are not forwarded
     :param config_file: kubeconfig path, read by the triggerer (it must be readable there)
     :param startup_timeout: seconds from the job's creation within which it must leave
@@ -141,6 +142,7 @@ class T9kJobTrigger(BaseTrigger):
         self.startup_error_grace = startup_error_grace
         self._last_job: Obj | None = None
         self._last_failure: str = ""
+        self._fired = False
 
     def serialize(self) -> tuple[str, dict[str, Any]]:
         return (
@@ -193,7 +195,11 @@ class T9kJobTrigger(BaseTrigger):
     async def run(self) -> AsyncIterator[TriggerEvent]:
         # Everything is released before the one event is yielded: a runner that stops
         # iterating after the first event (as `airflow dags test` does) leaks nothing.
-        yield await self._bounded()
+        event = await self._bounded()
+        # From here on the job's end (or the timeout) is the task's to handle: a kill arriving
+        # now (Mark success, Clear) must not delete or pause a job that has already ended.
+        self._fired = True
+        yield event
 
     async def _bounded(self) -> TriggerEvent:
         """The wait, cut short a little after the deadline whatever state it is in."""
@@ -481,9 +487,13 @@ class T9kJobTrigger(BaseTrigger):
 
     # -- kill ----------------------------------------------------------------------------
     async def on_kill(self) -> None:
-        """A user killed the deferred task: do not leave the job running (``none``: a sensor's
-        trigger, whose job belongs to another task)."""
-        if self.on_kill_action == "none":
+        """A user killed the deferred task: do not leave the job running (``keep``: the user
+        wants it; ``none``: a sensor's trigger, whose job belongs to another task)."""
+        if self.on_kill_action in ("none", "keep"):
+            return
+        if self._fired:
+            self.log.info("not %s %s %s/%s on kill: the trigger had already reported it", "deleting" if self.on_kill_action == "delete"
+                          else "pausing", self.kind, self.namespace, self.name)  # fmt: skip
             return
         hook = self.make_hook()
         try:

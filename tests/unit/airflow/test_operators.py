@@ -554,3 +554,20 @@ def test_the_worker_side_event_carries_the_uid_this_task_recorded(seen_uid, iden
     o = finishing_op()
     o._identity = identity
     assert o._event_from(_job_now("Running", uid=seen_uid), "error", "m")["uid"] == reported
+
+
+@pytest.mark.parametrize(("action", "waited", "calls"), [("keep", False, []), ("delete", True, []), ("delete", False, ["delete"]),
+                                                         ("pause", False, ["patch"])])  # fmt: skip
+def test_on_kill_keeps_the_job_when_told_or_once_the_wait_saw_its_end(action, waited, calls):
+    o = finishing_op(on_kill_action=action)
+    o._identity = {"kind": "GenericJob", "name": "j", "namespace": "ml", "uid": "u"}
+    o._waited = waited
+    o.on_kill()
+    assert [c[0] for c in o.hook.calls] == calls
+
+
+def test_a_timeout_with_keep_leaves_the_job_running():
+    o = finishing_op(on_kill_action="keep")
+    with pytest.raises(AirflowTaskTimeout):
+        o.execute_complete(ctx(), event("timeout"))
+    assert o.hook.calls == []
