@@ -243,12 +243,16 @@ class T9kJobOperator(BaseOperator):
         self._load_job_file(self.get_template_env())
         self.prepare_template()
 
-    def render_template_fields(self, context: Any, jinja_env: Any = None) -> None:
-        jinja_env = jinja_env or self.get_template_env()
+    def _do_render_template_fields(self, parent: Any, template_fields: Any, context: Any, jinja_env: Any, seen_oids: set[int]) -> None:
+        """Overridden here rather than ``render_template_fields``: a mapped task
+        (``partial().expand()``) renders by calling this on the unmapped task directly, so
+        an override one level up would apply to unmapped tasks only."""
+        if parent is not self:  # a nested object's fields (Airflow renders inside them too)
+            return super()._do_render_template_fields(parent, template_fields, context, jinja_env, seen_oids)
         self._load_job_file(jinja_env)
         self.template_ext = ()  # type: ignore[misc]
         try:
-            super().render_template_fields(context, jinja_env)
+            super()._do_render_template_fields(parent, template_fields, context, jinja_env, seen_oids)
         finally:
             del self.template_ext
         if "ti" in context:

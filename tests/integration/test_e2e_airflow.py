@@ -4,11 +4,13 @@ triggerer on SQLite, the bundled controller, and the local cluster.
 - a deferrable task defers, the triggerer watches, and the task resumes and succeeds;
 - a task killed by a user while deferred leaves no job running;
 - a worker killed mid-wait is retried, and the retry reattaches to the same job;
-- clearing a succeeded task runs its job again.
+- clearing a succeeded task runs its job again;
+- a mapped sweep (``partial().expand()``) runs one job per map index, each with its result.
 """
 
 from __future__ import annotations
 
+import json
 import os
 import signal
 import uuid
@@ -106,6 +108,30 @@ def test_clearing_a_succeeded_task_runs_the_job_again(e2e, api_client):
     second = _job_of(api_client, ns, run_id)  # one job for the run: the consumed one was replaced
     assert second["metadata"]["uid"] != first["metadata"]["uid"] and second["metadata"]["name"] == first["metadata"]["name"]
     assert second["metadata"]["annotations"]["airflow-t9k.io/consumed-by-try"] == "2"
+
+
+def test_a_mapped_sweep_runs_one_job_per_map_index_with_its_own_result(e2e, api_client):
+    stack, ns = e2e
+    run_id = stack.trigger("t9k_e2e_sweep")
+
+    def states() -> dict[int, str | None]:
+        rows = stack._query("select map_index, state from task_instance where dag_id = ? and run_id = ?", "t9k_e2e_sweep", run_id)
+        return {int(r[0]): r[1] for r in rows}
+
+    wait_until(lambda: len(states()) == 4 and all(s in ("success", "failed") for s in states().values()), timeout=240,
+               what="the sweep's four map indexes ended")  # fmt: skip
+    assert set(states().values()) == {"success"}, (states(), stack.task_log("t9k_e2e_sweep", run_id)[-3000:])
+    jobs = [j for j in _jobs(api_client, ns) if j["metadata"]["annotations"].get("airflow-t9k.io/run-id") == run_id]
+    by_index = {int(j["metadata"]["annotations"]["airflow-t9k.io/map-index"]): j for j in jobs}
+    assert sorted(by_index) == [0, 1, 2, 3] and len({j["metadata"]["name"] for j in jobs}) == 4
+    for index, lr in zip(range(4), (0.1, 0.03, 0.01, 0.003)):
+        container = by_index[index]["spec"]["replicaSpecs"][0]["template"]["spec"]["containers"][0]
+        assert container["command"][-1] == "--deepspeed_config=ds.json"
+        xcom = stack.api("GET", f"dags/t9k_e2e_sweep/dagRuns/{run_id}/taskInstances/job/xcomEntries/result?map_index={index}")
+        value = json.loads(xcom["value"]) if isinstance(xcom["value"], str) else xcom["value"]
+        assert value == {"lr": lr}
+        rendered = stack.api("GET", f"dags/t9k_e2e_sweep/dagRuns/{run_id}/taskInstances/job/{index}")["rendered_fields"]
+        assert rendered.get("rendered_job"), rendered.keys()  # the Rendered Template view shows each index's job
 
 
 def _clear(stack: AirflowStack, dag_id: str, run_id: str) -> None:

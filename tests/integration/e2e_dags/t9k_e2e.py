@@ -19,3 +19,11 @@ with DAG("t9k_e2e_kill", start_date=START, schedule=None, catchup=False):
 with DAG("t9k_e2e_retry", start_date=START, schedule=None, catchup=False,
          default_args={"retries": 1, "retry_delay": timedelta(seconds=1)}):
     GenericJobOperator(task_id="job", image="busybox", replicas=1, pod_annotations={"sim.t9k.test/duration": "25s"}, deferrable=False)
+
+# A hyperparameter sweep: one job per map index, a literal file-like argument in the command
+# (never read as a template file), each job's result back into its own map index's XCom.
+with DAG("t9k_e2e_sweep", start_date=START, schedule=None, catchup=False):
+    GenericJobOperator.partial(
+        task_id="job", image="busybox", replicas=1, deferrable=True, command=["python", "train.py", "--deepspeed_config=ds.json"],
+    ).expand(pod_annotations=[{"sim.t9k.test/duration": "2s", "sim.t9k.test/message": f'{{"lr": {lr}}}'}
+                              for lr in (0.1, 0.03, 0.01, 0.003)])  # fmt: skip
