@@ -95,6 +95,16 @@ def split_command(value: Any, field: str = "command") -> list[str] | None:
     raise AirflowException(f"{field} must be a list of strings or one string, got {type(value).__name__}")
 
 
+def _plain(value: Any) -> Any:
+    """Kubernetes client models (V1Volume, V1ResourceRequirements, ...), also inside lists and
+    dicts, as the API's dicts (camelCase); plain values as they are."""
+    if value is None or isinstance(value, (str, int, float, bool)):
+        return value
+    from kubernetes.client import ApiClient
+
+    return ApiClient().sanitize_for_serialization(value)
+
+
 def load_job(job: Obj | str) -> Obj:
     if isinstance(job, dict):
         return dict(job)
@@ -207,7 +217,9 @@ class T9kJobOperator(BaseOperator):
             raise ValueError(f"delete_on_finish must be one of {DELETE_ON_FINISH}, got {delete_on_finish!r}")
         if on_kill_action not in ON_KILL:
             raise ValueError(f"on_kill_action must be one of {ON_KILL}, got {on_kill_action!r}")
-        self.job = job
+        # A dict may hold kubernetes.client models (a V1PodTemplateSpec, as KubernetesPodOperator's
+        # full_pod_spec takes a V1Pod): the API's dicts from here on.
+        self.job = _plain(job) if isinstance(job, dict) else job
         self.name_suffix = name_suffix
         self.namespace = namespace
         self.kubernetes_conn_id = kubernetes_conn_id

@@ -171,6 +171,27 @@ def test_volume_toleration_and_shared_memory_reach_every_replica_pod(conn, jobs,
         assert pod.metadata.labels["team"] == "ml"
 
 
+def test_kubernetes_pod_operator_model_types_reach_the_pods(conn, jobs, controller):
+    from kubernetes.client import models as k
+
+    with DAG("dag", start_date=datetime(2026, 1, 1), schedule=None):
+        op = GenericJobOperator(
+            task_id="train", image="busybox", replicas=1, deferrable=False, wait_for_completion=False,
+            container_resources=k.V1ResourceRequirements(limits={"cpu": "1", "nvidia.com/gpu": "1"}, requests={"cpu": 0.5}),
+            env=[k.V1EnvVar(name="POD", value_from=k.V1EnvVarSource(field_ref=k.V1ObjectFieldSelector(field_path="metadata.name")))],
+            affinity=k.V1Affinity(node_affinity=k.V1NodeAffinity(preferred_during_scheduling_ignored_during_execution=[
+                k.V1PreferredSchedulingTerm(weight=1, preference=k.V1NodeSelectorTerm(
+                    match_expressions=[k.V1NodeSelectorRequirement(key="type", operator="In", values=["kwok"])]))])),
+        )  # fmt: skip
+    ident = op.execute(context())
+    jobs.wait_phase("GenericJob", ident["name"], "Running")
+    [pod] = jobs.pods(ident["name"]).values()
+    c = pod.spec.containers[0]
+    assert (c.resources.limits, c.resources.requests) == ({"cpu": "1", "nvidia.com/gpu": "1"}, {"cpu": "500m"})
+    assert c.env[0].value_from.field_ref.field_path == "metadata.name"
+    assert pod.spec.affinity.node_affinity.preferred_during_scheduling_ignored_during_execution[0].weight == 1
+
+
 @pytest.mark.asyncio
 async def test_retry_resumes_a_job_paused_by_killing_the_deferred_task(conn, jobs, controller):
     store = Store()

@@ -571,3 +571,45 @@ def test_a_timeout_with_keep_leaves_the_job_running():
     with pytest.raises(AirflowTaskTimeout):
         o.execute_complete(ctx(), event("timeout"))
     assert o.hook.calls == []
+
+
+# -- the provider's Kubernetes model types, wherever KubernetesPodOperator takes them (point 9) --
+def _k8s():
+    from kubernetes.client import models as k8s  # what `from airflow.providers.cncf.kubernetes import k8s` users pass
+
+    return k8s
+
+
+@pytest.mark.parametrize(
+    ("kwargs", "where", "expected"),
+    [({"container_resources": lambda k: k.V1ResourceRequirements(limits={"cpu": "2", "nvidia.com/gpu": "1"}, requests={"cpu": 0.5})},
+      lambda t: t["spec"]["containers"][0]["resources"], {"limits": {"cpu": "2", "nvidia.com/gpu": "1"}, "requests": {"cpu": "0.5"}}),
+     ({"env": lambda k: [k.V1EnvVar(name="A", value="1"), k.V1EnvVar(name="P", value_from=k.V1EnvVarSource(
+         field_ref=k.V1ObjectFieldSelector(field_path="metadata.name")))]},
+      lambda t: t["spec"]["containers"][0]["env"],
+      [{"name": "A", "value": "1"}, {"name": "P", "valueFrom": {"fieldRef": {"fieldPath": "metadata.name"}}}]),
+     ({"volumes": lambda k: [k.V1Volume(name="d", empty_dir=k.V1EmptyDirVolumeSource())]},
+      lambda t: t["spec"]["volumes"], [{"name": "d", "emptyDir": {}}]),
+     ({"tolerations": lambda k: [k.V1Toleration(key="gpu", operator="Exists")]},
+      lambda t: t["spec"]["tolerations"], [{"key": "gpu", "operator": "Exists"}]),
+     ({"affinity": lambda k: k.V1Affinity(pod_anti_affinity=k.V1PodAntiAffinity())},
+      lambda t: t["spec"]["affinity"], {"podAntiAffinity": {}})],
+    ids=["container_resources", "env", "volumes", "tolerations", "affinity"],
+)  # fmt: skip
+def test_kubernetes_models_are_accepted_as_kubernetes_pod_operator_accepts_them(kwargs, where, expected):
+    k = _k8s()
+    job = op(PyTorchTrainingJobOperator, command="python t.py", **{n: make(k) for n, make in kwargs.items()}).render_job(ctx())
+    assert where(_templates(job)[0]) == expected
+    yaml.safe_dump(job)  # plain data all the way down
+
+
+def test_a_job_dict_may_hold_kubernetes_models():
+    k = _k8s()
+    template = k.V1PodTemplateSpec(spec=k.V1PodSpec(containers=[k.V1Container(name="m", image="img")]))
+    job = op(T9kJobOperator, job={"kind": "GenericJob", "spec": {"replicaSpecs": [{"type": "worker", "replicas": 1, "template": template}]}})
+    assert job.render_job(ctx())["spec"]["replicaSpecs"][0]["template"] == {"spec": {"containers": [{"name": "m", "image": "img"}]}}
+
+
+def test_container_resources_of_another_type_fail_at_dag_parse():
+    with pytest.raises(ValueError, match="V1ResourceRequirements"):
+        op(container_resources=["2 CPUs"])
