@@ -40,6 +40,7 @@ from airflow_t9k.hooks.t9k import AsyncT9kHook
 from airflow_t9k.k8s.aio import within
 from airflow_t9k.k8s.errors import ApiError, is_permanent
 from airflow_t9k.triggers import shared_watch
+from airflow_t9k.triggers.lookup import LookupFailed, wait_for_match
 
 Obj = dict[str, Any]
 MAX_TAILS = 5
@@ -84,6 +85,9 @@ class T9kJobTrigger(BaseTrigger):
         its eviction) before a ``timeout`` event; the task log says what the queue reports
     :param target_phases: also end the wait (``success``) when the job reaches one of these
         phases (the sensor's targets); terminal phases always end it
+    :param wait_for_creation: a job that does not exist (yet) is waited for, not an error (the
+        sensor's trigger, deferred before the job was submitted)
+    :param label_selector: instead of ``name``: the one job with these labels, waited for
     :param config_dict: accepted from triggers stored by earlier versions only; it holds
         credentials, so nothing passes it any more
     :param connection_extras: likewise (the triggerer reads the connection itself)
@@ -93,7 +97,7 @@ class T9kJobTrigger(BaseTrigger):
         self,
         *,
         kind: str,
-        name: str,
+        name: str = "",
         namespace: str,
         uid: str | None = None,
         kubernetes_conn_id: str | None = "kubernetes_default",
@@ -115,6 +119,8 @@ class T9kJobTrigger(BaseTrigger):
         target_phases: list[str] | tuple[str, ...] | None = None,
         queue_timeout: float | None = None,
         startup_error_grace: float | None = DEFAULT_STARTUP_ERROR_GRACE,
+        wait_for_creation: bool = False,
+        label_selector: str | None = None,
     ) -> None:
         super().__init__()
         self.kind = kind
@@ -140,6 +146,8 @@ class T9kJobTrigger(BaseTrigger):
         self.target_phases = list(target_phases) if target_phases else None
         self.queue_timeout = queue_timeout
         self.startup_error_grace = startup_error_grace
+        self.wait_for_creation = wait_for_creation
+        self.label_selector = label_selector
         self._last_job: Obj | None = None
         self._last_failure: str = ""
         self._fired = False
@@ -172,6 +180,8 @@ class T9kJobTrigger(BaseTrigger):
                 **({"queue_timeout": self.queue_timeout} if self.queue_timeout else {}),
                 **({"startup_error_grace": self.startup_error_grace}
                    if self.startup_error_grace != DEFAULT_STARTUP_ERROR_GRACE else {}),
+                **({"wait_for_creation": True} if self.wait_for_creation else {}),
+                **({"label_selector": self.label_selector} if self.label_selector else {}),
             },
         )
 
@@ -222,6 +232,8 @@ class T9kJobTrigger(BaseTrigger):
         backlog) and the shared watch may not have delivered the job yet; the job may have
         ended meanwhile, and a ``timeout`` would make the task delete a finished job and a
         retry train again from scratch."""
+        if not self.name:  # a selector that never matched: there is nothing to read
+            return self._timeout_event()
         try:
             job = await within(self._read_job_once(), LAST_READ)
         except Exception as exc:  # noqa: BLE001 - the deadline stands; say why the job is unknown
@@ -251,7 +263,8 @@ class T9kJobTrigger(BaseTrigger):
     def _timeout_event(self) -> TriggerEvent:
         state = interpret(self._last_job).summary() if self._last_job else "never seen"
         why = f"; last error: {self._last_failure}" if self._last_failure else ""
-        return self._event("timeout", self._last_job, f"timed out waiting for {self.kind} {self.name} ({state}){why}")
+        what = self.name or f"a job matching {self.label_selector!r}"
+        return self._event("timeout", self._last_job, f"timed out waiting for {self.kind} {what} ({state}){why}")
 
     async def _watch_until_done(self) -> TriggerEvent:
         path = job_path(resource_for(self.kind), self.namespace)
@@ -260,6 +273,15 @@ class T9kJobTrigger(BaseTrigger):
         except Exception as exc:  # bad kubeconfig, missing connection, unreadable file
             who = AsyncT9kHook.identity(self.make_hook())
             return self._event("error", None, f"cannot load the Kubernetes configuration of {who}: {exc}")
+        if not self.name:  # a sensor given labels: first the one job they name
+            try:
+                self.name = await wait_for_match(watch, self.namespace, self.label_selector or "")
+            except (LookupFailed, ValueError) as exc:
+                await shared_watch.release(watch)
+                return self._event("error", None, str(exc))
+            except BaseException:
+                await shared_watch.release(watch)
+                raise
         changed = watch.subscribe(self.name)
         helpers = []
         if self.log_events:
@@ -291,7 +313,9 @@ class T9kJobTrigger(BaseTrigger):
                 return self._event("error", self._last_job, str(getattr(failure, "message", failure)))
             self._note_failure(failure)
             job = watch.get(self.namespace, self.name) if watch.is_synced() else None
-            if watch.is_synced() and job is None:
+            if watch.is_synced() and job is None and self.wait_for_creation:
+                pass  # the sensor waits for the job to appear: its creation wakes this wait
+            elif watch.is_synced() and job is None:
                 # A watch that has not seen a new job yet is not proof that it is gone.
                 try:
                     job = await watch.hook.get_job(self.kind, self.name, self.namespace)
