@@ -8,8 +8,8 @@ What it does that Airflow's own Kubernetes operators do not (see docs/airflow.md
   restarted worker reattaches to that exact job (uid checked) instead of submitting a second
   one; a name conflict adopts the existing job only if its annotations say it is ours;
 - a try that finishes with a job marks it consumed (``CONSUMED_BY``): a later try (a retry, a
-  Clear) reattaches to a job that runs or whose result nobody consumed, and replaces one whose
-  result a try already consumed;
+  Clear) reattaches to a job that runs or whose result nobody consumed, and runs one whose
+  result a try already consumed anew beside it, as ``<name>-t<try>`` (the earlier run stays);
 - the trigger watches the job (no polling) and carries the task's timeouts with it;
 - a kill, sync or deferred, deletes (or pauses) the job, so nothing is left running; every
   delete and patch carries the uid this task recorded, so it never reaches another object that
@@ -347,7 +347,7 @@ class T9kJobOperator(BaseOperator):
         current = self._reattach(store, job) or self._submit(job)
         identity = {
             "kind": job["kind"],
-            "name": meta["name"],
+            "name": current["metadata"]["name"],  # a re-run's is <name>-t<try>
             "namespace": meta["namespace"],
             "uid": current["metadata"]["uid"],
             "server": self.hook.api_client.configuration.host,
@@ -381,7 +381,8 @@ class T9kJobOperator(BaseOperator):
 
     def _adopt_or_replace(self, current: Obj, why: str) -> Obj | None:
         """Reattach to a job that runs (resuming it if a kill or timeout of an earlier try paused
-        it) or whose result no try consumed; replace one whose result a try consumed."""
+        it) or whose result no try consumed; None for one whose result a try consumed: the
+        caller submits the new run beside it (see ``_rerun_of``)."""
         meta = current["metadata"]
         state = interpret(current)
         consumed = (meta.get("annotations") or {}).get(CONSUMED_BY)
@@ -395,40 +396,36 @@ class T9kJobOperator(BaseOperator):
             self.log.info("%s: %s %s/%s uid %s ended and no try has consumed its result (%s)",
                           why, current["kind"], meta["namespace"], meta["name"], meta["uid"], state.summary())  # fmt: skip
             return current
-        self.log.info("%s %s/%s ended (%s) and try %s consumed its result; deleting it to run again",
-                      current["kind"], meta["namespace"], meta["name"], state.summary(), consumed)  # fmt: skip
-        self._delete_for_rerun(current)
-        self._wait_gone(current)
+        self.log.info("%s %s/%s ended (%s) and try %s consumed its result; it stays as that try's record (its pods and "
+                      "logs too), and this try runs the job anew beside it", current["kind"], meta["namespace"], meta["name"],
+                      state.summary(), consumed)  # fmt: skip
         return None
 
-    def _delete_for_rerun(self, job: Obj) -> None:
-        """Foreground deletion: the job stays until its pods and Services are gone (they block
-        their owner's deletion), so the new run's children, which take the same names, do not
-        meet the old ones."""
-        from kubernetes.client.exceptions import ApiException
+    def _rerun_of(self, job: Obj) -> Obj:
+        """The job under this try's own name, ``<name>-t<try>``: a re-run never waits for the
+        earlier run's job or pods to go (pods stuck Terminating on a lost node held a retry for
+        minutes), and the earlier run's job, pods and logs stay for whoever looks into it."""
+        out = copy.deepcopy(job)
+        base = job["metadata"]["name"]
+        suffix = f"-t{self._try_number}"
+        if base.endswith(suffix):  # this try's own name is taken by a run this try consumed: nothing left to do
+            raise AirflowException(f"{job['kind']} {job['metadata']['namespace']}/{base} was already run and consumed by this try")
+        out["metadata"]["name"] = f"{base}{suffix}"
+        return out
 
-        meta, resource = job["metadata"], resource_for(job["kind"])
-        body = {"kind": "DeleteOptions", "apiVersion": "v1", "propagationPolicy": "Foreground", "preconditions": {"uid": meta["uid"]}}
-        try:
-            self.hook.custom_object_client.delete_namespaced_custom_object(
-                resource.group, resource.version, meta["namespace"], resource.plural, meta["name"], body=body)  # fmt: skip
-        except ApiException as exc:
-            if exc.status == 404:
-                return
-            if exc.status == 409 and self._gone_instead(job["kind"], meta["name"], meta["namespace"], meta["uid"],
-                                                        ApiError(409, "Conflict", str(exc.reason))):  # fmt: skip
-                return
-            raise
-
-    def _wait_gone(self, job: Obj, timeout: float = 300) -> None:
-        meta = job["metadata"]
-        deadline = time.monotonic() + timeout
-        while time.monotonic() < deadline:
-            now = self.hook.get_job(job["kind"], meta["name"], meta["namespace"])
-            if now is None or now["metadata"].get("uid") != meta["uid"]:
-                return
-            time.sleep(0.5)
-        raise AirflowException(f"the earlier job {meta['namespace']}/{meta['name']} was not deleted within {timeout}s")
+    def _live_sibling(self, job: Obj) -> Obj | None:
+        """A job of this task under another name (an earlier re-run) that runs or whose result
+        no try consumed: reattach to it rather than start a second one (the task state store
+        may be gone)."""
+        labels = job["metadata"]["labels"]
+        selector = ",".join(f"{LABEL}/{k}={labels[f'{LABEL}/{k}']}" for k in ("dag-id", "run-id", "task-id", "map-index"))
+        found = [j for j in self.hook.list_jobs(job["kind"], job["metadata"]["namespace"], selector) if self._is_ours(j, job)]
+        for other in sorted(found, key=lambda j: str(j["metadata"].get("creationTimestamp") or ""), reverse=True):
+            if other["metadata"]["name"] != job["metadata"]["name"]:
+                adopted = self._adopt_or_replace(other, "reattaching to an earlier re-run of this task")
+                if adopted is not None:
+                    return adopted
+        return None
 
     def _submit(self, job: Obj) -> Obj:
         meta = job["metadata"]
@@ -448,7 +445,9 @@ class T9kJobOperator(BaseOperator):
                     f"name or delete it{hint}"
                 ) from None
             adopted = self._adopt_or_replace(existing, "adopting the job this task submitted before")
-            return adopted if adopted is not None else self._submit(job)
+            if adopted is not None:
+                return adopted
+            return self._live_sibling(job) or self._submit(self._rerun_of(job))
 
     @staticmethod
     def _is_ours(existing: Obj, job: Obj) -> bool:

@@ -613,3 +613,23 @@ def test_a_job_dict_may_hold_kubernetes_models():
 def test_container_resources_of_another_type_fail_at_dag_parse():
     with pytest.raises(ValueError, match="V1ResourceRequirements"):
         op(container_resources=["2 CPUs"])
+
+
+# -- a re-run runs beside the consumed job, under this try's name (point 5) --------------------
+@pytest.mark.parametrize(
+    ("name", "try_number", "expected"),
+    [("train-0123456789", 2, "train-0123456789-t2"),
+     ("train-0123456789-t2", 3, "train-0123456789-t2-t3"),  # the store pointed at try 2's re-run
+     ("train-0123456789-t3", 3, None)],  # this try's own re-run was consumed by this try: never loop
+    ids=["first-rerun", "rerun-of-a-rerun", "own-name"],
+)  # fmt: skip
+def test_a_rerun_gets_this_trys_own_name(name, try_number, expected):
+    o = op()
+    o._try_number = try_number
+    job = {"kind": "GenericJob", "metadata": {"name": name, "namespace": "ml"}}
+    if expected is None:
+        with pytest.raises(AirflowException, match="already run and consumed by this try"):
+            o._rerun_of(job)
+    else:
+        assert o._rerun_of(job)["metadata"]["name"] == expected
+        assert job["metadata"]["name"] == name  # the rendered job itself is left as it was
