@@ -51,6 +51,13 @@ from airflow_t9k.api.startup import (
     startup_failure,
     startup_remaining,
 )
+from airflow_t9k.operators.logs import (
+    DEFAULT_MAX_FOLLOWED_PODS,
+    DEFAULT_MAX_LOG_LINES,
+    LOG_REPLICAS,
+    LogFollower,
+    pods_to_follow,
+)
 from airflow_t9k.triggers.job import T9kJobTrigger
 
 Obj = dict[str, Any]
@@ -152,7 +159,12 @@ class T9kJobOperator(BaseOperator):
         success or Clear of a running task then leaves the training alone); nothing is done to
         a job whose end the wait has already seen
     :param log_events: forward the job's Kubernetes Events into the task log while deferred
-    :param stream_logs: follow the running replicas' logs into the task log while deferred
+    :param stream_logs: follow replicas' logs into the task log while the task waits, deferred
+        or on the worker (as KubernetesPodOperator's ``get_logs``)
+    :param log_replicas: whose logs: ``"deciding"`` (default: the replica whose success decides
+        the job, the master, chief, launcher or rank 0) or ``"all"`` running replicas
+    :param max_log_lines: at most this many forwarded lines in all (default 100,000)
+    :param max_followed_pods: with ``"all"``, follow at most this many replicas (default 8)
     :param log_tail_lines: lines of each failed replica's log shown on failure
     :param result_from: where the job's result comes from: ``"auto"`` (default) reads the
         termination message of the replica whose success decides the job (the master, chief,
@@ -188,6 +200,9 @@ class T9kJobOperator(BaseOperator):
         on_kill_action: str = "delete",
         log_events: bool = True,
         stream_logs: bool = True,
+        log_replicas: str = "deciding",
+        max_log_lines: int = DEFAULT_MAX_LOG_LINES,
+        max_followed_pods: int = DEFAULT_MAX_FOLLOWED_PODS,
         log_tail_lines: int = 50,
         result_from: str | None = "auto",
         queue_name: str | None = None,
@@ -215,6 +230,11 @@ class T9kJobOperator(BaseOperator):
                 raise ValueError(str(exc)) from None
         if delete_on_finish not in DELETE_ON_FINISH:
             raise ValueError(f"delete_on_finish must be one of {DELETE_ON_FINISH}, got {delete_on_finish!r}")
+        if log_replicas not in LOG_REPLICAS:
+            raise ValueError(f"log_replicas must be one of {LOG_REPLICAS}, got {log_replicas!r}")
+        for name, value in (("max_log_lines", max_log_lines), ("max_followed_pods", max_followed_pods)):
+            if isinstance(value, bool) or not isinstance(value, int) or value < 0:
+                raise ValueError(f"{name} must be a non-negative integer, got {value!r}")
         if on_kill_action not in ON_KILL:
             raise ValueError(f"on_kill_action must be one of {ON_KILL}, got {on_kill_action!r}")
         # A dict may hold kubernetes.client models (a V1PodTemplateSpec, as KubernetesPodOperator's
@@ -236,6 +256,10 @@ class T9kJobOperator(BaseOperator):
         self.on_kill_action = on_kill_action
         self.log_events = log_events
         self.stream_logs = stream_logs
+        self.log_replicas = log_replicas
+        self.max_log_lines = max_log_lines
+        self.max_followed_pods = max_followed_pods
+        self._follow_pods: list[str] | None = None
         self.log_tail_lines = log_tail_lines
         self.result_from = result_from
         self.rendered_job: Obj | None = None
@@ -363,6 +387,7 @@ class T9kJobOperator(BaseOperator):
         if state.terminal:
             return self._finish(context, self._event_from(current, "success" if state.succeeded else "failed"))
         deadline = self._deadline(context)
+        self._follow_pods = pods_to_follow(current, self.log_replicas, self.max_followed_pods)
         if self.deferrable:
             self.defer(trigger=self._trigger(identity, deadline), method_name="execute_complete")
         event = self._wait_sync(identity, deadline)
@@ -517,6 +542,9 @@ class T9kJobOperator(BaseOperator):
             deadline=datetime.fromtimestamp(deadline, timezone.utc).isoformat() if deadline else None,
             log_events=self.log_events,
             stream_logs=self.stream_logs,
+            max_log_lines=self.max_log_lines,
+            max_followed_pods=self.max_followed_pods,
+            follow_pods=self._follow_pods,
             log_tail_lines=self.log_tail_lines,
             on_kill_action=self.on_kill_action,
             events_since=datetime.now(timezone.utc).isoformat(),
@@ -532,9 +560,18 @@ class T9kJobOperator(BaseOperator):
         An API server that stops answering is waited out with back-off until the deadline,
         as the trigger does; a permanent error (CRD gone, access revoked) ends the wait.
         """
+        self._startup_errors = StartupErrors(self.startup_error_grace)
+        self._logs = (LogFollower(self.hook, identity["namespace"], self.log, self.max_log_lines, self.max_followed_pods,
+                                  self._follow_pods) if self.stream_logs and self.max_log_lines else None)  # fmt: skip
+        try:
+            return self._wait_sync_loop(identity, deadline)
+        finally:
+            if self._logs is not None:
+                self._logs.stop()
+
+    def _wait_sync_loop(self, identity: Obj, deadline: float | None) -> Obj:
         delay = 1.0
         last: list[str | None] = [None]
-        self._startup_errors = StartupErrors(self.startup_error_grace)
         while True:
             try:
                 event = self._watch_step(identity, deadline, last)
@@ -559,6 +596,8 @@ class T9kJobOperator(BaseOperator):
         job = self.hook.get_job(identity["kind"], identity["name"], identity["namespace"])
         if job is None or job["metadata"]["uid"] != identity["uid"]:
             return self._event_from(job, "error", f"{identity['kind']} {identity['name']} was deleted or replaced")
+        if self._logs is not None:
+            self._logs.update(job)
         state = interpret(job)
         if state.phase != last[0]:
             self.log.info("%s %s: %s", identity["kind"], identity["name"], state.summary())

@@ -85,6 +85,8 @@ class T9kJobTrigger(BaseTrigger):
         its eviction) before a ``timeout`` event; the task log says what the queue reports
     :param target_phases: also end the wait (``success``) when the job reaches one of these
         phases (the sensor's targets); terminal phases always end it
+    :param follow_pods: follow only these replicas' logs (the operator's ``log_replicas=
+        "deciding"``); None: every running replica, up to ``max_followed_pods``
     :param wait_for_creation: a job that does not exist (yet) is waited for, not an error (the
         sensor's trigger, deferred before the job was submitted)
     :param label_selector: instead of ``name``: the one job with these labels, waited for
@@ -121,6 +123,7 @@ class T9kJobTrigger(BaseTrigger):
         startup_error_grace: float | None = DEFAULT_STARTUP_ERROR_GRACE,
         wait_for_creation: bool = False,
         label_selector: str | None = None,
+        follow_pods: list[str] | None = None,
     ) -> None:
         super().__init__()
         self.kind = kind
@@ -148,6 +151,7 @@ class T9kJobTrigger(BaseTrigger):
         self.startup_error_grace = startup_error_grace
         self.wait_for_creation = wait_for_creation
         self.label_selector = label_selector
+        self.follow_pods = list(follow_pods) if follow_pods is not None else None
         self._last_job: Obj | None = None
         self._last_failure: str = ""
         self._fired = False
@@ -182,6 +186,7 @@ class T9kJobTrigger(BaseTrigger):
                    if self.startup_error_grace != DEFAULT_STARTUP_ERROR_GRACE else {}),
                 **({"wait_for_creation": True} if self.wait_for_creation else {}),
                 **({"label_selector": self.label_selector} if self.label_selector else {}),
+                **({"follow_pods": self.follow_pods} if self.follow_pods is not None else {}),
             },
         )
 
@@ -466,6 +471,8 @@ class T9kJobTrigger(BaseTrigger):
             while budget[0] > 0:
                 waiter.clear()
                 for pod, uid in _running_replicas(watch.get(self.namespace, self.name)):
+                    if self.follow_pods is not None and pod not in self.follow_pods:
+                        continue
                     current = followers.get(pod)
                     if current is not None and (current[0] == uid or not current[1].done()):
                         continue
