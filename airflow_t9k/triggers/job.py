@@ -12,6 +12,9 @@ do; one that may pass (no answer, 429, 5xx) is retried by the watch until the de
 
 The stored arguments carry no credentials: the triggerer resolves them itself from the
 connection id, the kubeconfig path, the context or in-cluster.
+
+Split by concern: the wait (here), what it forwards into the task log (``forward``), how it
+ends (``outcome``), and finding a job by labels (``lookup``).
 """
 
 from __future__ import annotations
@@ -24,15 +27,13 @@ from typing import Any
 
 from airflow.triggers.base import BaseTrigger, TriggerEvent
 
-from airflow_t9k.api.outcome import interpret
-from airflow_t9k.api.paths import child_path, job_path
-from airflow_t9k.api.resources import resource_for
 from airflow_t9k.api import queueing
-from airflow_t9k.api.runmode import pause_patch
+from airflow_t9k.api.outcome import interpret
+from airflow_t9k.api.paths import job_path
+from airflow_t9k.api.resources import resource_for
 from airflow_t9k.api.startup import (  # noqa: F401 - startup_remaining/startup_failure: their old home
     DEFAULT_STARTUP_ERROR_GRACE,
     StartupErrors,
-    startup_error,
     startup_failure,
     startup_remaining,
 )
@@ -40,13 +41,13 @@ from airflow_t9k.hooks.t9k import AsyncT9kHook
 from airflow_t9k.k8s.aio import within
 from airflow_t9k.k8s.errors import ApiError, is_permanent
 from airflow_t9k.triggers import shared_watch
+from airflow_t9k.triggers.forward import ForwardMixin
 from airflow_t9k.triggers.lookup import LookupFailed, wait_for_match
+from airflow_t9k.triggers.outcome import LAST_READ, OutcomeMixin
 
 Obj = dict[str, Any]
-MAX_TAILS = 5
 RECHECK = 2.0  # seconds between GETs while the watch has not (yet) seen a job that exists
 BACKSTOP = 5.0  # seconds past the deadline at which any state is cut short
-LAST_READ = 5.0  # seconds the one read of the job at the deadline may take (and its log tails as long)
 
 
 def _parse_time(value: str | None) -> float | None:
@@ -55,7 +56,7 @@ def _parse_time(value: str | None) -> float | None:
     return datetime.fromisoformat(value.replace("Z", "+00:00")).timestamp()
 
 
-class T9kJobTrigger(BaseTrigger):
+class T9kJobTrigger(OutcomeMixin, ForwardMixin, BaseTrigger):
     """
     :param kind: job kind, e.g. ``PyTorchTrainingJob``
     :param name: job name
@@ -230,47 +231,6 @@ class T9kJobTrigger(BaseTrigger):
             self.log.exception("waiting for %s %s/%s failed", self.kind, self.namespace, self.name)
             return self._event("error", self._last_job, f"waiting for {self.kind} {self.namespace}/{self.name} failed: {exc}")
 
-    async def _at_deadline(self) -> TriggerEvent:
-        """The deadline has passed: read the job once, bounded, before saying ``timeout``.
-
-        A trigger may start long after its deadline (a triggerer restart, an outage, a
-        backlog) and the shared watch may not have delivered the job yet; the job may have
-        ended meanwhile, and a ``timeout`` would make the task delete a finished job and a
-        retry train again from scratch."""
-        if not self.name:  # a selector that never matched: there is nothing to read
-            return self._timeout_event()
-        try:
-            job = await within(self._read_job_once(), LAST_READ)
-        except Exception as exc:  # noqa: BLE001 - the deadline stands; say why the job is unknown
-            if not isinstance(exc, asyncio.TimeoutError):
-                self._note_failure(exc)
-            job = None
-        if job is not None and (not self.uid or job["metadata"].get("uid") == self.uid):
-            self._last_job = job
-            state = interpret(job)
-            if state.terminal:
-                try:
-                    logs = await within(self._tails(state.failed_replicas), LAST_READ)
-                except Exception:  # noqa: BLE001 - the outcome matters more than the tails
-                    logs = {}
-                return self._event("success" if state.succeeded else "failed", job, state.summary(), logs)
-            if self.target_phases and state.phase in self.target_phases:
-                return self._event("success", job, state.summary())
-        return self._timeout_event()
-
-    async def _read_job_once(self) -> Obj | None:
-        hook = self.make_hook()
-        try:
-            return await hook.get_job(self.kind, self.name, self.namespace)
-        finally:
-            await hook.close()
-
-    def _timeout_event(self) -> TriggerEvent:
-        state = interpret(self._last_job).summary() if self._last_job else "never seen"
-        why = f"; last error: {self._last_failure}" if self._last_failure else ""
-        what = self.name or f"a job matching {self.label_selector!r}"
-        return self._event("timeout", self._last_job, f"timed out waiting for {self.kind} {what} ({state}){why}")
-
     async def _watch_until_done(self) -> TriggerEvent:
         path = job_path(resource_for(self.kind), self.namespace)
         try:
@@ -381,183 +341,3 @@ class T9kJobTrigger(BaseTrigger):
         if text and text != self._last_failure:
             self.log.warning("%s; retrying until the deadline (%s)", text, self.deadline or "none")
         self._last_failure = text
-
-    async def _startup_timeout(self, watch: shared_watch.SharedWatch, job: Obj) -> TriggerEvent:
-        try:
-            reason = await watch.hook.pending_reason(self.name, self.namespace)
-        except ApiError as exc:
-            reason = f"(the reason could not be read: {exc.message})"
-        return self._event("timeout", job, startup_failure(self.kind, self.namespace, self.name, self.startup_timeout, reason))
-
-    async def _startup_error(self, watch: shared_watch.SharedWatch, job: Obj, due: dict[str, str]) -> TriggerEvent:
-        try:
-            detail = await watch.hook.pending_reason(self.name, self.namespace)  # the kubelet's message
-        except ApiError as exc:
-            detail = f"(the detail could not be read: {exc.message})"
-        return self._event("startup_error", job, startup_error(self.kind, self.namespace, self.name, self.startup_error_grace, due, detail))
-
-    def _event(self, status: str, job: Obj | None, message: str, logs: dict[str, str] | None = None) -> TriggerEvent:
-        state = interpret(job)
-        return TriggerEvent(
-            {
-                "status": status,
-                "kind": self.kind,
-                "name": self.name,
-                "namespace": self.namespace,
-                # The uid this trigger was given, never the one of the object now under the
-                # name: the task deletes and patches by it, also without a task state store.
-                "uid": self.uid or (job or {}).get("metadata", {}).get("uid"),
-                "phase": state.phase,
-                "message": message,
-                "state": state.as_dict(),
-                "logs": logs or {},
-            }
-        )
-
-    async def _tails(self, pods: tuple[str, ...]) -> dict[str, str]:
-        hook = self.make_hook()
-        try:
-            return {p: await hook.read_log_tail(p, self.namespace, self.log_tail_lines) for p in pods[:MAX_TAILS]}
-        finally:
-            await hook.close()
-
-    def _about_this_job(self, ev: Obj) -> bool:
-        name = str((ev.get("involvedObject") or {}).get("name") or "")
-        return name == self.name or name.startswith(f"{self.name}-")
-
-    async def _forward_events(self) -> None:
-        """Log new Events of the job and its replica pods, once each, at most ``max_forwarded``."""
-        watch = await shared_watch.acquire(self._watch_key(), self.make_hook, child_path("Event", self.namespace), "Event")
-        arriving = watch.subscribe_matching(self._about_this_job)
-        seen: set[tuple[str, int]] = set()
-        since = _parse_time(self.events_since) or 0.0
-        budget = [self.max_forwarded]
-        try:
-            while not watch.is_synced():
-                if watch.failure is not None and is_permanent(watch.failure):
-                    # The job's own watch decides the task; Events are a nicety. Say why once.
-                    self.log.warning("not forwarding the job's Events: %s", getattr(watch.failure, "message", watch.failure))
-                    return
-                await asyncio.sleep(0.5)
-            # What the shared watch already holds, in order; then each new one as it comes.
-            for ev in sorted(filter(self._about_this_job, watch.objects()), key=_event_order):
-                self._forward_event(ev, seen, since, budget)
-            while budget[0] > 0:
-                self._forward_event(await arriving.get(), seen, since, budget)
-        finally:
-            watch.unsubscribe_matching(arriving)
-            await shared_watch.release(watch)
-
-    def _forward_event(self, ev: Obj, seen: set[tuple[str, int]], since: float, budget: list[int]) -> None:
-        key = (ev["metadata"].get("uid", ""), int(ev.get("count") or 1))
-        when = _parse_time(ev.get("lastTimestamp") or ev.get("eventTime")) or 0.0
-        if budget[0] <= 0 or key in seen or when + 1 < since:
-            return
-        seen.add(key)
-        budget[0] -= 1
-        obj = ev.get("involvedObject") or {}
-        self.log.info("[event] %s %s %s/%s: %s", ev.get("type"), ev.get("reason"), obj.get("kind"), obj.get("name"), ev.get("message"))
-        if budget[0] == 0:
-            self.log.info("[event] forwarded %d events; not forwarding more", self.max_forwarded)
-
-    async def _follow_logs(self, watch: shared_watch.SharedWatch) -> None:
-        """Follow every running replica's log (one stream each, no polling); each line once."""
-        waiter = watch.subscribe(self.name)
-        followers: dict[str, tuple[str, asyncio.Task[None]]] = {}  # pod -> (uid, task)
-        last_seen: dict[str, str] = {}  # pod -> timestamp of the last forwarded line
-        budget = [self.max_log_lines]
-        try:
-            await watch.synced()
-            while budget[0] > 0:
-                waiter.clear()
-                for pod, uid in _running_replicas(watch.get(self.namespace, self.name)):
-                    if self.follow_pods is not None and pod not in self.follow_pods:
-                        continue
-                    current = followers.get(pod)
-                    if current is not None and (current[0] == uid or not current[1].done()):
-                        continue
-                    if current is None and len(followers) >= self.max_followed_pods:
-                        continue
-                    followers[pod] = (uid, asyncio.create_task(self._follow(watch, pod, last_seen, budget)))
-                await waiter.wait()
-        finally:
-            watch.unsubscribe(self.name, waiter)
-            for _, task in followers.values():
-                task.cancel()
-            await asyncio.gather(*(t for _, t in followers.values()), return_exceptions=True)
-
-    async def _follow(self, watch: shared_watch.SharedWatch, pod: str, last_seen: dict[str, str], budget: list[int]) -> None:
-        kube = await watch.hook.kube()
-        since = last_seen.get(pod) or self.events_since
-        query: dict[str, Any] = {"follow": True, "timestamps": True}
-        if since:
-            query["sinceTime"] = datetime.fromisoformat(since.replace("Z", "+00:00")).strftime("%Y-%m-%dT%H:%M:%SZ")
-        try:
-            resp = await kube._send("GET", child_path("Pod", self.namespace, pod, "log"), query=query, timeout=None)
-        except OSError as exc:
-            self.log.debug("cannot follow the log of %s: %s", pod, exc)
-            return
-        try:
-            if resp.status != 200:
-                self.log.debug("cannot follow the log of %s: HTTP %s", pod, resp.status)
-                return
-            async for raw in resp.content:
-                stamp, _, text = raw.decode(errors="replace").rstrip("\n").partition(" ")
-                if pod in last_seen and stamp <= last_seen[pod]:
-                    continue  # already forwarded before a reconnect
-                last_seen[pod] = stamp
-                if budget[0] <= 0:
-                    return
-                budget[0] -= 1
-                self.log.info("[%s] %s", pod, text)
-                if budget[0] == 0:
-                    self.log.info("[logs] forwarded %d log lines; not forwarding more", self.max_log_lines)
-                    return
-        finally:
-            resp.release()
-
-    # -- kill ----------------------------------------------------------------------------
-    async def on_kill(self) -> None:
-        """A user killed the deferred task: do not leave the job running (``keep``: the user
-        wants it; ``none``: a sensor's trigger, whose job belongs to another task)."""
-        if self.on_kill_action in ("none", "keep"):
-            return
-        if self._fired:
-            self.log.info("not %s %s %s/%s on kill: the trigger had already reported it", "deleting" if self.on_kill_action == "delete"
-                          else "pausing", self.kind, self.namespace, self.name)  # fmt: skip
-            return
-        hook = self.make_hook()
-        try:
-            if self.on_kill_action == "pause":
-                # uid in the patch: the API server refuses it (422) for another object of the name;
-                # the mark lets a retry resume this job (and no job paused by hand).
-                try:
-                    await hook.patch_job(self.kind, self.name, self.namespace, pause_patch(self.uid, "kill"))
-                    self.log.info("paused %s %s/%s", self.kind, self.namespace, self.name)
-                except ApiError as exc:
-                    self.log.warning("not pausing %s/%s: it is gone or another object now (%s)", self.namespace, self.name, exc.message)
-            else:
-                await hook.delete_job(self.kind, self.name, self.namespace, uid=self.uid)
-                self.log.info("deleted %s %s/%s", self.kind, self.namespace, self.name)
-        finally:
-            await hook.close()
-
-
-def _running_replicas(job: Obj | None) -> list[tuple[str, str]]:
-    """(pod name, pod uid) of every replica the job's status reports Running."""
-    out = []
-    for task in ((job or {}).get("status") or {}).get("tasks") or []:
-        for replica in task.get("status") or []:
-            if replica.get("phase") == "Running" and replica.get("name"):
-                out.append((str(replica["name"]), str(replica.get("uid") or "")))
-    return out
-
-
-def _event_order(ev: Obj) -> tuple[str, int]:
-    """Timestamps have one-second resolution; the resourceVersion orders within a second."""
-    try:
-        rv = int(ev["metadata"].get("resourceVersion") or 0)
-    except ValueError:
-        rv = 0
-    return (str(ev.get("lastTimestamp") or ev.get("eventTime") or ""), rv)
-
