@@ -99,6 +99,21 @@ class StartupErrors:
         return {}, (min(pending) if pending else None)
 
 
+def waiting_detail(pods: list[Obj], due: dict[str, str]) -> str:
+    """The kubelet's own words for the replicas that cannot start (``Back-off pulling image
+    "busybox:typo"``), from their pods' waiting containers."""
+    out = []
+    for pod in pods:
+        name = str((pod.get("metadata") or {}).get("name") or "")
+        if name not in due:
+            continue
+        for cs in (pod.get("status") or {}).get("containerStatuses") or []:
+            waiting = (cs.get("state") or {}).get("waiting") or {}
+            if waiting.get("reason") in FATAL_WAITING:
+                out.append(f"{name}: {waiting['reason']}: {waiting.get('message') or ''}".rstrip(": "))
+    return "; ".join(out)
+
+
 def startup_error(kind: str, namespace: str, name: str, grace: float | None, due: dict[str, str], detail: str) -> str:
     pods = ", ".join(f"{pod}: {reason}" for pod, reason in sorted(due.items()))
     return (f"{kind} {namespace}/{name} cannot start ({pods}, for {float(grace or 0):g}s, startup_error_grace): "

@@ -13,7 +13,7 @@ from airflow_t9k.api.paths import job_path
 from airflow_t9k.api.queueing import note as queue_note
 from airflow_t9k.api.queueing import queue_failure, queue_remaining
 from airflow_t9k.api.resources import resource_for
-from airflow_t9k.api.startup import StartupErrors, startup_error, startup_failure, startup_remaining
+from airflow_t9k.api.startup import StartupErrors, startup_error, startup_failure, startup_remaining, waiting_detail
 from airflow_t9k.k8s.errors import ApiError, is_transient
 from airflow_t9k.operators.logs import LogFollower
 from airflow_t9k.triggers.job import T9kJobTrigger
@@ -124,7 +124,7 @@ class WaitMixin:
             remaining = startup_left if remaining is None else min(remaining, startup_left)
         due, next_in = self._startup_errors.observe(job, time.time())
         if due:
-            detail = self.hook.pending_reason(identity["name"], identity["namespace"])
+            detail = waiting_detail(self.hook.list_replica_pods(identity["name"], identity["namespace"]), due)
             return self._event_from(job, "startup_error", startup_error(identity["kind"], identity["namespace"], identity["name"],
                                                                         self.startup_error_grace, due, detail))  # fmt: skip
         if next_in is not None:

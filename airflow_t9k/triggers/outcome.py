@@ -10,7 +10,7 @@ from airflow.triggers.base import TriggerEvent
 
 from airflow_t9k.api.outcome import interpret
 from airflow_t9k.api.runmode import pause_patch
-from airflow_t9k.api.startup import startup_error, startup_failure
+from airflow_t9k.api.startup import startup_error, startup_failure, waiting_detail
 from airflow_t9k.k8s.aio import within
 from airflow_t9k.k8s.errors import ApiError
 from airflow_t9k.triggers import shared_watch
@@ -90,7 +90,7 @@ class OutcomeMixin:
 
     async def _startup_error(self, watch: shared_watch.SharedWatch, job: Obj, due: dict[str, str]) -> TriggerEvent:
         try:
-            detail = await watch.hook.pending_reason(self.name, self.namespace)  # the kubelet's message
+            detail = waiting_detail(await watch.hook.list_replica_pods(self.name, self.namespace), due)  # the kubelet's words
         except ApiError as exc:
             detail = f"(the detail could not be read: {exc.message})"
         return self._event("startup_error", job, startup_error(self.kind, self.namespace, self.name, self.startup_error_grace, due, detail))

@@ -80,3 +80,14 @@ def test_operators_have_a_default_startup_timeout_and_grace_and_hand_them_to_the
     trigger = o._trigger({"kind": "GenericJob", "name": "j", "namespace": "ml", "uid": "u"}, None)
     assert (trigger.startup_timeout, trigger.startup_error_grace) == (DEFAULT_STARTUP_TIMEOUT, 120.0)
     assert op(startup_timeout=None, startup_error_grace=None).startup_timeout is None
+
+
+def test_the_detail_is_the_kubelets_message_for_the_replicas_that_cannot_start():
+    from airflow_t9k.api.startup import waiting_detail
+
+    def pod(name, reason, message):
+        return {"metadata": {"name": name}, "status": {"containerStatuses": [{"state": {"waiting": {"reason": reason, "message": message}}}]}}
+
+    pods = [pod("j-worker-0", "ImagePullBackOff", 'Back-off pulling image "busybox:typo"'), pod("j-worker-1", "ContainerCreating", "")]
+    assert waiting_detail(pods, {"j-worker-0": "ImagePullBackOff"}) == 'j-worker-0: ImagePullBackOff: Back-off pulling image "busybox:typo"'
+    assert waiting_detail(pods, {}) == ""
