@@ -23,6 +23,9 @@ LOG_REPLICAS = ("deciding", "all")
 DEFAULT_MAX_LOG_LINES = 100_000  # a whole training's progress, short of a runaway print loop
 DEFAULT_MAX_FOLLOWED_PODS = 8
 RETRY = 2.0  # seconds before opening a replica's log again (not started yet, or the stream ended)
+# A silent stream is reopened after this long: the thread then sees that the wait is over.
+# (Closing a response from another thread blocks on the TLS socket a reader holds.)
+READ_IDLE = 10.0
 
 
 def replica_pods(job: Obj | None) -> list[str]:
@@ -61,7 +64,6 @@ class LogFollower:
         self.stop_event = threading.Event()
         self.lock = threading.Lock()
         self.threads: dict[str, threading.Thread] = {}
-        self.responses: dict[str, Any] = {}
 
     def update(self, job: Obj) -> None:
         """Start following every pod to follow that the job's status now names."""
@@ -74,16 +76,11 @@ class LogFollower:
             t.start()
 
     def stop(self, grace: float = 0.5) -> None:
-        self.stop_event.wait(grace)  # the last lines of a job that just ended
+        """Stop forwarding (after ``grace`` for the last lines of a job that just ended). The
+        threads are daemons and end at their next line or within ``READ_IDLE``; nothing they
+        read after this is logged."""
+        self.stop_event.wait(grace)
         self.stop_event.set()
-        with self.lock:
-            for resp in self.responses.values():
-                try:
-                    resp.close()
-                except Exception:  # noqa: BLE001, S110 - closing is best effort
-                    pass
-        for t in self.threads.values():
-            t.join(2)
 
     def _take(self) -> bool:
         with self.lock:
@@ -105,14 +102,14 @@ class LogFollower:
                 query.append(("sinceTime", datetime.fromisoformat(last[:19]).strftime("%Y-%m-%dT%H:%M:%SZ")))
             try:
                 resp = self.hook.api_client.call_api(path, "GET", query_params=query, auth_settings=["BearerToken"],
-                                                     _preload_content=False, _request_timeout=(10, None))  # fmt: skip
+                                                     _preload_content=False, _request_timeout=(10, READ_IDLE))  # fmt: skip
             except Exception:  # noqa: BLE001 - not started yet (400), gone, unreachable: try again
                 self.stop_event.wait(RETRY)
                 continue
-            with self.lock:
-                self.responses[pod] = resp
             try:
                 for raw in resp:
+                    if self.stop_event.is_set():
+                        return
                     stamp, _, text = raw.decode(errors="replace").rstrip("\n").partition(" ")
                     if last and stamp <= last:
                         continue  # already forwarded before a reconnect
@@ -120,9 +117,8 @@ class LogFollower:
                     if not self._take():
                         return
                     self.log.info("[%s] %s", pod, text)
-            except Exception:  # noqa: BLE001 - the stream broke (or stop() closed it)
+            except Exception:  # noqa: BLE001, S110 - the stream broke or was idle READ_IDLE: reopen it
                 pass
             finally:
-                with self.lock:
-                    self.responses.pop(pod, None)
+                resp.release_conn()
             self.stop_event.wait(RETRY)
