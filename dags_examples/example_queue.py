@@ -24,7 +24,7 @@ with DAG("example_queue", start_date=datetime(2026, 1, 1), schedule=None, catchu
             command=["python", "-c", "print('training')"],
             replicas=3,
             machine_type="4U16G1P",  # 1 GPU per replica: 3 per job
-            queue="gpu",  # a LocalQueue in the job's namespace
+            queue_name="gpu",  # a LocalQueue in the job's namespace (queue= is the Celery queue)
             priority=priority,
             queue_timeout=3600,
             startup_timeout=600,

@@ -328,6 +328,13 @@ class AsyncT9kHook(AsyncKubernetesHook):
         async with self._boundary("PATCH", path):
             return await (await self.kube()).patch(path, body=patch)
 
+    async def list_replica_pods(self, name: str, namespace: str) -> list[Obj]:
+        kube = await self.kube()
+        path = child_path("Pod", namespace)
+        async with self._boundary("GET", path):
+            pods = await kube.get(path, query={"labelSelector": f"{JOB_NAME_LABEL}={name}"})
+        return list(pods.get("items") or [])
+
     async def pending_reason(self, name: str, namespace: str) -> str:
         kube = await self.kube()
         pods_path, events_path = child_path("Pod", namespace), child_path("Event", namespace)

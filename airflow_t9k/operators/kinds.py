@@ -16,7 +16,7 @@ from typing import Any, ClassVar
 from airflow.sdk.exceptions import AirflowException
 
 from airflow_t9k.api.machine import InvalidMachineType, parse_machine_type
-from airflow_t9k.operators.job import T9kJobOperator, split_command
+from airflow_t9k.operators.job import T9kJobOperator, _plain, split_command
 
 Obj = dict[str, Any]
 
@@ -31,16 +31,6 @@ _QUANTITY = re.compile(r"^[0-9]+(\.[0-9]+)?(Ki|Mi|Gi|Ti|Pi|Ei|k|M|G|T|P|E|m)?$")
 
 def _templated(value: Any) -> bool:
     return isinstance(value, str) and "{{" in value
-
-
-def _plain(value: Any) -> Any:
-    """Kubernetes client models (V1Volume, V1Toleration, ...), also inside lists and dicts, as
-    the API's dicts (camelCase); plain values as they are."""
-    if value is None or isinstance(value, (str, int, float, bool)):
-        return value
-    from kubernetes.client import ApiClient
-
-    return ApiClient().sanitize_for_serialization(value)
 
 
 def _as_list(value: Any, name: str) -> list[Any]:
@@ -77,8 +67,8 @@ class TypedJobOperator(T9kJobOperator):
         command: list[str] | str | None = None,
         args: list[str] | str | None = None,
         replicas: int | str = 1,
-        env: dict[str, str] | list[Obj] | None = None,
-        container_resources: Obj | None = None,
+        env: dict[str, str] | list[Any] | None = None,
+        container_resources: Obj | Any | None = None,
         machine_type: str | None = None,
         pod_annotations: dict[str, str] | None = None,
         spec: Obj | None = None,
@@ -109,6 +99,9 @@ class TypedJobOperator(T9kJobOperator):
             raise ValueError(f"{type(self).__name__} needs job= or image=")
         if machine_type is not None and container_resources is not None:
             raise ValueError("give either machine_type= or container_resources=, not both")
+        if container_resources is not None and not isinstance(_plain(container_resources), dict):
+            raise ValueError("container_resources must be a dict ({'limits': ..., 'requests': ...}) or a "
+                             f"kubernetes.client V1ResourceRequirements, got {type(container_resources).__name__}")  # fmt: skip
         # Checked now when given as values, at render time when templated.
         try:
             if machine_type is not None and not _templated(machine_type):
@@ -127,8 +120,11 @@ class TypedJobOperator(T9kJobOperator):
         self.command = command
         self.args = args
         self.replicas = replicas
-        self.env = env
-        self.container_resources = container_resources
+        # Kubernetes client models (what the cncf-kubernetes provider's KubernetesPodOperator
+        # takes: V1ResourceRequirements, V1EnvVar, ...) become the API's dicts now, so that a
+        # wrong one fails at parse and templates inside them render like any dict's.
+        self.env = _plain(env)
+        self.container_resources = _plain(container_resources)
         self.machine_type = machine_type
         self.pod_annotations = pod_annotations
         self.spec = spec

@@ -10,6 +10,7 @@ from airflow.sdk.configuration import conf
 from airflow.sdk.exceptions import AirflowException, AirflowSensorTimeout
 
 from airflow_t9k.api.outcome import TERMINAL_PHASES, interpret
+from airflow_t9k.api.selector import parse as parse_selector
 from airflow_t9k.hooks.t9k import T9kHook
 from airflow_t9k.triggers.job import T9kJobTrigger
 
@@ -32,7 +33,8 @@ class T9kJobSensor(BaseSensorOperator):
     :param config_file: a kubeconfig path instead of the connection's; the triggerer reads it too
     :param cluster_context: the kubeconfig context
     :param in_cluster: use the pod's ServiceAccount
-    :param deferrable: wait in the triggerer; a terminal phase outside the targets fails at once
+    :param deferrable: wait in the triggerer, from the start (also while the job does not exist
+        yet); a terminal phase outside the targets fails at once
     :param log_events: forward the job's Kubernetes Events into the task log while deferred
     :param stream_logs: follow the replicas' logs into the task log while deferred (off: the
         job usually belongs to another task, which already shows them)
@@ -114,20 +116,21 @@ class T9kJobSensor(BaseSensorOperator):
     def execute(self, context: Any) -> Any:
         if not self.deferrable:
             return super().execute(context)
-        job = self._job()
-        if job is None:  # wait for it to appear the ordinary way first
-            return super().execute(context)
-        if self._check(job):
-            return None
+        if self.label_selector is not None:
+            try:
+                parse_selector(self.label_selector)  # a bad one fails here, not in the triggerer
+            except ValueError as exc:
+                raise AirflowException(str(exc)) from None
         deadline = datetime.now(timezone.utc) + timedelta(seconds=self.timeout) if self.timeout else None
         self.defer(
             trigger=T9kJobTrigger(
-                kind=self.kind, name=job["metadata"]["name"], namespace=self._namespace(), uid=job["metadata"]["uid"],
-                kubernetes_conn_id=self.kubernetes_conn_id, config_file=self.config_file,
+                kind=self.kind, name=self.name or "", label_selector=self.label_selector, namespace=self._namespace(),
+                wait_for_creation=True, kubernetes_conn_id=self.kubernetes_conn_id, config_file=self.config_file,
                 cluster_context=self.cluster_context, in_cluster=self.in_cluster,
                 deadline=deadline.isoformat() if deadline else None, target_phases=list(self.targets),
                 log_events=self.log_events, stream_logs=self.stream_logs,
                 events_since=datetime.now(timezone.utc).isoformat(), on_kill_action="none",
+                startup_error_grace=None,  # the job is another task's, which decides when it cannot start
             ),
             method_name="execute_complete",
             timeout=timedelta(seconds=self.timeout) if self.timeout else None,

@@ -12,6 +12,9 @@ do; one that may pass (no answer, 429, 5xx) is retried by the watch until the de
 
 The stored arguments carry no credentials: the triggerer resolves them itself from the
 connection id, the kubeconfig path, the context or in-cluster.
+
+Split by concern: the wait (here), what it forwards into the task log (``forward``), how it
+ends (``outcome``), and finding a job by labels (``lookup``).
 """
 
 from __future__ import annotations
@@ -24,19 +27,25 @@ from typing import Any
 
 from airflow.triggers.base import BaseTrigger, TriggerEvent
 
-from airflow_t9k.api.outcome import interpret
-from airflow_t9k.api.paths import child_path, job_path
-from airflow_t9k.api.resources import resource_for
 from airflow_t9k.api import queueing
-from airflow_t9k.api.runmode import pause_patch
+from airflow_t9k.api.outcome import interpret
+from airflow_t9k.api.paths import job_path
+from airflow_t9k.api.resources import resource_for
+from airflow_t9k.api.startup import (  # noqa: F401 - startup_remaining/startup_failure: their old home
+    DEFAULT_STARTUP_ERROR_GRACE,
+    StartupErrors,
+    startup_failure,
+    startup_remaining,
+)
 from airflow_t9k.hooks.t9k import AsyncT9kHook
 from airflow_t9k.k8s.aio import within
 from airflow_t9k.k8s.errors import ApiError, is_permanent
 from airflow_t9k.triggers import shared_watch
+from airflow_t9k.triggers.forward import ForwardMixin
+from airflow_t9k.triggers.lookup import LookupFailed, wait_for_match
+from airflow_t9k.triggers.outcome import LAST_READ, OutcomeMixin
 
 Obj = dict[str, Any]
-MAX_TAILS = 5
-NOT_STARTED = (None, "Pending", "Created")  # phases of a job none of whose replicas has run yet
 RECHECK = 2.0  # seconds between GETs while the watch has not (yet) seen a job that exists
 BACKSTOP = 5.0  # seconds past the deadline at which any state is cut short
 
@@ -47,23 +56,7 @@ def _parse_time(value: str | None) -> float | None:
     return datetime.fromisoformat(value.replace("Z", "+00:00")).timestamp()
 
 
-def startup_remaining(job: Obj, startup_timeout: float | None, now: float | None = None) -> float | None:
-    """Seconds left for a job that has not started to leave ``Pending``, counted from its
-    creation (so a retry or a restarted triggerer keeps the same limit), or from its admission
-    when it went through a queue; None when the job has started, waits in a queue (that is
-    queue_timeout's), or there is no limit."""
-    if not startup_timeout or interpret(job).phase not in NOT_STARTED or queueing.waiting(job):
-        return None
-    created = queueing.startup_start(job)
-    now = time.time() if now is None else now
-    return (created if created is not None else now) + float(startup_timeout) - now
-
-
-def startup_failure(kind: str, namespace: str, name: str, startup_timeout: float | None, reason: str) -> str:
-    return f"{kind} {namespace}/{name} did not start within startup_timeout={float(startup_timeout or 0):g}s: {reason}"
-
-
-class T9kJobTrigger(BaseTrigger):
+class T9kJobTrigger(OutcomeMixin, ForwardMixin, BaseTrigger):
     """
     :param kind: job kind, e.g. ``PyTorchTrainingJob``
     :param name: job name
@@ -79,15 +72,25 @@ class T9kJobTrigger(BaseTrigger):
     :param max_followed_pods: follow at most this many replicas' logs at once
     :param log_tail_lines: lines of each failed replica's log to attach on completion
     :param on_kill_action: ``delete`` or ``pause`` the job when a user kills the task, or
-        ``none`` (the sensor: the job is not its own)
+        ``keep`` it, or ``none`` (the sensor: the job is not its own); never once this trigger
+        has yielded its event
     :param events_since: ISO time; Events older than this are not forwarded
     :param config_file: kubeconfig path, read by the triggerer (it must be readable there)
     :param startup_timeout: seconds from the job's creation within which it must leave
         ``Pending``; else a ``timeout`` event naming the scheduler's reason
+    :param startup_error_grace: seconds a replica of a job that has not started may show a
+        waiting reason that waiting does not fix (``ErrImagePull``, ``ImagePullBackOff``,
+        ``InvalidImageName``, ``CreateContainerConfigError``) before a ``startup_error`` event;
+        None: never (then only ``startup_timeout`` ends such a wait)
     :param queue_timeout: seconds a job may wait in its Kueue queue (from its creation, or
         its eviction) before a ``timeout`` event; the task log says what the queue reports
     :param target_phases: also end the wait (``success``) when the job reaches one of these
         phases (the sensor's targets); terminal phases always end it
+    :param follow_pods: follow only these replicas' logs (the operator's ``log_replicas=
+        "deciding"``); None: every running replica, up to ``max_followed_pods``
+    :param wait_for_creation: a job that does not exist (yet) is waited for, not an error (the
+        sensor's trigger, deferred before the job was submitted)
+    :param label_selector: instead of ``name``: the one job with these labels, waited for
     :param config_dict: accepted from triggers stored by earlier versions only; it holds
         credentials, so nothing passes it any more
     :param connection_extras: likewise (the triggerer reads the connection itself)
@@ -97,7 +100,7 @@ class T9kJobTrigger(BaseTrigger):
         self,
         *,
         kind: str,
-        name: str,
+        name: str = "",
         namespace: str,
         uid: str | None = None,
         kubernetes_conn_id: str | None = "kubernetes_default",
@@ -118,6 +121,10 @@ class T9kJobTrigger(BaseTrigger):
         startup_timeout: float | None = None,
         target_phases: list[str] | tuple[str, ...] | None = None,
         queue_timeout: float | None = None,
+        startup_error_grace: float | None = DEFAULT_STARTUP_ERROR_GRACE,
+        wait_for_creation: bool = False,
+        label_selector: str | None = None,
+        follow_pods: list[str] | None = None,
     ) -> None:
         super().__init__()
         self.kind = kind
@@ -142,8 +149,13 @@ class T9kJobTrigger(BaseTrigger):
         self.startup_timeout = startup_timeout
         self.target_phases = list(target_phases) if target_phases else None
         self.queue_timeout = queue_timeout
+        self.startup_error_grace = startup_error_grace
+        self.wait_for_creation = wait_for_creation
+        self.label_selector = label_selector
+        self.follow_pods = list(follow_pods) if follow_pods is not None else None
         self._last_job: Obj | None = None
         self._last_failure: str = ""
+        self._fired = False
 
     def serialize(self) -> tuple[str, dict[str, Any]]:
         return (
@@ -171,6 +183,11 @@ class T9kJobTrigger(BaseTrigger):
                 "startup_timeout": self.startup_timeout,
                 "target_phases": self.target_phases,
                 **({"queue_timeout": self.queue_timeout} if self.queue_timeout else {}),
+                **({"startup_error_grace": self.startup_error_grace}
+                   if self.startup_error_grace != DEFAULT_STARTUP_ERROR_GRACE else {}),
+                **({"wait_for_creation": True} if self.wait_for_creation else {}),
+                **({"label_selector": self.label_selector} if self.label_selector else {}),
+                **({"follow_pods": self.follow_pods} if self.follow_pods is not None else {}),
             },
         )
 
@@ -194,7 +211,11 @@ class T9kJobTrigger(BaseTrigger):
     async def run(self) -> AsyncIterator[TriggerEvent]:
         # Everything is released before the one event is yielded: a runner that stops
         # iterating after the first event (as `airflow dags test` does) leaks nothing.
-        yield await self._bounded()
+        event = await self._bounded()
+        # From here on the job's end (or the timeout) is the task's to handle: a kill arriving
+        # now (Mark success, Clear) must not delete or pause a job that has already ended.
+        self._fired = True
+        yield event
 
     async def _bounded(self) -> TriggerEvent:
         """The wait, cut short a little after the deadline whatever state it is in."""
@@ -202,17 +223,13 @@ class T9kJobTrigger(BaseTrigger):
         try:
             if deadline is None:
                 return await self._watch_until_done()
-            return await within(self._watch_until_done(), max(deadline - time.time(), 0) + BACKSTOP)
+            # Room for the last read too, so the backstop does not cut it short.
+            return await within(self._watch_until_done(), max(deadline - time.time(), 0) + BACKSTOP + 2 * LAST_READ)
         except asyncio.TimeoutError:
-            return self._timeout_event()
+            return await self._at_deadline()
         except Exception as exc:  # whatever it is, the task must hear of it rather than wait forever
             self.log.exception("waiting for %s %s/%s failed", self.kind, self.namespace, self.name)
             return self._event("error", self._last_job, f"waiting for {self.kind} {self.namespace}/{self.name} failed: {exc}")
-
-    def _timeout_event(self) -> TriggerEvent:
-        state = interpret(self._last_job).summary() if self._last_job else "never seen"
-        why = f"; last error: {self._last_failure}" if self._last_failure else ""
-        return self._event("timeout", self._last_job, f"timed out waiting for {self.kind} {self.name} ({state}){why}")
 
     async def _watch_until_done(self) -> TriggerEvent:
         path = job_path(resource_for(self.kind), self.namespace)
@@ -221,6 +238,15 @@ class T9kJobTrigger(BaseTrigger):
         except Exception as exc:  # bad kubeconfig, missing connection, unreadable file
             who = AsyncT9kHook.identity(self.make_hook())
             return self._event("error", None, f"cannot load the Kubernetes configuration of {who}: {exc}")
+        if not self.name:  # a sensor given labels: first the one job they name
+            try:
+                self.name = await wait_for_match(watch, self.namespace, self.label_selector or "")
+            except (LookupFailed, ValueError) as exc:
+                await shared_watch.release(watch)
+                return self._event("error", None, str(exc))
+            except BaseException:
+                await shared_watch.release(watch)
+                raise
         changed = watch.subscribe(self.name)
         helpers = []
         if self.log_events:
@@ -243,6 +269,7 @@ class T9kJobTrigger(BaseTrigger):
         deadline = _parse_time(self.deadline)
         last_phase = None
         last_note = None
+        errors = StartupErrors(self.startup_error_grace)
         while True:
             changed.clear()
             wake_in: float | None = None
@@ -251,7 +278,9 @@ class T9kJobTrigger(BaseTrigger):
                 return self._event("error", self._last_job, str(getattr(failure, "message", failure)))
             self._note_failure(failure)
             job = watch.get(self.namespace, self.name) if watch.is_synced() else None
-            if watch.is_synced() and job is None:
+            if watch.is_synced() and job is None and self.wait_for_creation:
+                pass  # the sensor waits for the job to appear: its creation wakes this wait
+            elif watch.is_synced() and job is None:
                 # A watch that has not seen a new job yet is not proof that it is gone.
                 try:
                     job = await watch.hook.get_job(self.kind, self.name, self.namespace)
@@ -282,6 +311,11 @@ class T9kJobTrigger(BaseTrigger):
                     return await self._startup_timeout(watch, job)
                 if startup_left is not None:
                     wake_in = startup_left if wake_in is None else min(wake_in, startup_left)
+                due, next_in = errors.observe(job, time.time())
+                if due:
+                    return await self._startup_error(watch, job, due)
+                if next_in is not None:
+                    wake_in = next_in if wake_in is None else min(wake_in, next_in)
                 line = queueing.note(job)
                 if line and line != last_note:
                     self.log.info("%s %s/%s: %s", self.kind, self.namespace, self.name, line)
@@ -294,7 +328,7 @@ class T9kJobTrigger(BaseTrigger):
                     wake_in = queue_left if wake_in is None else min(wake_in, queue_left)
             remaining = None if deadline is None else deadline - time.time()
             if remaining is not None and remaining <= 0:
-                return self._timeout_event()
+                return await self._at_deadline()
             timeout = remaining if wake_in is None else (wake_in if remaining is None else min(wake_in, remaining))
             try:
                 await within(changed.wait(), timeout)
@@ -307,168 +341,3 @@ class T9kJobTrigger(BaseTrigger):
         if text and text != self._last_failure:
             self.log.warning("%s; retrying until the deadline (%s)", text, self.deadline or "none")
         self._last_failure = text
-
-    async def _startup_timeout(self, watch: shared_watch.SharedWatch, job: Obj) -> TriggerEvent:
-        try:
-            reason = await watch.hook.pending_reason(self.name, self.namespace)
-        except ApiError as exc:
-            reason = f"(the reason could not be read: {exc.message})"
-        return self._event("timeout", job, startup_failure(self.kind, self.namespace, self.name, self.startup_timeout, reason))
-
-    def _event(self, status: str, job: Obj | None, message: str, logs: dict[str, str] | None = None) -> TriggerEvent:
-        state = interpret(job)
-        return TriggerEvent(
-            {
-                "status": status,
-                "kind": self.kind,
-                "name": self.name,
-                "namespace": self.namespace,
-                "uid": (job or {}).get("metadata", {}).get("uid", self.uid),
-                "phase": state.phase,
-                "message": message,
-                "state": state.as_dict(),
-                "logs": logs or {},
-            }
-        )
-
-    async def _tails(self, pods: tuple[str, ...]) -> dict[str, str]:
-        hook = self.make_hook()
-        try:
-            return {p: await hook.read_log_tail(p, self.namespace, self.log_tail_lines) for p in pods[:MAX_TAILS]}
-        finally:
-            await hook.close()
-
-    def _about_this_job(self, ev: Obj) -> bool:
-        name = str((ev.get("involvedObject") or {}).get("name") or "")
-        return name == self.name or name.startswith(f"{self.name}-")
-
-    async def _forward_events(self) -> None:
-        """Log new Events of the job and its replica pods, once each, at most ``max_forwarded``."""
-        watch = await shared_watch.acquire(self._watch_key(), self.make_hook, child_path("Event", self.namespace), "Event")
-        arriving = watch.subscribe_matching(self._about_this_job)
-        seen: set[tuple[str, int]] = set()
-        since = _parse_time(self.events_since) or 0.0
-        budget = [self.max_forwarded]
-        try:
-            while not watch.is_synced():
-                if watch.failure is not None and is_permanent(watch.failure):
-                    # The job's own watch decides the task; Events are a nicety. Say why once.
-                    self.log.warning("not forwarding the job's Events: %s", getattr(watch.failure, "message", watch.failure))
-                    return
-                await asyncio.sleep(0.5)
-            # What the shared watch already holds, in order; then each new one as it comes.
-            for ev in sorted(filter(self._about_this_job, watch.objects()), key=_event_order):
-                self._forward_event(ev, seen, since, budget)
-            while budget[0] > 0:
-                self._forward_event(await arriving.get(), seen, since, budget)
-        finally:
-            watch.unsubscribe_matching(arriving)
-            await shared_watch.release(watch)
-
-    def _forward_event(self, ev: Obj, seen: set[tuple[str, int]], since: float, budget: list[int]) -> None:
-        key = (ev["metadata"].get("uid", ""), int(ev.get("count") or 1))
-        when = _parse_time(ev.get("lastTimestamp") or ev.get("eventTime")) or 0.0
-        if budget[0] <= 0 or key in seen or when + 1 < since:
-            return
-        seen.add(key)
-        budget[0] -= 1
-        obj = ev.get("involvedObject") or {}
-        self.log.info("[event] %s %s %s/%s: %s", ev.get("type"), ev.get("reason"), obj.get("kind"), obj.get("name"), ev.get("message"))
-        if budget[0] == 0:
-            self.log.info("[event] forwarded %d events; not forwarding more", self.max_forwarded)
-
-    async def _follow_logs(self, watch: shared_watch.SharedWatch) -> None:
-        """Follow every running replica's log (one stream each, no polling); each line once."""
-        waiter = watch.subscribe(self.name)
-        followers: dict[str, tuple[str, asyncio.Task[None]]] = {}  # pod -> (uid, task)
-        last_seen: dict[str, str] = {}  # pod -> timestamp of the last forwarded line
-        budget = [self.max_log_lines]
-        try:
-            await watch.synced()
-            while budget[0] > 0:
-                waiter.clear()
-                for pod, uid in _running_replicas(watch.get(self.namespace, self.name)):
-                    current = followers.get(pod)
-                    if current is not None and (current[0] == uid or not current[1].done()):
-                        continue
-                    if current is None and len(followers) >= self.max_followed_pods:
-                        continue
-                    followers[pod] = (uid, asyncio.create_task(self._follow(watch, pod, last_seen, budget)))
-                await waiter.wait()
-        finally:
-            watch.unsubscribe(self.name, waiter)
-            for _, task in followers.values():
-                task.cancel()
-            await asyncio.gather(*(t for _, t in followers.values()), return_exceptions=True)
-
-    async def _follow(self, watch: shared_watch.SharedWatch, pod: str, last_seen: dict[str, str], budget: list[int]) -> None:
-        kube = await watch.hook.kube()
-        since = last_seen.get(pod) or self.events_since
-        query: dict[str, Any] = {"follow": True, "timestamps": True}
-        if since:
-            query["sinceTime"] = datetime.fromisoformat(since.replace("Z", "+00:00")).strftime("%Y-%m-%dT%H:%M:%SZ")
-        try:
-            resp = await kube._send("GET", child_path("Pod", self.namespace, pod, "log"), query=query, timeout=None)
-        except OSError as exc:
-            self.log.debug("cannot follow the log of %s: %s", pod, exc)
-            return
-        try:
-            if resp.status != 200:
-                self.log.debug("cannot follow the log of %s: HTTP %s", pod, resp.status)
-                return
-            async for raw in resp.content:
-                stamp, _, text = raw.decode(errors="replace").rstrip("\n").partition(" ")
-                if pod in last_seen and stamp <= last_seen[pod]:
-                    continue  # already forwarded before a reconnect
-                last_seen[pod] = stamp
-                if budget[0] <= 0:
-                    return
-                budget[0] -= 1
-                self.log.info("[%s] %s", pod, text)
-                if budget[0] == 0:
-                    self.log.info("[logs] forwarded %d log lines; not forwarding more", self.max_log_lines)
-                    return
-        finally:
-            resp.release()
-
-    # -- kill ----------------------------------------------------------------------------
-    async def on_kill(self) -> None:
-        """A user killed the deferred task: do not leave the job running (``none``: a sensor's
-        trigger, whose job belongs to another task)."""
-        if self.on_kill_action == "none":
-            return
-        hook = self.make_hook()
-        try:
-            if self.on_kill_action == "pause":
-                # uid in the patch: the API server refuses it (422) for another object of the name;
-                # the mark lets a retry resume this job (and no job paused by hand).
-                try:
-                    await hook.patch_job(self.kind, self.name, self.namespace, pause_patch(self.uid, "kill"))
-                    self.log.info("paused %s %s/%s", self.kind, self.namespace, self.name)
-                except ApiError as exc:
-                    self.log.warning("not pausing %s/%s: it is gone or another object now (%s)", self.namespace, self.name, exc.message)
-            else:
-                await hook.delete_job(self.kind, self.name, self.namespace, uid=self.uid)
-                self.log.info("deleted %s %s/%s", self.kind, self.namespace, self.name)
-        finally:
-            await hook.close()
-
-
-def _running_replicas(job: Obj | None) -> list[tuple[str, str]]:
-    """(pod name, pod uid) of every replica the job's status reports Running."""
-    out = []
-    for task in ((job or {}).get("status") or {}).get("tasks") or []:
-        for replica in task.get("status") or []:
-            if replica.get("phase") == "Running" and replica.get("name"):
-                out.append((str(replica["name"]), str(replica.get("uid") or "")))
-    return out
-
-
-def _event_order(ev: Obj) -> tuple[str, int]:
-    """Timestamps have one-second resolution; the resourceVersion orders within a second."""
-    try:
-        rv = int(ev["metadata"].get("resourceVersion") or 0)
-    except ValueError:
-        rv = 0
-    return (str(ev.get("lastTimestamp") or ev.get("eventTime") or ""), rv)
-

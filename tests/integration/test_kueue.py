@@ -237,7 +237,7 @@ def deferred_trigger(**kw):
     from tests.support.task import context
 
     with DAG("dag", start_date=datetime(2026, 1, 1), schedule=None):
-        operator = GenericJobOperator(task_id="train", image="busybox", replicas=3, deferrable=True, queue="gpu",
+        operator = GenericJobOperator(task_id="train", image="busybox", replicas=3, deferrable=True, queue_name="gpu",
                                       container_resources={"requests": {"nvidia.com/gpu": 1}, "limits": {"nvidia.com/gpu": 1}},
                                       pod_annotations={f"{SIM}/duration": "2s"}, **kw)  # fmt: skip
     with pytest.raises(TaskDeferred) as exc:

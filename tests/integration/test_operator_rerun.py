@@ -48,11 +48,38 @@ def test_clearing_a_succeeded_task_runs_the_job_again(conn, jobs, controller, st
     assert first["phase"] == "Succeeded"
     assert jobs.get("GenericJob", first["name"])["metadata"]["annotations"][CONSUMED] == "1"
     again = make_op(sim=DONE, deferrable=False).execute(context(store if store_kept else Store(), try_number=2))
-    assert again["phase"] == "Succeeded" and again["name"] == first["name"] and again["uid"] != first["uid"]
-    assert _uids(jobs) == [again["uid"]]  # the consumed run was replaced, not left beside it
+    assert again["phase"] == "Succeeded" and again["name"] == f"{first['name']}-t2" and again["uid"] != first["uid"]
+    assert _uids(jobs) == sorted([first["uid"], again["uid"]])  # the first run stays, as its try's record
     assert jobs.get("GenericJob", again["name"])["metadata"]["annotations"][CONSUMED] == "2"
     owners = {ref.uid for pod in jobs.pods(again["name"]).values() for ref in pod.metadata.owner_references or []}
-    assert owners == {again["uid"]}  # the first run's pods were gone before the second run's took their names
+    assert owners == {again["uid"]}
+    third = make_op(sim=DONE, deferrable=False).execute(context(store if store_kept else Store(), try_number=3))
+    assert third["name"] == f"{first['name']}-t3" and len(_uids(jobs)) == 3
+
+
+# -- point 5: a retry does not wait for the failed attempt's pods, and keeps them -------------
+def test_a_retry_does_not_wait_for_the_failed_attempts_terminating_pods(conn, jobs, controller):
+    import time
+
+    store = Store()
+    failing = {**DONE, "sim.t9k.test/fail-pods": "-worker-0$"}
+    with pytest.raises(AirflowException, match="failed replicas"):
+        make_op(sim=failing, deferrable=False).execute(context(store))
+    name, failed_uid = store["t9k_job"]["name"], store["t9k_job"]["uid"]
+    stuck = f"{name}-worker-0"
+    # As on a NotReady node: the pod is being deleted and does not go (a finalizer holds it).
+    jobs.core.patch_namespaced_pod(stuck, jobs.ns, {"metadata": {"finalizers": ["airflow-t9k.test/hold"]}})
+    try:
+        jobs.core.delete_namespaced_pod(stuck, jobs.ns)
+        started = time.monotonic()
+        with pytest.raises(TaskDeferred) as exc:
+            make_op(sim=DONE, deferrable=True).execute(context(store, try_number=2))
+        assert time.monotonic() - started < 20  # it used to wait up to 300 s for the old pods
+        assert exc.value.trigger.name == f"{name}-t2"
+        old = jobs.get("GenericJob", name)  # the failed attempt's job stays, with what it reported
+        assert (old["status"]["phase"], old["metadata"]["uid"]) == ("Failed", failed_uid)
+    finally:
+        jobs.core.patch_namespaced_pod(stuck, jobs.ns, {"metadata": {"finalizers": None}})
 
 
 def test_a_finished_job_no_try_consumed_is_reattached_then_replaced(conn, jobs, controller):
@@ -169,6 +196,28 @@ def test_volume_toleration_and_shared_memory_reach_every_replica_pod(conn, jobs,
         assert mounts["/data"] == "data" and mounts["/dev/shm"] == "airflow-t9k-shm"
         assert any(t.key == "nvidia.com/gpu" and t.effect == "NoSchedule" for t in pod.spec.tolerations)
         assert pod.metadata.labels["team"] == "ml"
+
+
+def test_kubernetes_pod_operator_model_types_reach_the_pods(conn, jobs, controller):
+    from kubernetes.client import models as k
+
+    with DAG("dag", start_date=datetime(2026, 1, 1), schedule=None):
+        op = GenericJobOperator(
+            task_id="train", image="busybox", replicas=1, deferrable=False, wait_for_completion=False,
+            container_resources=k.V1ResourceRequirements(limits={"cpu": "1", "nvidia.com/gpu": "1"}, requests={"cpu": 0.5}),
+            env=[k.V1EnvVar(name="POD", value_from=k.V1EnvVarSource(field_ref=k.V1ObjectFieldSelector(field_path="metadata.name")))],
+            affinity=k.V1Affinity(node_affinity=k.V1NodeAffinity(preferred_during_scheduling_ignored_during_execution=[
+                k.V1PreferredSchedulingTerm(weight=1, preference=k.V1NodeSelectorTerm(
+                    match_expressions=[k.V1NodeSelectorRequirement(key="type", operator="In", values=["kwok"])]))])),
+        )  # fmt: skip
+    ident = op.execute(context())
+    jobs.wait_phase("GenericJob", ident["name"], "Running")
+    [pod] = jobs.pods(ident["name"]).values()
+    c = pod.spec.containers[0]
+    # (the API server defaults an extended resource's request to its limit)
+    assert (c.resources.limits, c.resources.requests) == ({"cpu": "1", "nvidia.com/gpu": "1"}, {"cpu": "500m", "nvidia.com/gpu": "1"})
+    assert c.env[0].value_from.field_ref.field_path == "metadata.name"
+    assert pod.spec.affinity.node_affinity.preferred_during_scheduling_ignored_during_execution[0].weight == 1
 
 
 @pytest.mark.asyncio

@@ -150,7 +150,8 @@ def _subset(sent: Any, stored: Any, path: str = "") -> list[str]:
 def _dag_jobs() -> list[tuple[str, Obj]]:
     from airflow.dag_processing.dagbag import DagBag
 
-    from airflow_t9k.operators.job import T9kJobOperator, _dry_run_context
+    from airflow_t9k.operators.dryrun import dry_run_context
+    from airflow_t9k.operators.job import T9kJobOperator
 
     out = []
     bag = DagBag(dag_folder=str(ROOT / "dags_examples"), safe_mode=False)
@@ -161,7 +162,7 @@ def _dag_jobs() -> list[tuple[str, Obj]]:
                 op = copy.deepcopy(task)
                 op.namespace = "placeholder"
                 op.resolve_template_files()
-                op.render_template_fields(_dry_run_context(op))
+                op.render_template_fields(dry_run_context(op))
                 out.append((f"{dag_id}.{task.task_id}", op.rendered_job))
     return out
 

@@ -15,6 +15,7 @@ import urllib.error
 import urllib.request
 import uuid
 from pathlib import Path
+from typing import Any
 
 from tests.support.cluster import wait_until
 from tests.support.controller import free_port
@@ -105,7 +106,7 @@ class AirflowStack:
         run_id = f"e2e-{uuid.uuid4().hex[:8]}"
         wait_until(lambda: self._dag_known(dag_id), timeout=60, interval=1, what=f"{dag_id} parsed")
         # Through the REST API: each `airflow dags` command costs seconds of imports.
-        self.api("PATCH", f"dags/{dag_id}", {"is_paused": False})
+        self._retry_locked(lambda: self.api("PATCH", f"dags/{dag_id}", {"is_paused": False}))
         # SQLite allows one writer: while the previous test's tasks still write, the API server
         # may answer 500 (database is locked, after its 5 s wait). Retry; a run that did get
         # created answers 409 the second time.
@@ -120,6 +121,23 @@ class AirflowStack:
                     raise
                 time.sleep(2)
         return run_id
+
+    @staticmethod
+    def _retry_locked(call: Any, attempts: int = 3) -> Any:
+        """SQLite allows one writer: a write through the API server may answer 500 (database is
+        locked) while the scheduler writes; try again, as for the run's creation below."""
+        for attempt in range(attempts):
+            try:
+                return call()
+            except urllib.error.HTTPError as exc:
+                if exc.code != 500 or attempt == attempts - 1:
+                    raise
+                time.sleep(2)
+        return None
+
+    def run_state(self, dag_id: str, run_id: str) -> str | None:
+        rows = self._query("select state from dag_run where dag_id = ? and run_id = ?", dag_id, run_id)
+        return rows[0][0] if rows else None
 
     def api(self, method: str, path: str, body: dict | None = None) -> dict:
         """A call to the REST API (every user is an admin here, no token needed)."""

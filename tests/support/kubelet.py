@@ -94,3 +94,13 @@ def set_pod_terminated(
         )
     }
     return api.patch_namespaced_pod_status(name, namespace, body)
+
+
+def set_pod_waiting(api: client.CoreV1Api, namespace: str, name: str, *, reason: str, message: str = "") -> client.V1Pod:
+    """Patch ``pods/status`` as a kubelet that cannot start the containers reports it (a
+    ``Pending`` pod whose containers wait, e.g. ``ImagePullBackOff``). Use it on a pod no kwok
+    node runs (a node selector nothing matches), so no stage overwrites it."""
+    pod = api.read_namespaced_pod(name, namespace)
+    statuses = [{"name": c.name, "image": c.image, "imageID": "", "ready": False, "started": False, "restartCount": 0,
+                 "state": {"waiting": {"reason": reason, "message": message}}} for c in pod.spec.containers]  # fmt: skip
+    return api.patch_namespaced_pod_status(name, namespace, {"status": {"phase": "Pending", "containerStatuses": statuses}})

@@ -19,3 +19,15 @@ with DAG("t9k_e2e_kill", start_date=START, schedule=None, catchup=False):
 with DAG("t9k_e2e_retry", start_date=START, schedule=None, catchup=False,
          default_args={"retries": 1, "retry_delay": timedelta(seconds=1)}):
     GenericJobOperator(task_id="job", image="busybox", replicas=1, pod_annotations={"sim.t9k.test/duration": "25s"}, deferrable=False)
+
+# A hyperparameter sweep: one job per map index, a literal file-like argument in the command
+# (never read as a template file), each job's result back into its own map index's XCom. The
+# jobs run 20 s: a trigger that fires within seconds of the deferral can resume the task before
+# the scheduler has read the executor's event for the deferring run, and the scheduler then
+# fails the resumed task ("finished with state success, but ... is running"; Airflow's race,
+# seen here with four tasks deferring at once on two cores).
+with DAG("t9k_e2e_sweep", start_date=START, schedule=None, catchup=False):
+    GenericJobOperator.partial(
+        task_id="job", image="busybox", replicas=1, deferrable=True, command=["python", "train.py", "--deepspeed_config=ds.json"],
+    ).expand(pod_annotations=[{"sim.t9k.test/duration": "20s", "sim.t9k.test/message": f'{{"lr": {lr}}}'}
+                              for lr in (0.1, 0.03, 0.01, 0.003)])  # fmt: skip

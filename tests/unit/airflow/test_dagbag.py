@@ -40,7 +40,12 @@ def test_an_example_dag_copied_alone_into_a_dag_folder_imports(tmp_path):
         if dag.name != "__init__.py":
             shutil.copy(dag, tmp_path)
     shutil.copytree(ROOT / "dags_examples" / "jobs", tmp_path / "jobs")
-    env = {k: v for k, v in os.environ.items() if k != "PYTHONPATH"}
+    # The package under test (this checkout's, not whichever one the venv installed), and
+    # nothing else of the checkout: a symlink to it alone is what goes on the path.
+    site = tmp_path.parent / f"{tmp_path.name}-site"
+    site.mkdir()
+    (site / "airflow_t9k").symlink_to(ROOT / "airflow_t9k")
+    env = {**{k: v for k, v in os.environ.items() if k != "PYTHONPATH"}, "PYTHONPATH": str(site)}
     code = ("import json, sys; from airflow.dag_processing.dagbag import DagBag; b = DagBag(dag_folder=sys.argv[1]); "
             "print(json.dumps({'errors': {k: str(v)[-300:] for k, v in b.import_errors.items()}, 'dags': sorted(b.dags)}))")  # fmt: skip
     out = subprocess.run([sys.executable, "-c", code, str(tmp_path)], cwd=tmp_path, env=env, capture_output=True, text=True, check=True)

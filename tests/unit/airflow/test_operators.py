@@ -171,8 +171,14 @@ def event(status, **extra):
 class RecordingHook:
     """Records the writes _finish makes; these tests are about the task's outcome, not the API."""
 
-    def __init__(self):
+    def __init__(self, current=None):
         self.calls: list[tuple] = []
+        # What a GET of the job returns: by default it still runs.
+        self.current = current if current is not None else {"kind": "GenericJob", "metadata": {"name": "j", "namespace": "ml", "uid": "u"},
+                                                            "status": {"phase": "Running"}}  # fmt: skip
+
+    def get_job(self, kind, name, namespace):
+        return self.current or None
 
     def patch_job(self, kind, name, namespace, patch):
         self.calls.append(("patch", name, patch))
@@ -183,9 +189,9 @@ class RecordingHook:
         return True
 
 
-def finishing_op(**kw):
+def finishing_op(current=None, **kw):
     o = op(**kw)
-    o._hook = RecordingHook()
+    o._hook = RecordingHook(current)
     return o
 
 
@@ -521,3 +527,117 @@ def test_a_seed_excerpt_given_as_the_job_is_refused_with_the_fix():
     excerpt = "...\nspec:\n  scheduler:\n    t9kScheduler:\n      queue: default\n      priority: 50\n"  # seed 001, as printed
     with pytest.raises(AirflowException, match=r"the job is not whole: it is an excerpt \(it shows only spec.scheduler"):
         load_job(excerpt)
+
+
+# -- a timeout is re-checked against the job before it is deleted (issue 21, point 3) ----------
+def _job_now(phase, uid="u"):
+    return {"kind": "GenericJob", "metadata": {"name": "j", "namespace": "ml", "uid": uid}, "status": {"phase": phase}}
+
+
+@pytest.mark.parametrize(
+    ("current", "outcome", "deleted"),
+    [(_job_now("Running"), "timeout", True),
+     (_job_now("Succeeded"), "success", False),
+     (_job_now("Failed"), "failed", False),
+     (_job_now("Succeeded", uid="stranger"), "timeout", True),
+     ({}, "timeout", True)],
+    ids=["still-running", "succeeded-meanwhile", "failed-meanwhile", "replaced", "gone"],
+)  # fmt: skip
+def test_a_timeout_rereads_the_job_before_deleting_it(current, outcome, deleted):
+    o = finishing_op(current=current)
+    try:
+        result = o.execute_complete(ctx(), event("timeout"))
+        got = "success" if result["phase"] == "Succeeded" else "?"
+    except AirflowTaskTimeout:
+        got = "timeout"
+    except AirflowException as exc:
+        got = "failed" if "Failed" in str(exc) else "?"
+    assert got == outcome
+    assert any(c[0] == "delete" for c in o.hook.calls) is deleted
+
+
+@pytest.mark.parametrize(("seen_uid", "identity", "reported"), [("stranger", {"uid": "ours"}, "ours"), ("ours", None, "ours")],
+                         ids=["replaced", "no-identity-yet"])  # fmt: skip
+def test_the_worker_side_event_carries_the_uid_this_task_recorded(seen_uid, identity, reported):
+    o = finishing_op()
+    o._identity = identity
+    assert o._event_from(_job_now("Running", uid=seen_uid), "error", "m")["uid"] == reported
+
+
+@pytest.mark.parametrize(("action", "waited", "calls"), [("keep", False, []), ("delete", True, []), ("delete", False, ["delete"]),
+                                                         ("pause", False, ["patch"])])  # fmt: skip
+def test_on_kill_keeps_the_job_when_told_or_once_the_wait_saw_its_end(action, waited, calls):
+    o = finishing_op(on_kill_action=action)
+    o._identity = {"kind": "GenericJob", "name": "j", "namespace": "ml", "uid": "u"}
+    o._waited = waited
+    o.on_kill()
+    assert [c[0] for c in o.hook.calls] == calls
+
+
+def test_a_timeout_with_keep_leaves_the_job_running():
+    o = finishing_op(on_kill_action="keep")
+    with pytest.raises(AirflowTaskTimeout):
+        o.execute_complete(ctx(), event("timeout"))
+    assert o.hook.calls == []
+
+
+# -- the provider's Kubernetes model types, wherever KubernetesPodOperator takes them (point 9) --
+def _k8s():
+    from kubernetes.client import models as k8s  # what `from airflow.providers.cncf.kubernetes import k8s` users pass
+
+    return k8s
+
+
+@pytest.mark.parametrize(
+    ("kwargs", "where", "expected"),
+    [({"container_resources": lambda k: k.V1ResourceRequirements(limits={"cpu": "2", "nvidia.com/gpu": "1"}, requests={"cpu": 0.5})},
+      lambda t: t["spec"]["containers"][0]["resources"], {"limits": {"cpu": "2", "nvidia.com/gpu": "1"}, "requests": {"cpu": "0.5"}}),
+     ({"env": lambda k: [k.V1EnvVar(name="A", value="1"), k.V1EnvVar(name="P", value_from=k.V1EnvVarSource(
+         field_ref=k.V1ObjectFieldSelector(field_path="metadata.name")))]},
+      lambda t: t["spec"]["containers"][0]["env"],
+      [{"name": "A", "value": "1"}, {"name": "P", "valueFrom": {"fieldRef": {"fieldPath": "metadata.name"}}}]),
+     ({"volumes": lambda k: [k.V1Volume(name="d", empty_dir=k.V1EmptyDirVolumeSource())]},
+      lambda t: t["spec"]["volumes"], [{"name": "d", "emptyDir": {}}]),
+     ({"tolerations": lambda k: [k.V1Toleration(key="gpu", operator="Exists")]},
+      lambda t: t["spec"]["tolerations"], [{"key": "gpu", "operator": "Exists"}]),
+     ({"affinity": lambda k: k.V1Affinity(pod_anti_affinity=k.V1PodAntiAffinity())},
+      lambda t: t["spec"]["affinity"], {"podAntiAffinity": {}})],
+    ids=["container_resources", "env", "volumes", "tolerations", "affinity"],
+)  # fmt: skip
+def test_kubernetes_models_are_accepted_as_kubernetes_pod_operator_accepts_them(kwargs, where, expected):
+    k = _k8s()
+    job = op(PyTorchTrainingJobOperator, command="python t.py", **{n: make(k) for n, make in kwargs.items()}).render_job(ctx())
+    assert where(_templates(job)[0]) == expected
+    yaml.safe_dump(job)  # plain data all the way down
+
+
+def test_a_job_dict_may_hold_kubernetes_models():
+    k = _k8s()
+    template = k.V1PodTemplateSpec(spec=k.V1PodSpec(containers=[k.V1Container(name="m", image="img")]))
+    job = op(T9kJobOperator, job={"kind": "GenericJob", "spec": {"replicaSpecs": [{"type": "worker", "replicas": 1, "template": template}]}})
+    assert job.render_job(ctx())["spec"]["replicaSpecs"][0]["template"] == {"spec": {"containers": [{"name": "m", "image": "img"}]}}
+
+
+def test_container_resources_of_another_type_fail_at_dag_parse():
+    with pytest.raises(ValueError, match="V1ResourceRequirements"):
+        op(container_resources=["2 CPUs"])
+
+
+# -- a re-run runs beside the consumed job, under this try's name (point 5) --------------------
+@pytest.mark.parametrize(
+    ("name", "try_number", "expected"),
+    [("train-0123456789", 2, "train-0123456789-t2"),
+     ("train-0123456789-t2", 3, "train-0123456789-t2-t3"),  # the store pointed at try 2's re-run
+     ("train-0123456789-t3", 3, None)],  # this try's own re-run was consumed by this try: never loop
+    ids=["first-rerun", "rerun-of-a-rerun", "own-name"],
+)  # fmt: skip
+def test_a_rerun_gets_this_trys_own_name(name, try_number, expected):
+    o = op()
+    o._try_number = try_number
+    job = {"kind": "GenericJob", "metadata": {"name": name, "namespace": "ml"}}
+    if expected is None:
+        with pytest.raises(AirflowException, match="already run and consumed by this try"):
+            o._rerun_of(job)
+    else:
+        assert o._rerun_of(job)["metadata"]["name"] == expected
+        assert job["metadata"]["name"] == name  # the rendered job itself is left as it was

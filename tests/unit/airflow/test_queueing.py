@@ -1,4 +1,4 @@
-"""The Airflow side of queues: queue=/priority= on every operator, the task-log line, and
+"""The Airflow side of queues: queue_name=/priority= on every operator, the task-log line, and
 startup_timeout vs queue_timeout."""
 
 from __future__ import annotations
@@ -55,7 +55,7 @@ def test_the_task_log_line_names_the_queue_and_kueues_message():
 
 @pytest.mark.parametrize("kind", sorted(k for k in OPERATORS if k != "AscendJob"))
 def test_every_operator_takes_queue_and_priority_and_the_controller_accepts_the_job(kind):
-    rendered = op(OPERATORS[kind], replicas=2, queue="gpu", priority=10, command=["python", "t.py"]).render_job(ctx())
+    rendered = op(OPERATORS[kind], replicas=2, queue_name="gpu", priority=10, command=["python", "t.py"]).render_job(ctx())
     assert rendered["spec"]["scheduler"]["t9kScheduler"] == {"queue": "gpu", "priority": 10}
     get_kind(kind).validate(rendered)
 
@@ -66,18 +66,18 @@ def test_a_job_given_whole_keeps_its_scheduler_fields_unless_told():
     from airflow_t9k.operators.job import T9kJobOperator
 
     assert op(T9kJobOperator, job=given).render_job(ctx())["spec"]["scheduler"]["t9kScheduler"] == {"queue": "a", "priority": 1}
-    told = op(T9kJobOperator, job=given, queue="b").render_job(ctx())
+    told = op(T9kJobOperator, job=given, queue_name="b").render_job(ctx())
     assert told["spec"]["scheduler"]["t9kScheduler"] == {"queue": "b", "priority": 1}
 
 
 def test_ascend_operator_takes_its_own_scheduling_fields():
-    rendered = op(AscendJobOperator, replicas=3, npus=1, queue="npu", min_available=2, priority_class="high").render_job(ctx())
+    rendered = op(AscendJobOperator, replicas=3, npus=1, queue_name="npu", min_available=2, priority_class="high").render_job(ctx())
     assert rendered["spec"]["runPolicy"]["schedulingPolicy"] == {"queue": "npu", "minAvailable": 2, "priorityClass": "high"}
     get_kind("AscendJob").validate(rendered)
     with pytest.raises(AirflowException, match="priority_class="):
-        op(AscendJobOperator, replicas=2, queue="npu", priority=5).render_job(ctx())
+        op(AscendJobOperator, replicas=2, queue_name="npu", priority=5).render_job(ctx())
     with pytest.raises(AirflowException, match="AscendJob's"):
-        op(GenericJobOperator, queue="gpu", min_available=2).render_job(ctx())
+        op(GenericJobOperator, queue_name="gpu", min_available=2).render_job(ctx())
 
 
 @pytest.mark.parametrize(("kwargs", "error"), [({"priority": "high"}, "priority must be an integer"),
@@ -101,6 +101,41 @@ def test_the_trigger_carries_queue_timeout_through_serialization():
 
 
 def test_the_operator_hands_queue_timeout_to_the_trigger():
-    o = op(GenericJobOperator, queue="gpu", queue_timeout=300)
+    o = op(GenericJobOperator, queue_name="gpu", queue_timeout=300)
     trigger = o._trigger({"kind": "GenericJob", "name": "j", "namespace": "ml", "uid": "u"}, None)
     assert trigger.queue_timeout == 300
+
+
+# -- queue= is Airflow's executor queue; the job's queue is queue_name= ------------------------
+def _serialized_round_trip(dag):
+    from airflow.serialization.serialized_objects import DagSerialization
+
+    return DagSerialization.from_dict(DagSerialization.to_dict(dag))
+
+
+@pytest.mark.parametrize(
+    ("kwargs", "default_args", "executor_queue", "job_queue"),
+    [({}, {}, "default", None),
+     ({"queue": "celery_gpu"}, {}, "celery_gpu", None),
+     ({}, {"queue": "celery_gpu"}, "celery_gpu", None),
+     ({"queue_name": "gpu"}, {"queue": "celery_gpu"}, "celery_gpu", "gpu"),
+     ({"queue": "celery_gpu", "queue_name": "gpu"}, {}, "celery_gpu", "gpu")],
+    ids=["neither", "queue-kwarg", "queue-default-args", "both-default-args", "both"],
+)  # fmt: skip
+def test_queue_routes_the_task_and_queue_name_the_job(kwargs, default_args, executor_queue, job_queue):
+    from airflow.sdk import DAG
+
+    with DAG("dag", start_date=datetime(2026, 1, 1), schedule=None, default_args=default_args) as dag:
+        o = GenericJobOperator(task_id="train", image="img", namespace="ml", **kwargs)
+    assert o.queue == executor_queue
+    sched = o.render_job(ctx())["spec"].get("scheduler")
+    assert (sched["t9kScheduler"]["queue"] if sched else None) == job_queue
+    # What the scheduler and a Celery worker see: the serialized DAG keeps Airflow's queue.
+    task = _serialized_round_trip(dag).get_task("train")
+    assert task.queue == executor_queue
+
+
+def test_queue_name_is_templated():
+    o = op(GenericJobOperator, queue_name="{{ params.q }}")
+    o.render_template_fields({**ctx(), "params": {"q": "gpu-a"}})
+    assert o.rendered_job["spec"]["scheduler"]["t9kScheduler"]["queue"] == "gpu-a"

@@ -50,3 +50,35 @@ def test_execute_complete_reads_the_event():
         s.execute_complete({}, {"status": "failed", "phase": "Failed", "name": "train-1", "message": "ended badly"})
     with pytest.raises(AirflowSensorTimeout, match="timed out"):
         s.execute_complete({}, {"status": "timeout", "phase": "Pending", "name": "train-1", "message": "timed out"})
+
+
+class NoCluster:
+    """A hook for a sensor that must not read the cluster on the worker: only the namespace."""
+
+    def get_namespace(self):
+        return None
+
+    def __getattr__(self, name):
+        raise AssertionError(f"the deferred sensor called {name} on the worker")
+
+
+@pytest.mark.parametrize(("kw", "name", "selector"), [({"name": "train-1"}, "train-1", None),
+                                                      ({"name": None, "label_selector": "app=train"}, "", "app=train")],
+                         ids=["by-name", "by-labels"])  # fmt: skip
+def test_a_deferrable_sensor_defers_at_once_without_reading_the_cluster(kw, name, selector):
+    from airflow.sdk.exceptions import TaskDeferred
+
+    s = sensor(deferrable=True, namespace="ml", **kw)
+    s._hook = NoCluster()
+    with pytest.raises(TaskDeferred) as exc:
+        s.execute({})
+    trigger = exc.value.trigger
+    assert (trigger.name, trigger.label_selector, trigger.wait_for_creation) == (name, selector, True)
+    assert (trigger.on_kill_action, trigger.startup_error_grace, trigger.uid) == ("none", None, None)
+
+
+def test_a_bad_label_selector_fails_on_the_worker():
+    s = sensor(deferrable=True, namespace="ml", name=None, label_selector="app=a=b")
+    s._hook = NoCluster()
+    with pytest.raises(AirflowException, match="label selector"):
+        s.execute({})

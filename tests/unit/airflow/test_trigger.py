@@ -135,3 +135,44 @@ def test_startup_remaining_counts_from_creation_and_only_before_the_job_starts()
     assert startup_remaining(job("Running"), 20, now=at) is None
     assert startup_remaining(job("Failed"), 20, now=at) is None
     assert startup_remaining(job("Pending"), None, now=at) is None
+
+
+def _seen(uid):
+    return {"kind": "GenericJob", "metadata": {"name": "j", "namespace": "ml", "uid": uid}, "status": {"phase": "Running"}}
+
+
+@pytest.mark.parametrize(
+    ("given", "seen", "reported"),
+    [("ours", _seen("ours"), "ours"),
+     ("ours", _seen("stranger"), "ours"),  # another object took the name
+     ("ours", None, "ours"),
+     (None, _seen("theirs"), "theirs")],  # a trigger stored without a uid: what it saw is all it has
+    ids=["same", "replaced", "unseen", "no-uid-given"],
+)  # fmt: skip
+def test_events_carry_the_triggers_own_uid(given, seen, reported):
+    trigger = T9kJobTrigger(kind="GenericJob", name="j", namespace="ml", uid=given)
+    assert trigger._event("error", seen, "m").payload["uid"] == reported
+
+
+@pytest.mark.asyncio
+@pytest.mark.parametrize(("action", "fired"), [("keep", False), ("none", False), ("delete", True), ("pause", True)])
+async def test_on_kill_leaves_the_job_alone_when_told_or_once_the_event_fired(action, fired):
+    trigger = T9kJobTrigger(kind="GenericJob", name="n", namespace="ml", on_kill_action=action)
+    trigger._fired = fired
+    trigger.make_hook = None  # type: ignore[assignment]  # any use would raise
+    await trigger.on_kill()
+
+
+@pytest.mark.asyncio
+async def test_yielding_the_event_marks_the_trigger_fired():
+    from airflow.triggers.base import TriggerEvent
+
+    trigger = T9kJobTrigger(kind="GenericJob", name="n", namespace="ml")
+
+    async def ended() -> TriggerEvent:
+        return TriggerEvent({"status": "success"})
+
+    trigger._bounded = ended  # type: ignore[method-assign]  # the wait itself is the integration tests'
+    assert not trigger._fired
+    await trigger.run().__anext__()
+    assert trigger._fired

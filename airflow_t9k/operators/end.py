@@ -1,0 +1,146 @@
+"""The end of a task: what the final event means (success, failure, timeout, a job that cannot
+start), the result, clean-up, and what a kill does to the job."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from airflow.sdk.exceptions import AirflowException, AirflowTaskTimeout
+
+from airflow_t9k.api.outcome import JobState, interpret
+from airflow_t9k.api.result import message_of, parse_source
+from airflow_t9k.api.result import parse as parse_result
+from airflow_t9k.api.runmode import pause_patch
+from airflow_t9k.k8s.errors import ApiError
+from airflow_t9k.kinds.registry import get_kind
+from airflow_t9k.operators.manifest import STATE_KEY
+
+Obj = dict[str, Any]
+
+
+class EndMixin:
+    """Part of ``T9kJobOperator``: completion, results, deletes and kills."""
+
+    hook: Any
+    log: Any
+    result_from: str | None
+    delete_on_finish: str
+    on_kill_action: str
+    log_tail_lines: int
+    _identity: Obj | None
+    _waited: bool
+    _try_number: int
+
+    def execute_complete(self, context: Any, event: Obj) -> Obj:
+        self._try_number = int(getattr(context["ti"], "try_number", 0) or 0)
+        return self._finish(context, event)
+
+    def _recorded(self, context: Any, event: Obj) -> Obj:
+        """The job this task submitted, as recorded before waiting. The event's uid may be that
+        of another object that took the name meanwhile; deletes and patches must not use it."""
+        store = context.get("task_state_store")
+        saved = self._identity or (store.get(STATE_KEY) if store is not None else None)
+        if saved and saved.get("name") == event.get("name") and saved.get("namespace") == event.get("namespace"):
+            return {**event, "uid": saved.get("uid")}
+        return event
+
+    def _finish(self, context: Any, event: Obj) -> Obj:
+        status = event.get("status")
+        state = JobState(**{**{k: v for k, v in (event.get("state") or {}).items() if k in ("phase", "message", "reason")},
+                            "aggregate": (event.get("state") or {}).get("aggregate") or {},
+                            "failed_replicas": tuple((event.get("state") or {}).get("failed_replicas") or ())})  # fmt: skip
+        ti = context["ti"]
+        ti.xcom_push(key="phase", value=event.get("phase"))
+        ti.xcom_push(key="summary", value=state.summary())
+        ours = self._recorded(context, event)
+        if status in ("success", "failed") and ours.get("uid"):
+            self._consume(ours)
+        for pod, tail in (event.get("logs") or {}).items():
+            self.log.info("--- last %d log lines of failed replica %s ---\n%s", self.log_tail_lines, pod, tail)
+        result = self._result(event) if status in ("success", "failed") else None
+        if status == "success":
+            self.log.info("%s %s succeeded: %s", event.get("kind"), event.get("name"), state.summary())
+            if result is not None:
+                ti.xcom_push(key="result", value=result)
+            if self.delete_on_finish in ("always", "on_success"):
+                self._delete(ours)
+            return {k: event.get(k) for k in ("kind", "name", "namespace", "uid", "phase")} | {"summary": state.summary(), "result": result}
+        if status in ("timeout", "startup_error"):
+            ended = self._ended_meanwhile(ours)
+            if ended is not None:  # the job finished after all: its outcome, not a timeout
+                return self._finish(context, ended)
+            try:
+                self._kill_job(ours, status)
+            except ApiError as exc:  # the cluster may be what timed out; the task still ends
+                self.log.warning("could not %s %s %s/%s after the %s: %s", self.on_kill_action, ours["kind"],
+                                 ours["namespace"], ours["name"], status, exc.message)  # fmt: skip
+            if status == "startup_error":  # not a timeout: the job cannot start, a retry will not help unless fixed
+                raise AirflowException(event.get("message") or "the job cannot start")
+            raise AirflowTaskTimeout(event.get("message") or "timed out")
+        if self.delete_on_finish == "always":
+            self._delete(ours)
+        replicas = ", ".join(state.failed_replicas)
+        detail = f"; failed replicas: {replicas}" if replicas else ""
+        why = (event.get("state") or {}).get("replica_failure")
+        if why:
+            detail += f" ({why})"
+        if result is not None:
+            detail += f"\n--- result (termination message) of the deciding replica ---\n{result}"
+        tails = "".join(f"\n--- {p} ---\n{t}" for p, t in (event.get("logs") or {}).items())
+        raise AirflowException(f"{event.get('kind')} {event.get('namespace')}/{event.get('name')}: {event.get('message')}{detail}{tails}")
+
+    def _ended_meanwhile(self, ours: Obj) -> Obj | None:
+        """Re-read the job before acting on a timeout: a trigger that ran late (or a stale
+        event) may say ``timeout`` for a job that has since ended, and deleting it would throw
+        away a finished training. The final event of that end, or None."""
+        if not ours.get("uid"):
+            return None
+        try:
+            job = self.hook.get_job(ours["kind"], ours["name"], ours["namespace"])
+        except ApiError as exc:  # the cluster may be what timed out; the timeout stands
+            self.log.warning("could not re-read %s %s/%s after the timeout: %s", ours["kind"], ours["namespace"], ours["name"], exc.message)
+            return None
+        if job is None or job["metadata"].get("uid") != ours["uid"]:
+            return None
+        state = interpret(job)
+        if not state.terminal:
+            return None
+        self.log.info("%s %s/%s ended (%s) by the time its timeout was handled", ours["kind"], ours["namespace"], ours["name"], state.summary())
+        return self._event_from(job, "success" if state.succeeded else "failed")
+
+    def _result(self, event: Obj) -> Any:
+        """The job's result: the deciding replica's termination message as the controller kept it
+        in status, or, with ``result_from``, that replica's (and container's) read from its pod."""
+        if self.result_from is None:
+            return None
+        if self.result_from == "auto":
+            return parse_result((event.get("state") or {}).get("result_message"))
+        rtype, rank, container = parse_source(self.result_from)
+        kind = get_kind(str(event.get("kind")))
+        name = kind.pod_name({"metadata": {"name": event.get("name")}}, rtype, rank)
+        pod = self.hook.get_pod(name, str(event.get("namespace")))
+        if pod is None:
+            self.log.warning("no result: replica pod %s is gone (cleaned up?); the deciding replica's result is kept "
+                             "in the job's status, result_from='auto'", name)  # fmt: skip
+            return None
+        return parse_result(message_of(pod, container, prefer=(kind.main_container(pod.get("spec") or {}) or {}).get("name")))
+
+    def _delete(self, ident: Obj) -> None:
+        if self._delete_exact(ident["kind"], ident["name"], ident["namespace"], ident.get("uid")):
+            self.log.info("deleted %s %s/%s", ident["kind"], ident["namespace"], ident["name"])
+
+    def _kill_job(self, ident: Obj, why: str = "kill") -> None:
+        if self.on_kill_action == "keep":
+            self.log.info("keeping %s %s/%s after the %s (on_kill_action='keep')", ident["kind"], ident["namespace"], ident["name"], why)
+        elif self.on_kill_action == "pause":
+            job = {"kind": ident["kind"], "metadata": {"name": ident["name"], "namespace": ident["namespace"], "uid": ident.get("uid")}}
+            if self._patch_exact(job, pause_patch(ident.get("uid"), f"{why} of try {self._try_number}")) is not None:
+                self.log.info("paused %s %s/%s; a retry resumes it", ident["kind"], ident["namespace"], ident["name"])
+        else:
+            self._delete(ident)
+
+    def on_kill(self) -> None:
+        # Not once the wait has seen the job end: the end is the task's to handle, and a kill
+        # arriving then (Mark success) must not delete or pause a finished job.
+        if self._identity is not None and not self._waited:
+            self._kill_job(self._identity)

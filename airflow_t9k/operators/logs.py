@@ -1,0 +1,124 @@
+"""Replica logs in the task log, in both modes, as KubernetesPodOperator(get_logs=True) does.
+
+Which replicas: by default the one whose success decides the job (the master, chief,
+launcher or rank 0: where a training script's progress is printed once, not N times), or all
+of them (``log_replicas="all"``, at most ``max_followed_pods``). The deferred wait follows them
+in the trigger; the worker-side wait follows them here, one thread per pod, each line once
+(after a reconnect the lines up to the last timestamp are skipped), at most ``max_log_lines``
+lines in all. On failure the failed replicas' last lines come with the event either way.
+"""
+
+from __future__ import annotations
+
+import logging
+import threading
+from datetime import datetime
+from typing import Any
+
+from airflow_t9k.api.paths import child_path
+from airflow_t9k.kinds.registry import KINDS
+
+Obj = dict[str, Any]
+LOG_REPLICAS = ("deciding", "all")
+DEFAULT_MAX_LOG_LINES = 100_000  # a whole training's progress, short of a runaway print loop
+DEFAULT_MAX_FOLLOWED_PODS = 8
+RETRY = 2.0  # seconds before opening a replica's log again (not started yet, or the stream ended)
+# A silent stream is reopened after this long: the thread then sees that the wait is over.
+# (Closing a response from another thread blocks on the TLS socket a reader holds.)
+READ_IDLE = 10.0
+
+
+def replica_pods(job: Obj | None) -> list[str]:
+    """Every replica pod the job's status names, in its order."""
+    out = []
+    for task in ((job or {}).get("status") or {}).get("tasks") or []:
+        for replica in task.get("status") or []:
+            if replica.get("name"):
+                out.append(str(replica["name"]))
+    return out
+
+
+def pods_to_follow(job: Obj, log_replicas: str, max_pods: int) -> list[str] | None:
+    """The pods whose logs go to the task log; None: every running replica (up to ``max_pods``),
+    as they come, for a kind no single replica decides (BeamJob) or with ``"all"``."""
+    kind = KINDS.get(str(job.get("kind")))
+    if log_replicas == "deciding" and kind is not None:
+        try:
+            decisive = kind.decisive_replica(job)
+        except Exception:  # noqa: BLE001 - a spec the controller will refuse: no log to follow anyway
+            decisive = None
+        if decisive is not None:
+            return [kind.pod_name(job, *decisive)]
+    return None
+
+
+class LogFollower:
+    """Follows replica logs from the worker while the task waits there (threads, stopped at the end)."""
+
+    def __init__(self, hook: Any, namespace: str, log: logging.Logger, max_lines: int | None, max_pods: int,
+                 pods: list[str] | None) -> None:  # fmt: skip
+        self.hook, self.namespace, self.log = hook, namespace, log
+        self.budget = max_lines
+        self.max_pods = max_pods
+        self.fixed = pods
+        self.stop_event = threading.Event()
+        self.lock = threading.Lock()
+        self.threads: dict[str, threading.Thread] = {}
+
+    def update(self, job: Obj) -> None:
+        """Start following every pod to follow that the job's status now names."""
+        wanted = self.fixed if self.fixed is not None else replica_pods(job)
+        for pod in wanted:
+            if pod in self.threads or len(self.threads) >= self.max_pods or self.stop_event.is_set():
+                continue
+            t = threading.Thread(target=self._follow, args=(pod,), name=f"t9k-log-{pod}", daemon=True)
+            self.threads[pod] = t
+            t.start()
+
+    def stop(self, grace: float = 0.5) -> None:
+        """Stop forwarding (after ``grace`` for the last lines of a job that just ended). The
+        threads are daemons and end at their next line or within ``READ_IDLE``; nothing they
+        read after this is logged."""
+        self.stop_event.wait(grace)
+        self.stop_event.set()
+
+    def _take(self) -> bool:
+        with self.lock:
+            if self.budget is None:
+                return True
+            if self.budget <= 0:
+                return False
+            self.budget -= 1
+            if self.budget == 0:
+                self.log.info("[logs] forwarded the limit of log lines (max_log_lines); not forwarding more")
+            return True
+
+    def _follow(self, pod: str) -> None:
+        last = ""
+        path = child_path("Pod", self.namespace, pod, "log")
+        while not self.stop_event.is_set():
+            query: list[tuple[str, Any]] = [("follow", "true"), ("timestamps", "true")]
+            if last:
+                query.append(("sinceTime", datetime.fromisoformat(last[:19]).strftime("%Y-%m-%dT%H:%M:%SZ")))
+            try:
+                resp = self.hook.api_client.call_api(path, "GET", query_params=query, auth_settings=["BearerToken"],
+                                                     _preload_content=False, _request_timeout=(10, READ_IDLE))  # fmt: skip
+            except Exception:  # noqa: BLE001 - not started yet (400), gone, unreachable: try again
+                self.stop_event.wait(RETRY)
+                continue
+            try:
+                for raw in resp:
+                    if self.stop_event.is_set():
+                        return
+                    stamp, _, text = raw.decode(errors="replace").rstrip("\n").partition(" ")
+                    if last and stamp <= last:
+                        continue  # already forwarded before a reconnect
+                    last = stamp
+                    if not self._take():
+                        return
+                    self.log.info("[%s] %s", pod, text)
+            except Exception:  # noqa: BLE001, S110 - the stream broke or was idle READ_IDLE: reopen it
+                pass
+            finally:
+                resp.release_conn()
+            self.stop_event.wait(RETRY)

@@ -1,0 +1,77 @@
+"""The job's manifest, before the operator submits it: names, labels, commands, loading.
+
+Pure: no cluster, no Airflow context. The name is derived from dag, run, task and map index,
+so a retry, a restarted worker or a Clear finds the job again; the exact identity is in the
+job's annotations, which adoption compares (labels are sanitised and cut).
+"""
+
+from __future__ import annotations
+
+import hashlib
+import re
+import shlex
+from typing import Any
+
+import yaml
+from airflow.sdk.exceptions import AirflowException
+
+from airflow_t9k.api.excerpt import is_excerpt, problems
+
+Obj = dict[str, Any]
+
+STATE_KEY = "t9k_job"
+LABEL = "airflow-t9k.io"
+CONSUMED_BY = f"{LABEL}/consumed-by-try"
+
+
+def _slug(text: str, limit: int) -> str:
+    s = re.sub(r"[^a-z0-9-]+", "-", text.lower()).strip("-")
+    s = re.sub(r"^[^a-z]+", "", s)  # a DNS-1035 label starts with a letter
+    return s[:limit].rstrip("-") or "job"
+
+
+def _label_value(text: str) -> str:
+    v = re.sub(r"[^A-Za-z0-9._-]+", "_", str(text))[:63]
+    return re.sub(r"^[^A-Za-z0-9]+|[^A-Za-z0-9]+$", "", v)
+
+
+def job_name(dag_id: str, run_id: str, task_id: str, map_index: int = -1, base: str | None = None) -> str:
+    """Deterministic, short enough for ``<job>-<type>-<rank>`` Service names (<= 63): ``base``
+    (a name the user gave, else the task id) cut to 24 characters, then a digest of the task."""
+    digest = hashlib.sha256(f"{dag_id}\x00{run_id}\x00{task_id}\x00{map_index}".encode()).hexdigest()[:10]
+    return f"{_slug(base or task_id, 24)}-{digest}"
+
+
+def split_command(value: Any, field: str = "command") -> list[str] | None:
+    """A command given as a string is split as a shell would ("python train.py" is two words)."""
+    if value is None:
+        return None
+    if isinstance(value, str):
+        try:
+            return shlex.split(value)
+        except ValueError as exc:
+            raise AirflowException(f"{field} {value!r} cannot be split like a shell command: {exc}") from None
+    if isinstance(value, (list, tuple)):
+        return [str(v) for v in value]
+    raise AirflowException(f"{field} must be a list of strings or one string, got {type(value).__name__}")
+
+
+def _plain(value: Any) -> Any:
+    """Kubernetes client models (V1Volume, V1ResourceRequirements, ...), also inside lists and
+    dicts, as the API's dicts (camelCase); plain values as they are."""
+    if value is None or isinstance(value, (str, int, float, bool)):
+        return value
+    from kubernetes.client import ApiClient
+
+    return ApiClient().sanitize_for_serialization(value)
+
+
+def load_job(job: Obj | str) -> Obj:
+    if isinstance(job, dict):
+        return dict(job)
+    if is_excerpt(job):  # the seeds' examples elide with "...": say what to complete, not a parse error
+        raise AirflowException("the job is not whole: " + "; ".join(problems(job) or ["'...' stands for what it leaves out"]))
+    loaded = yaml.safe_load(job)
+    if not isinstance(loaded, dict):
+        raise AirflowException(f"the job must be a mapping (a YAML document or a dict), got {type(loaded).__name__}")
+    return loaded

@@ -1,0 +1,170 @@
+"""Waiting: the deadline, the trigger that waits in the triggerer, and the worker-side wait
+(one watch of the job, resumed when it ends; an API server that stops answering is waited
+out with back-off until the deadline, as the trigger does)."""
+
+from __future__ import annotations
+
+import time
+from datetime import datetime, timezone
+from typing import Any
+
+from airflow_t9k.api.outcome import interpret
+from airflow_t9k.api.paths import job_path
+from airflow_t9k.api.queueing import note as queue_note
+from airflow_t9k.api.queueing import queue_failure, queue_remaining
+from airflow_t9k.api.resources import resource_for
+from airflow_t9k.api.startup import StartupErrors, startup_error, startup_failure, startup_remaining, waiting_detail
+from airflow_t9k.k8s.errors import ApiError, is_transient
+from airflow_t9k.operators.logs import LogFollower
+from airflow_t9k.triggers.job import T9kJobTrigger
+
+Obj = dict[str, Any]
+
+
+class WaitMixin:
+    """Part of ``T9kJobOperator``: waiting for its job, deferred or on the worker."""
+
+    hook: Any
+    log: Any
+    execution_timeout: Any
+    _identity: Obj | None
+
+    def _deadline(self, context: Any) -> float | None:
+        candidates = []
+        if self.timeout is not None:
+            candidates.append(time.time() + float(self.timeout))
+        start = getattr(context.get("ti"), "start_date", None)
+        if self.execution_timeout is not None and isinstance(start, datetime):
+            candidates.append(start.timestamp() + self.execution_timeout.total_seconds())
+        return min(candidates) if candidates else None
+
+    def _trigger(self, identity: Obj, deadline: float | None) -> T9kJobTrigger:
+        return T9kJobTrigger(
+            kind=identity["kind"],
+            name=identity["name"],
+            namespace=identity["namespace"],
+            uid=identity["uid"],
+            kubernetes_conn_id=self.kubernetes_conn_id,
+            cluster_context=self.cluster_context,
+            in_cluster=self.in_cluster,
+            deadline=datetime.fromtimestamp(deadline, timezone.utc).isoformat() if deadline else None,
+            log_events=self.log_events,
+            stream_logs=self.stream_logs,
+            max_log_lines=self.max_log_lines,
+            max_followed_pods=self.max_followed_pods,
+            follow_pods=self._follow_pods,
+            log_tail_lines=self.log_tail_lines,
+            on_kill_action=self.on_kill_action,
+            events_since=datetime.now(timezone.utc).isoformat(),
+            config_file=self.config_file,  # a path: the triggerer reads it, no credentials in the trigger
+            startup_timeout=self.startup_timeout,
+            queue_timeout=self.queue_timeout,
+            startup_error_grace=self.startup_error_grace,
+        )
+
+    def _wait_sync(self, identity: Obj, deadline: float | None) -> Obj:
+        """Wait on this worker by watching the job (one watch, resumed when it ends).
+
+        An API server that stops answering is waited out with back-off until the deadline,
+        as the trigger does; a permanent error (CRD gone, access revoked) ends the wait.
+        """
+        self._startup_errors = StartupErrors(self.startup_error_grace)
+        self._logs = (LogFollower(self.hook, identity["namespace"], self.log, self.max_log_lines, self.max_followed_pods,
+                                  self._follow_pods) if self.stream_logs and self.max_log_lines else None)  # fmt: skip
+        try:
+            return self._wait_sync_loop(identity, deadline)
+        finally:
+            if self._logs is not None:
+                self._logs.stop()
+
+    def _wait_sync_loop(self, identity: Obj, deadline: float | None) -> Obj:
+        delay = 1.0
+        last: list[str | None] = [None]
+        while True:
+            try:
+                event = self._watch_step(identity, deadline, last)
+                delay = 1.0
+            except ApiError as exc:
+                if not is_transient(exc):
+                    raise
+                if deadline is not None and time.time() + delay > deadline:
+                    return self._event_from(None, "timeout", f"timed out waiting for {identity['name']}; last error: {exc.message}")
+                self.log.warning("%s; retrying in %.0fs", exc.message, delay)
+                time.sleep(delay)
+                delay = min(delay * 2, 10.0)
+                continue
+            if event is not None:
+                return event
+
+    def _watch_step(self, identity: Obj, deadline: float | None, last: list[str | None]) -> Obj | None:
+        """Read the job; return the final event if the wait is over, else watch until it changes."""
+        from kubernetes import watch
+
+        resource = resource_for(identity["kind"])
+        job = self.hook.get_job(identity["kind"], identity["name"], identity["namespace"])
+        if job is None or job["metadata"]["uid"] != identity["uid"]:
+            return self._event_from(job, "error", f"{identity['kind']} {identity['name']} was deleted or replaced")
+        if self._logs is not None:
+            self._logs.update(job)
+        state = interpret(job)
+        if state.phase != last[0]:
+            self.log.info("%s %s: %s", identity["kind"], identity["name"], state.summary())
+            last[0] = state.phase
+        if state.terminal:
+            return self._event_from(job, "success" if state.succeeded else "failed")
+        remaining = None if deadline is None else deadline - time.time()
+        if remaining is not None and remaining <= 0:
+            return self._event_from(job, "timeout", f"timed out waiting for {identity['name']} ({state.summary()})")
+        startup_left = startup_remaining(job, self.startup_timeout)
+        if startup_left is not None and startup_left <= 0:
+            reason = self.hook.pending_reason(identity["name"], identity["namespace"])
+            return self._event_from(job, "timeout", startup_failure(identity["kind"], identity["namespace"], identity["name"],
+                                                                    self.startup_timeout, reason))  # fmt: skip
+        if startup_left is not None:
+            remaining = startup_left if remaining is None else min(remaining, startup_left)
+        due, next_in = self._startup_errors.observe(job, time.time())
+        if due:
+            detail = waiting_detail(self.hook.list_replica_pods(identity["name"], identity["namespace"]), due)
+            return self._event_from(job, "startup_error", startup_error(identity["kind"], identity["namespace"], identity["name"],
+                                                                        self.startup_error_grace, due, detail))  # fmt: skip
+        if next_in is not None:
+            remaining = next_in if remaining is None else min(remaining, next_in)
+        line = queue_note(job)
+        if line and line != getattr(self, "_queue_note", None):
+            self.log.info("%s %s: %s", identity["kind"], identity["name"], line)
+        self._queue_note = line
+        queue_left = queue_remaining(job, self.queue_timeout, time.time())
+        if queue_left is not None and queue_left <= 0:
+            return self._event_from(job, "timeout", queue_failure(identity["kind"], identity["namespace"], identity["name"],
+                                                                  job, self.queue_timeout))  # fmt: skip
+        if queue_left is not None:
+            remaining = queue_left if remaining is None else min(remaining, queue_left)
+        w = watch.Watch()
+        path = job_path(resource, identity["namespace"])
+        with self.hook.boundary("WATCH", path):
+            for _ in w.stream(
+                self.hook.custom_object_client.list_namespaced_custom_object, resource.group, resource.version,
+                identity["namespace"], resource.plural, field_selector=f"metadata.name={identity['name']}",
+                resource_version=job["metadata"]["resourceVersion"], timeout_seconds=int(min(remaining or 60, 60)) or 1,
+            ):  # fmt: skip
+                w.stop()  # something changed: read it fresh on the next step
+        return None
+
+    def _event_from(self, job: Obj | None, status: str, message: str | None = None) -> Obj:
+        state = interpret(job)
+        logs = {}
+        if job is not None and status == "failed":
+            ns = job["metadata"]["namespace"]
+            logs = {p: self.hook.read_log_tail(p, ns, self.log_tail_lines) for p in state.failed_replicas[:5]}
+        meta = (job or {}).get("metadata") or {}
+        return {
+            "status": status,
+            "kind": (job or {}).get("kind") or (self._identity or {}).get("kind"),
+            "name": meta.get("name") or (self._identity or {}).get("name"),
+            "namespace": meta.get("namespace") or (self._identity or {}).get("namespace"),
+            "uid": (self._identity or {}).get("uid") or meta.get("uid"),  # ours, not a replacement's
+            "phase": state.phase,
+            "message": message or state.summary(),
+            "state": state.as_dict(),
+            "logs": logs,
+        }

@@ -1,0 +1,152 @@
+"""What the trigger forwards into the task log while it waits: the Kubernetes Events of the job
+and its pods (from a shared watch, once each, at most ``max_forwarded``) and its replicas' log
+lines (one ``follow=true`` stream per replica, no polling; each line once, also across a
+reconnect; at most ``max_log_lines``)."""
+
+from __future__ import annotations
+
+import asyncio
+from datetime import datetime
+from typing import Any
+
+from airflow_t9k.api.paths import child_path
+from airflow_t9k.k8s.errors import is_permanent
+from airflow_t9k.triggers import shared_watch
+
+Obj = dict[str, Any]
+
+
+def _parse_time(value: str | None) -> float | None:
+    if not value:
+        return None
+    return datetime.fromisoformat(value.replace("Z", "+00:00")).timestamp()
+
+
+class ForwardMixin:
+    """Part of ``T9kJobTrigger``: Events and log lines into the task log."""
+
+    log: Any
+    name: str
+    namespace: str
+    events_since: str | None
+    max_forwarded: int
+    max_log_lines: int
+    max_followed_pods: int
+    follow_pods: list[str] | None
+
+    _watch_key: Any  # the trigger's: (connection, kubeconfig, context, ...) -> one shared watch
+    make_hook: Any
+
+    def _about_this_job(self, ev: Obj) -> bool:
+        name = str((ev.get("involvedObject") or {}).get("name") or "")
+        return name == self.name or name.startswith(f"{self.name}-")
+
+    async def _forward_events(self) -> None:
+        """Log new Events of the job and its replica pods, once each, at most ``max_forwarded``."""
+        watch = await shared_watch.acquire(self._watch_key(), self.make_hook, child_path("Event", self.namespace), "Event")
+        arriving = watch.subscribe_matching(self._about_this_job)
+        seen: set[tuple[str, int]] = set()
+        since = _parse_time(self.events_since) or 0.0
+        budget = [self.max_forwarded]
+        try:
+            while not watch.is_synced():
+                if watch.failure is not None and is_permanent(watch.failure):
+                    # The job's own watch decides the task; Events are a nicety. Say why once.
+                    self.log.warning("not forwarding the job's Events: %s", getattr(watch.failure, "message", watch.failure))
+                    return
+                await asyncio.sleep(0.5)
+            # What the shared watch already holds, in order; then each new one as it comes.
+            for ev in sorted(filter(self._about_this_job, watch.objects()), key=_event_order):
+                self._forward_event(ev, seen, since, budget)
+            while budget[0] > 0:
+                self._forward_event(await arriving.get(), seen, since, budget)
+        finally:
+            watch.unsubscribe_matching(arriving)
+            await shared_watch.release(watch)
+
+    def _forward_event(self, ev: Obj, seen: set[tuple[str, int]], since: float, budget: list[int]) -> None:
+        key = (ev["metadata"].get("uid", ""), int(ev.get("count") or 1))
+        when = _parse_time(ev.get("lastTimestamp") or ev.get("eventTime")) or 0.0
+        if budget[0] <= 0 or key in seen or when + 1 < since:
+            return
+        seen.add(key)
+        budget[0] -= 1
+        obj = ev.get("involvedObject") or {}
+        self.log.info("[event] %s %s %s/%s: %s", ev.get("type"), ev.get("reason"), obj.get("kind"), obj.get("name"), ev.get("message"))
+        if budget[0] == 0:
+            self.log.info("[event] forwarded %d events; not forwarding more", self.max_forwarded)
+
+    async def _follow_logs(self, watch: shared_watch.SharedWatch) -> None:
+        """Follow every running replica's log (one stream each, no polling); each line once."""
+        waiter = watch.subscribe(self.name)
+        followers: dict[str, tuple[str, asyncio.Task[None]]] = {}  # pod -> (uid, task)
+        last_seen: dict[str, str] = {}  # pod -> timestamp of the last forwarded line
+        budget = [self.max_log_lines]
+        try:
+            await watch.synced()
+            while budget[0] > 0:
+                waiter.clear()
+                for pod, uid in _running_replicas(watch.get(self.namespace, self.name)):
+                    if self.follow_pods is not None and pod not in self.follow_pods:
+                        continue
+                    current = followers.get(pod)
+                    if current is not None and (current[0] == uid or not current[1].done()):
+                        continue
+                    if current is None and len(followers) >= self.max_followed_pods:
+                        continue
+                    followers[pod] = (uid, asyncio.create_task(self._follow(watch, pod, last_seen, budget)))
+                await waiter.wait()
+        finally:
+            watch.unsubscribe(self.name, waiter)
+            for _, task in followers.values():
+                task.cancel()
+            await asyncio.gather(*(t for _, t in followers.values()), return_exceptions=True)
+
+    async def _follow(self, watch: shared_watch.SharedWatch, pod: str, last_seen: dict[str, str], budget: list[int]) -> None:
+        kube = await watch.hook.kube()
+        since = last_seen.get(pod) or self.events_since
+        query: dict[str, Any] = {"follow": True, "timestamps": True}
+        if since:
+            query["sinceTime"] = datetime.fromisoformat(since.replace("Z", "+00:00")).strftime("%Y-%m-%dT%H:%M:%SZ")
+        try:
+            resp = await kube._send("GET", child_path("Pod", self.namespace, pod, "log"), query=query, timeout=None)
+        except OSError as exc:
+            self.log.debug("cannot follow the log of %s: %s", pod, exc)
+            return
+        try:
+            if resp.status != 200:
+                self.log.debug("cannot follow the log of %s: HTTP %s", pod, resp.status)
+                return
+            async for raw in resp.content:
+                stamp, _, text = raw.decode(errors="replace").rstrip("\n").partition(" ")
+                if pod in last_seen and stamp <= last_seen[pod]:
+                    continue  # already forwarded before a reconnect
+                last_seen[pod] = stamp
+                if budget[0] <= 0:
+                    return
+                budget[0] -= 1
+                self.log.info("[%s] %s", pod, text)
+                if budget[0] == 0:
+                    self.log.info("[logs] forwarded %d log lines; not forwarding more", self.max_log_lines)
+                    return
+        finally:
+            resp.release()
+
+
+def _running_replicas(job: Obj | None) -> list[tuple[str, str]]:
+    """(pod name, pod uid) of every replica the job's status reports Running."""
+    out = []
+    for task in ((job or {}).get("status") or {}).get("tasks") or []:
+        for replica in task.get("status") or []:
+            if replica.get("phase") == "Running" and replica.get("name"):
+                out.append((str(replica["name"]), str(replica.get("uid") or "")))
+    return out
+
+
+def _event_order(ev: Obj) -> tuple[str, int]:
+    """Timestamps have one-second resolution; the resourceVersion orders within a second."""
+    try:
+        rv = int(ev["metadata"].get("resourceVersion") or 0)
+    except ValueError:
+        rv = 0
+    return (str(ev.get("lastTimestamp") or ev.get("eventTime") or ""), rv)

@@ -1,0 +1,147 @@
+"""How the trigger's wait ends: the one event (the job's own uid, never the observed object's),
+the last bounded read at the deadline, the startup failures, and what a user's kill does."""
+
+from __future__ import annotations
+
+import asyncio
+from typing import Any
+
+from airflow.triggers.base import TriggerEvent
+
+from airflow_t9k.api.outcome import interpret
+from airflow_t9k.api.runmode import pause_patch
+from airflow_t9k.api.startup import startup_error, startup_failure, waiting_detail
+from airflow_t9k.k8s.aio import within
+from airflow_t9k.k8s.errors import ApiError
+from airflow_t9k.triggers import shared_watch
+
+Obj = dict[str, Any]
+LAST_READ = 5.0  # seconds the one read of the job at the deadline may take (and its log tails as long)
+MAX_TAILS = 5
+
+
+class OutcomeMixin:
+    """Part of ``T9kJobTrigger``: its event, the deadline's last read, and the kill."""
+
+    log: Any
+    kind: str
+    name: str
+    namespace: str
+    uid: str | None
+    label_selector: str | None
+    target_phases: list[str] | None
+    startup_timeout: float | None
+    startup_error_grace: float | None
+    on_kill_action: str
+    log_tail_lines: int
+    make_hook: Any
+    _note_failure: Any
+    _last_job: Obj | None
+    _last_failure: str
+    _fired: bool
+
+    async def _at_deadline(self) -> TriggerEvent:
+        """The deadline has passed: read the job once, bounded, before saying ``timeout``.
+
+        A trigger may start long after its deadline (a triggerer restart, an outage, a
+        backlog) and the shared watch may not have delivered the job yet; the job may have
+        ended meanwhile, and a ``timeout`` would make the task delete a finished job and a
+        retry train again from scratch."""
+        if not self.name:  # a selector that never matched: there is nothing to read
+            return self._timeout_event()
+        try:
+            job = await within(self._read_job_once(), LAST_READ)
+        except Exception as exc:  # noqa: BLE001 - the deadline stands; say why the job is unknown
+            if not isinstance(exc, asyncio.TimeoutError):
+                self._note_failure(exc)
+            job = None
+        if job is not None and (not self.uid or job["metadata"].get("uid") == self.uid):
+            self._last_job = job
+            state = interpret(job)
+            if state.terminal:
+                try:
+                    logs = await within(self._tails(state.failed_replicas), LAST_READ)
+                except Exception:  # noqa: BLE001 - the outcome matters more than the tails
+                    logs = {}
+                return self._event("success" if state.succeeded else "failed", job, state.summary(), logs)
+            if self.target_phases and state.phase in self.target_phases:
+                return self._event("success", job, state.summary())
+        return self._timeout_event()
+
+    async def _read_job_once(self) -> Obj | None:
+        hook = self.make_hook()
+        try:
+            return await hook.get_job(self.kind, self.name, self.namespace)
+        finally:
+            await hook.close()
+
+    def _timeout_event(self) -> TriggerEvent:
+        state = interpret(self._last_job).summary() if self._last_job else "never seen"
+        why = f"; last error: {self._last_failure}" if self._last_failure else ""
+        what = self.name or f"a job matching {self.label_selector!r}"
+        return self._event("timeout", self._last_job, f"timed out waiting for {self.kind} {what} ({state}){why}")
+
+    async def _startup_timeout(self, watch: shared_watch.SharedWatch, job: Obj) -> TriggerEvent:
+        try:
+            reason = await watch.hook.pending_reason(self.name, self.namespace)
+        except ApiError as exc:
+            reason = f"(the reason could not be read: {exc.message})"
+        return self._event("timeout", job, startup_failure(self.kind, self.namespace, self.name, self.startup_timeout, reason))
+
+    async def _startup_error(self, watch: shared_watch.SharedWatch, job: Obj, due: dict[str, str]) -> TriggerEvent:
+        try:
+            detail = waiting_detail(await watch.hook.list_replica_pods(self.name, self.namespace), due)  # the kubelet's words
+        except ApiError as exc:
+            detail = f"(the detail could not be read: {exc.message})"
+        return self._event("startup_error", job, startup_error(self.kind, self.namespace, self.name, self.startup_error_grace, due, detail))
+
+    def _event(self, status: str, job: Obj | None, message: str, logs: dict[str, str] | None = None) -> TriggerEvent:
+        state = interpret(job)
+        return TriggerEvent(
+            {
+                "status": status,
+                "kind": self.kind,
+                "name": self.name,
+                "namespace": self.namespace,
+                # The uid this trigger was given, never the one of the object now under the
+                # name: the task deletes and patches by it, also without a task state store.
+                "uid": self.uid or (job or {}).get("metadata", {}).get("uid"),
+                "phase": state.phase,
+                "message": message,
+                "state": state.as_dict(),
+                "logs": logs or {},
+            }
+        )
+
+    async def _tails(self, pods: tuple[str, ...]) -> dict[str, str]:
+        hook = self.make_hook()
+        try:
+            return {p: await hook.read_log_tail(p, self.namespace, self.log_tail_lines) for p in pods[:MAX_TAILS]}
+        finally:
+            await hook.close()
+
+    # -- kill ----------------------------------------------------------------------------
+    async def on_kill(self) -> None:
+        """A user killed the deferred task: do not leave the job running (``keep``: the user
+        wants it; ``none``: a sensor's trigger, whose job belongs to another task)."""
+        if self.on_kill_action in ("none", "keep"):
+            return
+        if self._fired:
+            self.log.info("not %s %s %s/%s on kill: the trigger had already reported it", "deleting" if self.on_kill_action == "delete"
+                          else "pausing", self.kind, self.namespace, self.name)  # fmt: skip
+            return
+        hook = self.make_hook()
+        try:
+            if self.on_kill_action == "pause":
+                # uid in the patch: the API server refuses it (422) for another object of the name;
+                # the mark lets a retry resume this job (and no job paused by hand).
+                try:
+                    await hook.patch_job(self.kind, self.name, self.namespace, pause_patch(self.uid, "kill"))
+                    self.log.info("paused %s %s/%s", self.kind, self.namespace, self.name)
+                except ApiError as exc:
+                    self.log.warning("not pausing %s/%s: it is gone or another object now (%s)", self.namespace, self.name, exc.message)
+            else:
+                await hook.delete_job(self.kind, self.name, self.namespace, uid=self.uid)
+                self.log.info("deleted %s %s/%s", self.kind, self.namespace, self.name)
+        finally:
+            await hook.close()

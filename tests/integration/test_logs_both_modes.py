@@ -1,0 +1,78 @@
+"""Replica logs reach the task log in both modes (issue 21, point 6): the worker-side wait
+follows the deciding replica as the trigger does, and ``log_replicas``/``max_log_lines`` set
+what and how much. kwok serves every pod's log from the local cluster's pod-log file."""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+import threading
+import time
+import uuid
+
+import pytest
+from airflow.sdk.exceptions import TaskDeferred
+
+from tests.integration.test_operator_trigger import _append_pod_log, conn, first_event, make_op  # noqa: F401
+from tests.support.task import Store, context
+
+
+def _forwarded(records: list[logging.LogRecord], marker: str) -> list[str]:
+    return [r.getMessage() for r in records if marker in r.getMessage()]
+
+
+class _Collect(logging.Handler):
+    def __init__(self) -> None:
+        super().__init__()
+        self.records: list[logging.LogRecord] = []
+
+    def emit(self, record: logging.LogRecord) -> None:
+        self.records.append(record)
+
+
+@pytest.mark.parametrize(("log_replicas", "expected_pods"), [("deciding", ["worker-0"]), ("all", ["worker-0", "worker-1"])])
+def test_the_worker_side_wait_streams_replica_logs(conn, cluster, jobs, controller, log_replicas, expected_pods):
+    if cluster.external:
+        pytest.skip("appending to pod logs needs the local cluster's kwok")
+    store, marker = Store(), uuid.uuid4().hex[:8]
+    op = make_op(sim={"sim.t9k.test/duration": "8s"}, deferrable=False, log_events=False, log_replicas=log_replicas)
+    handler = _Collect()
+    op.log.addHandler(handler)
+    outcome: list[object] = []
+    worker = threading.Thread(target=lambda: outcome.append(op.execute(context(store))), daemon=True)
+    worker.start()
+    try:
+        while "t9k_job" not in store:
+            time.sleep(0.2)
+        name = store["t9k_job"]["name"]
+        jobs.wait_phase("GenericJob", name, "Running")
+        time.sleep(3)  # the followers attach once the containers run
+        _append_pod_log(cluster, f"epoch 1 loss 0.9 {marker}", f"epoch 2 loss 0.5 {marker}")
+        worker.join(60)
+    finally:
+        op.log.removeHandler(handler)
+    assert outcome and outcome[0]["phase"] == "Succeeded"
+    lines = _forwarded(handler.records, marker)
+    for suffix in expected_pods:
+        pod = f"{name}-{suffix}"
+        assert [line for line in lines if line.startswith(f"[{pod}]")] == [f"[{pod}] epoch 1 loss 0.9 {marker}",
+                                                                           f"[{pod}] epoch 2 loss 0.5 {marker}"], lines  # fmt: skip
+    assert len(lines) == 2 * len(expected_pods)  # only those replicas, each line once
+
+
+@pytest.mark.asyncio
+async def test_the_deferred_wait_follows_only_the_deciding_replica_by_default(conn, cluster, jobs, controller, capsys):
+    if cluster.external:
+        pytest.skip("appending to pod logs needs the local cluster's kwok")
+    with pytest.raises(TaskDeferred) as exc:
+        make_op(sim={"sim.t9k.test/duration": "6s"}, deferrable=True, log_events=False).execute(context())
+    trigger = exc.value.trigger
+    assert trigger.follow_pods == [f"{trigger.name}-worker-0"]
+    task = asyncio.create_task(first_event(trigger))
+    jobs.wait_phase("GenericJob", trigger.name, "Running")
+    await asyncio.sleep(1.5)
+    marker = uuid.uuid4().hex[:8]
+    _append_pod_log(cluster, f"step {marker}")
+    assert (await task).payload["status"] == "success"
+    out = [line for line in capsys.readouterr().out.splitlines() if marker in line]
+    assert len(out) == 1 and f"[{trigger.name}-worker-0]" in out[0], out
