@@ -35,7 +35,7 @@ rn_enabled() { [[ -f $RN_STATE/enabled ]]; }
 rn_ctr() { ctr -a "$RN_SOCK" -n k8s.io "$@"; }
 
 rn_image_id() {  # the build's identity: a changed image script or package list rebuilds the image
-  sha256sum "$ROOT"/scripts/realnode/{image.sh,image-customize.sh,mkimage.py} | sha256sum | cut -c1-16
+  cat "$ROOT"/scripts/realnode/{image.sh,image-customize.sh,mkimage.py} | sha256sum | cut -c1-16  # contents, not paths
 }
 
 rn_image_tar() { echo "$RN_CACHE/images/train-$(rn_image_id).tar"; }
