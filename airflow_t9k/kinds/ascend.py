@@ -158,6 +158,7 @@ class AscendJob(JobKind):
                 raise InvalidSpec(f"replicaSpecs.{spec.type} needs a container named {CONTAINER!r}: it is the one that gets the environment")
             if not main.get("image"):
                 raise InvalidSpec(f"replicaSpecs.{spec.type}: the {CONTAINER} container has no image")
+            npus(spec.template)  # a fractional NPU count is refused here, not mid-plan by the rank table
         leader = self.leader(job)
         if leader is not None and next(s for s in specs if s.type == leader).replicas != 1:
             raise InvalidSpec(f"replicaSpecs.{leader}.replicas must be 1: it is the job's only {leader}")

@@ -130,6 +130,11 @@ def _no_label(job):
     return job
 
 
+def _milli_npu(job):
+    job["spec"]["replicaSpecs"]["Worker"]["template"]["spec"]["containers"][0]["resources"] = {"limits": {"huawei.com/Ascend910": "1500m"}}
+    return job
+
+
 @pytest.mark.parametrize(
     ("job", "needle"),
     [
@@ -143,9 +148,10 @@ def _no_label(job):
         (ascend(policy="Sometimes"), "restartPolicy must be one of Never, OnFailure, Always, ExitCode"),
         (ascend("pytorch", ("Master", 1), ("Launcher", 1)), "unknown replica type(s) Launcher"),
         (ascend(runPolicy={"backoffLimit": -2}), "runPolicy.backoffLimit must be -1 (unlimited)"),
+        (_milli_npu(ascend()), "huawei.com/Ascend910 must be a whole number of NPUs, got '1500m'"),
     ],
     ids=["no-framework", "wrong-type", "two-masters", "no-ascend-container", "no-leader", "ms-lone-multi-npu",
-         "success-policy", "restart-policy", "unknown-type", "backoff"],
+         "success-policy", "restart-policy", "unknown-type", "backoff", "milli-npu"],
 )  # fmt: skip
 def test_invalid_specs_fail_with_a_condition_and_touch_nothing(job, needle):
     p = run(job)
