@@ -20,7 +20,7 @@ demo-real: setup
 	REAL=1 scripts/demo.sh
 
 test: setup
-	$(VENV)/bin/pytest -q -ra
+	$(VENV)/bin/pytest -q -ra --durations=25
 
 unit: setup
 	$(VENV)/bin/pytest -q -ra -m "not integration"

@@ -5,7 +5,6 @@ what and how much. kwok serves every pod's log from the local cluster's pod-log 
 from __future__ import annotations
 
 import asyncio
-import logging
 import threading
 import time
 import uuid
@@ -17,27 +16,17 @@ from tests.integration.test_operator_trigger import _append_pod_log, conn, first
 from tests.support.task import Store, context
 
 
-def _forwarded(records: list[logging.LogRecord], marker: str) -> list[str]:
-    return [r.getMessage() for r in records if marker in r.getMessage()]
-
-
-class _Collect(logging.Handler):
-    def __init__(self) -> None:
-        super().__init__()
-        self.records: list[logging.LogRecord] = []
-
-    def emit(self, record: logging.LogRecord) -> None:
-        self.records.append(record)
+def _forwarded(out: str, marker: str) -> list[str]:
+    """The forwarded lines' messages ("[pod] text"), out of what the task's logger printed."""
+    return [line.split("[info     ] ", 1)[1].split(" [airflow", 1)[0].strip() for line in out.splitlines() if marker in line]
 
 
 @pytest.mark.parametrize(("log_replicas", "expected_pods"), [("deciding", ["worker-0"]), ("all", ["worker-0", "worker-1"])])
-def test_the_worker_side_wait_streams_replica_logs(conn, cluster, jobs, controller, log_replicas, expected_pods):
+def test_the_worker_side_wait_streams_replica_logs(conn, cluster, jobs, controller, log_replicas, expected_pods, capsys):
     if cluster.external:
         pytest.skip("appending to pod logs needs the local cluster's kwok")
     store, marker = Store(), uuid.uuid4().hex[:8]
     op = make_op(sim={"sim.t9k.test/duration": "8s"}, deferrable=False, log_events=False, log_replicas=log_replicas)
-    handler = _Collect()
-    op.log.addHandler(handler)
     outcome: list[object] = []
     worker = threading.Thread(target=lambda: outcome.append(op.execute(context(store))), daemon=True)
     worker.start()
@@ -48,11 +37,10 @@ def test_the_worker_side_wait_streams_replica_logs(conn, cluster, jobs, controll
         jobs.wait_phase("GenericJob", name, "Running")
         time.sleep(3)  # the followers attach once the containers run
         _append_pod_log(cluster, f"epoch 1 loss 0.9 {marker}", f"epoch 2 loss 0.5 {marker}")
-        worker.join(60)
     finally:
-        op.log.removeHandler(handler)
+        worker.join(60)
     assert outcome and outcome[0]["phase"] == "Succeeded"
-    lines = _forwarded(handler.records, marker)
+    lines = _forwarded(capsys.readouterr().out, marker)
     for suffix in expected_pods:
         pod = f"{name}-{suffix}"
         assert [line for line in lines if line.startswith(f"[{pod}]")] == [f"[{pod}] epoch 1 loss 0.9 {marker}",

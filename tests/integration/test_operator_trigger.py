@@ -241,7 +241,8 @@ def _append_pod_log(cluster, *lines: str) -> None:
 async def test_trigger_streams_new_replica_log_lines_once_each(conn, cluster, jobs, controller, capsys):
     if cluster.external:
         pytest.skip("appending to pod logs needs the local cluster's kwok")
-    trigger = _trigger_for(jobs, conn, sim={"sim.t9k.test/duration": "6s"}, log_events=False)
+    # Every replica (the default follows only the deciding one: test_logs_both_modes.py).
+    trigger = _trigger_for(jobs, conn, sim={"sim.t9k.test/duration": "6s"}, log_events=False, log_replicas="all")
     task = asyncio.create_task(first_event(trigger))
     jobs.wait_phase("GenericJob", trigger.name, "Running")
     await asyncio.sleep(1.5)  # followers attach to the running replicas
