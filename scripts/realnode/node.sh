@@ -257,7 +257,11 @@ EOF
 # -- host network and settings ------------------------------------------------------------------
 rn_bridge_up() {
   if ip link show "$RN_BRIDGE" >/dev/null 2>&1 && [[ ! -f $RN_STATE/bridge ]]; then
-    die "bridge $RN_BRIDGE exists but was not made by this cluster (another checkout's real node?); one real node per machine"
+    # Another checkout's node has pods on it; a bridge with none attached was left by a run
+    # that died before its `down`, and is taken over.
+    [[ -z $(ip -o link show master "$RN_BRIDGE" 2>/dev/null) ]] ||
+      die "bridge $RN_BRIDGE is in use by another real node (another checkout's?); one real node per machine"
+    log "taking over bridge $RN_BRIDGE, left without pods by an earlier run"
   fi
   touch "$RN_STATE/bridge"
   ip link show "$RN_BRIDGE" >/dev/null 2>&1 || ip link add "$RN_BRIDGE" type bridge
