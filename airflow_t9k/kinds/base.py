@@ -106,6 +106,9 @@ class JobKind:
     training_container: ClassVar[str | None] = None
     supports_debug: ClassVar[bool] = True
     supports_pause: ClassVar[bool] = True
+    # A fixed-world launch (one launcher addressing every worker) cannot go on with one replica
+    # replaced: a disruption restarts every replica together (controller/reconcile/disruption.py).
+    restarts_as_group: ClassVar[bool] = False
 
     @property
     def supports_elastic(self) -> bool:

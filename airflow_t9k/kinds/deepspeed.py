@@ -48,6 +48,7 @@ class DeepSpeedJob(TrainingJobKind):
     training_container = WORKER
     port = 22
     port_name = "ssh"
+    restarts_as_group = True  # worker 0's pdsh session spans every worker
 
     def declared_specs(self, job: Obj) -> list[ReplicaSpec]:
         worker = _spec(job).get("worker")

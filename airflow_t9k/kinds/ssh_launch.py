@@ -116,6 +116,7 @@ def spec_of(job: Obj) -> Obj:
 class SSHLaunchKind(JobKind):
     worker_container: ClassVar[str]
     auth_mount_key: ClassVar[str]  # the field of spec.ssh holding the key mount path
+    restarts_as_group: ClassVar[bool] = True
 
     # -- what a kind supplies -----------------------------------------------------------------
     def launcher_template(self, job: Obj, worker_template: Obj) -> Obj:

@@ -24,8 +24,9 @@ from dataclasses import dataclass, replace
 from datetime import datetime
 
 from airflow_t9k.controller.reconcile import queueing, volcano
+from airflow_t9k.controller.reconcile.disruption import describe, disruption, record
 from airflow_t9k.controller.reconcile.cleanup import cleanup, remove_all
-from airflow_t9k.controller.reconcile.progress import finish, progress, replica_failure
+from airflow_t9k.controller.reconcile.progress import finish, progress, replica_failure, root_cause
 from airflow_t9k.controller.reconcile.actions import Action, Create, CreateSSHSecret, Delete, Emit, Patch, Plan
 from airflow_t9k.controller.reconcile.desired import (
     Slot,
@@ -76,9 +77,14 @@ class SlotState:
         return pod_phase(self.pod)
 
     @property
+    def disrupted(self) -> bool:
+        """Failed because the cluster took the pod away (evicted, preempted, node lost)."""
+        return self.phase == "Failed" and disruption(self.pod) is not None
+
+    @property
     def ended(self) -> bool:
-        """Ended for the rules: a pod whose restart is already decided has not."""
-        return self.phase in ("Succeeded", "Failed") and not self.restart_recorded
+        """Ended for the rules: a pod whose restart is already decided has not, nor a disrupted one."""
+        return self.phase in ("Succeeded", "Failed") and not self.restart_recorded and not self.disrupted
 
     @property
     def exit_code(self) -> int | None:
@@ -189,20 +195,28 @@ def _plan(kind: JobKind, job: Obj, observed: Observed, now: datetime) -> Plan:
     budget = _budget(kind, job, states)
     sb.new.setdefault("startTime", timestamp(now))
     expired, requeue = _deadline(kind, job, sb, now)
+    group_cause = _group_disruption(states) if kind.restarts_as_group and not debug else None
     if expired and not debug:
         outcome: tuple[str, str, str] | None = (
             "Failed", "DeadlineExceeded", f"The job ran longer than activeDeadlineSeconds ({kind.active_deadline(job)}s).")
     else:
-        outcome = None if debug else (kind.verdict(job, observed) or _decide(kind, job, states, budget))
+        # A fixed-world launch (MPI, DeepSpeed, ColossalAI) cannot go on with one replica
+        # replaced: a disruption restarts the whole group, and its launcher's fall is no verdict.
+        outcome = None if debug or group_cause else (kind.verdict(job, observed) or _decide(kind, job, states, budget))
     children = _ensure_children(kind, job, observed, slot_list)
     actions += children
     if outcome is not None:
         phase, reason, message = outcome
         actions += cleanup(kind, job, observed) + volcano.finished(observed)
         finish(sb, phase, reason, message)
+        if phase == "Failed":
+            root_cause(sb, states)
         actions += queueing.finished(job, observed, phase, message, now) if queued else []
+    elif group_cause:
+        actions += _restart_group(sb, observed, group_cause, events)
+        progress(sb, states, children_missing=True)
     else:
-        actions += _replicas(kind, job, observed, states, rendered, events, debug, budget)
+        actions += _replicas(sb, kind, job, observed, states, rendered, events, debug, budget)
         progress(sb, states, children_missing=any(not isinstance(a, Delete) for a in children))
     replica_failure(sb, states)
     _write_tasks(sb, kind, job, states, finished=outcome is not None)
@@ -326,13 +340,41 @@ def _ensure_children(kind: JobKind, job: Obj, observed: Observed, slot_list: lis
     return actions
 
 
+def _group_disruption(states: list[SlotState]) -> SlotState | None:
+    """The replica whose disruption restarts the group: evicted, or being taken away."""
+    return next((s for s in states if disruption(s.pod) is not None), None)
+
+
+def _restart_group(sb: StatusBuilder, observed: Observed, cause: SlotState, events: list[Emit]) -> list[Action]:
+    """Delete every pod; they come back together. One entry in the history, no restart spent."""
+    why = describe(cause.pod, str(disruption(cause.pod)))
+    if record(sb, f"{cause.slot.pod_name} (whole group)", _uid(cause.pod) or "", why, counted=False):
+        events.append(Emit("Warning", "GroupRestarting",
+                           f"Replica {cause.slot.pod_name} was disrupted ({why}); every replica restarts together, "
+                           "without spending the restart budget."))  # fmt: skip
+    return [Delete("Pod", n, _uid(p)) for n, p in observed.pods.items() if not is_deleting(p)]
+
+
+def _disrupted(sb: StatusBuilder, s: SlotState, events: list[Emit]) -> list[Action]:
+    """A replica the cluster took away: on record first, then replaced under the same count."""
+    why = describe(s.pod, str(disruption(s.pod)))
+    if record(sb, s.slot.pod_name, _uid(s.pod) or "", why, counted=False):
+        events.append(Emit("Warning", "ReplicaDisrupted",
+                           f"Replica {s.slot.pod_name} was disrupted ({why}); it is replaced without spending a restart."))
+    # Being deleted by whoever disrupted it: it is created again once gone.
+    return [] if is_deleting(s.pod or {}) else [Delete("Pod", s.slot.pod_name, _uid(s.pod))]
+
+
 def _replicas(
-    kind: JobKind, job: Obj, observed: Observed, states: list[SlotState], rendered: dict[str, Obj], events: list[Emit],
-    debug: bool, budget: list[int] | None,
+    sb: StatusBuilder, kind: JobKind, job: Obj, observed: Observed, states: list[SlotState], rendered: dict[str, Obj],
+    events: list[Emit], debug: bool, budget: list[int] | None,
 ) -> list[Action]:
     actions: list[Action] = []
     wanted = {s.slot.pod_name for s in states}
     for s in states:
+        if s.pod is not None and disruption(s.pod) is not None:
+            actions += _disrupted(sb, s, events)
+            continue
         if s.pod is None:
             pod = rendered.get(s.slot.pod_name)
             if pod is None:  # waiting for what pod_inputs needs
@@ -359,6 +401,7 @@ def _replicas(
                 budget[0] -= 1
             actions.append(Delete("Pod", s.slot.pod_name, _uid(s.pod)))
             what = "failed with " + failure_detail(s.pod) if s.phase == "Failed" else "completed"
+            record(sb, s.slot.pod_name, _uid(s.pod) or "", what, counted=True, exit_code=s.exit_code)
             events.append(
                 Emit("Warning" if s.phase == "Failed" else "Normal", "ReplicaRestarting",
                      f"Replica {s.slot.pod_name} {what}; restarting ({s.restarts}/{policy.limit}, policy {policy.policy}).")

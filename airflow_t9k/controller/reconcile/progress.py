@@ -2,9 +2,10 @@
 
 from __future__ import annotations
 
+from dataclasses import replace
 from typing import TYPE_CHECKING
 
-from airflow_t9k.controller.reconcile.status import StatusBuilder, failure_detail
+from airflow_t9k.controller.reconcile.status import Obj, StatusBuilder, bounded, failure_detail
 
 if TYPE_CHECKING:
     from airflow_t9k.controller.reconcile.plan import SlotState
@@ -51,9 +52,36 @@ def progress(sb: StatusBuilder, states: list[SlotState], children_missing: bool)
 
 
 def replica_failure(sb: StatusBuilder, states: list[SlotState]) -> None:
-    failed = [s for s in states if s.phase == "Failed"]
+    failed = sorted((s for s in states if s.phase == "Failed" and not s.disrupted), key=lambda s: finished_at(s.pod))
     if failed:
         detail = "; ".join(f"{s.slot.pod_name}: {failure_detail(s.pod)}" for s in failed)
         sb.set_condition("ReplicaFailure", True, "ReplicaFailed", f"Replicas failed: {detail}")
     elif sb.condition("ReplicaFailure") is not None or sb.is_true("Initialized"):
         sb.set_condition("ReplicaFailure", False, "AllReplicasHealthy", "All pods are running normally.")
+
+
+def finished_at(pod: Obj | None) -> str:
+    """When the pod's first container to end ended (RFC 3339 sorts as text); '~' when unknown, last."""
+    times = [str(t["finishedAt"]) for cs in ((pod or {}).get("status") or {}).get("containerStatuses") or []
+             if (t := (cs.get("state") or {}).get("terminated") or {}).get("finishedAt")]  # fmt: skip
+    return min(times) if times else "~"
+
+
+def root_cause(sb: StatusBuilder, states: list[SlotState]) -> None:
+    """Name the replica that failed first, by its container's finish time, not the last one noticed:
+    the others often fail because it did (a lost peer, a broken collective)."""
+    failed = [s for s in states if s.phase == "Failed" and not s.disrupted]
+    if not failed:
+        return
+    first = min(failed, key=lambda s: finished_at(s.pod))
+    cause: Obj = {"replica": first.slot.pod_name, "detail": bounded(failure_detail(first.pod), 500)}
+    if first.exit_code is not None:
+        cause["exitCode"] = first.exit_code
+        policy = first.slot.spec.restart
+        # Under the ExitCode policy a code it would not retry is a permanent error (seed 001):
+        # the Airflow task should not spend its retries on it either.
+        retried = replace(policy, limit=1).allows(False, 0, first.exit_code)  # whatever is left of the limit
+        cause["permanent"] = policy.policy == "ExitCode" and not retried
+    if finished_at(first.pod) != "~":
+        cause["finishedAt"] = finished_at(first.pod)
+    sb.new["rootCause"] = cause

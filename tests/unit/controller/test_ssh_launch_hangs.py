@@ -40,7 +40,8 @@ def _children(job, workers):
     [
         ("Running", lambda w: pod(w, "Failed", 255), "Failed", "WorkerFailed"),
         ("Pending", lambda w: pod(w, "Failed", 137, reason="OOMKilled"), "Failed", "WorkerFailed"),
-        ("Running", lambda w: {**pod(w, "Failed"), "status": {"phase": "Failed", "reason": "NodeLost"}}, "Failed", "WorkerFailed"),
+        # A node lost is a disruption, not a failure: the group restarts (test_disruptions.py).
+        ("Running", lambda w: {**pod(w, "Failed"), "status": {"phase": "Failed", "reason": "NodeLost"}}, "Running", None),
         ("Running", lambda w: pod(w, "Failed", 1, deleting=True), "Running", None),
         ("Running", lambda w: pod(w), "Running", None),
         ("Succeeded", lambda w: pod(w, "Failed", 1), "Succeeded", "Succeeded"),
