@@ -26,6 +26,8 @@ class JobState:
     replica_pods: tuple[str, ...] = ()
     replica_failure: str = ""  # e.g. "Replicas failed: j-worker-1: container main exit code 137 (OOMKilled)"
     result_message: str | None = None  # the decisive replica's termination message, as the controller recorded it
+    # The replica that failed first (status.rootCause): replica, exitCode, detail, finishedAt, permanent.
+    root_cause: dict[str, Any] = field(default_factory=dict)
 
     @property
     def terminal(self) -> bool:
@@ -53,6 +55,7 @@ class JobState:
             "failed_replicas": list(self.failed_replicas),
             "replica_failure": self.replica_failure,
             "result_message": self.result_message,
+            "root_cause": dict(self.root_cause),
         }
 
 
@@ -109,4 +112,5 @@ def interpret(job: Obj | None) -> JobState:
         replica_pods=tuple(n for n in pods if n),
         replica_failure=str((true_condition(status, "ReplicaFailure") or {}).get("message") or ""),
         result_message=result,
+        root_cause=dict(status["rootCause"]) if isinstance(status.get("rootCause"), dict) else {},
     )

@@ -5,11 +5,12 @@ from __future__ import annotations
 
 from typing import Any
 
-from airflow.sdk.exceptions import AirflowException, AirflowTaskTimeout
+from airflow.sdk.exceptions import AirflowException, AirflowFailException, AirflowTaskTimeout
 
 from airflow_t9k.api.outcome import JobState, interpret
 from airflow_t9k.api.result import message_of, parse_source
 from airflow_t9k.api.result import parse as parse_result
+from airflow_t9k.api.retry import permanent
 from airflow_t9k.api.runmode import pause_patch
 from airflow_t9k.k8s.errors import ApiError
 from airflow_t9k.kinds.registry import get_kind
@@ -27,6 +28,7 @@ class EndMixin:
     delete_on_finish: str
     on_kill_action: str
     log_tail_lines: int
+    permanent_exit_codes: frozenset[int] | None
     _identity: Obj | None
     _waited: bool
     _try_number: int
@@ -48,7 +50,8 @@ class EndMixin:
         status = event.get("status")
         state = JobState(**{**{k: v for k, v in (event.get("state") or {}).items() if k in ("phase", "message", "reason")},
                             "aggregate": (event.get("state") or {}).get("aggregate") or {},
-                            "failed_replicas": tuple((event.get("state") or {}).get("failed_replicas") or ())})  # fmt: skip
+                            "failed_replicas": tuple((event.get("state") or {}).get("failed_replicas") or ()),
+                            "root_cause": dict((event.get("state") or {}).get("root_cause") or {})})  # fmt: skip
         ti = context["ti"]
         ti.xcom_push(key="phase", value=event.get("phase"))
         ti.xcom_push(key="summary", value=state.summary())
@@ -74,8 +77,9 @@ class EndMixin:
             except ApiError as exc:  # the cluster may be what timed out; the task still ends
                 self.log.warning("could not %s %s %s/%s after the %s: %s", self.on_kill_action, ours["kind"],
                                  ours["namespace"], ours["name"], status, exc.message)  # fmt: skip
-            if status == "startup_error":  # not a timeout: the job cannot start, a retry will not help unless fixed
-                raise AirflowException(event.get("message") or "the job cannot start")
+            if status == "startup_error":  # not a timeout: the job cannot start, and a retry would not either
+                raise AirflowFailException(f"{event.get('message') or 'the job cannot start'} (not retried: "
+                                           "a retry cannot fix the image or the pod's configuration)")  # fmt: skip
             raise AirflowTaskTimeout(event.get("message") or "timed out")
         if self.delete_on_finish == "always":
             self._delete(ours)
@@ -86,8 +90,15 @@ class EndMixin:
             detail += f" ({why})"
         if result is not None:
             detail += f"\n--- result (termination message) of the deciding replica ---\n{result}"
+        cause = state.root_cause
+        if cause.get("replica"):
+            detail += f"\nroot cause: {cause['replica']} failed first ({cause.get('detail', '')})"
         tails = "".join(f"\n--- {p} ---\n{t}" for p, t in (event.get("logs") or {}).items())
-        raise AirflowException(f"{event.get('kind')} {event.get('namespace')}/{event.get('name')}: {event.get('message')}{detail}{tails}")
+        text = f"{event.get('kind')} {event.get('namespace')}/{event.get('name')}: {event.get('message')}{detail}{tails}"
+        why_not = permanent(state, self.permanent_exit_codes)
+        if why_not:  # retrying cannot help: fail now and keep the retries (and the GPUs) for what can
+            raise AirflowFailException(f"{text}\nnot retried: {why_not}")
+        raise AirflowException(text)
 
     def _ended_meanwhile(self, ours: Obj) -> Obj | None:
         """Re-read the job before acting on a timeout: a trigger that ran late (or a stale

@@ -23,6 +23,7 @@ module holds the arguments, templating and ``execute``.
 from __future__ import annotations
 
 import copy
+from collections.abc import Collection
 from datetime import timedelta
 from typing import Any, ClassVar
 
@@ -35,6 +36,7 @@ from airflow_t9k.api.outcome import interpret
 from airflow_t9k.api.queueing import with_queue
 from airflow_t9k.api.resources import resource_for
 from airflow_t9k.api.result import parse_source
+from airflow_t9k.api.retry import check_codes
 from airflow_t9k.api.startup import DEFAULT_STARTUP_ERROR_GRACE, DEFAULT_STARTUP_TIMEOUT
 from airflow_t9k.hooks.t9k import T9kHook
 from airflow_t9k.kinds.registry import KINDS
@@ -151,9 +153,12 @@ class T9kJobOperator(SubmitMixin, WaitMixin, EndMixin, BaseOperator):
         min_available: int | None = None,
         priority_class: str | None = None,
         queue_timeout: float | timedelta | None = None,
+        permanent_exit_codes: Collection[int] | None = None,
         **kwargs: Any,
     ) -> None:
         super().__init__(**kwargs)
+        # Exit codes of the first failed replica that fail the task without its retries (api/retry.py).
+        self.permanent_exit_codes = check_codes(permanent_exit_codes)
         if priority is not None and (isinstance(priority, bool) or not isinstance(priority, int)):
             raise ValueError(f"priority must be an integer, got {priority!r}")
         if min_available is not None and (isinstance(min_available, bool) or not isinstance(min_available, int) or min_available < 1):

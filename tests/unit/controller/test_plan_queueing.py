@@ -191,6 +191,10 @@ def test_eviction_deletes_the_pods_without_spending_a_restart_and_the_job_waits_
     assert "Preempted" in cond(p, "Admitted")["message"]
     assert [t["restartCount"] for t in p.status["tasks"]] == [1]  # unchanged: an eviction is not a failure
     assert [(e.type, e.reason) for e in p.events if e.reason == "Evicted"] == [("Normal", "Evicted")]
+    [entry] = p.status["restartHistory"]
+    assert (entry["replica"], entry["counted"]) == ("all replicas", False) and entry["cause"].startswith("Evicted by Kueue (Preempted)")
+    again = go(queued(), evicted, pod(W0, restarts=1, deleting=True), pod(W1, deleting=True), status=p.status)
+    assert again.status["restartHistory"] == [entry]  # the same eviction, seen again: recorded once
 
 
 @pytest.mark.parametrize(("reason", "requeued"), [("Preempted", "True"), ("Deactivated", "False"), ("PodsReadyTimeout", "False")])

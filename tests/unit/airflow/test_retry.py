@@ -1,0 +1,69 @@
+"""Which failures an Airflow retry can help (issue 23, point 2): a table, then the operator's choice."""
+
+from __future__ import annotations
+
+import pytest
+from airflow.sdk.exceptions import AirflowException, AirflowFailException
+
+from airflow_t9k.api.outcome import JobState, interpret
+from airflow_t9k.api.retry import check_codes, permanent
+from tests.unit.airflow.test_operators import ctx, event, finishing_op
+
+
+def _state(reason: str = "Failed", **cause: object) -> JobState:
+    return JobState("Failed", reason=reason, root_cause=dict(cause))
+
+
+@pytest.mark.parametrize(
+    ("state", "codes", "retry_helps"),
+    [
+        (_state("InvalidSpec"), None, False),
+        (_state(replica="j-worker-0", exitCode=1, permanent=True), None, False),  # ExitCode policy: 1 is permanent
+        (_state(replica="j-worker-0", exitCode=137, permanent=False), None, True),
+        (_state(replica="j-worker-0", exitCode=1), None, True),  # Never/OnFailure: nobody called it permanent
+        (_state(replica="j-worker-0", exitCode=2), frozenset({2, 3}), False),  # the task's own list
+        (_state(replica="j-worker-0", exitCode=1, permanent=True), frozenset({2}), True),  # the task's list wins
+        (_state("DeadlineExceeded"), None, True),
+        (_state(), None, True),  # no root cause recorded (an older controller)
+        (_state(replica="j-worker-0", exitCode="1"), frozenset({1}), True),  # not an int: never guessed
+    ],
+    ids=["invalid-spec", "exitcode-permanent", "exitcode-signal", "no-policy-opinion", "task-list", "task-list-wins",
+         "deadline", "no-root-cause", "malformed"],
+)  # fmt: skip
+def test_which_failures_a_retry_can_help(state, codes, retry_helps):
+    assert (permanent(state, codes) is None) is retry_helps
+
+
+@pytest.mark.parametrize("bad", ["12", [0], [256], [True], [1.5], 3])
+def test_permanent_exit_codes_are_checked(bad):
+    with pytest.raises((ValueError, TypeError)):
+        check_codes(bad)
+
+
+def test_the_root_cause_is_read_from_status():
+    job = {"status": {"phase": "Failed", "rootCause": {"replica": "j-worker-1", "exitCode": 3}, "conditions": []}}
+    assert interpret(job).root_cause == {"replica": "j-worker-1", "exitCode": 3}
+    assert interpret(job).as_dict()["root_cause"] == {"replica": "j-worker-1", "exitCode": 3}
+
+
+@pytest.mark.parametrize(
+    ("root_cause", "codes", "raised"),
+    [
+        ({"replica": "j-worker-1", "exitCode": 3, "detail": "container main exit code 3"}, [3], AirflowFailException),
+        ({"replica": "j-worker-1", "exitCode": 3, "detail": "container main exit code 3"}, None, AirflowException),
+        ({"replica": "j-worker-1", "exitCode": 1, "detail": "exit code 1", "permanent": True}, None, AirflowFailException),
+    ],
+)
+def test_the_task_fails_without_retries_only_when_a_retry_cannot_help(root_cause, codes, raised):
+    ev = event("failed", phase="Failed", state={"phase": "Failed", "failed_replicas": ["j-worker-1"], "root_cause": root_cause})
+    with pytest.raises(AirflowException) as exc:
+        finishing_op(permanent_exit_codes=codes).execute_complete(ctx(), ev)
+    assert type(exc.value) is raised
+    assert "root cause: j-worker-1 failed first" in str(exc.value)
+    assert ("not retried:" in str(exc.value)) is (raised is AirflowFailException)
+
+
+def test_a_job_that_cannot_start_is_not_retried():
+    with pytest.raises(AirflowFailException) as exc:
+        finishing_op().execute_complete(ctx(), event("startup_error", message="image nope:1 cannot be pulled"))
+    assert "image nope:1 cannot be pulled" in str(exc.value)
