@@ -72,6 +72,9 @@ def terminal_status(
     if reason in POD_REASONS:
         status["reason"] = reason
         status["message"] = message or "The node was low on resource: memory."
+        # A kubelet since 1.26 marks a pod it evicts under node pressure as a disruption.
+        status["conditions"].append({"type": "DisruptionTarget", "status": "True", "reason": "TerminationByKubelet",
+                                     "message": status["message"], "lastTransitionTime": now})  # fmt: skip
     return status
 
 
