@@ -176,3 +176,18 @@ def _task_process(ti_id: str) -> int:
         return None
 
     return wait_until(find, timeout=30, what=f"task process for {ti_id}")
+
+
+def test_a_permanent_exit_code_fails_the_task_at_once_and_another_spends_its_retries(e2e, api_client):
+    stack, ns = e2e
+    run_id = stack.trigger("t9k_e2e_permanent")
+    def ended() -> dict | None:
+        tis = stack.tis("t9k_e2e_permanent", run_id)
+        return tis if len(tis) == 2 and all(t[0] in ("failed", "success") for t in tis.values()) else None
+
+    tis = wait_until(ended, timeout=240, interval=1, what="both tasks ended")
+    assert (tis["permanent"][0], tis["permanent"][1]) == ("failed", 1), tis  # no retry spent
+    assert (tis["retryable"][0], tis["retryable"][1]) == ("failed", 3), tis  # both retries spent
+    log = stack.task_log("t9k_e2e_permanent", run_id)
+    assert "not retried:" in log and "which this task's permanent_exit_codes call permanent" in log
+    assert "failed first (container main exit code 3" in log and "failed first (container main exit code 137" in log

@@ -31,3 +31,11 @@ with DAG("t9k_e2e_sweep", start_date=START, schedule=None, catchup=False):
         task_id="job", image="busybox", replicas=1, deferrable=True, command=["python", "train.py", "--deepspeed_config=ds.json"],
     ).expand(pod_annotations=[{"sim.t9k.test/duration": "20s", "sim.t9k.test/message": f'{{"lr": {lr}}}'}
                               for lr in (0.1, 0.03, 0.01, 0.003)])  # fmt: skip
+
+# Issue 23, point 2: an exit code the task calls permanent fails it at once; another is retried.
+with DAG("t9k_e2e_permanent", start_date=START, schedule=None, catchup=False,
+         default_args={"retries": 2, "retry_delay": timedelta(seconds=1)}):
+    for task_id, code in (("permanent", "3"), ("retryable", "137")):
+        GenericJobOperator(task_id=task_id, image="busybox", replicas=1, deferrable=True, permanent_exit_codes=[3],
+                           pod_annotations={"sim.t9k.test/duration": "2s", "sim.t9k.test/fail-pods": ".*",
+                                            "sim.t9k.test/exit-code": code})
