@@ -78,11 +78,19 @@ def service(name: str, rtype: str = "worker") -> Obj:
     return {"kind": "Service", "metadata": {"name": name, "uid": f"uid-{name}", "labels": {"batch.tensorstack.dev/replica-type": rtype}}}
 
 
-def run(job: Obj, *objects: Obj, status: Obj | None = None) -> Plan:
+def evidence(job: Obj) -> Obj:
+    """The ConfigMap in which the controller kept a finished job's evidence (reconcile/evidence.py)."""
+    return {"apiVersion": "v1", "kind": "ConfigMap", "metadata": {"name": f"{job['metadata']['name']}-evidence"}, "data": {}}
+
+
+def run(job: Obj, *objects: Obj, status: Obj | None = None, evidence_kept: bool = True) -> Plan:
+    """Plan once. Clean-up waits for the evidence ConfigMap; with ``evidence_kept`` (the
+    default, for tests about what clean-up deletes) it is observed already."""
     job = copy.deepcopy(job)
     if status is not None:
         job["status"] = status
-    return plan(job, Observed.of(*objects), NOW)
+    kept = (evidence(job),) if evidence_kept else ()
+    return plan(job, Observed.of(*objects, *kept), NOW)
 
 
 def cond(p: Plan, type_: str) -> Obj | None:

@@ -22,7 +22,8 @@ from airflow_t9k.k8s.client import Kube
 from airflow_t9k.k8s.errors import AlreadyExists, Conflict, Forbidden, Invalid, NotFound
 from airflow_t9k.k8s.informer import Informer
 from airflow_t9k.controller.reconcile import Create, CreateSSHSecret, Delete, Emit, Patch, Plan, ReplaceStatus
-from airflow_t9k.controller.reconcile.actions import Action
+from airflow_t9k.controller import evidence
+from airflow_t9k.controller.reconcile.actions import Action, KeepEvidence
 from airflow_t9k.controller.reconcile.plan import SSH_SECRET_STATUS, rejected
 from airflow_t9k.controller.reconcile.status import StatusBuilder, bounded
 from airflow_t9k.controller.scope import NOT_MANAGED
@@ -69,17 +70,24 @@ class Executor:
         current = job
         if plan.status != (job.get("status") or {}):
             current = await self._write_status(job, plan.status)
+        events = list(plan.events)
+        if any(isinstance(a, KeepEvidence) for a in plan.actions):
+            # The evidence reads the job's Events: this pass's (the job's end) belong in it.
+            await self._send(job, events)
+            events = []
         made: dict[str, str] = {}
         problems = await self._act(job, plan.actions, made)
         if made and not problems:
             current = await self._record_secret(current, made)
-        events = list(plan.events)
         if problems:
             status, extra = rejected(current, plan.status, problems, datetime.now(timezone.utc))
             events += extra
             if status != (current.get("status") or {}):
                 await self._write_status(current, status)
-        # Events are independent and best effort: send them together, a few at a time.
+        await self._send(job, events)
+
+    async def _send(self, job: Obj, events: list[Emit]) -> None:
+        """Events are independent and best effort: send them together, a few at a time."""
         limit = asyncio.Semaphore(PARALLEL_WRITES)
 
         async def bounded_event(event: Emit) -> None:
@@ -107,6 +115,11 @@ class Executor:
                     return None
                 if isinstance(action, ReplaceStatus):
                     await self._replace_status(ns, action)
+                    return None
+                if isinstance(action, KeepEvidence):  # read what the pods said, then keep it
+                    problem = await self._create(ns, await evidence.fill(self.kube, ns, job, action))
+                    if problem:  # not the job's fault: clean-up goes on after the grace (reconcile/evidence.py)
+                        log.warning("evidence of %s/%s not kept: %s", ns, job["metadata"]["name"], problem)
                     return None
                 manifest = dict(action.manifest)
                 if isinstance(action, CreateSSHSecret):

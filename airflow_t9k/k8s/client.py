@@ -316,11 +316,15 @@ class Kube:
         return items, meta
 
     async def request_text(self, path: str, query: dict[str, Any]) -> str:
+        """A GET whose answer is text (a list left undecoded, a pod's log); errors raise as ``request``'s."""
         resp = await self._send("GET", path, query=query)
         try:
-            return (await resp.read()).decode("utf-8")
+            raw = await resp.read()
         finally:
             resp.release()
+        if not 200 <= resp.status <= 299:
+            raise from_response(resp.status, raw.decode("utf-8", errors="replace"))
+        return raw.decode("utf-8", errors="replace")
 
     async def get(self, path: str, *, query: dict[str, Any] | None = None) -> Obj:
         return await self.request("GET", path, query=query)

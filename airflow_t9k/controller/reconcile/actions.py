@@ -62,6 +62,25 @@ class ReplaceStatus:
 
 
 @dataclass(frozen=True)
+class KeepEvidence:
+    """Create a finished job's evidence ConfigMap (reconcile/evidence.py): ``manifest`` holds the
+    summary; the I/O layer adds each pod's last ``lines`` log lines (``<pod>.log``) and the job's
+    Events (``events.json``)."""
+
+    manifest: Obj
+    pods: tuple[str, ...]
+    lines: int
+
+    @property
+    def kind(self) -> str:
+        return "ConfigMap"
+
+    @property
+    def name(self) -> str:
+        return str(self.manifest["metadata"]["name"])
+
+
+@dataclass(frozen=True)
 class Emit:
     """A Kubernetes Event on the job."""
 
@@ -70,7 +89,7 @@ class Emit:
     message: str
 
 
-Action = Create | CreateSSHSecret | Delete | Patch | ReplaceStatus
+Action = Create | CreateSSHSecret | Delete | Patch | ReplaceStatus | KeepEvidence
 
 
 @dataclass(frozen=True)

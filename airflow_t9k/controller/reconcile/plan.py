@@ -25,6 +25,7 @@ from datetime import datetime
 
 from airflow_t9k.controller.reconcile import queueing, volcano
 from airflow_t9k.controller.reconcile.disruption import describe, disruption, record
+from airflow_t9k.controller.reconcile.evidence import keep_first
 from airflow_t9k.controller.reconcile.cleanup import cleanup, remove_all
 from airflow_t9k.controller.reconcile.progress import finish, progress, replica_failure, root_cause
 from airflow_t9k.controller.reconcile.actions import Action, Create, CreateSSHSecret, Delete, Emit, Patch, Plan
@@ -141,7 +142,7 @@ def _plan(kind: JobKind, job: Obj, observed: Observed, now: datetime) -> Plan:
     recorded = _recorded_restarts(sb)
     states = [_slot_state(s, observed, recorded) for s in slot_list]
     if sb.old_phase in FINISHED:
-        actions = remove_all(observed) if _failed_invalid(sb) else cleanup(kind, job, observed)
+        actions = remove_all(observed) if _failed_invalid(sb) else keep_first(job, observed, sb, cleanup(kind, job, observed))
         actions += volcano.finished(observed)
         actions += queueing.finished(job, observed, str(sb.old_phase), _phase_message(sb), now)
         _write_tasks(sb, kind, job, states, finished=True)
@@ -207,10 +208,10 @@ def _plan(kind: JobKind, job: Obj, observed: Observed, now: datetime) -> Plan:
     actions += children
     if outcome is not None:
         phase, reason, message = outcome
-        actions += cleanup(kind, job, observed) + volcano.finished(observed)
         finish(sb, phase, reason, message)
         if phase == "Failed":
             root_cause(sb, states)
+        actions += keep_first(job, observed, sb, cleanup(kind, job, observed)) + volcano.finished(observed)
         actions += queueing.finished(job, observed, phase, message, now) if queued else []
     elif group_cause:
         actions += _restart_group(sb, observed, group_cause, events)

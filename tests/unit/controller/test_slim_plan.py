@@ -19,6 +19,7 @@ from typing import Any
 
 import pytest
 
+from airflow_t9k.controller.reconcile.actions import KeepEvidence
 from airflow_t9k.controller.reconcile.plan import SSH_SECRET_STATUS
 from airflow_t9k.controller.reconcile import Create, CreateSSHSecret, Observed, Plan, ReplaceStatus, plan
 from airflow_t9k.controller.slim import slim_for
@@ -314,7 +315,9 @@ SCENARIOS = {
         expect=lambda p: phase("Failed")(p) and says(p, "loss is nan")),
     "generic-succeeded-cleanup-all": Scenario(
         world(generic("job", **RULES, **SERVICE, cleanUpPolicy="All")), states(job_worker_0="Succeeded"),
-        expect=lambda p: phase("Succeeded")(p) and len(p.deletes()) == 4),
+        # The Services go at once; the pods once their evidence is kept (reconcile/evidence.py).
+        expect=lambda p: phase("Succeeded")(p) and len(p.deletes("Service")) == 2
+        and [sorted(a.pods) for a in p.actions if isinstance(a, KeepEvidence)] == [["job-worker-0", "job-worker-1"]]),
     "generic-restart-on-failure": Scenario(
         world(restart(generic("job", **SERVICE), "OnFailure", 3)), states(job_worker_0="Failed:137"),
         expect=lambda p: p.deletes("Pod") == ["job-worker-0"] and any("OOMKilled" in e.message for e in p.events)),
