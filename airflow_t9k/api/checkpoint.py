@@ -151,7 +151,16 @@ def pod_templates(job: Obj) -> list[Obj]:
 
 
 def _set_env(container: Obj, name: str, value: str) -> None:
-    container["env"] = [e for e in container.get("env") or [] if e.get("name") != name] + [{"name": name, "value": value}]
+    env = container.get("env") or []
+    if isinstance(env, list):  # else malformed: left for the API server to refuse, naming the field
+        container["env"] = [e for e in env if not (isinstance(e, dict) and e.get("name") == name)] + [{"name": name, "value": value}]
+
+
+def _containers(spec: Obj) -> list[Obj]:
+    """Init and main containers; what is not a list of mappings is left as it is for the API
+    server, whose message names the field (docs/airflow.md, pod templates)."""
+    found = [spec.get(k) for k in ("initContainers", "containers")]
+    return [c for group in found if isinstance(group, list) for c in group if isinstance(c, dict)]
 
 
 def apply(job: Obj, *, attempt: int | None, checkpoint: Checkpoint | None = None, directory: str | None = None,
@@ -165,25 +174,31 @@ def apply(job: Obj, *, attempt: int | None, checkpoint: Checkpoint | None = None
         raise ValueError(f"checkpoint= and termination_grace_period= found no pod template in this {job.get('kind')}'s spec")
     for template in templates:
         spec = template.setdefault("spec", {})
+        if not isinstance(spec, dict):
+            continue
         if grace_seconds is not None:
             spec["terminationGracePeriodSeconds"] = grace_seconds
         if checkpoint is not None:
-            if any(v.get("name") == VOLUME_NAME for v in spec.get("volumes") or []):
+            volumes = spec.get("volumes") or []
+            if isinstance(volumes, list) and any(isinstance(v, dict) and v.get("name") == VOLUME_NAME for v in volumes):
                 raise ValueError(f"the pod template already has a volume named {VOLUME_NAME}, which checkpoint= adds")
-            spec["volumes"] = [*(spec.get("volumes") or []), {"name": VOLUME_NAME, **checkpoint.volume}]
-        for c in [*(spec.get("initContainers") or []), *(spec.get("containers") or [])]:
+            spec["volumes"] = [*volumes, {"name": VOLUME_NAME, **checkpoint.volume}] if isinstance(volumes, list) else volumes
+        for c in _containers(spec):
             if attempt is not None:
                 _set_env(c, ENV_ATTEMPT, str(attempt))
             if checkpoint is None:
                 continue
-            taken = [m for m in c.get("volumeMounts") or [] if m.get("mountPath", "").rstrip("/") == checkpoint.mount_path]
+            given = c.get("volumeMounts") or []
+            if not isinstance(given, list):
+                continue
+            taken = [m for m in given if isinstance(m, dict) and str(m.get("mountPath", "")).rstrip("/") == checkpoint.mount_path]
             if taken:
                 raise ValueError(f"container {c.get('name')!r} already mounts {taken[0].get('name')!r} at {checkpoint.mount_path}; "
                                  "give checkpoint a different mount_path")  # fmt: skip
             mount: Obj = {"name": VOLUME_NAME, "mountPath": checkpoint.mount_path}
             if directory:
                 mount["subPath"] = directory
-            c["volumeMounts"] = [*(c.get("volumeMounts") or []), mount]
+            c["volumeMounts"] = [*given, mount]
             _set_env(c, ENV_DIR, checkpoint.mount_path)
 
 

@@ -159,3 +159,19 @@ def test_apply_to_a_job_without_templates_is_an_error_only_when_something_is_ask
 )  # fmt: skip
 def test_reported_checkpoint_is_the_results_checkpoint_key(result, reported):
     assert ckpt.reported(result) == reported
+
+
+@pytest.mark.parametrize(
+    ("template", "kept"),
+    [({"spec": {"containers": [{"name": "m", "env": "A=1"}]}}, lambda s: s["containers"][0]["env"] == "A=1"),
+     ({"spec": {"containers": "m"}}, lambda s: s["containers"] == "m"),
+     ({"spec": {"containers": [{"name": "m", "volumeMounts": "x"}]}}, lambda s: s["containers"][0]["volumeMounts"] == "x"),
+     ({"spec": "x"}, lambda s: s == "x")],
+    ids=["env-string", "containers-string", "mounts-string", "spec-string"],
+)  # fmt: skip
+def test_a_malformed_template_is_left_for_the_api_server_to_name(template, kept):
+    # The API server refuses it with the field's path (tests/integration/test_podtemplate_schema.py);
+    # building the job must not fail first with a Python error.
+    job = {"kind": "GenericJob", "spec": {"replicaSpecs": [{"type": "worker", "template": template}]}}
+    ckpt.apply(job, attempt=1, checkpoint=ckpt.parse("ckpt"), directory="d", grace_seconds=5)
+    assert kept(job["spec"]["replicaSpecs"][0]["template"]["spec"])

@@ -173,7 +173,7 @@ RESTART_COUNT_ENV = {
 def restart_count_env(pod_spec: Obj) -> None:
     """``T9K_RESTART_COUNT`` in every container (init containers too), replacing a user's."""
     for c in [*(pod_spec.get("initContainers") or []), *(pod_spec.get("containers") or [])]:
-        env = [e for e in c.get("env") or [] if e.get("name") != RESTART_COUNT_ENV["name"]]
+        env = [e for e in c.get("env") or [] if not (isinstance(e, dict) and e.get("name") == RESTART_COUNT_ENV["name"])]
         c["env"] = [*env, deep(RESTART_COUNT_ENV)]
 
 
