@@ -41,6 +41,7 @@ from airflow_t9k.api.startup import DEFAULT_STARTUP_ERROR_GRACE, DEFAULT_STARTUP
 from airflow_t9k.hooks.t9k import T9kHook
 from airflow_t9k.kinds.registry import KINDS
 from airflow_t9k.links import XCOM_IDENTITY, T9kJobLink
+from airflow_t9k.operators.checkpoint import CheckpointMixin
 from airflow_t9k.operators.dryrun import dry_run_context
 from airflow_t9k.operators.end import EndMixin
 from airflow_t9k.operators.logs import DEFAULT_MAX_FOLLOWED_PODS, DEFAULT_MAX_LOG_LINES, LOG_REPLICAS, pods_to_follow
@@ -64,7 +65,7 @@ ON_KILL = ("delete", "pause", "keep")
 FINISHED_XCOM = ("phase", "summary")
 
 
-class T9kJobOperator(SubmitMixin, WaitMixin, EndMixin, BaseOperator):
+class T9kJobOperator(SubmitMixin, WaitMixin, CheckpointMixin, EndMixin, BaseOperator):
     """
     Submit a T9k job and wait until it ends.
 
@@ -114,10 +115,20 @@ class T9kJobOperator(SubmitMixin, WaitMixin, EndMixin, BaseOperator):
         launcher or rank 0), ``"<type>[:<rank>][/<container>]"`` another replica's, ``None`` none.
         It is returned (and pushed) as XCom ``result``, parsed as JSON when it is JSON, and shown
         in the failure message of a failed job
+    :param checkpoint: a volume for checkpoints, mounted in every container of every replica
+        at ``T9K_CHECKPOINT_DIR``: a PersistentVolumeClaim (``"claim"``, ``"claim/dir"`` or
+        ``{"claim": ..., "path": ...}``) or any lasting volume source (``{"volume": {"nfs":
+        {...}}, "path": ...}``); ``mount_path`` (default ``/t9k/checkpoint``). Each DAG run,
+        task and map index gets its own directory, ``<path>/<dag>/<run>/<task>[/map-<i>]``, the
+        same for replica restarts, retries and Clears (docs/checkpoints.md). Templated. A
+        result ``{"checkpoint": ...}`` is pushed as XCom ``checkpoint``
+    :param termination_grace_period: seconds (or a timedelta) between SIGTERM and SIGKILL for
+        every replica (``terminationGracePeriodSeconds``), time to save a last checkpoint;
+        default: the pod template's, else Kubernetes' 30 s
     """
 
     # ``rendered_job`` is the manifest as it will be submitted, for the Rendered Template view.
-    template_fields: ClassVar[tuple[str, ...]] = ("job", "namespace", "kubernetes_conn_id", "queue_name", "rendered_job")
+    template_fields: ClassVar[tuple[str, ...]] = ("job", "namespace", "kubernetes_conn_id", "queue_name", "checkpoint", "rendered_job")
     template_ext: ClassVar[tuple[str, ...]] = (".yaml", ".yml", ".json")
     template_fields_renderers: ClassVar[dict[str, str]] = {"job": "yaml", "rendered_job": "yaml"}
     operator_extra_links = (T9kJobLink(),)
@@ -154,11 +165,14 @@ class T9kJobOperator(SubmitMixin, WaitMixin, EndMixin, BaseOperator):
         priority_class: str | None = None,
         queue_timeout: float | timedelta | None = None,
         permanent_exit_codes: Collection[int] | None = None,
+        checkpoint: str | Obj | None = None,
+        termination_grace_period: float | timedelta | None = None,
         **kwargs: Any,
     ) -> None:
         super().__init__(**kwargs)
         # Exit codes of the first failed replica that fail the task without its retries (api/retry.py).
         self.permanent_exit_codes = check_codes(permanent_exit_codes)
+        self._init_checkpoint(_plain(checkpoint) if isinstance(checkpoint, dict) else checkpoint, termination_grace_period)
         if priority is not None and (isinstance(priority, bool) or not isinstance(priority, int)):
             raise ValueError(f"priority must be an integer, got {priority!r}")
         if min_available is not None and (isinstance(min_available, bool) or not isinstance(min_available, int) or min_available < 1):
@@ -295,6 +309,7 @@ class T9kJobOperator(SubmitMixin, WaitMixin, EndMixin, BaseOperator):
             f"{LABEL}/map-index": str(map_index),
         }
         job["metadata"] = meta
+        self._apply_checkpoint(job, ti)
         try:
             return with_queue(job, self.queue_name, self.priority, self.min_available, self.priority_class)
         except ValueError as exc:
@@ -326,6 +341,7 @@ class T9kJobOperator(SubmitMixin, WaitMixin, EndMixin, BaseOperator):
         if store is not None:
             store.set(STATE_KEY, identity)
         context["ti"].xcom_push(key=XCOM_IDENTITY, value=identity)
+        self._push_checkpoint_location(context)
         if not self.wait_for_completion:
             self._consume(identity)  # this try is done with it: a Clear submits anew once it ends
             return identity

@@ -157,7 +157,24 @@ def build_pod(kind: JobKind, job: Obj, slot: Slot, restarts: int, resumed: bool,
     override = mode_override(kind, job, slot.type, resumed)
     if override:
         apply_override(kind, pod_spec, override)
+    restart_count_env(pod_spec)
     return pod
+
+
+# The env reads the pod's own restart-count annotation (the downward API) rather than a copy of
+# the number: the annotation is what the restart decisions read and write (plan.py sets it on
+# the pod it creates), so the program always sees the count its pod was created under.
+RESTART_COUNT_ENV = {
+    "name": "T9K_RESTART_COUNT",
+    "valueFrom": {"fieldRef": {"fieldPath": f"metadata.annotations['{ANNOTATION_RESTARTS}']"}},
+}
+
+
+def restart_count_env(pod_spec: Obj) -> None:
+    """``T9K_RESTART_COUNT`` in every container (init containers too), replacing a user's."""
+    for c in [*(pod_spec.get("initContainers") or []), *(pod_spec.get("containers") or [])]:
+        env = [e for e in c.get("env") or [] if not (isinstance(e, dict) and e.get("name") == RESTART_COUNT_ENV["name"])]
+        c["env"] = [*env, deep(RESTART_COUNT_ENV)]
 
 
 def apply_override(kind: JobKind, pod_spec: Obj, override: ModeOverride) -> None:

@@ -20,6 +20,7 @@ from airflow_t9k.operators.kinds import (
     PyTorchTrainingJobOperator,
 )
 
+ATTEMPT = {"name": "T9K_ATTEMPT", "value": "1"}  # every operator sets it (docs/checkpoints.md)
 DNS_1035 = re.compile(r"^[a-z]([-a-z0-9]*[a-z0-9])?$")
 
 
@@ -136,7 +137,8 @@ def test_pytorch_operator_spec():
     rs = spec["replicaSpecs"][0]
     assert (rs["type"], rs["replicas"], rs["restartPolicy"]) == ("worker", 3, "ExitCode")
     c = rs["template"]["spec"]["containers"][0]
-    assert (c["name"], c["command"], c["env"]) == ("pytorch", ["python", "t.py"], [{"name": "A", "value": "1"}])
+    # T9K_ATTEMPT: every operator tells the program its try (docs/checkpoints.md).
+    assert (c["name"], c["command"], c["env"]) == ("pytorch", ["python", "t.py"], [{"name": "A", "value": "1"}, {"name": "T9K_ATTEMPT", "value": "1"}])
 
 
 def test_colossalai_operator_spec():
@@ -595,7 +597,7 @@ def _k8s():
      ({"env": lambda k: [k.V1EnvVar(name="A", value="1"), k.V1EnvVar(name="P", value_from=k.V1EnvVarSource(
          field_ref=k.V1ObjectFieldSelector(field_path="metadata.name")))]},
       lambda t: t["spec"]["containers"][0]["env"],
-      [{"name": "A", "value": "1"}, {"name": "P", "valueFrom": {"fieldRef": {"fieldPath": "metadata.name"}}}]),
+      [{"name": "A", "value": "1"}, {"name": "P", "valueFrom": {"fieldRef": {"fieldPath": "metadata.name"}}}, ATTEMPT]),
      ({"volumes": lambda k: [k.V1Volume(name="d", empty_dir=k.V1EmptyDirVolumeSource())]},
       lambda t: t["spec"]["volumes"], [{"name": "d", "emptyDir": {}}]),
      ({"tolerations": lambda k: [k.V1Toleration(key="gpu", operator="Exists")]},
@@ -615,7 +617,7 @@ def test_a_job_dict_may_hold_kubernetes_models():
     k = _k8s()
     template = k.V1PodTemplateSpec(spec=k.V1PodSpec(containers=[k.V1Container(name="m", image="img")]))
     job = op(T9kJobOperator, job={"kind": "GenericJob", "spec": {"replicaSpecs": [{"type": "worker", "replicas": 1, "template": template}]}})
-    assert job.render_job(ctx())["spec"]["replicaSpecs"][0]["template"] == {"spec": {"containers": [{"name": "m", "image": "img"}]}}
+    assert job.render_job(ctx())["spec"]["replicaSpecs"][0]["template"] == {"spec": {"containers": [{"name": "m", "image": "img", "env": [ATTEMPT]}]}}
 
 
 def test_container_resources_of_another_type_fail_at_dag_parse():

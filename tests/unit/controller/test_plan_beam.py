@@ -64,7 +64,7 @@ def test_first_pass_creates_the_flink_cluster_but_not_the_submit_job():
     assert (jm["name"], jm["image"], jm["args"]) == ("jobmanager", "t9kpublic/flink:1.10.1", ["jobmanager"])
     assert [(x["name"], x["containerPort"]) for x in jm["ports"]] == [("rpc", 6123), ("blob", 6124), ("query", 6125), ("ui", 8081)]
     assert jm["resources"] == {"limits": {"cpu": "1"}}
-    env = {e["name"]: e["value"] for e in jm["env"]}
+    env = {e["name"]: e.get("value") for e in jm["env"]}
     assert env["JOB_MANAGER_RPC_ADDRESS"] == SVC
     assert env["FLINK_PROPERTIES"] == f"jobmanager.rpc.address: {SVC}\ntaskmanager.numberOfTaskSlots: 1\n"
     tm = manifest(p, TM1)["spec"]["containers"][0]

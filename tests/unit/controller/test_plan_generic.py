@@ -5,6 +5,7 @@ from __future__ import annotations
 import pytest
 
 from airflow_t9k.controller.reconcile import Create
+from airflow_t9k.controller.reconcile.desired import RESTART_COUNT_ENV
 from tests.builders import cond, generic, pod, restart, run, service, settle
 
 W0, W1 = "job-worker-0", "job-worker-1"
@@ -199,7 +200,7 @@ def test_variables_are_substituted_in_command_args_and_env():
     main = w1["spec"]["containers"][0]
     assert main["command"] == ["run", "worker", "1"]
     assert main["args"] == ["--ps=job-ps-0:2222", "--n=2", "$(HOME)", "$$(type)"]
-    assert main["env"] == [{"name": "TF", "value": '{"task":{"type":"worker","index":1}}'}]
+    assert main["env"] == [{"name": "TF", "value": '{"task":{"type":"worker","index":1}}'}, RESTART_COUNT_ENV]
 
 
 # -- modes ------------------------------------------------------------------------------
@@ -360,7 +361,7 @@ def test_init_containers_are_substituted_too():
     job["spec"]["replicaSpecs"][0]["template"]["spec"]["initContainers"] = [
         {"name": "fetch", "image": "busybox", "args": ["get", "shard-$(rank)"], "env": [{"name": "TYPE", "value": "$(type)"}]}]
     init = _manifests(run(job), "Pod")[W1]["spec"]["initContainers"][0]
-    assert (init["args"], init["env"]) == (["get", "shard-1"], [{"name": "TYPE", "value": "worker"}])
+    assert (init["args"], init["env"]) == (["get", "shard-1"], [{"name": "TYPE", "value": "worker"}, RESTART_COUNT_ENV])
 
 
 @pytest.mark.parametrize(

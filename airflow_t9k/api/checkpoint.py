@@ -1,0 +1,214 @@
+"""Checkpoints: where a job's replicas keep them, and what tells a program where it is.
+
+Pure: no cluster, no Airflow. The operator applies it to the manifest it submits; the
+controller adds ``T9K_RESTART_COUNT`` to every pod it builds (controller/reconcile/desired.py).
+
+- ``checkpoint=`` names a volume (a PersistentVolumeClaim, or any writable volume source) and
+  a directory in it. Every container of every replica mounts this task's own directory of it
+  at ``T9K_CHECKPOINT_DIR`` (default ``/t9k/checkpoint``).
+- This task's directory is ``<path>/<dag_id>/<run_id>/<task_id>[/map-<i>]``. It is derived from
+  what a replica restart, a task retry and a Clear keep (the DAG run, the task, the map index)
+  and never from the try number, so each of them finds the checkpoints the one before left;
+  a new DAG run, another task or another map index starts in an empty directory. Each part is
+  kept readable: characters other than ``A-Za-z0-9._-`` become ``_`` and such a part gets a
+  short digest of the original, so two run ids that differ only there never share a directory.
+- ``T9K_ATTEMPT`` is the Airflow try number that submitted the job; ``T9K_RESTART_COUNT`` the
+  replica's restarts within it. A program that writes ``{"checkpoint": ...}`` in its result
+  (the deciding replica's termination message) has that value pushed as XCom ``checkpoint``.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import re
+from dataclasses import dataclass
+from typing import Any
+
+Obj = dict[str, Any]
+
+VOLUME_NAME = "airflow-t9k-checkpoint"
+DEFAULT_MOUNT_PATH = "/t9k/checkpoint"
+ENV_DIR = "T9K_CHECKPOINT_DIR"
+ENV_ATTEMPT = "T9K_ATTEMPT"
+ENV_RESTARTS = "T9K_RESTART_COUNT"
+RESULT_KEY = "checkpoint"
+KEYS = ("claim", "volume", "path", "mount_path")
+# A checkpoint must outlive the pod and be writable: these sources are neither.
+REFUSED_SOURCES = {
+    "emptyDir": "an emptyDir is deleted with its pod, so a replaced replica would find nothing",
+    "configMap": "a configMap volume is read-only",
+    "secret": "a secret volume is read-only",
+    "downwardAPI": "a downwardAPI volume is read-only",
+    "projected": "a projected volume is read-only",
+}
+_CLAIM = re.compile(r"^[a-z0-9]([-a-z0-9.]*[a-z0-9])?$")
+_SAFE = re.compile(r"[^A-Za-z0-9._-]")
+PART_LIMIT = 80  # a path component stays far below the 255 bytes a file system allows
+
+
+@dataclass(frozen=True)
+class Checkpoint:
+    """A volume source, the directory in it under which each task gets its own, and where
+    containers see this task's directory."""
+
+    volume: Obj
+    path: str = ""
+    mount_path: str = DEFAULT_MOUNT_PATH
+
+
+def parse(value: Any) -> Checkpoint:
+    """``"claim"`` / ``"claim/dir"``, ``{"claim": ..., "path": ...}``, or ``{"volume": <source>,
+    "path": ...}``; ``mount_path`` in a dict. ValueError says what is wrong and how to write it."""
+    if isinstance(value, str):
+        claim, _, path = value.strip().partition("/")
+        return parse({"claim": claim, "path": path})
+    if not isinstance(value, dict):
+        raise ValueError(f"checkpoint must be a claim name ('ckpt' or 'ckpt/dir') or a dict with 'claim' or 'volume', "
+                         f"got {type(value).__name__}")  # fmt: skip
+    unknown = sorted(set(value) - set(KEYS))
+    if unknown:
+        raise ValueError(f"checkpoint has unknown keys {unknown}; it takes {', '.join(KEYS)}")
+    if ("claim" in value) == ("volume" in value):
+        raise ValueError("checkpoint needs exactly one of 'claim' (a PersistentVolumeClaim name) and 'volume' (a volume source)")
+    if "claim" in value:
+        claim = value["claim"]
+        if not isinstance(claim, str) or len(claim) > 253 or not _CLAIM.match(claim):
+            raise ValueError(f"checkpoint claim must be a PersistentVolumeClaim name (lower-case DNS subdomain), got {claim!r}")
+        volume: Obj = {"persistentVolumeClaim": {"claimName": claim}}
+    else:
+        volume = _source(value["volume"])
+    return Checkpoint(volume, _relative(value.get("path") or ""), _mount_path(value.get("mount_path", DEFAULT_MOUNT_PATH)))
+
+
+def _source(raw: Any) -> Obj:
+    if not isinstance(raw, dict):
+        raise ValueError(f"checkpoint volume must be a volume source such as {{'nfs': {{'server': ..., 'path': ...}}}}, got {raw!r}")
+    source = {k: v for k, v in raw.items() if k != "name"}  # a whole Volume (V1Volume) works too: the name is ours
+    if len(source) != 1:
+        raise ValueError(f"checkpoint volume must have exactly one volume source (e.g. 'persistentVolumeClaim', 'nfs', "
+                         f"'hostPath'), got {sorted(source) or 'none'}")  # fmt: skip
+    kind, spec = next(iter(source.items()))
+    if kind in REFUSED_SOURCES:
+        raise ValueError(f"checkpoint volume cannot be {kind}: {REFUSED_SOURCES[kind]}; use a PersistentVolumeClaim or another lasting volume")
+    if not isinstance(spec, dict):
+        raise ValueError(f"checkpoint volume {kind} must be a mapping, got {spec!r}")
+    return {kind: dict(spec)}
+
+
+def _relative(path: Any) -> str:
+    if not isinstance(path, str):
+        raise ValueError(f"checkpoint path must be a string, got {path!r}")
+    if path.startswith("/"):
+        raise ValueError(f"checkpoint path is a directory inside the volume, relative to its root; got the absolute {path!r}")
+    parts = [p for p in path.split("/") if p not in ("", ".")]
+    if ".." in parts:
+        raise ValueError(f"checkpoint path may not leave the volume ('..'), got {path!r}")
+    return "/".join(parts)
+
+
+def _mount_path(path: Any) -> str:
+    if not isinstance(path, str) or not path.startswith("/") or path.rstrip("/") == "" or ".." in path.split("/"):
+        raise ValueError(f"checkpoint mount_path must be an absolute path other than '/', got {path!r}")
+    return path.rstrip("/")
+
+
+def _part(text: str) -> str:
+    safe = _SAFE.sub("_", text)[:PART_LIMIT]
+    if safe != text or safe in ("", ".", ".."):
+        safe = f"{safe}-{hashlib.sha256(text.encode()).hexdigest()[:8]}"
+    return safe
+
+
+def task_dir(dag_id: str, run_id: str, task_id: str, map_index: int = -1) -> str:
+    """This task's directory, relative to ``Checkpoint.path``: never the try number."""
+    parts = [_part(dag_id), _part(run_id), _part(task_id)]
+    if map_index is not None and map_index >= 0:
+        parts.append(f"map-{map_index}")
+    return "/".join(parts)
+
+
+def sub_path(checkpoint: Checkpoint, dag_id: str, run_id: str, task_id: str, map_index: int = -1) -> str:
+    """The directory in the volume that containers mount (the volume mount's ``subPath``)."""
+    return "/".join(p for p in (checkpoint.path, task_dir(dag_id, run_id, task_id, map_index)) if p)
+
+
+def pod_templates(job: Obj) -> list[Obj]:
+    """Every pod template of a job, as the job holds them (changing one changes the job):
+    ``replicaSpecs`` (a list, or AscendJob's map), ``worker`` (MPI, DeepSpeed, ColossalAI: their
+    launchers are built from it or run nothing of the user's), BeamJob's ``jobTemplate``."""
+    spec = job.get("spec") or {}
+    found: list[Obj] = []
+    replicas = spec.get("replicaSpecs")
+    entries = list(replicas.values()) if isinstance(replicas, dict) else replicas if isinstance(replicas, list) else []
+    found += [r["template"] for r in entries if isinstance(r, dict) and isinstance(r.get("template"), dict)]
+    worker = spec.get("worker")
+    if isinstance(worker, dict) and isinstance(worker.get("template"), dict):
+        found.append(worker["template"])
+    submit = ((spec.get("jobTemplate") or {}).get("spec") or {}) if isinstance(spec.get("jobTemplate"), dict) else {}
+    if isinstance(submit.get("template"), dict):
+        found.append(submit["template"])
+    return found
+
+
+def _set_env(container: Obj, name: str, value: str) -> None:
+    env = container.get("env") or []
+    if isinstance(env, list):  # else malformed: left for the API server to refuse, naming the field
+        container["env"] = [e for e in env if not (isinstance(e, dict) and e.get("name") == name)] + [{"name": name, "value": value}]
+
+
+def _containers(spec: Obj) -> list[Obj]:
+    """Init and main containers; what is not a list of mappings is left as it is for the API
+    server, whose message names the field (docs/airflow.md, pod templates)."""
+    found = [spec.get(k) for k in ("initContainers", "containers")]
+    return [c for group in found if isinstance(group, list) for c in group if isinstance(c, dict)]
+
+
+def apply(job: Obj, *, attempt: int | None, checkpoint: Checkpoint | None = None, directory: str | None = None,
+          grace_seconds: int | None = None) -> None:  # fmt: skip
+    """Add the checkpoint mount and ``T9K_CHECKPOINT_DIR``, ``T9K_ATTEMPT`` and the termination
+    grace period to every container of every pod template of ``job``, in place. ``directory``
+    is the mount's ``subPath`` (``sub_path``). ValueError when something asked for cannot be
+    done (no pod template, a mount path already taken)."""
+    templates = pod_templates(job)
+    if not templates and (checkpoint is not None or grace_seconds is not None):
+        raise ValueError(f"checkpoint= and termination_grace_period= found no pod template in this {job.get('kind')}'s spec")
+    for template in templates:
+        spec = template.setdefault("spec", {})
+        if not isinstance(spec, dict):
+            continue
+        if grace_seconds is not None:
+            spec["terminationGracePeriodSeconds"] = grace_seconds
+        if checkpoint is not None:
+            volumes = spec.get("volumes") or []
+            if isinstance(volumes, list) and any(isinstance(v, dict) and v.get("name") == VOLUME_NAME for v in volumes):
+                raise ValueError(f"the pod template already has a volume named {VOLUME_NAME}, which checkpoint= adds")
+            spec["volumes"] = [*volumes, {"name": VOLUME_NAME, **checkpoint.volume}] if isinstance(volumes, list) else volumes
+        for c in _containers(spec):
+            if attempt is not None:
+                _set_env(c, ENV_ATTEMPT, str(attempt))
+            if checkpoint is None:
+                continue
+            given = c.get("volumeMounts") or []
+            if not isinstance(given, list):
+                continue
+            taken = [m for m in given if isinstance(m, dict) and str(m.get("mountPath", "")).rstrip("/") == checkpoint.mount_path]
+            if taken:
+                raise ValueError(f"container {c.get('name')!r} already mounts {taken[0].get('name')!r} at {checkpoint.mount_path}; "
+                                 "give checkpoint a different mount_path")  # fmt: skip
+            mount: Obj = {"name": VOLUME_NAME, "mountPath": checkpoint.mount_path}
+            if directory:
+                mount["subPath"] = directory
+            c["volumeMounts"] = [*given, mount]
+            _set_env(c, ENV_DIR, checkpoint.mount_path)
+
+
+def reported(result: Any) -> Any:
+    """The checkpoint a program reported in its result (``{"checkpoint": ...}``), or None."""
+    if isinstance(result, dict):
+        return result.get(RESULT_KEY)
+    return None
+
+
+def location(checkpoint: Checkpoint, directory: str) -> Obj:
+    """Where this task's checkpoints are, for the task log and XCom ``checkpoint_location``."""
+    return {"volume": checkpoint.volume, "sub_path": directory, "mount_path": checkpoint.mount_path}
