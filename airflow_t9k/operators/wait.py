@@ -17,6 +17,7 @@ from airflow_t9k.api.startup import StartupErrors, startup_error, startup_failur
 from airflow_t9k.k8s.errors import ApiError, is_transient
 from airflow_t9k.operators.logs import LogFollower
 from airflow_t9k.triggers.job import T9kJobTrigger
+from airflow_t9k.triggers.records import Connection, Forwarding, JobRef, WaitPolicy
 
 Obj = dict[str, Any]
 
@@ -40,26 +41,21 @@ class WaitMixin:
 
     def _trigger(self, identity: Obj, deadline: float | None) -> T9kJobTrigger:
         return T9kJobTrigger(
-            kind=identity["kind"],
-            name=identity["name"],
-            namespace=identity["namespace"],
-            uid=identity["uid"],
-            kubernetes_conn_id=self.kubernetes_conn_id,
-            cluster_context=self.cluster_context,
-            in_cluster=self.in_cluster,
-            deadline=datetime.fromtimestamp(deadline, timezone.utc).isoformat() if deadline else None,
-            log_events=self.log_events,
-            stream_logs=self.stream_logs,
-            max_log_lines=self.max_log_lines,
-            max_followed_pods=self.max_followed_pods,
-            follow_pods=self._follow_pods,
-            log_tail_lines=self.log_tail_lines,
-            on_kill_action=self.on_kill_action,
-            events_since=datetime.now(timezone.utc).isoformat(),
-            config_file=self.config_file,  # a path: the triggerer reads it, no credentials in the trigger
-            startup_timeout=self.startup_timeout,
-            queue_timeout=self.queue_timeout,
-            startup_error_grace=self.startup_error_grace,
+            job=JobRef(kind=identity["kind"], name=identity["name"], namespace=identity["namespace"], uid=identity["uid"]),
+            # a kubeconfig path, not its content: the triggerer reads it, no credentials in the trigger
+            connection=Connection(kubernetes_conn_id=self.kubernetes_conn_id, config_file=self.config_file,
+                                  cluster_context=self.cluster_context, in_cluster=self.in_cluster),  # fmt: skip
+            policy=WaitPolicy(
+                deadline=datetime.fromtimestamp(deadline, timezone.utc).isoformat() if deadline else None,
+                startup_timeout=self.startup_timeout, startup_error_grace=self.startup_error_grace,
+                queue_timeout=self.queue_timeout, on_kill_action=self.on_kill_action,
+            ),
+            forwarding=Forwarding(
+                log_events=self.log_events, events_since=datetime.now(timezone.utc).isoformat(),
+                stream_logs=self.stream_logs, max_log_lines=self.max_log_lines, max_followed_pods=self.max_followed_pods,
+                follow_pods=tuple(self._follow_pods) if self._follow_pods is not None else None,
+                log_tail_lines=self.log_tail_lines,
+            ),
         )
 
     def _wait_sync(self, identity: Obj, deadline: float | None) -> Obj:

@@ -14,6 +14,7 @@ from airflow_t9k.api.startup import startup_error, startup_failure, waiting_deta
 from airflow_t9k.k8s.aio import within
 from airflow_t9k.k8s.errors import ApiError
 from airflow_t9k.triggers import shared_watch
+from airflow_t9k.triggers.records import Forwarding, JobRef, WaitPolicy
 
 Obj = dict[str, Any]
 LAST_READ = 5.0  # seconds the one read of the job at the deadline may take (and its log tails as long)
@@ -28,12 +29,9 @@ class OutcomeMixin:
     name: str
     namespace: str
     uid: str | None
-    label_selector: str | None
-    target_phases: list[str] | None
-    startup_timeout: float | None
-    startup_error_grace: float | None
-    on_kill_action: str
-    log_tail_lines: int
+    job: JobRef
+    policy: WaitPolicy
+    forwarding: Forwarding
     make_hook: Any
     _note_failure: Any
     _last_job: Obj | None
@@ -64,7 +62,7 @@ class OutcomeMixin:
                 except Exception:  # noqa: BLE001 - the outcome matters more than the tails
                     logs = {}
                 return self._event("success" if state.succeeded else "failed", job, state.summary(), logs)
-            if self.target_phases and state.phase in self.target_phases:
+            if self.policy.target_phases and state.phase in self.policy.target_phases:
                 return self._event("success", job, state.summary())
         return self._timeout_event()
 
@@ -78,7 +76,7 @@ class OutcomeMixin:
     def _timeout_event(self) -> TriggerEvent:
         state = interpret(self._last_job).summary() if self._last_job else "never seen"
         why = f"; last error: {self._last_failure}" if self._last_failure else ""
-        what = self.name or f"a job matching {self.label_selector!r}"
+        what = self.name or f"a job matching {self.job.label_selector!r}"
         return self._event("timeout", self._last_job, f"timed out waiting for {self.kind} {what} ({state}){why}")
 
     async def _startup_timeout(self, watch: shared_watch.SharedWatch, job: Obj) -> TriggerEvent:
@@ -86,14 +84,14 @@ class OutcomeMixin:
             reason = await watch.hook.pending_reason(self.name, self.namespace)
         except ApiError as exc:
             reason = f"(the reason could not be read: {exc.message})"
-        return self._event("timeout", job, startup_failure(self.kind, self.namespace, self.name, self.startup_timeout, reason))
+        return self._event("timeout", job, startup_failure(self.kind, self.namespace, self.name, self.policy.startup_timeout, reason))
 
     async def _startup_error(self, watch: shared_watch.SharedWatch, job: Obj, due: dict[str, str]) -> TriggerEvent:
         try:
             detail = waiting_detail(await watch.hook.list_replica_pods(self.name, self.namespace), due)  # the kubelet's words
         except ApiError as exc:
             detail = f"(the detail could not be read: {exc.message})"
-        return self._event("startup_error", job, startup_error(self.kind, self.namespace, self.name, self.startup_error_grace, due, detail))
+        return self._event("startup_error", job, startup_error(self.kind, self.namespace, self.name, self.policy.startup_error_grace, due, detail))
 
     def _event(self, status: str, job: Obj | None, message: str, logs: dict[str, str] | None = None) -> TriggerEvent:
         state = interpret(job)
@@ -116,7 +114,7 @@ class OutcomeMixin:
     async def _tails(self, pods: tuple[str, ...]) -> dict[str, str]:
         hook = self.make_hook()
         try:
-            return {p: await hook.read_log_tail(p, self.namespace, self.log_tail_lines) for p in pods[:MAX_TAILS]}
+            return {p: await hook.read_log_tail(p, self.namespace, self.forwarding.log_tail_lines) for p in pods[:MAX_TAILS]}
         finally:
             await hook.close()
 
@@ -124,15 +122,15 @@ class OutcomeMixin:
     async def on_kill(self) -> None:
         """A user killed the deferred task: do not leave the job running (``keep``: the user
         wants it; ``none``: a sensor's trigger, whose job belongs to another task)."""
-        if self.on_kill_action in ("none", "keep"):
+        if self.policy.on_kill_action in ("none", "keep"):
             return
         if self._fired:
-            self.log.info("not %s %s %s/%s on kill: the trigger had already reported it", "deleting" if self.on_kill_action == "delete"
+            self.log.info("not %s %s %s/%s on kill: the trigger had already reported it", "deleting" if self.policy.on_kill_action == "delete"
                           else "pausing", self.kind, self.namespace, self.name)  # fmt: skip
             return
         hook = self.make_hook()
         try:
-            if self.on_kill_action == "pause":
+            if self.policy.on_kill_action == "pause":
                 # uid in the patch: the API server refuses it (422) for another object of the name;
                 # the mark lets a retry resume this job (and no job paused by hand).
                 try:

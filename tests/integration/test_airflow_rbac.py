@@ -109,8 +109,8 @@ def test_operator_submits_waits_reads_logs_and_deletes_with_exactly_this_rbac(id
     with pytest.raises(TaskDeferred) as deferred:
         op.execute(ctx)
     # The triggerer resolves its own connection: the same trigger, on the triggerer's identity.
-    kwargs = {k: v for k, v in deferred.value.trigger.serialize()[1].items() if k not in ("config_dict", "config_file", "connection_extras")}
-    trigger = T9kJobTrigger(**{**kwargs, "kubernetes_conn_id": "t9k_triggerer"})
+    kwargs = {k: v for k, v in deferred.value.trigger.serialize()[1].items() if k not in ("config_dict", "connection_extras")}
+    trigger = T9kJobTrigger(**{**kwargs, "connection": {"kubernetes_conn_id": "t9k_triggerer"}})
     event = asyncio.run(asyncio.wait_for(trigger.run().__anext__(), 60)).payload
     assert (event["status"], event["phase"]) == ("success", "Succeeded"), event
     forwarded = [line for line in capsys.readouterr().out.splitlines() if "[event]" in line and event["name"] in line]
