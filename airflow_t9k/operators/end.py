@@ -7,6 +7,7 @@ from typing import Any
 
 from airflow.sdk.exceptions import AirflowException, AirflowTaskTimeout
 
+from airflow_t9k.api.failed import root_cause
 from airflow_t9k.api.outcome import JobState, interpret
 from airflow_t9k.api.result import message_of, parse_source
 from airflow_t9k.api.result import parse as parse_result
@@ -55,8 +56,9 @@ class EndMixin:
         ours = self._recorded(context, event)
         if status in ("success", "failed") and ours.get("uid"):
             self._consume(ours)
-        for pod, tail in (event.get("logs") or {}).items():
-            self.log.info("--- last %d log lines of failed replica %s ---\n%s", self.log_tail_lines, pod, tail)
+        if not event.get("logs_printed"):  # an event from before the failed logs were printed by the wait
+            for pod, tail in (event.get("logs") or {}).items():
+                self.log.info("--- last %d log lines of failed replica %s ---\n%s", self.log_tail_lines, pod, tail)
         result = self._result(event) if status in ("success", "failed") else None
         if status == "success":
             self.log.info("%s %s succeeded: %s", event.get("kind"), event.get("name"), state.summary())
@@ -79,14 +81,16 @@ class EndMixin:
             raise AirflowTaskTimeout(event.get("message") or "timed out")
         if self.delete_on_finish == "always":
             self._delete(ours)
-        replicas = ", ".join(state.failed_replicas)
+        order = event.get("failed_first") or []
+        replicas = ", ".join([str(r["pod"]) for r in order] or list(state.failed_replicas))  # the first to fail first
         detail = f"; failed replicas: {replicas}" if replicas else ""
         why = (event.get("state") or {}).get("replica_failure")
         if why:
             detail += f" ({why})"
+        detail += root_cause(order)
         if result is not None:
             detail += f"\n--- result (termination message) of the deciding replica ---\n{result}"
-        tails = "".join(f"\n--- {p} ---\n{t}" for p, t in (event.get("logs") or {}).items())
+        tails = "".join(f"\n--- last lines of {p} ---\n{t}" for p, t in (event.get("logs") or {}).items())
         raise AirflowException(f"{event.get('kind')} {event.get('namespace')}/{event.get('name')}: {event.get('message')}{detail}{tails}")
 
     def _ended_meanwhile(self, ours: Obj) -> Obj | None:

@@ -15,7 +15,7 @@ from airflow_t9k.api.queueing import queue_failure, queue_remaining
 from airflow_t9k.api.resources import resource_for
 from airflow_t9k.api.startup import StartupErrors, startup_error, startup_failure, startup_remaining, waiting_detail
 from airflow_t9k.k8s.errors import ApiError, is_transient
-from airflow_t9k.operators.logs import LogFollower
+from airflow_t9k.operators.logs import LogFollower, print_failed_logs
 from airflow_t9k.triggers.job import T9kJobTrigger
 from airflow_t9k.triggers.records import Connection, Forwarding, JobRef, WaitPolicy
 
@@ -148,10 +148,13 @@ class WaitMixin:
 
     def _event_from(self, job: Obj | None, status: str, message: str | None = None) -> Obj:
         state = interpret(job)
-        logs = {}
+        failed: Obj = {}
         if job is not None and status == "failed":
-            ns = job["metadata"]["namespace"]
-            logs = {p: self.hook.read_log_tail(p, ns, self.log_tail_lines) for p in state.failed_replicas[:5]}
+            follower = getattr(self, "_logs", None)
+            if follower is not None:
+                follower.stop()  # its last lines first; then nothing streamed interleaves with these
+            failed = print_failed_logs(self.hook, job, self.log, max_lines=self.max_log_lines, max_pods=self.max_followed_pods,
+                                       tail_lines=self.log_tail_lines, streamed=follower.last_seen if follower else None)  # fmt: skip
         meta = (job or {}).get("metadata") or {}
         return {
             "status": status,
@@ -162,5 +165,6 @@ class WaitMixin:
             "phase": state.phase,
             "message": message or state.summary(),
             "state": state.as_dict(),
-            "logs": logs,
+            "logs": {},
+            **failed,  # failed_first, the root cause's last lines (logs), logs_printed
         }

@@ -30,6 +30,7 @@ class ForwardMixin:
     name: str
     namespace: str
     forwarding: Forwarding
+    _streamed: dict[str, str]
 
     _watch_key: Any  # the trigger's: (connection, kubeconfig, context, ...) -> one shared watch
     make_hook: Any
@@ -77,7 +78,7 @@ class ForwardMixin:
         """Follow every running replica's log (one stream each, no polling); each line once."""
         waiter = watch.subscribe(self.name)
         followers: dict[str, tuple[str, asyncio.Task[None]]] = {}  # pod -> (uid, task)
-        last_seen: dict[str, str] = {}  # pod -> timestamp of the last forwarded line
+        last_seen = self._streamed  # pod -> timestamp of the last forwarded line (failed logs skip those)
         budget = [self.forwarding.max_log_lines]
         try:
             await watch.synced()

@@ -1,8 +1,9 @@
 """``T9kJobTrigger``: wait, by watching, until a T9k job ends; then yield exactly one event.
 
-While it waits it forwards the job's Kubernetes Events (and its pods') into the task log,
-deduplicated and bounded. On completion the event carries the tail of every failed
-replica's log. A user's kill of the deferred task (Airflow 3.3 ``on_kill``) deletes or
+While it waits it forwards the job's Kubernetes Events (and its pods') and the followed
+replicas' logs into the task log, deduplicated and bounded. When the job failed it prints the
+failed replicas' logs there too, the first to fail first, and its event names that replica as
+the root cause, with its last lines. A user's kill of the deferred task (Airflow 3.3 ``on_kill``) deletes or
 pauses the job.
 
 The deadline holds in every state (loading credentials, the first LIST, waiting, reading
@@ -99,6 +100,7 @@ class T9kJobTrigger(OutcomeMixin, ForwardMixin, BaseTrigger):
             {"job": job, "connection": connection, "policy": policy, "forwarding": forwarding, **flat})
         self._last_job: Obj | None = None
         self._last_failure: str = ""
+        self._streamed: dict[str, str] = {}  # pod -> stamp of the last log line forwarded
         self._fired = False
 
     # The job's identity, read everywhere (and ``name`` learnt from a label selector's match).
@@ -247,8 +249,8 @@ class T9kJobTrigger(OutcomeMixin, ForwardMixin, BaseTrigger):
                     self.log.info("%s %s/%s: %s", self.kind, self.namespace, self.name, state.summary())
                     last_phase = state.phase
                 if state.terminal:
-                    logs = await self._tails(state.failed_replicas)
-                    return self._event("success" if state.succeeded else "failed", job, state.summary(), logs)
+                    failed = await self._failed_logs(job) if not state.succeeded else {}
+                    return self._event("success" if state.succeeded else "failed", job, state.summary(), failed)
                 if self.policy.target_phases and state.phase in self.policy.target_phases:
                     return self._event("success", job, state.summary())
                 startup_left = startup_remaining(job, self.policy.startup_timeout)

@@ -8,6 +8,7 @@ from typing import Any
 
 from airflow.triggers.base import TriggerEvent
 
+from airflow_t9k.api.failed import FailedLogs, first_failed, print_lines
 from airflow_t9k.api.outcome import interpret
 from airflow_t9k.api.runmode import pause_patch
 from airflow_t9k.api.startup import startup_error, startup_failure, waiting_detail
@@ -18,7 +19,6 @@ from airflow_t9k.triggers.records import Forwarding, JobRef, WaitPolicy
 
 Obj = dict[str, Any]
 LAST_READ = 5.0  # seconds the one read of the job at the deadline may take (and its log tails as long)
-MAX_TAILS = 5
 
 
 class OutcomeMixin:
@@ -36,6 +36,7 @@ class OutcomeMixin:
     _note_failure: Any
     _last_job: Obj | None
     _last_failure: str
+    _streamed: dict[str, str]
     _fired: bool
 
     async def _at_deadline(self) -> TriggerEvent:
@@ -58,10 +59,10 @@ class OutcomeMixin:
             state = interpret(job)
             if state.terminal:
                 try:
-                    logs = await within(self._tails(state.failed_replicas), LAST_READ)
-                except Exception:  # noqa: BLE001 - the outcome matters more than the tails
-                    logs = {}
-                return self._event("success" if state.succeeded else "failed", job, state.summary(), logs)
+                    failed = await within(self._failed_logs(job), LAST_READ) if not state.succeeded else {}
+                except Exception:  # noqa: BLE001 - the outcome matters more than the logs
+                    failed = {}
+                return self._event("success" if state.succeeded else "failed", job, state.summary(), failed)
             if self.policy.target_phases and state.phase in self.policy.target_phases:
                 return self._event("success", job, state.summary())
         return self._timeout_event()
@@ -93,7 +94,9 @@ class OutcomeMixin:
             detail = f"(the detail could not be read: {exc.message})"
         return self._event("startup_error", job, startup_error(self.kind, self.namespace, self.name, self.policy.startup_error_grace, due, detail))
 
-    def _event(self, status: str, job: Obj | None, message: str, logs: dict[str, str] | None = None) -> TriggerEvent:
+    def _event(self, status: str, job: Obj | None, message: str, failed: Obj | None = None) -> TriggerEvent:
+        """The one event; ``failed``: what ``_failed_logs`` found (the order of failure, the
+        root cause's last lines as ``logs``)."""
         state = interpret(job)
         return TriggerEvent(
             {
@@ -107,14 +110,32 @@ class OutcomeMixin:
                 "phase": state.phase,
                 "message": message,
                 "state": state.as_dict(),
-                "logs": logs or {},
+                "logs": {},
+                **(failed or {}),
             }
         )
 
-    async def _tails(self, pods: tuple[str, ...]) -> dict[str, str]:
+    async def _failed_logs(self, job: Obj) -> Obj:
+        """Print the failed replicas' logs into the task log, the first to fail first (see
+        ``api/failed.py``); lines the wait streamed already are not repeated."""
+        f = self.forwarding
         hook = self.make_hook()
         try:
-            return {p: await hook.read_log_tail(p, self.namespace, self.forwarding.log_tail_lines) for p in pods[:MAX_TAILS]}
+            try:
+                pods = await hook.list_replica_pods(self.name, self.namespace)
+            except Exception as exc:  # noqa: BLE001 - the order then comes from the job's status alone
+                self.log.warning("could not list the replicas to order their failures: %s", exc)
+                pods = []
+            plan = FailedLogs(first_failed(job, pods), f.max_log_lines, f.max_followed_pods, f.log_tail_lines, dict(self._streamed))
+            while (step := plan.next_read()) is not None:
+                pod, asked = step
+                lines = plan.add(pod, await hook.read_log_tail(pod, self.namespace, asked, timestamps=True), asked)
+                print_lines(self.log, plan.header(pod, len(lines)), lines)
+            if plan.skipped():
+                self.log.info("--- not printed (max_followed_pods or max_log_lines): the logs of %s ---", ", ".join(plan.skipped()))
+            if (need := plan.tail_read()) is not None:
+                plan.set_tail(await hook.read_log_tail(need[0], self.namespace, need[1], timestamps=True))
+            return plan.report()
         finally:
             await hook.close()
 
