@@ -136,14 +136,18 @@ async def test_trigger_yields_success_once_the_job_succeeds(conn, jobs, controll
 
 
 @pytest.mark.asyncio
-async def test_trigger_reports_failure_with_replica_log_tails(conn, jobs, controller):
+async def test_trigger_reports_failure_with_replica_log_tails(conn, cluster, jobs, controller):
     sim = {"sim.t9k.test/duration": "1s", "sim.t9k.test/fail-pods": "-worker-1$", "sim.t9k.test/exit-code": "137"}
     trigger = _trigger_for(jobs, conn, sim=sim)
     event = (await first_event(trigger)).payload
     assert event["status"] == "failed"
     assert f"{trigger.name}-worker-1" in event["state"]["failed_replicas"]
-    tail = event["logs"][f"{trigger.name}-worker-1"]  # kwok serves the local cluster's pod-log file
-    assert "container started (simulated by kwok)" in tail
+    assert [r["pod"] for r in event["failed_first"]] == [f"{trigger.name}-worker-1"]
+    tail = event["logs"][f"{trigger.name}-worker-1"]  # the root cause's last lines
+    if not cluster.external:  # kwok serves the local cluster's pod-log file: the tail is its end
+        last = (cluster.kubeconfig.parent / "pod-logs" / "all.log").read_text().splitlines()[-1]
+        assert tail.splitlines()[-1] == last.split(" ", 3)[3], tail
+    assert tail and "log not available" not in tail
 
 
 @pytest.mark.asyncio
