@@ -219,12 +219,17 @@ class T9kHook(KubernetesHook):
         out = self._request("GET", child_path("Pod", namespace), query=[("labelSelector", f"{JOB_NAME_LABEL}={name}")])
         return list(out.get("items") or [])
 
-    def read_log_tail(self, pod: str, namespace: str, lines: int) -> str:
+    def read_log_tail(self, pod: str, namespace: str, lines: int | None, timestamps: bool = False) -> str:
+        """The last ``lines`` lines of the pod's log (None: all of it), each line stamped with
+        ``timestamps`` (to tell lines already streamed from new ones)."""
         path = child_path("Pod", namespace, pod, "log")
+        query: list[tuple[str, Any]] = [("tailLines", lines)] if lines is not None else []
+        if timestamps:
+            query.append(("timestamps", "true"))
         try:
             with self._boundary("GET", path):
                 resp = self.api_client.call_api(
-                    path, "GET", query_params=[("tailLines", lines)], header_params={"Accept": "application/json"},
+                    path, "GET", query_params=query, header_params={"Accept": "application/json"},
                     auth_settings=["BearerToken"], _preload_content=False,
                 )  # fmt: skip
             return resp.data.decode("utf-8", errors="replace") if resp.data else ""
@@ -344,10 +349,13 @@ class AsyncT9kHook(AsyncKubernetesHook):
             events = await kube.get(events_path, query={"fieldSelector": "type=Warning"})
         return describe_pending(list(pods.get("items") or []), _about(name, events))
 
-    async def read_log_tail(self, pod: str, namespace: str, lines: int) -> str:
+    async def read_log_tail(self, pod: str, namespace: str, lines: int | None, timestamps: bool = False) -> str:
         kube = await self.kube()
+        query: dict[str, Any] = {"tailLines": lines} if lines is not None else {}
+        if timestamps:
+            query["timestamps"] = "true"
         try:
-            resp = await kube._send("GET", child_path("Pod", namespace, pod, "log"), query={"tailLines": lines})
+            resp = await kube._send("GET", child_path("Pod", namespace, pod, "log"), query=query)
             text = (await resp.read()).decode(errors="replace")
             ok = 200 <= resp.status < 300
             resp.release()

@@ -7,6 +7,7 @@ from typing import Any
 
 from airflow.sdk.exceptions import AirflowException, AirflowFailException, AirflowTaskTimeout
 
+from airflow_t9k.api.failed import root_cause
 from airflow_t9k.api.outcome import JobState, interpret
 from airflow_t9k.api.result import message_of, parse_source
 from airflow_t9k.api.result import parse as parse_result
@@ -58,8 +59,9 @@ class EndMixin:
         ours = self._recorded(context, event)
         if status in ("success", "failed") and ours.get("uid"):
             self._consume(ours)
-        for pod, tail in (event.get("logs") or {}).items():
-            self.log.info("--- last %d log lines of failed replica %s ---\n%s", self.log_tail_lines, pod, tail)
+        if not event.get("logs_printed"):  # an event from before the failed logs were printed by the wait
+            for pod, tail in (event.get("logs") or {}).items():
+                self.log.info("--- last %d log lines of failed replica %s ---\n%s", self.log_tail_lines, pod, tail)
         result = self._result(event) if status in ("success", "failed") else None
         if status == "success":
             self.log.info("%s %s succeeded: %s", event.get("kind"), event.get("name"), state.summary())
@@ -83,17 +85,19 @@ class EndMixin:
             raise AirflowTaskTimeout(event.get("message") or "timed out")
         if self.delete_on_finish == "always":
             self._delete(ours)
-        replicas = ", ".join(state.failed_replicas)
+        order = event.get("failed_first") or []
+        replicas = ", ".join([str(r["pod"]) for r in order] or list(state.failed_replicas))  # the first to fail first
         detail = f"; failed replicas: {replicas}" if replicas else ""
         why = (event.get("state") or {}).get("replica_failure")
         if why:
             detail += f" ({why})"
+        detail += root_cause(order)
         if result is not None:
             detail += f"\n--- result (termination message) of the deciding replica ---\n{result}"
         cause = state.root_cause
-        if cause.get("replica"):
-            detail += f"\nroot cause: {cause['replica']} failed first ({cause.get('detail', '')})"
-        tails = "".join(f"\n--- {p} ---\n{t}" for p, t in (event.get("logs") or {}).items())
+        if not order and cause.get("replica"):  # the controller's record (status.rootCause) when no logs were read
+            detail += f"; root cause: replica {cause['replica']} failed first ({cause.get('detail', '')})"
+        tails = "".join(f"\n--- last lines of {p} ---\n{t}" for p, t in (event.get("logs") or {}).items())
         text = f"{event.get('kind')} {event.get('namespace')}/{event.get('name')}: {event.get('message')}{detail}{tails}"
         why_not = permanent(state, self.permanent_exit_codes)
         if why_not:  # retrying cannot help: fail now and keep the retries (and the GPUs) for what can

@@ -107,9 +107,13 @@ class T9kJobOperator(SubmitMixin, WaitMixin, CheckpointMixin, EndMixin, BaseOper
         or on the worker (as KubernetesPodOperator's ``get_logs``)
     :param log_replicas: whose logs: ``"deciding"`` (default: the replica whose success decides
         the job, the master, chief, launcher or rank 0) or ``"all"`` running replicas
-    :param max_log_lines: at most this many forwarded lines in all (default 100,000)
-    :param max_followed_pods: with ``"all"``, follow at most this many replicas (default 8)
-    :param log_tail_lines: lines of each failed replica's log shown on failure
+    :param max_log_lines: at most this many forwarded lines in all (default 100,000); and, when
+        the job failed, at most this many more of the failed replicas' logs, which follow in the
+        task log, the first to fail (by ``terminated.finishedAt``) first
+    :param max_followed_pods: with ``"all"``, follow at most this many replicas (default 8); and
+        print the logs of at most this many failed replicas
+    :param log_tail_lines: lines of the first failed replica's log (the root cause) quoted in
+        the task's error
     :param result_from: where the job's result comes from: ``"auto"`` (default) reads the
         termination message of the replica whose success decides the job (the master, chief,
         launcher or rank 0), ``"<type>[:<rank>][/<container>]"`` another replica's, ``None`` none.

@@ -5,7 +5,9 @@ launcher or rank 0: where a training script's progress is printed once, not N ti
 of them (``log_replicas="all"``, at most ``max_followed_pods``). The deferred wait follows them
 in the trigger; the worker-side wait follows them here, one thread per pod, each line once
 (after a reconnect the lines up to the last timestamp are skipped), at most ``max_log_lines``
-lines in all. On failure the failed replicas' last lines come with the event either way.
+lines in all. When the job failed, the failed replicas' logs follow, the first to fail first
+and named as the root cause, within ``max_followed_pods`` replicas and ``max_log_lines`` lines
+again (``api/failed.py``); the trigger prints them the same way from the triggerer.
 """
 
 from __future__ import annotations
@@ -15,6 +17,7 @@ import threading
 from datetime import datetime
 from typing import Any
 
+from airflow_t9k.api.failed import FailedLogs, first_failed, print_lines
 from airflow_t9k.api.paths import child_path
 from airflow_t9k.kinds.registry import KINDS
 
@@ -64,6 +67,7 @@ class LogFollower:
         self.stop_event = threading.Event()
         self.lock = threading.Lock()
         self.threads: dict[str, threading.Thread] = {}
+        self.last_seen: dict[str, str] = {}  # pod -> stamp of the last line forwarded
 
     def update(self, job: Obj) -> None:
         """Start following every pod to follow that the job's status now names."""
@@ -117,8 +121,31 @@ class LogFollower:
                     if not self._take():
                         return
                     self.log.info("[%s] %s", pod, text)
+                    self.last_seen[pod] = stamp
             except Exception:  # noqa: BLE001, S110 - the stream broke or was idle READ_IDLE: reopen it
                 pass
             finally:
                 resp.release_conn()
             self.stop_event.wait(RETRY)
+
+
+def print_failed_logs(hook: Any, job: Obj, log: logging.Logger, *, max_lines: int | None, max_pods: int, tail_lines: int,
+                      streamed: dict[str, str] | None = None) -> Obj:  # fmt: skip
+    """Print the failed replicas' logs into the task log, the first to fail first; what the
+    final event carries about them (``FailedLogs.report``)."""
+    ns = job["metadata"]["namespace"]
+    try:
+        pods = hook.list_replica_pods(job["metadata"]["name"], ns)
+    except Exception as exc:  # noqa: BLE001 - the order then comes from the job's status alone
+        log.warning("could not list the replicas to order their failures: %s", exc)
+        pods = []
+    plan = FailedLogs(first_failed(job, pods), max_lines, max_pods, tail_lines, dict(streamed or {}))
+    while (step := plan.next_read()) is not None:
+        pod, asked = step
+        lines = plan.add(pod, hook.read_log_tail(pod, ns, asked, timestamps=True), asked)
+        print_lines(log, plan.header(pod, len(lines)), lines)
+    if plan.skipped():
+        log.info("--- not printed (max_followed_pods or max_log_lines): the logs of %s ---", ", ".join(plan.skipped()))
+    if (need := plan.tail_read()) is not None:
+        plan.set_tail(hook.read_log_tail(need[0], ns, need[1], timestamps=True))
+    return plan.report()

@@ -15,8 +15,9 @@ from airflow_t9k.api.queueing import queue_failure, queue_remaining
 from airflow_t9k.api.resources import resource_for
 from airflow_t9k.api.startup import StartupErrors, startup_error, startup_failure, startup_remaining, waiting_detail
 from airflow_t9k.k8s.errors import ApiError, is_transient
-from airflow_t9k.operators.logs import LogFollower
+from airflow_t9k.operators.logs import LogFollower, print_failed_logs
 from airflow_t9k.triggers.job import T9kJobTrigger
+from airflow_t9k.triggers.records import Connection, Forwarding, JobRef, WaitPolicy
 
 Obj = dict[str, Any]
 
@@ -40,26 +41,21 @@ class WaitMixin:
 
     def _trigger(self, identity: Obj, deadline: float | None) -> T9kJobTrigger:
         return T9kJobTrigger(
-            kind=identity["kind"],
-            name=identity["name"],
-            namespace=identity["namespace"],
-            uid=identity["uid"],
-            kubernetes_conn_id=self.kubernetes_conn_id,
-            cluster_context=self.cluster_context,
-            in_cluster=self.in_cluster,
-            deadline=datetime.fromtimestamp(deadline, timezone.utc).isoformat() if deadline else None,
-            log_events=self.log_events,
-            stream_logs=self.stream_logs,
-            max_log_lines=self.max_log_lines,
-            max_followed_pods=self.max_followed_pods,
-            follow_pods=self._follow_pods,
-            log_tail_lines=self.log_tail_lines,
-            on_kill_action=self.on_kill_action,
-            events_since=datetime.now(timezone.utc).isoformat(),
-            config_file=self.config_file,  # a path: the triggerer reads it, no credentials in the trigger
-            startup_timeout=self.startup_timeout,
-            queue_timeout=self.queue_timeout,
-            startup_error_grace=self.startup_error_grace,
+            job=JobRef(kind=identity["kind"], name=identity["name"], namespace=identity["namespace"], uid=identity["uid"]),
+            # a kubeconfig path, not its content: the triggerer reads it, no credentials in the trigger
+            connection=Connection(kubernetes_conn_id=self.kubernetes_conn_id, config_file=self.config_file,
+                                  cluster_context=self.cluster_context, in_cluster=self.in_cluster),  # fmt: skip
+            policy=WaitPolicy(
+                deadline=datetime.fromtimestamp(deadline, timezone.utc).isoformat() if deadline else None,
+                startup_timeout=self.startup_timeout, startup_error_grace=self.startup_error_grace,
+                queue_timeout=self.queue_timeout, on_kill_action=self.on_kill_action,
+            ),
+            forwarding=Forwarding(
+                log_events=self.log_events, events_since=datetime.now(timezone.utc).isoformat(),
+                stream_logs=self.stream_logs, max_log_lines=self.max_log_lines, max_followed_pods=self.max_followed_pods,
+                follow_pods=tuple(self._follow_pods) if self._follow_pods is not None else None,
+                log_tail_lines=self.log_tail_lines,
+            ),
         )
 
     def _wait_sync(self, identity: Obj, deadline: float | None) -> Obj:
@@ -152,10 +148,13 @@ class WaitMixin:
 
     def _event_from(self, job: Obj | None, status: str, message: str | None = None) -> Obj:
         state = interpret(job)
-        logs = {}
+        failed: Obj = {}
         if job is not None and status == "failed":
-            ns = job["metadata"]["namespace"]
-            logs = {p: self.hook.read_log_tail(p, ns, self.log_tail_lines) for p in state.failed_replicas[:5]}
+            follower = getattr(self, "_logs", None)
+            if follower is not None:
+                follower.stop()  # its last lines first; then nothing streamed interleaves with these
+            failed = print_failed_logs(self.hook, job, self.log, max_lines=self.max_log_lines, max_pods=self.max_followed_pods,
+                                       tail_lines=self.log_tail_lines, streamed=follower.last_seen if follower else None)  # fmt: skip
         meta = (job or {}).get("metadata") or {}
         return {
             "status": status,
@@ -166,5 +165,6 @@ class WaitMixin:
             "phase": state.phase,
             "message": message or state.summary(),
             "state": state.as_dict(),
-            "logs": logs,
+            "logs": {},
+            **failed,  # failed_first, the root cause's last lines (logs), logs_printed
         }

@@ -13,6 +13,7 @@ from airflow_t9k.api.outcome import TERMINAL_PHASES, interpret
 from airflow_t9k.api.selector import parse as parse_selector
 from airflow_t9k.hooks.t9k import T9kHook
 from airflow_t9k.triggers.job import T9kJobTrigger
+from airflow_t9k.triggers.records import Connection, Forwarding, JobRef, WaitPolicy
 
 
 def _phases(value: Any) -> tuple[str, ...]:
@@ -124,13 +125,16 @@ class T9kJobSensor(BaseSensorOperator):
         deadline = datetime.now(timezone.utc) + timedelta(seconds=self.timeout) if self.timeout else None
         self.defer(
             trigger=T9kJobTrigger(
-                kind=self.kind, name=self.name or "", label_selector=self.label_selector, namespace=self._namespace(),
-                wait_for_creation=True, kubernetes_conn_id=self.kubernetes_conn_id, config_file=self.config_file,
-                cluster_context=self.cluster_context, in_cluster=self.in_cluster,
-                deadline=deadline.isoformat() if deadline else None, target_phases=list(self.targets),
-                log_events=self.log_events, stream_logs=self.stream_logs,
-                events_since=datetime.now(timezone.utc).isoformat(), on_kill_action="none",
-                startup_error_grace=None,  # the job is another task's, which decides when it cannot start
+                job=JobRef(kind=self.kind, name=self.name or "", label_selector=self.label_selector, namespace=self._namespace()),
+                connection=Connection(kubernetes_conn_id=self.kubernetes_conn_id, config_file=self.config_file,
+                                      cluster_context=self.cluster_context, in_cluster=self.in_cluster),
+                policy=WaitPolicy(
+                    deadline=deadline.isoformat() if deadline else None, target_phases=tuple(self.targets),
+                    wait_for_creation=True, on_kill_action="none",
+                    startup_error_grace=None,  # the job is another task's, which decides when it cannot start
+                ),
+                forwarding=Forwarding(log_events=self.log_events, stream_logs=self.stream_logs,
+                                      events_since=datetime.now(timezone.utc).isoformat()),
             ),
             method_name="execute_complete",
             timeout=timedelta(seconds=self.timeout) if self.timeout else None,

@@ -12,6 +12,7 @@ from typing import Any
 from airflow_t9k.api.paths import child_path
 from airflow_t9k.k8s.errors import is_permanent
 from airflow_t9k.triggers import shared_watch
+from airflow_t9k.triggers.records import Forwarding
 
 Obj = dict[str, Any]
 
@@ -28,11 +29,8 @@ class ForwardMixin:
     log: Any
     name: str
     namespace: str
-    events_since: str | None
-    max_forwarded: int
-    max_log_lines: int
-    max_followed_pods: int
-    follow_pods: list[str] | None
+    forwarding: Forwarding
+    _streamed: dict[str, str]
 
     _watch_key: Any  # the trigger's: (connection, kubeconfig, context, ...) -> one shared watch
     make_hook: Any
@@ -46,8 +44,8 @@ class ForwardMixin:
         watch = await shared_watch.acquire(self._watch_key(), self.make_hook, child_path("Event", self.namespace), "Event")
         arriving = watch.subscribe_matching(self._about_this_job)
         seen: set[tuple[str, int]] = set()
-        since = _parse_time(self.events_since) or 0.0
-        budget = [self.max_forwarded]
+        since = _parse_time(self.forwarding.events_since) or 0.0
+        budget = [self.forwarding.max_forwarded]
         try:
             while not watch.is_synced():
                 if watch.failure is not None and is_permanent(watch.failure):
@@ -74,25 +72,25 @@ class ForwardMixin:
         obj = ev.get("involvedObject") or {}
         self.log.info("[event] %s %s %s/%s: %s", ev.get("type"), ev.get("reason"), obj.get("kind"), obj.get("name"), ev.get("message"))
         if budget[0] == 0:
-            self.log.info("[event] forwarded %d events; not forwarding more", self.max_forwarded)
+            self.log.info("[event] forwarded %d events; not forwarding more", self.forwarding.max_forwarded)
 
     async def _follow_logs(self, watch: shared_watch.SharedWatch) -> None:
         """Follow every running replica's log (one stream each, no polling); each line once."""
         waiter = watch.subscribe(self.name)
         followers: dict[str, tuple[str, asyncio.Task[None]]] = {}  # pod -> (uid, task)
-        last_seen: dict[str, str] = {}  # pod -> timestamp of the last forwarded line
-        budget = [self.max_log_lines]
+        last_seen = self._streamed  # pod -> timestamp of the last forwarded line (failed logs skip those)
+        budget = [self.forwarding.max_log_lines]
         try:
             await watch.synced()
             while budget[0] > 0:
                 waiter.clear()
                 for pod, uid in _running_replicas(watch.get(self.namespace, self.name)):
-                    if self.follow_pods is not None and pod not in self.follow_pods:
+                    if self.forwarding.follow_pods is not None and pod not in self.forwarding.follow_pods:
                         continue
                     current = followers.get(pod)
                     if current is not None and (current[0] == uid or not current[1].done()):
                         continue
-                    if current is None and len(followers) >= self.max_followed_pods:
+                    if current is None and len(followers) >= self.forwarding.max_followed_pods:
                         continue
                     followers[pod] = (uid, asyncio.create_task(self._follow(watch, pod, last_seen, budget)))
                 await waiter.wait()
@@ -104,7 +102,7 @@ class ForwardMixin:
 
     async def _follow(self, watch: shared_watch.SharedWatch, pod: str, last_seen: dict[str, str], budget: list[int]) -> None:
         kube = await watch.hook.kube()
-        since = last_seen.get(pod) or self.events_since
+        since = last_seen.get(pod) or self.forwarding.events_since
         query: dict[str, Any] = {"follow": True, "timestamps": True}
         if since:
             query["sinceTime"] = datetime.fromisoformat(since.replace("Z", "+00:00")).strftime("%Y-%m-%dT%H:%M:%SZ")
@@ -127,7 +125,7 @@ class ForwardMixin:
                 budget[0] -= 1
                 self.log.info("[%s] %s", pod, text)
                 if budget[0] == 0:
-                    self.log.info("[logs] forwarded %d log lines; not forwarding more", self.max_log_lines)
+                    self.log.info("[logs] forwarded %d log lines; not forwarding more", self.forwarding.max_log_lines)
                     return
         finally:
             resp.release()

@@ -1,8 +1,9 @@
 """``T9kJobTrigger``: wait, by watching, until a T9k job ends; then yield exactly one event.
 
-While it waits it forwards the job's Kubernetes Events (and its pods') into the task log,
-deduplicated and bounded. On completion the event carries the tail of every failed
-replica's log. A user's kill of the deferred task (Airflow 3.3 ``on_kill``) deletes or
+While it waits it forwards the job's Kubernetes Events (and its pods') and the followed
+replicas' logs into the task log, deduplicated and bounded. When the job failed it prints the
+failed replicas' logs there too, the first to fail first, and its event names that replica as
+the root cause, with its last lines. A user's kill of the deferred task (Airflow 3.3 ``on_kill``) deletes or
 pauses the job.
 
 The deadline holds in every state (loading credentials, the first LIST, waiting, reading
@@ -40,10 +41,11 @@ from airflow_t9k.api.startup import (  # noqa: F401 - startup_remaining/startup_
 from airflow_t9k.hooks.t9k import AsyncT9kHook
 from airflow_t9k.k8s.aio import within
 from airflow_t9k.k8s.errors import ApiError, is_permanent
-from airflow_t9k.triggers import shared_watch
+from airflow_t9k.triggers import records, shared_watch
 from airflow_t9k.triggers.forward import ForwardMixin
 from airflow_t9k.triggers.lookup import LookupFailed, wait_for_match
 from airflow_t9k.triggers.outcome import LAST_READ, OutcomeMixin
+from airflow_t9k.triggers.records import Connection, Forwarding, JobRef, WaitPolicy
 
 Obj = dict[str, Any]
 RECHECK = 2.0  # seconds between GETs while the watch has not (yet) seen a job that exists
@@ -58,39 +60,27 @@ def _parse_time(value: str | None) -> float | None:
 
 class T9kJobTrigger(OutcomeMixin, ForwardMixin, BaseTrigger):
     """
-    :param kind: job kind, e.g. ``PyTorchTrainingJob``
-    :param name: job name
-    :param namespace: job namespace
-    :param uid: the job's uid; a different object of the same name is reported as an error
-    :param kubernetes_conn_id: the ``kubernetes`` connection
-    :param deadline: ISO time at which to give up with a ``timeout`` event (``timeout`` and
-        ``execution_timeout`` of the task, carried into the triggerer)
-    :param log_events: forward Kubernetes Events of the job and its pods into the task log
-    :param max_forwarded: at most this many forwarded Events
-    :param stream_logs: follow the running replicas' logs into the task log
-    :param max_log_lines: at most this many forwarded log lines (all replicas together)
-    :param max_followed_pods: follow at most this many replicas' logs at once
-    :param log_tail_lines: lines of each failed replica's log to attach on completion
-    :param on_kill_action: ``delete`` or ``pause`` the job when a user kills the task, or
-        ``keep`` it, or ``none`` (the sensor: the job is not its own); never once this trigger
-        has yielded its event
-    :param events_since: ISO time; Events older than this are not forwarded
-    :param config_file: kubeconfig path, read by the triggerer (it must be readable there)
-    :param startup_timeout: seconds from the job's creation within which it must leave
-        ``Pending``; else a ``timeout`` event naming the scheduler's reason
-    :param startup_error_grace: seconds a replica of a job that has not started may show a
-        waiting reason that waiting does not fix (``ErrImagePull``, ``ImagePullBackOff``,
-        ``InvalidImageName``, ``CreateContainerConfigError``) before a ``startup_error`` event;
-        None: never (then only ``startup_timeout`` ends such a wait)
-    :param queue_timeout: seconds a job may wait in its Kueue queue (from its creation, or
-        its eviction) before a ``timeout`` event; the task log says what the queue reports
-    :param target_phases: also end the wait (``success``) when the job reaches one of these
-        phases (the sensor's targets); terminal phases always end it
-    :param follow_pods: follow only these replicas' logs (the operator's ``log_replicas=
-        "deciding"``); None: every running replica, up to ``max_followed_pods``
-    :param wait_for_creation: a job that does not exist (yet) is waited for, not an error (the
-        sensor's trigger, deferred before the job was submitted)
-    :param label_selector: instead of ``name``: the one job with these labels, waited for
+    Its arguments come in four records (``airflow_t9k.triggers.records``), each stored as a
+    plain dict; the flat keyword arguments of earlier versions (``kind=``, ``deadline=``,
+    ``max_log_lines=``...) are still accepted, so a trigger stored before an upgrade still runs.
+
+    :param job: which job (``JobRef``: kind, namespace, name, uid, label_selector); a different
+        object under the name is reported as an error; with ``label_selector`` instead of a name,
+        the one job with these labels, waited for
+    :param connection: where the triggerer finds the cluster (``Connection``: connection id,
+        kubeconfig path, context, in-cluster); no credentials, the triggerer reads them itself
+    :param policy: how to wait (``WaitPolicy``): the ``deadline`` (ISO time, carried from the
+        task's ``timeout`` and ``execution_timeout``; past it the job is read once, bounded,
+        before a ``timeout`` event), ``startup_timeout``, ``startup_error_grace``,
+        ``queue_timeout``, ``target_phases`` (the sensor's), ``wait_for_creation`` (the
+        sensor's: a job that does not exist yet is waited for), and ``on_kill_action``
+        (``delete``, ``pause``, ``keep``, or ``none`` for the sensor; never once this trigger
+        has yielded its event)
+    :param forwarding: what reaches the task log (``Forwarding``): Events (``log_events``,
+        ``max_forwarded``, ``events_since``), followed replica logs (``stream_logs``,
+        ``max_log_lines``, ``max_followed_pods``, ``follow_pods``), and, when the job failed,
+        the failed replicas' logs, first failed first (within ``max_log_lines`` and
+        ``max_followed_pods`` again), the first one's last ``log_tail_lines`` in the event
     :param config_dict: accepted from triggers stored by earlier versions only; it holds
         credentials, so nothing passes it any more
     :param connection_extras: likewise (the triggerer reads the connection itself)
@@ -99,113 +89,70 @@ class T9kJobTrigger(OutcomeMixin, ForwardMixin, BaseTrigger):
     def __init__(
         self,
         *,
-        kind: str,
-        name: str = "",
-        namespace: str,
-        uid: str | None = None,
-        kubernetes_conn_id: str | None = "kubernetes_default",
-        cluster_context: str | None = None,
-        config_dict: dict | None = None,
-        in_cluster: bool | None = None,
-        connection_extras: dict | None = None,
-        deadline: str | None = None,
-        log_events: bool = True,
-        max_forwarded: int = 200,
-        log_tail_lines: int = 50,
-        on_kill_action: str = "delete",
-        events_since: str | None = None,
-        stream_logs: bool = True,
-        max_log_lines: int = 1000,
-        max_followed_pods: int = 8,
-        config_file: str | None = None,
-        startup_timeout: float | None = None,
-        target_phases: list[str] | tuple[str, ...] | None = None,
-        queue_timeout: float | None = None,
-        startup_error_grace: float | None = DEFAULT_STARTUP_ERROR_GRACE,
-        wait_for_creation: bool = False,
-        label_selector: str | None = None,
-        follow_pods: list[str] | None = None,
+        job: JobRef | Obj | None = None,
+        connection: Connection | Obj | None = None,
+        policy: WaitPolicy | Obj | None = None,
+        forwarding: Forwarding | Obj | None = None,
+        **flat: Any,  # the flat shape of earlier versions (and of config_dict/connection_extras)
     ) -> None:
         super().__init__()
-        self.kind = kind
-        self.name = name
-        self.namespace = namespace
-        self.uid = uid
-        self.kubernetes_conn_id = kubernetes_conn_id
-        self.cluster_context = cluster_context
-        self.config_dict = config_dict
-        self.in_cluster = in_cluster
-        self.connection_extras = connection_extras
-        self.deadline = deadline
-        self.log_events = log_events
-        self.max_forwarded = max_forwarded
-        self.log_tail_lines = log_tail_lines
-        self.on_kill_action = on_kill_action
-        self.events_since = events_since
-        self.stream_logs = stream_logs
-        self.max_log_lines = max_log_lines
-        self.max_followed_pods = max_followed_pods
-        self.config_file = config_file
-        self.startup_timeout = startup_timeout
-        self.target_phases = list(target_phases) if target_phases else None
-        self.queue_timeout = queue_timeout
-        self.startup_error_grace = startup_error_grace
-        self.wait_for_creation = wait_for_creation
-        self.label_selector = label_selector
-        self.follow_pods = list(follow_pods) if follow_pods is not None else None
+        self.job, self.connection, self.policy, self.forwarding, self._legacy = records.from_kwargs(
+            {"job": job, "connection": connection, "policy": policy, "forwarding": forwarding, **flat})
         self._last_job: Obj | None = None
         self._last_failure: str = ""
+        self._streamed: dict[str, str] = {}  # pod -> stamp of the last log line forwarded
         self._fired = False
+
+    # The job's identity, read everywhere (and ``name`` learnt from a label selector's match).
+    @property
+    def kind(self) -> str:
+        return self.job.kind
+
+    @property
+    def namespace(self) -> str:
+        return self.job.namespace
+
+    @property
+    def uid(self) -> str | None:
+        return self.job.uid
+
+    @property
+    def name(self) -> str:
+        return self.job.name
+
+    @name.setter
+    def name(self, value: str) -> None:
+        self.job.name = value
 
     def serialize(self) -> tuple[str, dict[str, Any]]:
         return (
             f"{type(self).__module__}.{type(self).__qualname__}",
             {
-                "kind": self.kind,
-                "name": self.name,
-                "namespace": self.namespace,
-                "uid": self.uid,
-                "kubernetes_conn_id": self.kubernetes_conn_id,
-                "config_file": self.config_file,
-                "cluster_context": self.cluster_context,
-                "in_cluster": self.in_cluster,
-                **({"config_dict": self.config_dict} if self.config_dict else {}),
-                **({"connection_extras": self.connection_extras} if self.connection_extras else {}),
-                "deadline": self.deadline,
-                "log_events": self.log_events,
-                "max_forwarded": self.max_forwarded,
-                "log_tail_lines": self.log_tail_lines,
-                "on_kill_action": self.on_kill_action,
-                "events_since": self.events_since,
-                "stream_logs": self.stream_logs,
-                "max_log_lines": self.max_log_lines,
-                "max_followed_pods": self.max_followed_pods,
-                "startup_timeout": self.startup_timeout,
-                "target_phases": self.target_phases,
-                **({"queue_timeout": self.queue_timeout} if self.queue_timeout else {}),
-                **({"startup_error_grace": self.startup_error_grace}
-                   if self.startup_error_grace != DEFAULT_STARTUP_ERROR_GRACE else {}),
-                **({"wait_for_creation": True} if self.wait_for_creation else {}),
-                **({"label_selector": self.label_selector} if self.label_selector else {}),
-                **({"follow_pods": self.follow_pods} if self.follow_pods is not None else {}),
+                "job": records.to_dict(self.job),
+                "connection": records.to_dict(self.connection),
+                "policy": records.to_dict(self.policy),
+                "forwarding": records.to_dict(self.forwarding),
+                **self._legacy,  # only a trigger loaded from an old row has any
             },
         )
 
     # -- connections ---------------------------------------------------------------------
     def make_hook(self) -> AsyncT9kHook:
+        c = self.connection
         return AsyncT9kHook(
-            kubernetes_conn_id=self.kubernetes_conn_id,
-            config_file=self.config_file,
-            cluster_context=self.cluster_context,
-            config_dict=self.config_dict,
-            in_cluster=self.in_cluster,
-            connection_extras=self.connection_extras,
+            kubernetes_conn_id=c.kubernetes_conn_id,
+            config_file=c.config_file,
+            cluster_context=c.cluster_context,
+            in_cluster=c.in_cluster,
+            config_dict=self._legacy.get("config_dict"),
+            connection_extras=self._legacy.get("connection_extras"),
         )
 
     def _watch_key(self) -> tuple[Any, ...]:
-        config = repr(sorted((self.config_dict or {}).items())) if self.config_dict else None
-        extras = repr(sorted((self.connection_extras or {}).items())) if self.connection_extras else None
-        return (self.kubernetes_conn_id, self.config_file, self.cluster_context, self.in_cluster, config, extras)
+        legacy = tuple(repr(sorted((self._legacy.get(k) or {}).items())) if self._legacy.get(k) else None
+                       for k in records.LEGACY_CREDENTIALS)  # fmt: skip
+        c = self.connection
+        return (c.kubernetes_conn_id, c.config_file, c.cluster_context, c.in_cluster, *legacy)
 
     # -- run -----------------------------------------------------------------------------
     async def run(self) -> AsyncIterator[TriggerEvent]:
@@ -219,7 +166,7 @@ class T9kJobTrigger(OutcomeMixin, ForwardMixin, BaseTrigger):
 
     async def _bounded(self) -> TriggerEvent:
         """The wait, cut short a little after the deadline whatever state it is in."""
-        deadline = _parse_time(self.deadline)
+        deadline = _parse_time(self.policy.deadline)
         try:
             if deadline is None:
                 return await self._watch_until_done()
@@ -240,7 +187,7 @@ class T9kJobTrigger(OutcomeMixin, ForwardMixin, BaseTrigger):
             return self._event("error", None, f"cannot load the Kubernetes configuration of {who}: {exc}")
         if not self.name:  # a sensor given labels: first the one job they name
             try:
-                self.name = await wait_for_match(watch, self.namespace, self.label_selector or "")
+                self.name = await wait_for_match(watch, self.namespace, self.job.label_selector or "")
             except (LookupFailed, ValueError) as exc:
                 await shared_watch.release(watch)
                 return self._event("error", None, str(exc))
@@ -249,9 +196,9 @@ class T9kJobTrigger(OutcomeMixin, ForwardMixin, BaseTrigger):
                 raise
         changed = watch.subscribe(self.name)
         helpers = []
-        if self.log_events:
+        if self.forwarding.log_events:
             helpers.append(asyncio.create_task(self._forward_events()))
-        if self.stream_logs:
+        if self.forwarding.stream_logs:
             helpers.append(asyncio.create_task(self._follow_logs(watch)))
         try:
             event = await self._wait(watch, changed)
@@ -266,10 +213,10 @@ class T9kJobTrigger(OutcomeMixin, ForwardMixin, BaseTrigger):
             await shared_watch.release(watch)
 
     async def _wait(self, watch: shared_watch.SharedWatch, changed: asyncio.Event) -> TriggerEvent:
-        deadline = _parse_time(self.deadline)
+        deadline = _parse_time(self.policy.deadline)
         last_phase = None
         last_note = None
-        errors = StartupErrors(self.startup_error_grace)
+        errors = StartupErrors(self.policy.startup_error_grace)
         while True:
             changed.clear()
             wake_in: float | None = None
@@ -278,7 +225,7 @@ class T9kJobTrigger(OutcomeMixin, ForwardMixin, BaseTrigger):
                 return self._event("error", self._last_job, str(getattr(failure, "message", failure)))
             self._note_failure(failure)
             job = watch.get(self.namespace, self.name) if watch.is_synced() else None
-            if watch.is_synced() and job is None and self.wait_for_creation:
+            if watch.is_synced() and job is None and self.policy.wait_for_creation:
                 pass  # the sensor waits for the job to appear: its creation wakes this wait
             elif watch.is_synced() and job is None:
                 # A watch that has not seen a new job yet is not proof that it is gone.
@@ -302,11 +249,11 @@ class T9kJobTrigger(OutcomeMixin, ForwardMixin, BaseTrigger):
                     self.log.info("%s %s/%s: %s", self.kind, self.namespace, self.name, state.summary())
                     last_phase = state.phase
                 if state.terminal:
-                    logs = await self._tails(state.failed_replicas)
-                    return self._event("success" if state.succeeded else "failed", job, state.summary(), logs)
-                if self.target_phases and state.phase in self.target_phases:
+                    failed = await self._failed_logs(job) if not state.succeeded else {}
+                    return self._event("success" if state.succeeded else "failed", job, state.summary(), failed)
+                if self.policy.target_phases and state.phase in self.policy.target_phases:
                     return self._event("success", job, state.summary())
-                startup_left = startup_remaining(job, self.startup_timeout)
+                startup_left = startup_remaining(job, self.policy.startup_timeout)
                 if startup_left is not None and startup_left <= 0:
                     return await self._startup_timeout(watch, job)
                 if startup_left is not None:
@@ -320,10 +267,10 @@ class T9kJobTrigger(OutcomeMixin, ForwardMixin, BaseTrigger):
                 if line and line != last_note:
                     self.log.info("%s %s/%s: %s", self.kind, self.namespace, self.name, line)
                 last_note = line
-                queue_left = queueing.queue_remaining(job, self.queue_timeout, time.time())
+                queue_left = queueing.queue_remaining(job, self.policy.queue_timeout, time.time())
                 if queue_left is not None and queue_left <= 0:
                     return self._event("timeout", job, queueing.queue_failure(self.kind, self.namespace, self.name, job,
-                                                                              self.queue_timeout))  # fmt: skip
+                                                                              self.policy.queue_timeout))  # fmt: skip
                 if queue_left is not None:
                     wake_in = queue_left if wake_in is None else min(wake_in, queue_left)
             remaining = None if deadline is None else deadline - time.time()
@@ -339,5 +286,5 @@ class T9kJobTrigger(OutcomeMixin, ForwardMixin, BaseTrigger):
         """Log each new failure once; the timeout message repeats the last one."""
         text = "" if failure is None else str(getattr(failure, "message", failure))
         if text and text != self._last_failure:
-            self.log.warning("%s; retrying until the deadline (%s)", text, self.deadline or "none")
+            self.log.warning("%s; retrying until the deadline (%s)", text, self.policy.deadline or "none")
         self._last_failure = text

@@ -8,16 +8,17 @@ from typing import Any
 
 from airflow.triggers.base import TriggerEvent
 
+from airflow_t9k.api.failed import FailedLogs, first_failed, print_lines
 from airflow_t9k.api.outcome import interpret
 from airflow_t9k.api.runmode import pause_patch
 from airflow_t9k.api.startup import startup_error, startup_failure, waiting_detail
 from airflow_t9k.k8s.aio import within
 from airflow_t9k.k8s.errors import ApiError
 from airflow_t9k.triggers import shared_watch
+from airflow_t9k.triggers.records import Forwarding, JobRef, WaitPolicy
 
 Obj = dict[str, Any]
 LAST_READ = 5.0  # seconds the one read of the job at the deadline may take (and its log tails as long)
-MAX_TAILS = 5
 
 
 class OutcomeMixin:
@@ -28,16 +29,14 @@ class OutcomeMixin:
     name: str
     namespace: str
     uid: str | None
-    label_selector: str | None
-    target_phases: list[str] | None
-    startup_timeout: float | None
-    startup_error_grace: float | None
-    on_kill_action: str
-    log_tail_lines: int
+    job: JobRef
+    policy: WaitPolicy
+    forwarding: Forwarding
     make_hook: Any
     _note_failure: Any
     _last_job: Obj | None
     _last_failure: str
+    _streamed: dict[str, str]
     _fired: bool
 
     async def _at_deadline(self) -> TriggerEvent:
@@ -60,11 +59,11 @@ class OutcomeMixin:
             state = interpret(job)
             if state.terminal:
                 try:
-                    logs = await within(self._tails(state.failed_replicas), LAST_READ)
-                except Exception:  # noqa: BLE001 - the outcome matters more than the tails
-                    logs = {}
-                return self._event("success" if state.succeeded else "failed", job, state.summary(), logs)
-            if self.target_phases and state.phase in self.target_phases:
+                    failed = await within(self._failed_logs(job), LAST_READ) if not state.succeeded else {}
+                except Exception:  # noqa: BLE001 - the outcome matters more than the logs
+                    failed = {}
+                return self._event("success" if state.succeeded else "failed", job, state.summary(), failed)
+            if self.policy.target_phases and state.phase in self.policy.target_phases:
                 return self._event("success", job, state.summary())
         return self._timeout_event()
 
@@ -78,7 +77,7 @@ class OutcomeMixin:
     def _timeout_event(self) -> TriggerEvent:
         state = interpret(self._last_job).summary() if self._last_job else "never seen"
         why = f"; last error: {self._last_failure}" if self._last_failure else ""
-        what = self.name or f"a job matching {self.label_selector!r}"
+        what = self.name or f"a job matching {self.job.label_selector!r}"
         return self._event("timeout", self._last_job, f"timed out waiting for {self.kind} {what} ({state}){why}")
 
     async def _startup_timeout(self, watch: shared_watch.SharedWatch, job: Obj) -> TriggerEvent:
@@ -86,16 +85,18 @@ class OutcomeMixin:
             reason = await watch.hook.pending_reason(self.name, self.namespace)
         except ApiError as exc:
             reason = f"(the reason could not be read: {exc.message})"
-        return self._event("timeout", job, startup_failure(self.kind, self.namespace, self.name, self.startup_timeout, reason))
+        return self._event("timeout", job, startup_failure(self.kind, self.namespace, self.name, self.policy.startup_timeout, reason))
 
     async def _startup_error(self, watch: shared_watch.SharedWatch, job: Obj, due: dict[str, str]) -> TriggerEvent:
         try:
             detail = waiting_detail(await watch.hook.list_replica_pods(self.name, self.namespace), due)  # the kubelet's words
         except ApiError as exc:
             detail = f"(the detail could not be read: {exc.message})"
-        return self._event("startup_error", job, startup_error(self.kind, self.namespace, self.name, self.startup_error_grace, due, detail))
+        return self._event("startup_error", job, startup_error(self.kind, self.namespace, self.name, self.policy.startup_error_grace, due, detail))
 
-    def _event(self, status: str, job: Obj | None, message: str, logs: dict[str, str] | None = None) -> TriggerEvent:
+    def _event(self, status: str, job: Obj | None, message: str, failed: Obj | None = None) -> TriggerEvent:
+        """The one event; ``failed``: what ``_failed_logs`` found (the order of failure, the
+        root cause's last lines as ``logs``)."""
         state = interpret(job)
         return TriggerEvent(
             {
@@ -109,14 +110,32 @@ class OutcomeMixin:
                 "phase": state.phase,
                 "message": message,
                 "state": state.as_dict(),
-                "logs": logs or {},
+                "logs": {},
+                **(failed or {}),
             }
         )
 
-    async def _tails(self, pods: tuple[str, ...]) -> dict[str, str]:
+    async def _failed_logs(self, job: Obj) -> Obj:
+        """Print the failed replicas' logs into the task log, the first to fail first (see
+        ``api/failed.py``); lines the wait streamed already are not repeated."""
+        f = self.forwarding
         hook = self.make_hook()
         try:
-            return {p: await hook.read_log_tail(p, self.namespace, self.log_tail_lines) for p in pods[:MAX_TAILS]}
+            try:
+                pods = await hook.list_replica_pods(self.name, self.namespace)
+            except Exception as exc:  # noqa: BLE001 - the order then comes from the job's status alone
+                self.log.warning("could not list the replicas to order their failures: %s", exc)
+                pods = []
+            plan = FailedLogs(first_failed(job, pods), f.max_log_lines, f.max_followed_pods, f.log_tail_lines, dict(self._streamed))
+            while (step := plan.next_read()) is not None:
+                pod, asked = step
+                lines = plan.add(pod, await hook.read_log_tail(pod, self.namespace, asked, timestamps=True), asked)
+                print_lines(self.log, plan.header(pod, len(lines)), lines)
+            if plan.skipped():
+                self.log.info("--- not printed (max_followed_pods or max_log_lines): the logs of %s ---", ", ".join(plan.skipped()))
+            if (need := plan.tail_read()) is not None:
+                plan.set_tail(await hook.read_log_tail(need[0], self.namespace, need[1], timestamps=True))
+            return plan.report()
         finally:
             await hook.close()
 
@@ -124,15 +143,15 @@ class OutcomeMixin:
     async def on_kill(self) -> None:
         """A user killed the deferred task: do not leave the job running (``keep``: the user
         wants it; ``none``: a sensor's trigger, whose job belongs to another task)."""
-        if self.on_kill_action in ("none", "keep"):
+        if self.policy.on_kill_action in ("none", "keep"):
             return
         if self._fired:
-            self.log.info("not %s %s %s/%s on kill: the trigger had already reported it", "deleting" if self.on_kill_action == "delete"
+            self.log.info("not %s %s %s/%s on kill: the trigger had already reported it", "deleting" if self.policy.on_kill_action == "delete"
                           else "pausing", self.kind, self.namespace, self.name)  # fmt: skip
             return
         hook = self.make_hook()
         try:
-            if self.on_kill_action == "pause":
+            if self.policy.on_kill_action == "pause":
                 # uid in the patch: the API server refuses it (422) for another object of the name;
                 # the mark lets a retry resume this job (and no job paused by hand).
                 try:

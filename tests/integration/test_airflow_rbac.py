@@ -99,8 +99,11 @@ def test_operator_submits_waits_reads_logs_and_deletes_with_exactly_this_rbac(id
     with pytest.raises(AirflowException) as exc:
         make_op(sim=failing, deferrable=False, delete_on_finish="always").execute(ctx)
     name = ctx["task_state_store"]["t9k_job"]["name"]
-    # The failed replica's log tail was read (pods/log) rather than "(log not available: ...)".
-    assert f"--- {name}-worker-1 ---" in str(exc.value) and "container started (simulated by kwok)" in str(exc.value)
+    # The failed replica's log was read (pods/log) rather than "(log not available: ...)", and its
+    # pod listed (pods list) to name it the root cause with how its container ended.
+    text = str(exc.value)
+    assert f"--- last lines of {name}-worker-1 ---\n" in text and "log not available" not in text, text
+    assert f"root cause: replica {name}-worker-1 failed first (at " in text and "container main exit code 3" in text, text
     wait_until(lambda: _gone(jobs, name), what="job deleted with the worker's identity")
 
     # Deferred: the worker submits, the triggerer (its own identity) watches the job and its Events.
@@ -109,8 +112,8 @@ def test_operator_submits_waits_reads_logs_and_deletes_with_exactly_this_rbac(id
     with pytest.raises(TaskDeferred) as deferred:
         op.execute(ctx)
     # The triggerer resolves its own connection: the same trigger, on the triggerer's identity.
-    kwargs = {k: v for k, v in deferred.value.trigger.serialize()[1].items() if k not in ("config_dict", "config_file", "connection_extras")}
-    trigger = T9kJobTrigger(**{**kwargs, "kubernetes_conn_id": "t9k_triggerer"})
+    kwargs = {k: v for k, v in deferred.value.trigger.serialize()[1].items() if k not in ("config_dict", "connection_extras")}
+    trigger = T9kJobTrigger(**{**kwargs, "connection": {"kubernetes_conn_id": "t9k_triggerer"}})
     event = asyncio.run(asyncio.wait_for(trigger.run().__anext__(), 60)).payload
     assert (event["status"], event["phase"]) == ("success", "Succeeded"), event
     forwarded = [line for line in capsys.readouterr().out.splitlines() if "[event]" in line and event["name"] in line]

@@ -190,4 +190,5 @@ def test_a_permanent_exit_code_fails_the_task_at_once_and_another_spends_its_ret
     assert (tis["retryable"][0], tis["retryable"][1]) == ("failed", 3), tis  # both retries spent
     log = stack.task_log("t9k_e2e_permanent", run_id)
     assert "not retried:" in log and "which this task's permanent_exit_codes call permanent" in log
-    assert "failed first (container main exit code 3" in log and "failed first (container main exit code 137" in log
+    assert re.search(r"root cause: replica \S+ failed first \([^)]*exit code 3\b", log), log[-3000:]
+    assert re.search(r"root cause: replica \S+ failed first \([^)]*exit code 137\b", log), log[-3000:]

@@ -55,7 +55,7 @@ async def test_the_deferred_wait_follows_only_the_deciding_replica_by_default(co
     with pytest.raises(TaskDeferred) as exc:
         make_op(sim={"sim.t9k.test/duration": "6s"}, deferrable=True, log_events=False).execute(context())
     trigger = exc.value.trigger
-    assert trigger.follow_pods == [f"{trigger.name}-worker-0"]
+    assert trigger.forwarding.follow_pods == (f"{trigger.name}-worker-0",)
     task = asyncio.create_task(first_event(trigger))
     jobs.wait_phase("GenericJob", trigger.name, "Running")
     await asyncio.sleep(1.5)

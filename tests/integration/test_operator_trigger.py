@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import asyncio
 import uuid
+from dataclasses import replace
 from datetime import datetime, timezone
 
 import pytest
@@ -41,7 +42,7 @@ def test_defers_with_a_trigger_for_exactly_the_submitted_job(conn, jobs, control
     job = jobs.get("GenericJob", ident["name"])
     assert isinstance(trigger, T9kJobTrigger) and exc.value.method_name == "execute_complete"
     assert (trigger.name, trigger.namespace, trigger.uid) == (ident["name"], jobs.ns, job["metadata"]["uid"])
-    assert trigger.deadline is not None
+    assert trigger.policy.deadline is not None
     assert ctx["ti"].xcom["t9k_job"]["uid"] == job["metadata"]["uid"]  # pushed before deferring
     assert job["metadata"]["labels"]["airflow-t9k.io/task-id"] == "train"
 
@@ -135,14 +136,18 @@ async def test_trigger_yields_success_once_the_job_succeeds(conn, jobs, controll
 
 
 @pytest.mark.asyncio
-async def test_trigger_reports_failure_with_replica_log_tails(conn, jobs, controller):
+async def test_trigger_reports_failure_with_replica_log_tails(conn, cluster, jobs, controller):
     sim = {"sim.t9k.test/duration": "1s", "sim.t9k.test/fail-pods": "-worker-1$", "sim.t9k.test/exit-code": "137"}
     trigger = _trigger_for(jobs, conn, sim=sim)
     event = (await first_event(trigger)).payload
     assert event["status"] == "failed"
     assert f"{trigger.name}-worker-1" in event["state"]["failed_replicas"]
-    tail = event["logs"][f"{trigger.name}-worker-1"]  # kwok serves the local cluster's pod-log file
-    assert "container started (simulated by kwok)" in tail
+    assert [r["pod"] for r in event["failed_first"]] == [f"{trigger.name}-worker-1"]
+    tail = event["logs"][f"{trigger.name}-worker-1"]  # the root cause's last lines
+    if not cluster.external:  # kwok serves the local cluster's pod-log file: the tail is its end
+        last = (cluster.kubeconfig.parent / "pod-logs" / "all.log").read_text().splitlines()[-1]
+        assert tail.splitlines()[-1] == last.split(" ", 3)[3], tail
+    assert tail and "log not available" not in tail
 
 
 @pytest.mark.asyncio
@@ -226,7 +231,7 @@ def test_sensor_defers_on_a_running_job(conn, jobs, controller):
     with pytest.raises(TaskDeferred) as exc:
         _sensor(name=ident["name"], namespace=jobs.ns, deferrable=True).execute({})
     trigger = exc.value.trigger  # deferred at once: it follows the job of that name, whichever it is
-    assert (trigger.name, trigger.uid, trigger.wait_for_creation) == (ident["name"], None, True)
+    assert (trigger.name, trigger.uid, trigger.policy.wait_for_creation) == (ident["name"], None, True)
 
 
 def _append_pod_log(cluster, *lines: str) -> None:
@@ -260,7 +265,7 @@ async def test_trigger_log_streaming_is_bounded(conn, cluster, jobs, controller,
     if cluster.external:
         pytest.skip("appending to pod logs needs the local cluster's kwok")
     trigger = _trigger_for(jobs, conn, sim={"sim.t9k.test/duration": "5s"}, log_events=False)
-    trigger.max_log_lines = 3
+    trigger.forwarding = replace(trigger.forwarding, max_log_lines=3)
     task = asyncio.create_task(first_event(trigger))
     jobs.wait_phase("GenericJob", trigger.name, "Running")
     await asyncio.sleep(1.5)

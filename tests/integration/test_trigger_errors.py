@@ -211,7 +211,7 @@ async def test_deferred_sensor_ends_when_the_job_reaches_running(conn, jobs, con
     with pytest.raises(TaskDeferred) as exc:
         sensor.execute({})
     trigger = exc.value.trigger
-    assert trigger.target_phases == ["Running"] and not trigger.stream_logs and trigger.namespace == jobs.ns
+    assert trigger.policy.target_phases == ("Running",) and not trigger.forwarding.stream_logs and trigger.namespace == jobs.ns
     started = time.monotonic()
     event = await first_event(trigger, timeout=30)
     assert (event["status"], event["phase"]) == ("success", "Running")
@@ -281,7 +281,7 @@ async def test_a_trigger_with_a_kubeconfig_path_reads_it_on_the_triggerer(cluste
                  config_file=str(cluster.kubeconfig), deferrable=True)  # fmt: skip
     trigger = deferred(op)
     kwargs = trigger.serialize()[1]
-    assert kwargs["config_file"] == str(cluster.kubeconfig) and "config_dict" not in kwargs and "connection_extras" not in kwargs
+    assert kwargs["connection"]["config_file"] == str(cluster.kubeconfig) and "config_dict" not in kwargs and "connection_extras" not in kwargs
     event = await first_event(trigger, timeout=60)
     assert (event["status"], event["phase"]) == ("success", "Succeeded")
 

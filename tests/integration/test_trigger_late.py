@@ -8,6 +8,7 @@ deletes anything on a timeout.
 
 from __future__ import annotations
 
+from dataclasses import replace
 from datetime import datetime, timedelta, timezone
 
 import pytest
@@ -24,7 +25,7 @@ LONG_AGO = (datetime.now(timezone.utc) - timedelta(minutes=10)).isoformat()
 async def test_a_trigger_started_past_its_deadline_reports_how_the_job_ended(conn, jobs, controller, sim, status, phase):
     trigger = _trigger_for(jobs, conn, sim={"sim.t9k.test/duration": "1s", **sim}, timeout=600, log_events=False, stream_logs=False)
     jobs.wait_phase("GenericJob", trigger.name, phase)
-    trigger.deadline = LONG_AGO  # as if the triggerer had been down past it
+    trigger.policy = replace(trigger.policy, deadline=LONG_AGO)  # as if the triggerer had been down past it
     event = (await first_event(trigger)).payload
     assert (event["status"], event["phase"]) == (status, phase)
 
@@ -33,7 +34,7 @@ async def test_a_trigger_started_past_its_deadline_reports_how_the_job_ended(con
 async def test_a_trigger_started_past_its_deadline_still_times_out_a_running_job(conn, jobs, controller):
     trigger = _trigger_for(jobs, conn, timeout=600, log_events=False, stream_logs=False)
     jobs.wait_phase("GenericJob", trigger.name, "Running")
-    trigger.deadline = LONG_AGO
+    trigger.policy = replace(trigger.policy, deadline=LONG_AGO)
     event = (await first_event(trigger, timeout=30)).payload
     assert (event["status"], event["phase"]) == ("timeout", "Running")
 

@@ -79,6 +79,18 @@ class AirflowStack:
             pass
         p.wait(10)
 
+    def terminate(self, name: str, grace: float = 30) -> None:
+        """Stop a component as a restart or an upgrade does (SIGTERM to its group), SIGKILL
+        after ``grace`` seconds."""
+        p = self.procs[name]
+        try:
+            os.killpg(p.pid, signal.SIGTERM)
+            p.wait(grace)
+        except ProcessLookupError:
+            pass
+        except subprocess.TimeoutExpired:
+            self.kill(name)
+
     def health(self) -> dict:
         try:
             with urllib.request.urlopen(f"http://127.0.0.1:{self.port}/api/v2/monitor/health", timeout=2) as r:

@@ -87,6 +87,8 @@ def container_summaries(pod: Obj | None, message: bool = False) -> list[Obj]:
             entry: Obj = {"name": cs.get("name"), "state": "Terminated", "exitCode": t.get("exitCode")}
             if t.get("reason"):
                 entry["reason"] = t["reason"]
+            if t.get("finishedAt"):  # which replica failed first, also once its pod is cleaned up
+                entry["finishedAt"] = t["finishedAt"]
             if message and t.get("message"):
                 entry["message"] = bounded(str(t["message"]), RESULT_LIMIT)
         elif "running" in state:

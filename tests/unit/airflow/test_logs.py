@@ -41,6 +41,6 @@ def test_the_operator_hands_its_log_settings_to_the_trigger():
     o = op(log_replicas="all", max_log_lines=50, max_followed_pods=2)
     o._follow_pods = None
     t = o._trigger({"kind": "GenericJob", "name": "j", "namespace": "ml", "uid": "u"}, None)
-    assert (t.max_log_lines, t.max_followed_pods, t.follow_pods) == (50, 2, None)
+    assert (t.forwarding.max_log_lines, t.forwarding.max_followed_pods, t.forwarding.follow_pods) == (50, 2, None)
     o._follow_pods = ["j-worker-0"]
-    assert o._trigger({"kind": "GenericJob", "name": "j", "namespace": "ml", "uid": "u"}, None).follow_pods == ["j-worker-0"]
+    assert o._trigger({"kind": "GenericJob", "name": "j", "namespace": "ml", "uid": "u"}, None).forwarding.follow_pods == ("j-worker-0",)

@@ -95,15 +95,15 @@ def test_nothing_given_changes_nothing():
 def test_the_trigger_carries_queue_timeout_through_serialization():
     trigger = T9kJobTrigger(kind="GenericJob", name="j", namespace="ml", queue_timeout=120.0)
     classpath, kwargs = trigger.serialize()
-    assert kwargs["queue_timeout"] == 120.0
-    assert T9kJobTrigger(**json.loads(json.dumps(kwargs))).queue_timeout == 120.0
-    assert "queue_timeout" not in T9kJobTrigger(kind="GenericJob", name="j", namespace="ml").serialize()[1]
+    assert kwargs["policy"]["queue_timeout"] == 120.0
+    assert T9kJobTrigger(**json.loads(json.dumps(kwargs))).policy.queue_timeout == 120.0
+    assert T9kJobTrigger(kind="GenericJob", name="j", namespace="ml").serialize()[1]["policy"]["queue_timeout"] is None
 
 
 def test_the_operator_hands_queue_timeout_to_the_trigger():
     o = op(GenericJobOperator, queue_name="gpu", queue_timeout=300)
     trigger = o._trigger({"kind": "GenericJob", "name": "j", "namespace": "ml", "uid": "u"}, None)
-    assert trigger.queue_timeout == 300
+    assert trigger.policy.queue_timeout == 300
 
 
 # -- queue= is Airflow's executor queue; the job's queue is queue_name= ------------------------

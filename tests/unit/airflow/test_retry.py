@@ -59,7 +59,7 @@ def test_the_task_fails_without_retries_only_when_a_retry_cannot_help(root_cause
     with pytest.raises(AirflowException) as exc:
         finishing_op(permanent_exit_codes=codes).execute_complete(ctx(), ev)
     assert type(exc.value) is raised
-    assert "root cause: j-worker-1 failed first" in str(exc.value)
+    assert "root cause: replica j-worker-1 failed first" in str(exc.value)
     assert ("not retried:" in str(exc.value)) is (raised is AirflowFailException)
 
 

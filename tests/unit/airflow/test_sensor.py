@@ -73,8 +73,8 @@ def test_a_deferrable_sensor_defers_at_once_without_reading_the_cluster(kw, name
     with pytest.raises(TaskDeferred) as exc:
         s.execute({})
     trigger = exc.value.trigger
-    assert (trigger.name, trigger.label_selector, trigger.wait_for_creation) == (name, selector, True)
-    assert (trigger.on_kill_action, trigger.startup_error_grace, trigger.uid) == ("none", None, None)
+    assert (trigger.name, trigger.job.label_selector, trigger.policy.wait_for_creation) == (name, selector, True)
+    assert (trigger.policy.on_kill_action, trigger.policy.startup_error_grace, trigger.uid) == ("none", None, None)
 
 
 def test_a_bad_label_selector_fails_on_the_worker():

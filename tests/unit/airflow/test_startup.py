@@ -78,7 +78,7 @@ def test_operators_have_a_default_startup_timeout_and_grace_and_hand_them_to_the
     o = op()
     assert (o.startup_timeout, o.startup_error_grace) == (DEFAULT_STARTUP_TIMEOUT, 120.0)
     trigger = o._trigger({"kind": "GenericJob", "name": "j", "namespace": "ml", "uid": "u"}, None)
-    assert (trigger.startup_timeout, trigger.startup_error_grace) == (DEFAULT_STARTUP_TIMEOUT, 120.0)
+    assert (trigger.policy.startup_timeout, trigger.policy.startup_error_grace) == (DEFAULT_STARTUP_TIMEOUT, 120.0)
     assert op(startup_timeout=None, startup_error_grace=None).startup_timeout is None
 
 

@@ -10,27 +10,25 @@ import pytest
 
 from airflow_t9k.triggers.job import T9kJobTrigger
 
+# The stored shape: four records, each a dict of primitives (airflow_t9k.triggers.records).
 KWARGS = {
-    "kind": "PyTorchTrainingJob",
-    "name": "train-0123456789",
-    "namespace": "ml",
-    "uid": "uid-1",
-    "kubernetes_conn_id": "k8s",
-    "config_file": "/etc/airflow/kubeconfig",
-    "cluster_context": "ctx",
-    "in_cluster": False,
-    "deadline": "2026-11-25T12:00:00+00:00",
-    "log_events": True,
-    "max_forwarded": 100,
-    "log_tail_lines": 20,
-    "on_kill_action": "pause",
-    "events_since": "2026-11-25T11:00:00+00:00",
-    "stream_logs": True,
-    "max_log_lines": 500,
-    "max_followed_pods": 4,
-    "startup_timeout": 300.0,
-    "target_phases": ["Running"],
-}
+    "job": {"kind": "PyTorchTrainingJob", "namespace": "ml", "name": "train-0123456789", "uid": "uid-1", "label_selector": None},
+    "connection": {"kubernetes_conn_id": "k8s", "config_file": "/etc/airflow/kubeconfig", "cluster_context": "ctx", "in_cluster": False},
+    "policy": {"deadline": "2026-11-25T12:00:00+00:00", "startup_timeout": 300.0, "startup_error_grace": 120.0,
+               "queue_timeout": None, "target_phases": ["Running"], "wait_for_creation": False, "on_kill_action": "pause"},
+    "forwarding": {"log_events": True, "max_forwarded": 100, "events_since": "2026-11-25T11:00:00+00:00", "stream_logs": True,
+                   "max_log_lines": 500, "max_followed_pods": 4, "follow_pods": None, "log_tail_lines": 20},
+}  # fmt: skip
+
+# The same trigger as the version before the records stored it: one flat kwarg per argument,
+# optional ones left out at their defaults.
+OLD_FLAT = {
+    "kind": "PyTorchTrainingJob", "name": "train-0123456789", "namespace": "ml", "uid": "uid-1",
+    "kubernetes_conn_id": "k8s", "config_file": "/etc/airflow/kubeconfig", "cluster_context": "ctx", "in_cluster": False,
+    "deadline": "2026-11-25T12:00:00+00:00", "log_events": True, "max_forwarded": 100, "log_tail_lines": 20,
+    "on_kill_action": "pause", "events_since": "2026-11-25T11:00:00+00:00", "stream_logs": True, "max_log_lines": 500,
+    "max_followed_pods": 4, "startup_timeout": 300.0, "target_phases": ["Running"],
+}  # fmt: skip
 
 
 def test_serialize_returns_the_classpath_and_exact_kwargs():
@@ -45,10 +43,81 @@ def test_serialize_round_trips_through_json():
     assert again.serialize() == (classpath, kwargs)
 
 
+def test_the_operator_stores_records_only():
+    from airflow.sdk import DAG
+
+    from airflow_t9k.operators.kinds import GenericJobOperator
+
+    with DAG("dag", start_date=datetime(2026, 1, 1), schedule=None):
+        op = GenericJobOperator(task_id="t", image="i", namespace="ml", deferrable=True, timeout=60)
+    kwargs = op._trigger({"kind": "GenericJob", "name": "n", "namespace": "ml", "uid": "u"}, 1_800_000_000.0).serialize()[1]
+    assert sorted(kwargs) == ["connection", "forwarding", "job", "policy"]
+    assert all(isinstance(v, dict) for v in kwargs.values())
+    assert kwargs["policy"]["deadline"] == "2027-01-15T08:00:00+00:00"
+
+
+def _old(**changes):
+    return {k: v for k, v in {**OLD_FLAT, **changes}.items() if v is not ...}
+
+
+# A trigger row written before an upgrade: (its flat kwargs, what the records must then hold).
+OLD_ROWS = [
+    pytest.param(OLD_FLAT, {}, id="previous-version"),
+    pytest.param(_old(queue_timeout=600.0, startup_error_grace=30.0, follow_pods=["train-0123456789-master-0"]),
+                 {"policy": {"queue_timeout": 600.0, "startup_error_grace": 30.0},
+                  "forwarding": {"follow_pods": ["train-0123456789-master-0"]}}, id="optional-keys-written"),
+    pytest.param(_old(startup_error_grace=None), {"policy": {"startup_error_grace": None}}, id="grace-off"),
+    # Older still: before log streaming, startup_timeout, target_phases and the kubeconfig path.
+    pytest.param(_old(stream_logs=..., max_log_lines=..., max_followed_pods=..., startup_timeout=..., target_phases=...,
+                      config_file=...),
+                 {"connection": {"config_file": None}, "policy": {"startup_timeout": None, "target_phases": None},
+                  "forwarding": {"stream_logs": True, "max_log_lines": 1000, "max_followed_pods": 8}}, id="oldest"),
+    pytest.param(_old(target_phases=[]), {"policy": {"target_phases": None}}, id="empty-targets"),
+    # The deferred sensor's, by labels, waiting for the job to appear.
+    pytest.param(_old(name="", uid=None, label_selector="app=x", wait_for_creation=True, on_kill_action="none"),
+                 {"job": {"name": "", "uid": None, "label_selector": "app=x"},
+                  "policy": {"wait_for_creation": True, "on_kill_action": "none"}}, id="sensor-by-labels"),
+]  # fmt: skip
+
+
+@pytest.mark.parametrize(("old", "changed"), OLD_ROWS)
+def test_a_trigger_stored_flat_by_an_earlier_version_loads_as_the_same_trigger(old, changed):
+    loaded = T9kJobTrigger(**json.loads(json.dumps(old)))  # as the triggerer reads the row
+    expected = {key: {**record, **changed.get(key, {})} for key, record in KWARGS.items()}
+    assert loaded.serialize()[1] == expected
+    # and it behaves as the one deferred now: the same hook target, the same shared watch, the same event
+    now = T9kJobTrigger(**expected)
+    assert loaded._watch_key() == now._watch_key()
+    assert (loaded.kind, loaded.name, loaded.namespace, loaded.uid) == (now.kind, now.name, now.namespace, now.uid)
+    job = {"kind": "PyTorchTrainingJob", "metadata": {"name": "train-0123456789", "uid": "uid-1"}, "status": {"phase": "Running"}}
+    assert loaded._event("timeout", job, "m").payload == now._event("timeout", job, "m").payload
+
+
+def test_an_old_row_with_credentials_still_reaches_its_cluster_but_no_new_one_carries_them():
+    old = {**OLD_FLAT, "config_dict": {"clusters": []}, "connection_extras": {"namespace": "ml"}}
+    loaded = T9kJobTrigger(**old)
+    hook = loaded.make_hook()
+    assert (hook.config_dict, hook._extras) == ({"clusters": []}, {"namespace": "ml"})
+    assert loaded._watch_key() != T9kJobTrigger(**OLD_FLAT)._watch_key()  # not shared with another identity
+    assert "config_dict" not in T9kJobTrigger(**KWARGS).serialize()[1]
+
+
+@pytest.mark.parametrize(
+    ("kwargs", "error"),
+    [({**OLD_FLAT, "bogus": 1}, "unexpected keyword argument 'bogus'"),
+     ({**KWARGS, "deadline": "2026-11-25T12:00:00+00:00"}, "'deadline' both flat and inside 'policy'"),
+     ({**KWARGS, "policy": {"deadline": None, "bogus": 1}}, "unexpected WaitPolicy fields: bogus")],
+    ids=["unknown-flat", "flat-and-record", "unknown-field"],
+)  # fmt: skip
+def test_unknown_or_doubled_arguments_are_refused(kwargs, error):
+    with pytest.raises(TypeError, match=error):
+        T9kJobTrigger(**kwargs)
+
+
 def test_watch_key_is_shared_by_triggers_on_the_same_connection():
     a = T9kJobTrigger(**KWARGS)
-    b = T9kJobTrigger(**{**KWARGS, "name": "other", "uid": "uid-2"})
-    c = T9kJobTrigger(**{**KWARGS, "kubernetes_conn_id": "other-cluster"})
+    b = T9kJobTrigger(**{**KWARGS, "job": {**KWARGS["job"], "name": "other", "uid": "uid-2"}})
+    c = T9kJobTrigger(**{**KWARGS, "connection": {**KWARGS["connection"], "kubernetes_conn_id": "other-cluster"}})
     assert a._watch_key() == b._watch_key() != c._watch_key()
 
 
@@ -99,7 +168,7 @@ def test_the_stored_trigger_carries_no_credentials(monkeypatch, tmp_path, config
     for secret in (TOKEN, CERT, KEY, "sekrit"):
         assert secret not in stored, stored
     # what the triggerer needs to resolve them itself
-    kwargs = trigger.serialize()[1]
+    kwargs = trigger.serialize()[1]["connection"]
     assert kwargs["config_file"] == (str(path) if config_file else None)
     assert kwargs["kubernetes_conn_id"] == (None if config_file else "k8s_secret")
 

@@ -1,0 +1,189 @@
+"""Which replica failed first, and how much of each failed replica's log goes to the task log.
+
+When a distributed job fails, one replica usually failed on its own (an exception, an OOM
+kill) and the others failed because it did (a broken collective, a lost rendezvous): the
+first to fail is the root cause, and its log is the one to read first. So the failed
+replicas are ordered by when their container terminated (``terminated.finishedAt`` of the
+pod, or of the job's status when the pod is gone), and their logs are printed in that order,
+within two bounds: at most ``max_pods`` replicas and ``max_lines`` lines in all. Each
+replica in turn gets an equal share of the lines still unspent, so one long log cannot crowd
+out the others and a short one leaves its share to those after it; a share is the log's
+*last* lines, where a traceback is. Lines already streamed into the task log while waiting
+are not printed twice.
+
+Pure: the operator (sync) and the trigger (async) do the reading, in ``operators/logs.py``
+and ``triggers/outcome.py``.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import Any
+
+Obj = dict[str, Any]
+PRINT_CHUNK = 1000  # lines per log record when printing a failed replica's log
+UNKNOWN = "~"  # sorts after every RFC 3339 time: a replica whose end is not on record comes last
+
+
+@dataclass(frozen=True)
+class FailedReplica:
+    pod: str
+    finished_at: str | None  # RFC 3339, the earliest a failed container of it terminated
+    detail: str = ""  # "container main exit code 137 (OOMKilled)"
+
+    def as_dict(self) -> Obj:
+        return {"pod": self.pod, "finished_at": self.finished_at, "detail": self.detail}
+
+
+def _terminated(statuses: list[Obj]) -> list[tuple[str, Obj]]:
+    """(container name, terminated state) of each container that ended, failed ones first."""
+    ended = []
+    for cs in statuses:
+        state = cs.get("state")
+        if isinstance(state, dict):  # a pod's containerStatuses
+            t = state.get("terminated") if isinstance(state.get("terminated"), dict) else None
+        else:  # the controller's summary in the job's status: {"state": "Terminated", "exitCode": ...}
+            t = cs if state == "Terminated" else None
+        if t is not None:
+            ended.append((str(cs.get("name") or ""), t))
+    failed = [e for e in ended if (e[1].get("exitCode") or 0) != 0]
+    return failed or ended
+
+
+def _end(statuses: list[Obj]) -> tuple[str | None, str]:
+    """When the replica's (first failed) container ended, and how."""
+    ended = [(t.get("finishedAt"), name, t) for name, t in _terminated(statuses) if t.get("finishedAt")]
+    if not ended:
+        return None, ""
+    when, name, t = min(ended, key=lambda e: str(e[0]))
+    reason = f" ({t['reason']})" if t.get("reason") else ""
+    return str(when), f"container {name} exit code {t.get('exitCode')}{reason}"
+
+
+def first_failed(job: Obj | None, pods: list[Obj] | None = None) -> list[FailedReplica]:
+    """The job's failed replicas, the first to fail first; ties (finishedAt has one-second
+    resolution) and replicas whose end is not on record keep the order of the job's status."""
+    by_pod = {str((p.get("metadata") or {}).get("name")): p for p in pods or []}
+    out = []
+    for task in ((job or {}).get("status") or {}).get("tasks") or []:
+        for replica in task.get("status") or []:
+            name = replica.get("name")
+            if replica.get("phase") != "Failed" or not name:
+                continue
+            pod = by_pod.get(str(name))
+            when, detail = _end(((pod or {}).get("status") or {}).get("containerStatuses") or [])
+            if when is None:  # the pod is gone (cleaned up): the controller kept how it ended
+                when, detail = _end(replica.get("containers") or [])
+            out.append(FailedReplica(str(name), when, detail))
+    return sorted(out, key=lambda r: r.finished_at or UNKNOWN)  # sorted() is stable: ties keep status order
+
+
+def strip_stamps(text: str, after: str | None = None) -> list[str]:
+    """The lines of a log read with ``timestamps=true``, without their stamps; those stamped
+    at or before ``after`` (already streamed into the task log) left out."""
+    out = []
+    for raw in text.splitlines():
+        stamp, _, line = raw.partition(" ")
+        if not (stamp[:4].isdigit() and "T" in stamp):  # not a stamped line: "(log not available: ...)"
+            out.append(raw)
+            continue
+        if after and stamp <= after:
+            continue
+        out.append(line)
+    return out
+
+
+@dataclass
+class FailedLogs:
+    """The plan and the record of printing the failed replicas' logs: ``next_read`` says whose
+    log to read and how many last lines, ``add`` takes what was read and returns the lines to
+    print; ``report`` is what the task's final event carries."""
+
+    replicas: list[FailedReplica]
+    max_lines: int | None  # None: no bound
+    max_pods: int
+    tail_lines: int  # of the first failed replica's log, quoted in the error message
+    streamed: dict[str, str] = field(default_factory=dict)  # pod -> stamp of the last line streamed
+    printed: dict[str, int] = field(default_factory=dict)  # pod -> lines printed
+    cut: dict[str, bool] = field(default_factory=dict)  # pod -> only the log's last lines were printed
+    tail: str = ""
+    _spent: int = 0
+    _tail_read: bool = False
+
+    def to_read(self) -> list[FailedReplica]:
+        return self.replicas[: self.max_pods]
+
+    def next_read(self) -> tuple[str, int | None] | None:
+        """(pod, tailLines) of the next log to read, or None: done (or no lines left)."""
+        left = [r for r in self.to_read() if r.pod not in self.printed]
+        if not left:
+            return None
+        if self.max_lines is None:
+            return left[0].pod, None
+        unspent = self.max_lines - self._spent
+        if unspent <= 0:
+            return None
+        return left[0].pod, max(unspent // len(left), 1)
+
+    def add(self, pod: str, text: str, asked: int | None) -> list[str]:
+        """What was read of ``pod``'s log (its last ``asked`` lines): the lines to print."""
+        lines = strip_stamps(text)
+        if self.replicas and pod == self.replicas[0].pod and (asked is None or asked >= self.tail_lines):
+            self.tail = "\n".join(lines[-self.tail_lines :]) if self.tail_lines > 0 else ""
+            self._tail_read = True
+        fresh = strip_stamps(text, self.streamed.get(pod))
+        self.printed[pod] = len(fresh)
+        self.cut[pod] = asked is not None and len(lines) >= asked
+        self._spent += len(fresh)
+        return fresh
+
+    def tail_read(self) -> tuple[str, int] | None:
+        """(root cause's pod, tail_lines) when the error message still needs its last lines:
+        its log was not read (``max_log_lines`` spent or 0), or fewer lines of it than that."""
+        if not self.replicas or self.tail_lines <= 0 or self._tail_read:
+            return None
+        return self.replicas[0].pod, self.tail_lines
+
+    def set_tail(self, text: str) -> None:
+        self.tail = "\n".join(strip_stamps(text)[-self.tail_lines :])
+        self._tail_read = True
+
+    def skipped(self) -> list[str]:
+        """Failed replicas whose logs were not printed (beyond max_pods or max_lines)."""
+        return [r.pod for r in self.replicas if r.pod not in self.printed]
+
+    def header(self, pod: str, lines: int) -> str:
+        replica = next(r for r in self.replicas if r.pod == pod)
+        rank = "failed first: the root cause" if replica is self.replicas[0] else "failed later"
+        ended = f" at {replica.finished_at}" if replica.finished_at else ""
+        how = f", {replica.detail}" if replica.detail else ""
+        which = f"its last {lines} lines" if self.cut.get(pod) else f"{lines} lines"
+        again = ", the lines streamed above not repeated" if pod in self.streamed else ""
+        return f"--- log of failed replica {pod} ({rank}{ended}{how}): {which}{again} ---"
+
+    def report(self) -> Obj:
+        """For the final event: the order of failure and the root cause's last lines."""
+        root = self.replicas[0].pod if self.replicas else None
+        return {
+            "failed_first": [r.as_dict() for r in self.replicas],
+            "logs": {root: self.tail} if root and self.tail else {},
+            "logs_printed": True,
+        }
+
+
+def print_lines(log: Any, header: str, lines: list[str]) -> None:
+    """A failed replica's log into the task log, under its header, in records of PRINT_CHUNK
+    lines (one record per line would cost the triggerer a round trip per line)."""
+    log.info("%s", header)
+    for i in range(0, len(lines), PRINT_CHUNK):
+        log.info("%s", "\n".join(lines[i : i + PRINT_CHUNK]))
+
+
+def root_cause(failed_first: list[Obj]) -> str:
+    """'; root cause: replica X failed first (at T, container main exit code 3)' or ''."""
+    if not failed_first:
+        return ""
+    first = failed_first[0]
+    what = ", ".join(str(x) for x in (f"at {first['finished_at']}" if first.get("finished_at") else "", first.get("detail")) if x)
+    others = f"; then {', '.join(str(r['pod']) for r in failed_first[1:])}" if len(failed_first) > 1 else ""
+    return f"; root cause: replica {first['pod']} failed first{f' ({what})' if what else ''}{others}"
