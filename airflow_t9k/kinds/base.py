@@ -26,6 +26,8 @@ LABEL_RANK = f"{LABEL_PREFIX}/replica-index"
 LABEL_MANAGED_BY = "app.kubernetes.io/managed-by"
 MANAGED_BY = "airflow-t9k"
 ANNOTATION_RESTARTS = f"{LABEL_PREFIX}/restart-count"
+# How many log lines of each replica the controller keeps when clean-up deletes its pods.
+ANNOTATION_EVIDENCE_LINES = f"{LABEL_PREFIX}/evidence-log-lines"
 
 RESTART_POLICIES = ("Never", "OnFailure", "Always")
 TRAINING_RESTART_POLICIES = (*RESTART_POLICIES, "ExitCode")

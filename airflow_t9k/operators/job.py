@@ -39,6 +39,7 @@ from airflow_t9k.api.result import parse_source
 from airflow_t9k.api.retry import check_codes
 from airflow_t9k.api.startup import DEFAULT_STARTUP_ERROR_GRACE, DEFAULT_STARTUP_TIMEOUT
 from airflow_t9k.hooks.t9k import T9kHook
+from airflow_t9k.kinds.base import ANNOTATION_EVIDENCE_LINES
 from airflow_t9k.kinds.registry import KINDS
 from airflow_t9k.links import XCOM_IDENTITY, T9kJobLink
 from airflow_t9k.operators.checkpoint import CheckpointMixin
@@ -114,6 +115,11 @@ class T9kJobOperator(SubmitMixin, WaitMixin, CheckpointMixin, EndMixin, BaseOper
         print the logs of at most this many failed replicas
     :param log_tail_lines: lines of the first failed replica's log (the root cause) quoted in
         the task's error
+    :param permanent_exit_codes: exit codes of the first failed replica that fail the task
+        without spending its retries (``AirflowFailException``); by default those the replica's
+        ``ExitCode`` restart policy would not retry (docs/disruptions.md)
+    :param evidence_log_lines: log lines per replica the controller keeps in the job's
+        ``<name>-evidence`` ConfigMap when ``cleanUpPolicy`` deletes its pods (default 50, at most 500)
     :param result_from: where the job's result comes from: ``"auto"`` (default) reads the
         termination message of the replica whose success decides the job (the master, chief,
         launcher or rank 0), ``"<type>[:<rank>][/<container>]"`` another replica's, ``None`` none.
@@ -169,6 +175,7 @@ class T9kJobOperator(SubmitMixin, WaitMixin, CheckpointMixin, EndMixin, BaseOper
         priority_class: str | None = None,
         queue_timeout: float | timedelta | None = None,
         permanent_exit_codes: Collection[int] | None = None,
+        evidence_log_lines: int | None = None,
         checkpoint: str | Obj | None = None,
         termination_grace_period: float | timedelta | None = None,
         **kwargs: Any,
@@ -176,6 +183,10 @@ class T9kJobOperator(SubmitMixin, WaitMixin, CheckpointMixin, EndMixin, BaseOper
         super().__init__(**kwargs)
         # Exit codes of the first failed replica that fail the task without its retries (api/retry.py).
         self.permanent_exit_codes = check_codes(permanent_exit_codes)
+        if evidence_log_lines is not None and (isinstance(evidence_log_lines, bool) or not isinstance(evidence_log_lines, int)
+                                               or evidence_log_lines < 0):  # fmt: skip
+            raise ValueError(f"evidence_log_lines must be a non-negative integer, got {evidence_log_lines!r}")
+        self.evidence_log_lines = evidence_log_lines
         self._init_checkpoint(_plain(checkpoint) if isinstance(checkpoint, dict) else checkpoint, termination_grace_period)
         if priority is not None and (isinstance(priority, bool) or not isinstance(priority, int)):
             raise ValueError(f"priority must be an integer, got {priority!r}")
@@ -312,6 +323,8 @@ class T9kJobOperator(SubmitMixin, WaitMixin, CheckpointMixin, EndMixin, BaseOper
             f"{LABEL}/task-id": task_id,
             f"{LABEL}/map-index": str(map_index),
         }
+        if self.evidence_log_lines is not None:  # the controller keeps this many lines per replica at clean-up
+            meta["annotations"][ANNOTATION_EVIDENCE_LINES] = str(self.evidence_log_lines)
         job["metadata"] = meta
         self._apply_checkpoint(job, ti)
         try:

@@ -20,10 +20,10 @@ from airflow_t9k.controller.reconcile.actions import Action, Delete, KeepEvidenc
 from airflow_t9k.controller.reconcile.desired import build_extra
 from airflow_t9k.controller.reconcile.observe import Observed
 from airflow_t9k.controller.reconcile.status import RESULT_LIMIT, StatusBuilder, bounded, container_summaries
-from airflow_t9k.kinds.base import LABEL_PREFIX, Obj
+from airflow_t9k.kinds.base import ANNOTATION_EVIDENCE_LINES, Obj
 
 SUFFIX = "-evidence"
-ANNOTATION_LINES = f"{LABEL_PREFIX}/evidence-log-lines"
+ANNOTATION_LINES = ANNOTATION_EVIDENCE_LINES
 DEFAULT_LINES = 50
 MAX_LINES = 500
 MAX_LOG_BYTES = 16 * 1024  # per replica: 64 replicas stay under a ConfigMap's 1 MiB

@@ -67,3 +67,22 @@ def test_a_job_that_cannot_start_is_not_retried():
     with pytest.raises(AirflowFailException) as exc:
         finishing_op().execute_complete(ctx(), event("startup_error", message="image nope:1 cannot be pulled"))
     assert "image nope:1 cannot be pulled" in str(exc.value)
+
+
+@pytest.mark.parametrize(("lines", "annotation"), [(None, None), (0, "0"), (200, "200")])
+def test_evidence_log_lines_reach_the_controller_as_an_annotation(lines, annotation):
+    from tests.unit.airflow.test_operators import op
+    from airflow_t9k.operators.kinds import GenericJobOperator
+
+    o = op(GenericJobOperator, image="busybox", evidence_log_lines=lines)
+    job = o.render_job(ctx())
+    assert (job["metadata"]["annotations"].get("batch.tensorstack.dev/evidence-log-lines")) == annotation
+
+
+@pytest.mark.parametrize("bad", [-1, True, "5"])
+def test_evidence_log_lines_are_checked(bad):
+    from tests.unit.airflow.test_operators import op
+    from airflow_t9k.operators.kinds import GenericJobOperator
+
+    with pytest.raises(ValueError):
+        op(GenericJobOperator, image="busybox", evidence_log_lines=bad)
