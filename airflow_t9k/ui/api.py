@@ -5,7 +5,8 @@ read access to the DAG's task instances, logs the task-logs entity, and actions 
 (``PUT``) on the DAG's task instances. Which job is a task's comes from Airflow's records, not
 from the job (records.py): the task instance must exist (404 otherwise; with ``multi_team`` a
 DAG id Airflow does not know has no team, so the access check alone would pass anyone), and
-its job is the one it recorded in XCom ``t9k_job``. The page's list keeps the jobs of DAGs the
+its job is the one it recorded in XCom ``t9k_job``. What the controller kept before clean-up
+(ConfigMap ``<job>-evidence``) is used only when the job's uid is its controller. The page's list keeps the jobs of DAGs the
 user may read whose uid is the one their task recorded. Only the JavaScript bundles are public
 (they hold nothing but code).
 
@@ -186,19 +187,28 @@ def job_detail(dag_id: str, run_id: str, task_id: str, map_index: str | None = N
     if job is None:
         return {"job": None, "message": "This task has not submitted a T9k job (or its job was deleted)."}
     r = reader()
-    return {"job": view.detail(job, r.pods(job), r.events(job), _now())}
+    pods = r.pods(job)
+    # The evidence ConfigMap exists only once clean-up has begun, after the job finished.
+    evidence = r.evidence(job) if view.phase(job) in view.FINISHED else None
+    return {"job": view.detail(job, pods, r.events(job), _now(), evidence)}
 
 
 @app.get(TASK + "/log", dependencies=[read_logs], response_class=PlainTextResponse)
 @off_pool
 def job_log(dag_id: str, run_id: str, task_id: str, pod: str, map_index: str | None = None, lines: int = 200) -> str:
-    """The last ``lines`` lines (at most 2000) of one replica of the task's job."""
+    """The last ``lines`` lines (at most 2000) of one replica of the task's job; of a replica
+    clean-up deleted, the lines the controller kept in the job's evidence ConfigMap."""
     job = _require_job(dag_id, run_id, task_id, _map_index(map_index))
+    lines = max(1, min(lines, 2000))
     pods = {p["metadata"]["name"] for p in reader().pods(job)}
     if pod not in pods:
-        raise HTTPException(404, f"{pod} is not a replica of {job['metadata']['name']}")
+        evidence = reader().evidence(job) if view.phase(job) in view.FINISHED else None
+        text = view.kept_log(evidence, pod) if evidence else None
+        if text is None:
+            raise HTTPException(404, f"{pod} is not a replica of {job['metadata']['name']}")
+        return f"(kept at clean-up: the pod is gone)\n{view.tail(text, lines)}"
     try:
-        return reader().log(job["metadata"]["namespace"], pod, max(1, min(lines, 2000)))
+        return reader().log(job["metadata"]["namespace"], pod, lines)
     except NotFound:
         return ""
     except ApiError as exc:  # a pod not started yet has no log: say so in the log pane

@@ -93,6 +93,19 @@ class Reader:
         pods = self._request("GET", path, query=[("fieldSelector", "involvedObject.kind=Pod")])
         return list(mine.get("items") or []) + list(pods.get("items") or [])
 
+    def evidence(self, job: Obj) -> Obj | None:
+        """The data of the ConfigMap ``<job>-evidence`` the controller kept before clean-up deleted
+        the job's pods (controller/reconcile/evidence.py); None when there is none, or when it is
+        not the controller's: only a ConfigMap whose ownerReferences name the job's uid with
+        ``controller: true`` is used (anyone who may create ConfigMaps in the namespace could
+        create one of that name first)."""
+        meta = job["metadata"]
+        try:
+            cm = self._request("GET", child_path("ConfigMap", meta["namespace"], f"{meta['name']}{view.EVIDENCE_SUFFIX}"))
+        except NotFound:
+            return None
+        return dict(cm.get("data") or {}) if view.controlled_by(cm, meta["uid"]) else None
+
     def log(self, namespace: str, pod: str, lines: int = LOG_LINES) -> str:
         query = [("tailLines", str(lines)), ("timestamps", "false")]
         return str(self._request("GET", child_path("Pod", namespace, pod, "log"), query=query, raw=True))

@@ -5,6 +5,7 @@ Pure functions (no client, no Airflow), so tables of cases test them.
 
 from __future__ import annotations
 
+import json
 from datetime import datetime, timezone
 from typing import Any
 
@@ -21,6 +22,14 @@ PAUSABLE = ("GenericJob", "PyTorchTrainingJob", "TensorFlowTrainingJob", "XGBoos
             "DeepSpeedJob", "MPIJob")  # fmt: skip
 FINISHED = ("Succeeded", "Failed")
 MAX_EVENTS = 100
+# What the controller keeps before clean-up (controller/reconcile/evidence.py). It bounds the
+# ConfigMap itself; the UI caps again what it returns, in case the object is not as written.
+EVIDENCE_SUFFIX = "-evidence"
+KEPT_REPLICAS = 64
+KEPT_LOG_BYTES = 16 * 1024
+KEPT_EVENTS = 50
+KEPT_TEXT = 2000  # one message, reason or detail
+HISTORY_ROWS = 50
 
 
 def _time(text: str | None) -> datetime | None:
@@ -212,6 +221,98 @@ def owned_by(obj: Obj, uid: str) -> bool:
     return bool(uid) and any(r.get("uid") == uid for r in refs)
 
 
+def controlled_by(obj: Obj, uid: str) -> bool:
+    """Whether ``obj``'s controller (its ownerReference with ``controller: true``) is the object
+    with ``uid``: how the evidence ConfigMap the controller wrote differs from one of the same
+    name a co-tenant created."""
+    refs = (obj.get("metadata") or {}).get("ownerReferences") or []
+    return bool(uid) and any(r.get("uid") == uid and r.get("controller") is True for r in refs)
+
+
+def _text(value: Any, limit: int = KEPT_TEXT) -> str | None:
+    if value is None:
+        return None
+    text = str(value)
+    return text if len(text) <= limit else text[:limit] + f"... (cut; {len(text)} characters in all)"
+
+
+def _code(value: Any) -> int | None:
+    return value if isinstance(value, int) and not isinstance(value, bool) else None
+
+
+def _json(text: Any) -> Any:
+    try:
+        return json.loads(text) if isinstance(text, str) else None
+    except ValueError:
+        return None
+
+
+def tail(text: str, lines: int, limit: int = KEPT_LOG_BYTES) -> str:
+    """The last ``lines`` lines of ``text``, at most ``limit`` characters."""
+    kept = "".join(text[-limit:].splitlines(keepends=True)[-lines:]) if lines > 0 else ""
+    return kept
+
+
+def root_cause(value: Any) -> Obj | None:
+    """``status.rootCause`` (the replica that failed first), or the same in a kept summary."""
+    if not isinstance(value, dict) or not value.get("replica"):
+        return None
+    return {"replica": _text(value.get("replica"), 253), "detail": _text(value.get("detail")),
+            "exit_code": _code(value.get("exitCode")), "finished": _text(value.get("finishedAt"), 40),
+            "permanent": bool(value.get("permanent"))}  # fmt: skip
+
+
+def restart_history(value: Any) -> list[Obj]:
+    """``status.restartHistory``: each replacement of a replica, its cause and whether it spent
+    the restart budget (counted), oldest first."""
+    rows = [e for e in value if isinstance(e, dict)] if isinstance(value, list) else []
+    return [{"time": _text(e.get("time"), 40), "replica": _text(e.get("replica"), 253), "cause": _text(e.get("cause")),
+             "counted": bool(e.get("counted")), "exit_code": _code(e.get("exitCode"))}
+            for e in rows[-HISTORY_ROWS:]]  # fmt: skip
+
+
+def kept_log(data: Obj, pod: str) -> str | None:
+    """A replica's kept log lines (None when the evidence has none for ``pod``)."""
+    text = data.get(f"{pod}.log")
+    return text[-KEPT_LOG_BYTES:] if isinstance(text, str) else None
+
+
+def kept(data: Obj, live: set[str]) -> Obj | None:
+    """What the controller kept before clean-up (the evidence ConfigMap's ``data``) of replicas
+    that are gone (not in ``live``): phase, each container's exit code, reason and termination
+    message, and the kept log lines; the job's Events as they were. None when nothing is gone."""
+    summary = _json(data.get("summary.json"))
+    summary = summary if isinstance(summary, dict) else {}
+    reported = summary.get("replicas") if isinstance(summary.get("replicas"), dict) else {}
+    logged = {k[: -len(".log")] for k in data if k.endswith(".log")}
+    names = sorted((set(reported) | logged) - live)[:KEPT_REPLICAS]
+    if not names:
+        return None
+    replicas_out = []
+    for name in names:
+        rep = reported.get(name) if isinstance(reported.get(name), dict) else {}
+        containers = [c for c in rep.get("containers") or [] if isinstance(c, dict)][:16]
+        replicas_out.append({
+            "pod": name, "phase": _text(rep.get("phase"), 40),
+            "containers": [{"name": _text(c.get("name"), 253), "state": _text(c.get("state"), 40),
+                            "exit_code": _code(c.get("exitCode")), "reason": _text(c.get("reason"), 200),
+                            "message": _text(c.get("message")), "finished": _text(c.get("finishedAt"), 40)}
+                           for c in containers],
+            "log": kept_log(data, name),
+        })  # fmt: skip
+    raw_events = _json(data.get("events.json"))
+    kept_events = [e for e in raw_events if isinstance(e, dict)][-KEPT_EVENTS:] if isinstance(raw_events, list) else []
+    return {
+        "kept_at": _text(summary.get("keptAt"), 40),
+        "phase": _text(summary.get("phase"), 40),
+        "root_cause": root_cause(summary.get("rootCause")),
+        "replicas": replicas_out,
+        "events": [{"type": _text(e.get("type"), 40), "reason": _text(e.get("reason"), 200), "message": _text(e.get("message")),
+                    "count": _code(e.get("count")) or 1, "time": _text(e.get("time"), 40)}
+                   for e in kept_events],  # fmt: skip
+    }
+
+
 def events(items: list[Obj], uids: set[str]) -> list[Obj]:
     """Events of the objects with ``uids`` (the job and its pods), newest last, at most MAX_EVENTS.
     Matched by ``involvedObject.uid``, not by name: in a shared namespace another DAG's job or
@@ -229,8 +330,10 @@ def events(items: list[Obj], uids: set[str]) -> list[Obj]:
     return out[-MAX_EVENTS:]
 
 
-def detail(job: Obj, pods: list[Obj], event_items: list[Obj], now: datetime) -> Obj:
-    """The task tab: the row, conditions over time, replicas and Events."""
+def detail(job: Obj, pods: list[Obj], event_items: list[Obj], now: datetime, evidence: Obj | None = None) -> Obj:
+    """The task tab: the row, conditions over time, replicas and Events; the root cause and
+    restart history from the job's status; and ``kept``, what the controller kept of replicas
+    clean-up deleted (``evidence``: the data of the job's own evidence ConfigMap)."""
     status = job.get("status") or {}
     conds = sorted(status.get("conditions") or [], key=lambda c: c.get("lastTransitionTime") or "")
     return {
@@ -242,6 +345,9 @@ def detail(job: Obj, pods: list[Obj], event_items: list[Obj], now: datetime) -> 
         "events": events(event_items, {str(o["metadata"].get("uid")) for o in [job, *pods] if o["metadata"].get("uid")}),
         "can_pause": job.get("kind") in PAUSABLE,
         "paused_by_task": bool(((job.get("metadata") or {}).get("annotations") or {}).get(PAUSED_BY)),
+        "root_cause": root_cause(status.get("rootCause")),
+        "restart_history": restart_history(status.get("restartHistory")),
+        "kept": kept(evidence, {str(p["metadata"].get("name")) for p in pods}) if evidence else None,
     }
 
 

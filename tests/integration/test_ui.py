@@ -157,6 +157,81 @@ def test_pause_and_resume_for_editors_only(ui):
     assert status == 422 and "not an Elastic job" in body["detail"], body
 
 
+def _cleaned_up(ui: Ui) -> tuple[str, dict]:
+    """The t9k_ui_evidence task's job once it failed and clean-up took its pods (one run for the
+    module: its path and the tab's answer)."""
+    dag = "t9k_ui_evidence"
+    if dag not in ui.runs:
+        ui.runs[dag] = ui.trigger(dag)
+    path = ui.task_path(dag)
+
+    def kept() -> dict | None:
+        status, body = ui.api.call("GET", path, "alice")
+        job = body.get("job") if status == 200 else None
+        return job if job and job["kept"] and not job["replica_table"] else None
+
+    return path, wait_until(kept, timeout=120, interval=1, what="the failed job's pods cleaned up, its evidence kept")
+
+
+def test_after_clean_up_the_tab_shows_what_was_kept_and_the_root_cause(ui):
+    path, job = _cleaned_up(ui)
+    assert job["phase"] == "Failed", job
+    kept = job["kept"]
+    worker0, worker1 = f"{job['name']}-worker-0", f"{job['name']}-worker-1"
+    assert [r["pod"] for r in kept["replicas"]] == [worker0, worker1], kept
+    [c] = kept["replicas"][0]["containers"]
+    assert (c["exit_code"], c["message"]) == (3, "loss is nan at step 812"), c
+    assert all(r["log"] and r["log"].strip() for r in kept["replicas"]), kept  # kwok's log, as kept
+    assert "Failed" in [e["reason"] for e in kept["events"]], kept["events"]
+    assert job["root_cause"]["replica"] == worker0 and kept["root_cause"]["replica"] == worker0, job["root_cause"]
+    assert isinstance(job["restart_history"], list)
+    status, text = ui.api.call("GET", path + f"/log?pod={worker0}&lines=5", "alice")
+    assert status == 200 and text.startswith("(kept at clean-up") and 0 < len(text.splitlines()) <= 6, text
+    assert text.splitlines()[-1] == kept["replicas"][0]["log"].splitlines()[-1]
+    status, body = ui.api.call("GET", path + f"/log?pod={worker0}", "bob")
+    assert status == 403, body  # the kept log is a task log: behind the DAG's access like the live one
+    status, body = ui.api.call("GET", path + f"/log?pod={job['name']}-worker-7", "alice")
+    assert status == 404, body
+
+
+def _set_owners(core, ns: str, name: str, refs: list[dict]) -> None:
+    # A JSON patch replaces the list (a strategic merge would merge owner references by uid).
+    core.patch_namespaced_config_map(name, ns, [{"op": "replace", "path": "/metadata/ownerReferences", "value": refs}])
+
+
+def test_an_evidence_configmap_the_job_does_not_control_is_ignored(ui):
+    """A co-tenant may create ``<job>-evidence`` first: neither an owner reference with another uid
+    nor the job's uid without ``controller: true`` makes it the job's."""
+    dag = "t9k_ui_a"
+    wait_until(lambda: ui.phase(dag, ui.runs[dag]) == "Succeeded", timeout=90, interval=1, what="t9k_ui_a's job finished")
+    job = ui.job(dag, ui.runs[dag])
+    name, uid = job["metadata"]["name"], job["metadata"]["uid"]
+    core = client.CoreV1Api(ui.objects.api_client)
+    other = ui.job("t9k_ui_pause", ui.runs["t9k_ui_pause"])["metadata"]  # a real owner, so the GC keeps the forgery
+    forged_pod = f"{name}-worker-9"
+    data = {"summary.json": '{"phase": "Failed", "replicas": {"%s": {"phase": "Failed", "containers": []}}}' % forged_pod,
+            f"{forged_pod}.log": "forged\n", "events.json": "[]"}  # fmt: skip
+    ref = {"apiVersion": "batch.tensorstack.dev/v1beta1", "kind": "GenericJob"}
+    controlled_by_other = [{**ref, "name": other["name"], "uid": other["uid"], "controller": True}]
+    owned_not_controlled = [{**ref, "name": name, "uid": uid}]
+    core.create_namespaced_config_map(ui.ns, {"metadata": {"name": f"{name}-evidence", "ownerReferences": controlled_by_other},
+                                              "data": data})  # fmt: skip
+    try:
+        for refs in (controlled_by_other, owned_not_controlled):
+            _set_owners(core, ui.ns, f"{name}-evidence", refs)
+            status, body = ui.api.call("GET", ui.task_path(dag), "alice")
+            assert status == 200 and body["job"]["kept"] is None, body["job"]["kept"]
+            status, body = ui.api.call("GET", ui.task_path(dag, f"/log?pod={forged_pod}"), "alice")
+            assert status == 404, body
+        # The same ConfigMap with the job as its controller is used: what the controller writes.
+        _set_owners(core, ui.ns, f"{name}-evidence", [{**ref, "name": name, "uid": uid, "controller": True}])
+        status, body = ui.api.call("GET", ui.task_path(dag), "alice")
+        assert [r["pod"] for r in body["job"]["kept"]["replicas"]] == [forged_pod], body["job"]["kept"]
+        assert ui.api.call("GET", ui.task_path(dag, f"/log?pod={forged_pod}"), "alice")[1].endswith("forged\n")
+    finally:
+        core.delete_namespaced_config_map(f"{name}-evidence", ui.ns)
+
+
 # ---- the same views in a real browser ----
 
 
@@ -265,3 +340,17 @@ def test_scale_an_elastic_job_within_bounds_then_delete_it(ui):
     status, body = ui.api.call("POST", path + "/delete", "carol", body={})
     assert status == 200 and body["done"] == "deleted", body
     wait_until(lambda: ui.api.call("GET", path, "alice")[1]["job"] is None, timeout=30, what="job gone")
+
+
+def test_browser_the_tab_shows_what_was_kept_after_clean_up(ui, browser):
+    from playwright.sync_api import expect
+
+    _cleaned_up(ui)
+    run = urllib.parse.quote(ui.runs["t9k_ui_evidence"], safe="")
+    page, errors = _login(browser, ui, "alice", f"/dags/t9k_ui_evidence/runs/{run}/tasks/train/plugin/t9k-job")
+    expect(page.get_by_test_id("t9k-kept")).to_contain_text("loss is nan at step 812", timeout=20_000)
+    expect(page.get_by_test_id("t9k-kept-log")).to_have_count(2)
+    expect(page.get_by_test_id("t9k-root-cause")).to_contain_text("worker-0 failed first")
+    _shot(page, "task-tab-kept")
+    assert not errors, errors
+    page.close()

@@ -25,7 +25,8 @@ def _granted(name: str) -> set[tuple[str, str, str]]:
 
 def _expected() -> set[tuple[str, str, str]]:
     jobs = {(r.group, r.plural, v) for r in RESOURCES.values() for v in JOB_VERBS}
-    core = {("", "events", "list"), ("", "events", "watch"), ("", "pods", "get"), ("", "pods", "list"), ("", "pods/log", "get")}
+    core = {("", "events", "list"), ("", "events", "watch"), ("", "pods", "get"), ("", "pods", "list"), ("", "pods/log", "get"),
+            ("", "configmaps", "get")}  # the evidence ConfigMap the T9k Job tab shows
     return jobs | core
 
 

@@ -129,6 +129,41 @@ function LogPane({ api, pods, live }) {
   );
 }
 
+// What the controller kept before clean-up deleted the pods (the job's evidence ConfigMap).
+function Kept({ kept }) {
+  return (
+    <Box data-testid="t9k-kept">
+      <Text fontSize="sm" color="fg.muted" mb={2}>
+        The pods of these replicas are gone; the controller kept this at {kept.kept_at || "clean-up"} (phase {kept.phase || "?"}).
+      </Text>
+      {kept.replicas.map((r) => (
+        <Box key={r.pod} mb={4} data-testid="t9k-kept-replica">
+          <Flex gap={2} align="center" mb={1}>
+            <Text fontWeight="semibold">{r.pod}</Text>
+            {r.phase && <Badge colorPalette={palette(r.phase)}>{r.phase}</Badge>}
+          </Flex>
+          <Grid
+            headers={["Container", "State", "Exit code", "Reason", "Termination message", "Finished"]}
+            rows={r.containers.map((c) => [c.name, c.state, c.exit_code ?? "", c.reason, c.message, c.finished])}
+          />
+          {r.log != null && (
+            <Code as="pre" data-testid="t9k-kept-log" display="block" whiteSpace="pre-wrap" mt={2} p={3} maxH="300px" overflowY="auto" w="100%">
+              {r.log || "(empty)"}
+            </Code>
+          )}
+        </Box>
+      ))}
+      {kept.events.length > 0 && (
+        <Grid
+          testId="t9k-kept-events"
+          headers={["Time", "Type", "Reason", "Message", "Count"]}
+          rows={kept.events.map((e) => [e.time, e.type, e.reason, e.message, e.count])}
+        />
+      )}
+    </Box>
+  );
+}
+
 function Actions({ api, job, onDone }) {
   const [result, setResult] = useState(null);
   const [replicas, setReplicas] = useState("");
@@ -236,6 +271,31 @@ export default function T9kJobTab({ dagId, runId, taskId, mapIndex }) {
               ])}
             />
           </Section>
+          {job.root_cause && (
+            <Section title="Root cause">
+              <Text data-testid="t9k-root-cause">
+                {job.root_cause.replica} failed first
+                {job.root_cause.exit_code != null ? ` (exit code ${job.root_cause.exit_code})` : ""}
+                {job.root_cause.finished ? ` at ${job.root_cause.finished}` : ""}
+                {job.root_cause.permanent ? " · permanent" : ""}
+                {job.root_cause.detail ? `: ${job.root_cause.detail}` : ""}
+              </Text>
+            </Section>
+          )}
+          {job.restart_history.length > 0 && (
+            <Section title="Restart history">
+              <Grid
+                testId="t9k-restart-history"
+                headers={["Time", "Replica", "Cause", "Exit code", "Counted"]}
+                rows={job.restart_history.map((h) => [h.time, h.replica, h.cause, h.exit_code ?? "", h.counted ? "yes" : "no (not a failure)"])}
+              />
+            </Section>
+          )}
+          {job.kept && (
+            <Section title="Kept at clean-up">
+              <Kept kept={job.kept} />
+            </Section>
+          )}
           <Section title="Conditions">
             <Grid
               testId="t9k-conditions"
@@ -255,7 +315,11 @@ export default function T9kJobTab({ dagId, runId, taskId, mapIndex }) {
             )}
           </Section>
           <Section title="Logs">
-            <LogPane api={api} pods={job.replica_table} live={!FINISHED.includes(job.phase)} />
+            <LogPane
+              api={api}
+              pods={[...job.replica_table, ...(job.kept ? job.kept.replicas.map((r) => ({ pod: r.pod, type: "kept", rank: "" })) : [])]}
+              live={!FINISHED.includes(job.phase)}
+            />
           </Section>
         </>
       )}

@@ -238,3 +238,83 @@ def _missing():
     from airflow_t9k.k8s.errors import NotFound
 
     raise NotFound(404, "NotFound", "gone")
+
+
+# ---- what the controller kept before clean-up (issue 23, point 3) ----
+
+SUMMARY = {"job": "j", "phase": "Failed", "keptAt": "2026-01-01T12:00:00Z",
+           "rootCause": {"replica": "j-worker-0", "detail": "exit code 3", "exitCode": 3},
+           "replicas": {"j-worker-0": {"phase": "Failed", "containers": [
+               {"name": "main", "state": "terminated", "exitCode": 3, "reason": "Error", "message": "loss is nan"}]},
+               "j-worker-1": {"phase": "Running", "containers": []}}}  # fmt: skip
+
+
+def evidence_data(**extra):
+    import json
+
+    return {"summary.json": json.dumps(SUMMARY), "j-worker-0.log": "a\nb\nc\n", "j-worker-1.log": "x\n",
+            "events.json": json.dumps([{"type": "Warning", "reason": "Failed", "message": "m", "count": 2, "time": "t"}]),
+            **extra}  # fmt: skip
+
+
+@pytest.mark.parametrize(
+    "refs, used",
+    [
+        ([{"uid": "u1", "controller": True}], True),
+        ([{"uid": "u1"}], False),  # an owner, not the controller
+        ([{"uid": "u1", "controller": False}], False),
+        ([{"uid": "u-other", "controller": True}], False),  # a co-tenant's ConfigMap of that name
+        ([], False),
+    ],
+)
+def test_the_evidence_configmap_is_used_only_when_the_job_is_its_controller(refs, used):
+    calls = []
+
+    def transport(method, path, query=None, **_):
+        calls.append((method, path))
+        return {"metadata": {"name": "j-evidence", "ownerReferences": refs}, "data": evidence_data()}
+
+    found = Reader(transport).evidence(job())
+    assert calls == [("GET", "/api/v1/namespaces/ns/configmaps/j-evidence")]
+    assert (found is not None) == used
+
+
+def test_no_evidence_configmap_is_none():
+    assert Reader(lambda *a, **k: _missing()).evidence(job()) is None
+
+
+def test_kept_shows_gone_replicas_with_exit_codes_messages_logs_and_events():
+    kept = view.kept(evidence_data(), live={"j-worker-1"})
+    assert [r["pod"] for r in kept["replicas"]] == ["j-worker-0"]  # a live replica is shown live
+    [c] = kept["replicas"][0]["containers"]
+    assert (c["exit_code"], c["reason"], c["message"]) == (3, "Error", "loss is nan")
+    assert kept["replicas"][0]["log"] == "a\nb\nc\n"
+    assert kept["events"] == [{"type": "Warning", "reason": "Failed", "message": "m", "count": 2, "time": "t"}]
+    assert kept["root_cause"]["replica"] == "j-worker-0" and kept["kept_at"] == "2026-01-01T12:00:00Z"
+    assert view.kept(evidence_data(), live={"j-worker-0", "j-worker-1"}) is None  # nothing gone
+    assert view.kept({"summary.json": "not json", "j-worker-0.log": "z"}, live=set())["replicas"][0]["log"] == "z"
+
+
+def test_kept_is_bounded_whatever_the_configmap_holds():
+    import json
+
+    many = {f"p{i}": {"phase": "Failed", "containers": [{"name": "c", "message": "m" * 100_000}] * 50} for i in range(500)}
+    data = {"summary.json": json.dumps({"replicas": many}), "p0.log": "l\n" * 100_000,
+            "events.json": json.dumps([{"message": "e"}] * 1000)}  # fmt: skip
+    kept = view.kept(data, live=set())
+    assert len(kept["replicas"]) == view.KEPT_REPLICAS and len(kept["events"]) == view.KEPT_EVENTS
+    assert all(len(r["containers"]) <= 16 for r in kept["replicas"])
+    assert len(kept["replicas"][0]["containers"][0]["message"]) < view.KEPT_TEXT + 100
+    assert len(kept["replicas"][0]["log"]) == view.KEPT_LOG_BYTES
+    assert view.tail("1\n2\n3\n", 2) == "2\n3\n"
+
+
+def test_root_cause_and_restart_history_come_from_the_status():
+    status = {"phase": "Failed", "rootCause": {"replica": "j-worker-0", "detail": "d", "exitCode": 3, "permanent": True},
+              "restartHistory": [{"time": "t", "replica": "j-worker-1", "cause": "Evicted", "counted": False, "podUID": "p"}]}  # fmt: skip
+    d = view.detail(job(status=status), [], [], NOW)
+    assert d["root_cause"] == {"replica": "j-worker-0", "detail": "d", "exit_code": 3, "finished": None, "permanent": True}
+    assert d["restart_history"] == [{"time": "t", "replica": "j-worker-1", "cause": "Evicted", "counted": False, "exit_code": None}]
+    assert d["kept"] is None
+    plain = view.detail(job(), [], [], NOW)
+    assert (plain["root_cause"], plain["restart_history"]) == (None, [])

@@ -1,5 +1,6 @@
 """DAGs of team A for the UI tests (tests/integration/test_ui.py): a three-replica job that
-runs for a while, and one that runs until paused, resumed and deleted from the UI."""
+runs for a while, one that runs until paused, resumed and deleted from the UI, an Elastic
+job to scale, and one that fails and is cleaned up (its kept evidence)."""
 
 from __future__ import annotations
 
@@ -29,4 +30,18 @@ with DAG("t9k_ui_elastic", start_date=START, schedule=None, catchup=False):
                  "replicaSpecs": [{"type": "worker", "replicas": 2, "restartPolicy": "ExitCode",
                                    "template": {"spec": {"containers": [{"name": "pytorch", "image": "pytorch:2",
                                                                          "command": ["python"], "args": ["train.py"]}]}}}]},
+    })  # fmt: skip
+
+# A job that fails and is cleaned up (cleanUpPolicy All): its worker-0 exits 3 with a termination
+# message; the controller keeps its evidence in <job>-evidence before the pods go, and the tab
+# shows it (issue 23, point 3).
+FAILING = {"sim.t9k.test/duration": "2s", "sim.t9k.test/fail-pods": "-worker-0$", "sim.t9k.test/exit-code": "3",
+           "sim.t9k.test/message": "loss is nan at step 812"}  # fmt: skip
+with DAG("t9k_ui_evidence", start_date=START, schedule=None, catchup=False):
+    T9kJobOperator(task_id="train", deferrable=True, job={
+        "apiVersion": "batch.tensorstack.dev/v1beta1", "kind": "GenericJob", "metadata": {"name": "ev-ui"},
+        "spec": {"cleanUpPolicy": "All", "failureRules": [{"worker": [0]}], "successRules": [{"worker": [0, 1]}],
+                 "replicaSpecs": [{"type": "worker", "replicas": 2, "restartPolicy": {"policy": "Never"},
+                                   "template": {"metadata": {"annotations": FAILING},
+                                                "spec": {"containers": [{"name": "main", "image": "busybox", "command": ["train"]}]}}}]},
     })  # fmt: skip
