@@ -16,6 +16,7 @@ RN_NAME=${T9K_REAL_NODE_NAME:-real-node-0}
 RN_STATE=$STATE/realnode
 RN_CACHE=$CACHE/realnode
 RN_BRIDGE=t9kbr0
+RN_BRIDGE_MAC=02:00:0a:58:00:01  # locally administered; 0a:58:00:01 is the node's IP, 10.88.0.1
 RN_SUBNET=10.88.0.0/16
 RN_IP=10.88.0.1
 P_KUBELET=${T9K_PORT_KUBELET:-30250}
@@ -265,6 +266,11 @@ rn_bridge_up() {
   fi
   touch "$RN_STATE/bridge"
   ip link show "$RN_BRIDGE" >/dev/null 2>&1 || ip link add "$RN_BRIDGE" type bridge
+  # A bridge without an address of its own takes the lowest of its ports' and changes it as pods
+  # come and go; every pod's ARP entry for the gateway (and CoreDNS on it) then points at a MAC
+  # nobody answers for, and its DNS queries are lost for up to half a minute (a ColossalAI
+  # launcher failed "Temporary failure in name resolution" that way). A set address never moves.
+  ip link set "$RN_BRIDGE" address "$RN_BRIDGE_MAC"
   ip addr show dev "$RN_BRIDGE" | grep -q "$RN_IP/" || ip addr add "$RN_IP/16" dev "$RN_BRIDGE"
   ip link set "$RN_BRIDGE" up
 }
