@@ -111,9 +111,7 @@ class SlotState:
 def plan(job: Obj, observed: Observed, now: datetime) -> Plan:
     kind = get_kind(job["kind"])
     core = kind.core_status(job.get("status"))
-    inner = _plan(kind, {**job, "status": core}, observed, now)
-    if not job["metadata"].get("deletionTimestamp"):  # what the job's pods used (reconcile/usage.py)
-        inner = with_usage(core, inner, observed, now)
+    inner = with_usage(job, core, _plan(kind, {**job, "status": core}, observed, now), observed, now)  # what its pods used
     return _public(kind, job, inner, now, observed)
 
 

@@ -173,9 +173,10 @@ def account(old: Obj | None, new: Obj, pods: Mapping[str, Obj], deleted: Iterabl
     return {**new, USAGE: ledger}
 
 
-def with_usage(old: Obj | None, plan: Plan, observed: Observed, now: datetime) -> Plan:
-    """The plan with its status' usage accounted (``plan.plan`` calls this once, on the core status)."""
-    if (old or {}).get("phase") in FINISHED:
+def with_usage(job: Obj, old: Obj | None, plan: Plan, observed: Observed, now: datetime) -> Plan:
+    """The plan with its status' usage accounted (``plan.plan`` calls this once, on the core
+    status ``old``). Not for a job being deleted: its pass writes nothing."""
+    if (old or {}).get("phase") in FINISHED or job["metadata"].get("deletionTimestamp"):
         return plan
     uids = {n: (p.get("metadata") or {}).get("uid") for n, p in observed.pods.items()}
     deleted = {a.uid or uids.get(a.name) or "" for a in plan.actions if isinstance(a, Delete) and a.kind == "Pod"}

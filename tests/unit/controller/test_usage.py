@@ -221,3 +221,10 @@ def test_a_life_with_a_restart_counts_each_run_once(slim):
     after = _pass(job, p.status, 200, done, slim=slim)
     assert after.status["usage"] == usage
     assert _pass(job, after.status, 300, slim=slim).status["usage"] == usage
+
+
+def test_a_job_being_deleted_records_nothing():
+    job = _job()
+    job["metadata"]["deletionTimestamp"] = ts(0)
+    p = _pass(job, {"phase": "Running", "startTime": ts(0)}, 10, gpu_pod("train-worker-0", "run1", 5))
+    assert "usage" not in p.status
