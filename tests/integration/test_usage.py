@@ -79,3 +79,32 @@ def test_usage_matches_the_pods_run_times_and_counts_the_restarts_waste(jobs, co
                timeout=10, what="the finished job counted")  # fmt: skip
     assert controller.metric_sum("airflow_t9k_job_accelerator_seconds_total", **labels) == GPUS * (first + second)
     assert controller.metric_sum("airflow_t9k_job_wasted_accelerator_seconds_total", **labels) == GPUS * first
+
+
+def test_an_evicted_runs_usage_is_counted_as_waste(jobs, controller):
+    """A disruption through the Eviction API: the evicted pod has no finish time of its own (it is
+    deleted while it runs), so its run counts to the pass that saw it go: between the eviction
+    and the replacement's start. The replacement's run is exact."""
+    from kubernetes import client
+
+    manifest = gjob("use")
+    manifest["spec"]["replicaSpecs"][0]["restartPolicy"] = {"policy": "Never"}
+    jobs.create(manifest)
+    uid1, s1 = running_since(jobs, "use-worker-0")
+    wait_until(lambda: "usage" in (jobs.get(GJ, "use").get("status") or {}), timeout=30, what="the run on record")
+    time.sleep(2)
+    evicted_at = datetime.now(s1.tzinfo)
+    body = client.V1Eviction(metadata=client.V1ObjectMeta(name="use-worker-0", namespace=jobs.ns))
+    jobs.core.create_namespaced_pod_eviction("use-worker-0", jobs.ns, body)
+    uid2, s2 = running_since(jobs, "use-worker-0", not_uid=uid1)
+    jobs.wait_phase(GJ, "use", "Succeeded", timeout=60)
+    pod = jobs.pods("use")["use-worker-0"]
+    assert pod.metadata.uid == uid2
+    f2 = pod.status.container_statuses[0].state.terminated.finished_at
+    status = jobs.get(GJ, "use")["status"]
+    usage = status["usage"]
+    wasted = usage["wasted"]["nvidia.com/gpu"]
+    assert GPUS * (int(seconds(s1, evicted_at)) - 1) <= wasted <= GPUS * (seconds(s1, s2) + 1)
+    assert usage["accelerators"]["nvidia.com/gpu"] - wasted == GPUS * seconds(s2, f2)  # the replacement, exact
+    assert seconds(s2, f2) >= 5 and usage["runs"] == 2
+    assert [(e["podUID"], e["counted"]) for e in status["restartHistory"]] == [(uid1, False)]
