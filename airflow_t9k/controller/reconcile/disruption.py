@@ -14,9 +14,14 @@ own decision on record and adds nothing.
 
 from __future__ import annotations
 
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
+from airflow_t9k.controller.reconcile.actions import Action, Delete, Emit
+from airflow_t9k.controller.reconcile.observe import Observed, is_deleting
 from airflow_t9k.controller.reconcile.status import StatusBuilder, bounded, timestamp
+
+if TYPE_CHECKING:
+    from airflow_t9k.controller.reconcile.slotstate import SlotState
 
 Obj = dict[str, Any]
 
@@ -60,3 +65,32 @@ def record(sb: StatusBuilder, replica: str, key: str, cause: str, counted: bool,
     history = [*(sb.new.get(HISTORY) or []), entry]
     sb.new[HISTORY] = history[-HISTORY_LIMIT:]
     return True
+
+
+def group_disruption(states: list[SlotState]) -> SlotState | None:
+    """The replica whose disruption restarts the group: evicted, or being taken away."""
+    return next((s for s in states if disruption(s.pod) is not None), None)
+
+
+def restart_group(sb: StatusBuilder, observed: Observed, cause: SlotState, events: list[Emit]) -> list[Action]:
+    """Delete every pod; they come back together. One entry in the history, no restart spent."""
+    why = describe(cause.pod, str(disruption(cause.pod)))
+    if record(sb, f"{cause.slot.pod_name} (whole group)", uid_of(cause.pod) or "", why, counted=False):
+        events.append(Emit("Warning", "GroupRestarting",
+                           f"Replica {cause.slot.pod_name} was disrupted ({why}); every replica restarts together, "
+                           "without spending the restart budget."))  # fmt: skip
+    return [Delete("Pod", n, uid_of(p)) for n, p in observed.pods.items() if not is_deleting(p)]
+
+
+def replace_disrupted(sb: StatusBuilder, s: SlotState, events: list[Emit]) -> list[Action]:
+    """A replica the cluster took away: on record first, then replaced under the same count."""
+    why = describe(s.pod, str(disruption(s.pod)))
+    if record(sb, s.slot.pod_name, uid_of(s.pod) or "", why, counted=False):
+        events.append(Emit("Warning", "ReplicaDisrupted",
+                           f"Replica {s.slot.pod_name} was disrupted ({why}); it is replaced without spending a restart."))
+    # Being deleted by whoever disrupted it: it is created again once gone.
+    return [] if is_deleting(s.pod or {}) else [Delete("Pod", s.slot.pod_name, uid_of(s.pod))]
+
+
+def uid_of(obj: Obj | None) -> str | None:
+    return (obj or {}).get("metadata", {}).get("uid")

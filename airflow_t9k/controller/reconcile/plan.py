@@ -20,11 +20,12 @@ A finished job is only cleaned up; its phase never changes again.
 from __future__ import annotations
 
 import json
-from dataclasses import dataclass, replace
+from dataclasses import replace
 from datetime import datetime
 
 from airflow_t9k.controller.reconcile import queueing, volcano
-from airflow_t9k.controller.reconcile.disruption import describe, disruption, record
+from airflow_t9k.controller.reconcile.disruption import disruption, group_disruption, record, replace_disrupted, restart_group
+from airflow_t9k.controller.reconcile.slotstate import SlotState, recorded_restarts, slot_state
 from airflow_t9k.controller.reconcile.evidence import keep_first
 from airflow_t9k.controller.reconcile.cleanup import cleanup, remove_all
 from airflow_t9k.controller.reconcile.usage import with_usage
@@ -40,7 +41,7 @@ from airflow_t9k.controller.reconcile.desired import (
     scheduler_settings,
     slots,
 )
-from airflow_t9k.controller.reconcile.observe import Observed, is_deleting, pod_phase
+from airflow_t9k.controller.reconcile.observe import Observed, is_deleting
 from airflow_t9k.controller.reconcile.status import (
     FINISHED,
     StatusBuilder,
@@ -60,52 +61,6 @@ from airflow_t9k.kinds.base import (
     pause_enabled,
 )
 from airflow_t9k.kinds.registry import get_kind
-
-
-@dataclass
-class SlotState:
-    slot: Slot
-    pod: Obj | None
-    restarts: int
-    creating: bool = False
-    # The pod's end was already counted as a restart by a status write that landed, but the
-    # pod was not deleted yet (a crash or a conflict in between): delete it, count nothing.
-    restart_recorded: bool = False
-
-    @property
-    def phase(self) -> str | None:
-        if self.pod is None or is_deleting(self.pod):
-            return None
-        return pod_phase(self.pod)
-
-    @property
-    def disrupted(self) -> bool:
-        """Failed because the cluster took the pod away (evicted, preempted, node lost)."""
-        return self.phase == "Failed" and disruption(self.pod) is not None
-
-    @property
-    def ended(self) -> bool:
-        """Ended for the rules: a pod whose restart is already decided has not, nor a disrupted one."""
-        return self.phase in ("Succeeded", "Failed") and not self.restart_recorded and not self.disrupted
-
-    @property
-    def exit_code(self) -> int | None:
-        """The failing container's exit code; None when the pod failed without one (evicted)."""
-        status = (self.pod or {}).get("status") or {}
-        if status.get("reason") == "Evicted":
-            return None
-        for cs in status.get("containerStatuses") or []:
-            code = ((cs.get("state") or {}).get("terminated") or {}).get("exitCode")
-            if code:
-                return int(code)
-        return None
-
-    def can_restart(self, budget: list[int] | None) -> bool:
-        """Policy and restarts left for this replica, and the job's shared budget if it has one."""
-        succeeded = self.phase == "Succeeded"
-        if not self.slot.spec.restart.allows(succeeded, self.restarts, None if succeeded else self.exit_code):
-            return False
-        return budget is None or budget[0] > 0
 
 
 def plan(job: Obj, observed: Observed, now: datetime) -> Plan:
@@ -142,8 +97,8 @@ def _plan(kind: JobKind, job: Obj, observed: Observed, now: datetime) -> Plan:
     except InvalidSpec as exc:
         return _invalid(sb, str(exc), observed)
 
-    recorded = _recorded_restarts(sb)
-    states = [_slot_state(s, observed, recorded) for s in slot_list]
+    recorded = recorded_restarts(sb)
+    states = [slot_state(s, observed, recorded) for s in slot_list]
     if sb.old_phase in FINISHED:
         actions = remove_all(observed) if _failed_invalid(sb) else keep_first(job, observed, sb, cleanup(kind, job, observed))
         actions += volcano.finished(observed)
@@ -199,7 +154,7 @@ def _plan(kind: JobKind, job: Obj, observed: Observed, now: datetime) -> Plan:
     budget = _budget(kind, job, states)
     sb.new.setdefault("startTime", timestamp(now))
     expired, requeue = _deadline(kind, job, sb, now)
-    group_cause = _group_disruption(states) if kind.restarts_as_group and not debug else None
+    group_cause = group_disruption(states) if kind.restarts_as_group and not debug else None
     if expired and not debug:
         outcome: tuple[str, str, str] | None = (
             "Failed", "DeadlineExceeded", f"The job ran longer than activeDeadlineSeconds ({kind.active_deadline(job)}s).")
@@ -217,7 +172,7 @@ def _plan(kind: JobKind, job: Obj, observed: Observed, now: datetime) -> Plan:
         actions += keep_first(job, observed, sb, cleanup(kind, job, observed)) + volcano.finished(observed)
         actions += queueing.finished(job, observed, phase, message, now) if queued else []
     elif group_cause:
-        actions += _restart_group(sb, observed, group_cause, events)
+        actions += restart_group(sb, observed, group_cause, events)
         progress(sb, states, children_missing=True)
     else:
         actions += _replicas(sb, kind, job, observed, states, rendered, events, debug, budget)
@@ -232,37 +187,6 @@ def _plan(kind: JobKind, job: Obj, observed: Observed, now: datetime) -> Plan:
 
 
 # -- decisions ------------------------------------------------------------------------
-
-
-def _recorded_restarts(sb: StatusBuilder) -> dict[str, int]:
-    """Restart counts per replica, as the last status recorded them."""
-    return {
-        str(entry.get("name")): int(entry.get("restartCount") or 0)
-        for task in sb.old.get("tasks") or []
-        for entry in task.get("status") or []
-    }
-
-
-def _slot_state(slot: Slot, observed: Observed, recorded: dict[str, int]) -> SlotState:
-    """A replica's pod and its restart count.
-
-    A pod carries the count it was created under. Restart decisions are written to status
-    before the pod is deleted, so a recorded count above the pod's own means the decision
-    to restart this pod has landed already: the pass only finishes it.
-    """
-    pod = observed.pods.get(slot.pod_name)
-    on_pod = _attempt(pod)
-    done = max(recorded.get(slot.pod_name, 0), on_pod)
-    state = SlotState(slot, pod, done)
-    state.restart_recorded = pod is not None and done > on_pod and state.phase in ("Succeeded", "Failed")
-    return state
-
-
-def _attempt(pod: Obj | None) -> int:
-    try:
-        return int(((pod or {}).get("metadata", {}).get("annotations") or {}).get(ANNOTATION_RESTARTS, 0) or 0)
-    except ValueError:
-        return 0
 
 
 def _budget(kind: JobKind, job: Obj, states: list[SlotState]) -> list[int] | None:
@@ -344,31 +268,6 @@ def _ensure_children(kind: JobKind, job: Obj, observed: Observed, slot_list: lis
     return actions
 
 
-def _group_disruption(states: list[SlotState]) -> SlotState | None:
-    """The replica whose disruption restarts the group: evicted, or being taken away."""
-    return next((s for s in states if disruption(s.pod) is not None), None)
-
-
-def _restart_group(sb: StatusBuilder, observed: Observed, cause: SlotState, events: list[Emit]) -> list[Action]:
-    """Delete every pod; they come back together. One entry in the history, no restart spent."""
-    why = describe(cause.pod, str(disruption(cause.pod)))
-    if record(sb, f"{cause.slot.pod_name} (whole group)", _uid(cause.pod) or "", why, counted=False):
-        events.append(Emit("Warning", "GroupRestarting",
-                           f"Replica {cause.slot.pod_name} was disrupted ({why}); every replica restarts together, "
-                           "without spending the restart budget."))  # fmt: skip
-    return [Delete("Pod", n, _uid(p)) for n, p in observed.pods.items() if not is_deleting(p)]
-
-
-def _disrupted(sb: StatusBuilder, s: SlotState, events: list[Emit]) -> list[Action]:
-    """A replica the cluster took away: on record first, then replaced under the same count."""
-    why = describe(s.pod, str(disruption(s.pod)))
-    if record(sb, s.slot.pod_name, _uid(s.pod) or "", why, counted=False):
-        events.append(Emit("Warning", "ReplicaDisrupted",
-                           f"Replica {s.slot.pod_name} was disrupted ({why}); it is replaced without spending a restart."))
-    # Being deleted by whoever disrupted it: it is created again once gone.
-    return [] if is_deleting(s.pod or {}) else [Delete("Pod", s.slot.pod_name, _uid(s.pod))]
-
-
 def _replicas(
     sb: StatusBuilder, kind: JobKind, job: Obj, observed: Observed, states: list[SlotState], rendered: dict[str, Obj],
     events: list[Emit], debug: bool, budget: list[int] | None,
@@ -377,7 +276,7 @@ def _replicas(
     wanted = {s.slot.pod_name for s in states}
     for s in states:
         if s.pod is not None and disruption(s.pod) is not None:
-            actions += _disrupted(sb, s, events)
+            actions += replace_disrupted(sb, s, events)
             continue
         if s.pod is None:
             pod = rendered.get(s.slot.pod_name)

@@ -8,7 +8,7 @@ from typing import TYPE_CHECKING
 from airflow_t9k.controller.reconcile.status import Obj, StatusBuilder, bounded, failure_detail
 
 if TYPE_CHECKING:
-    from airflow_t9k.controller.reconcile.plan import SlotState
+    from airflow_t9k.controller.reconcile.slotstate import SlotState
 
 
 def finish(sb: StatusBuilder, phase: str, reason: str, message: str) -> None:
