@@ -35,7 +35,8 @@ class T9kJobRunFacet(RunFacet):
 
     @staticmethod
     def _get_schema() -> str:
-        return "https://github.com/t9k/airflow-t9k/blob/main/docs/airflow.md#openlineage"
+        # No schema of its own is published: the generic RunFacet's (its fields are in docs/airflow.md).
+        return "https://openlineage.io/spec/2-0-2/OpenLineage.json#/$defs/RunFacet"
 
 
 def dataset(asset: Asset) -> Dataset:

@@ -1,7 +1,8 @@
 """Assets with a real Airflow (api-server, scheduler, dag-processor, triggerer on SQLite), the
 bundled controller and the local cluster: a training task's job ends with a termination message
 (kwok's ``sim.t9k.test/message``), and the DAGs scheduled on its asset, and on the alias the
-result's ``model_uri`` is added through, run with the real metric in the asset event's extra."""
+result's ``model_uri`` is added through, run with the real metric in the asset event's extra; and
+the OpenLineage provider's listener reports the task's lineage with the operator's facets."""
 
 from __future__ import annotations
 
@@ -29,7 +30,9 @@ def stack(cluster, api_client, crds, tmp_path_factory) -> Iterator[tuple[Airflow
     wait_until(lambda: bool(core.list_namespaced_service_account(ns).items), what="default serviceaccount")
     home = tmp_path_factory.mktemp("airflow-assets")
     controller = ControllerProcess(cluster.kubeconfig, ns, home).start()
-    airflow = AirflowStack(home, cluster.kubeconfig, ns, dags=DAGS)
+    # OpenLineage (the provider is in the test extra) writes its events to a file.
+    lineage = {"type": "file", "log_file_path": str(home / "lineage.jsonl"), "append": True}
+    airflow = AirflowStack(home, cluster.kubeconfig, ns, dags=DAGS, env={"AIRFLOW__OPENLINEAGE__TRANSPORT": json.dumps(lineage)})
     try:
         airflow.start()
         yield airflow, ns
@@ -100,3 +103,30 @@ def test_a_dag_scheduled_on_the_model_asset_runs_with_the_jobs_metric(stack, api
     assert state == "success", _errors(airflow, "t9k_asset_evaluate_alias", alias_run)
     seen = _returned(airflow, "t9k_asset_evaluate_alias", alias_run, "evaluate_version")
     assert seen == {"metric": 0.8123, "job": name, "uri": model_uri, "source_run_id": run_id}
+
+
+def test_openlineage_reports_the_training_with_the_jobs_facets(stack, api_client):
+    airflow, ns = stack
+    run_id = airflow.trigger("t9k_asset_train", conf={"metric": 0.42})
+    states = airflow.states_until("t9k_asset_train", run_id, {"success", "failed"}, timeout=180)
+    assert states[-1] == "success", f"{states}\n{_errors(airflow, 't9k_asset_train', run_id)}"
+    jobs = client.CustomObjectsApi(api_client).list_namespaced_custom_object("batch.tensorstack.dev", "v1beta1", ns, "genericjobs")["items"]
+    [job] = [j for j in jobs if j["metadata"]["annotations"]["airflow-t9k.io/run-id"] == run_id]
+
+    def complete() -> dict | None:
+        path = airflow.home / "lineage.jsonl"
+        for line in path.read_text().splitlines() if path.exists() else []:
+            event = json.loads(line)
+            facets = event.get("run", {}).get("facets", {})
+            if (event.get("eventType") == "COMPLETE" and event["job"]["name"] == "t9k_asset_train.train"
+                    and facets.get("t9k_job", {}).get("uid") == job["metadata"]["uid"]):  # fmt: skip
+                return event
+        return None
+
+    event = wait_until(complete, timeout=60, interval=1, what="the training task's OpenLineage COMPLETE event")
+    facet = event["run"]["facets"]["t9k_job"]
+    assert (facet["kind"], facet["namespace"], facet["name"], facet["phase"]) == ("GenericJob", ns, job["metadata"]["name"], "Succeeded")
+    assert facet["images"] == ["busybox"] and sum(facet["replicas"].values()) == 1, facet
+    assert [(d["namespace"], d["name"]) for d in event["inputs"]] == [("s3://t9k-e2e", "data/clicks")]
+    assert sorted((d["namespace"], d["name"]) for d in event["outputs"]) == [
+        ("s3://t9k-e2e", "models/churn"), ("s3://t9k-e2e", f"models/churn/{run_id}")]

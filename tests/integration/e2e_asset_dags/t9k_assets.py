@@ -17,7 +17,7 @@ MODELS = AssetAlias("t9k-e2e-churn-models")
 with DAG("t9k_asset_train", start_date=START, schedule=None, catchup=False, params={"metric": 0.5}):
     GenericJobOperator(
         task_id="train", image="busybox", replicas=1, deferrable=True,
-        outlets=[MODEL, MODELS], asset_from_result="model_uri",
+        inlets=[Asset("s3://t9k-e2e/data/clicks")], outlets=[MODEL, MODELS], asset_from_result="model_uri",
         # kwok: the replica ends with this termination message, as train.py would write it. It runs
         # 20 s: a trigger firing within seconds of the deferral can resume the task before the
         # scheduler has read the deferral, and the scheduler then fails the resumed task (Airflow's

@@ -53,7 +53,7 @@ def test_on_complete_reports_inputs_the_model_image_replicas_uid_and_usage():
     assert facet.usage == USAGE
     # it serialises as the listener sends it
     sent = json.loads(Serde.to_json(facet))  # as the listener sends it
-    assert sent["replicas"] == {"worker": 3} and sent["usage"] == USAGE and sent["_schemaURL"].endswith("#openlineage")
+    assert sent["replicas"] == {"worker": 3} and sent["usage"] == USAGE and sent["_schemaURL"].endswith("#/$defs/RunFacet")
 
 
 def test_on_failure_reports_the_job_without_the_model_and_no_usage_when_status_has_none():
