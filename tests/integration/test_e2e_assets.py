@@ -7,6 +7,7 @@ the OpenLineage provider's listener reports the task's lineage with the operator
 from __future__ import annotations
 
 import json
+import shutil
 import uuid
 from collections.abc import Iterator
 from pathlib import Path
@@ -19,6 +20,7 @@ from tests.support.cluster import wait_until
 from tests.support.controller import ControllerProcess
 
 DAGS = Path(__file__).parent / "e2e_asset_dags"
+EXAMPLES = Path(__file__).resolve().parents[2] / "dags_examples"
 CONSUMERS = ("t9k_asset_evaluate", "t9k_asset_evaluate_alias")
 
 
@@ -29,10 +31,14 @@ def stack(cluster, api_client, crds, tmp_path_factory) -> Iterator[tuple[Airflow
     core.create_namespace({"metadata": {"name": ns}})
     wait_until(lambda: bool(core.list_namespaced_service_account(ns).items), what="default serviceaccount")
     home = tmp_path_factory.mktemp("airflow-assets")
+    dags = home / "dags"  # the test DAGs, and the retraining example (asset-driven)
+    dags.mkdir()
+    shutil.copy(DAGS / "t9k_assets.py", dags)
+    shutil.copy(EXAMPLES / "retraining_pipeline.py", dags)
     controller = ControllerProcess(cluster.kubeconfig, ns, home).start()
     # OpenLineage (the provider is in the test extra) writes its events to a file.
     lineage = {"type": "file", "log_file_path": str(home / "lineage.jsonl"), "append": True}
-    airflow = AirflowStack(home, cluster.kubeconfig, ns, dags=DAGS, env={"AIRFLOW__OPENLINEAGE__TRANSPORT": json.dumps(lineage)})
+    airflow = AirflowStack(home, cluster.kubeconfig, ns, dags=dags, env={"AIRFLOW__OPENLINEAGE__TRANSPORT": json.dumps(lineage)})
     try:
         airflow.start()
         yield airflow, ns
@@ -130,3 +136,22 @@ def test_openlineage_reports_the_training_with_the_jobs_facets(stack, api_client
     assert [(d["namespace"], d["name"]) for d in event["inputs"]] == [("s3://t9k-e2e", "data/clicks")]
     assert sorted((d["namespace"], d["name"]) for d in event["outputs"]) == [
         ("s3://t9k-e2e", "models/churn"), ("s3://t9k-e2e", f"models/churn/{run_id}")]
+
+
+def test_the_retraining_examples_evaluation_runs_on_the_model_asset(stack):
+    airflow, _ = stack
+    wait_until(lambda: airflow._dag_known("retraining_evaluation"), timeout=90, interval=1, what="retraining_evaluation parsed")
+    airflow._retry_locked(lambda: airflow.api("PATCH", "dags/retraining_evaluation", {"is_paused": False}))
+    assert _runs(airflow, "retraining_evaluation") == []
+    run_id = airflow.trigger("retraining_pipeline", conf={"candidate_metric": 0.777})
+
+    def ended() -> list[tuple[str, str]] | None:
+        runs = _runs(airflow, "retraining_evaluation")
+        return runs if runs and all(state in ("success", "failed") for _, state in runs) else None
+
+    [(evaluation, state)] = wait_until(ended, timeout=240, interval=1, what="retraining_evaluation run on the model asset")
+    assert state == "success", _errors(airflow, "retraining_evaluation", evaluation)
+    seen = _returned(airflow, "retraining_evaluation", evaluation, "evaluate_model")
+    assert seen["metric"] == 0.777 and seen["model_uri"] == f"s3://models/clicks-ranker/{run_id}" and seen["job"].startswith("train-")
+    wait_until(lambda: airflow.run_state("retraining_pipeline", run_id) in ("success", "failed"), timeout=60, what="the pipeline ended")
+    assert airflow.run_state("retraining_pipeline", run_id) == "success"
