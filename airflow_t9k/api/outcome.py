@@ -28,6 +28,8 @@ class JobState:
     result_message: str | None = None  # the decisive replica's termination message, as the controller recorded it
     # The replica that failed first (status.rootCause): replica, exitCode, detail, finishedAt, permanent.
     root_cause: dict[str, Any] = field(default_factory=dict)
+    # What the job's pods used (status.usage, controller/reconcile/usage.py), as ``usage_of`` reads it.
+    usage: dict[str, Any] = field(default_factory=dict)
 
     @property
     def terminal(self) -> bool:
@@ -56,6 +58,7 @@ class JobState:
             "replica_failure": self.replica_failure,
             "result_message": self.result_message,
             "root_cause": dict(self.root_cause),
+            "usage": dict(self.usage),
         }
 
 
@@ -113,4 +116,41 @@ def interpret(job: Obj | None) -> JobState:
         replica_failure=str((true_condition(status, "ReplicaFailure") or {}).get("message") or ""),
         result_message=result,
         root_cause=dict(status["rootCause"]) if isinstance(status.get("rootCause"), dict) else {},
+        usage=usage_of(status),
     )
+
+
+def usage_of(status: Obj | None) -> Obj:
+    """The totals of ``status.usage`` (docs/usage.md), for XCom, the UI and metrics; {} when nothing ran.
+
+    accelerator_seconds and wasted_accelerator_seconds per resource name, cpu_seconds, runs,
+    accelerator_hours (all resources together), and wall_seconds once the job has ended.
+    """
+    usage = (status or {}).get("usage")
+    if not isinstance(usage, dict) or not usage:
+        return {}
+
+    def per_resource(value: Any) -> dict[str, float]:
+        return {str(k): v for k, v in value.items() if isinstance(v, (int, float))} if isinstance(value, dict) else {}
+
+    out: Obj = {
+        "accelerator_seconds": per_resource(usage.get("accelerators")),
+        "wasted_accelerator_seconds": per_resource(usage.get("wasted")),
+        "cpu_seconds": usage.get("cpuSeconds", 0),
+        "runs": usage.get("runs", 0),
+    }
+    if "wallSeconds" in usage:
+        out["wall_seconds"] = usage["wallSeconds"]
+    out["accelerator_hours"] = round(sum(out["accelerator_seconds"].values()) / 3600, 4)
+    return out
+
+
+def describe_usage(usage: Obj) -> str:
+    """'nvidia.com/gpu 0.05 h (0.02 h wasted by restarts), 180 cpu-s, wall 103 s' for a task log."""
+    wasted = usage.get("wasted_accelerator_seconds") or {}
+    parts = [f"{name} {float(sec) / 3600:.4g} h" + (f" ({float(wasted[name]) / 3600:.4g} h wasted by restarts)" if wasted.get(name) else "")
+             for name, sec in (usage.get("accelerator_seconds") or {}).items()]  # fmt: skip
+    parts.append(f"{usage.get('cpu_seconds', 0)} cpu-s")
+    if "wall_seconds" in usage:
+        parts.append(f"wall {usage['wall_seconds']} s")
+    return ", ".join(parts)

@@ -16,6 +16,7 @@ from collections.abc import Callable
 from datetime import datetime, timezone
 from typing import Any
 
+from airflow_t9k.api.outcome import interpret
 from airflow_t9k.api.paths import child_path, job_path
 from airflow_t9k.api.resources import resource_for
 from airflow_t9k.k8s.client import Kube
@@ -50,13 +51,20 @@ def _mounted(action: Action) -> bool:
 log = logging.getLogger(__name__)
 
 
+def _ended(old: Obj | None, new: Obj) -> bool:
+    """Whether ``new`` is the status that ends the job (either status shape)."""
+    return not interpret({"status": old or {}}).terminal and interpret({"status": new}).terminal
+
+
 class Executor:
     def __init__(self, kube: Kube, informer_for: Callable[[str, str], Informer], metrics: Counter[str],
-                 on_created: Callable[[Obj], object] | None = None) -> None:  # fmt: skip
+                 on_created: Callable[[Obj], object] | None = None,
+                 on_finished: Callable[[Obj], object] | None = None) -> None:  # fmt: skip
         self.kube = kube
         self.informer_for = informer_for  # (kind, namespace) -> the informer caching that kind there
         self.metrics = metrics
         self.on_created = on_created  # told of every child we create, as it is cached
+        self.on_finished = on_finished  # told of a job whose end a status write just recorded
         self.instance = os.environ.get("HOSTNAME", "local")
 
     async def apply(self, job: Obj, plan: Plan) -> None:
@@ -70,6 +78,8 @@ class Executor:
         current = job
         if plan.status != (job.get("status") or {}):
             current = await self._write_status(job, plan.status)
+            if self.on_finished is not None and _ended(job.get("status"), plan.status):
+                self.on_finished(current)  # once: later passes start from the finished status
         events = list(plan.events)
         if any(isinstance(a, KeepEvidence) for a in plan.actions):
             # The evidence reads the job's Events: this pass's (the job's end) belong in it.

@@ -20,12 +20,15 @@ from prometheus_client import CollectorRegistry, Counter, Gauge, Histogram
 from prometheus_client.core import CounterMetricFamily, GaugeMetricFamily, Metric
 from prometheus_client.registry import Collector
 
+from airflow_t9k.api.outcome import interpret
 from airflow_t9k.controller.queue import WorkQueue
 from airflow_t9k.k8s.client import Kube
 
 if TYPE_CHECKING:
     from airflow_t9k.controller.runner import Controller
 
+Obj = dict[str, Any]
+DAG_ID_ANNOTATION = "airflow-t9k.io/dag-id"  # set by the operator on every job it submits
 CONTROLLER = "t9kjob"  # the controller label: one controller reconciles every job kind
 QUEUE = "t9kjob"
 VERBS = {"POST": "create", "PUT": "update", "PATCH": "patch", "DELETE": "delete"}  # writes, as RBAC names them
@@ -69,6 +72,31 @@ class Metrics:
         self.fenced = Counter("airflow_t9k_leader_fenced_writes_total",
                               "Writes refused because this replica's leadership had lapsed.", registry=r)  # fmt: skip
         self.leader = Gauge("leader_election_master_status", "1 while this replica holds the lease.", ["name"], registry=r)
+        # What finished jobs used (status.usage, docs/usage.md), once per job, when its end is written.
+        by = ["namespace", "dag_id"]
+        self.jobs_finished = Counter("airflow_t9k_jobs_finished_total", "Jobs that ended, by phase.", [*by, "phase"], registry=r)
+        self.accelerator_seconds = Counter("airflow_t9k_job_accelerator_seconds_total",
+                                           "Accelerator-seconds finished jobs used, by resource name.",
+                                           [*by, "resource"], registry=r)  # fmt: skip
+        self.wasted_seconds = Counter("airflow_t9k_job_wasted_accelerator_seconds_total",
+                                      "Accelerator-seconds of runs that ended in a restart or a disruption.",
+                                      [*by, "resource"], registry=r)  # fmt: skip
+        self.cpu_seconds = Counter("airflow_t9k_job_cpu_seconds_total", "Cpu-seconds (limits) finished jobs used.", by, registry=r)
+        self.wall_seconds = Counter("airflow_t9k_job_wall_seconds_total", "Wall time of finished jobs, start to end.", by, registry=r)
+
+    def job_finished(self, job: Obj) -> None:
+        """Count a job whose end was just written (the executor calls this once per job)."""
+        meta = job.get("metadata") or {}
+        labels = (str(meta.get("namespace") or ""), str((meta.get("annotations") or {}).get(DAG_ID_ANNOTATION) or ""))
+        state = interpret(job)
+        self.jobs_finished.labels(*labels, str(state.phase)).inc()
+        usage = state.usage
+        for resource, seconds in (usage.get("accelerator_seconds") or {}).items():
+            self.accelerator_seconds.labels(*labels, resource).inc(max(float(seconds), 0.0))
+        for resource, seconds in (usage.get("wasted_accelerator_seconds") or {}).items():
+            self.wasted_seconds.labels(*labels, resource).inc(max(float(seconds), 0.0))
+        self.cpu_seconds.labels(*labels).inc(max(float(usage.get("cpu_seconds") or 0), 0.0))
+        self.wall_seconds.labels(*labels).inc(max(float(usage.get("wall_seconds") or 0), 0.0))
 
     def bind(self, controller: Controller) -> None:
         """Publish what the controller already counts and knows (its own counters, queue, watches)."""

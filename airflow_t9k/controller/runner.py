@@ -134,7 +134,8 @@ class Controller:
             for kind, path in KUEUE_CLUSTER.items():
                 self.informers[(kind, "")] = Informer(kube, path, kind=kind, watch_timeout=settings.watch_timeout,
                                                       transform=slim_for(kind))  # fmt: skip
-        self.executor = Executor(kube, self.informer_for, self.metrics, on_created=self._index)
+        self.executor = Executor(kube, self.informer_for, self.metrics, on_created=self._index,
+                                 on_finished=self.instruments.job_finished)
         self.instruments.bind(self)
         self.reported: set[str] = set()  # uids of undecodable objects already reported
         self._held: dict[JobKey, float] = {}  # job -> when its held status write is due (loop time)

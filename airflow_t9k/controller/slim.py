@@ -53,13 +53,23 @@ def _keeper(top: tuple[str, ...] = (), spec: tuple[str, ...] = ()) -> Transform:
     return slim
 
 
+def _slim_pod(out: Obj, pod: Obj) -> Obj:
+    spec = pod.get("spec")
+    if isinstance(spec, dict) and isinstance(spec.get("containers"), list):
+        out["spec"] = {"containers": [{k: c[k] for k in ("name", "resources") if k in c}
+                                      for c in spec["containers"] if isinstance(c, dict)]}  # fmt: skip
+    return out
+
+
 # Why each key stays (besides metadata, kept for every kind as said above):
 SLIM: dict[str, Transform] = {
     # status, all of it: phase (rules, clean-up, Beam's "cluster running"), reason (Evicted),
     # containerStatuses' states with exit codes, reasons and termination messages (restart
-    # policy, failure messages, the decisive replica's result). Nothing reads a pod's spec:
-    # the core renders new pods from the job, never from the pods it sees.
-    "Pod": _keeper(top=("status",)),
+    # policy, failure messages, the decisive replica's result; the runs' start and finish
+    # times, which usage counts). Of the spec only each container's name and resources:
+    # usage counts what their limits ask for (reconcile/usage.py); the core renders new pods
+    # from the job, never from the pods it sees.
+    "Pod": lambda obj: _slim_pod(_keeper(top=("status",))(obj), obj),
     # spec.clusterIP: AscendJob hands the leader Service's cluster IP to every pod
     # (Kind.pod_inputs). Services are otherwise only looked up by name and deleted by uid.
     "Service": _keeper(spec=("clusterIP",)),

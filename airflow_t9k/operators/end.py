@@ -8,7 +8,7 @@ from typing import Any
 from airflow.sdk.exceptions import AirflowException, AirflowFailException, AirflowTaskTimeout
 
 from airflow_t9k.api.failed import root_cause
-from airflow_t9k.api.outcome import JobState, interpret
+from airflow_t9k.api.outcome import JobState, describe_usage, interpret
 from airflow_t9k.api.result import message_of, parse_source
 from airflow_t9k.api.result import parse as parse_result
 from airflow_t9k.api.retry import permanent
@@ -65,7 +65,11 @@ class EndMixin:
             for pod, tail in (event.get("logs") or {}).items():
                 self.log.info("--- last %d log lines of failed replica %s ---\n%s", self.log_tail_lines, pod, tail)
         result = self._result(event) if status in ("success", "failed") else None
-        self._record_lineage(ours, event.get("phase"), result)  # for OpenLineage (operators/lineage.py)
+        usage = (event.get("state") or {}).get("usage")
+        if status in ("success", "failed") and usage:  # what the job used (status.usage, docs/usage.md)
+            ti.xcom_push(key="usage", value=usage)
+            self.log.info("%s %s used: %s", event.get("kind"), event.get("name"), describe_usage(usage))
+        self._record_lineage(ours, event.get("phase"), result, usage)  # for OpenLineage (operators/lineage.py)
         if status == "success":
             self.log.info("%s %s succeeded: %s", event.get("kind"), event.get("name"), state.summary())
             if result is not None:

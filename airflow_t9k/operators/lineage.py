@@ -8,7 +8,8 @@ operators import and run where it is not installed. What they report (docs/airfl
 - outputs: its ``outlets`` that are Assets, and the asset named by the result (``asset_from_result``)
   of a job that succeeded;
 - the run facet ``t9k_job``: kind, namespace, name, uid, phase, the images and replicas per
-  replica type of the job as submitted, and the job's ``status.usage`` when it has one.
+  replica type of the job as submitted, and what the job used when its status says (the totals
+  of ``status.usage`` that XCom ``usage`` holds, docs/usage.md).
 """
 
 from __future__ import annotations
@@ -43,28 +44,16 @@ class LineageMixin:
     inlets: list[Any]
     outlets: list[Any]
     rendered_job: Obj | None
-    hook: Any
-    log: Any
     _lineage: Obj | None
 
-    def _record_lineage(self, job: Obj, phase: Any, result: Any) -> None:
-        """Called at the end of the task, success or failure: what the facets report."""
-        self._lineage = {"job": {k: job.get(k) for k in ("kind", "namespace", "name", "uid")}, "phase": phase, "result": result}
+    def _record_lineage(self, job: Obj, phase: Any, result: Any, usage: Obj | None = None) -> None:
+        """Called at the end of the task, success or failure: what the facets report. ``usage`` is
+        what XCom ``usage`` holds (the totals of the job's ``status.usage``, docs/usage.md)."""
+        self._lineage = {"job": {k: job.get(k) for k in ("kind", "namespace", "name", "uid")}, "phase": phase, "result": result,
+                         "usage": dict(usage) if isinstance(usage, dict) and usage else None}  # fmt: skip
 
     def _usage(self) -> Obj | None:
-        """The job's ``status.usage``, when the job and the field exist (one read; never fails)."""
-        job = (getattr(self, "_lineage", None) or {}).get("job") or {}
-        if not job.get("name"):
-            return None
-        try:
-            current = self.hook.get_job(job["kind"], job["name"], job["namespace"])
-        except Exception as exc:  # noqa: BLE001 - lineage is best effort; the task has ended
-            self.log.debug("no usage for lineage: %s", exc)
-            return None
-        if not current or current.get("metadata", {}).get("uid") != job.get("uid"):
-            return None
-        usage = (current.get("status") or {}).get("usage")
-        return usage if isinstance(usage, dict) else None
+        return (getattr(self, "_lineage", None) or {}).get("usage")
 
     def get_openlineage_facets_on_complete(self, task_instance: Any) -> Any:
         from airflow_t9k.operators.openlineage import lineage_facets

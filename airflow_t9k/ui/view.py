@@ -9,6 +9,7 @@ import json
 from datetime import datetime, timezone
 from typing import Any
 
+from airflow_t9k.api.outcome import usage_of
 from airflow_t9k.api.runmode import PAUSED_BY
 
 Obj = dict[str, Any]
@@ -99,6 +100,27 @@ def elastic(job: Obj) -> Obj | None:
     return spec if spec.get("enabled") else None
 
 
+def usage(job: Obj, now: datetime) -> Obj | None:
+    """Accelerator-hours (all resources together, and per resource name) and the hours restarted
+    attempts wasted, from ``status.usage`` (docs/usage.md); runs still going count up to ``now``.
+    None when nothing ran."""
+    status = job.get("status") or {}
+    totals = usage_of(status)
+    if not totals:
+        return None
+    seconds = {k: float(v) for k, v in totals["accelerator_seconds"].items()}
+    running = [r for r in (((status.get("usage") or {}).get("open")) or {}).values() if isinstance(r, dict)]
+    for run in running:
+        start = _time(run.get("start"))
+        for name, n in (run.get("accelerators") or {}).items() if start else ():
+            if isinstance(n, (int, float)):
+                seconds[str(name)] = seconds.get(str(name), 0.0) + n * max((now - start).total_seconds(), 0.0)  # type: ignore[operator]
+    wasted = sum(float(v) for v in totals["wasted_accelerator_seconds"].values())
+    return {"accelerator_hours": round(sum(seconds.values()) / 3600, 4),
+            "by_resource": {k: round(v / 3600, 4) for k, v in sorted(seconds.items())},
+            "wasted_hours": round(wasted / 3600, 4), "running": bool(running)}  # fmt: skip
+
+
 def summary(job: Obj, now: datetime) -> Obj:
     """One row of the T9k Jobs page."""
     meta = job.get("metadata") or {}
@@ -123,6 +145,7 @@ def summary(job: Obj, now: datetime) -> Obj:
         "duration_seconds": int(((ended or now) - started).total_seconds()) if started else None,
         "ended": ended.strftime("%Y-%m-%dT%H:%M:%SZ") if ended else None,
         "elastic": elastic(job),
+        "usage": usage(job, now),
     }
 
 

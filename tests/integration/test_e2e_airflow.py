@@ -21,27 +21,14 @@ from pathlib import Path
 import pytest
 from kubernetes import client
 
-from tests.support.airflow import AirflowStack
+from tests.support.airflow import AirflowStack, airflow_on_cluster
 from tests.support.cluster import wait_until
-from tests.support.controller import ControllerProcess
 
 
 @pytest.fixture(scope="module")
 def e2e(cluster, api_client, crds, tmp_path_factory) -> Iterator[tuple[AirflowStack, str]]:
-    core = client.CoreV1Api(api_client)
-    ns = f"t9k-e2e-{uuid.uuid4().hex[:6]}"
-    core.create_namespace({"metadata": {"name": ns}})
-    wait_until(lambda: bool(core.list_namespaced_service_account(ns).items), what="default serviceaccount")
-    home = tmp_path_factory.mktemp("airflow-e2e")
-    controller = ControllerProcess(cluster.kubeconfig, ns, home).start()
-    stack = AirflowStack(home, cluster.kubeconfig, ns)
-    try:
-        stack.start()
-        yield stack, ns
-    finally:
-        stack.stop()
-        controller.stop()
-        core.delete_namespace(ns)
+    with airflow_on_cluster(cluster, client.CoreV1Api(api_client), tmp_path_factory.mktemp("airflow-e2e"), "t9k-e2e") as both:
+        yield both
 
 
 def _jobs(api_client, ns: str) -> list[dict]:

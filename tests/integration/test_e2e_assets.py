@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import json
 import shutil
+import urllib.error
 import uuid
 from collections.abc import Iterator
 from pathlib import Path
@@ -65,8 +66,8 @@ def _runs(stack: AirflowStack, dag_id: str) -> list[tuple[str, str]]:
     return [(r[0], r[1]) for r in stack._query("select run_id, state from dag_run where dag_id = ? order by id", dag_id)]
 
 
-def _returned(stack: AirflowStack, dag_id: str, run_id: str, task_id: str) -> dict:
-    xcom = stack.api("GET", f"dags/{dag_id}/dagRuns/{run_id}/taskInstances/{task_id}/xcomEntries/return_value")
+def _returned(stack: AirflowStack, dag_id: str, run_id: str, task_id: str, key: str = "return_value") -> dict:
+    xcom = stack.api("GET", f"dags/{dag_id}/dagRuns/{run_id}/taskInstances/{task_id}/xcomEntries/{key}")
     return json.loads(xcom["value"]) if isinstance(xcom["value"], str) else xcom["value"]
 
 
@@ -133,6 +134,12 @@ def test_openlineage_reports_the_training_with_the_jobs_facets(stack, api_client
     facet = event["run"]["facets"]["t9k_job"]
     assert (facet["kind"], facet["namespace"], facet["name"], facet["phase"]) == ("GenericJob", ns, job["metadata"]["name"], "Succeeded")
     assert facet["images"] == ["busybox"] and sum(facet["replicas"].values()) == 1, facet
+    try:  # what the job used, as XCom ``usage`` has it (docs/usage.md)
+        usage = _returned(airflow, "t9k_asset_train", run_id, "train", key="usage")
+    except urllib.error.HTTPError as exc:
+        assert exc.code == 404, exc
+        usage = None
+    assert facet.get("usage") == usage, (facet, usage)
     assert [(d["namespace"], d["name"]) for d in event["inputs"]] == [("s3://t9k-e2e", "data/clicks")]
     assert sorted((d["namespace"], d["name"]) for d in event["outputs"]) == [
         ("s3://t9k-e2e", "models/churn"), ("s3://t9k-e2e", f"models/churn/{run_id}")]

@@ -15,7 +15,6 @@ fails). No task is retried, and the outcome comes promptly after the takeover.
 from __future__ import annotations
 
 import time
-import uuid
 from collections.abc import Iterator
 from datetime import datetime
 from pathlib import Path
@@ -23,9 +22,8 @@ from pathlib import Path
 import pytest
 from kubernetes import client
 
-from tests.support.airflow import AirflowStack
+from tests.support.airflow import AirflowStack, airflow_on_cluster
 from tests.support.cluster import wait_until
-from tests.support.controller import ControllerProcess
 
 DAGS = Path(__file__).resolve().parent / "e2e_late_dags"
 DAG_ID = "t9k_e2e_late"
@@ -38,22 +36,11 @@ GROUP, VERSION, PLURAL = "batch.tensorstack.dev", "v1beta1", "genericjobs"
 
 @pytest.fixture(scope="module")
 def late(cluster, api_client, crds, tmp_path_factory) -> Iterator[tuple[AirflowStack, str]]:
-    core = client.CoreV1Api(api_client)
-    ns = f"t9k-e2e-late-{uuid.uuid4().hex[:6]}"
-    core.create_namespace({"metadata": {"name": ns}})
-    wait_until(lambda: bool(core.list_namespaced_service_account(ns).items), what="default serviceaccount")
-    home = tmp_path_factory.mktemp("airflow-e2e-late")
-    controller = ControllerProcess(cluster.kubeconfig, ns, home).start()
     env = {"T9K_LATE_TIMEOUT": str(TIMEOUT), "T9K_LATE_JOB_SECONDS": str(ENDS_AFTER),
            "AIRFLOW__TRIGGERER__TRIGGERER_HEALTH_CHECK_THRESHOLD": str(HEALTH_THRESHOLD)}  # fmt: skip
-    stack = AirflowStack(home, cluster.kubeconfig, ns, dags=DAGS, env=env)
-    try:
-        stack.start()
-        yield stack, ns
-    finally:
-        stack.stop()
-        controller.stop()
-        core.delete_namespace(ns)
+    home = tmp_path_factory.mktemp("airflow-e2e-late")
+    with airflow_on_cluster(cluster, client.CoreV1Api(api_client), home, "t9k-e2e-late", dags=DAGS, env=env) as both:
+        yield both
 
 
 def _jobs(api_client, ns: str, run_id: str) -> dict[str, dict]:

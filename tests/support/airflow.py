@@ -3,6 +3,7 @@ on SQLite, each its own process group, so one can be SIGKILLed and started again
 
 from __future__ import annotations
 
+import contextlib
 import json
 import os
 import secrets
@@ -14,6 +15,7 @@ import time
 import urllib.error
 import urllib.request
 import uuid
+from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
@@ -198,3 +200,24 @@ class AirflowStack:
 
     def mark_failed(self, dag_id: str, run_id: str) -> None:
         self.api("PATCH", f"dags/{dag_id}/dagRuns/{run_id}/taskInstances/job", {"new_state": "failed"})
+
+
+@contextlib.contextmanager
+def airflow_on_cluster(cluster: Any, core: Any, home: Path, prefix: str, dags: Path = E2E_DAGS,
+                       env: dict[str, str] | None = None) -> Iterator[tuple[AirflowStack, str]]:  # fmt: skip
+    """A namespace of its own with the bundled controller watching it and a real Airflow using
+    it; all three go at the end."""
+    from tests.support.controller import ControllerProcess
+
+    ns = f"{prefix}-{uuid.uuid4().hex[:6]}"
+    core.create_namespace({"metadata": {"name": ns}})
+    wait_until(lambda: bool(core.list_namespaced_service_account(ns).items), what="default serviceaccount")
+    controller = ControllerProcess(cluster.kubeconfig, ns, home).start()
+    stack = AirflowStack(home, cluster.kubeconfig, ns, dags=dags, env=env)
+    try:
+        stack.start()
+        yield stack, ns
+    finally:
+        stack.stop()
+        controller.stop()
+        core.delete_namespace(ns)

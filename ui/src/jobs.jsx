@@ -24,6 +24,22 @@ function Select({ label, value, options, onChange, testId }) {
   );
 }
 
+// Accelerator-hours from status.usage (docs/usage.md): every resource name together, the
+// split and the hours restarted attempts wasted in the tooltip; "…" while runs still count.
+function UsageCell({ job }) {
+  const u = job.usage;
+  if (!u) return <Table.Cell data-testid={`job-usage-${job.name}`} />;
+  const split = Object.entries(u.by_resource || {}).map(([k, v]) => `${k}: ${v} h`);
+  const title = [...split, `wasted by restarts: ${u.wasted_hours} h`].join("\n");
+  return (
+    <Table.Cell title={title} data-testid={`job-usage-${job.name}`}>
+      {u.accelerator_hours.toFixed(u.accelerator_hours < 10 ? 3 : 1)}
+      {u.wasted_hours > 0 ? <Text as="span" color="fg.warning">{` (${u.wasted_hours.toFixed(3)} wasted)`}</Text> : ""}
+      {u.running ? "…" : ""}
+    </Table.Cell>
+  );
+}
+
 function JobRow({ job }) {
   const t = job.task || {};
   const r = job.replicas || {};
@@ -59,6 +75,7 @@ function JobRow({ job }) {
       <Table.Cell>{r.restarts}</Table.Cell>
       <Table.Cell>{duration(job.age_seconds)}</Table.Cell>
       <Table.Cell>{duration(job.duration_seconds)}</Table.Cell>
+      <UsageCell job={job} />
     </Table.Row>
   );
 }
@@ -97,7 +114,7 @@ export default function T9kJobsPage() {
       <Table.Root size="sm" striped>
         <Table.Header>
           <Table.Row>
-            {["Kind", "Name", "Namespace", "DAG", "Run", "Task", "Phase", "Replicas R/S/F", "Restarts", "Age", "Duration"].map((h) => (
+            {["Kind", "Name", "Namespace", "DAG", "Run", "Task", "Phase", "Replicas R/S/F", "Restarts", "Age", "Duration", "Accel-hours"].map((h) => (
               <Table.ColumnHeader key={h}>{h}</Table.ColumnHeader>
             ))}
           </Table.Row>

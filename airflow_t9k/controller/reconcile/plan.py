@@ -27,6 +27,7 @@ from airflow_t9k.controller.reconcile import queueing, volcano
 from airflow_t9k.controller.reconcile.disruption import describe, disruption, record
 from airflow_t9k.controller.reconcile.evidence import keep_first
 from airflow_t9k.controller.reconcile.cleanup import cleanup, remove_all
+from airflow_t9k.controller.reconcile.usage import with_usage
 from airflow_t9k.controller.reconcile.progress import finish, progress, replica_failure, root_cause
 from airflow_t9k.controller.reconcile.actions import Action, Create, CreateSSHSecret, Delete, Emit, Patch, Plan
 from airflow_t9k.controller.reconcile.desired import (
@@ -109,7 +110,9 @@ class SlotState:
 
 def plan(job: Obj, observed: Observed, now: datetime) -> Plan:
     kind = get_kind(job["kind"])
-    return _public(kind, job, _plan(kind, {**job, "status": kind.core_status(job.get("status"))}, observed, now), now, observed)
+    core = kind.core_status(job.get("status"))
+    inner = with_usage(job, core, _plan(kind, {**job, "status": core}, observed, now), observed, now)  # what its pods used
+    return _public(kind, job, inner, now, observed)
 
 
 def _public(kind: JobKind, job: Obj, inner: Plan, now: datetime, observed: Observed) -> Plan:

@@ -19,30 +19,32 @@ from tests.unit.airflow.test_operators import FakeTI, event, finishing_op
 
 DATA = Asset("s3://ml-data/clicks/2026-11-25")
 ALIAS = AssetAlias("churn-model")
-USAGE = {"acceleratorSeconds": {"nvidia.com/gpu": 7200}, "wallSeconds": 3600}
+# What the event's state carries and XCom ``usage`` holds (api/outcome.py usage_of: status.usage's totals).
+USAGE = {"accelerator_seconds": {"nvidia.com/gpu": 7200}, "wasted_accelerator_seconds": {}, "cpu_seconds": 14400, "runs": 2,
+         "wall_seconds": 3600}
 
 
-def ran(op, status="success", message='{"model_uri": "s3://models/churn/run-7", "metric": 0.93}'):
+def ran(op, status="success", message='{"model_uri": "s3://models/churn/run-7", "metric": 0.93}', usage=None):
     phase = "Succeeded" if status == "success" else "Failed"
     c = {"ti": FakeTI(), "outlet_events": OutletEventAccessors()}
     op.render_template_fields(c)  # the manifest as submitted (rendered_job), as on a worker
     try:
-        op.execute_complete(c, event(status, kind=op.kind, phase=phase, state={"phase": phase, "result_message": message}))
+        state = {"phase": phase, "result_message": message, **({"usage": usage} if usage else {})}
+        op.execute_complete(c, event(status, kind=op.kind, phase=phase, state=state))
     except Exception:
         assert status == "failed"
     return op
 
 
-def training(status="success", **kw):
+def training(status="success", usage=None, **kw):
     kw = {"image": "pytorch:2.4", "replicas": 3, "inlets": [DATA], "outlets": [ALIAS], "asset_from_result": "model_uri", **kw}
     from airflow_t9k.operators.kinds import PyTorchTrainingJobOperator
 
-    return ran(finishing_op(cls=PyTorchTrainingJobOperator, **kw), status=status)
+    return ran(finishing_op(cls=PyTorchTrainingJobOperator, **kw), status=status, usage=usage)
 
 
 def test_on_complete_reports_inputs_the_model_image_replicas_uid_and_usage():
-    op = training()
-    op.hook.current = {"metadata": {"name": "j", "namespace": "ml", "uid": "u"}, "status": {"phase": "Succeeded", "usage": USAGE}}
+    op = training(usage=USAGE)
     lineage = op.get_openlineage_facets_on_complete(FakeTI())
     assert isinstance(lineage, OperatorLineage)
     assert [(d.namespace, d.name) for d in lineage.inputs] == [("s3://ml-data", "clicks/2026-11-25")]
@@ -57,26 +59,23 @@ def test_on_complete_reports_inputs_the_model_image_replicas_uid_and_usage():
 
 
 def test_on_failure_reports_the_job_without_the_model_and_no_usage_when_status_has_none():
-    op = training(status="failed")  # its message names a model, but no model was made
-    op.hook.current = {"metadata": {"name": "j", "namespace": "ml", "uid": "u"}, "status": {"phase": "Failed"}}
+    op = training(status="failed")  # its message names a model, but no model was made; no usage in its status
     lineage = op.get_openlineage_facets_on_failure(FakeTI())
     facet = lineage.run_facets["t9k_job"]
     assert facet.phase == "Failed" and facet.usage is None and facet.uid == "u"
     assert lineage.outputs == [] and [d.name for d in lineage.inputs] == ["clicks/2026-11-25"]
 
 
-def test_static_asset_outlets_are_outputs_and_a_replaced_job_gives_no_usage():
+def test_static_asset_outlets_are_outputs_and_usage_of_a_failed_job_is_reported():
     model = Asset("s3://models/churn")
-    op = training(outlets=[model], asset_from_result=None, inlets=[])
-    op.hook.current = {"metadata": {"name": "j", "namespace": "ml", "uid": "another"}, "status": {"usage": USAGE}}
-    lineage = op.get_openlineage_facets_on_complete(FakeTI())
+    op = training(status="failed", usage=USAGE, outlets=[model], asset_from_result=None, inlets=[])
+    lineage = op.get_openlineage_facets_on_failure(FakeTI())
     assert lineage.inputs == [] and [(d.namespace, d.name) for d in lineage.outputs] == [("s3://models", "churn")]
-    assert lineage.run_facets["t9k_job"].usage is None  # another object took the name: not our job's
+    assert lineage.run_facets["t9k_job"].usage == USAGE  # a failed run used GPUs too
 
 
 def test_the_providers_default_extractor_takes_the_operators_facets():
-    op = training()
-    op.hook.current = {"metadata": {"name": "j", "namespace": "ml", "uid": "u"}, "status": {"usage": USAGE}}
+    op = training(usage=USAGE)
     lineage = DefaultExtractor(op).extract_on_complete(FakeTI())
     assert lineage is not None and lineage.run_facets["t9k_job"].uid == "u"
     assert [d.name for d in lineage.outputs] == ["churn/run-7"]

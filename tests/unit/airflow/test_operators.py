@@ -643,3 +643,35 @@ def test_a_rerun_gets_this_trys_own_name(name, try_number, expected):
     else:
         assert o._rerun_of(job)["metadata"]["name"] == expected
         assert job["metadata"]["name"] == name  # the rendered job itself is left as it was
+
+
+USED = {"phase": "Succeeded", "startTime": "2026-11-25T12:00:00Z",
+        "conditions": [{"type": "Completed", "status": "True", "reason": "Succeeded", "message": "done"}],
+        "usage": {"accelerators": {"nvidia.com/gpu": 7200}, "wasted": {"nvidia.com/gpu": 1800}, "cpuSeconds": 3600,
+                  "runs": 3, "wallSeconds": 4000, "open": {}, "closed": ["a"]}}  # fmt: skip
+
+
+@pytest.mark.parametrize("status", ["success", "failed"])
+def test_the_jobs_usage_goes_to_xcom_beside_the_result(status):
+    """The event carries the state as the shared interpreter read the job's status."""
+    from airflow_t9k.api.outcome import interpret
+
+    phase = "Succeeded" if status == "success" else "Failed"
+    job = {"kind": "GenericJob", "metadata": {"name": "j", "namespace": "ml"}, "status": {**USED, "phase": phase}}
+    ev = event(status, phase=phase, state=interpret(job).as_dict())
+    c = ctx()
+    o = finishing_op()
+    if status == "success":
+        o.execute_complete(c, ev)
+    else:
+        with pytest.raises(AirflowException):
+            o.execute_complete(c, ev)
+    assert c["ti"].xcom["usage"] == {"accelerator_seconds": {"nvidia.com/gpu": 7200},
+                                     "wasted_accelerator_seconds": {"nvidia.com/gpu": 1800}, "cpu_seconds": 3600,
+                                     "runs": 3, "wall_seconds": 4000, "accelerator_hours": 2.0}  # fmt: skip
+
+
+def test_no_usage_no_xcom():
+    c = ctx()
+    finishing_op().execute_complete(c, event("success", phase="Succeeded", state={"phase": "Succeeded"}))
+    assert "usage" not in c["ti"].xcom

@@ -212,3 +212,41 @@ async def test_metrics_listen_on_loopback_by_default_and_probes_on_every_address
         for r in runners:
             await r.cleanup()
         await controller.kube.close()
+
+
+@pytest.mark.asyncio
+async def test_a_finished_jobs_usage_is_counted_once_by_namespace_and_dag():
+    """The executor tells the metrics of the status write that ends a job; later passes start
+    from the finished status and count nothing. Only the API write is replaced here."""
+    from airflow_t9k.controller.reconcile import Plan
+
+    controller = offline_controller()
+    writes: list[dict] = []
+
+    async def write(job, status):
+        writes.append(status)
+        return {**job, "status": status}
+
+    controller.executor._write_status = write
+    usage = {"accelerators": {"nvidia.com/gpu": 120}, "wasted": {"nvidia.com/gpu": 40}, "cpuSeconds": 30, "runs": 2,
+             "wallSeconds": 70, "open": {}, "closed": []}  # fmt: skip
+    job = {"kind": "GenericJob", "metadata": {"name": "j", "namespace": "ns", "uid": "u",
+                                              "annotations": {"airflow-t9k.io/dag-id": "nightly"}},
+           "status": {"phase": "Running"}}  # fmt: skip
+    done = {"phase": "Succeeded", "usage": usage}
+    other = {"kind": "GenericJob", "metadata": {"name": "k", "namespace": "ns", "uid": "v"}, "status": {"phase": "Running"}}
+    await controller.executor.apply(job, Plan(status=done))
+    await controller.executor.apply({**job, "status": done}, Plan(status={**done, "note": "a later pass"}))  # not again
+    await controller.executor.apply(job, Plan(status={"phase": "Running", "usage": usage}))  # not the end
+    await controller.executor.apply(other, Plan(status={"phase": "Failed", "usage": usage}))  # no DAG annotation
+    await controller.kube.close()
+    assert len(writes) == 4
+    value = controller.instruments.registry.get_sample_value
+    nightly = {"namespace": "ns", "dag_id": "nightly"}
+    assert value("airflow_t9k_job_accelerator_seconds_total", {**nightly, "resource": "nvidia.com/gpu"}) == 120
+    assert value("airflow_t9k_job_wasted_accelerator_seconds_total", {**nightly, "resource": "nvidia.com/gpu"}) == 40
+    assert value("airflow_t9k_job_cpu_seconds_total", nightly) == 30
+    assert value("airflow_t9k_job_wall_seconds_total", nightly) == 70
+    assert value("airflow_t9k_jobs_finished_total", {**nightly, "phase": "Succeeded"}) == 1
+    assert value("airflow_t9k_jobs_finished_total", {"namespace": "ns", "dag_id": "", "phase": "Failed"}) == 1
+    assert value("airflow_t9k_job_accelerator_seconds_total", {"namespace": "ns", "dag_id": "", "resource": "nvidia.com/gpu"}) == 120

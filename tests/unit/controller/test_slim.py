@@ -49,7 +49,7 @@ def test_drop_managed_fields(obj, expected):
 META = {"name": "x", "namespace": "ns", "uid": "u", "resourceVersion": "7", "labels": {"l": "v"},
         "annotations": {"a": "b"}, "ownerReferences": [{"kind": "GenericJob", "uid": "j", "controller": True}],
         "deletionTimestamp": "2026-11-26T08:00:00Z"}  # fmt: skip
-SPEC = {"containers": [{"name": "c", "image": "i"}], "nodeName": "n", "clusterIP": "10.96.0.9", "ports": [{"port": 80}]}
+SPEC = {"containers": [{"name": "c", "image": "i", "resources": {"limits": {"nvidia.com/gpu": "2"}}}], "nodeName": "n", "clusterIP": "10.96.0.9", "ports": [{"port": 80}]}
 STATUS = {"phase": "Failed", "containerStatuses": [{"name": "c", "state": {"terminated": {"exitCode": 3, "message": "m"}}}]}
 
 
@@ -64,7 +64,9 @@ BASE = {"apiVersion": "v1", "metadata": META}
 @pytest.mark.parametrize(
     ("obj", "expected"),
     [
-        (whole("Pod"), {**BASE, "kind": "Pod", "status": STATUS}),  # no spec: nothing reads a pod's
+        # of the spec only the containers' names and resources (usage counts their limits)
+        (whole("Pod"), {**BASE, "kind": "Pod", "status": STATUS,
+                        "spec": {"containers": [{"name": "c", "resources": {"limits": {"nvidia.com/gpu": "2"}}}]}}),
         (whole("Service"), {**BASE, "kind": "Service", "spec": {"clusterIP": "10.96.0.9"}}),  # Ascend's leader IP
         (whole("ConfigMap", data={"hostfile": "h"}, binaryData={"b": "AA=="}),
          {**BASE, "kind": "ConfigMap", "data": {"hostfile": "h"}}),

@@ -318,3 +318,23 @@ def test_root_cause_and_restart_history_come_from_the_status():
     assert d["kept"] is None
     plain = view.detail(job(), [], [], NOW)
     assert (plain["root_cause"], plain["restart_history"]) == (None, [])
+
+
+@pytest.mark.parametrize(
+    ("usage", "expected"),
+    [
+        (None, None),  # nothing ran: an empty cell
+        # a finished job: its totals, and what the restarts wasted
+        ({"accelerators": {"nvidia.com/gpu": 7200, "huawei.com/Ascend910": 3600}, "wasted": {"nvidia.com/gpu": 1800},
+          "runs": 3, "open": {}, "closed": []},
+         {"accelerator_hours": 3.0, "by_resource": {"huawei.com/Ascend910": 1.0, "nvidia.com/gpu": 2.0}, "wasted_hours": 0.5,
+          "running": False}),
+        # a running job: its ended runs, plus the running one up to now (8 GPUs for 30 minutes)
+        ({"accelerators": {"nvidia.com/gpu": 3600}, "wasted": {"nvidia.com/gpu": 3600}, "runs": 1, "closed": [],
+          "open": {"u2": {"pod": "j-worker-0", "start": "2026-01-01T11:30:00Z", "accelerators": {"nvidia.com/gpu": 8}, "cpu": 1}}},
+         {"accelerator_hours": 5.0, "by_resource": {"nvidia.com/gpu": 5.0}, "wasted_hours": 1.0, "running": True}),
+    ],
+)  # fmt: skip
+def test_summary_row_accelerator_hours(usage, expected):
+    job = {"kind": "GenericJob", "metadata": {"name": "j"}, "status": {"phase": "Running", **({"usage": usage} if usage else {})}}
+    assert view.summary(job, NOW)["usage"] == expected
