@@ -11,6 +11,12 @@ reads it from there. Two DAGs share the pipeline:
 - ``retraining_pipeline_real`` (``make demo-real``): two replicas train for real on the local
   cluster's real node (``jobs/train_ddp.py``, DDP over gloo, mounted from the ConfigMap
   ``retraining-code``), and the metric that comes back is the measured accuracy.
+
+Both are asset-aware: "prepare_data" updates the data asset ``CLICKS``, which "train" reads
+(``inlets``), and "train" updates the model asset ``MODEL`` (``outlets``) with an asset event
+whose extra is the job's result (the metric, the model version's URI) and the job. A third DAG,
+``retraining_evaluation``, is scheduled on ``MODEL`` (``schedule=[MODEL]``): each successful
+training runs it with that event, and it reads the metric from the event, not from XCom.
 """
 
 from __future__ import annotations
@@ -18,11 +24,13 @@ from __future__ import annotations
 from datetime import datetime
 from typing import Any
 
-from airflow.sdk import DAG, Variable, task
+from airflow.sdk import DAG, Asset, Variable, task
 
 from airflow_t9k.operators.kinds import PyTorchTrainingJobOperator
 
 BEST_METRIC = "retraining_best_metric"
+CLICKS = Asset("s3://ml-data/clicks")  # the training data, updated by prepare_data
+MODEL = Asset("s3://models/clicks-ranker")  # the model, updated by every successful training
 
 REAL_NODE = {  # where the local cluster's real node takes jobs (scripts/local-cluster.sh up --real-node)
     "image": "localhost/airflow-t9k/train:1",
@@ -33,7 +41,7 @@ REAL_NODE = {  # where the local cluster's real node takes jobs (scripts/local-c
 
 def training(real: bool) -> PyTorchTrainingJobOperator:
     data = "{{ ti.xcom_pull(task_ids='prepare_data')['dataset'] }}"
-    common = {"task_id": "train", "replicas": 2, "timeout": 1800, "deferrable": True,
+    common = {"task_id": "train", "replicas": 2, "timeout": 1800, "deferrable": True, "inlets": [CLICKS], "outlets": [MODEL],
               "spec": {"runPolicy": {"backoffLimit": 2, "cleanUpPolicy": "Unfinished"}}}  # fmt: skip
     if real:
         return PyTorchTrainingJobOperator(
@@ -50,7 +58,8 @@ def training(real: bool) -> PyTorchTrainingJobOperator:
         # kwok only (inert on a real cluster, drop them): how long the simulated replicas run, and
         # the termination message they end with, as train.py would write it.
         pod_annotations={"sim.t9k.test/duration": "5s",
-                         "sim.t9k.test/message": '{"metric": {{ params.candidate_metric }}}'},
+                         "sim.t9k.test/message": '{"metric": {{ params.candidate_metric }}, '
+                                                 '"model_uri": "s3://models/clicks-ranker/{{ run_id }}"}'},
         **common,
     )  # fmt: skip
 
@@ -65,7 +74,7 @@ def pipeline(dag_id: str, real: bool) -> None:
         tags=["t9k", "retraining"] + (["real-node"] if real else []),
     ):
 
-        @task
+        @task(outlets=[CLICKS])
         def prepare_data(ds: str | None = None) -> dict[str, Any]:
             return {"dataset": f"s3://ml-data/clicks/{ds}", "rows": 1_000_000}
 
@@ -103,3 +112,18 @@ def pipeline(dag_id: str, real: bool) -> None:
 
 pipeline("retraining_pipeline", real=False)
 pipeline("retraining_pipeline_real", real=True)
+
+# Scheduled on the model asset: runs after each training that succeeded, with its asset event.
+with DAG("retraining_evaluation", start_date=datetime(2026, 1, 1), schedule=[MODEL], catchup=False,
+         tags=["t9k", "retraining", "assets"]):
+
+    @task
+    def evaluate_model(triggering_asset_events: Any = None) -> dict[str, Any]:
+        event = triggering_asset_events[MODEL][-1]  # the newest model
+        extra = event.extra  # the training job's result, and the job
+        job = extra.get("t9k_job") or {}
+        print(f"model {extra.get('model_uri', MODEL.uri)} from {job.get('kind')} {job.get('namespace')}/{job.get('name')} "
+              f"(run {event.source_run_id}): metric {extra.get('metric')}")
+        return {"metric": extra.get("metric"), "model_uri": extra.get("model_uri"), "job": job.get("name")}
+
+    evaluate_model()

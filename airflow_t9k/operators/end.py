@@ -33,6 +33,8 @@ class EndMixin:
     _identity: Obj | None
     _waited: bool
     _try_number: int
+    _record_lineage: Any
+    _emit_assets: Any
 
     def execute_complete(self, context: Any, event: Obj) -> Obj:
         self._try_number = int(getattr(context["ti"], "try_number", 0) or 0)
@@ -67,10 +69,12 @@ class EndMixin:
         if status in ("success", "failed") and usage:  # what the job used (status.usage, docs/usage.md)
             ti.xcom_push(key="usage", value=usage)
             self.log.info("%s %s used: %s", event.get("kind"), event.get("name"), describe_usage(usage))
+        self._record_lineage(ours, event.get("phase"), result, usage)  # for OpenLineage (operators/lineage.py)
         if status == "success":
             self.log.info("%s %s succeeded: %s", event.get("kind"), event.get("name"), state.summary())
             if result is not None:
                 ti.xcom_push(key="result", value=result)
+            self._emit_assets(context, result, ours)  # outlets' events carry the result (operators/assets.py)
             if self.delete_on_finish in ("always", "on_success"):
                 self._delete(ours)
             return {k: event.get(k) for k in ("kind", "name", "namespace", "uid", "phase")} | {"summary": state.summary(), "result": result}

@@ -42,9 +42,11 @@ from airflow_t9k.hooks.t9k import T9kHook
 from airflow_t9k.kinds.base import ANNOTATION_EVIDENCE_LINES
 from airflow_t9k.kinds.registry import KINDS
 from airflow_t9k.links import XCOM_IDENTITY, T9kJobLink
+from airflow_t9k.operators.assets import AssetsMixin
 from airflow_t9k.operators.checkpoint import CheckpointMixin
 from airflow_t9k.operators.dryrun import dry_run_context
 from airflow_t9k.operators.end import EndMixin
+from airflow_t9k.operators.lineage import LineageMixin
 from airflow_t9k.operators.logs import DEFAULT_MAX_FOLLOWED_PODS, DEFAULT_MAX_LOG_LINES, LOG_REPLICAS, pods_to_follow
 from airflow_t9k.operators.manifest import (  # noqa: F401 - also imported from here by others
     CONSUMED_BY,
@@ -66,7 +68,7 @@ ON_KILL = ("delete", "pause", "keep")
 FINISHED_XCOM = ("phase", "summary")
 
 
-class T9kJobOperator(SubmitMixin, WaitMixin, CheckpointMixin, EndMixin, BaseOperator):
+class T9kJobOperator(SubmitMixin, WaitMixin, CheckpointMixin, AssetsMixin, LineageMixin, EndMixin, BaseOperator):
     """
     Submit a T9k job and wait until it ends.
 
@@ -132,6 +134,11 @@ class T9kJobOperator(SubmitMixin, WaitMixin, CheckpointMixin, EndMixin, BaseOper
         task and map index gets its own directory, ``<path>/<dag>/<run>/<task>[/map-<i>]``, the
         same for replica restarts, retries and Clears (docs/checkpoints.md). Templated. A
         result ``{"checkpoint": ...}`` is pushed as XCom ``checkpoint``
+    :param asset_from_result: a key of the job's (dict) result whose value is an asset URI (e.g.
+        ``"model_uri"``): when the job succeeds, that asset gets an event through each ``AssetAlias``
+        in ``outlets`` (required), with the same extra as below. Every ``Asset`` in ``outlets``
+        gets an event too, whose ``extra`` is the result's keys (``{"result": ...}`` for a result
+        that is not a dict) and the job under ``t9k_job`` (docs/airflow.md, "Assets")
     :param termination_grace_period: seconds (or a timedelta) between SIGTERM and SIGKILL for
         every replica (``terminationGracePeriodSeconds``), time to save a last checkpoint;
         default: the pod template's, else Kubernetes' 30 s
@@ -178,9 +185,13 @@ class T9kJobOperator(SubmitMixin, WaitMixin, CheckpointMixin, EndMixin, BaseOper
         evidence_log_lines: int | None = None,
         checkpoint: str | Obj | None = None,
         termination_grace_period: float | timedelta | None = None,
+        asset_from_result: str | None = None,
         **kwargs: Any,
     ) -> None:
         super().__init__(**kwargs)
+        self._check_asset_args(asset_from_result, wait_for_completion)
+        self.asset_from_result = asset_from_result
+        self._lineage: Obj | None = None
         # Exit codes of the first failed replica that fail the task without its retries (api/retry.py).
         self.permanent_exit_codes = check_codes(permanent_exit_codes)
         if evidence_log_lines is not None and (isinstance(evidence_log_lines, bool) or not isinstance(evidence_log_lines, int)

@@ -73,7 +73,7 @@ def test_example_dag_runs_to_success(run_dag, jobs, dag_id):
     assert "[event] Normal Succeeded" in out or dag_id == "example_yaml_and_sensor"
 
 
-def test_retraining_pipeline_promotes_then_keeps(run_dag, jobs):
+def test_retraining_pipeline_promotes_then_keeps(run_dag, jobs, airflow_home):
     first = ok(run_dag("retraining_pipeline", candidate_metric=0.99))
     assert "promoted model with metric 0.9900" in first
     pt = jobs.api.list_namespaced_custom_object("batch.tensorstack.dev", "v1beta1", jobs.ns, "pytorchtrainingjobs")["items"]
@@ -85,6 +85,16 @@ def test_retraining_pipeline_promotes_then_keeps(run_dag, jobs):
     assert (env["RANK"], env["WORLD_SIZE"], env["MASTER_ADDR"]) == ("0", "2", f"{pt[0]['metadata']['name']}-worker-0")
     second = ok(run_dag("retraining_pipeline", candidate_metric=0.5))
     assert "kept the production model" in second
+    # Each training updated the model asset with an event whose extra is its job's result.
+    import sqlite3
+
+    with sqlite3.connect(airflow_home / "airflow.db") as db:
+        rows = db.execute("select e.extra from asset_event e join asset a on a.id = e.asset_id "
+                          "where a.uri = 's3://models/clicks-ranker' and e.source_dag_id = 'retraining_pipeline' order by e.id").fetchall()  # fmt: skip
+    extras = [json.loads(r[0]) for r in rows][-2:]
+    assert [e["metric"] for e in extras] == [0.99, 0.5], extras
+    assert all(e["model_uri"].startswith("s3://models/clicks-ranker/manual__") for e in extras), extras
+    assert extras[0]["t9k_job"]["name"] == pt[0]["metadata"]["name"] and extras[0]["t9k_job"]["kind"] == "PyTorchTrainingJob"
 
 
 def test_failing_job_fails_the_task_with_the_reason(run_dag, jobs):

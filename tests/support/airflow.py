@@ -116,7 +116,7 @@ class AirflowStack:
             except subprocess.TimeoutExpired:
                 os.killpg(p.pid, signal.SIGKILL)
 
-    def trigger(self, dag_id: str) -> str:
+    def trigger(self, dag_id: str, conf: dict | None = None) -> str:
         run_id = f"e2e-{uuid.uuid4().hex[:8]}"
         wait_until(lambda: self._dag_known(dag_id), timeout=60, interval=1, what=f"{dag_id} parsed")
         # Through the REST API: each `airflow dags` command costs seconds of imports.
@@ -126,7 +126,7 @@ class AirflowStack:
         # created answers 409 the second time.
         for attempt in range(3):
             try:
-                self.api("POST", f"dags/{dag_id}/dagRuns", {"dag_run_id": run_id, "logical_date": None})
+                self.api("POST", f"dags/{dag_id}/dagRuns", {"dag_run_id": run_id, "logical_date": None, **({"conf": conf} if conf else {})})
                 break
             except urllib.error.HTTPError as exc:
                 if exc.code == 409 and attempt:

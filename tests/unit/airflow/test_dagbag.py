@@ -10,7 +10,7 @@ ROOT = Path(__file__).resolve().parents[3]
 EXPECTED = {
     "example_genericjob", "example_pytorch", "example_tensorflow", "example_xgboost", "example_colossalai",
     "example_deepspeed", "example_mpi", "example_beam", "example_yaml_and_sensor", "retraining_pipeline", "example_ti", "example_ascend",
-    "example_pod_options", "example_queue", "retraining_pipeline_real",
+    "example_pod_options", "example_queue", "retraining_pipeline_real", "retraining_evaluation",
 }  # fmt: skip
 
 
@@ -26,6 +26,13 @@ def test_every_example_dag_imports_without_errors(monkeypatch):
     real = bag.dags["retraining_pipeline_real"].get_task("train")
     assert real.node_selector == {"t9k.test/real": "true"} and real.image == "localhost/airflow-t9k/train:1"
     assert not bag.dags["retraining_pipeline"].get_task("train").node_selector
+    # Asset-aware: train reads the data asset and updates the model asset; evaluation is scheduled on it.
+    from airflow.sdk import Asset
+
+    for dag_id in ("retraining_pipeline", "retraining_pipeline_real"):
+        train = bag.dags[dag_id].get_task("train")
+        assert train.inlets == [Asset("s3://ml-data/clicks")] and train.outlets == [Asset("s3://models/clicks-ranker")]
+    assert list(bag.dags["retraining_evaluation"].timetable.asset_condition.objects) == [Asset("s3://models/clicks-ranker")]
 
 
 def test_an_example_dag_copied_alone_into_a_dag_folder_imports(tmp_path):
