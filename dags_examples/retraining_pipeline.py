@@ -16,7 +16,8 @@ Both are asset-aware: "prepare_data" updates the data asset ``CLICKS``, which "t
 (``inlets``), and "train" updates the model asset ``MODEL`` (``outlets``) with an asset event
 whose extra is the job's result (the metric, the model version's URI) and the job. A third DAG,
 ``retraining_evaluation``, is scheduled on ``MODEL`` (``schedule=[MODEL]``): each successful
-training runs it with that event, and it reads the metric from the event, not from XCom.
+training runs it with that event, and it reads the metric from the event, not from XCom. Trainings
+that end together may share one run: it evaluates every model among its events.
 """
 
 from __future__ import annotations
@@ -118,12 +119,16 @@ with DAG("retraining_evaluation", start_date=datetime(2026, 1, 1), schedule=[MOD
          tags=["t9k", "retraining", "assets"]):
 
     @task
-    def evaluate_model(triggering_asset_events: Any = None) -> dict[str, Any]:
-        event = triggering_asset_events[MODEL][-1]  # the newest model
-        extra = event.extra  # the training job's result, and the job
-        job = extra.get("t9k_job") or {}
-        print(f"model {extra.get('model_uri', MODEL.uri)} from {job.get('kind')} {job.get('namespace')}/{job.get('name')} "
-              f"(run {event.source_run_id}): metric {extra.get('metric')}")
-        return {"metric": extra.get("metric"), "model_uri": extra.get("model_uri"), "job": job.get("name")}
+    def evaluate_model(triggering_asset_events: Any = None) -> list[dict[str, Any]]:
+        # Trainings that end close together are one run's events (Airflow queues them until the
+        # scheduler makes the run): evaluate every model, not only the newest.
+        models = []
+        for event in triggering_asset_events[MODEL]:
+            extra = event.extra  # the training job's result, and the job
+            job = extra.get("t9k_job") or {}
+            print(f"model {extra.get('model_uri', MODEL.uri)} from {job.get('kind')} {job.get('namespace')}/{job.get('name')} "
+                  f"(run {event.source_run_id}): metric {extra.get('metric')}")
+            models.append({"metric": extra.get("metric"), "model_uri": extra.get("model_uri"), "job": job.get("name")})
+        return models
 
     evaluate_model()

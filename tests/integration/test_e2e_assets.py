@@ -155,15 +155,16 @@ def test_the_retraining_examples_evaluation_runs_on_the_model_asset(stack):
     model_uri = f"s3://models/clicks-ranker/{run_id}"
 
     def ours() -> dict | None:
-        """The evaluation run of our training's model (unpausing the @weekly pipeline also
-        starts its latest scheduled run, whose training makes a model of its own)."""
+        """Our training's model, as an evaluation run saw it. Unpausing the @weekly pipeline also
+        starts its latest scheduled run, whose training makes a model of its own; when both end
+        together one evaluation run gets both events (CI saw it), and evaluates both."""
         for evaluation, state in _runs(airflow, "retraining_evaluation"):
             if state == "failed":
                 raise AssertionError(_errors(airflow, "retraining_evaluation", evaluation))
             if state == "success":
-                seen = _returned(airflow, "retraining_evaluation", evaluation, "evaluate_model")
-                if seen["model_uri"] == model_uri:
-                    return seen
+                for seen in _returned(airflow, "retraining_evaluation", evaluation, "evaluate_model"):
+                    if seen["model_uri"] == model_uri:
+                        return seen
         return None
 
     seen = wait_until(ours, timeout=240, interval=1, what="retraining_evaluation run on our model asset event")
