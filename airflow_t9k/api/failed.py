@@ -20,6 +20,8 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import Any
 
+from airflow_t9k.api.evidence import last_lines
+
 Obj = dict[str, Any]
 PRINT_CHUNK = 1000  # lines per log record when printing a failed replica's log
 UNKNOWN = "~"  # sorts after every RFC 3339 time: a replica whose end is not on record comes last
@@ -78,6 +80,11 @@ def first_failed(job: Obj | None, pods: list[Obj] | None = None) -> list[FailedR
     return sorted(out, key=lambda r: r.finished_at or UNKNOWN)  # sorted() is stable: ties keep status order
 
 
+def unavailable(text: str) -> bool:
+    """Whether a log read answered with the hooks' note instead of a log (the pod is gone)."""
+    return text.startswith("(log not available")
+
+
 def strip_stamps(text: str, after: str | None = None) -> list[str]:
     """The lines of a log read with ``timestamps=true``, without their stamps; those stamped
     at or before ``after`` (already streamed into the task log) left out."""
@@ -106,6 +113,7 @@ class FailedLogs:
     streamed: dict[str, str] = field(default_factory=dict)  # pod -> stamp of the last line streamed
     printed: dict[str, int] = field(default_factory=dict)  # pod -> lines printed
     cut: dict[str, bool] = field(default_factory=dict)  # pod -> only the log's last lines were printed
+    kept_in: dict[str, str] = field(default_factory=dict)  # pod -> the evidence ConfigMap its lines came from
     tail: str = ""
     _spent: int = 0
     _tail_read: bool = False
@@ -125,13 +133,18 @@ class FailedLogs:
             return None
         return left[0].pod, max(unspent // len(left), 1)
 
-    def add(self, pod: str, text: str, asked: int | None) -> list[str]:
-        """What was read of ``pod``'s log (its last ``asked`` lines): the lines to print."""
+    def add(self, pod: str, text: str, asked: int | None, kept_in: str | None = None) -> list[str]:
+        """What was read of ``pod``'s log (its last ``asked`` lines): the lines to print.
+        ``kept_in``: the lines are the controller's evidence record of that name (the pod is
+        gone); they carry no timestamps, so lines streamed while waiting may repeat."""
+        if kept_in is not None:
+            self.kept_in[pod] = kept_in
+            text = last_lines(text, asked)
         lines = strip_stamps(text)
         if self.replicas and pod == self.replicas[0].pod and (asked is None or asked >= self.tail_lines):
             self.tail = "\n".join(lines[-self.tail_lines :]) if self.tail_lines > 0 else ""
             self._tail_read = True
-        fresh = strip_stamps(text, self.streamed.get(pod))
+        fresh = strip_stamps(text, None if kept_in is not None else self.streamed.get(pod))
         self.printed[pod] = len(fresh)
         self.cut[pod] = asked is not None and len(lines) >= asked
         self._spent += len(fresh)
@@ -144,7 +157,9 @@ class FailedLogs:
             return None
         return self.replicas[0].pod, self.tail_lines
 
-    def set_tail(self, text: str) -> None:
+    def set_tail(self, text: str, kept: bool = False) -> None:
+        if kept:
+            text = last_lines(text, self.tail_lines)
         self.tail = "\n".join(strip_stamps(text)[-self.tail_lines :])
         self._tail_read = True
 
@@ -158,8 +173,9 @@ class FailedLogs:
         ended = f" at {replica.finished_at}" if replica.finished_at else ""
         how = f", {replica.detail}" if replica.detail else ""
         which = f"its last {lines} lines" if self.cut.get(pod) else f"{lines} lines"
-        again = ", the lines streamed above not repeated" if pod in self.streamed else ""
-        return f"--- log of failed replica {pod} ({rank}{ended}{how}): {which}{again} ---"
+        again = ", the lines streamed above not repeated" if pod in self.streamed and pod not in self.kept_in else ""
+        kept = f", kept in the evidence record {self.kept_in[pod]} (the pod is gone)" if pod in self.kept_in else ""
+        return f"--- log of failed replica {pod} ({rank}{ended}{how}): {which}{again}{kept} ---"
 
     def report(self) -> Obj:
         """For the final event: the order of failure and the root cause's last lines."""
