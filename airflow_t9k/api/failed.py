@@ -77,7 +77,27 @@ def first_failed(job: Obj | None, pods: list[Obj] | None = None) -> list[FailedR
             if when is None:  # the pod is gone (cleaned up): the controller kept how it ended
                 when, detail = _end(replica.get("containers") or [])
             out.append(FailedReplica(str(name), when, detail))
-    return sorted(out, key=lambda r: r.finished_at or UNKNOWN)  # sorted() is stable: ties keep status order
+    ordered = sorted(out, key=lambda r: r.finished_at or UNKNOWN)  # sorted() is stable: ties keep status order
+    return _controllers_first(ordered, ((job or {}).get("status") or {}).get("rootCause"))
+
+
+def _controllers_first(ordered: list[FailedReplica], cause: Any) -> list[FailedReplica]:
+    """``ordered`` starting from the replica the controller named in ``status.rootCause``, so the
+    job's condition and the task's error cannot name different root causes (the controller saw
+    each pod before clean-up; this side may see only some of them, or the job's summary of
+    the rest). A named replica no longer listed as failed (replaced since) leads with what the
+    controller recorded of it."""
+    name = cause.get("replica") if isinstance(cause, dict) else None
+    if not isinstance(name, str) or not name or (ordered and ordered[0].pod == name):
+        return ordered
+    rest = [r for r in ordered if r.pod != name]
+    named = next((r for r in ordered if r.pod == name), None)
+    if named is None:
+        code = cause.get("exitCode")
+        detail = f"exit code {code}" if isinstance(code, int) and not isinstance(code, bool) else ""
+        finished = cause.get("finishedAt") if isinstance(cause.get("finishedAt"), str) else None
+        named = FailedReplica(name, finished, detail)
+    return [named, *rest]
 
 
 def unavailable(text: str) -> bool:
