@@ -17,7 +17,7 @@ def build_parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(prog="airflow-t9k", description=__doc__.splitlines()[0])
     parser.add_argument("--version", action="version", version=f"airflow-t9k {__version__}")
     sub = parser.add_subparsers(dest="command", metavar="COMMAND")
-    crds = sub.add_parser("crds", help="print the CustomResourceDefinitions of every job kind as YAML")
+    crds = sub.add_parser("crds", help="print the CustomResourceDefinitions of every job kind and of job templates as YAML")
     crds.set_defaults(func=_crds)
     check = sub.add_parser("check", help="say whether job manifests are whole and valid, and how to complete an excerpt")
     check.add_argument("files", nargs="+", metavar="FILE")
@@ -31,9 +31,9 @@ def build_parser() -> argparse.ArgumentParser:
 def _crds(args: argparse.Namespace) -> int:
     import yaml
 
-    from airflow_t9k.controller.crds import all_crds
+    from airflow_t9k.controller.crds import all_crds, template_crds
 
-    sys.stdout.write(yaml.safe_dump_all(all_crds(), sort_keys=False))
+    sys.stdout.write(yaml.safe_dump_all([*all_crds(), *template_crds()], sort_keys=False))
     return 0
 
 

@@ -110,7 +110,8 @@ def test_yaml_string_job_is_parsed():
         ({"image": "x", "replicas": 0}, "positive integer"),
         ({"image": "x", "delete_on_finish": "sometimes"}, "delete_on_finish"),
         ({"image": "x", "on_kill_action": "ignore"}, "on_kill_action"),
-        ({"image": None}, "needs job= or image="),
+        ({"image": None}, "needs job=, image=, or a job template"),
+            ({"image": "x", "template": "a", "cluster_template": "b"}, "not both"),
     ],
 )
 def test_bad_arguments_fail_at_dag_parse(kwargs, error):
