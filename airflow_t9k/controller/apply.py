@@ -283,6 +283,12 @@ class Executor:
             updated = await self.kube.replace(job_path(resource_for(job["kind"]), meta["namespace"], meta["name"]), body=body)
         except Invalid as exc:
             return f"the API server rejected the job merged with its template: {bounded(exc.message, 1000)}"
+        except Forbidden as exc:
+            if not refused_by_policy(exc):
+                raise  # our own RBAC (update on the job kinds): retried with back-off and reported on the job
+            # An admission policy on jobs (deploy/optional/admission-policy.yaml checks updates too)
+            # refuses what the template brings: it would refuse it every time.
+            return f"the namespace's policy refused the job merged with its template: {bounded(exc.message, 1000)}"
         self.metrics["spec_write"] += 1
         self.informer_for(job["kind"], meta["namespace"]).remember(updated)
         return None
