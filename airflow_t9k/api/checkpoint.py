@@ -153,7 +153,8 @@ def apply(job: Obj, *, attempt: int | None, checkpoint: Checkpoint | None = None
     grace period to every container of every pod template of ``job``, in place. ``directory``
     is the mount's ``subPath`` (``sub_path``). ValueError when something asked for cannot be
     done (no pod template, a mount path already taken)."""
-    if isinstance((job.get("spec") or {}).get("templateRef"), dict):
+    templated = isinstance((job.get("spec") or {}).get("templateRef"), dict)
+    if templated:
         # A job template supplies what the job leaves out: replicas without a template get one to
         # hold the checkpoint's mount, and the controller merges the template under it.
         templates = [h.setdefault("template", {}) for _, h in template_holders(job, create=True)]
@@ -166,6 +167,9 @@ def apply(job: Obj, *, attempt: int | None, checkpoint: Checkpoint | None = None
         spec = template.setdefault("spec", {})
         if not isinstance(spec, dict):
             continue
+        if checkpoint is not None and templated and not spec.get("containers"):  # the template's would go unmounted
+            raise ValueError("checkpoint= mounts into the job's containers, and a replica of this job leaves its "
+                             "containers to its job template: name them in the job (e.g. {'name': 'main'})")  # fmt: skip
         if grace_seconds is not None:
             spec["terminationGracePeriodSeconds"] = grace_seconds
         if checkpoint is not None:

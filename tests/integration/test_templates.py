@@ -237,3 +237,16 @@ def test_an_operator_naming_a_missing_template_fails_the_task_with_the_reason(co
         op = GenericJobOperator(task_id="train", template="nowhere", deferrable=False)
     with pytest.raises(AirflowException, match="nowhere does not exist"):
         op.execute(context())
+
+
+def test_the_example_template_and_job_apply_as_shipped(jobs, templates, controller):
+    import yaml
+
+    from tests.support.manifests import MANIFESTS
+
+    here = MANIFESTS.parent / "templates"
+    templates.create(yaml.safe_load((here / "torch-a100.yaml").read_text()))
+    jobs.create(yaml.safe_load((here / "pytorch-from-template.yaml").read_text()))
+    wait_until(lambda: len(jobs.pods("resnet-from-template")) == 2, timeout=30, what="the example's two workers")
+    pod = jobs.pods("resnet-from-template")["resnet-from-template-worker-0"]
+    assert pod.spec.containers[0].image.startswith("pytorch/pytorch:") and pod.spec.containers[0].resources.limits["nvidia.com/gpu"] == "8"

@@ -167,3 +167,22 @@ def test_every_kind_gets_the_pod_template_where_it_holds_its_pods(kind, spec, wh
 def test_a_template_that_cannot_make_the_job_whole_is_an_error_naming_why(template, replicas, error):
     with pytest.raises(TemplateError, match=error):
         apply_template(job(replicaSpecs=replicas), template)
+
+
+def test_the_example_template_and_job_merge_as_the_docs_say():
+    from pathlib import Path
+
+    import yaml
+
+    here = Path(__file__).resolve().parents[3] / "examples" / "templates"
+    t = yaml.safe_load((here / "torch-a100.yaml").read_text())
+    t["metadata"].update(namespace="ns", uid="u", resourceVersion="1")
+    j = yaml.safe_load((here / "pytorch-from-template.yaml").read_text())
+    j["metadata"]["namespace"] = "ns"
+    merged = apply_template(j, t)
+    [worker] = merged["spec"]["replicaSpecs"]
+    container = worker["template"]["spec"]["containers"][0]
+    assert container["image"].startswith("pytorch/pytorch:") and container["command"][:2] == ["python", "train.py"]
+    assert container["env"] == [{"name": "NCCL_DEBUG", "value": "WARN"}, {"name": "OMP_NUM_THREADS", "value": "4"}]
+    assert container["resources"]["limits"] == {"cpu": "32", "memory": "256Gi", "nvidia.com/gpu": 8}
+    assert worker["restartPolicy"] == "ExitCode" and merged["spec"]["runPolicy"]["backoffLimit"] == 2
