@@ -4,7 +4,8 @@ Give either ``job=`` (the full resource, as for ``T9kJobOperator``) or the conve
 (``image``, ``command``, ``args``, ``replicas``, ``env``, ``container_resources`` (named as
 in Airflow's KubernetesPodOperator, since ``resources`` is taken by BaseOperator) or
 ``machine_type="2U8G1P"``, ``pod_annotations``, ``spec``, and the pod-level options in
-``POD_OPTIONS``); not both.
+``POD_OPTIONS``); not both. With ``template=``/``cluster_template=`` (a job template,
+docs/templates.md) ``image`` may be left out: the template's container of the same name gives it.
 """
 
 from __future__ import annotations
