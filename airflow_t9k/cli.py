@@ -44,20 +44,31 @@ def check_text(text: str) -> list[str]:
     from airflow_t9k.api.excerpt import problems
     from airflow_t9k.kinds.base import InvalidSpec
     from airflow_t9k.kinds.registry import KINDS
+    from airflow_t9k.kinds.templates import TEMPLATE_KINDS, TemplateError, apply_template, unresolved
 
     found = problems(text)
     if found:
         return found
     out = []
-    for doc in (d for d in yaml.safe_load_all(text) if d is not None):
+    docs = [d for d in yaml.safe_load_all(text) if d is not None]
+    # Job templates in the same text are merged into the jobs naming them, as the controller would.
+    given = {(d["kind"], d["metadata"]["name"]): d for d in docs if d.get("kind") in TEMPLATE_KINDS}
+    for doc in docs:
+        if doc.get("kind") in TEMPLATE_KINDS:
+            continue
         kind = KINDS.get(str(doc.get("kind")))
         if kind is None:
-            out.append(f"kind {doc.get('kind')!r} is not one of {', '.join(sorted(KINDS))}")
+            out.append(f"kind {doc.get('kind')!r} is not one of {', '.join(sorted([*KINDS, *TEMPLATE_KINDS]))}")
             continue
         job = {**doc, "metadata": {"namespace": "default", "uid": "check", **doc["metadata"]}}
         try:
+            if unresolved(job):
+                ref = (job["spec"]["templateRef"].get("kind") or TEMPLATE_KINDS[0], job["spec"]["templateRef"].get("name"))
+                if ref not in given:
+                    continue  # checked when the controller merges the template in (docs/templates.md)
+                job = apply_template(job, given[ref])
             kind.validate(job)
-        except InvalidSpec as exc:
+        except (InvalidSpec, TemplateError) as exc:
             out.append(f"{doc['kind']} {doc['metadata']['name']}: {exc}")
     return out
 

@@ -186,3 +186,17 @@ def test_the_example_template_and_job_merge_as_the_docs_say():
     assert container["env"] == [{"name": "NCCL_DEBUG", "value": "WARN"}, {"name": "OMP_NUM_THREADS", "value": "4"}]
     assert container["resources"]["limits"] == {"cpu": "32", "memory": "256Gi", "nvidia.com/gpu": 8}
     assert worker["restartPolicy"] == "ExitCode" and merged["spec"]["runPolicy"]["backoffLimit"] == 2
+
+
+def test_airflow_t9k_check_merges_a_template_given_beside_the_job():
+    from pathlib import Path
+
+    from airflow_t9k.cli import check_text
+
+    here = Path(__file__).resolve().parents[3] / "examples" / "templates"
+    template_text, job_text = (here / "torch-a100.yaml").read_text(), (here / "pytorch-from-template.yaml").read_text()
+    assert check_text(job_text) == []  # its template is checked when the controller merges it
+    assert check_text(template_text + "---\n" + job_text) == []
+    no_image = template_text.replace("  image: pytorch", "  # image: pytorch")
+    [problem] = check_text(no_image + "---\n" + job_text)
+    assert "container 'pytorch' of replica type worker has no image: neither the job nor T9kJobTemplate torch-a100" in problem
