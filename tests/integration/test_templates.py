@@ -245,7 +245,9 @@ def test_the_example_template_and_job_apply_as_shipped(jobs, templates, controll
     from tests.support.manifests import MANIFESTS
 
     here = MANIFESTS.parent / "templates"
-    templates.create(yaml.safe_load((here / "torch-a100.yaml").read_text()))
+    shipped = yaml.safe_load((here / "torch-a100.yaml").read_text())
+    stored = templates.create(shipped)
+    assert stored["spec"] == shipped["spec"]  # nothing pruned, every quantity as written
     jobs.create(yaml.safe_load((here / "pytorch-from-template.yaml").read_text()))
     wait_until(lambda: len(jobs.pods("resnet-from-template")) == 2, timeout=30, what="the example's two workers")
     pod = jobs.pods("resnet-from-template")["resnet-from-template-worker-0"]
