@@ -17,7 +17,7 @@ def build_parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(prog="airflow-t9k", description=__doc__.splitlines()[0])
     parser.add_argument("--version", action="version", version=f"airflow-t9k {__version__}")
     sub = parser.add_subparsers(dest="command", metavar="COMMAND")
-    crds = sub.add_parser("crds", help="print the CustomResourceDefinitions of every job kind as YAML")
+    crds = sub.add_parser("crds", help="print the CustomResourceDefinitions of every job kind and of job templates as YAML")
     crds.set_defaults(func=_crds)
     check = sub.add_parser("check", help="say whether job manifests are whole and valid, and how to complete an excerpt")
     check.add_argument("files", nargs="+", metavar="FILE")
@@ -31,9 +31,9 @@ def build_parser() -> argparse.ArgumentParser:
 def _crds(args: argparse.Namespace) -> int:
     import yaml
 
-    from airflow_t9k.controller.crds import all_crds
+    from airflow_t9k.controller.crds import all_crds, template_crds
 
-    sys.stdout.write(yaml.safe_dump_all(all_crds(), sort_keys=False))
+    sys.stdout.write(yaml.safe_dump_all([*all_crds(), *template_crds()], sort_keys=False))
     return 0
 
 
@@ -44,20 +44,31 @@ def check_text(text: str) -> list[str]:
     from airflow_t9k.api.excerpt import problems
     from airflow_t9k.kinds.base import InvalidSpec
     from airflow_t9k.kinds.registry import KINDS
+    from airflow_t9k.kinds.templates import TEMPLATE_KINDS, TemplateError, apply_template, unresolved
 
     found = problems(text)
     if found:
         return found
     out = []
-    for doc in (d for d in yaml.safe_load_all(text) if d is not None):
+    docs = [d for d in yaml.safe_load_all(text) if d is not None]
+    # Job templates in the same text are merged into the jobs naming them, as the controller would.
+    given = {(d["kind"], d["metadata"]["name"]): d for d in docs if d.get("kind") in TEMPLATE_KINDS}
+    for doc in docs:
+        if doc.get("kind") in TEMPLATE_KINDS:
+            continue
         kind = KINDS.get(str(doc.get("kind")))
         if kind is None:
-            out.append(f"kind {doc.get('kind')!r} is not one of {', '.join(sorted(KINDS))}")
+            out.append(f"kind {doc.get('kind')!r} is not one of {', '.join(sorted([*KINDS, *TEMPLATE_KINDS]))}")
             continue
         job = {**doc, "metadata": {"namespace": "default", "uid": "check", **doc["metadata"]}}
         try:
+            if unresolved(job):
+                ref = (job["spec"]["templateRef"].get("kind") or TEMPLATE_KINDS[0], job["spec"]["templateRef"].get("name"))
+                if ref not in given:
+                    continue  # checked when the controller merges the template in (docs/templates.md)
+                job = apply_template(job, given[ref])
             kind.validate(job)
-        except InvalidSpec as exc:
+        except (InvalidSpec, TemplateError) as exc:
             out.append(f"{doc['kind']} {doc['metadata']['name']}: {exc}")
     return out
 

@@ -24,6 +24,8 @@ import re
 from dataclasses import dataclass
 from typing import Any
 
+from airflow_t9k.api.podtemplates import pod_templates, template_holders
+
 Obj = dict[str, Any]
 
 VOLUME_NAME = "airflow-t9k-checkpoint"
@@ -132,24 +134,6 @@ def sub_path(checkpoint: Checkpoint, dag_id: str, run_id: str, task_id: str, map
     return "/".join(p for p in (checkpoint.path, task_dir(dag_id, run_id, task_id, map_index)) if p)
 
 
-def pod_templates(job: Obj) -> list[Obj]:
-    """Every pod template of a job, as the job holds them (changing one changes the job):
-    ``replicaSpecs`` (a list, or AscendJob's map), ``worker`` (MPI, DeepSpeed, ColossalAI: their
-    launchers are built from it or run nothing of the user's), BeamJob's ``jobTemplate``."""
-    spec = job.get("spec") or {}
-    found: list[Obj] = []
-    replicas = spec.get("replicaSpecs")
-    entries = list(replicas.values()) if isinstance(replicas, dict) else replicas if isinstance(replicas, list) else []
-    found += [r["template"] for r in entries if isinstance(r, dict) and isinstance(r.get("template"), dict)]
-    worker = spec.get("worker")
-    if isinstance(worker, dict) and isinstance(worker.get("template"), dict):
-        found.append(worker["template"])
-    submit = ((spec.get("jobTemplate") or {}).get("spec") or {}) if isinstance(spec.get("jobTemplate"), dict) else {}
-    if isinstance(submit.get("template"), dict):
-        found.append(submit["template"])
-    return found
-
-
 def _set_env(container: Obj, name: str, value: str) -> None:
     env = container.get("env") or []
     if isinstance(env, list):  # else malformed: left for the API server to refuse, naming the field
@@ -169,13 +153,23 @@ def apply(job: Obj, *, attempt: int | None, checkpoint: Checkpoint | None = None
     grace period to every container of every pod template of ``job``, in place. ``directory``
     is the mount's ``subPath`` (``sub_path``). ValueError when something asked for cannot be
     done (no pod template, a mount path already taken)."""
-    templates = pod_templates(job)
+    templated = isinstance((job.get("spec") or {}).get("templateRef"), dict)
+    if templated:
+        # A job template supplies what the job leaves out: replicas without a template get one to
+        # hold the checkpoint's mount, and the controller merges the template under it.
+        templates = [h.setdefault("template", {}) for _, h in template_holders(job, create=True)]
+        templates = [t for t in templates if isinstance(t, dict)]
+    else:
+        templates = pod_templates(job)
     if not templates and (checkpoint is not None or grace_seconds is not None):
         raise ValueError(f"checkpoint= and termination_grace_period= found no pod template in this {job.get('kind')}'s spec")
     for template in templates:
         spec = template.setdefault("spec", {})
         if not isinstance(spec, dict):
             continue
+        if checkpoint is not None and templated and not spec.get("containers"):  # the template's would go unmounted
+            raise ValueError("checkpoint= mounts into the job's containers, and a replica of this job leaves its "
+                             "containers to its job template: name them in the job (e.g. {'name': 'main'})")  # fmt: skip
         if grace_seconds is not None:
             spec["terminationGracePeriodSeconds"] = grace_seconds
         if checkpoint is not None:

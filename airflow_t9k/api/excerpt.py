@@ -64,14 +64,17 @@ def problem(doc: Any, elided: bool) -> str | None:
         shown = ", ".join(f"spec.{k}" for k in (doc.get("spec") or {})) or ", ".join(doc) or "nothing"
         return (f"it is an excerpt (it shows only {shown}; '...' stands for the rest of the job): add these fields to "
                 f"a whole job with apiVersion, kind and metadata.name, e.g. one in {WHOLE}")  # fmt: skip
+    if doc["kind"] in ("T9kJobTemplate", "ClusterT9kJobTemplate"):
+        return None  # a job template is a part of pods on purpose (docs/templates.md)
+    templated = isinstance((doc.get("spec") or {}).get("templateRef"), dict)  # its template gives images and pods
     missing = [f"{where} has no {' or '.join(k for k in ('name', 'image') if not c.get(k))}"
-               for where, c in _containers(doc) if not c.get("name") or not c.get("image")]  # fmt: skip
+               for where, c in _containers(doc) if not c.get("name") or not (c.get("image") or templated)]  # fmt: skip
     if missing:
         return (f"it is an excerpt of a {doc['kind']}: {'; '.join(missing)} (the example shows only the fields it is "
                 "about): give each container its name, image and command, as the whole example does")  # fmt: skip
     spec = doc.get("spec") or {}
-    if elided or any(isinstance(r, dict) and "template" not in r for r in spec.get("replicaSpecs") or []
-                     if isinstance(spec.get("replicaSpecs"), list)):  # fmt: skip
+    if elided or not templated and any(isinstance(r, dict) and "template" not in r for r in spec.get("replicaSpecs") or []
+                                       if isinstance(spec.get("replicaSpecs"), list)):  # fmt: skip
         return (f"it is an excerpt of a {doc['kind']} ('...' stands for what it leaves out): fill in the rest, e.g. each "
                 f"replica's template with its containers, as the whole example in {WHOLE} does")  # fmt: skip
     return None

@@ -50,6 +50,13 @@ RESOURCES: dict[str, JobResource] = {
 }
 
 
+# Job templates (docs/templates.md): a namespaced and a cluster-scoped kind, not jobs themselves.
+TEMPLATE_RESOURCES: dict[str, JobResource] = {
+    "T9kJobTemplate": JobResource(T9K_GROUP, T9K_VERSION, "T9kJobTemplate", "t9kjobtemplates", ("t9kjt",)),
+    "ClusterT9kJobTemplate": JobResource(T9K_GROUP, T9K_VERSION, "ClusterT9kJobTemplate", "clustert9kjobtemplates", ("ct9kjt",)),
+}
+
+
 def resource_for(kind: str) -> JobResource:
     try:
         return RESOURCES[kind]

@@ -24,7 +24,7 @@ from airflow_t9k.k8s.errors import AlreadyExists, Conflict, Forbidden, Invalid, 
 from airflow_t9k.k8s.informer import Informer
 from airflow_t9k.controller.reconcile import Create, CreateSSHSecret, Delete, Emit, Patch, Plan, ReplaceStatus
 from airflow_t9k.controller import evidence
-from airflow_t9k.controller.reconcile.actions import Action, KeepEvidence
+from airflow_t9k.controller.reconcile.actions import Action, KeepEvidence, WriteSpec
 from airflow_t9k.controller.reconcile.plan import SSH_SECRET_STATUS, rejected
 from airflow_t9k.controller.reconcile.status import StatusBuilder, bounded
 from airflow_t9k.controller.scope import NOT_MANAGED
@@ -126,6 +126,8 @@ class Executor:
                 if isinstance(action, ReplaceStatus):
                     await self._replace_status(ns, action)
                     return None
+                if isinstance(action, WriteSpec):
+                    return await self._write_spec(job, action.job)
                 if isinstance(action, KeepEvidence):  # read what the pods said, then keep it
                     problem = await self._create(ns, await evidence.fill(self.kube, ns, job, action))
                     if problem:  # not the job's fault: clean-up goes on after the grace (reconcile/evidence.py)
@@ -269,6 +271,27 @@ class Executor:
         if cached is not None:
             marked = {**cached, "metadata": {**cached["metadata"], "deletionTimestamp": _now()}}
             informer.store(marked)
+
+    async def _write_spec(self, job: Obj, merged: Obj) -> str | None:
+        """Write a job's spec with its template merged in (reconcile/template.py): a PUT with the
+        cached resourceVersion, so a job changed meanwhile is planned again (Conflict) rather than
+        overwritten. A merged job the API server refuses fails the job with its message."""
+        meta = job["metadata"]
+        body = {**merged, "metadata": {**merged["metadata"], "resourceVersion": meta.get("resourceVersion")}}
+        body.pop("status", None)
+        try:
+            updated = await self.kube.replace(job_path(resource_for(job["kind"]), meta["namespace"], meta["name"]), body=body)
+        except Invalid as exc:
+            return f"the API server rejected the job merged with its template: {bounded(exc.message, 1000)}"
+        except Forbidden as exc:
+            if not refused_by_policy(exc):
+                raise  # our own RBAC (update on the job kinds): retried with back-off and reported on the job
+            # An admission policy on jobs (deploy/optional/admission-policy.yaml checks updates too)
+            # refuses what the template brings: it would refuse it every time.
+            return f"the namespace's policy refused the job merged with its template: {bounded(exc.message, 1000)}"
+        self.metrics["spec_write"] += 1
+        self.informer_for(job["kind"], meta["namespace"]).remember(updated)
+        return None
 
     async def _write_status(self, job: Obj, status: Obj) -> Obj:
         resource = resource_for(job["kind"])

@@ -14,7 +14,7 @@ from collections.abc import Callable, Coroutine
 from pathlib import Path
 from typing import Any
 
-from airflow_t9k.api.resources import RESOURCES, resource_for
+from airflow_t9k.api.resources import RESOURCES, TEMPLATE_RESOURCES, resource_for
 from airflow_t9k.controller.slim import plain_json_bodies
 from airflow_t9k.k8s.client import DEEP_NESTING, ApiClientTransport, Kube, load_transport
 from airflow_t9k.k8s.kubeconfig import KubeconfigError
@@ -77,6 +77,9 @@ def add_controller_parser(sub: Any) -> None:
     p.add_argument("--kind", action="append", dest="kinds", default=[], choices=sorted(RESOURCES),
                    help="job kind to watch; repeat for several; default: every kind (e.g. leave AscendJob to "
                         "MindCluster's ascend-operator where it runs)")  # fmt: skip
+    p.add_argument("--template-wait", type=float, default=30.0, metavar="SECONDS",
+                   help="how long from its creation a job waits for a job template it names and that does not exist "
+                        "(it may be applied after the job), before it fails with TemplateNotFound (default 30)")
     p.add_argument("--force", action="store_true", help="start even where another controller seems to own the CRDs")
     p.add_argument("--queueing", choices=["auto", "kueue", "off"], default="auto",
                    help="admission of jobs that name a queue through Kueue's Workload API (docs/queueing.md): auto "
@@ -86,9 +89,10 @@ def add_controller_parser(sub: Any) -> None:
 
 
 async def check_crds(kube: Kube, force: bool, kinds: list[str]) -> None:
-    """Refuse to run where the T9k platform's own CRDs (and so its controllers) are installed."""
-    for kind in kinds:
-        name = resource_for(kind).crd_name
+    """Refuse to run where the T9k platform's own CRDs (and so its controllers) are installed,
+    or where ours (the job templates' too) are not."""
+    for kind in [*kinds, *TEMPLATE_RESOURCES]:
+        name = (TEMPLATE_RESOURCES.get(kind) or resource_for(kind)).crd_name
         try:
             crd = await kube.get(f"/apis/apiextensions.k8s.io/v1/customresourcedefinitions/{name}")
         except NotFound:
@@ -207,7 +211,8 @@ async def main_async(args: argparse.Namespace) -> int:
         if elector is not None:
             kube.fence = elector.valid  # every write of the controller checks its lease first
         settings = Settings(namespaces=args.namespaces, workers=args.workers, kinds=kinds, queueing=queueing,
-                            coalesce_status=args.coalesce_status, volcano=volcano, scope=scope)
+                            coalesce_status=args.coalesce_status, volcano=volcano, scope=scope,
+                            template_wait=args.template_wait)
         controller = Controller(kube, settings, instruments)
         servers = await serve_all(controller, (args.health_address, args.health_port),
                                   (args.metrics_address, args.metrics_port))  # fmt: skip

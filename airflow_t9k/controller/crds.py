@@ -14,7 +14,7 @@ import json
 from importlib.resources import files
 from typing import Any
 
-from airflow_t9k.api.resources import RESOURCES, JobResource
+from airflow_t9k.api.resources import RESOURCES, TEMPLATE_RESOURCES, JobResource
 from airflow_t9k.kinds.base import (
     ELASTIC_KINDS,
     LABEL_MANAGED_BY,
@@ -73,17 +73,19 @@ def generated(name: str) -> S:
     return json.loads(files(__package__).joinpath("schemas").joinpath(name).read_text())
 
 
-def replica_template(template: S) -> S:
-    """A PodTemplateSpec that must hold a pod: every replica runs one, and a pod needs a container."""
-    template["required"] = ["spec"]
-    template["properties"]["spec"]["properties"]["containers"]["minItems"] = 1
+def open_template(template: S) -> S:
+    """A PodTemplateSpec that may leave out its pod (``spec``, ``containers``): a job that names a
+    job template (``spec.templateRef``) gets them from it, and a job template may give only part
+    of a pod. Every job without a templateRef must still hold whole pods: ``whole_pods`` below."""
+    template["properties"]["spec"].pop("required", None)
     return template
 
 
-POD_TEMPLATE = replica_template(generated("podtemplate.json"))
+POD_TEMPLATE = open_template(generated("podtemplate.json"))
 CONTAINER = POD_TEMPLATE["properties"]["spec"]["properties"]["containers"]["items"]["properties"]
 JOB_SPEC = generated("jobspec.json")  # batch/v1 JobSpec: BeamJob's submit Job
-replica_template(JOB_SPEC["properties"]["template"])
+JOB_SPEC.pop("required", None)
+JOB_SPEC["properties"]["template"] = POD_TEMPLATE
 
 REPLICA_TYPE = string(pattern=DNS_LABEL, maxLength=40)
 
@@ -135,7 +137,7 @@ RUN_POLICY = obj(
 def replica_specs(type_schema: S, restart: S, extra: S | None = None) -> S:
     item = obj(
         {"type": type_schema, "replicas": REPLICAS, "restartPolicy": restart, "template": POD_TEMPLATE, **(extra or {})},
-        ["type", "template"],
+        ["type"],
     )
     # maxItems bounds the cost the API server estimates for the sum rule.
     return arr(item, minItems=1, maxItems=64, **{"x-kubernetes-list-type": "map", "x-kubernetes-list-map-keys": ["type"]},
@@ -203,15 +205,15 @@ SPECS: dict[str, S] = {
     "ColossalAIJob": obj(
         common(
             ssh=obj({"authMountPath": string(pattern="^/"), "sshdPath": string(pattern="^/")}),
-            launcher=obj({"image": string(minLength=1), "workingDir": string(), "env": CONTAINER["env"], "resources": CONTAINER["resources"]}, ["image"]),
+            launcher=obj({"image": string(minLength=1), "workingDir": string(), "env": CONTAINER["env"], "resources": CONTAINER["resources"]}),
             worker=obj(
                 {"replicas": WORKERS, "procPerWorker": integer(1, default=1),
                  "command": arr(string(), minItems=1), "torchArgs": STRINGS, "template": POD_TEMPLATE},
-                ["command", "template"],
+                ["command"],
             ),  # fmt: skip
             runPolicy=obj({"cleanUpWorkers": boolean()}),
         ),
-        ["launcher", "worker"],
+        ["worker"],
     ),
     "DeepSpeedJob": obj(
         common(
@@ -219,7 +221,7 @@ SPECS: dict[str, S] = {
             disableCustomEnv=boolean(),
             elastic=ELASTIC,
             runPolicy=RUN_POLICY,
-            worker=obj({"replicas": WORKERS, "restartPolicy": TRAINING_RESTART, "template": POD_TEMPLATE}, ["template"]),
+            worker=obj({"replicas": WORKERS, "restartPolicy": TRAINING_RESTART, "template": POD_TEMPLATE}),
         ),
         ["worker"],
         open_=True,
@@ -228,7 +230,7 @@ SPECS: dict[str, S] = {
         common(
             worker=obj(
                 {"replicas": WORKERS, "extraMPIArgs": STRINGS, "cmd": STRINGS, "template": POD_TEMPLATE},
-                ["template"],
+                None,
             ),
             mca=obj(additionalProperties=string()),
             launcher=obj({"resources": CONTAINER["resources"]}),  # our extension: the launcher's own resources
@@ -251,7 +253,7 @@ SPECS: dict[str, S] = {
          "jobTemplate": obj({"metadata": POD_TEMPLATE["properties"]["metadata"], "spec": JOB_SPEC}, ["spec"]),
          "runPolicy": obj({"cleanUpCluster": boolean()}),
          "runMode": OPEN},  # declared only so the rule below can reject it
-        ["flinkClusterTemplate", "jobTemplate"],
+        None,
         open_=True,
         **{"x-kubernetes-validations": [
             {"rule": "!has(self.runMode)", "message": "BeamJob supports only Immediate mode: Debug and Pause (runMode) are not available"},
@@ -262,7 +264,7 @@ SPECS: dict[str, S] = {
             "replicaSpecs": obj(
                 additionalProperties=obj(
                     {"replicas": REPLICAS, "restartPolicy": TRAINING_RESTART, "template": POD_TEMPLATE},
-                    ["template"],
+                    None,
                 ),
                 minProperties=1,
                 maxProperties=4,
@@ -315,6 +317,49 @@ def _with_mode_table(kind: str, spec: S) -> S:
     return {**spec, "properties": {**spec["properties"], "elastic": OPEN}, "x-kubernetes-validations": rules}
 
 
+TEMPLATE_REF = obj({"name": string(minLength=1, maxLength=253), "kind": enum(*TEMPLATE_RESOURCES)}, ["name"])
+IMMUTABLE_REF = {"rule": "has(self.templateRef) == has(oldSelf.templateRef) && "
+                         "(!has(self.templateRef) || self.templateRef == oldSelf.templateRef)",
+                 "message": "spec.templateRef is immutable: the job was merged with its template when it was created"}  # fmt: skip
+
+
+def _whole(t: str) -> str:
+    return f"has({t}.spec) && has({t}.spec.containers) && size({t}.spec.containers) > 0"
+
+
+# Where each kind holds its pods, as CEL, and what a job without a templateRef must give there
+# (the CRDs required these before job templates; a job that names one may leave them to it).
+WHOLE_PODS: dict[str, tuple[str, str]] = {
+    "replicaSpecs": ("self.replicaSpecs.all(r, has(r.template) && " + _whole("r.template") + ")",
+                     "replicaSpecs[].template: Required value: each replica type needs a pod template with at least one "
+                     "container in spec.containers"),
+    "AscendJob": ("self.replicaSpecs.all(k, has(self.replicaSpecs[k].template) && " + _whole("self.replicaSpecs[k].template") + ")",
+                  "replicaSpecs.<type>.template: Required value: each replica type needs a pod template with at least one "
+                  "container in spec.containers"),
+    "worker": ("has(self.worker.template) && " + _whole("self.worker.template"),
+               "worker.template: Required value: the workers need a pod template with at least one container in spec.containers"),
+    "ColossalAIJob": ("has(self.launcher) && has(self.launcher.image) && has(self.worker.template) && " + _whole("self.worker.template"),
+                      "launcher.image and worker.template: Required value: the launcher needs an image, the workers a pod "
+                      "template with at least one container in spec.containers"),
+    "BeamJob": ("has(self.flinkClusterTemplate) && has(self.jobTemplate) && has(self.jobTemplate.spec.template) && "
+                + _whole("self.jobTemplate.spec.template"),
+                "flinkClusterTemplate and jobTemplate.spec.template: Required value: the Flink cluster needs its template, "
+                "the submit job a pod template with at least one container in spec.containers"),
+}  # fmt: skip
+POD_HOLDER = {"GenericJob": "replicaSpecs", "PyTorchTrainingJob": "replicaSpecs", "TensorFlowTrainingJob": "replicaSpecs",
+              "XGBoostTrainingJob": "replicaSpecs", "DeepSpeedJob": "worker", "MPIJob": "worker",
+              "ColossalAIJob": "ColossalAIJob", "BeamJob": "BeamJob", "AscendJob": "AscendJob"}  # fmt: skip
+
+
+def _with_template_ref(kind: str, spec: S) -> S:
+    """``spec.templateRef`` (immutable), and the pods a job without one must hold whole."""
+    rule, message = WHOLE_PODS[POD_HOLDER[kind]]
+    rules = [*spec.get("x-kubernetes-validations", []), IMMUTABLE_REF,
+             {"rule": f"has(self.templateRef) || ({rule})",
+              "message": f"{message}, unless spec.templateRef names a job template that supplies it"}]  # fmt: skip
+    return {**spec, "properties": {**spec["properties"], "templateRef": TEMPLATE_REF}, "x-kubernetes-validations": rules}
+
+
 def crd(resource: JobResource, spec_schema: S) -> S:
     schema = obj(
         {"apiVersion": string(), "kind": string(), "metadata": obj(), "spec": spec_schema, "status": OPEN},
@@ -354,4 +399,77 @@ def crd(resource: JobResource, spec_schema: S) -> S:
 
 
 def all_crds() -> list[S]:
-    return [crd(RESOURCES[kind], _with_mode_table(kind, spec)) for kind, spec in SPECS.items()]
+    """The job kinds' CRDs."""
+    return [crd(RESOURCES[kind], _with_template_ref(kind, _with_mode_table(kind, spec))) for kind, spec in SPECS.items()]
+
+
+
+# -- job templates (docs/templates.md) -----------------------------------------------------------
+
+# Replica types a template may give its own pod template for, where the kind fixes them.
+TEMPLATE_TYPES = {"TensorFlowTrainingJob": ("chief", "worker", "ps", "evaluator"), "XGBoostTrainingJob": ("master", "worker"),
+                  "AscendJob": ("Master", "Scheduler", "Chief", "Worker")}  # fmt: skip
+SINGLE_POD = ("MPIJob", "DeepSpeedJob", "ColossalAIJob", "BeamJob")  # one pod template: spec.template only
+
+
+def _quoted(values: tuple[str, ...]) -> str:
+    return "[" + ", ".join(f"'{v}'" for v in values) + "]"
+
+
+TEMPLATE_RULES = [
+    {"rule": "has(self.template) || has(self.replicaTemplates) || has(self.jobSpec)",
+     "message": "a job template gives at least one of spec.template, spec.replicaTemplates, spec.jobSpec"},
+    {"rule": "!has(self.deprecationMessage) || (has(self.deprecated) && self.deprecated)",
+     "message": "spec.deprecationMessage needs spec.deprecated: true"},
+    {"rule": f"!has(self.replicaTemplates) || self.replicaTemplates.all(t, t.size() <= 40 && t.matches('{DNS_LABEL}'))",
+     "message": "spec.replicaTemplates keys are replica types: lower-case DNS labels of at most 40 characters"},
+    *({"rule": f"self.jobKind != '{kind}' || !has(self.replicaTemplates) || self.replicaTemplates.all(t, t in {_quoted(types)})",
+       "message": f"spec.replicaTemplates of a {kind} template are keyed by its replica types: {', '.join(types)}"}
+      for kind, types in TEMPLATE_TYPES.items()),
+    {"rule": f"!(self.jobKind in {_quoted(SINGLE_POD)}) || !has(self.replicaTemplates)",
+     "message": f"{', '.join(SINGLE_POD)} have one pod template: give it in spec.template, not spec.replicaTemplates"},
+    {"rule": "!has(self.jobSpec) || (!has(self.jobSpec.replicaSpecs) && !has(self.jobSpec.templateRef) && "
+             "!(has(self.jobSpec.worker) && has(self.jobSpec.worker.template)) && "
+             "!(has(self.jobSpec.jobTemplate) && has(self.jobSpec.jobTemplate.spec) && has(self.jobSpec.jobTemplate.spec.template)))",
+     "message": "spec.jobSpec holds no pods and no replica counts (replicaSpecs, worker.template, jobTemplate.spec.template) and "
+                "no templateRef: pod defaults go in spec.template and spec.replicaTemplates; the job says how many replicas run"},
+]  # fmt: skip
+# The rest of a job's spec, kept open (the job's own CRD checks the merged spec); the fields
+# declared here are declared only so that TEMPLATE_RULES can refuse them.
+JOB_SPEC_PART = obj({"replicaSpecs": arr(OPEN), "templateRef": OPEN, "worker": obj({"template": OPEN}, open_=True),
+                     "jobTemplate": obj({"spec": obj({"template": OPEN}, open_=True)}, open_=True)}, open_=True)  # fmt: skip
+TEMPLATE_SPEC = obj(
+    {"jobKind": enum(*RESOURCES), "description": string(maxLength=2048), "deprecated": boolean(),
+     "deprecationMessage": string(maxLength=1024), "template": POD_TEMPLATE,
+     "replicaTemplates": obj(additionalProperties=POD_TEMPLATE, maxProperties=16), "jobSpec": JOB_SPEC_PART},
+    ["jobKind"],
+    **{"x-kubernetes-validations": TEMPLATE_RULES},
+)  # fmt: skip
+TEMPLATE_COLUMNS = [
+    {"name": "Job-Kind", "type": "string", "jsonPath": ".spec.jobKind"},
+    {"name": "Deprecated", "type": "boolean", "jsonPath": ".spec.deprecated"},
+    {"name": "Age", "type": "date", "jsonPath": ".metadata.creationTimestamp"},
+]
+
+
+def template_crd(resource: JobResource, scope: str) -> S:
+    schema = obj({"apiVersion": string(), "kind": string(), "metadata": obj(), "spec": TEMPLATE_SPEC}, ["spec"])
+    return {
+        "apiVersion": "apiextensions.k8s.io/v1",
+        "kind": "CustomResourceDefinition",
+        "metadata": {"name": resource.crd_name, "labels": {LABEL_MANAGED_BY: MANAGED_BY}},
+        "spec": {
+            "group": resource.group,
+            "scope": scope,
+            "names": {"kind": resource.kind, "listKind": f"{resource.kind}List", "plural": resource.plural,
+                      "singular": resource.kind.lower(), "shortNames": list(resource.short_names), "categories": ["t9k"]},
+            "versions": [{"name": resource.version, "served": True, "storage": True, "schema": {"openAPIV3Schema": schema},
+                          "additionalPrinterColumns": TEMPLATE_COLUMNS}],
+        },
+    }  # fmt: skip
+
+
+def template_crds() -> list[S]:
+    """The job templates' CRDs: T9kJobTemplate (namespaced) and ClusterT9kJobTemplate."""
+    return [template_crd(TEMPLATE_RESOURCES["T9kJobTemplate"], "Namespaced"),
+            template_crd(TEMPLATE_RESOURCES["ClusterT9kJobTemplate"], "Cluster")]  # fmt: skip

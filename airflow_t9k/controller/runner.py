@@ -12,7 +12,7 @@ from typing import Any
 
 from airflow_t9k.api.outcome import interpret
 from airflow_t9k.api.paths import child_path, job_path
-from airflow_t9k.api.resources import RESOURCES, resource_for
+from airflow_t9k.api.resources import RESOURCES, TEMPLATE_RESOURCES, resource_for
 from airflow_t9k.controller.apply import Executor
 from airflow_t9k.controller.slim import slim_for
 from airflow_t9k.controller.leader import LeaderElector
@@ -25,6 +25,7 @@ from airflow_t9k.controller.reconcile import Emit, Observed, Plan, plan
 from airflow_t9k.controller.reconcile.status import bounded
 from airflow_t9k.controller.scope import Scope
 from airflow_t9k.kinds.base import LABEL_MANAGED_BY, MANAGED_BY
+from airflow_t9k.kinds.templates import CLUSTER, NAMESPACED, unresolved, wanted
 
 Obj = dict[str, Any]
 JobKey = tuple[str, str, str]  # (kind, namespace, name)
@@ -59,6 +60,9 @@ class Settings:
     volcano: bool = False
     # Which namespaces' jobs get pods (scope.py): never the cluster's own or the controller's.
     scope: Scope = field(default_factory=Scope)
+    # Seconds from its creation that a job waits for a job template it names and that does not
+    # exist, before it fails (reconcile/template.py).
+    template_wait: float = 30.0
 
 
 def detail_only(old: Obj, result: Plan) -> bool:
@@ -119,10 +123,17 @@ class Controller:
                     transform=slim_for(kind),  # the cache keeps what the controller reads (slim.py)
                     keep=self._owned,  # and only what one of its jobs owns: anyone can copy our label
                 )  # fmt: skip
+            # Job templates: where a job's template comes from, once (reconcile/template.py).
+            self.informers[(NAMESPACED, ns)] = Informer(
+                kube, job_path(TEMPLATE_RESOURCES[NAMESPACED], ns or None), kind=NAMESPACED, handler=self._on_template,
+                watch_timeout=settings.watch_timeout,
+            )  # fmt: skip
             if self.kueue:
                 path = f"{KUEUE}/namespaces/{ns}/localqueues" if ns else f"{KUEUE}/localqueues"
                 self.informers[("LocalQueue", ns)] = Informer(kube, path, kind="LocalQueue", watch_timeout=settings.watch_timeout,
                                                               transform=slim_for("LocalQueue"))  # fmt: skip
+        self.informers[(CLUSTER, "")] = Informer(kube, job_path(TEMPLATE_RESOURCES[CLUSTER]), kind=CLUSTER,
+                                                  handler=self._on_template, watch_timeout=settings.watch_timeout)  # fmt: skip
         if settings.scope.selector is not None:
             # Namespace labels decide which namespaces are managed; a relabelled namespace's jobs
             # are planned again (they may now get pods, or stop getting new ones).
@@ -208,6 +219,26 @@ class Controller:
                     if job_ns == ns:
                         self.queue.add((kind, job_ns, name))
 
+    def _on_template(self, event: str, obj: Obj) -> None:
+        """A job template came, changed or went: plan again the jobs still waiting for it (a job
+        it was merged into no longer reads it)."""
+        meta = obj.get("metadata") or {}
+        key = (obj.get("kind"), meta.get("namespace") or "", meta.get("name"))
+        for (kind, _), informer in list(self.informers.items()):
+            if kind in RESOURCES:
+                for (ns, name), job in list(informer.cache.items()):
+                    if unresolved(job) and wanted(job) == key:
+                        self.queue.add((kind, ns, name))
+
+    def template_of(self, job: Obj) -> Obj | None:
+        """The job template a job names and has not merged yet, as cached (None: not found)."""
+        ref = wanted(job) if unresolved(job) else None
+        if ref is None:
+            return None
+        kind, ns, name = ref
+        informer = self.informers.get((kind, ns if ns in self.scopes else ""))
+        return None if informer is None else informer.get((ns, name))
+
     def why_not_managed(self, namespace: str) -> str | None:
         """None when jobs in ``namespace`` get pods, else why not (Scope.why_not)."""
         labels = None
@@ -226,9 +257,10 @@ class Controller:
             if obj is not None:
                 found[kind][name] = obj
         children = (found["Pod"], found["Service"], found["ConfigMap"], {}, found["Job"])
-        gang = {"volcano": self.settings.volcano, "podgroups": found.get("PodGroup", {})}
+        more = {"volcano": self.settings.volcano, "podgroups": found.get("PodGroup", {}),
+                "template": self.template_of(job), "template_wait": self.settings.template_wait}  # fmt: skip
         if not self.kueue:
-            return Observed(*children, queueing=self.settings.queueing, **gang)
+            return Observed(*children, queueing=self.settings.queueing, **more)
         ns = job["metadata"]["namespace"]
         cluster = {k: {name: o for (_, name), o in self.informers[(k, "")].cache.items()} for k in KUEUE_CLUSTER}
         return Observed(
@@ -236,7 +268,7 @@ class Controller:
             local_queues=[n for (q_ns, n) in self.informer_for("LocalQueue", ns).cache if q_ns == ns],
             flavors=cluster["ResourceFlavor"],
             priority_classes={**cluster["PriorityClass"], **cluster["WorkloadPriorityClass"]},  # Kueue's own class wins
-            **gang,
+            **more,
         )  # fmt: skip
 
     # -- work -------------------------------------------------------------------------------

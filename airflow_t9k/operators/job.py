@@ -144,10 +144,15 @@ class T9kJobOperator(SubmitMixin, WaitMixin, CheckpointMixin, AssetsMixin, Linea
     :param termination_grace_period: seconds (or a timedelta) between SIGTERM and SIGKILL for
         every replica (``terminationGracePeriodSeconds``), time to save a last checkpoint;
         default: the pod template's, else Kubernetes' 30 s
+    :param template: a ``T9kJobTemplate`` of the job's namespace whose image, volumes, env,
+        resources and the rest the job starts from (``spec.templateRef``); what the task gives
+        wins (docs/templates.md). The controller merges it once, when the job is submitted;
+        templated. ``cluster_template``: a ``ClusterT9kJobTemplate`` instead (give one of the two)
     """
 
     # ``rendered_job`` is the manifest as it will be submitted, for the Rendered Template view.
-    template_fields: ClassVar[tuple[str, ...]] = ("job", "namespace", "kubernetes_conn_id", "queue_name", "checkpoint", "rendered_job")
+    template_fields: ClassVar[tuple[str, ...]] = ("job", "namespace", "kubernetes_conn_id", "queue_name", "checkpoint",
+                                                  "job_template", "cluster_job_template", "rendered_job")  # fmt: skip
     template_ext: ClassVar[tuple[str, ...]] = (".yaml", ".yml", ".json")
     template_fields_renderers: ClassVar[dict[str, str]] = {"job": "yaml", "rendered_job": "yaml"}
     operator_extra_links = (T9kJobLink(),)
@@ -188,9 +193,17 @@ class T9kJobOperator(SubmitMixin, WaitMixin, CheckpointMixin, AssetsMixin, Linea
         checkpoint: str | Obj | None = None,
         termination_grace_period: float | timedelta | None = None,
         asset_from_result: str | None = None,
+        template: str | None = None,
+        cluster_template: str | None = None,
         **kwargs: Any,
     ) -> None:
         super().__init__(**kwargs)
+        if template is not None and cluster_template is not None:
+            raise ValueError("give template= (a T9kJobTemplate of the job's namespace) or cluster_template= "
+                             "(a ClusterT9kJobTemplate), not both")  # fmt: skip
+        # Not ``self.template``: the typed operators build pod templates with a method of that name.
+        self.job_template = template
+        self.cluster_job_template = cluster_template
         self._check_asset_args(asset_from_result, wait_for_completion)
         self.asset_from_result = asset_from_result
         self._lineage: Obj | None = None
@@ -339,11 +352,24 @@ class T9kJobOperator(SubmitMixin, WaitMixin, CheckpointMixin, AssetsMixin, Linea
         if self.evidence_log_lines is not None:  # the controller keeps this many lines per replica at clean-up
             meta["annotations"][ANNOTATION_EVIDENCE_LINES] = str(self.evidence_log_lines)
         job["metadata"] = meta
+        self._refer_template(job)
         self._apply_checkpoint(job, ti)
         try:
             return with_queue(job, self.queue_name, self.priority, self.min_available, self.priority_class)
         except ValueError as exc:
             raise AirflowException(str(exc)) from None
+
+    def _refer_template(self, job: Obj) -> None:
+        """``spec.templateRef`` from ``template=``/``cluster_template=``: the controller merges the
+        template into the job once, before any pod exists (docs/templates.md)."""
+        name = self.job_template or self.cluster_job_template
+        if not name:
+            return
+        spec = job.setdefault("spec", {})
+        ref = {"name": str(name), "kind": "T9kJobTemplate" if self.job_template else "ClusterT9kJobTemplate"}
+        if spec.get("templateRef") not in (None, ref):
+            raise AirflowException(f"the job names template {spec['templateRef']!r} and the task {ref!r}: give one")
+        spec["templateRef"] = ref
 
     def dry_run(self) -> None:
         """Print the job this task would submit: template files read and Jinja rendered as in a

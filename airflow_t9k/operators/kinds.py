@@ -4,7 +4,8 @@ Give either ``job=`` (the full resource, as for ``T9kJobOperator``) or the conve
 (``image``, ``command``, ``args``, ``replicas``, ``env``, ``container_resources`` (named as
 in Airflow's KubernetesPodOperator, since ``resources`` is taken by BaseOperator) or
 ``machine_type="2U8G1P"``, ``pod_annotations``, ``spec``, and the pod-level options in
-``POD_OPTIONS``); not both.
+``POD_OPTIONS``); not both. With ``template=``/``cluster_template=`` (a job template,
+docs/templates.md) ``image`` may be left out: the template's container of the same name gives it.
 """
 
 from __future__ import annotations
@@ -95,8 +96,8 @@ class TypedJobOperator(T9kJobOperator):
                                 "machine_type": machine_type, "spec": spec, **pod}.items() if v is not None}  # fmt: skip
         if self.job is not None and given:
             raise ValueError(f"give either job= or the conveniences ({', '.join(sorted(given))}), not both")
-        if self.job is None and not image:
-            raise ValueError(f"{type(self).__name__} needs job= or image=")
+        if self.job is None and not image and not (self.job_template or self.cluster_job_template):
+            raise ValueError(f"{type(self).__name__} needs job=, image=, or a job template (template=, cluster_template=)")
         if machine_type is not None and container_resources is not None:
             raise ValueError("give either machine_type= or container_resources=, not both")
         if container_resources is not None and not isinstance(_plain(container_resources), dict):
@@ -158,7 +159,9 @@ class TypedJobOperator(T9kJobOperator):
         }
 
     def container(self, name: str | None = None) -> Obj:
-        c: Obj = {"name": name or self.container_name, "image": self.image}
+        c: Obj = {"name": name or self.container_name}
+        if self.image:  # else the job template's container of this name gives it (docs/templates.md)
+            c["image"] = self.image
         command, args = split_command(self.command, "command"), split_command(self.args, "args")
         if command is not None:
             c["command"] = command
@@ -290,10 +293,10 @@ class ColossalAIJobOperator(TypedJobOperator):
 
     def build_spec(self) -> Obj:
         worker, command = self.launched_command()
-        return {
-            "launcher": {"image": self.image},
-            "worker": {"replicas": self.replica_count, "procPerWorker": 1, "command": command, "template": self.template(worker)},
-        }
+        spec: Obj = {"worker": {"replicas": self.replica_count, "procPerWorker": 1, "command": command, "template": self.template(worker)}}
+        if self.image:  # else the job template's jobSpec.launcher gives it
+            spec["launcher"] = {"image": self.image}
+        return spec
 
 
 class DeepSpeedJobOperator(TypedJobOperator):
@@ -337,12 +340,11 @@ class BeamJobOperator(TypedJobOperator):
     def build_spec(self) -> Obj:
         template = self.template()
         template["spec"]["restartPolicy"] = "OnFailure"
-        cluster = {"image": {"name": self.flink_image or self.image}, "jobManager": {}, "taskManager": {"replicas": self.replica_count}}
-        return {
-            "flinkClusterTemplate": {"spec": cluster},
-            "jobTemplate": {"spec": {"template": template}},
-            "runPolicy": {"cleanUpCluster": self.clean_up_cluster},
-        }
+        spec: Obj = {"jobTemplate": {"spec": {"template": template}}, "runPolicy": {"cleanUpCluster": self.clean_up_cluster}}
+        if self.flink_image or self.image:  # else the job template's jobSpec gives the whole Flink cluster
+            cluster = {"image": {"name": self.flink_image or self.image}, "jobManager": {}, "taskManager": {"replicas": self.replica_count}}
+            spec["flinkClusterTemplate"] = {"spec": cluster}
+        return spec
 
 
 class AscendJobOperator(TypedJobOperator):

@@ -15,6 +15,7 @@ from kubernetes import client, utils
 from tests.support.cluster import wait_until
 from tests.support.kubelet import set_pod_terminated
 from tests.support.rbac import delete_cluster_scoped
+from tests.support.templates import Templates, template
 
 ROOT = Path(__file__).resolve().parents[2]
 
@@ -134,7 +135,13 @@ def _run_jobs_to_success(jobs):
                "metadata": {"annotations": {"sim.t9k.test/duration": "1s"}},
                "spec": {"containers": [{"name": "mpi-worker", "image": "mpi:1"}]}}}}}  # fmt: skip
     jobs.create(mpi)
+    # A job naming a job template: the merged spec is written with `update` on the job (docs/templates.md).
+    pod = {"metadata": {"annotations": {"sim.t9k.test/duration": "1s"}}, "spec": {"containers": [{"name": "main", "image": "busybox"}]}}
+    Templates(jobs.api.api_client, jobs.ns).create(template("rbac-template", "GenericJob", pod))
+    jobs.create({"apiVersion": "batch.tensorstack.dev/v1beta1", "kind": "GenericJob", "metadata": {"name": "rbac-templated"},
+                 "spec": {"templateRef": {"name": "rbac-template"}, "replicaSpecs": [{"type": "worker", "replicas": 1}]}})  # fmt: skip
     jobs.wait_phase("GenericJob", "rbac", "Succeeded")
+    jobs.wait_phase("GenericJob", "rbac-templated", "Succeeded")
     jobs.reasons("rbac", "Succeeded")
     done = jobs.wait_phase("MPIJob", "rbac-mpi", "Succeeded")
     assert done["status"]["sshSecret"]["name"] == "rbac-mpi-ssh"

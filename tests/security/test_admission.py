@@ -120,3 +120,19 @@ def test_pod_security_labels_refuse_the_pod_and_the_job_fails_saying_so(jobs, co
     ok["metadata"].pop("uid", None)
     jobs.create(ok)
     wait_until(lambda: len(jobs.pods("fine")) == 2, timeout=30, what="an ordinary job's pods under baseline")
+
+
+def test_the_admission_policy_checks_what_a_job_template_brings(api_client, jobs, policy, controller):
+    """A job naming a template holds no pod when it is created; the policy sees the template's pod in
+    the controller's update that merges it (docs/templates.md), and the job fails without a pod."""
+    from tests.support.templates import Templates, template
+
+    _effective(jobs)
+    pod = {"spec": {"volumes": [{"name": "root", "hostPath": {"path": "/"}}], "containers": [{"name": "main", "image": "i"}]}}
+    Templates(api_client, jobs.ns).create(template("host", "GenericJob", pod))
+    jobs.create({"apiVersion": "batch.tensorstack.dev/v1beta1", "kind": "GenericJob", "metadata": {"name": "via-template"},
+                 "spec": {"templateRef": {"name": "host"}, "replicaSpecs": [{"type": "worker", "replicas": 1}]}})  # fmt: skip
+    done = jobs.wait_phase("GenericJob", "via-template", "Failed", timeout=30)
+    failed = next(c for c in done["status"]["conditions"] if c["type"] == "Failed")
+    assert "refused the job merged with its template" in failed["message"] and policy in failed["message"], failed
+    assert "hostPath" in failed["message"] and jobs.pods("via-template") == {}

@@ -9,7 +9,7 @@ from kubernetes import client
 from kubernetes.client.exceptions import ApiException
 
 from airflow_t9k.api.resources import resource_for
-from airflow_t9k.controller.crds import all_crds
+from airflow_t9k.controller.crds import all_crds, template_crds
 from tests.support.cluster import wait_until
 
 Obj = dict[str, Any]
@@ -17,7 +17,7 @@ Obj = dict[str, Any]
 
 def install_crds(api_client: client.ApiClient) -> None:
     ext = client.ApiextensionsV1Api(api_client)
-    for crd in all_crds():
+    for crd in [*all_crds(), *template_crds()]:
         name = crd["metadata"]["name"]
         try:
             ext.create_custom_resource_definition(crd)
@@ -28,7 +28,7 @@ def install_crds(api_client: client.ApiClient) -> None:
             body = copy.deepcopy(crd)
             body["metadata"]["resourceVersion"] = current.metadata.resource_version
             ext.replace_custom_resource_definition(name, body)
-    for crd in all_crds():
+    for crd in [*all_crds(), *template_crds()]:
         wait_until(lambda c=crd: _established(ext, c["metadata"]["name"]), timeout=30, what="CRD established")
 
 

@@ -81,6 +81,14 @@ class KeepEvidence:
 
 
 @dataclass(frozen=True)
+class WriteSpec:
+    """Replace the job itself (PUT with its cached resourceVersion): ``job`` is the job with its
+    template merged in and recorded (reconcile/template.py). Nothing else happens in that pass."""
+
+    job: Obj
+
+
+@dataclass(frozen=True)
 class Emit:
     """A Kubernetes Event on the job."""
 
@@ -89,7 +97,7 @@ class Emit:
     message: str
 
 
-Action = Create | CreateSSHSecret | Delete | Patch | ReplaceStatus | KeepEvidence
+Action = Create | CreateSSHSecret | Delete | Patch | ReplaceStatus | KeepEvidence | WriteSpec
 
 
 @dataclass(frozen=True)

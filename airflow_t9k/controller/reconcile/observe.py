@@ -28,6 +28,10 @@ class Observed:
     # job's PodGroups: AscendJob gang scheduling as MindCluster does it (reconcile/volcano.py).
     volcano: bool = False
     podgroups: Mapping[str, Obj] = field(default_factory=dict)
+    # The job template a job names and has not merged yet (None: not found), and how long such a
+    # job waits for a missing one from its creation (reconcile/template.py).
+    template: Obj | None = None
+    template_wait: float = 30.0
 
     @classmethod
     def of(cls, *objects: Obj, queueing: str = "off", local_queues: Collection[str] = (), volcano: bool = False) -> Observed:

@@ -23,7 +23,7 @@ import json
 from dataclasses import replace
 from datetime import datetime
 
-from airflow_t9k.controller.reconcile import queueing, volcano
+from airflow_t9k.controller.reconcile import queueing, template, volcano
 from airflow_t9k.controller.reconcile.disruption import disruption, group_disruption, record, replace_disrupted, restart_group
 from airflow_t9k.controller.reconcile.slotstate import SlotState, recorded_restarts, slot_state
 from airflow_t9k.controller.reconcile.evidence import keep_first
@@ -61,6 +61,7 @@ from airflow_t9k.kinds.base import (
     pause_enabled,
 )
 from airflow_t9k.kinds.registry import get_kind
+from airflow_t9k.kinds.templates import unresolved
 
 
 def plan(job: Obj, observed: Observed, now: datetime) -> Plan:
@@ -88,6 +89,10 @@ def _plan(kind: JobKind, job: Obj, observed: Observed, now: datetime) -> Plan:
     sb = StatusBuilder(job.get("status"), now)
     if job["metadata"].get("deletionTimestamp"):
         return Plan(status=sb.old)
+    if unresolved(job):  # its template merged in first, before anything exists (reconcile/template.py)
+        step = template.resolve(sb, job, observed, now)
+        return step if step.status is sb.old else _finish_plan(sb, [], list(step.events), step.requeue_after)
+    template.note(sb, job)
     asked = job  # the Workload asks for this; pods run at the size Kueue admitted
     try:
         kind.validate(job)

@@ -3,6 +3,7 @@ to the pods the controller builds; XCom ``checkpoint`` from the job's result."""
 
 from __future__ import annotations
 
+import copy
 from datetime import timedelta
 
 import pytest
@@ -148,3 +149,21 @@ def test_the_location_goes_to_xcom_for_a_downstream_task():
     o._push_checkpoint_location(c)
     assert c["ti"].xcom["checkpoint_location"] == {
         "volume": {"nfs": {"server": "nas", "path": "/c"}}, "sub_path": "r/dag/manual_1/train/map-2", "mount_path": "/t9k/checkpoint"}
+
+
+def test_checkpoint_with_a_job_template_mounts_into_the_containers_the_job_names():
+    from airflow_t9k.api import checkpoint as ckpt
+
+    job = {"kind": "GenericJob", "spec": {"templateRef": {"name": "t"}, "replicaSpecs": [
+        {"type": "a", "replicas": 1, "template": {"spec": {"containers": [{"name": "main"}]}}},
+        {"type": "b", "replicas": 1}]}}  # fmt: skip
+    found = ckpt.parse("claim/dir")
+    with pytest.raises(ValueError, match="leaves its containers to its job template"):
+        ckpt.apply(copy.deepcopy(job), attempt=1, checkpoint=found, directory="x")
+    job["spec"]["replicaSpecs"][1]["template"] = {"spec": {"containers": [{"name": "main"}]}}
+    ckpt.apply(job, attempt=1, checkpoint=found, directory="x")
+    for r in job["spec"]["replicaSpecs"]:
+        assert r["template"]["spec"]["containers"][0]["volumeMounts"][0]["subPath"] == "x"
+    bare = {"kind": "GenericJob", "spec": {"templateRef": {"name": "t"}, "replicaSpecs": [{"type": "a", "replicas": 1}]}}
+    ckpt.apply(bare, attempt=2)  # no checkpoint: a template for the attempt's env is made, nothing refused
+    assert bare["spec"]["replicaSpecs"][0]["template"] == {"spec": {}}

@@ -110,7 +110,8 @@ def test_yaml_string_job_is_parsed():
         ({"image": "x", "replicas": 0}, "positive integer"),
         ({"image": "x", "delete_on_finish": "sometimes"}, "delete_on_finish"),
         ({"image": "x", "on_kill_action": "ignore"}, "on_kill_action"),
-        ({"image": None}, "needs job= or image="),
+        ({"image": None}, "needs job=, image=, or a job template"),
+            ({"image": "x", "template": "a", "cluster_template": "b"}, "not both"),
     ],
 )
 def test_bad_arguments_fail_at_dag_parse(kwargs, error):
@@ -679,3 +680,20 @@ def test_no_usage_no_xcom():
     c = ctx()
     finishing_op().execute_complete(c, event("success", phase="Succeeded", state={"phase": "Succeeded"}))
     assert "usage" not in c["ti"].xcom
+
+
+def test_template_sends_the_reference_and_leaves_the_image_to_it():
+    job = op(PyTorchTrainingJobOperator, image=None, template="torch-a100", replicas=4, command=["python", "train.py"]).render_job(ctx())
+    assert job["spec"]["templateRef"] == {"name": "torch-a100", "kind": "T9kJobTemplate"}
+    [worker] = job["spec"]["replicaSpecs"]
+    assert worker["replicas"] == 4 and worker["template"]["spec"]["containers"] == [
+        {"name": "pytorch", "command": ["python", "train.py"], "env": [{"name": "T9K_ATTEMPT", "value": "1"}]}]
+    cluster = op(GenericJobOperator, image=None, cluster_template="{{ ti.task_id }}-t").render_job(ctx())
+    assert cluster["spec"]["templateRef"] == {"name": "{{ ti.task_id }}-t", "kind": "ClusterT9kJobTemplate"}  # rendered by Airflow, not here
+    assert "launcher" not in op(ColossalAIJobOperator, image=None, template="cai", command=["t.py"]).render_job(ctx())["spec"]
+    given = {"kind": "GenericJob", "spec": {"templateRef": {"name": "other"}, "replicaSpecs": [{"type": "w", "replicas": 1}]}}
+    with pytest.raises(AirflowException, match="the job names template"):
+        op(T9kJobOperator, job=given, template="mine").render_job(ctx())
+    same = op(T9kJobOperator, job={"kind": "GenericJob", "spec": {"replicaSpecs": [{"type": "w", "replicas": 1}]}}, template="mine")
+    assert same.render_job(ctx())["spec"]["templateRef"] == {"name": "mine", "kind": "T9kJobTemplate"}
+    assert "job_template" in T9kJobOperator.template_fields and "cluster_job_template" in GenericJobOperator.template_fields

@@ -6,9 +6,9 @@ from pathlib import Path
 
 import yaml
 
-from airflow_t9k.api.resources import RESOURCES
+from airflow_t9k.api.resources import RESOURCES, TEMPLATE_RESOURCES
 from airflow_t9k.cli import main
-from airflow_t9k.controller.crds import all_crds
+from airflow_t9k.controller.crds import all_crds, template_crds
 
 DEPLOY = Path(__file__).resolve().parents[3] / "deploy"
 
@@ -16,9 +16,11 @@ DEPLOY = Path(__file__).resolve().parents[3] / "deploy"
 def test_every_kind_has_a_crd_with_status_printer_columns_and_our_label(capsys):
     assert main(["crds"]) == 0
     printed = list(yaml.safe_load_all(capsys.readouterr().out))
-    assert printed == all_crds()
-    assert sorted(c["spec"]["names"]["kind"] for c in printed) == sorted(RESOURCES)
-    for crd in printed:
+    assert printed == all_crds() + template_crds()
+    assert sorted(c["spec"]["names"]["kind"] for c in all_crds()) == sorted(RESOURCES)
+    assert [c["spec"]["scope"] for c in template_crds()] == ["Namespaced", "Cluster"]
+    assert all(c["metadata"]["labels"]["app.kubernetes.io/managed-by"] == "airflow-t9k" for c in template_crds())
+    for crd in all_crds():
         version = crd["spec"]["versions"][0]
         assert version["subresources"]["status"] == {}
         first = "State" if crd["spec"]["names"]["kind"] == "AscendJob" else "Phase"  # Kubeflow-style status
@@ -49,6 +51,9 @@ def test_rbac_covers_every_kind_and_its_status_in_both_variants():
             assert {(res.group, res.plural, v) for v in ("get", "list", "watch")} <= granted, (name, res.kind)
             assert (res.group, f"{res.plural}/status", "patch") in granted, (name, res.kind)
             assert res.crd_name in crds, (name, res.kind)
+        for res in TEMPLATE_RESOURCES.values():  # job templates: read, in every variant (docs/templates.md)
+            assert {(res.group, res.plural, v) for v in ("get", "list", "watch")} <= granted, (name, res.kind)
+            assert res.crd_name in crds, (name, res.kind)
         # BeamJob's submit job is a batch/v1 Job, created and (with its pods) watched by the controller.
         assert {("batch", "jobs", v) for v in ("get", "list", "watch", "create", "delete")} <= granted, name
         # Kueue (docs/queueing.md): a queued job's Workload, its status, and what admission reads.
@@ -65,7 +70,13 @@ def test_rbac_is_least_privilege():
     for rule in _rules("rbac-cluster.yaml"):
         assert "*" not in rule["verbs"] and "*" not in rule["resources"]
         if rule["apiGroups"] in (["batch.tensorstack.dev"], ["mindxdl.gitee.com"]) and not any("/" in r for r in rule["resources"]):
-            assert set(rule["verbs"]) == {"get", "list", "watch"}  # jobs themselves are never written
+            if set(rule["resources"]) & {"t9kjobtemplates", "clustert9kjobtemplates"}:
+                assert set(rule["verbs"]) == {"get", "list", "watch"}  # job templates are only read
+                continue
+            # Jobs are written only to merge a job template into their spec, once (docs/templates.md):
+            # update, never create, patch or delete.
+            assert set(rule["verbs"]) == {"get", "list", "watch", "update"}
+            continue
         if rule["resources"] == ["leases"]:  # leader election: update only its own Lease
             assert rule["apiGroups"] == ["coordination.k8s.io"]
             assert set(rule["verbs"]) == {"create"} or rule.get("resourceNames") == ["airflow-t9k-controller"]

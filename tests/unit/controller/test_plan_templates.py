@@ -1,0 +1,76 @@
+"""A job naming a job template: the pass that merges it writes only the spec (reconcile/template.py)."""
+
+from __future__ import annotations
+
+import json
+from datetime import timedelta
+
+from airflow_t9k.controller.reconcile import Observed, plan
+from airflow_t9k.controller.reconcile.actions import Create, WriteSpec
+from airflow_t9k.kinds.templates import ANNOTATION, apply_template
+from tests.builders import NOW
+
+TEMPLATE = {"apiVersion": "batch.tensorstack.dev/v1beta1", "kind": "T9kJobTemplate",
+            "metadata": {"name": "t", "namespace": "ns", "uid": "tu", "resourceVersion": "7"},
+            "spec": {"jobKind": "GenericJob", "template": {"spec": {"containers": [{"name": "main", "image": "img"}]}}}}  # fmt: skip
+
+
+def job(created: timedelta = timedelta(0), **status: object) -> dict:
+    return {"apiVersion": "batch.tensorstack.dev/v1beta1", "kind": "GenericJob",
+            "metadata": {"name": "j", "namespace": "ns", "uid": "ju", "creationTimestamp": (NOW - created).strftime("%Y-%m-%dT%H:%M:%SZ")},
+            "spec": {"templateRef": {"name": "t"}, "replicaSpecs": [{"type": "worker", "replicas": 2}]},
+            **({"status": status} if status else {})}  # fmt: skip
+
+
+def test_the_first_pass_writes_the_merged_spec_and_nothing_else():
+    p = plan(job(), Observed(template=TEMPLATE), NOW)
+    assert [type(a) for a in p.actions] == [WriteSpec]
+    written = p.actions[0].job
+    assert written["spec"]["replicaSpecs"][0]["template"]["spec"]["containers"] == [{"name": "main", "image": "img"}]
+    assert json.loads(written["metadata"]["annotations"][ANNOTATION])["resourceVersion"] == "7"
+    assert p.status == {}  # no status write before the spec is decided
+    assert [e.reason for e in p.events] == ["TemplateResolved"]
+
+
+def test_the_merged_job_is_planned_from_its_spec_alone_and_says_where_it_came_from():
+    merged = apply_template(job(), TEMPLATE)
+    p = plan(merged, Observed(template=None), NOW)  # the template may be gone: it is not read again
+    assert sorted(p.creates("Pod")) == ["j-worker-0", "j-worker-1"]
+    pod = next(a.manifest for a in p.actions if isinstance(a, Create) and a.kind == "Pod")
+    assert pod["spec"]["containers"][0]["image"] == "img"
+    resolved = next(c for c in p.status["conditions"] if c["type"] == "TemplateResolved")
+    assert resolved["status"] == "True" and "GenericJob" not in resolved["message"] and "ns/t (resourceVersion 7)" in resolved["message"]
+
+
+def test_a_missing_template_is_waited_for_then_fails_the_job():
+    waiting = plan(job(timedelta(seconds=10)), Observed(template_wait=30), NOW)
+    assert waiting.actions == () and waiting.status["phase"] == "Pending"
+    cond = next(c for c in waiting.status["conditions"] if c["type"] == "TemplateResolved")
+    assert (cond["status"], cond["reason"]) == ("False", "TemplateNotFound")
+    assert "T9kJobTemplate ns/t does not exist" in cond["message"]
+    assert waiting.requeue_after == 20 and [e.reason for e in waiting.events] == ["Pending", "TemplateNotFound"]
+    again = plan(job(timedelta(seconds=11), **waiting.status), Observed(template_wait=30), NOW)
+    assert again.events == ()  # said once
+
+    failed = plan(job(timedelta(seconds=30), **waiting.status), Observed(template_wait=30), NOW)
+    assert failed.status["phase"] == "Failed" and failed.actions == ()
+    cond = next(c for c in failed.status["conditions"] if c["type"] == "Failed")
+    assert cond["reason"] == "TemplateNotFound" and "create it, or name another template" in cond["message"]
+    assert plan(job(timedelta(seconds=99), **failed.status), Observed(template=TEMPLATE), NOW).actions == ()  # over
+
+
+def test_a_template_for_another_kind_fails_the_job_as_an_invalid_spec():
+    other = {**TEMPLATE, "spec": {**TEMPLATE["spec"], "jobKind": "MPIJob"}}
+    p = plan(job(), Observed(template=other), NOW)
+    cond = next(c for c in p.status["conditions"] if c["type"] == "Failed")
+    assert p.status["phase"] == "Failed" and cond["reason"] == "InvalidSpec" and "is for MPIJob, not GenericJob" in cond["message"]
+
+
+def test_a_deprecated_template_is_used_with_a_warning():
+    deprecated = {**TEMPLATE, "spec": {**TEMPLATE["spec"], "deprecated": True, "deprecationMessage": "use t2"}}
+    p = plan(job(), Observed(template=deprecated), NOW)
+    assert [type(a) for a in p.actions] == [WriteSpec]
+    assert [(e.type, e.reason, e.message) for e in p.events][1] == ("Warning", "TemplateDeprecated", "T9kJobTemplate ns/t is deprecated: use t2")
+    later = plan(p.actions[0].job, Observed(), NOW)
+    cond = next(c for c in later.status["conditions"] if c["type"] == "TemplateResolved")
+    assert cond["reason"] == "Deprecated" and "use t2" in cond["message"]
