@@ -41,7 +41,7 @@ from airflow_t9k.api.startup import DEFAULT_STARTUP_ERROR_GRACE, DEFAULT_STARTUP
 from airflow_t9k.hooks.t9k import T9kHook
 from airflow_t9k.kinds.base import ANNOTATION_EVIDENCE_LINES
 from airflow_t9k.kinds.registry import KINDS
-from airflow_t9k.links import XCOM_IDENTITY, T9kJobLink
+from airflow_t9k.links import TOOL_LINKS, XCOM_IDENTITY, T9kJobLink, tool_url
 from airflow_t9k.operators.assets import AssetsMixin
 from airflow_t9k.operators.checkpoint import CheckpointMixin
 from airflow_t9k.operators.dryrun import dry_run_context
@@ -142,13 +142,19 @@ class T9kJobOperator(SubmitMixin, WaitMixin, CheckpointMixin, AssetsMixin, Linea
     :param termination_grace_period: seconds (or a timedelta) between SIGTERM and SIGKILL for
         every replica (``terminationGracePeriodSeconds``), time to save a last checkpoint;
         default: the pod template's, else Kubernetes' 30 s
+    :param tensorboard_url: the run's TensorBoard, shown as the task's "TensorBoard" extra link
+        (templated; ``{namespace}``, ``{name}``, ``{kind}``, ``{uid}`` are the submitted job's;
+        http(s) only). The training's live progress and metrics need no URL: they are in the
+        job's ``status.progress`` and the T9k Job tab (docs/progress.md)
+    :param mlflow_url: the run in MLflow, shown as the "MLflow" extra link, the same way
     """
 
     # ``rendered_job`` is the manifest as it will be submitted, for the Rendered Template view.
-    template_fields: ClassVar[tuple[str, ...]] = ("job", "namespace", "kubernetes_conn_id", "queue_name", "checkpoint", "rendered_job")
+    template_fields: ClassVar[tuple[str, ...]] = ("job", "namespace", "kubernetes_conn_id", "queue_name", "checkpoint", "rendered_job",
+                                                  "tensorboard_url", "mlflow_url")  # fmt: skip
     template_ext: ClassVar[tuple[str, ...]] = (".yaml", ".yml", ".json")
     template_fields_renderers: ClassVar[dict[str, str]] = {"job": "yaml", "rendered_job": "yaml"}
-    operator_extra_links = (T9kJobLink(),)
+    operator_extra_links = (T9kJobLink(), *TOOL_LINKS)
     ui_color = "#c9e4f7"
     kind: ClassVar[str | None] = None  # set by the per-kind operators
 
@@ -186,9 +192,13 @@ class T9kJobOperator(SubmitMixin, WaitMixin, CheckpointMixin, AssetsMixin, Linea
         checkpoint: str | Obj | None = None,
         termination_grace_period: float | timedelta | None = None,
         asset_from_result: str | None = None,
+        tensorboard_url: str | None = None,
+        mlflow_url: str | None = None,
         **kwargs: Any,
     ) -> None:
         super().__init__(**kwargs)
+        self.tensorboard_url = tensorboard_url
+        self.mlflow_url = mlflow_url
         self._check_asset_args(asset_from_result, wait_for_completion)
         self.asset_from_result = asset_from_result
         self._lineage: Obj | None = None
@@ -369,6 +379,9 @@ class T9kJobOperator(SubmitMixin, WaitMixin, CheckpointMixin, AssetsMixin, Linea
         if store is not None:
             store.set(STATE_KEY, identity)
         context["ti"].xcom_push(key=XCOM_IDENTITY, value=identity)
+        for link in TOOL_LINKS:  # there while the job runs; Airflow pushes them again when the task ends
+            if url := tool_url(getattr(self, link.attribute, None), identity):
+                context["ti"].xcom_push(key=link.xcom_key, value=url)
         self._push_checkpoint_location(context)
         if not self.wait_for_completion:
             self._consume(identity)  # this try is done with it: a Clear submits anew once it ends

@@ -28,6 +28,11 @@ class Observed:
     # job's PodGroups: AscendJob gang scheduling as MindCluster does it (reconcile/volcano.py).
     volcano: bool = False
     podgroups: Mapping[str, Obj] = field(default_factory=dict)
+    # What the job's reporting replica printed last (controller/reports.py): {"replica", "time",
+    # "values"}, None when nothing is followed; folded into status.progress at most once per
+    # ``progress_interval`` seconds (reconcile/reporting.py).
+    report: Obj | None = None
+    progress_interval: float = 10.0
 
     @classmethod
     def of(cls, *objects: Obj, queueing: str = "off", local_queues: Collection[str] = (), volcano: bool = False) -> Observed:
