@@ -7,15 +7,17 @@ the T9k Job tab: tests/integration/test_ui.py."""
 
 from __future__ import annotations
 
+import asyncio
 import json
 import threading
 import time
 from datetime import datetime, timezone
 
 import pytest
+from airflow.sdk.exceptions import TaskDeferred
 from kubernetes import watch
 
-from tests.integration.test_operator_trigger import conn, make_op  # noqa: F401
+from tests.integration.test_operator_trigger import conn, first_event, make_op  # noqa: F401
 from tests.support.cluster import wait_until
 from tests.support.task import Store, context
 
@@ -122,6 +124,33 @@ def test_progress_reaches_status_kubectl_the_task_log_and_xcom(conn, cluster, jo
     assert f"[{name}-worker-0] {report(120)}" in out  # the replica's own line, as it printed it
     assert f"GenericJob {name}: progress step " in out  # a summary line as status.progress changed
     assert f"GenericJob {name} reported last: step 200/200 (100%), epoch 4" in out
+
+
+@pytest.mark.asyncio
+async def test_the_deferred_wait_logs_the_progress_and_its_event_carries_the_metrics(conn, cluster, jobs, controller_factory, capsys):
+    if cluster.external:
+        pytest.skip("appending to pod logs needs the local cluster's kwok")
+    controller = controller_factory("--progress-interval", str(INTERVAL))
+    ctx = context()
+    op = make_op(sim={"sim.t9k.test/duration": "10s"}, deferrable=True, log_events=False)
+    with pytest.raises(TaskDeferred) as exc:
+        op.execute(ctx)
+    trigger = exc.value.trigger
+    task = asyncio.create_task(first_event(trigger))
+    await asyncio.to_thread(jobs.wait_phase, GJ, trigger.name, "Running")
+    while controller.metrics().get("progress_stream_open", 0) < 1:
+        await asyncio.sleep(0.2)
+    for step in (50, 100, 150):
+        await asyncio.sleep(0.6)
+        append_log(cluster, report(step))
+    event = (await task).payload
+    assert event["status"] == "success"
+    assert event["state"]["metrics"] == {"step": 150, "total_steps": 200, "epoch": 3, "loss": round(2 / 151, 4), "acc": 0.6}
+    assert event["state"]["progress"].startswith("step 150/200 (75%), epoch 3")
+    op.execute_complete(ctx, event)
+    assert ctx["ti"].xcom["metrics"]["step"] == 150
+    out = capsys.readouterr().out
+    assert f"GenericJob {jobs.ns}/{trigger.name}: progress step " in out  # the trigger's line in the task log
 
 
 def test_the_printer_columns_are_empty_without_progress(jobs, controller):
