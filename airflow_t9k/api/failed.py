@@ -20,6 +20,8 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import Any
 
+from airflow_t9k.api.evidence import last_lines
+
 Obj = dict[str, Any]
 PRINT_CHUNK = 1000  # lines per log record when printing a failed replica's log
 UNKNOWN = "~"  # sorts after every RFC 3339 time: a replica whose end is not on record comes last
@@ -75,7 +77,32 @@ def first_failed(job: Obj | None, pods: list[Obj] | None = None) -> list[FailedR
             if when is None:  # the pod is gone (cleaned up): the controller kept how it ended
                 when, detail = _end(replica.get("containers") or [])
             out.append(FailedReplica(str(name), when, detail))
-    return sorted(out, key=lambda r: r.finished_at or UNKNOWN)  # sorted() is stable: ties keep status order
+    ordered = sorted(out, key=lambda r: r.finished_at or UNKNOWN)  # sorted() is stable: ties keep status order
+    return _controllers_first(ordered, ((job or {}).get("status") or {}).get("rootCause"))
+
+
+def _controllers_first(ordered: list[FailedReplica], cause: Any) -> list[FailedReplica]:
+    """``ordered`` starting from the replica the controller named in ``status.rootCause``, so the
+    job's condition and the task's error cannot name different root causes (the controller saw
+    each pod before clean-up; this side may see only some of them, or the job's summary of
+    the rest). A named replica no longer listed as failed (replaced since) leads with what the
+    controller recorded of it."""
+    name = cause.get("replica") if isinstance(cause, dict) else None
+    if not isinstance(name, str) or not name or (ordered and ordered[0].pod == name):
+        return ordered
+    rest = [r for r in ordered if r.pod != name]
+    named = next((r for r in ordered if r.pod == name), None)
+    if named is None:
+        code = cause.get("exitCode")
+        detail = f"exit code {code}" if isinstance(code, int) and not isinstance(code, bool) else ""
+        finished = cause.get("finishedAt") if isinstance(cause.get("finishedAt"), str) else None
+        named = FailedReplica(name, finished, detail)
+    return [named, *rest]
+
+
+def unavailable(text: str) -> bool:
+    """Whether a log read answered with the hooks' note instead of a log (the pod is gone)."""
+    return text.startswith("(log not available")
 
 
 def strip_stamps(text: str, after: str | None = None) -> list[str]:
@@ -106,6 +133,7 @@ class FailedLogs:
     streamed: dict[str, str] = field(default_factory=dict)  # pod -> stamp of the last line streamed
     printed: dict[str, int] = field(default_factory=dict)  # pod -> lines printed
     cut: dict[str, bool] = field(default_factory=dict)  # pod -> only the log's last lines were printed
+    kept_in: dict[str, str] = field(default_factory=dict)  # pod -> the evidence ConfigMap its lines came from
     tail: str = ""
     _spent: int = 0
     _tail_read: bool = False
@@ -125,13 +153,18 @@ class FailedLogs:
             return None
         return left[0].pod, max(unspent // len(left), 1)
 
-    def add(self, pod: str, text: str, asked: int | None) -> list[str]:
-        """What was read of ``pod``'s log (its last ``asked`` lines): the lines to print."""
+    def add(self, pod: str, text: str, asked: int | None, kept_in: str | None = None) -> list[str]:
+        """What was read of ``pod``'s log (its last ``asked`` lines): the lines to print.
+        ``kept_in``: the lines are the controller's evidence record of that name (the pod is
+        gone); they carry no timestamps, so lines streamed while waiting may repeat."""
+        if kept_in is not None:
+            self.kept_in[pod] = kept_in
+            text = last_lines(text, asked)
         lines = strip_stamps(text)
         if self.replicas and pod == self.replicas[0].pod and (asked is None or asked >= self.tail_lines):
             self.tail = "\n".join(lines[-self.tail_lines :]) if self.tail_lines > 0 else ""
             self._tail_read = True
-        fresh = strip_stamps(text, self.streamed.get(pod))
+        fresh = strip_stamps(text, None if kept_in is not None else self.streamed.get(pod))
         self.printed[pod] = len(fresh)
         self.cut[pod] = asked is not None and len(lines) >= asked
         self._spent += len(fresh)
@@ -144,7 +177,9 @@ class FailedLogs:
             return None
         return self.replicas[0].pod, self.tail_lines
 
-    def set_tail(self, text: str) -> None:
+    def set_tail(self, text: str, kept: bool = False) -> None:
+        if kept:
+            text = last_lines(text, self.tail_lines)
         self.tail = "\n".join(strip_stamps(text)[-self.tail_lines :])
         self._tail_read = True
 
@@ -158,8 +193,9 @@ class FailedLogs:
         ended = f" at {replica.finished_at}" if replica.finished_at else ""
         how = f", {replica.detail}" if replica.detail else ""
         which = f"its last {lines} lines" if self.cut.get(pod) else f"{lines} lines"
-        again = ", the lines streamed above not repeated" if pod in self.streamed else ""
-        return f"--- log of failed replica {pod} ({rank}{ended}{how}): {which}{again} ---"
+        again = ", the lines streamed above not repeated" if pod in self.streamed and pod not in self.kept_in else ""
+        kept = f", kept in the evidence record {self.kept_in[pod]} (the pod is gone)" if pod in self.kept_in else ""
+        return f"--- log of failed replica {pod} ({rank}{ended}{how}): {which}{again}{kept} ---"
 
     def report(self) -> Obj:
         """For the final event: the order of failure and the root cause's last lines."""

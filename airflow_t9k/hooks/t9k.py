@@ -24,6 +24,7 @@ from airflow.providers.cncf.kubernetes.hooks.kubernetes import AsyncKubernetesHo
 from kubernetes.client.exceptions import ApiException
 from kubernetes_asyncio import client as async_client
 
+from airflow_t9k.api.evidence import evidence_name
 from airflow_t9k.api.paths import child_path, job_path
 from airflow_t9k.api.resources import resource_for
 from airflow_t9k.k8s.client import Kube
@@ -236,6 +237,14 @@ class T9kHook(KubernetesHook):
         except ApiError as exc:
             return f"(log not available: {exc.message or exc.reason})"
 
+    def get_evidence(self, name: str, namespace: str) -> Obj | None:
+        """The ConfigMap ``<job>-evidence`` the controller keeps before clean-up (api/evidence.py
+        decides whether it is the job's own); None when there is none."""
+        try:
+            return self._request("GET", child_path("ConfigMap", namespace, evidence_name(name)))
+        except NotFound:
+            return None
+
     def list_events(self, name: str, namespace: str) -> list[Obj]:
         out = self._request("GET", child_path("Event", namespace), query=[("fieldSelector", f"involvedObject.name={name}")])
         return list(out.get("items") or [])
@@ -348,6 +357,14 @@ class AsyncT9kHook(AsyncKubernetesHook):
         async with self._boundary("GET", events_path):
             events = await kube.get(events_path, query={"fieldSelector": "type=Warning"})
         return describe_pending(list(pods.get("items") or []), _about(name, events))
+
+    async def get_evidence(self, name: str, namespace: str) -> Obj | None:
+        path = child_path("ConfigMap", namespace, evidence_name(name))
+        try:
+            async with self._boundary("GET", path):
+                return await (await self.kube()).get(path)
+        except NotFound:
+            return None
 
     async def read_log_tail(self, pod: str, namespace: str, lines: int | None, timestamps: bool = False) -> str:
         kube = await self.kube()

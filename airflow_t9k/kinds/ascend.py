@@ -7,12 +7,13 @@ on ``ascendjob-port`` (2222 unless the container names another), and every pod i
 IP, as MindCluster's ascend-operator does. Restart policies are Kubeflow's (default Never;
 ExitCode retries codes >= 128), ``runPolicy.backoffLimit`` is shared and unlimited when unset
 or -1, and the job succeeds when every pod has succeeded (seed 002: ``successPolicy`` "" and
-AllWorkers both mean that today). ``runPolicy.activeDeadlineSeconds``, ``cleanPodPolicy`` and
+AllWorkers both mean that today). ``runPolicy.activeDeadlineSeconds`` and
 ``ttlSecondsAfterFinished`` are accepted and ignored (seed 002 calls them meaningless, to be
 removed), with one Warning Event. When the job ends, pods are cleaned up as MindCluster's
 ``handleFinishedJob`` does: Pending pods are deleted, then ``runPolicy.cleanPodPolicy`` applies
-(Running, the seed's default: Running pods and the Service go; All: every pod; None: started pods
-stay). Succeeded and Failed pods stay under the default, so their logs can be read. ``spec.schedulerName`` and ``schedulingPolicy.priorityClass`` reach the pods
+(Running, the seed's default: Running pods and the Service go; All: every pod; None: started
+pods stay). Succeeded and Failed pods stay under the default, so their logs can be read.
+``spec.schedulerName`` and ``schedulingPolicy.priorityClass`` reach the pods
 (a template's own ``schedulerName``/``priorityClassName`` wins). Status is Kubeflow's
 ``JobStatus`` (kubeflow_status.py).
 """

@@ -32,6 +32,8 @@ from airflow.sdk import BaseOperator
 from airflow.sdk.configuration import conf
 from airflow.sdk.exceptions import AirflowException
 
+from airflow_t9k.api.attempts import ATTEMPTS_KEY
+from airflow_t9k.api.attempts import record as record_attempt
 from airflow_t9k.api.outcome import interpret
 from airflow_t9k.api.queueing import with_queue
 from airflow_t9k.api.resources import resource_for
@@ -378,6 +380,8 @@ class T9kJobOperator(SubmitMixin, WaitMixin, CheckpointMixin, AssetsMixin, Linea
         self._identity = identity
         if store is not None:
             store.set(STATE_KEY, identity)
+            # Which job each try ran, for the T9k Job tab's earlier attempts (api/attempts.py).
+            store.set(ATTEMPTS_KEY, record_attempt(store.get(ATTEMPTS_KEY), self._try_number, identity))
         context["ti"].xcom_push(key=XCOM_IDENTITY, value=identity)
         for link in TOOL_LINKS:  # there while the job runs; Airflow pushes them again when the task ends
             if url := tool_url(getattr(self, link.attribute, None), identity):

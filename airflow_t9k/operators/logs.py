@@ -17,7 +17,8 @@ import threading
 from datetime import datetime
 from typing import Any
 
-from airflow_t9k.api.failed import FailedLogs, first_failed, print_lines
+from airflow_t9k.api.evidence import KeptLogs
+from airflow_t9k.api.failed import FailedLogs, first_failed, print_lines, unavailable
 from airflow_t9k.api.paths import child_path
 from airflow_t9k.kinds.registry import KINDS
 
@@ -132,20 +133,33 @@ class LogFollower:
 def print_failed_logs(hook: Any, job: Obj, log: logging.Logger, *, max_lines: int | None, max_pods: int, tail_lines: int,
                       streamed: dict[str, str] | None = None) -> Obj:  # fmt: skip
     """Print the failed replicas' logs into the task log, the first to fail first; what the
-    final event carries about them (``FailedLogs.report``)."""
+    final event carries about them (``FailedLogs.report``). A replica whose pod is gone (clean-up
+    deleted it) is printed from the evidence the controller kept (``KeptLogs``)."""
     ns = job["metadata"]["namespace"]
     try:
         pods = hook.list_replica_pods(job["metadata"]["name"], ns)
+        live: set[str] | None = {str(p["metadata"]["name"]) for p in pods}
     except Exception as exc:  # noqa: BLE001 - the order then comes from the job's status alone
         log.warning("could not list the replicas to order their failures: %s", exc)
-        pods = []
+        pods, live = [], None
+    kept = KeptLogs(job, log)
     plan = FailedLogs(first_failed(job, pods), max_lines, max_pods, tail_lines, dict(streamed or {}))
+
+    def read(pod: str, lines: int | None) -> tuple[str, str | None]:
+        text = hook.read_log_tail(pod, ns, lines, timestamps=True) if live is None or pod in live else ""
+        if text and not unavailable(text):
+            return text, None
+        return kept.instead(pod, text, lambda: hook.get_evidence(job["metadata"]["name"], ns))
+
     while (step := plan.next_read()) is not None:
         pod, asked = step
-        lines = plan.add(pod, hook.read_log_tail(pod, ns, asked, timestamps=True), asked)
+        text, kept_in = read(pod, asked)
+        lines = plan.add(pod, text, asked, kept_in)
         print_lines(log, plan.header(pod, len(lines)), lines)
     if plan.skipped():
         log.info("--- not printed (max_followed_pods or max_log_lines): the logs of %s ---", ", ".join(plan.skipped()))
     if (need := plan.tail_read()) is not None:
-        plan.set_tail(hook.read_log_tail(need[0], ns, need[1], timestamps=True))
+        text, kept_in = read(*need)
+        plan.set_tail(text, kept=kept_in is not None)
     return plan.report()
+

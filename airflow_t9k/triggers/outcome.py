@@ -8,7 +8,8 @@ from typing import Any
 
 from airflow.triggers.base import TriggerEvent
 
-from airflow_t9k.api.failed import FailedLogs, first_failed, print_lines
+from airflow_t9k.api.evidence import KeptLogs
+from airflow_t9k.api.failed import FailedLogs, first_failed, print_lines, unavailable
 from airflow_t9k.api.outcome import interpret
 from airflow_t9k.api.runmode import pause_patch
 from airflow_t9k.api.startup import startup_error, startup_failure, waiting_detail
@@ -123,18 +124,35 @@ class OutcomeMixin:
         try:
             try:
                 pods = await hook.list_replica_pods(self.name, self.namespace)
+                live: set[str] | None = {str(p["metadata"]["name"]) for p in pods}
             except Exception as exc:  # noqa: BLE001 - the order then comes from the job's status alone
                 self.log.warning("could not list the replicas to order their failures: %s", exc)
-                pods = []
+                pods, live = [], None
+            kept = KeptLogs(job, self.log)
             plan = FailedLogs(first_failed(job, pods), f.max_log_lines, f.max_followed_pods, f.log_tail_lines, dict(self._streamed))
+
+            async def read(pod: str, lines: int | None) -> tuple[str, str | None]:
+                # A pod clean-up deleted: the lines the controller kept of it (operators/logs.py).
+                text = await hook.read_log_tail(pod, self.namespace, lines, timestamps=True) if live is None or pod in live else ""
+                if text and not unavailable(text):
+                    return text, None
+                if kept.logs is None:
+                    try:
+                        kept.take(await hook.get_evidence(self.name, self.namespace))
+                    except Exception as exc:  # noqa: BLE001 - no access, unreachable: the task log says so
+                        kept.failed_to_read(exc)
+                return kept.lookup(pod, text)
+
             while (step := plan.next_read()) is not None:
                 pod, asked = step
-                lines = plan.add(pod, await hook.read_log_tail(pod, self.namespace, asked, timestamps=True), asked)
+                text, kept_in = await read(pod, asked)
+                lines = plan.add(pod, text, asked, kept_in)
                 print_lines(self.log, plan.header(pod, len(lines)), lines)
             if plan.skipped():
                 self.log.info("--- not printed (max_followed_pods or max_log_lines): the logs of %s ---", ", ".join(plan.skipped()))
             if (need := plan.tail_read()) is not None:
-                plan.set_tail(await hook.read_log_tail(need[0], self.namespace, need[1], timestamps=True))
+                text, kept_in = await read(*need)
+                plan.set_tail(text, kept=kept_in is not None)
             return plan.report()
         finally:
             await hook.close()

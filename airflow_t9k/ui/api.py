@@ -37,9 +37,9 @@ from fastapi.responses import JSONResponse, PlainTextResponse
 from fastapi.staticfiles import StaticFiles
 
 from airflow_t9k.k8s.errors import ApiError, NotFound
-from airflow_t9k.ui import guard, view
+from airflow_t9k.ui import attempts, guard, view
 from airflow_t9k.ui.reader import Reader
-from airflow_t9k.ui.records import audit, recorded_uids, task_record
+from airflow_t9k.ui.records import TaskRecord, audit, earlier_tries, recorded_uids, task_record
 
 Obj = dict[str, Any]
 STATIC = Path(__file__).parent / "static"
@@ -160,15 +160,35 @@ def list_jobs(user: GetUserDep, kind: str | None = None, dag_id: str | None = No
     return {"jobs": rows, "total": len(rows)}
 
 
-def _job(dag_id: str, run_id: str, task_id: str, map_index: int) -> Obj | None:
-    """The job the task instance recorded, as it is now; 404 when there is no such task instance."""
+def _record(dag_id: str, run_id: str, task_id: str, map_index: int) -> TaskRecord:
+    """What Airflow recorded of the task instance; 404 when there is no such task instance."""
     with create_session() as session:
         record = task_record(session, (dag_id, run_id, task_id, map_index))
     if record is None:
         raise HTTPException(404, f"no task instance {dag_id}/{run_id}/{task_id} (map index {map_index})")
-    if record.identity is None:
-        return None
-    return reader().recorded_job(record.identity)
+    return record
+
+
+def _job(dag_id: str, run_id: str, task_id: str, map_index: int) -> Obj | None:
+    """The job the task instance recorded, as it is now; 404 when there is no such task instance."""
+    record = _record(dag_id, run_id, task_id, map_index)
+    return reader().recorded_job(record.identity) if record.identity is not None else None
+
+
+def _attempts(key: tuple[str, str, str, int], record: TaskRecord, current: Obj | None) -> list[Obj]:
+    """The earlier tries and their jobs (ui/attempts.py): each job by one GET of the uid the task
+    recorded, its pods and, once finished, its own evidence ConfigMap."""
+    with create_session() as session:
+        earlier = earlier_tries(session, key, record.try_number)
+    current_uid = current["metadata"]["uid"] if current is not None else None
+    r, rows = reader(), []
+    for e in earlier:
+        ident = e["job"]
+        job = r.recorded_job(ident) if ident is not None and ident["uid"] != current_uid else None
+        pods = r.pods(job) if job is not None else []
+        evidence = r.evidence(job) if job is not None and view.phase(job) in view.FINISHED else None
+        rows.append(attempts.row(e, job, pods, evidence, current_uid))
+    return rows
 
 
 def _require_job(dag_id: str, run_id: str, task_id: str, map_index: int) -> Obj:
@@ -181,16 +201,20 @@ def _require_job(dag_id: str, run_id: str, task_id: str, map_index: int) -> Obj:
 @app.get(TASK, dependencies=[read_ti])
 @off_pool
 def job_detail(dag_id: str, run_id: str, task_id: str, map_index: str | None = None) -> Obj:
-    """The task's job with replicas and Events; ``job`` is null when the task submitted none."""
-    mi = _map_index(map_index)
-    job = _job(dag_id, run_id, task_id, mi)
+    """The task's job with replicas and Events (``job`` is null when the task submitted none), and
+    its earlier tries with their jobs (``attempts``, newest first)."""
+    key = (dag_id, run_id, task_id, _map_index(map_index))
+    record = _record(*key)
+    job = reader().recorded_job(record.identity) if record.identity is not None else None
+    earlier = _attempts(key, record, job)
     if job is None:
-        return {"job": None, "message": "This task has not submitted a T9k job (or its job was deleted)."}
+        return {"job": None, "attempts": earlier,
+                "message": "This task has not submitted a T9k job (or its job was deleted)."}  # fmt: skip
     r = reader()
     pods = r.pods(job)
     # The evidence ConfigMap exists only once clean-up has begun, after the job finished.
     evidence = r.evidence(job) if view.phase(job) in view.FINISHED else None
-    return {"job": view.detail(job, pods, r.events(job), _now(), evidence)}
+    return {"job": view.detail(job, pods, r.events(job), _now(), evidence), "attempts": earlier}
 
 
 @app.get(TASK + "/log", dependencies=[read_logs], response_class=PlainTextResponse)

@@ -21,18 +21,22 @@ from airflow.models.xcom import XComModel
 from sqlalchemy import select
 from sqlalchemy.orm import Session
 
+from airflow_t9k.api.attempts import ATTEMPTS_KEY, parse
 from airflow_t9k.links import XCOM_IDENTITY
 
 Obj = dict[str, Any]
 TaskKey = tuple[str, str, str, int]  # (dag_id, run_id, task_id, map_index)
 IDENTITY_FIELDS = ("kind", "namespace", "name", "uid")
+MAX_TRIES = 10  # earlier tries shown in the tab, the latest
 
 
 @dataclass(frozen=True)
 class TaskRecord:
-    """``identity``: the job the task recorded (None when it has submitted none yet)."""
+    """``identity``: the job the task recorded (None when it has submitted none yet);
+    ``try_number``: the task instance's current try."""
 
     identity: Obj | None
+    try_number: int = 0
 
 
 def _identity(value: Any) -> Obj | None:
@@ -50,10 +54,10 @@ def task_record(session: Session, key: TaskKey) -> TaskRecord | None:
     """None when no such task instance exists (the caller answers 404)."""
     dag_id, run_id, task_id, map_index = key
     ti = TaskInstance
-    found = session.scalar(
-        select(ti.task_id).where(ti.dag_id == dag_id, ti.run_id == run_id, ti.task_id == task_id,
-                                 ti.map_index == map_index).limit(1)  # fmt: skip
-    )
+    found = session.execute(
+        select(ti.task_id, ti.try_number).where(ti.dag_id == dag_id, ti.run_id == run_id, ti.task_id == task_id,
+                                                ti.map_index == map_index).limit(1)  # fmt: skip
+    ).first()
     if found is None:
         return None
     x = XComModel
@@ -61,7 +65,37 @@ def task_record(session: Session, key: TaskKey) -> TaskRecord | None:
         select(x.value).where(x.key == XCOM_IDENTITY, x.dag_id == dag_id, x.run_id == run_id, x.task_id == task_id,
                               x.map_index == map_index).limit(1)  # fmt: skip
     ).first()
-    return TaskRecord(identity=_identity(_decoded(row)) if row is not None else None)
+    return TaskRecord(identity=_identity(_decoded(row)) if row is not None else None, try_number=int(found.try_number or 0))
+
+
+def earlier_tries(session: Session, key: TaskKey, current_try: int) -> list[Obj]:
+    """The task instance's tries before ``current_try``, newest first: each with Airflow's state
+    for it (TaskInstanceHistory) and the job it ran, from the task's own history in the task
+    state store (api/attempts.py; None where that try submitted or recorded none)."""
+    from airflow.models.taskinstancehistory import TaskInstanceHistory as H
+    from airflow.models.task_state_store import TaskStateStoreModel as S
+
+    dag_id, run_id, task_id, map_index = key
+    states = {int(r.try_number): r for r in session.execute(
+        select(H.try_number, H.state, H.start_date, H.end_date).where(
+            H.dag_id == dag_id, H.run_id == run_id, H.task_id == task_id, H.map_index == map_index))}  # fmt: skip
+    raw = session.scalar(select(S.value).where(S.dag_id == dag_id, S.run_id == run_id, S.task_id == task_id,
+                                               S.map_index == map_index, S.key == ATTEMPTS_KEY).limit(1))  # fmt: skip
+    try:
+        jobs = {e["try"]: e for e in parse(json.loads(raw))} if raw else {}
+    except ValueError:
+        jobs = {}
+    out = []
+    for n in sorted((set(states) | set(jobs)) - {current_try}, reverse=True):
+        if n > current_try:
+            continue
+        h = states.get(n)
+        job = jobs.get(n)
+        out.append({"try": n, "state": str(h.state) if h is not None and h.state else None,
+                    "started": h.start_date.isoformat() if h is not None and h.start_date else None,
+                    "ended": h.end_date.isoformat() if h is not None and h.end_date else None,
+                    "job": {k: job[k] for k in IDENTITY_FIELDS} if job else None})  # fmt: skip
+    return out[:MAX_TRIES]
 
 
 def recorded_uids(session: Session, keys: set[TaskKey]) -> dict[TaskKey, str]:

@@ -9,6 +9,7 @@ import json
 from datetime import datetime, timezone
 from typing import Any
 
+from airflow_t9k.api.evidence import EVIDENCE_SUFFIX, controlled_by  # noqa: F401 - the UI's names for them
 from airflow_t9k.api.outcome import usage_of
 from airflow_t9k.api.runmode import PAUSED_BY
 
@@ -25,7 +26,6 @@ FINISHED = ("Succeeded", "Failed")
 MAX_EVENTS = 100
 # What the controller keeps before clean-up (controller/reconcile/evidence.py). It bounds the
 # ConfigMap itself; the UI caps again what it returns, in case the object is not as written.
-EVIDENCE_SUFFIX = "-evidence"
 KEPT_REPLICAS = 64
 KEPT_LOG_BYTES = 16 * 1024
 KEPT_EVENTS = 50
@@ -246,14 +246,6 @@ def owned_by(obj: Obj, uid: str) -> bool:
     controller sets."""
     refs = (obj.get("metadata") or {}).get("ownerReferences") or []
     return bool(uid) and any(r.get("uid") == uid for r in refs)
-
-
-def controlled_by(obj: Obj, uid: str) -> bool:
-    """Whether ``obj``'s controller (its ownerReference with ``controller: true``) is the object
-    with ``uid``: how the evidence ConfigMap the controller wrote differs from one of the same
-    name a co-tenant created."""
-    refs = (obj.get("metadata") or {}).get("ownerReferences") or []
-    return bool(uid) and any(r.get("uid") == uid and r.get("controller") is True for r in refs)
 
 
 def _text(value: Any, limit: int = KEPT_TEXT) -> str | None:

@@ -358,6 +358,74 @@ def test_browser_the_tab_shows_what_was_kept_after_clean_up(ui, browser):
     page.close()
 
 
+# ---- earlier attempts (issue 23): two tries of one task ----
+
+
+def _retried(ui: Ui) -> tuple[str, dict]:
+    """The t9k_ui_retry task once its second try's job succeeded: the tab's answer (one run for
+    the module). Try 1's job failed (worker-0 exit 3) and was cleaned up; try 2 ran <name>-t2."""
+    dag = "t9k_ui_retry"
+    if dag not in ui.runs:
+        ui.runs[dag] = ui.trigger(dag)
+    path = ui.task_path(dag)
+
+    def done() -> dict | None:
+        status, body = ui.api.call("GET", path, "alice")
+        job = body.get("job") if status == 200 else None
+        return body if job and job["phase"] == "Succeeded" and body["attempts"] else None
+
+    return path, wait_until(done, timeout=180, interval=1, what="the retry's job succeeded")
+
+
+def test_the_tab_lists_earlier_tries_with_their_jobs_root_cause_and_evidence(ui):
+    path, body = _retried(ui)
+    job = body["job"]
+    assert job["name"].endswith("-t2"), job["name"]  # the retry ran the job anew beside try 1's
+    [first] = body["attempts"]
+    base = job["name"][: -len("-t2")]
+    assert (first["try"], first["state"], first["name"], first["status"], first["phase"]) == (1, "failed", base, "present", "Failed"), first
+    assert first["root_cause"]["replica"] == f"{base}-worker-0" and first["root_cause"]["exit_code"] == 3, first["root_cause"]
+    kept = first["kept"]
+    [c] = kept["replicas"][0]["containers"]
+    assert kept["replicas"][0]["pod"] == f"{base}-worker-0" and (c["exit_code"], c["message"]) == (3, "loss is nan at step 812"), kept
+    assert kept["replicas"][0]["log"].strip(), kept  # its last lines, kept before clean-up
+
+    # Labels and annotations claim nothing: a job planted with the task's identity and try 1's
+    # try-number label is not an attempt (the tab lists what Airflow recorded for each try).
+    planted = ui.objects.get_namespaced_custom_object("batch.tensorstack.dev", "v1beta1", ui.ns, "genericjobs", base)
+    meta = planted["metadata"]
+    fake = {"apiVersion": "batch.tensorstack.dev/v1beta1", "kind": "GenericJob", "spec": planted["spec"],
+            "metadata": {"name": f"{base}-t9", "labels": meta["labels"], "annotations": meta["annotations"]}}  # fmt: skip
+    ui.objects.create_namespaced_custom_object("batch.tensorstack.dev", "v1beta1", ui.ns, "genericjobs", fake)
+    try:
+        status, again = ui.api.call("GET", path, "alice")
+        assert status == 200 and [(a["try"], a["name"]) for a in again["attempts"]] == [(1, base)], again["attempts"]
+        assert again["job"]["name"] == job["name"]
+    finally:
+        ui.objects.delete_namespaced_custom_object("batch.tensorstack.dev", "v1beta1", ui.ns, "genericjobs", f"{base}-t9")
+    status, other = ui.api.call("GET", path, "bob")
+    assert status == 403, other  # earlier tries are behind the DAG's access like the rest
+
+
+def test_browser_the_tab_shows_earlier_attempts(ui, browser):
+    from playwright.sync_api import expect
+
+    _retried(ui)
+    run = urllib.parse.quote(ui.runs["t9k_ui_retry"], safe="")
+    page, errors = _login(browser, ui, "alice", f"/dags/t9k_ui_retry/runs/{run}/tasks/train/plugin/t9k-job")
+    expect(page.get_by_test_id("t9k-phase")).to_have_text("Succeeded", timeout=20_000)
+    attempts = page.get_by_test_id("t9k-attempt")
+    expect(attempts).to_have_count(1)
+    expect(attempts.first).to_contain_text("Try 1")
+    expect(page.get_by_test_id("t9k-attempt-phase")).to_have_text("Failed")
+    expect(page.get_by_test_id("t9k-attempt-root-cause")).to_contain_text("worker-0 failed first (exit code 3)")
+    expect(attempts.first.get_by_test_id("t9k-kept")).to_contain_text("loss is nan at step 812")
+    page.get_by_test_id("t9k-attempts").scroll_into_view_if_needed()
+    _shot(page, "task-tab-attempts")
+    assert not errors, errors
+    page.close()
+
+
 def test_browser_the_tab_draws_the_metrics_the_replica_reports(ui, browser):
     """Live progress (docs/progress.md) end to end: kwok's replica "prints" T9K_PROGRESS lines,
     the controller writes status.progress, the tab draws one chart per metric, the task log

@@ -47,21 +47,31 @@ def running_since(jobs, pod: str, not_uid: str | None = None):
     return wait_until(check, timeout=60, what=f"{pod} running")
 
 
+def first_run(jobs) -> tuple[str, datetime]:
+    """The first pod's uid and start, once the controller has it on record and it ran 2 s."""
+    uid, started = running_since(jobs, "use-worker-0")
+    wait_until(lambda: "usage" in (jobs.get(GJ, "use").get("status") or {}), timeout=30, what="the run on record")
+    time.sleep(2)  # a run long enough that its figures are not zeros
+    return uid, started
+
+
+def replacement_ran(jobs, not_uid: str) -> tuple[datetime, datetime, dict]:
+    """The replacement's start and finish as the API served them, and the job's status at its end."""
+    uid, started = running_since(jobs, "use-worker-0", not_uid=not_uid)
+    jobs.wait_phase(GJ, "use", "Succeeded", timeout=60)
+    pod = jobs.pods("use")["use-worker-0"]
+    assert pod.metadata.uid == uid
+    return started, pod.status.container_statuses[0].state.terminated.finished_at, jobs.get(GJ, "use")["status"]
+
+
 def test_usage_matches_the_pods_run_times_and_counts_the_restarts_waste(jobs, controller):
     jobs.create(gjob("use"))
-    uid1, s1 = running_since(jobs, "use-worker-0")
-    wait_until(lambda: "usage" in (jobs.get(GJ, "use").get("status") or {}), timeout=30, what="the run on record")
-    time.sleep(2)
+    uid1, s1 = first_run(jobs)
     failed = set_pod_terminated(jobs.core, jobs.ns, "use-worker-0", phase="Failed", exit_code=1)
     t = failed.status.container_statuses[0].state.terminated
     assert t.started_at == s1  # the kubelet-style write keeps the run's start
     f1 = t.finished_at
-    uid2, s2 = running_since(jobs, "use-worker-0", not_uid=uid1)
-    jobs.wait_phase(GJ, "use", "Succeeded", timeout=60)
-    pod = jobs.pods("use")["use-worker-0"]
-    assert pod.metadata.uid == uid2
-    f2 = pod.status.container_statuses[0].state.terminated.finished_at
-    status = jobs.get(GJ, "use")["status"]
+    s2, f2, status = replacement_ran(jobs, not_uid=uid1)
     usage = status["usage"]
     first, second = seconds(s1, f1), seconds(s2, f2)
     assert first >= 2 and second >= 5  # the runs really lasted: the figures below are not zeros
@@ -90,18 +100,11 @@ def test_an_evicted_runs_usage_is_counted_as_waste(jobs, controller):
     manifest = gjob("use")
     manifest["spec"]["replicaSpecs"][0]["restartPolicy"] = {"policy": "Never"}
     jobs.create(manifest)
-    uid1, s1 = running_since(jobs, "use-worker-0")
-    wait_until(lambda: "usage" in (jobs.get(GJ, "use").get("status") or {}), timeout=30, what="the run on record")
-    time.sleep(2)
+    uid1, s1 = first_run(jobs)
     evicted_at = datetime.now(s1.tzinfo)
     body = client.V1Eviction(metadata=client.V1ObjectMeta(name="use-worker-0", namespace=jobs.ns))
     jobs.core.create_namespaced_pod_eviction("use-worker-0", jobs.ns, body)
-    uid2, s2 = running_since(jobs, "use-worker-0", not_uid=uid1)
-    jobs.wait_phase(GJ, "use", "Succeeded", timeout=60)
-    pod = jobs.pods("use")["use-worker-0"]
-    assert pod.metadata.uid == uid2
-    f2 = pod.status.container_statuses[0].state.terminated.finished_at
-    status = jobs.get(GJ, "use")["status"]
+    s2, f2, status = replacement_ran(jobs, not_uid=uid1)
     usage = status["usage"]
     wasted = usage["wasted"]["nvidia.com/gpu"]
     assert GPUS * (int(seconds(s1, evicted_at)) - 1) <= wasted <= GPUS * (seconds(s1, s2) + 1)

@@ -243,6 +243,58 @@ function Kept({ kept }) {
   );
 }
 
+function RootCause({ rc, testId }) {
+  return (
+    <Text data-testid={testId}>
+      {rc.replica} failed first
+      {rc.exit_code != null ? ` (exit code ${rc.exit_code})` : ""}
+      {rc.finished ? ` at ${rc.finished}` : ""}
+      {rc.permanent ? " · permanent" : ""}
+      {rc.detail ? `: ${rc.detail}` : ""}
+    </Text>
+  );
+}
+
+const ATTEMPT_STATUS = {
+  none: "submitted no job (or recorded none)",
+  current: "the same job as this try (it reattached)",
+  gone: "its job was deleted",
+};
+
+// The task's earlier tries: the job each ran (the task's own record), its phase, root cause and
+// what the controller kept before clean-up.
+function Attempts({ attempts }) {
+  return (
+    <Box data-testid="t9k-attempts">
+      {attempts.map((a) => (
+        <Box key={a.try} mb={4} data-testid="t9k-attempt">
+          <Flex gap={2} align="center" wrap="wrap" mb={1}>
+            <Text fontWeight="semibold">Try {a.try}</Text>
+            {a.state && <Badge>{a.state}</Badge>}
+            {a.name && (
+              <Text fontSize="sm">
+                {a.kind} {a.namespace}/{a.name}
+              </Text>
+            )}
+            {a.phase && (
+              <Badge colorPalette={palette(a.phase)} variant="solid" data-testid="t9k-attempt-phase">
+                {a.phase}
+              </Badge>
+            )}
+            {a.status !== "present" && (
+              <Text fontSize="sm" color="fg.muted">
+                {ATTEMPT_STATUS[a.status]}
+              </Text>
+            )}
+          </Flex>
+          {a.root_cause && <RootCause rc={a.root_cause} testId="t9k-attempt-root-cause" />}
+          {a.kept && <Kept kept={a.kept} />}
+        </Box>
+      ))}
+    </Box>
+  );
+}
+
 function Actions({ api, job, onDone }) {
   const [result, setResult] = useState(null);
   const [replicas, setReplicas] = useState("");
@@ -304,6 +356,7 @@ export default function T9kJobTab({ dagId, runId, taskId, mapIndex }) {
   const api = taskApi(dagId, runId, taskId, mapIndex);
   const [state, refresh] = usePoll(() => getJson(withQuery(api.path, api.mi)), [dagId, runId, taskId, mapIndex]);
   const job = state.data && state.data.job;
+  const attempts = (state.data && state.data.attempts) || [];
   return (
     <Box p={4} data-testid="t9k-job">
       {state.error && (
@@ -313,6 +366,11 @@ export default function T9kJobTab({ dagId, runId, taskId, mapIndex }) {
       )}
       {state.loading && !state.data && <Text>Loading…</Text>}
       {state.data && !job && <Text data-testid="t9k-no-job">{state.data.message}</Text>}
+      {state.data && !job && attempts.length > 0 && (
+        <Section title="Earlier attempts">
+          <Attempts attempts={attempts} />
+        </Section>
+      )}
       {job && (
         <>
           <Flex gap={3} align="center" wrap="wrap">
@@ -357,13 +415,7 @@ export default function T9kJobTab({ dagId, runId, taskId, mapIndex }) {
           </Section>
           {job.root_cause && (
             <Section title="Root cause">
-              <Text data-testid="t9k-root-cause">
-                {job.root_cause.replica} failed first
-                {job.root_cause.exit_code != null ? ` (exit code ${job.root_cause.exit_code})` : ""}
-                {job.root_cause.finished ? ` at ${job.root_cause.finished}` : ""}
-                {job.root_cause.permanent ? " · permanent" : ""}
-                {job.root_cause.detail ? `: ${job.root_cause.detail}` : ""}
-              </Text>
+              <RootCause rc={job.root_cause} testId="t9k-root-cause" />
             </Section>
           )}
           {job.restart_history.length > 0 && (
@@ -378,6 +430,11 @@ export default function T9kJobTab({ dagId, runId, taskId, mapIndex }) {
           {job.kept && (
             <Section title="Kept at clean-up">
               <Kept kept={job.kept} />
+            </Section>
+          )}
+          {attempts.length > 0 && (
+            <Section title="Earlier attempts">
+              <Attempts attempts={attempts} />
             </Section>
           )}
           <Section title="Conditions">

@@ -14,7 +14,7 @@ from airflow_t9k.controller.reconcile.desired import RESTART_COUNT_ENV
 from airflow_t9k.operators.job import T9kJobOperator
 from airflow_t9k.operators.kinds import OPERATORS, GenericJobOperator, PyTorchTrainingJobOperator
 from tests.builders import run
-from tests.unit.airflow.test_operators import FakeTI, event, finishing_op, op
+from tests.unit.airflow.test_operators import FakeTI, complete, event, finishing_op, op
 
 VOLUME = "airflow-t9k-checkpoint"
 
@@ -137,12 +137,7 @@ def test_the_checkpoint_the_program_reports_becomes_xcom_checkpoint(status, mess
     c = {"ti": FakeTI()}
     ev = event(status, phase="Succeeded" if status == "success" else "Failed",
                state={"phase": "Succeeded" if status == "success" else "Failed", "result_message": message})  # fmt: skip
-    o = finishing_op()
-    if status == "success":
-        o.execute_complete(c, ev)
-    else:
-        with pytest.raises(AirflowException):
-            o.execute_complete(c, ev)
+    complete(finishing_op(), c, ev)
     assert c["ti"].xcom.get("checkpoint") == pushed
     assert ("checkpoint" in c["ti"].xcom) is (pushed is not None)
 

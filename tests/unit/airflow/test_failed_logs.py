@@ -55,6 +55,37 @@ def test_the_first_replica_to_fail_comes_first(job, pods, order):
     assert [r.pod for r in first_failed(job, pods)] == order
 
 
+def _caused(job: dict, replica: str, **more) -> dict:
+    job["status"]["rootCause"] = {"replica": replica, **more}
+    return job
+
+
+@pytest.mark.parametrize(
+    ("job", "pods", "order"),
+    [
+        # the controller named w-0 (it saw w-0's pod end first; this side reads w-1's pod as earlier)
+        (_caused(_job(_replica("w-0", finished=T2), _replica("w-1")), "w-0"), [_pod("w-1", ("main", 1, T1))], ["w-0", "w-1"]),
+        # agreeing: nothing moves
+        (_caused(_job(_replica("w-0", finished=T2), _replica("w-1", finished=T1)), "w-1"), [], ["w-1", "w-0"]),
+        # named but no longer failed (replaced since): leads with what the controller recorded
+        (_caused(_job(_replica("w-0", "Running"), _replica("w-1", finished=T1)), "w-0", exitCode=3, finishedAt=T2), [],
+         ["w-0", "w-1"]),
+        # not a usable name: the job's own order
+        (_caused(_job(_replica("w-0", finished=T2), _replica("w-1", finished=T1)), ""), [], ["w-1", "w-0"]),
+        ({"status": {"tasks": _job(_replica("w-0", finished=T2), _replica("w-1", finished=T1))["status"]["tasks"], "rootCause": "w-0"}},
+         [], ["w-1", "w-0"]),
+    ],
+    ids=["controller-names-another", "agreeing", "named-not-failed-now", "empty-name", "not-a-dict"],
+)  # fmt: skip
+def test_the_controllers_root_cause_comes_first(job, pods, order):
+    assert [r.pod for r in first_failed(job, pods)] == order
+
+
+def test_a_root_cause_no_longer_failed_keeps_what_the_controller_recorded():
+    job = _caused(_job(_replica("w-0", "Running"), _replica("w-1", finished=T1)), "w-0", exitCode=3, finishedAt=T2)
+    assert first_failed(job, [])[0] == FailedReplica("w-0", T2, "exit code 3")
+
+
 def test_the_root_cause_says_when_and_how():
     replicas = first_failed(_job(_replica("w-0"), _replica("w-1")), [_pod("w-0", ("main", 1, T2)), _pod("w-1", ("main", 137, T1))])
     assert replicas[0] == FailedReplica("w-1", T1, "container main exit code 137 (OOMKilled)")

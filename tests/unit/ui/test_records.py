@@ -105,3 +105,45 @@ def test_an_action_is_written_to_airflows_audit_log(session):
     assert (row.owner, row.dag_id, row.run_id, row.task_id, row.map_index) == ("carol", "d", "r", "t", 2)
     assert json.loads(row.extra) == {"kind": "GenericJob", "namespace": "team-a", "name": "train-1", "uid": "uid-1",
                                      "detail": "GenericJob team-a/train-1 deleted"}  # fmt: skip
+
+
+def add_try(s: Session, dag: str, run: str, task: str, n: int, state: str) -> None:
+    from airflow.models.taskinstancehistory import TaskInstanceHistory
+
+    s.execute(insert(TaskInstanceHistory.__table__).values(task_instance_id=uuid.uuid4(), dag_id=dag, run_id=run, task_id=task,
+                                                           map_index=-1, try_number=n, state=state, pool="default_pool"))  # fmt: skip
+
+
+def add_attempts(s: Session, dag: str, run: str, task: str, value: str) -> None:
+    from airflow.models.task_state_store import TaskStateStoreModel
+
+    s.execute(insert(TaskStateStoreModel.__table__).values(dag_run_id=1, dag_id=dag, run_id=run, task_id=task, map_index=-1,
+                                                           key="t9k_jobs", value=value))  # fmt: skip
+
+
+def job_of(n: int) -> dict:
+    return {"kind": "GenericJob", "namespace": "team-a", "name": f"train-1-t{n}", "uid": f"uid-{n}"}
+
+
+TRY_CASES = [
+    # (TaskInstanceHistory tries, the task state store's t9k_jobs (JSON text), current try, expected (try, state, job))
+    ("two earlier tries, newest first", {1: "failed", 2: "failed"}, json.dumps([{"try": n, **job_of(n)} for n in (1, 2, 3)]), 3,
+     [(2, "failed", job_of(2)), (1, "failed", job_of(1))]),
+    ("a try that recorded no job", {1: "failed"}, json.dumps([{"try": 2, **job_of(2)}]), 2, [(1, "failed", None)]),
+    ("no record in the store", {1: "failed"}, None, 2, [(1, "failed", None)]),
+    ("a store value that is not JSON", {1: "failed"}, "{", 2, [(1, "failed", None)]),
+    ("the first try has none", {}, json.dumps([{"try": 1, **job_of(1)}]), 1, []),
+]
+
+
+@pytest.mark.parametrize(("tries", "stored", "current", "expected"), [c[1:] for c in TRY_CASES], ids=[c[0] for c in TRY_CASES])
+def test_earlier_tries(session, tries, stored, current, expected):
+    from airflow_t9k.ui.records import earlier_tries
+
+    for n, state in tries.items():
+        add_try(session, "d", "r", "t", n, state)
+    add_try(session, "d", "other-run", "t", 1, "success")  # another run's try: not this task instance's
+    if stored is not None:
+        add_attempts(session, "d", "r", "t", stored)
+    got = earlier_tries(session, ("d", "r", "t", -1), current)
+    assert [(e["try"], e["state"], e["job"]) for e in got] == expected

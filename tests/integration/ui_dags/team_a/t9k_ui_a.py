@@ -5,7 +5,7 @@ reports progress (the test "prints" its T9K_PROGRESS lines into kwok's pod log).
 
 from __future__ import annotations
 
-from datetime import datetime
+from datetime import datetime, timedelta
 
 from airflow.sdk import DAG
 
@@ -44,6 +44,19 @@ with DAG("t9k_ui_evidence", start_date=START, schedule=None, catchup=False):
         "spec": {"cleanUpPolicy": "All", "failureRules": [{"worker": [0]}], "successRules": [{"worker": [0, 1]}],
                  "replicaSpecs": [{"type": "worker", "replicas": 2, "restartPolicy": {"policy": "Never"},
                                    "template": {"metadata": {"annotations": FAILING},
+                                                "spec": {"containers": [{"name": "main", "image": "busybox", "command": ["train"]}]}}}]},
+    })  # fmt: skip
+
+# Two tries (issue 23: the tab shows earlier attempts): try 1's worker-0 exits 3 and the job is
+# cleaned up with its evidence kept; the retry runs the job anew as <name>-t2, which succeeds.
+RETRYING = {**FAILING, "sim.t9k.test/fail-pods": "{{ '-worker-0$' if ti.try_number == 1 else '^no-such-pod$' }}"}
+with DAG("t9k_ui_retry", start_date=START, schedule=None, catchup=False):
+    # Waits on the worker: this stack's triggerer serves no team, so a team DAG's deferred task never resumes.
+    T9kJobOperator(task_id="train", deferrable=False, retries=1, retry_delay=timedelta(seconds=1), job={
+        "apiVersion": "batch.tensorstack.dev/v1beta1", "kind": "GenericJob", "metadata": {"name": "retry-ui"},
+        "spec": {"cleanUpPolicy": "All", "failureRules": [{"worker": [0]}], "successRules": [{"worker": [0, 1]}],
+                 "replicaSpecs": [{"type": "worker", "replicas": 2, "restartPolicy": {"policy": "Never"},
+                                   "template": {"metadata": {"annotations": RETRYING},
                                                 "spec": {"containers": [{"name": "main", "image": "busybox", "command": ["train"]}]}}}]},
     })  # fmt: skip
 
