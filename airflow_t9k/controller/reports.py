@@ -10,8 +10,10 @@ queued, at most once per ``interval`` seconds, and ``plan`` folds the values int
 Started and stopped by the reconcile pass (``sync``), which never waits for a stream: a
 stream opens once the pod's container has started, follows a restarted replica's new pod,
 and stops a little after the pod ends (a real kubelet ends the stream itself; kwok's never
-ends) and when the job is deleted or its namespace stops being managed. Streams use their own
-connection pool (``cli.py``), so a hundred open logs never hold a connection a reconcile
+ends) and when the job is deleted or its namespace stops being managed. A job that had already
+ended gets none: after a restart of the controller its finished jobs' logs are not read again,
+and a stream opened again for a running job goes on from ``status.progress.reportedAt``.
+Streams use their own connection pool (``cli.py``), so a hundred open logs never hold a connection a reconcile
 pass needs, and at most ``max_streams`` are open at once.
 """
 
@@ -22,6 +24,7 @@ import logging
 from collections.abc import Callable, Hashable, Mapping
 from typing import Any
 
+from airflow_t9k.api.outcome import interpret
 from airflow_t9k.api.paths import child_path
 from airflow_t9k.api.progress import MARKER, MAX_LINE, merge, parse_line
 from airflow_t9k.controller.reconcile.observe import is_deleting
@@ -146,7 +149,11 @@ class ProgressStreams:
             self.forget(key)
             s = None
         found = reporting_pod(job, pods) if managed and not job["metadata"].get("deletionTimestamp") else None
-        if found is None:
+        # A job that had ended before this pass gets no new stream: what its replica printed was
+        # read while it ran, or in the pass that saw it end (after a restart of the controller,
+        # its finished jobs' logs are not read again).
+        ended_before = interpret(job).terminal
+        if found is None or (ended_before and (s is None or s.pod_uid != str(found[0]["metadata"].get("uid") or ""))):
             if s is not None and s.active:
                 self._stop_soon(s) if managed else s.cancel()
             return
@@ -154,6 +161,9 @@ class ProgressStreams:
         pod_uid = str(pod["metadata"].get("uid") or "")
         if s is None:
             s = self.streams[key] = Stream(uid, recorded_values(job.get("status")))
+            recorded = (job.get("status") or {}).get(PROGRESS)
+            if isinstance(recorded, dict) and recorded.get("replica") == pod["metadata"].get("name") and recorded.get("reportedAt"):
+                s.time = str(recorded["reportedAt"])  # go on from there, not from the pod's start
         if s.pod_uid != pod_uid:
             if s.active:
                 s.cancel()
@@ -171,7 +181,7 @@ class ProgressStreams:
             s.stopping = None
             s.task = asyncio.get_running_loop().create_task(self._follow(key, s, job["metadata"]["namespace"], container, since))
             self.metrics["progress_stream_open"] += 1
-        if ended(pod) or str((job.get("status") or {}).get("phase")) in ("Succeeded", "Failed"):
+        if ended(pod) or ended_before:
             self._stop_soon(s)
 
     def _stop_soon(self, s: Stream) -> None:

@@ -188,14 +188,37 @@ async def test_the_stream_stops_a_little_after_the_pod_ends_and_a_job_gone_is_fo
 
 
 @pytest.mark.asyncio
-async def test_a_short_job_that_ended_before_any_pass_is_read_once(monkeypatch):
+async def test_a_short_job_whose_pod_ended_before_any_pass_saw_it_run_is_read_once(monkeypatch):
     monkeypatch.setattr(reports, "GRACE", 0.05)
     streams, logs, _, _ = make()
-    job = {**generic("job", ("worker", 1)), "status": {"phase": "Succeeded"}}
+    job = {**generic("job", ("worker", 1)), "status": {"phase": "Pending"}}  # the pass that ends it
     logs.feed("job-worker-0", "2026-11-25T12:00:01Z T9K_PROGRESS step=7 acc=0.9")
     streams.sync(KEY, job, pods(pod("job-worker-0", phase="Succeeded")))
     await asyncio.sleep(0.1)
     assert streams.report(KEY, "uid-job")["values"] == {"step": 7, "metrics": {"acc": 0.9}} and streams.active() == 0
+
+
+@pytest.mark.asyncio
+async def test_a_job_that_had_ended_is_not_read_again_after_a_restart_of_the_controller():
+    streams, logs, _, _ = make()
+    job = {**generic("job", ("worker", 1)), "status": {"phase": "Succeeded", "progress": {"replica": "job-worker-0", "step": 7}}}
+    streams.sync(KEY, job, pods(pod("job-worker-0", phase="Succeeded")))
+    await settle()
+    assert logs.opened == [] and streams.active() == 0
+
+
+@pytest.mark.asyncio
+async def test_a_running_job_is_followed_on_from_what_its_status_records():
+    streams, logs, _, _ = make()
+    job = {**generic("job", ("worker", 1)),
+           "status": {"phase": "Running", "progress": {"replica": "job-worker-0", "step": 40, "totalSteps": 100,
+                                                       "metrics": {"loss": 0.5}, "reportedAt": "2026-11-25T12:30:00Z"}}}  # fmt: skip
+    streams.sync(KEY, job, pods(pod("job-worker-0")))
+    logs.feed("job-worker-0", "2026-11-25T12:30:05Z T9K_PROGRESS step=41")
+    await settle()
+    assert logs.opened[0][1]["sinceTime"] == "2026-11-25T12:30:00Z"  # not the pod's start: its log is not read again
+    assert streams.report(KEY, "uid-job")["values"] == {"step": 41, "total_steps": 100, "metrics": {"loss": 0.5}}
+    await streams.close()
 
 
 @pytest.mark.asyncio
