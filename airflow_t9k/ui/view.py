@@ -150,7 +150,17 @@ def summary(job: Obj, now: datetime) -> Obj:
         "ended": ended.strftime("%Y-%m-%dT%H:%M:%SZ") if ended else None,
         "elastic": elastic(job),
         "usage": usage(job, now),
+        "progress": progress_cell(status),
     }
+
+
+def progress_cell(status: Obj) -> Obj | None:
+    """The Jobs page's Progress cell: what ``kubectl get`` shows (summary, ETA) and the latest
+    metrics for its tooltip; None without ``status.progress`` (docs/progress.md)."""
+    p = status.get("progress")
+    if not isinstance(p, dict):
+        return None
+    return {"summary": _text(p.get("summary"), 64), "eta": _text(p.get("eta"), 16), "metrics": _metrics(p.get("metrics"), PROGRESS_METRICS)}
 
 
 def readable(jobs: list[Obj], dag_ids: set[str]) -> list[Obj]:

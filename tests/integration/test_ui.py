@@ -451,6 +451,10 @@ def test_browser_the_tab_draws_the_metrics_the_replica_reports(ui, browser):
         assert step <= 300, "no progress reached the tab"
         append_log(ui.cluster, report(step))
         time.sleep(0.5)
+    name = ui.job(dag, run_id)["metadata"]["name"]
+    page, errors = _login(browser, ui, "alice", "/plugin/t9k-jobs")
+    expect(page.get_by_test_id(f"job-progress-{name}")).to_contain_text("/200", timeout=20_000)  # the Jobs page's column
+    page.close()
     run = urllib.parse.quote(run_id, safe="")
     page, errors = _login(browser, ui, "alice", f"/dags/{dag}/runs/{run}/tasks/train/plugin/t9k-job")
     expect(page.get_by_test_id("t9k-progress-summary")).to_contain_text("/200", timeout=20_000)
@@ -472,7 +476,6 @@ def test_browser_the_tab_draws_the_metrics_the_replica_reports(ui, browser):
     status, body = ui.api.call("GET", xcom, "admin")
     assert status == 200 and body["value"]["step"] == 200 and body["value"]["acc"] == 0.8, body
     status, body = ui.api.call("GET", f"/api/v2/dags/{dag}/dagRuns/{run}/taskInstances/train/links", "admin")
-    name = ui.job(dag, run_id)["metadata"]["name"]
     assert status == 200 and body["extra_links"]["TensorBoard"] == f"http://tensorboard.example/?run={run_id}&job={name}", body
     assert not body["extra_links"].get("MLflow"), body  # no URL given: no link
     log = ui.stack.task_log(dag, run_id)

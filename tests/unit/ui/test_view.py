@@ -378,3 +378,10 @@ def test_the_tab_has_the_progress():
     detail = view.detail(job(status={"phase": "Running", "progress": PROGRESS}), [], [], NOW)
     assert detail["progress"]["summary"] == "12% 120/1000"
     assert view.detail(job(status={"phase": "Running"}), [], [], NOW)["progress"] is None
+
+
+def test_the_jobs_page_row_has_the_progress_cell():
+    row = view.summary(job(status={"phase": "Running", "progress": PROGRESS}), NOW)
+    assert row["progress"] == {"summary": "12% 120/1000", "eta": "2m30s", "metrics": {"loss": 0.31, "acc": 0.9}}
+    assert view.summary(job(status={"phase": "Running"}), NOW)["progress"] is None
+    assert view.summary(job(status={"progress": ["x"]}), NOW)["progress"] is None
