@@ -20,7 +20,7 @@ def get_provider_info() -> dict[str, Any]:
         "sensors": [{"integration-name": "T9k Jobs", "python-modules": ["airflow_t9k.sensors.job"]}],
         "hooks": [{"integration-name": "T9k Jobs", "python-modules": ["airflow_t9k.hooks.t9k"]}],
         "triggers": [{"integration-name": "T9k Jobs", "python-modules": ["airflow_t9k.triggers.job"]}],
-        "extra-links": ["airflow_t9k.links.T9kJobLink"],
+        "extra-links": ["airflow_t9k.links.T9kJobLink", "airflow_t9k.links.TensorBoardLink", "airflow_t9k.links.MLflowLink"],
         "config": {
             "t9k": {
                 "description": "airflow-t9k settings",

@@ -1,7 +1,10 @@
-"""The "T9k Job" extra link on every operator, shown as soon as the job is submitted.
+"""Extra links on every operator: "T9k Job", shown as soon as the job is submitted, and
+"TensorBoard" / "MLflow" when the task gives their URLs (``tensorboard_url=``, ``mlflow_url=``).
 
 The job's identity is pushed to XCom before the task defers; Airflow 3 builds links on the
-worker for every task state, deferred included, so the link is there while the job runs.
+worker for every task state, deferred included, so the link is there while the job runs. The
+tools' links are pushed under the links' own XCom keys at submission too, so they are there
+while a task waits on the worker.
 """
 
 from __future__ import annotations
@@ -15,6 +18,8 @@ from airflow_t9k.api.paths import job_path
 from airflow_t9k.api.resources import resource_for
 
 XCOM_IDENTITY = "t9k_job"
+# {namespace}, {name}, {kind}, {uid} in a tool's URL are the submitted job's (after Jinja).
+JOB_FIELDS = ("namespace", "name", "kind", "uid")
 
 
 def job_url(identity: dict[str, Any], template: str | None = None) -> str:
@@ -35,3 +40,43 @@ class T9kJobLink(BaseOperatorLink):
 
         identity = XCom.get_value(ti_key=ti_key, key=XCOM_IDENTITY)
         return job_url(identity) if identity else ""
+
+
+def tool_url(template: str | None, identity: dict[str, Any] | None) -> str:
+    """A tool's URL as the task gave it (Jinja already rendered) with ``{namespace}``, ``{name}``,
+    ``{kind}`` and ``{uid}`` replaced by the job's; only http(s) URLs, '' otherwise."""
+    if not template or not isinstance(template, str):
+        return ""
+    url = template.strip()
+    for key in JOB_FIELDS:
+        url = url.replace("{" + key + "}", str((identity or {}).get(key) or ""))
+    return url if url.lower().startswith(("http://", "https://")) else ""
+
+
+class _ToolLink(BaseOperatorLink):
+    attribute = ""
+
+    def get_link(self, operator: Any, *, ti_key: Any) -> str:
+        template = getattr(operator, self.attribute, None)
+        if not template:
+            return ""
+        from airflow.sdk.execution_time.xcom import XCom
+
+        return tool_url(template, XCom.get_value(ti_key=ti_key, key=XCOM_IDENTITY))
+
+
+class TensorBoardLink(_ToolLink):
+    """The operator's ``tensorboard_url``, templated."""
+
+    name = "TensorBoard"
+    attribute = "tensorboard_url"
+
+
+class MLflowLink(_ToolLink):
+    """The operator's ``mlflow_url``, templated."""
+
+    name = "MLflow"
+    attribute = "mlflow_url"
+
+
+TOOL_LINKS = (TensorBoardLink(), MLflowLink())

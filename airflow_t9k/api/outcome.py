@@ -9,6 +9,8 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import Any
 
+from airflow_t9k.api.progress import describe, metrics_of
+
 Obj = dict[str, Any]
 
 SUCCEEDED = "Succeeded"
@@ -30,6 +32,10 @@ class JobState:
     root_cause: dict[str, Any] = field(default_factory=dict)
     # What the job's pods used (status.usage, controller/reconcile/usage.py), as ``usage_of`` reads it.
     usage: dict[str, Any] = field(default_factory=dict)
+    # The last progress and metrics the reporting replica printed (status.progress, docs/progress.md),
+    # as XCom ``metrics`` holds them, and as one line of text.
+    metrics: dict[str, Any] = field(default_factory=dict)
+    progress: str = ""
 
     @property
     def terminal(self) -> bool:
@@ -59,6 +65,8 @@ class JobState:
             "result_message": self.result_message,
             "root_cause": dict(self.root_cause),
             "usage": dict(self.usage),
+            "metrics": dict(self.metrics),
+            "progress": self.progress,
         }
 
 
@@ -117,6 +125,8 @@ def interpret(job: Obj | None) -> JobState:
         result_message=result,
         root_cause=dict(status["rootCause"]) if isinstance(status.get("rootCause"), dict) else {},
         usage=usage_of(status),
+        metrics=metrics_of(status),
+        progress=describe(status.get("progress")),
     )
 
 

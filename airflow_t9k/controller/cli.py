@@ -49,6 +49,12 @@ def add_controller_parser(sub: Any) -> None:
     p.add_argument("--coalesce-status", type=float, default=1.0, metavar="SECONDS",
                    help="a status change that keeps the job's phase and has nothing to do (replica detail, counts) "
                         "waits up to this long so that several land in one write; 0 writes each at once (default 1)")
+    p.add_argument("--progress-interval", type=float, default=10.0, metavar="SECONDS",
+                   help="live progress (docs/progress.md): follow each running job's reporting replica log for "
+                        "T9K_PROGRESS lines and write new values to status.progress at most once per SECONDS per job "
+                        "(default 10); 0 follows no log")
+    p.add_argument("--progress-streams", type=int, default=200, metavar="N",
+                   help="replica logs followed at once for progress, on their own connections (default 200)")
     p.add_argument("--health-port", type=int, default=8081,
                    help="port for /healthz (alive) and /readyz (caches synced); 0 disables")  # fmt: skip
     p.add_argument("--health-address", default="0.0.0.0", help="address for the health endpoint")
@@ -191,6 +197,7 @@ async def main_async(args: argparse.Namespace) -> int:
     kube = InstrumentedKube(transport, instruments)
     kinds = sorted(set(args.kinds or RESOURCES))
     servers: list[Any] = []
+    log_kube: Kube | None = None
     try:
         try:
             await check_crds(kube, args.force, kinds)
@@ -212,8 +219,11 @@ async def main_async(args: argparse.Namespace) -> int:
             kube.fence = elector.valid  # every write of the controller checks its lease first
         settings = Settings(namespaces=args.namespaces, workers=args.workers, kinds=kinds, queueing=queueing,
                             coalesce_status=args.coalesce_status, volcano=volcano, scope=scope,
-                            template_wait=args.template_wait)
-        controller = Controller(kube, settings, instruments)
+                            template_wait=args.template_wait,
+                            progress_interval=max(args.progress_interval, 0.0), progress_streams=args.progress_streams)
+        if settings.progress_interval > 0:  # log streams on their own connection pool (controller/reports.py)
+            log_kube = InstrumentedKube(await load_transport(args.kubeconfig, args.context), instruments)
+        controller = Controller(kube, settings, instruments, log_kube=log_kube)
         servers = await serve_all(controller, (args.health_address, args.health_port),
                                   (args.metrics_address, args.metrics_port))  # fmt: skip
         task = asyncio.create_task(controller.run(elector=elector))
@@ -234,6 +244,8 @@ async def main_async(args: argparse.Namespace) -> int:
     finally:
         for server in servers:
             await server.cleanup()
+        if log_kube is not None:
+            await log_kube.close()
         await kube.close()
 
 

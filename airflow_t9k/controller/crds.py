@@ -294,11 +294,16 @@ PRINTER_COLUMNS = [
     {"name": "Running", "type": "integer", "jsonPath": ".status.aggregate.running"},
     {"name": "Succeeded", "type": "integer", "jsonPath": ".status.aggregate.succeeded"},
     {"name": "Failed", "type": "integer", "jsonPath": ".status.aggregate.failed"},
+    # What the reporting replica printed last (docs/progress.md): "12% 120/1000", and "4m" to go.
+    {"name": "Progress", "type": "string", "jsonPath": ".status.progress.summary"},
+    {"name": "ETA", "type": "string", "jsonPath": ".status.progress.eta"},
     {"name": "Age", "type": "date", "jsonPath": ".metadata.creationTimestamp"},
 ]
 # Kubeflow-style status: the last condition is the latest change (as `kubectl get acjob` shows it).
 CONDITION_COLUMNS = [
     {"name": "State", "type": "string", "jsonPath": ".status.conditions[-1:].type"},
+    {"name": "Progress", "type": "string", "jsonPath": ".status.progress.summary"},
+    {"name": "ETA", "type": "string", "jsonPath": ".status.progress.eta"},
     {"name": "Age", "type": "date", "jsonPath": ".metadata.creationTimestamp"},
 ]
 

@@ -23,6 +23,7 @@ from airflow_t9k.k8s.informer import Informer
 from airflow_t9k.controller.queue import WorkQueue
 from airflow_t9k.controller.reconcile import Emit, Observed, Plan, plan
 from airflow_t9k.controller.reconcile.status import bounded
+from airflow_t9k.controller.reports import ProgressStreams
 from airflow_t9k.controller.scope import Scope
 from airflow_t9k.kinds.base import LABEL_MANAGED_BY, MANAGED_BY
 from airflow_t9k.kinds.templates import CLUSTER, NAMESPACED, unresolved, wanted
@@ -63,6 +64,10 @@ class Settings:
     # Seconds from its creation that a job waits for a job template it names and that does not
     # exist, before it fails (reconcile/template.py).
     template_wait: float = 30.0
+    # Live progress (docs/progress.md): seconds between two writes of a job's new status.progress
+    # (0: no log is followed, no progress kept), and how many replica logs are followed at once.
+    progress_interval: float = 10.0
+    progress_streams: int = 200
 
 
 def detail_only(old: Obj, result: Plan) -> bool:
@@ -96,7 +101,9 @@ def _namespace_labels(obj: Obj) -> Obj:
 
 
 class Controller:
-    def __init__(self, kube: Kube, settings: Settings, instruments: Metrics | None = None) -> None:
+    def __init__(self, kube: Kube, settings: Settings, instruments: Metrics | None = None, log_kube: Kube | None = None) -> None:
+        """``log_kube``: the client (its own connection pool) that follows replica logs for
+        progress; ``kube`` when not given."""
         self.kube = kube
         self.settings = settings
         self.instruments = instruments or Metrics()  # Prometheus; `metrics` stays our own counters
@@ -152,6 +159,8 @@ class Controller:
         self._held: dict[JobKey, float] = {}  # job -> when its held status write is due (loop time)
         self._quick_plans: set[JobKey] = set()  # jobs whose last plan took at most INLINE_PLAN_SECONDS
         self._background: set[asyncio.Task[None]] = set()
+        self.reports = (ProgressStreams(log_kube or kube, self.queue.add, self.metrics, settings.progress_interval,
+                                        settings.progress_streams) if settings.progress_interval > 0 else None)  # fmt: skip
 
     def informer_for(self, kind: str, namespace: str) -> Informer:
         return self.informers[(kind, namespace if namespace in self.scopes else "")]
@@ -257,8 +266,11 @@ class Controller:
             if obj is not None:
                 found[kind][name] = obj
         children = (found["Pod"], found["Service"], found["ConfigMap"], {}, found["Job"])
+        key = (job["kind"], job["metadata"]["namespace"], job["metadata"]["name"])
+        report = self.reports.report(key, job["metadata"].get("uid")) if self.reports is not None else None
         more = {"volcano": self.settings.volcano, "podgroups": found.get("PodGroup", {}),
-                "template": self.template_of(job), "template_wait": self.settings.template_wait}  # fmt: skip
+                "template": self.template_of(job), "template_wait": self.settings.template_wait,
+                "report": report, "progress_interval": self.settings.progress_interval}  # fmt: skip
         if not self.kueue:
             return Observed(*children, queueing=self.settings.queueing, **more)
         ns = job["metadata"]["namespace"]
@@ -278,12 +290,16 @@ class Controller:
         if job is None:
             self._held.pop(key, None)
             self._quick_plans.discard(key)
+            if self.reports is not None:
+                self.reports.forget(key)
             return
         self.metrics["reconcile"] += 1
         why = self.why_not_managed(ns)
         if why is not None:
             # No plan at all: nothing of the job's template reaches a pod in this namespace.
             self.metrics["namespace_not_managed"] += 1
+            if self.reports is not None:
+                self.reports.sync(key, job, {}, managed=False)
             await self.executor.not_managed(job, why)
             return
         job = await self.executor.managed(job)
@@ -300,6 +316,8 @@ class Controller:
         """Plan on the loop a job whose last plan was quick; any other (a new job, thousands of
         replicas, a huge template) in a thread, so the watches and the other workers go on."""
         args = (job, self.observed(job), datetime.now(timezone.utc))
+        if self.reports is not None:  # the reporting replica's log followed while it runs; never waits
+            self.reports.sync(key, job, args[1].pods)
         if key in self._quick_plans:
             result, took = _timed_plan(*args)
         else:
@@ -391,6 +409,8 @@ class Controller:
                 for t in workers:
                     t.cancel()
                 await asyncio.gather(*workers, return_exceptions=True)
+                if self.reports is not None:  # the next leader follows the logs
+                    await self.reports.close()
 
     async def run(self, ready: asyncio.Event | None = None, elector: LeaderElector | None = None) -> None:
         tasks = [asyncio.create_task(i.run(), name=f"informer-{k}") for k, i in self.informers.items()]
@@ -411,5 +431,7 @@ class Controller:
             for t in tasks:
                 t.cancel()
             await asyncio.gather(*tasks, return_exceptions=True)
+            if self.reports is not None:
+                await self.reports.close()
             if elector is not None:
                 await elector.release()  # workers are stopped: the standby may start now

@@ -368,6 +368,30 @@ class Kube:
             self._skip(exc.identity)
             return {"type": UNDECODABLE, "object": {"kind": exc.identity.get("kind"), "metadata": exc.identity}}
 
+    async def lines(self, path: str, *, query: dict[str, Any], timeout: float | None = None,
+                    max_line: int = 1 << 16) -> AsyncIterator[bytes]:  # fmt: skip
+        """The lines of a streamed answer (a followed pod log) as they arrive, until it ends or
+        ``timeout`` seconds have passed; a line longer than ``max_line`` bytes is cut there
+        and the rest of it skipped, so one endless line cannot grow the buffer."""
+        resp = await self._send("GET", path, query=query, timeout=timeout)
+        try:
+            if not 200 <= resp.status <= 299:
+                raise from_response(resp.status, (await resp.read()).decode("utf-8", errors="replace"))
+            buffer, skipping = b"", False
+            async for chunk in resp.content.iter_any():
+                buffer += chunk
+                while b"\n" in buffer:
+                    line, buffer = buffer.split(b"\n", 1)
+                    if not skipping:
+                        yield line[:max_line]
+                    skipping = False
+                if len(buffer) > max_line:
+                    if not skipping:
+                        yield buffer[:max_line]
+                    buffer, skipping = b"", True
+        finally:
+            resp.release()
+
     async def watch(self, path: str, *, query: dict[str, Any], timeout_seconds: int = 300,
                     on_open: Callable[[], None] | None = None) -> AsyncIterator[Obj]:  # fmt: skip
         """Watch events as dicts until the server ends the stream; ``on_open`` once it is accepted."""

@@ -69,6 +69,10 @@ class EndMixin:
         if status in ("success", "failed") and usage:  # what the job used (status.usage, docs/usage.md)
             ti.xcom_push(key="usage", value=usage)
             self.log.info("%s %s used: %s", event.get("kind"), event.get("name"), describe_usage(usage))
+        metrics = (event.get("state") or {}).get("metrics")
+        if status in ("success", "failed") and metrics:  # what the replica reported last (status.progress, docs/progress.md)
+            ti.xcom_push(key="metrics", value=metrics)
+            self.log.info("%s %s reported last: %s", event.get("kind"), event.get("name"), (event.get("state") or {}).get("progress"))
         self._record_lineage(ours, event.get("phase"), result, usage)  # for OpenLineage (operators/lineage.py)
         if status == "success":
             self.log.info("%s %s succeeded: %s", event.get("kind"), event.get("name"), state.summary())

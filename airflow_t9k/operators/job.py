@@ -43,7 +43,7 @@ from airflow_t9k.api.startup import DEFAULT_STARTUP_ERROR_GRACE, DEFAULT_STARTUP
 from airflow_t9k.hooks.t9k import T9kHook
 from airflow_t9k.kinds.base import ANNOTATION_EVIDENCE_LINES
 from airflow_t9k.kinds.registry import KINDS
-from airflow_t9k.links import XCOM_IDENTITY, T9kJobLink
+from airflow_t9k.links import TOOL_LINKS, XCOM_IDENTITY, T9kJobLink, tool_url
 from airflow_t9k.operators.assets import AssetsMixin
 from airflow_t9k.operators.checkpoint import CheckpointMixin
 from airflow_t9k.operators.dryrun import dry_run_context
@@ -148,14 +148,20 @@ class T9kJobOperator(SubmitMixin, WaitMixin, CheckpointMixin, AssetsMixin, Linea
         resources and the rest the job starts from (``spec.templateRef``); what the task gives
         wins (docs/templates.md). The controller merges it once, when the job is submitted;
         templated. ``cluster_template``: a ``ClusterT9kJobTemplate`` instead (give one of the two)
+    :param tensorboard_url: the run's TensorBoard, shown as the task's "TensorBoard" extra link
+        (templated; ``{namespace}``, ``{name}``, ``{kind}``, ``{uid}`` are the submitted job's;
+        http(s) only). The training's live progress and metrics need no URL: they are in the
+        job's ``status.progress`` and the T9k Job tab (docs/progress.md)
+    :param mlflow_url: the run in MLflow, shown as the "MLflow" extra link, the same way
     """
 
     # ``rendered_job`` is the manifest as it will be submitted, for the Rendered Template view.
     template_fields: ClassVar[tuple[str, ...]] = ("job", "namespace", "kubernetes_conn_id", "queue_name", "checkpoint",
-                                                  "job_template", "cluster_job_template", "rendered_job")  # fmt: skip
+                                                  "job_template", "cluster_job_template", "rendered_job",
+                                                  "tensorboard_url", "mlflow_url")  # fmt: skip
     template_ext: ClassVar[tuple[str, ...]] = (".yaml", ".yml", ".json")
     template_fields_renderers: ClassVar[dict[str, str]] = {"job": "yaml", "rendered_job": "yaml"}
-    operator_extra_links = (T9kJobLink(),)
+    operator_extra_links = (T9kJobLink(), *TOOL_LINKS)
     ui_color = "#c9e4f7"
     kind: ClassVar[str | None] = None  # set by the per-kind operators
 
@@ -195,6 +201,8 @@ class T9kJobOperator(SubmitMixin, WaitMixin, CheckpointMixin, AssetsMixin, Linea
         asset_from_result: str | None = None,
         template: str | None = None,
         cluster_template: str | None = None,
+        tensorboard_url: str | None = None,
+        mlflow_url: str | None = None,
         **kwargs: Any,
     ) -> None:
         super().__init__(**kwargs)
@@ -204,6 +212,8 @@ class T9kJobOperator(SubmitMixin, WaitMixin, CheckpointMixin, AssetsMixin, Linea
         # Not ``self.template``: the typed operators build pod templates with a method of that name.
         self.job_template = template
         self.cluster_job_template = cluster_template
+        self.tensorboard_url = tensorboard_url
+        self.mlflow_url = mlflow_url
         self._check_asset_args(asset_from_result, wait_for_completion)
         self.asset_from_result = asset_from_result
         self._lineage: Obj | None = None
@@ -399,6 +409,9 @@ class T9kJobOperator(SubmitMixin, WaitMixin, CheckpointMixin, AssetsMixin, Linea
             # Which job each try ran, for the T9k Job tab's earlier attempts (api/attempts.py).
             store.set(ATTEMPTS_KEY, record_attempt(store.get(ATTEMPTS_KEY), self._try_number, identity))
         context["ti"].xcom_push(key=XCOM_IDENTITY, value=identity)
+        for link in TOOL_LINKS:  # there while the job runs; Airflow pushes them again when the task ends
+            if url := tool_url(getattr(self, link.attribute, None), identity):
+                context["ti"].xcom_push(key=link.xcom_key, value=url)
         self._push_checkpoint_location(context)
         if not self.wait_for_completion:
             self._consume(identity)  # this try is done with it: a Clear submits anew once it ends

@@ -10,6 +10,7 @@ from typing import Any
 
 from airflow_t9k.api.outcome import interpret
 from airflow_t9k.api.paths import job_path
+from airflow_t9k.api.progress import note as progress_note
 from airflow_t9k.api.queueing import note as queue_note
 from airflow_t9k.api.queueing import queue_failure, queue_remaining
 from airflow_t9k.api.resources import resource_for
@@ -125,6 +126,10 @@ class WaitMixin:
                                                                         self.startup_error_grace, due, detail))  # fmt: skip
         if next_in is not None:
             remaining = next_in if remaining is None else min(remaining, next_in)
+        progress = progress_note(job)
+        if progress is not None and progress[0] != getattr(self, "_progress_note", None):  # each write once
+            self.log.info("%s %s: progress %s", identity["kind"], identity["name"], progress[1])
+            self._progress_note = progress[0]
         line = queue_note(job)
         if line and line != getattr(self, "_queue_note", None):
             self.log.info("%s %s: %s", identity["kind"], identity["name"], line)

@@ -31,6 +31,7 @@ from airflow.triggers.base import BaseTrigger, TriggerEvent
 from airflow_t9k.api import queueing
 from airflow_t9k.api.outcome import interpret
 from airflow_t9k.api.paths import job_path
+from airflow_t9k.api.progress import note as progress_note
 from airflow_t9k.api.resources import resource_for
 from airflow_t9k.api.startup import (  # noqa: F401 - startup_remaining/startup_failure: their old home
     DEFAULT_STARTUP_ERROR_GRACE,
@@ -216,6 +217,7 @@ class T9kJobTrigger(OutcomeMixin, ForwardMixin, BaseTrigger):
         deadline = _parse_time(self.policy.deadline)
         last_phase = None
         last_note = None
+        last_progress = None
         errors = StartupErrors(self.policy.startup_error_grace)
         while True:
             changed.clear()
@@ -263,6 +265,10 @@ class T9kJobTrigger(OutcomeMixin, ForwardMixin, BaseTrigger):
                     return await self._startup_error(watch, job, due)
                 if next_in is not None:
                     wake_in = next_in if wake_in is None else min(wake_in, next_in)
+                progress = progress_note(job)
+                if progress is not None and progress[0] != last_progress:  # each write of status.progress once
+                    self.log.info("%s %s/%s: progress %s", self.kind, self.namespace, self.name, progress[1])
+                    last_progress = progress[0]
                 line = queueing.note(job)
                 if line and line != last_note:
                     self.log.info("%s %s/%s: %s", self.kind, self.namespace, self.name, line)

@@ -31,6 +31,10 @@ KEPT_LOG_BYTES = 16 * 1024
 KEPT_EVENTS = 50
 KEPT_TEXT = 2000  # one message, reason or detail
 HISTORY_ROWS = 50
+# status.progress (docs/progress.md): the controller bounds it; the UI caps again what it returns.
+PROGRESS_METRICS = 16
+PROGRESS_POINTS = 100
+CHART_METRICS = 8
 
 
 def _time(text: str | None) -> datetime | None:
@@ -146,7 +150,17 @@ def summary(job: Obj, now: datetime) -> Obj:
         "ended": ended.strftime("%Y-%m-%dT%H:%M:%SZ") if ended else None,
         "elastic": elastic(job),
         "usage": usage(job, now),
+        "progress": progress_cell(status),
     }
+
+
+def progress_cell(status: Obj) -> Obj | None:
+    """The Jobs page's Progress cell: what ``kubectl get`` shows (summary, ETA) and the latest
+    metrics for its tooltip; None without ``status.progress`` (docs/progress.md)."""
+    p = status.get("progress")
+    if not isinstance(p, dict):
+        return None
+    return {"summary": _text(p.get("summary"), 64), "eta": _text(p.get("eta"), 16), "metrics": _metrics(p.get("metrics"), PROGRESS_METRICS)}
 
 
 def readable(jobs: list[Obj], dag_ids: set[str]) -> list[Obj]:
@@ -345,10 +359,41 @@ def events(items: list[Obj], uids: set[str]) -> list[Obj]:
     return out[-MAX_EVENTS:]
 
 
+def _num(value: Any) -> int | float | None:
+    return value if isinstance(value, (int, float)) and not isinstance(value, bool) and value == value and abs(value) != float("inf") else None
+
+
+def _metrics(value: Any, limit: int) -> Obj:
+    if not isinstance(value, dict):
+        return {}
+    out = {str(k)[:64]: v for k, v in value.items() if _num(v) is not None}
+    return dict(list(out.items())[:limit])
+
+
+def progress(status: Obj) -> Obj | None:
+    """What the reporting replica printed last and the history for the chart (``status.progress``,
+    docs/progress.md); numbers only, capped whatever the status holds. None without progress."""
+    p = status.get("progress")
+    if not isinstance(p, dict):
+        return None
+    out: Obj = {name: _num(p.get(key)) for key, name in (("step", "step"), ("totalSteps", "total_steps"), ("epoch", "epoch"),
+                                                         ("totalEpochs", "total_epochs"), ("percent", "percent"),
+                                                         ("etaSeconds", "eta_seconds"))}  # fmt: skip
+    out.update({name: _text(p.get(key), 64) for key, name in (("summary", "summary"), ("eta", "eta"), ("replica", "replica"),
+                                                              ("updated", "updated"), ("reportedAt", "reported_at"))})  # fmt: skip
+    out["metrics"] = _metrics(p.get("metrics"), PROGRESS_METRICS)
+    points = ((p.get("history") or {}).get("points") if isinstance(p.get("history"), dict) else None) or []
+    out["history"] = [{"time": _text(pt.get("time"), 40), "step": _num(pt.get("step")), "epoch": _num(pt.get("epoch")),
+                       "metrics": _metrics(pt.get("metrics"), CHART_METRICS)}
+                      for pt in points[-PROGRESS_POINTS:] if isinstance(pt, dict) and isinstance(pt.get("time"), str) and _time(pt["time"])]  # fmt: skip
+    return out
+
+
 def detail(job: Obj, pods: list[Obj], event_items: list[Obj], now: datetime, evidence: Obj | None = None) -> Obj:
     """The task tab: the row, conditions over time, replicas and Events; the root cause and
-    restart history from the job's status; and ``kept``, what the controller kept of replicas
-    clean-up deleted (``evidence``: the data of the job's own evidence ConfigMap)."""
+    restart history from the job's status; ``kept``, what the controller kept of replicas
+    clean-up deleted (``evidence``: the data of the job's own evidence ConfigMap); and the
+    reported ``progress`` with its history."""
     status = job.get("status") or {}
     conds = sorted(status.get("conditions") or [], key=lambda c: c.get("lastTransitionTime") or "")
     return {
@@ -363,6 +408,7 @@ def detail(job: Obj, pods: list[Obj], event_items: list[Obj], now: datetime, evi
         "root_cause": root_cause(status.get("rootCause")),
         "restart_history": restart_history(status.get("restartHistory")),
         "kept": kept(evidence, {str(p["metadata"].get("name")) for p in pods}) if evidence else None,
+        "progress": progress(status),
     }
 
 

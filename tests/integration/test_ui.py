@@ -8,6 +8,7 @@ Users: ``admin``; ``alice`` reads team A's DAGs; ``carol`` edits them; ``bob`` r
 from __future__ import annotations
 
 import os
+import time
 import urllib.parse
 import uuid
 from collections.abc import Iterator
@@ -68,11 +69,12 @@ def ui(cluster, api_client, crds, tmp_path_factory) -> Iterator[Ui]:
     wait_until(lambda: bool(core.list_namespaced_service_account(ns).items), what="default serviceaccount")
     home = tmp_path_factory.mktemp("airflow-ui")
     env = team_env(home, {"team_a": DAGS / "team_a", "team_b": DAGS / "team_b"}, USERS)
-    controller = ControllerProcess(cluster.kubeconfig, ns, home).start()
+    controller = ControllerProcess(cluster.kubeconfig, ns, home, "--progress-interval", "2").start()
     stack = AirflowStack(home, cluster.kubeconfig, ns, env=env)
     try:
         start_with_teams(stack)
         ui = Ui(stack, ns, api_client)
+        ui.cluster = cluster
         for dag_id in ("t9k_ui_a", "t9k_ui_pause", "t9k_ui_b"):
             ui.runs[dag_id] = ui.trigger(dag_id)
         for dag_id, run_id in ui.runs.items():
@@ -422,3 +424,59 @@ def test_browser_the_tab_shows_earlier_attempts(ui, browser):
     _shot(page, "task-tab-attempts")
     assert not errors, errors
     page.close()
+
+
+def test_browser_the_tab_draws_the_metrics_the_replica_reports(ui, browser):
+    """Live progress (docs/progress.md) end to end: kwok's replica "prints" T9K_PROGRESS lines,
+    the controller writes status.progress, the tab draws one chart per metric, the task log
+    shows the progress, and XCom ``metrics`` and the TensorBoard link are there at the end."""
+    from playwright.sync_api import expect
+
+    from tests.integration.test_progress import append_log, report
+
+    if ui.cluster.external:
+        pytest.skip("appending to pod logs needs the local cluster's kwok")
+    dag = "t9k_ui_progress"
+    run_id = ui.runs[dag] = ui.trigger(dag)
+    wait_until(lambda: ui.phase(dag, run_id) == "Running", timeout=90, interval=0.5, what="job running")
+
+    def points() -> int:
+        status, body = ui.api.call("GET", ui.task_path(dag), "alice")
+        progress = (body.get("job") or {}).get("progress") if status == 200 else None
+        return len(progress["history"]) if progress else 0
+
+    step = 0
+    while points() < 3:  # a write at most every 2 s (--progress-interval): a few seconds of reports
+        step += 10
+        assert step <= 300, "no progress reached the tab"
+        append_log(ui.cluster, report(step))
+        time.sleep(0.5)
+    name = ui.job(dag, run_id)["metadata"]["name"]
+    page, errors = _login(browser, ui, "alice", "/plugin/t9k-jobs")
+    expect(page.get_by_test_id(f"job-progress-{name}")).to_contain_text("/200", timeout=20_000)  # the Jobs page's column
+    page.close()
+    run = urllib.parse.quote(run_id, safe="")
+    page, errors = _login(browser, ui, "alice", f"/dags/{dag}/runs/{run}/tasks/train/plugin/t9k-job")
+    expect(page.get_by_test_id("t9k-progress-summary")).to_contain_text("/200", timeout=20_000)
+    expect(page.get_by_test_id("t9k-progress-metrics")).to_contain_text("acc")
+    charts = page.get_by_test_id("t9k-chart")
+    expect(charts).to_have_count(2)  # acc and loss, each over the run
+    assert [charts.nth(i).get_attribute("data-metric") for i in range(2)] == ["acc", "loss"]
+    assert all(int(page.locator(f'[data-metric="{m}"] path').get_attribute("data-points")) >= 3 for m in ("acc", "loss"))
+    _shot(page, "task-tab-progress")
+    assert not errors, errors
+    page.close()
+    append_log(ui.cluster, report(200))
+    try:
+        wait_until(lambda: ui.stack.ti(dag, run_id)[0] == "success", timeout=120, interval=1, what="the task succeeded")
+    except AssertionError as exc:
+        raise AssertionError(f"{exc}; task {ui.stack.ti(dag, run_id)}, job {ui.phase(dag, run_id)}\n"
+                             f"{ui.stack.task_log(dag, run_id)[-3000:]}") from None
+    xcom = f"/api/v2/dags/{dag}/dagRuns/{run}/taskInstances/train/xcomEntries/metrics"
+    status, body = ui.api.call("GET", xcom, "admin")
+    assert status == 200 and body["value"]["step"] == 200 and body["value"]["acc"] == 0.8, body
+    status, body = ui.api.call("GET", f"/api/v2/dags/{dag}/dagRuns/{run}/taskInstances/train/links", "admin")
+    assert status == 200 and body["extra_links"]["TensorBoard"] == f"http://tensorboard.example/?run={run_id}&job={name}", body
+    assert not body["extra_links"].get("MLflow"), body  # no URL given: no link
+    log = ui.stack.task_log(dag, run_id)
+    assert f"{name}: progress step " in log and "reported last: step 200/200 (100%)" in log, log[-3000:]

@@ -75,8 +75,24 @@ function JobRow({ job }) {
       <Table.Cell>{r.restarts}</Table.Cell>
       <Table.Cell>{duration(job.age_seconds)}</Table.Cell>
       <Table.Cell>{duration(job.duration_seconds)}</Table.Cell>
+      <ProgressCell progress={job.progress} name={job.name} />
       <UsageCell job={job} />
     </Table.Row>
+  );
+}
+
+// What the job's reporting replica printed last (status.progress, docs/progress.md): the summary
+// and ETA as `kubectl get` shows them, the latest metrics in the tooltip.
+function ProgressCell({ progress, name }) {
+  if (!progress) return <Table.Cell />;
+  const metrics = Object.entries(progress.metrics || {})
+    .map(([k, v]) => `${k} ${v}`)
+    .join(", ");
+  return (
+    <Table.Cell title={metrics} data-testid={`job-progress-${name}`}>
+      {progress.summary || "…"}
+      {progress.eta ? ` · ETA ${progress.eta}` : ""}
+    </Table.Cell>
   );
 }
 
@@ -114,7 +130,7 @@ export default function T9kJobsPage() {
       <Table.Root size="sm" striped>
         <Table.Header>
           <Table.Row>
-            {["Kind", "Name", "Namespace", "DAG", "Run", "Task", "Phase", "Replicas R/S/F", "Restarts", "Age", "Duration", "Accel-hours"].map((h) => (
+            {["Kind", "Name", "Namespace", "DAG", "Run", "Task", "Phase", "Replicas R/S/F", "Restarts", "Age", "Duration", "Progress", "Accel-hours"].map((h) => (
               <Table.ColumnHeader key={h}>{h}</Table.ColumnHeader>
             ))}
           </Table.Row>

@@ -101,6 +101,85 @@ function Timeline({ job }) {
   );
 }
 
+// What the reporting replica printed (status.progress, docs/progress.md): the latest values and,
+// for each metric, a small line chart of its history (inline SVG, no chart library).
+const COLORS = ["#1f77b4", "#d62728", "#2ca02c", "#9467bd", "#ff7f0e", "#17becf", "#8c564b", "#e377c2"];
+
+const fmt = (v) => (typeof v === "number" ? (Number.isInteger(v) ? String(v) : v.toPrecision(4).replace(/\.?0+$/, "")) : "");
+
+function Chart({ name, points, color }) {
+  const W = 260;
+  const H = 90;
+  const P = 6;
+  const data = points.filter((p) => typeof p.metrics[name] === "number").map((p) => [Date.parse(p.time), p.metrics[name]]);
+  if (data.length === 0) return null;
+  const xs = data.map((d) => d[0]);
+  const ys = data.map((d) => d[1]);
+  const [x0, x1] = [Math.min(...xs), Math.max(...xs)];
+  const [y0, y1] = [Math.min(...ys), Math.max(...ys)];
+  const x = (t) => P + (x1 > x0 ? ((t - x0) / (x1 - x0)) * (W - 2 * P) : (W - 2 * P) / 2);
+  const y = (v) => H - P - (y1 > y0 ? ((v - y0) / (y1 - y0)) * (H - 2 * P) : (H - 2 * P) / 2);
+  const path = data.map((d, i) => `${i ? "L" : "M"}${x(d[0]).toFixed(1)},${y(d[1]).toFixed(1)}`).join(" ");
+  const last = data[data.length - 1];
+  return (
+    <Box data-testid="t9k-chart" data-metric={name} borderWidth="1px" borderRadius="md" p={2}>
+      <Flex justify="space-between" fontSize="xs">
+        <Text fontWeight="semibold">{name}</Text>
+        <Text data-testid="t9k-chart-last">{fmt(last[1])}</Text>
+      </Flex>
+      <svg width={W} height={H} viewBox={`0 0 ${W} ${H}`} role="img" aria-label={`${name} over time`}>
+        <line x1={P} y1={H - P} x2={W - P} y2={H - P} stroke="currentColor" strokeOpacity="0.2" />
+        <path d={path} fill="none" stroke={color} strokeWidth="2" data-points={data.length} />
+        {data.length === 1 && <circle cx={x(last[0])} cy={y(last[1])} r="3" fill={color} />}
+      </svg>
+      <Flex justify="space-between" fontSize="xs" color="fg.muted">
+        <Text>
+          {fmt(y0)} – {fmt(y1)}
+        </Text>
+        <Text>
+          {new Date(x0).toLocaleTimeString()} → {new Date(x1).toLocaleTimeString()}
+        </Text>
+      </Flex>
+    </Box>
+  );
+}
+
+function Progress({ progress }) {
+  const names = [];
+  for (const p of progress.history) for (const n of Object.keys(p.metrics)) if (!names.includes(n)) names.push(n);
+  const pct = typeof progress.percent === "number" ? progress.percent : null;
+  return (
+    <Box data-testid="t9k-progress">
+      <Flex gap={3} align="center" wrap="wrap" fontSize="sm">
+        <Text fontWeight="semibold" data-testid="t9k-progress-summary">
+          {progress.summary || "reported"}
+        </Text>
+        {progress.eta && <Text data-testid="t9k-progress-eta">ETA {progress.eta}</Text>}
+        <Text color="fg.muted">
+          from {progress.replica}, {progress.reported_at || progress.updated}
+        </Text>
+      </Flex>
+      {pct !== null && (
+        <Box mt={2} h="8px" bg="bg.muted" borderRadius="sm" maxW="540px">
+          <Box h="8px" w={`${pct}%`} bg="blue.solid" borderRadius="sm" />
+        </Box>
+      )}
+      {Object.keys(progress.metrics).length > 0 && (
+        <Text mt={2} fontSize="sm" data-testid="t9k-progress-metrics">
+          {Object.entries(progress.metrics)
+            .map(([k, v]) => `${k} ${fmt(v)}`)
+            .join(" · ")}
+        </Text>
+      )}
+      <Flex mt={2} gap={3} wrap="wrap">
+        {names.map((n, i) => (
+          <Chart key={n} name={n} points={progress.history} color={COLORS[i % COLORS.length]} />
+        ))}
+      </Flex>
+    </Box>
+  );
+}
+
 function LogPane({ api, pods, live }) {
   const [pod, setPod] = useState("");
   const chosen = pod || (pods[0] && pods[0].pod) || "";
@@ -310,6 +389,11 @@ export default function T9kJobTab({ dagId, runId, taskId, mapIndex }) {
           <Box mt={3}>
             <Actions api={api} job={job} onDone={refresh} />
           </Box>
+          {job.progress && (
+            <Section title="Progress">
+              <Progress progress={job.progress} />
+            </Section>
+          )}
           <Section title="Timeline">
             <Timeline job={job} />
           </Section>

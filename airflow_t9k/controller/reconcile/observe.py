@@ -32,6 +32,11 @@ class Observed:
     # job waits for a missing one from its creation (reconcile/template.py).
     template: Obj | None = None
     template_wait: float = 30.0
+    # What the job's reporting replica printed last (controller/reports.py): {"replica", "time",
+    # "values"}, None when nothing is followed; folded into status.progress at most once per
+    # ``progress_interval`` seconds (reconcile/reporting.py).
+    report: Obj | None = None
+    progress_interval: float = 10.0
 
     @classmethod
     def of(cls, *objects: Obj, queueing: str = "off", local_queues: Collection[str] = (), volcano: bool = False) -> Observed:

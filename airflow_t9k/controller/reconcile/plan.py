@@ -29,6 +29,7 @@ from airflow_t9k.controller.reconcile.slotstate import SlotState, recorded_resta
 from airflow_t9k.controller.reconcile.evidence import keep_first
 from airflow_t9k.controller.reconcile.cleanup import cleanup, remove_all
 from airflow_t9k.controller.reconcile.usage import with_usage
+from airflow_t9k.controller.reconcile.reporting import with_progress
 from airflow_t9k.controller.reconcile.progress import finish, progress, replica_failure, root_cause
 from airflow_t9k.controller.reconcile.actions import Action, Create, CreateSSHSecret, Delete, Emit, Patch, Plan
 from airflow_t9k.controller.reconcile.desired import (
@@ -68,6 +69,7 @@ def plan(job: Obj, observed: Observed, now: datetime) -> Plan:
     kind = get_kind(job["kind"])
     core = kind.core_status(job.get("status"))
     inner = with_usage(job, core, _plan(kind, {**job, "status": core}, observed, now), observed, now)  # what its pods used
+    inner = with_progress(job, core, inner, observed, now)  # what its reporting replica printed (docs/progress.md)
     return _public(kind, job, inner, now, observed)
 
 

@@ -697,3 +697,65 @@ def test_template_sends_the_reference_and_leaves_the_image_to_it():
     same = op(T9kJobOperator, job={"kind": "GenericJob", "spec": {"replicaSpecs": [{"type": "w", "replicas": 1}]}}, template="mine")
     assert same.render_job(ctx())["spec"]["templateRef"] == {"name": "mine", "kind": "T9kJobTemplate"}
     assert "job_template" in T9kJobOperator.template_fields and "cluster_job_template" in GenericJobOperator.template_fields
+
+
+REPORTED = {**USED, "progress": {"replica": "j-worker-0", "step": 1000, "totalSteps": 1000, "epoch": 3, "percent": 100.0,
+                                 "summary": "100% 1000/1000", "metrics": {"acc": 0.93, "loss": 0.12},
+                                 "history": {"every": 10, "points": [{"time": "2026-11-25T12:00:00Z", "step": 0}]}}}  # fmt: skip
+
+
+@pytest.mark.parametrize("status", ["success", "failed"])
+def test_the_last_reported_metrics_go_to_xcom_beside_the_result(status, capsys):
+    """status.progress (docs/progress.md), as the shared interpreter reads it into the event."""
+    from airflow_t9k.api.outcome import interpret
+
+    phase = "Succeeded" if status == "success" else "Failed"
+    job = {"kind": "GenericJob", "metadata": {"name": "j", "namespace": "ml"}, "status": {**REPORTED, "phase": phase}}
+    ev = event(status, phase=phase, state=interpret(job).as_dict())
+    c = ctx()
+    complete(finishing_op(), c, ev)
+    assert c["ti"].xcom["metrics"] == {"step": 1000, "total_steps": 1000, "epoch": 3, "acc": 0.93, "loss": 0.12}
+    assert "GenericJob j reported last: step 1000/1000 (100%), epoch 3, acc 0.93, loss 0.12" in capsys.readouterr().out
+
+
+def test_no_progress_no_metrics_xcom():
+    c = ctx()
+    finishing_op().execute_complete(c, event("success", phase="Succeeded", state={"phase": "Succeeded"}))
+    assert "metrics" not in c["ti"].xcom
+
+
+IDENTITY = {"kind": "PyTorchTrainingJob", "name": "train-abc", "namespace": "ml", "uid": "u-1"}
+
+
+@pytest.mark.parametrize(
+    ("template", "url"),
+    [
+        ("https://tb.example.com/#scalars&regexInput={namespace}/{name}", "https://tb.example.com/#scalars&regexInput=ml/train-abc"),
+        ("http://mlflow:5000/#/experiments/3/runs/{uid}", "http://mlflow:5000/#/experiments/3/runs/u-1"),
+        ("  https://x/{kind}  ", "https://x/PyTorchTrainingJob"),
+        ("https://x/{unknown}", "https://x/{unknown}"),  # only the job's fields are replaced
+        ("javascript:alert(1)", ""),  # not http(s): no link
+        ("", ""),
+        (None, ""),
+    ],
+)
+def test_tool_url(template, url):
+    from airflow_t9k.links import tool_url
+
+    assert tool_url(template, IDENTITY) == url
+
+
+def test_tensorboard_and_mlflow_links_are_templated_and_pushed_at_submission(monkeypatch):
+    from airflow_t9k.links import MLflowLink, TensorBoardLink
+
+    o = op(PyTorchTrainingJobOperator, tensorboard_url="https://tb/{{ ds }}/{name}", mlflow_url="https://mlflow/runs/{{ run_id }}")
+    assert {"tensorboard_url", "mlflow_url"} <= set(o.template_fields)
+    assert [link.name for link in o.operator_extra_links] == ["T9k Job", "TensorBoard", "MLflow"]
+    o.render_template_fields({"ds": "2026-11-25", "run_id": "manual__1", "ti": FakeTI()})
+    assert (o.tensorboard_url, o.mlflow_url) == ("https://tb/2026-11-25/{name}", "https://mlflow/runs/manual__1")
+    from airflow.sdk.execution_time import xcom
+
+    monkeypatch.setattr(xcom.XCom, "get_value", staticmethod(lambda ti_key, key: IDENTITY if key == "t9k_job" else None))
+    assert TensorBoardLink().get_link(o, ti_key=None) == "https://tb/2026-11-25/train-abc"
+    assert MLflowLink().get_link(o, ti_key=None) == "https://mlflow/runs/manual__1"
+    assert MLflowLink().get_link(op(), ti_key=None) == ""  # no URL given: no link

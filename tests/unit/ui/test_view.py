@@ -338,3 +338,50 @@ def test_root_cause_and_restart_history_come_from_the_status():
 def test_summary_row_accelerator_hours(usage, expected):
     job = {"kind": "GenericJob", "metadata": {"name": "j"}, "status": {"phase": "Running", **({"usage": usage} if usage else {})}}
     assert view.summary(job, NOW)["usage"] == expected
+
+
+PROGRESS = {"replica": "j-worker-0", "step": 120, "totalSteps": 1000, "epoch": 2, "percent": 12.0, "summary": "12% 120/1000",
+            "eta": "2m30s", "etaSeconds": 150, "metrics": {"loss": 0.31, "acc": 0.9}, "reportedAt": "2026-01-01T11:59:58Z",
+            "updated": "2026-01-01T12:00:00Z",
+            "history": {"every": 10, "points": [{"time": "2026-01-01T11:58:00Z", "step": 0, "metrics": {"loss": 2.0}},
+                                                {"time": "2026-01-01T11:59:58Z", "step": 120, "metrics": {"loss": 0.31, "acc": 0.9}}]}}  # fmt: skip
+
+
+@pytest.mark.parametrize(
+    ("status", "expected"),
+    [
+        ({}, None),
+        ({"progress": "garbage"}, None),
+        ({"progress": PROGRESS}, {
+            "step": 120, "total_steps": 1000, "epoch": 2, "total_epochs": None, "percent": 12.0, "eta_seconds": 150,
+            "summary": "12% 120/1000", "eta": "2m30s", "replica": "j-worker-0", "updated": "2026-01-01T12:00:00Z",
+            "reported_at": "2026-01-01T11:59:58Z", "metrics": {"loss": 0.31, "acc": 0.9},
+            "history": [{"time": "2026-01-01T11:58:00Z", "step": 0, "epoch": None, "metrics": {"loss": 2.0}},
+                        {"time": "2026-01-01T11:59:58Z", "step": 120, "epoch": None, "metrics": {"loss": 0.31, "acc": 0.9}}]}),
+        # whatever the status holds, numbers only and capped
+        ({"progress": {"step": "12", "metrics": {"loss": "x", "ok": True, **{f"m{i}": i for i in range(40)}},
+                       "history": {"points": [{"time": 5}, {"time": "not a time"}, "x",
+                                              *[{"time": "2026-01-01T11:00:00Z", "metrics": {f"m{i}": i for i in range(20)}}] * 300]}}},
+         "capped"),
+    ],
+)  # fmt: skip
+def test_progress_for_the_tab(status, expected):
+    out = view.progress(status)
+    if expected != "capped":
+        assert out == expected
+        return
+    assert out["step"] is None and len(out["metrics"]) == view.PROGRESS_METRICS and "loss" not in out["metrics"]
+    assert len(out["history"]) == view.PROGRESS_POINTS and all(len(p["metrics"]) == view.CHART_METRICS for p in out["history"])
+
+
+def test_the_tab_has_the_progress():
+    detail = view.detail(job(status={"phase": "Running", "progress": PROGRESS}), [], [], NOW)
+    assert detail["progress"]["summary"] == "12% 120/1000"
+    assert view.detail(job(status={"phase": "Running"}), [], [], NOW)["progress"] is None
+
+
+def test_the_jobs_page_row_has_the_progress_cell():
+    row = view.summary(job(status={"phase": "Running", "progress": PROGRESS}), NOW)
+    assert row["progress"] == {"summary": "12% 120/1000", "eta": "2m30s", "metrics": {"loss": 0.31, "acc": 0.9}}
+    assert view.summary(job(status={"phase": "Running"}), NOW)["progress"] is None
+    assert view.summary(job(status={"progress": ["x"]}), NOW)["progress"] is None

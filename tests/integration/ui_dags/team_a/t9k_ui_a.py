@@ -1,6 +1,7 @@
 """DAGs of team A for the UI tests (tests/integration/test_ui.py): a three-replica job that
 runs for a while, one that runs until paused, resumed and deleted from the UI, an Elastic
-job to scale, and one that fails and is cleaned up (its kept evidence)."""
+job to scale, one that fails and is cleaned up (its kept evidence), and one whose replica
+reports progress (the test "prints" its T9K_PROGRESS lines into kwok's pod log)."""
 
 from __future__ import annotations
 
@@ -58,3 +59,10 @@ with DAG("t9k_ui_retry", start_date=START, schedule=None, catchup=False):
                                    "template": {"metadata": {"annotations": RETRYING},
                                                 "spec": {"containers": [{"name": "main", "image": "busybox", "command": ["train"]}]}}}]},
     })  # fmt: skip
+
+# Live progress (docs/progress.md): the tab draws the metrics; TensorBoard/MLflow extra links.
+# It waits on the worker, so that the test sees it end (this multi-team stack's triggerer takes
+# no team's triggers; the deferred wait's progress lines: tests/integration/test_progress.py).
+with DAG("t9k_ui_progress", start_date=START, schedule=None, catchup=False):
+    GenericJobOperator(task_id="train", image="busybox", replicas=1, pod_annotations={"sim.t9k.test/duration": "40s"},
+                       deferrable=False, tensorboard_url="http://tensorboard.example/?run={{ run_id }}&job={name}")  # fmt: skip

@@ -1,0 +1,253 @@
+"""controller/reports.py: one followed log per running job, started and stopped by the passes,
+throttled notifications. The log is served by a fake with ``Kube.lines``' contract (the
+integration tests follow real ones: tests/integration/test_progress.py)."""
+
+from __future__ import annotations
+
+import asyncio
+from collections import Counter
+from typing import Any
+
+import pytest
+
+from airflow_t9k.controller import reports
+from airflow_t9k.controller.reports import ProgressStreams, recorded_values, reporting_pod
+from airflow_t9k.k8s.errors import from_response
+from tests.builders import generic
+
+Obj = dict[str, Any]
+KEY = ("GenericJob", "ns", "job")
+
+
+class FakeLogs:
+    """Pod logs by pod name: lines fed by the test; each open is recorded with its query."""
+
+    def __init__(self) -> None:
+        self.feeds: dict[str, asyncio.Queue[bytes | None]] = {}
+        self.opened: list[tuple[str, Obj]] = []
+        self.refuse: set[str] = set()
+
+    def feed(self, pod: str, *lines: str) -> None:
+        q = self.feeds.setdefault(pod, asyncio.Queue())
+        for line in lines:
+            q.put_nowait(line.encode())
+
+    def end(self, pod: str) -> None:
+        self.feeds.setdefault(pod, asyncio.Queue()).put_nowait(None)
+
+    async def lines(self, path: str, *, query: Obj, timeout: float | None = None, max_line: int = 0):
+        pod = path.split("/pods/")[1].split("/")[0]
+        self.opened.append((pod, dict(query)))
+        if pod in self.refuse:
+            raise from_response(400, '{"message": "container is waiting to start"}')
+        q = self.feeds.setdefault(pod, asyncio.Queue())
+        while (line := await q.get()) is not None:
+            yield line
+
+
+def pod(name: str, uid: str | None = None, phase: str = "Running", started: str | None = "2026-11-25T12:00:00Z") -> Obj:
+    state: Obj = {"waiting": {"reason": "ContainerCreating"}}
+    if started and phase == "Running":
+        state = {"running": {"startedAt": started}}
+    elif started:
+        state = {"terminated": {"exitCode": 0, "startedAt": started, "finishedAt": "2026-11-25T12:05:00Z"}}
+    return {"metadata": {"name": name, "uid": uid or f"uid-{name}"}, "spec": {"containers": [{"name": "main"}, {"name": "sidecar"}]},
+            "status": {"phase": phase, "containerStatuses": [{"name": "main", "state": state}]}}  # fmt: skip
+
+
+def pods(*ps: Obj) -> dict[str, Obj]:
+    return {p["metadata"]["name"]: p for p in ps}
+
+
+async def settle() -> None:
+    for _ in range(5):
+        await asyncio.sleep(0)
+
+
+def make(interval: float = 10.0, max_streams: int = 200) -> tuple[ProgressStreams, FakeLogs, list[Any], Counter[str]]:
+    logs, queued, counts = FakeLogs(), [], Counter()
+    return ProgressStreams(logs, queued.append, counts, interval, max_streams), logs, queued, counts  # type: ignore[arg-type]
+
+
+def test_reporting_pod_is_the_deciding_replica_once_started():
+    job = generic("job", ("master", 1), ("worker", 2), successRules=[{"worker": [1]}])
+    assert reporting_pod(job, pods(pod("job-worker-0"), pod("job-worker-1")))[0]["metadata"]["name"] == "job-worker-1"
+    assert reporting_pod(job, pods(pod("job-worker-1", started=None))) is None  # not started
+    assert reporting_pod(job, {}) is None
+    default = generic("job", ("worker", 2))  # no success rule: every replica decides, rank 0 of the first type
+    found = reporting_pod(default, pods(pod("job-worker-0")))
+    assert found is not None and found[1] == "main"
+
+
+def test_recorded_values_go_on_from_the_status():
+    status = {"progress": {"step": 5, "totalSteps": 10, "epoch": 1, "metrics": {"loss": 0.5}, "summary": "50% 5/10"}}
+    assert recorded_values(status) == {"step": 5, "total_steps": 10, "epoch": 1, "metrics": {"loss": 0.5}}
+    assert recorded_values({"progress": "x"}) == {} and recorded_values(None) == {}
+
+
+@pytest.mark.asyncio
+async def test_a_stream_opens_when_the_pod_starts_and_reports_what_it_read():
+    streams, logs, queued, counts = make()
+    job = generic("job", ("worker", 1))
+    streams.sync(KEY, job, pods(pod("job-worker-0", started=None)))
+    await settle()
+    assert logs.opened == [] and streams.report(KEY, "uid-job") is None
+    streams.sync(KEY, job, pods(pod("job-worker-0")))
+    logs.feed("job-worker-0", "2026-11-25T12:00:01.5Z hello", "2026-11-25T12:00:02.1Z T9K_PROGRESS step=1 total_steps=10 loss=2",
+              "2026-11-25T12:00:02.2Z T9K_PROGRESS {broken", '2026-11-25T12:00:03.0Z [rank0]: T9K_PROGRESS {"acc": 0.5}')  # fmt: skip
+    await settle()
+    assert logs.opened == [("job-worker-0", {"follow": True, "timestamps": True, "container": "main", "sinceTime": "2026-11-25T12:00:00Z"})]
+    assert streams.report(KEY, "uid-job") == {"replica": "job-worker-0", "time": "2026-11-25T12:00:03Z",
+                                              "values": {"step": 1, "total_steps": 10, "metrics": {"loss": 2, "acc": 0.5}}}  # fmt: skip
+    assert streams.report(KEY, "another-uid") is None
+    assert queued == [KEY]  # the first report at once; the second waits for the interval
+    assert (counts["progress_line"], counts["progress_line_ignored"]) == (2, 1)
+    streams.sync(KEY, job, pods(pod("job-worker-0")))  # later passes keep the one stream
+    await settle()
+    assert len(logs.opened) == 1 and streams.active() == 1
+    await streams.close()
+
+
+@pytest.mark.asyncio
+async def test_notifications_are_throttled_to_one_per_interval():
+    streams, logs, queued, _ = make(interval=0.2)
+    streams.sync(KEY, generic("job", ("worker", 1)), pods(pod("job-worker-0")))
+    for i in range(50):
+        logs.feed("job-worker-0", f"2026-11-25T12:00:{i:02d}Z T9K_PROGRESS step={i}")
+    await settle()
+    assert queued == [KEY]
+    await asyncio.sleep(0.3)
+    assert queued == [KEY, KEY]  # the rest arrive together, one interval later
+    assert streams.report(KEY, "uid-job")["values"] == {"step": 49}
+    await streams.close()
+
+
+@pytest.mark.asyncio
+async def test_a_reopened_stream_skips_lines_it_has_read(monkeypatch):
+    monkeypatch.setattr(reports, "RETRY", (0.01, 0.01))
+    streams, logs, queued, counts = make(interval=0)
+    streams.sync(KEY, generic("job", ("worker", 1)), pods(pod("job-worker-0")))
+    logs.feed("job-worker-0", "2026-11-25T12:00:05.100Z T9K_PROGRESS step=1", "2026-11-25T12:00:05.200Z T9K_PROGRESS step=2")
+    logs.end("job-worker-0")  # the connection drops; the server replays from the second (sinceTime)
+    logs.feed("job-worker-0", "2026-11-25T12:00:05.100Z T9K_PROGRESS step=1", "2026-11-25T12:00:05.200Z T9K_PROGRESS step=2",
+              "2026-11-25T12:00:06.000Z T9K_PROGRESS step=3")  # fmt: skip
+    await asyncio.sleep(0.1)
+    assert [q.get("sinceTime") for _, q in logs.opened] == ["2026-11-25T12:00:00Z", "2026-11-25T12:00:05Z"]
+    assert counts["progress_line"] == 3 and streams.report(KEY, "uid-job")["values"] == {"step": 3}
+    await streams.close()
+
+
+@pytest.mark.asyncio
+async def test_a_container_not_ready_for_logs_is_retried(monkeypatch):
+    monkeypatch.setattr(reports, "RETRY", (0.01, 0.02))
+    streams, logs, _, _ = make()
+    logs.refuse.add("job-worker-0")
+    streams.sync(KEY, generic("job", ("worker", 1)), pods(pod("job-worker-0")))
+    await asyncio.sleep(0.05)
+    logs.refuse.clear()
+    logs.feed("job-worker-0", "2026-11-25T12:00:01Z T9K_PROGRESS step=4")
+    await asyncio.sleep(0.05)
+    assert len(logs.opened) >= 2 and streams.report(KEY, "uid-job")["values"] == {"step": 4}
+    await streams.close()
+
+
+@pytest.mark.asyncio
+async def test_a_restarted_replica_is_followed_and_the_values_go_on(monkeypatch):
+    streams, logs, _, _ = make()
+    job = generic("job", ("worker", 1))
+    streams.sync(KEY, job, pods(pod("job-worker-0", uid="a")))
+    logs.feed("job-worker-0", "2026-11-25T12:00:01Z T9K_PROGRESS step=10 loss=1")
+    await settle()
+    streams.sync(KEY, job, pods(pod("job-worker-0", uid="b", started="2026-11-25T12:01:00Z")))
+    logs.feed("job-worker-0", "2026-11-25T12:01:01Z T9K_PROGRESS step=3")
+    await settle()
+    assert logs.opened[-1][1]["sinceTime"] == "2026-11-25T12:01:00Z"  # the new pod's start
+    assert streams.report(KEY, "uid-job")["values"] == {"step": 3, "metrics": {"loss": 1}}
+    assert streams.active() == 1
+    await streams.close()
+
+
+@pytest.mark.asyncio
+async def test_the_stream_stops_a_little_after_the_pod_ends_and_a_job_gone_is_forgotten(monkeypatch):
+    monkeypatch.setattr(reports, "GRACE", 0.05)
+    streams, logs, _, _ = make()
+    job = generic("job", ("worker", 1))
+    streams.sync(KEY, job, pods(pod("job-worker-0")))
+    await settle()
+    streams.sync(KEY, job, pods(pod("job-worker-0", phase="Succeeded")))
+    logs.feed("job-worker-0", "2026-11-25T12:04:59Z T9K_PROGRESS step=100")  # printed just before the end
+    await settle()
+    assert streams.active() == 1
+    await asyncio.sleep(0.1)
+    assert streams.active() == 0 and streams.report(KEY, "uid-job")["values"] == {"step": 100}
+    streams.sync(KEY, job, pods(pod("job-worker-0", phase="Succeeded")))  # the same ended pod: not opened again
+    await settle()
+    assert len(logs.opened) == 1
+    streams.forget(KEY)
+    assert streams.report(KEY, "uid-job") is None
+
+
+@pytest.mark.asyncio
+async def test_a_short_job_whose_pod_ended_before_any_pass_saw_it_run_is_read_once(monkeypatch):
+    monkeypatch.setattr(reports, "GRACE", 0.05)
+    streams, logs, _, _ = make()
+    job = {**generic("job", ("worker", 1)), "status": {"phase": "Pending"}}  # the pass that ends it
+    logs.feed("job-worker-0", "2026-11-25T12:00:01Z T9K_PROGRESS step=7 acc=0.9")
+    streams.sync(KEY, job, pods(pod("job-worker-0", phase="Succeeded")))
+    await asyncio.sleep(0.1)
+    assert streams.report(KEY, "uid-job")["values"] == {"step": 7, "metrics": {"acc": 0.9}} and streams.active() == 0
+
+
+@pytest.mark.asyncio
+async def test_a_job_that_had_ended_is_not_read_again_after_a_restart_of_the_controller():
+    streams, logs, _, _ = make()
+    job = {**generic("job", ("worker", 1)), "status": {"phase": "Succeeded", "progress": {"replica": "job-worker-0", "step": 7}}}
+    streams.sync(KEY, job, pods(pod("job-worker-0", phase="Succeeded")))
+    await settle()
+    assert logs.opened == [] and streams.active() == 0
+
+
+@pytest.mark.asyncio
+async def test_a_running_job_is_followed_on_from_what_its_status_records():
+    streams, logs, _, _ = make()
+    job = {**generic("job", ("worker", 1)),
+           "status": {"phase": "Running", "progress": {"replica": "job-worker-0", "step": 40, "totalSteps": 100,
+                                                       "metrics": {"loss": 0.5}, "reportedAt": "2026-11-25T12:30:00Z"}}}  # fmt: skip
+    streams.sync(KEY, job, pods(pod("job-worker-0")))
+    logs.feed("job-worker-0", "2026-11-25T12:30:05Z T9K_PROGRESS step=41")
+    await settle()
+    assert logs.opened[0][1]["sinceTime"] == "2026-11-25T12:30:00Z"  # not the pod's start: its log is not read again
+    assert streams.report(KEY, "uid-job")["values"] == {"step": 41, "total_steps": 100, "metrics": {"loss": 0.5}}
+    await streams.close()
+
+
+@pytest.mark.asyncio
+async def test_a_job_of_the_same_name_starts_from_nothing_and_an_unmanaged_namespace_stops_the_stream():
+    streams, logs, _, _ = make()
+    job = generic("job", ("worker", 1))
+    streams.sync(KEY, job, pods(pod("job-worker-0")))
+    logs.feed("job-worker-0", "2026-11-25T12:00:01Z T9K_PROGRESS step=10")
+    await settle()
+    again = generic("job", ("worker", 1))
+    again["metadata"]["uid"] = "uid-other"
+    streams.sync(KEY, again, pods(pod("job-worker-0", uid="other-pod")))
+    await settle()
+    assert streams.report(KEY, "uid-other") is None and streams.active() == 1
+    streams.sync(KEY, again, {}, managed=False)
+    await settle()
+    assert streams.active() == 0
+
+
+@pytest.mark.asyncio
+async def test_at_most_max_streams_are_open():
+    streams, logs, _, counts = make(max_streams=2)
+    for n in range(3):
+        key = ("GenericJob", "ns", f"j{n}")
+        streams.sync(key, generic(f"j{n}", ("worker", 1)), pods(pod(f"j{n}-worker-0")))
+    await settle()
+    assert streams.active() == 2 and counts["progress_stream_refused"] == 1
+    streams.forget(("GenericJob", "ns", "j0"))
+    streams.sync(("GenericJob", "ns", "j2"), generic("j2", ("worker", 1)), pods(pod("j2-worker-0")))
+    await settle()
+    assert streams.active() == 2 and [p for p, _ in logs.opened] == ["j0-worker-0", "j1-worker-0", "j2-worker-0"]
+    await streams.close()
