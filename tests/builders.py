@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 import copy
-from datetime import datetime, timezone
+from datetime import datetime, timedelta, timezone
 from typing import Any
 
 from airflow_t9k.controller.reconcile import Observed, Plan, plan
@@ -126,3 +126,16 @@ def training(kind: str, container: str, name: str, *types: tuple[str, int], poli
     for rs in job["spec"]["replicaSpecs"]:
         rs["template"]["spec"]["containers"][0]["name"] = container
     return job
+
+
+# A fixed clock for tables of timed cases: ``at(s)`` is s seconds after T0, ``ts(s)`` the same
+# as the API server writes it.
+T0 = datetime(2026, 11, 25, 12, 0, 0, tzinfo=timezone.utc)
+
+
+def at(seconds: float) -> datetime:
+    return T0 + timedelta(seconds=seconds)
+
+
+def ts(seconds: float) -> str:
+    return at(seconds).strftime("%Y-%m-%dT%H:%M:%SZ")

@@ -374,39 +374,31 @@ def crd(resource: JobResource, spec_schema: S) -> S:
              "message": "metadata.name must be at most 63 characters: it becomes a label value and part of pod and service names"},
         ]},
     )  # fmt: skip
+    version = {"subresources": {"status": {}, **({"scale": SCALE[resource.kind]} if resource.kind in SCALE else {})},
+               "additionalPrinterColumns": CONDITION_COLUMNS if resource.kind == "AscendJob" else PRINTER_COLUMNS}
+    return envelope(resource, "Namespaced", ["t9k", "t9kjobs"], schema, version)
+
+
+def envelope(resource: JobResource, scope: str, categories: list[str], schema: S, version: S) -> S:
+    """A CustomResourceDefinition of one served and stored version."""
     return {
         "apiVersion": "apiextensions.k8s.io/v1",
         "kind": "CustomResourceDefinition",
         "metadata": {"name": resource.crd_name, "labels": {LABEL_MANAGED_BY: MANAGED_BY}},
         "spec": {
             "group": resource.group,
-            "scope": "Namespaced",
-            "names": {
-                "kind": resource.kind,
-                "listKind": f"{resource.kind}List",
-                "plural": resource.plural,
-                "singular": resource.kind.lower(),
-                "shortNames": list(resource.short_names),
-                "categories": ["t9k", "t9kjobs"],
-            },
-            "versions": [
-                {
-                    "name": resource.version,
-                    "served": True,
-                    "storage": True,
-                    "schema": {"openAPIV3Schema": schema},
-                    "subresources": {"status": {}, **({"scale": SCALE[resource.kind]} if resource.kind in SCALE else {})},
-                    "additionalPrinterColumns": CONDITION_COLUMNS if resource.kind == "AscendJob" else PRINTER_COLUMNS,
-                }
-            ],
+            "scope": scope,
+            "names": {"kind": resource.kind, "listKind": f"{resource.kind}List", "plural": resource.plural,
+                      "singular": resource.kind.lower(), "shortNames": list(resource.short_names), "categories": categories},
+            "versions": [{"name": resource.version, "served": True, "storage": True, "schema": {"openAPIV3Schema": schema},
+                          **version}],
         },
-    }
+    }  # fmt: skip
 
 
 def all_crds() -> list[S]:
     """The job kinds' CRDs."""
     return [crd(RESOURCES[kind], _with_template_ref(kind, _with_mode_table(kind, spec))) for kind, spec in SPECS.items()]
-
 
 
 # -- job templates (docs/templates.md) -----------------------------------------------------------
@@ -459,19 +451,7 @@ TEMPLATE_COLUMNS = [
 
 def template_crd(resource: JobResource, scope: str) -> S:
     schema = obj({"apiVersion": string(), "kind": string(), "metadata": obj(), "spec": TEMPLATE_SPEC}, ["spec"])
-    return {
-        "apiVersion": "apiextensions.k8s.io/v1",
-        "kind": "CustomResourceDefinition",
-        "metadata": {"name": resource.crd_name, "labels": {LABEL_MANAGED_BY: MANAGED_BY}},
-        "spec": {
-            "group": resource.group,
-            "scope": scope,
-            "names": {"kind": resource.kind, "listKind": f"{resource.kind}List", "plural": resource.plural,
-                      "singular": resource.kind.lower(), "shortNames": list(resource.short_names), "categories": ["t9k"]},
-            "versions": [{"name": resource.version, "served": True, "storage": True, "schema": {"openAPIV3Schema": schema},
-                          "additionalPrinterColumns": TEMPLATE_COLUMNS}],
-        },
-    }  # fmt: skip
+    return envelope(resource, scope, ["t9k"], schema, {"additionalPrinterColumns": TEMPLATE_COLUMNS})
 
 
 def template_crds() -> list[S]:

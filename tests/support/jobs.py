@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import copy
+from collections.abc import Callable
 from typing import Any
 
 from kubernetes import client
@@ -37,6 +38,16 @@ def _established(ext: client.ApiextensionsV1Api, name: str) -> bool:
     return any(c.type == "Established" and c.status == "True" for c in conds)
 
 
+def refused(create: Callable[[Obj], Obj], body: Obj) -> str:
+    """Create what the API server must refuse at admission (422); the refusal's text."""
+    try:
+        create(body)
+    except ApiException as exc:
+        assert exc.status == 422, exc.body
+        return str(exc.body)
+    raise AssertionError(f"the API server accepted {body['kind']} {body['metadata'].get('name')}")
+
+
 class Jobs:
     def __init__(self, api_client: client.ApiClient, namespace: str) -> None:
         self.api = client.CustomObjectsApi(api_client)
@@ -54,12 +65,7 @@ class Jobs:
 
     def rejected(self, job: Obj) -> str:
         """Create a job the API server must refuse at admission (422); the refusal's text."""
-        try:
-            self.create(job)
-        except ApiException as exc:
-            assert exc.status == 422, exc.body
-            return str(exc.body)
-        raise AssertionError(f"the API server accepted {job['kind']} {job['metadata'].get('name')}")
+        return refused(self.create, job)
 
     def get(self, kind: str, name: str) -> Obj:
         return self.api.get_namespaced_custom_object(*self._r(kind), name)

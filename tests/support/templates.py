@@ -10,6 +10,8 @@ from typing import Any
 from kubernetes import client
 from kubernetes.client.exceptions import ApiException
 
+from tests.support.jobs import refused
+
 Obj = dict[str, Any]
 GROUP, VERSION = "batch.tensorstack.dev", "v1beta1"
 
@@ -37,12 +39,7 @@ class Templates:
 
     def rejected(self, body: Obj) -> str:
         """Create a template the API server must refuse at admission (422); the refusal's text."""
-        try:
-            self.create(body)
-        except ApiException as exc:
-            assert exc.status == 422, exc.body
-            return str(exc.body)
-        raise AssertionError(f"the API server accepted {body['kind']} {body['metadata']['name']}")
+        return refused(self.create, body)
 
     def patch(self, name: str, body: Obj) -> Obj:
         return self.api.patch_namespaced_custom_object(GROUP, VERSION, self.ns, "t9kjobtemplates", name, body)

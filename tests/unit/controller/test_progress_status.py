@@ -4,7 +4,6 @@ bounded, with a history for a chart and an ETA."""
 from __future__ import annotations
 
 import json
-from datetime import datetime, timedelta, timezone
 from typing import Any
 
 import pytest
@@ -21,20 +20,9 @@ from airflow_t9k.controller.reconcile.reporting import (
     summary,
 )
 from airflow_t9k.kinds.kubeflow_status import to_core
-from tests.builders import generic
+from tests.builders import at, generic, ts
 
 Obj = dict[str, Any]
-T0 = datetime(2026, 11, 25, 12, 0, 0, tzinfo=timezone.utc)
-
-
-def at(seconds: float) -> datetime:
-    return T0 + timedelta(seconds=seconds)
-
-
-def ts(seconds: float) -> str:
-    return at(seconds).strftime("%Y-%m-%dT%H:%M:%SZ")
-
-
 def report(t: float, **values: Any) -> Obj:
     return {"replica": "job-worker-0", "time": ts(t), "values": values}
 

@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import copy
-from datetime import datetime, timedelta, timezone
 from typing import Any
 
 import pytest
@@ -13,20 +12,9 @@ from airflow_t9k.controller.reconcile.actions import Create, Delete
 from airflow_t9k.api.outcome import interpret, usage_of
 from airflow_t9k.controller.reconcile.usage import account, requested
 from airflow_t9k.controller.slim import slim_for
-from tests.builders import evidence, generic, restart
+from tests.builders import T0, at, evidence, generic, restart, ts
 
 Obj = dict[str, Any]
-T0 = datetime(2026, 11, 25, 12, 0, 0, tzinfo=timezone.utc)
-
-
-def at(seconds: float) -> datetime:
-    return T0 + timedelta(seconds=seconds)
-
-
-def ts(seconds: float) -> str:
-    return at(seconds).strftime("%Y-%m-%dT%H:%M:%SZ")
-
-
 def gpu_pod(name: str, uid: str, start: float | None, end: float | None = None, code: int = 0, limits: Obj | None = None,
             deleting: bool = False, disrupted: bool = False, restarts: int = 0) -> Obj:  # fmt: skip
     """A pod as the API server serves it: ``start``/``end`` seconds after T0 (None: not yet)."""
