@@ -15,6 +15,7 @@
 #   scripts/local-cluster.sh supervise    start the supervisor for a cluster `up` started without one
 #   scripts/local-cluster.sh kueue up|down|status|log   Kueue on the running cluster (see below)
 #   scripts/local-cluster.sh real-node build|images      build the real node's parts; import rebuilt images
+#   scripts/local-cluster.sh real-node host-state        the host settings the node changes (`down` must restore them)
 #
 # Kueue (opt-in: `up --with-kueue` or T9K_WITH_KUEUE=1, or `kueue up` on a running cluster):
 # its manager is built from the Go module proxy (tools/kueue, a module of its own) into
@@ -692,7 +693,8 @@ case ${1:-} in
     case ${2:-} in
       build) rn_build ;;
       images) require_cluster; rn_enabled || die "the cluster runs no real node ('$0 up --real-node')"; rn_images ;;
-      *) echo "usage: $0 real-node build|images   (build: kubelet, CoreDNS, images; images: import rebuilt images)" >&2; exit 2 ;;
+      host-state) rn_host_state ;;
+      *) echo "usage: $0 real-node build|images|host-state   (build: kubelet, CoreDNS, images; images: import rebuilt images; host-state: the host settings the node changes, as they are now)" >&2; exit 2 ;;
     esac
     ;;
   env) echo "export KUBECONFIG=$KC" ;;

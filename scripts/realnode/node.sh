@@ -331,6 +331,20 @@ rn_stop_pid() {  # component: TERM, wait, KILL
   kill -9 "$pid" 2>/dev/null || true
 }
 
+rn_host_state() {  # what `down` must leave as `up` found it: .ci/run compares the two
+  sysctl -e "${RN_SYSCTLS[@]}" 2>/dev/null | sed 's/ //g'
+  ip -o link show "$RN_BRIDGE" 2>/dev/null | awk '{print "link", $2}'
+  ip netns list 2>/dev/null | awk '/^cni-/ {print "netns", $1}'
+  local ipt
+  for ipt in iptables ip6tables; do
+    command -v $ipt-save >/dev/null || continue
+    $ipt-save 2>/dev/null | grep -E '^:KUBE-|-j KUBE-' | sed -e 's/ \[[0-9:]*\]$//' -e "s/^/$ipt /"
+  done
+  grep -E " ($RN_STATE|$RN_CACHE/containerd|/run/containerd/io.containerd)[^ ]* " /proc/mounts | awk '{print "mount", $2}'
+  ls -d /sys/fs/cgroup/kubepods* /sys/fs/cgroup/*/kubepods 2>/dev/null | sed 's/^/cgroup /'
+  return 0
+}
+
 rn_down() {  # the node's pods, its processes, and every change to the host
   [[ -d $RN_STATE ]] || return 0
   local -
