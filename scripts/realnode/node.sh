@@ -332,6 +332,8 @@ rn_stop_pid() {  # component: TERM, wait, KILL
 }
 
 rn_host_state() {  # what `down` must leave as `up` found it: .ci/run compares the two
+  local -
+  set +e +o pipefail  # what is absent (no bridge, no chains, no mounts) prints nothing, not an error
   sysctl -e "${RN_SYSCTLS[@]}" 2>/dev/null | sed 's/ //g'
   ip -o link show "$RN_BRIDGE" 2>/dev/null | awk '{print "link", $2}'
   ip netns list 2>/dev/null | awk '/^cni-/ {print "netns", $1}'
