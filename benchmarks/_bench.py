@@ -10,8 +10,8 @@ from __future__ import annotations
 import contextlib
 import json
 import os
-import shlex
 import re
+import shlex
 import signal
 import socket
 import statistics
@@ -20,10 +20,11 @@ import sys
 import threading
 import time
 from collections import Counter
+from collections.abc import Callable, Iterator
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any, Callable, Iterator
+from typing import Any
 
 import requests
 import yaml
@@ -226,7 +227,6 @@ class Recorder:
                 out.append(done - max(before))
         return out
 
-
     def pod_end_to_status(self) -> list[float]:
         """Per ended pod: from its end to the next write of its job (a MODIFIED event), which is
         the status write that reports it."""
@@ -298,7 +298,12 @@ class Ours:
             self.args += ["--metrics-port", str(self.port)]
         if source := os.environ.get("T9K_BENCH_SOURCE"):
             python = ROOT / ".venv" / "bin" / "python"
-            self.args = [str(python if python.exists() else sys.executable), "-m", "airflow_t9k.cli", *self.args[self.args.index("controller"):]]
+            self.args = [
+                str(python if python.exists() else sys.executable),
+                "-m",
+                "airflow_t9k.cli",
+                *self.args[self.args.index("controller") :],
+            ]
             self.env["PYTHONPATH"] = source
         self.cwd = os.environ.get("T9K_BENCH_SOURCE") or ROOT  # `-m` puts the working directory first on sys.path
 
@@ -402,7 +407,10 @@ def pod_capacity(cluster: Cluster, need: int, allow_extra: bool = True) -> Itera
                     "status": {"capacity": res, "allocatable": res}}, ok=(201, 409))  # fmt: skip
                 added.append(name)
             wait_for("extra kwok nodes Ready", lambda: node_capacity(cluster) >= need, 120, 0.5)
-            print(f"added {len(added)} kwok nodes ({BENCH_NODE_PODS} pods each): {have} -> {node_capacity(cluster)} pods", flush=True)
+            print(
+                f"added {len(added)} kwok nodes ({BENCH_NODE_PODS} pods each): {have} -> {node_capacity(cluster)} pods",
+                flush=True,
+            )
         yield
     finally:
         for name in added:

@@ -28,8 +28,8 @@ import aiohttp
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 
-from _bench import ROOT, Cluster, Ours, Recorder, Watch, host_busy_seconds, machine, median, table, wait_for  # noqa: E402
-from vs_kubeflow import T9K, TEMPLATE, t9k_job, t9k_state  # noqa: E402
+from _bench import ROOT, Cluster, Ours, Recorder, Watch, host_busy_seconds, machine, median, table, wait_for
+from vs_kubeflow import T9K, TEMPLATE, t9k_job, t9k_state
 
 
 def children(job: str) -> list[tuple[str, dict]]:
@@ -102,7 +102,7 @@ def main() -> int:
     log_dir.mkdir(parents=True, exist_ok=True)
     results = []
     for rnd in range(args.rounds):
-        for who in (("ceiling", "ours") if rnd % 2 == 0 else ("ours", "ceiling")):
+        for who in ("ceiling", "ours") if rnd % 2 == 0 else ("ours", "ceiling"):
             time.sleep(3)
             r = run(cluster, who, args.jobs, args.inflight, log_dir, args.timeout)
             results.append(r)
@@ -115,7 +115,9 @@ def main() -> int:
     print(table(["", "submit (s)", "first POST -> every pod Running (s)", "last POST -> every pod Running (s)", "host CPU (s)"],
                 [[w, *med[w].values()] for w in ("ceiling", "ours")]))  # fmt: skip
     share = med["ceiling"]["running_from_first_s"] / med["ours"]["running_from_first_s"]
-    print(f"\nour controller's time is {1 / share:.2f}x the ceiling's: it reaches {share:.0%} of the ceiling's rate (goal: >= 80%)")
+    print(
+        f"\nour controller's time is {1 / share:.2f}x the ceiling's: it reaches {share:.0%} of the ceiling's rate (goal: >= 80%)"
+    )
     return 0
 
 

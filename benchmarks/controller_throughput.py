@@ -30,7 +30,7 @@ from tests.support.controller import ControllerProcess  # noqa: E402
 from tests.support.jobs import install_crds  # noqa: E402
 from tests.support.kubelet import terminal_status  # noqa: E402
 
-METRIC = re.compile(r'^apiserver_request_total\{(?P<labels>[^}]*)\} (?P<value>[0-9.e+]+)$')
+METRIC = re.compile(r"^apiserver_request_total\{(?P<labels>[^}]*)\} (?P<value>[0-9.e+]+)$")
 WRITE_VERBS = {"POST", "PUT", "PATCH", "DELETE"}
 
 

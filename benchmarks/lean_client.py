@@ -19,12 +19,11 @@ import os
 import statistics
 import subprocess
 import sys
+import tempfile
 import textwrap
 import time
 import timeit
 import uuid
-
-import tempfile
 from pathlib import Path
 
 from _bench import DEFAULT_KUBECONFIG, ROOT, Cluster, Ours, machine, table, wait_for
@@ -61,8 +60,9 @@ PROBE = textwrap.dedent(
 
 def probe(kubeconfig: str, source: str) -> dict:
     env = {**os.environ, "PYTHONPATH": source}
-    out = subprocess.run([sys.executable, "-c", PROBE, kubeconfig], env=env, cwd=source, capture_output=True, text=True,
-                         check=True)  # cwd: `-c` puts it first on sys.path
+    out = subprocess.run(
+        [sys.executable, "-c", PROBE, kubeconfig], env=env, cwd=source, capture_output=True, text=True, check=True
+    )  # cwd: `-c` puts it first on sys.path
     return json.loads(out.stdout)
 
 
@@ -121,7 +121,9 @@ def main() -> None:
     print(f"client libraries imported: {probes[0]['modules'] or 'none'}")
     cluster = Cluster(args.kubeconfig)
     idle = [idle_controller_rss(cluster) for _ in range(min(args.rounds, 3))]
-    print(f"controller ready and idle (one kind, one empty namespace): VmRSS {statistics.median(idle):.1f} MB (median of {len(idle)})")
+    print(
+        f"controller ready and idle (one kind, one empty namespace): VmRSS {statistics.median(idle):.1f} MB (median of {len(idle)})"
+    )
 
     sys.path.insert(0, source)
     from airflow_t9k.k8s.client import decode

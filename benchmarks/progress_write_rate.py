@@ -28,9 +28,9 @@ ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 sys.path.insert(0, str(ROOT / "benchmarks"))
 
+from controller_throughput import peak_rss_mb, request_counts, wait_for  # noqa: E402
 from kubernetes import client, config  # noqa: E402
 
-from controller_throughput import peak_rss_mb, request_counts, wait_for  # noqa: E402
 from tests.support.controller import ControllerProcess  # noqa: E402
 from tests.support.jobs import install_crds  # noqa: E402
 
@@ -72,7 +72,10 @@ def main() -> int:
                              "--progress-streams", str(max(args.jobs, 200))).start()  # fmt: skip
 
     def phases() -> list[str]:
-        return [(i.get("status") or {}).get("phase") for i in custom.list_namespaced_custom_object(GROUP, VERSION, ns, PLURAL)["items"]]
+        return [
+            (i.get("status") or {}).get("phase")
+            for i in custom.list_namespaced_custom_object(GROUP, VERSION, ns, PLURAL)["items"]
+        ]
 
     def with_progress() -> int:
         items = custom.list_namespaced_custom_object(GROUP, VERSION, ns, PLURAL)["items"]
@@ -92,7 +95,9 @@ def main() -> int:
             while time.monotonic() - start < args.seconds:
                 step += 1
                 stamp = datetime.now(timezone.utc).strftime("%Y-%m-%dT%H:%M:%S.%fZ")
-                line = json.dumps({"step": step, "total_steps": 1_000_000, "loss": round(1 / step, 6), "metrics": {"acc": step / 1e6}})
+                line = json.dumps(
+                    {"step": step, "total_steps": 1_000_000, "loss": round(1 / step, 6), "metrics": {"acc": step / 1e6}}
+                )
                 f.write(f"{stamp} stdout F T9K_PROGRESS {line}\n")
                 f.flush()
                 time.sleep(max(0.0, start + step / args.rate - time.monotonic()))

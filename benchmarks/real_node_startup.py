@@ -36,7 +36,9 @@ def pod(name: str) -> dict:
                                      "resources": {"limits": {"cpu": "100m", "memory": "64Mi"}}}]}}  # fmt: skip
 
 
-def started_latencies(core: client.CoreV1Api, ns: str, names: list[str], created: dict[str, float], timeout: float = 180) -> tuple[list[float], list[float]]:
+def started_latencies(
+    core: client.CoreV1Api, ns: str, names: list[str], created: dict[str, float], timeout: float = 180
+) -> tuple[list[float], list[float]]:
     """(creation -> startedAt by the kubelet's clock, creation -> Ready seen here) per pod."""
     ready_seen: dict[str, float] = {}
     w = watch.Watch()

@@ -29,10 +29,22 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 
-from _bench import (  # noqa: E402
-    ROOT, Cluster, Ours, Recorder, Watch, cpu_seconds, machine, pct, peak_rss_mb, pod_capacity, table, wait_for,
+from _bench import (
+    ROOT,
+    Cluster,
+    Ours,
+    Recorder,
+    Watch,
+    cpu_seconds,
+    machine,
+    pct,
+    peak_rss_mb,
+    pod_capacity,
+    table,
+    wait_for,
 )  # fmt: skip
-from vs_kubeflow import T9K, t9k_job, t9k_state  # noqa: E402
+from vs_kubeflow import T9K, t9k_job, t9k_state
+
 
 def top_costs(raw: Path, limit: int = 15) -> str:
     """py-spy's collapsed stacks summed by function: own samples (leaf) and inclusive samples."""
@@ -52,9 +64,12 @@ def top_costs(raw: Path, limit: int = 15) -> str:
     rows = [[f, 100 * c / total, 100 * incl[f] / total] for f, c in own.most_common(limit)]
     rows2 = [[f, 100 * c / total] for f, c in incl.most_common(limit + 25)
              if not f.startswith(("<module>", "run (", "_run_once", "run_forever", "run_until_complete", "main ("))][:limit]  # fmt: skip
-    return (f"{total} samples (100 Hz, the thread holding the GIL)\n\n"
-            + table(["function (own time)", "own %", "inclusive %"], rows) + "\n\n"
-            + table(["function (inclusive)", "inclusive %"], rows2))
+    return (
+        f"{total} samples (100 Hz, the thread holding the GIL)\n\n"
+        + table(["function (own time)", "own %", "inclusive %"], rows)
+        + "\n\n"
+        + table(["function (inclusive)", "inclusive %"], rows2)
+    )
 
 
 def run(cluster: Cluster, n: int, log_dir: Path, timeout: float, profile: Path | None = None) -> dict:

@@ -27,11 +27,11 @@ from pathlib import Path
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
-from _bench import SIM_SECONDS, Cluster, Ours, machine, table, wait_for  # noqa: E402
-from vs_kubeflow import T9K, t9k_job  # noqa: E402
+from _bench import SIM_SECONDS, Cluster, Ours, machine, table, wait_for
+from vs_kubeflow import T9K, t9k_job
 
-from airflow_t9k.controller.slim import drop_managed_fields, slim_for  # noqa: E402
-from airflow_t9k.k8s.client import decode  # noqa: E402
+from airflow_t9k.controller.slim import drop_managed_fields, slim_for
+from airflow_t9k.k8s.client import decode
 
 Obj = dict
 
@@ -105,8 +105,10 @@ def main() -> int:
                  "heap slim_for (KB)", "no managedFields / slim"], rows))  # fmt: skip
     for pods in ("Pod (Running)", "Pod (Succeeded)"):
         job = {k: 4 * (per[pods][k] + per["Service"][k]) for k in per["Service"]}
-        print(f"per job of 4 pods + 4 Services, pods {pods.split()[1][1:-1]}: whole {job['whole']:.1f} KB, "
-              f"no managedFields {job['no managedFields']:.1f} KB, slim_for {job['slim_for']:.1f} KB")
+        print(
+            f"per job of 4 pods + 4 Services, pods {pods.split()[1][1:-1]}: whole {job['whole']:.1f} KB, "
+            f"no managedFields {job['no managedFields']:.1f} KB, slim_for {job['slim_for']:.1f} KB"
+        )
     return 0
 
 

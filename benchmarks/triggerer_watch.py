@@ -140,6 +140,7 @@ async def measure(args: argparse.Namespace) -> None:
         # A triggerer with no triggers still has Airflow and the provider loaded: the baseline
         # for RSS per trigger.
         import airflow.providers.cncf.kubernetes.hooks.kubernetes  # noqa: F401
+
         import airflow_t9k.triggers.job  # noqa: F401
 
         tasks: list[asyncio.Task] = []
@@ -156,7 +157,8 @@ async def measure(args: argparse.Namespace) -> None:
     steady = {
         "mode": args.mode,
         "alive": sum(not t.done() for t in tasks),
-        "requests_per_second": (after_req[0] - before_req[0] - 1) / elapsed,  # minus our first /metrics read (the second counts later)
+        "requests_per_second": (after_req[0] - before_req[0] - 1)
+        / elapsed,  # minus our first /metrics read (the second counts later)
         "job_requests_per_second": (after_req[1] - before_req[1]) / elapsed,
         "rss_mb": rss_mb(),
         "cpu_percent": 100 * (cpu_seconds() - before_cpu) / elapsed,
@@ -424,10 +426,10 @@ def main() -> int:
         asyncio.run(measure(args))
         return 0
 
+    from _bench import Cluster
     from kubernetes import config
     from kubernetes.client.exceptions import ApiException
 
-    from _bench import Cluster
     from tests.support.jobs import install_crds
 
     for attempt in range(5):  # others on a shared cluster may be installing them at the same moment (409)

@@ -34,9 +34,23 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 
-from _bench import (  # noqa: E402
-    KUBEFLOW_SH, ROOT, SIM_SECONDS, Cluster, Ours, Recorder, Watch, cpu_seconds, host_busy_seconds,
-    machine, median, pct, peak_rss_mb, pod_capacity, table, wait_for,
+from _bench import (
+    KUBEFLOW_SH,
+    ROOT,
+    SIM_SECONDS,
+    Cluster,
+    Ours,
+    Recorder,
+    Watch,
+    cpu_seconds,
+    host_busy_seconds,
+    machine,
+    median,
+    pct,
+    peak_rss_mb,
+    pod_capacity,
+    table,
+    wait_for,
 )  # fmt: skip
 
 TEMPLATE = {
@@ -57,7 +71,9 @@ def kubeflow_job(name: str) -> dict:
 
 
 def t9k_job(name: str) -> dict:
-    specs = [{"type": t, "replicas": n, "restartPolicy": "OnFailure", "template": TEMPLATE} for t, n in (("master", 1), ("worker", 3))]
+    specs = [
+        {"type": t, "replicas": n, "restartPolicy": "OnFailure", "template": TEMPLATE} for t, n in (("master", 1), ("worker", 3))
+    ]
     return {"apiVersion": "batch.tensorstack.dev/v1beta1", "kind": "PyTorchTrainingJob", "metadata": {"name": name},
             "spec": {"replicaSpecs": specs}}  # fmt: skip
 
@@ -114,7 +130,9 @@ def run_once(cluster: Cluster, variant: str, n: int, log_dir: Path, timeout: flo
         api0 = cpu_seconds(api_pid) if api_pid else float("nan")
         first, last = cluster.post_all([(f"/apis/{group}/{version}/namespaces/{ns}/{plural}", body(f"j{i}")) for i in range(n)])
         try:
-            wait_for(f"{variant}: every job ended", lambda: len(rec.job_done) >= n and len(rec.pod_terminal) >= 4 * n, timeout, 0.25)
+            wait_for(
+                f"{variant}: every job ended", lambda: len(rec.job_done) >= n and len(rec.pod_terminal) >= 4 * n, timeout, 0.25
+            )
         except SystemExit as exc:
             raise SystemExit(f"{exc}: {len(rec.pod_created)} pods seen, {len(rec.pod_running)} ran, {len(rec.pod_terminal)} "
                              f"ended; {len(rec.job_running)} jobs Running, {len(rec.job_done)} ended") from None  # fmt: skip
@@ -243,7 +261,7 @@ def main() -> int:
 def run_all(cluster: Cluster, args: argparse.Namespace, variants: list[str], out: Path, results: list[dict]) -> None:
     for n in args.jobs:
         for rnd in range(args.rounds):
-            order = variants[rnd % len(variants):] + variants[:rnd % len(variants)]
+            order = variants[rnd % len(variants) :] + variants[: rnd % len(variants)]
             if rnd % 2:
                 order.reverse()
             for v in order:

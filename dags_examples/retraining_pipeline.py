@@ -50,7 +50,8 @@ def training(real: bool) -> PyTorchTrainingJobOperator:
             container_resources={"limits": {"cpu": "500m", "memory": "1Gi"}},
             volumes=[{"name": "code", "configMap": {"name": "retraining-code"}}],
             volume_mounts=[{"name": "code", "mountPath": "/code"}],
-            **REAL_NODE, **common,
+            **REAL_NODE,
+            **common,
         )
     return PyTorchTrainingJobOperator(
         image="pytorch/pytorch:2.4.0-cuda12.1-cudnn9-runtime",
@@ -115,8 +116,13 @@ pipeline("retraining_pipeline", real=False)
 pipeline("retraining_pipeline_real", real=True)
 
 # Scheduled on the model asset: runs after each training that succeeded, with its asset event.
-with DAG("retraining_evaluation", start_date=datetime(2026, 1, 1), schedule=[MODEL], catchup=False,
-         tags=["t9k", "retraining", "assets"]):
+with DAG(
+    "retraining_evaluation",
+    start_date=datetime(2026, 1, 1),
+    schedule=[MODEL],
+    catchup=False,
+    tags=["t9k", "retraining", "assets"],
+):
 
     @task
     def evaluate_model(triggering_asset_events: Any = None) -> list[dict[str, Any]]:
@@ -126,8 +132,10 @@ with DAG("retraining_evaluation", start_date=datetime(2026, 1, 1), schedule=[MOD
         for event in triggering_asset_events[MODEL]:
             extra = event.extra  # the training job's result, and the job
             job = extra.get("t9k_job") or {}
-            print(f"model {extra.get('model_uri', MODEL.uri)} from {job.get('kind')} {job.get('namespace')}/{job.get('name')} "
-                  f"(run {event.source_run_id}): metric {extra.get('metric')}")
+            print(
+                f"model {extra.get('model_uri', MODEL.uri)} from {job.get('kind')} {job.get('namespace')}/{job.get('name')} "
+                f"(run {event.source_run_id}): metric {extra.get('metric')}"
+            )
             models.append({"metric": extra.get("metric"), "model_uri": extra.get("model_uri"), "job": job.get("name")})
         return models
 

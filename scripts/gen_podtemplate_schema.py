@@ -81,7 +81,11 @@ class _Transform:
             raise SchemaError(f"$ref to unknown type {name}")
         stack = (*stack, name)
         if name == QUANTITY:
-            return {"x-kubernetes-int-or-string": True, "anyOf": [{"type": "integer"}, {"type": "string"}], "pattern": QUANTITY_PATTERN}
+            return {
+                "x-kubernetes-int-or-string": True,
+                "anyOf": [{"type": "integer"}, {"type": "string"}],
+                "pattern": QUANTITY_PATTERN,
+            }
         if name == OBJECT_META:
             props = {k: v for k, v in self.components[name]["properties"].items() if k in EMBEDDED_META_FIELDS}
             return self.node({"type": "object", "properties": props}, stack)
@@ -124,7 +128,11 @@ class _Transform:
                 raise SchemaError(f"unknown key {key!r} in {stack[-1]}")
         if "x-kubernetes-list-type" in out:
             _check_list(out, stack[-1])
-        if "type" not in out and not out.get("x-kubernetes-int-or-string") and not out.get("x-kubernetes-preserve-unknown-fields"):
+        if (
+            "type" not in out
+            and not out.get("x-kubernetes-int-or-string")
+            and not out.get("x-kubernetes-preserve-unknown-fields")
+        ):
             raise SchemaError(f"untyped node in {stack[-1]}: {sorted(src)}")
         return out
 
@@ -161,7 +169,7 @@ def render(schema: S) -> str:
 
 
 def _from_cluster(kubeconfig: str, path: str) -> S:
-    from kubernetes import client, config
+    from kubernetes import config
 
     api = config.new_client_from_config(config_file=kubeconfig)
     try:

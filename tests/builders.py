@@ -20,7 +20,11 @@ def generic(name: str = "job", *types: tuple[str, int], **spec: Any) -> Obj:
         "metadata": {"name": name, "namespace": "ns", "uid": f"uid-{name}", "generation": 1},
         "spec": {
             "replicaSpecs": [
-                {"type": t, "replicas": n, "template": {"spec": {"containers": [{"name": "main", "image": "img", "command": ["train"]}]}}}
+                {
+                    "type": t,
+                    "replicas": n,
+                    "template": {"spec": {"containers": [{"name": "main", "image": "img", "command": ["train"]}]}},
+                }
                 for t, n in types
             ],
             **spec,
@@ -40,13 +44,20 @@ def restart(job: Obj, policy: str, limit: int | None = None, rtype: str | None =
 def colossal(name: str = "cai", workers: int = 2, **extra: Any) -> Obj:
     spec = {
         "ssh": {"authMountPath": "/root/.ssh", "sshdPath": "/usr/sbin/sshd"},
-        "launcher": {"image": "hpcaitech/colossalai:0.3.0", "workingDir": "/workspace", "env": [], "resources": {"limits": {"cpu": 1}}},
+        "launcher": {
+            "image": "hpcaitech/colossalai:0.3.0",
+            "workingDir": "/workspace",
+            "env": [],
+            "resources": {"limits": {"cpu": 1}},
+        },
         "worker": {
             "replicas": workers,
             "procPerWorker": 2,
             "command": ["train.py", "arg1"],
             "torchArgs": [],
-            "template": {"spec": {"containers": [{"name": "worker", "image": "hpcaitech/colossalai:0.3.0", "command": ["ignored"]}]}},
+            "template": {
+                "spec": {"containers": [{"name": "worker", "image": "hpcaitech/colossalai:0.3.0", "command": ["ignored"]}]}
+            },
         },
     }
     spec.update(extra)
@@ -75,7 +86,10 @@ def pod(name: str, phase: str = "Running", exit_code: int | None = None, restart
 
 
 def service(name: str, rtype: str = "worker") -> Obj:
-    return {"kind": "Service", "metadata": {"name": name, "uid": f"uid-{name}", "labels": {"batch.tensorstack.dev/replica-type": rtype}}}
+    return {
+        "kind": "Service",
+        "metadata": {"name": name, "uid": f"uid-{name}", "labels": {"batch.tensorstack.dev/replica-type": rtype}},
+    }
 
 
 def evidence(job: Obj) -> Obj:

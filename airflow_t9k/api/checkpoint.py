@@ -84,14 +84,18 @@ def parse(value: Any) -> Checkpoint:
 
 def _source(raw: Any) -> Obj:
     if not isinstance(raw, dict):
-        raise ValueError(f"checkpoint volume must be a volume source such as {{'nfs': {{'server': ..., 'path': ...}}}}, got {raw!r}")
+        raise ValueError(
+            f"checkpoint volume must be a volume source such as {{'nfs': {{'server': ..., 'path': ...}}}}, got {raw!r}"
+        )
     source = {k: v for k, v in raw.items() if k != "name"}  # a whole Volume (V1Volume) works too: the name is ours
     if len(source) != 1:
         raise ValueError(f"checkpoint volume must have exactly one volume source (e.g. 'persistentVolumeClaim', 'nfs', "
                          f"'hostPath'), got {sorted(source) or 'none'}")  # fmt: skip
     kind, spec = next(iter(source.items()))
     if kind in REFUSED_SOURCES:
-        raise ValueError(f"checkpoint volume cannot be {kind}: {REFUSED_SOURCES[kind]}; use a PersistentVolumeClaim or another lasting volume")
+        raise ValueError(
+            f"checkpoint volume cannot be {kind}: {REFUSED_SOURCES[kind]}; use a PersistentVolumeClaim or another lasting volume"
+        )
     if not isinstance(spec, dict):
         raise ValueError(f"checkpoint volume {kind} must be a mapping, got {spec!r}")
     return {kind: dict(spec)}
@@ -137,7 +141,9 @@ def sub_path(checkpoint: Checkpoint, dag_id: str, run_id: str, task_id: str, map
 def _set_env(container: Obj, name: str, value: str) -> None:
     env = container.get("env") or []
     if isinstance(env, list):  # else malformed: left for the API server to refuse, naming the field
-        container["env"] = [e for e in env if not (isinstance(e, dict) and e.get("name") == name)] + [{"name": name, "value": value}]
+        container["env"] = [e for e in env if not (isinstance(e, dict) and e.get("name") == name)] + [
+            {"name": name, "value": value}
+        ]
 
 
 def _containers(spec: Obj) -> list[Obj]:

@@ -40,9 +40,13 @@ def _containers(doc: Obj) -> list[tuple[str, Obj]]:
     spec = doc.get("spec") or {}
     templates: list[tuple[str, Any]] = []
     if isinstance(spec.get("replicaSpecs"), list):
-        templates = [(f"spec.replicaSpecs[{i}]", r.get("template")) for i, r in enumerate(spec["replicaSpecs"]) if isinstance(r, dict)]
+        templates = [
+            (f"spec.replicaSpecs[{i}]", r.get("template")) for i, r in enumerate(spec["replicaSpecs"]) if isinstance(r, dict)
+        ]
     elif isinstance(spec.get("replicaSpecs"), dict):
-        templates = [(f"spec.replicaSpecs.{t}", r.get("template")) for t, r in spec["replicaSpecs"].items() if isinstance(r, dict)]
+        templates = [
+            (f"spec.replicaSpecs.{t}", r.get("template")) for t, r in spec["replicaSpecs"].items() if isinstance(r, dict)
+        ]
     for key in ("worker",):
         if isinstance(spec.get(key), dict):
             templates.append((f"spec.{key}", spec[key].get("template")))

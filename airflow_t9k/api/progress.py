@@ -105,7 +105,7 @@ def parse_line(line: str | bytes) -> Obj | None:
     found = _MARKER.search(line)
     if found is None:
         return None
-    rest = line[found.end():].strip()
+    rest = line[found.end() :].strip()
     raw: Any
     if rest.startswith("{"):
         try:
@@ -195,7 +195,10 @@ def describe(progress: Obj | None) -> str:
         parts.append(f"step {progress['step']}{total}" + (f" ({_fmt(progress['percent'])}%)" if "percent" in progress else ""))
     if "epoch" in progress:
         total = f"/{_fmt(progress['totalEpochs'])}" if "totalEpochs" in progress else ""
-        parts.append(f"epoch {_fmt(progress['epoch'])}{total}" + (f" ({_fmt(progress['percent'])}%)" if "percent" in progress and "step" not in progress else ""))
+        parts.append(
+            f"epoch {_fmt(progress['epoch'])}{total}"
+            + (f" ({_fmt(progress['percent'])}%)" if "percent" in progress and "step" not in progress else "")
+        )
     metrics = progress.get("metrics")
     if isinstance(metrics, dict):
         parts += [f"{k} {_fmt(v)}" for k, v in metrics.items()]

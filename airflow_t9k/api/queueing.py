@@ -99,7 +99,9 @@ def with_queue(job: Obj, queue: str | None = None, priority: int | None = None, 
                 policy[key] = value
         return out
     if min_available is not None or priority_class is not None:
-        raise ValueError(f"min_available= and priority_class= are AscendJob's; a {out.get('kind')} takes queue_name= and priority=")
+        raise ValueError(
+            f"min_available= and priority_class= are AscendJob's; a {out.get('kind')} takes queue_name= and priority="
+        )
     if priority is not None and (isinstance(priority, bool) or not isinstance(priority, int)):
         raise ValueError(f"priority must be an integer, got {priority!r}")
     sched = spec.setdefault("scheduler", {}).setdefault("t9kScheduler", {})

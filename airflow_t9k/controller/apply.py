@@ -19,16 +19,16 @@ from typing import Any
 from airflow_t9k.api.outcome import interpret
 from airflow_t9k.api.paths import child_path, job_path
 from airflow_t9k.api.resources import resource_for
-from airflow_t9k.k8s.client import Kube
-from airflow_t9k.k8s.errors import AlreadyExists, Conflict, Forbidden, Invalid, NotFound
-from airflow_t9k.k8s.informer import Informer
-from airflow_t9k.controller.reconcile import Create, CreateSSHSecret, Delete, Emit, Patch, Plan, ReplaceStatus
 from airflow_t9k.controller import evidence
+from airflow_t9k.controller.reconcile import Create, CreateSSHSecret, Delete, Emit, Patch, Plan, ReplaceStatus
 from airflow_t9k.controller.reconcile.actions import Action, KeepEvidence, WriteSpec
 from airflow_t9k.controller.reconcile.plan import SSH_SECRET_STATUS, rejected
 from airflow_t9k.controller.reconcile.status import StatusBuilder, bounded
 from airflow_t9k.controller.scope import NOT_MANAGED
 from airflow_t9k.controller.ssh import ssh_secret_data
+from airflow_t9k.k8s.client import Kube
+from airflow_t9k.k8s.errors import AlreadyExists, Conflict, Forbidden, Invalid, NotFound
+from airflow_t9k.k8s.informer import Informer
 
 Obj = dict[str, Any]
 COMPONENT = "airflow-t9k-controller"
@@ -47,6 +47,7 @@ def refused_by_policy(exc: Forbidden) -> bool:
 
 def _mounted(action: Action) -> bool:
     return isinstance(action, CreateSSHSecret) or (isinstance(action, Create) and action.kind in MOUNTED)
+
 
 log = logging.getLogger(__name__)
 

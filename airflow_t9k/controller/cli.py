@@ -15,15 +15,15 @@ from pathlib import Path
 from typing import Any
 
 from airflow_t9k.api.resources import RESOURCES, TEMPLATE_RESOURCES, resource_for
-from airflow_t9k.controller.slim import plain_json_bodies
-from airflow_t9k.k8s.client import DEEP_NESTING, ApiClientTransport, Kube, load_transport
-from airflow_t9k.k8s.kubeconfig import KubeconfigError
-from airflow_t9k.k8s.errors import ApiError, Forbidden, NotFound
 from airflow_t9k.controller.leader import LeaderElector
 from airflow_t9k.controller.metrics import InstrumentedKube, Metrics
 from airflow_t9k.controller.runner import Controller, Settings
 from airflow_t9k.controller.scope import Scope, SelectorError, parse_selector
 from airflow_t9k.controller.serve import serve_all
+from airflow_t9k.controller.slim import plain_json_bodies
+from airflow_t9k.k8s.client import DEEP_NESTING, ApiClientTransport, Kube, load_transport
+from airflow_t9k.k8s.errors import ApiError, Forbidden, NotFound
+from airflow_t9k.k8s.kubeconfig import KubeconfigError
 from airflow_t9k.kinds.base import LABEL_MANAGED_BY, MANAGED_BY
 from airflow_t9k.kinds.registry import KINDS
 
@@ -41,20 +41,38 @@ def add_controller_parser(sub: Any) -> None:
     p.add_argument("--context", help="kubeconfig context")
     p.add_argument("-n", "--namespace", action="append", dest="namespaces", default=[],
                    help="namespace to watch; repeat for several; default: all namespaces")  # fmt: skip
-    p.add_argument("--namespace-selector", metavar="SELECTOR",
-                   help="label selector on Namespaces (e.g. 'airflow-t9k.io/jobs=enabled'): reconcile jobs only in "
-                        "namespaces it matches (needs list/watch on namespaces). kube-system, kube-public, "
-                        "kube-node-lease and the controller's own namespace are never reconciled, selector or not")
+    p.add_argument(
+        "--namespace-selector",
+        metavar="SELECTOR",
+        help="label selector on Namespaces (e.g. 'airflow-t9k.io/jobs=enabled'): reconcile jobs only in "
+        "namespaces it matches (needs list/watch on namespaces). kube-system, kube-public, "
+        "kube-node-lease and the controller's own namespace are never reconciled, selector or not",
+    )
     p.add_argument("--workers", type=int, default=4, help="jobs reconciled concurrently (default 4)")
-    p.add_argument("--coalesce-status", type=float, default=1.0, metavar="SECONDS",
-                   help="a status change that keeps the job's phase and has nothing to do (replica detail, counts) "
-                        "waits up to this long so that several land in one write; 0 writes each at once (default 1)")
-    p.add_argument("--progress-interval", type=float, default=10.0, metavar="SECONDS",
-                   help="live progress (docs/progress.md): follow each running job's reporting replica log for "
-                        "T9K_PROGRESS lines and write new values to status.progress at most once per SECONDS per job "
-                        "(default 10); 0 follows no log")
-    p.add_argument("--progress-streams", type=int, default=200, metavar="N",
-                   help="replica logs followed at once for progress, on their own connections (default 200)")
+    p.add_argument(
+        "--coalesce-status",
+        type=float,
+        default=1.0,
+        metavar="SECONDS",
+        help="a status change that keeps the job's phase and has nothing to do (replica detail, counts) "
+        "waits up to this long so that several land in one write; 0 writes each at once (default 1)",
+    )
+    p.add_argument(
+        "--progress-interval",
+        type=float,
+        default=10.0,
+        metavar="SECONDS",
+        help="live progress (docs/progress.md): follow each running job's reporting replica log for "
+        "T9K_PROGRESS lines and write new values to status.progress at most once per SECONDS per job "
+        "(default 10); 0 follows no log",
+    )
+    p.add_argument(
+        "--progress-streams",
+        type=int,
+        default=200,
+        metavar="N",
+        help="replica logs followed at once for progress, on their own connections (default 200)",
+    )
     p.add_argument("--health-port", type=int, default=8081,
                    help="port for /healthz (alive) and /readyz (caches synced); 0 disables")  # fmt: skip
     p.add_argument("--health-address", default="0.0.0.0", help="address for the health endpoint")
@@ -67,15 +85,28 @@ def add_controller_parser(sub: Any) -> None:
     le.add_argument("--leader-elect", action="store_true",
                     help="act only while holding a coordination.k8s.io Lease (the Deployment turns this on); "
                          "off by default, for one controller run by hand")  # fmt: skip
-    le.add_argument("--leader-election-namespace",
-                    help="namespace of the Lease (default: $POD_NAMESPACE, then the pod's own namespace)")
+    le.add_argument(
+        "--leader-election-namespace", help="namespace of the Lease (default: $POD_NAMESPACE, then the pod's own namespace)"
+    )
     le.add_argument("--leader-election-id", default="airflow-t9k-controller", help="name of the Lease")
-    le.add_argument("--leader-elect-lease-duration", type=float, default=10.0,
-                    help="seconds a standby waits after the leader's last renewal before taking over (default 10)")
-    le.add_argument("--leader-elect-renew-deadline", type=float, default=7.0,
-                    help="seconds the leader keeps acting without a successful renewal (default 7)")
-    le.add_argument("--leader-elect-retry-period", type=float, default=1.5,
-                    help="seconds between renewals and between a standby's attempts (default 1.5)")
+    le.add_argument(
+        "--leader-elect-lease-duration",
+        type=float,
+        default=10.0,
+        help="seconds a standby waits after the leader's last renewal before taking over (default 10)",
+    )
+    le.add_argument(
+        "--leader-elect-renew-deadline",
+        type=float,
+        default=7.0,
+        help="seconds the leader keeps acting without a successful renewal (default 7)",
+    )
+    le.add_argument(
+        "--leader-elect-retry-period",
+        type=float,
+        default=1.5,
+        help="seconds between renewals and between a standby's attempts (default 1.5)",
+    )
     p.add_argument("--log-level", default="INFO", choices=["DEBUG", "INFO", "WARNING", "ERROR"])
     p.add_argument("--event-loop", choices=["auto", "asyncio", "uvloop"], default="auto",
                    help="asyncio event loop: auto (default) runs on uvloop where it is installed, else on "
@@ -83,9 +114,14 @@ def add_controller_parser(sub: Any) -> None:
     p.add_argument("--kind", action="append", dest="kinds", default=[], choices=sorted(RESOURCES),
                    help="job kind to watch; repeat for several; default: every kind (e.g. leave AscendJob to "
                         "MindCluster's ascend-operator where it runs)")  # fmt: skip
-    p.add_argument("--template-wait", type=float, default=30.0, metavar="SECONDS",
-                   help="how long from its creation a job waits for a job template it names and that does not exist "
-                        "(it may be applied after the job), before it fails with TemplateNotFound (default 30)")
+    p.add_argument(
+        "--template-wait",
+        type=float,
+        default=30.0,
+        metavar="SECONDS",
+        help="how long from its creation a job waits for a job template it names and that does not exist "
+        "(it may be applied after the job), before it fails with TemplateNotFound (default 30)",
+    )
     p.add_argument("--force", action="store_true", help="start even where another controller seems to own the CRDs")
     p.add_argument("--queueing", choices=["auto", "kueue", "off"], default="auto",
                    help="admission of jobs that name a queue through Kueue's Workload API (docs/queueing.md): auto "
@@ -217,10 +253,18 @@ async def main_async(args: argparse.Namespace) -> int:
             return 2
         if elector is not None:
             kube.fence = elector.valid  # every write of the controller checks its lease first
-        settings = Settings(namespaces=args.namespaces, workers=args.workers, kinds=kinds, queueing=queueing,
-                            coalesce_status=args.coalesce_status, volcano=volcano, scope=scope,
-                            template_wait=args.template_wait,
-                            progress_interval=max(args.progress_interval, 0.0), progress_streams=args.progress_streams)
+        settings = Settings(
+            namespaces=args.namespaces,
+            workers=args.workers,
+            kinds=kinds,
+            queueing=queueing,
+            coalesce_status=args.coalesce_status,
+            volcano=volcano,
+            scope=scope,
+            template_wait=args.template_wait,
+            progress_interval=max(args.progress_interval, 0.0),
+            progress_streams=args.progress_streams,
+        )
         if settings.progress_interval > 0:  # log streams on their own connection pool (controller/reports.py)
             log_kube = InstrumentedKube(await load_transport(args.kubeconfig, args.context), instruments)
         controller = Controller(kube, settings, instruments, log_kube=log_kube)

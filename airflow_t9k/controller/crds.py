@@ -140,8 +140,13 @@ def replica_specs(type_schema: S, restart: S, extra: S | None = None) -> S:
         ["type"],
     )
     # maxItems bounds the cost the API server estimates for the sum rule.
-    return arr(item, minItems=1, maxItems=64, **{"x-kubernetes-list-type": "map", "x-kubernetes-list-map-keys": ["type"]},
-               **rule(f"self.map(r, has(r.replicas) ? r.replicas : 1).sum() <= {MAX_REPLICAS_TOTAL}", TOTAL_RULE))
+    return arr(
+        item,
+        minItems=1,
+        maxItems=64,
+        **{"x-kubernetes-list-type": "map", "x-kubernetes-list-map-keys": ["type"]},
+        **rule(f"self.map(r, has(r.replicas) ? r.replicas : 1).sum() <= {MAX_REPLICAS_TOTAL}", TOTAL_RULE),
+    )
 
 
 TRAINING_RESTART = enum("Never", "OnFailure", "Always", "ExitCode")
@@ -162,15 +167,25 @@ def common(**fields: S) -> S:
 SPECS: dict[str, S] = {
     "GenericJob": obj(
         common(
-            replicaSpecs=replica_specs(
-                REPLICA_TYPE, obj({"policy": enum(*RESTART_POLICIES), "limit": integer(0)}, ["policy"])
-            ),
+            replicaSpecs=replica_specs(REPLICA_TYPE, obj({"policy": enum(*RESTART_POLICIES), "limit": integer(0)}, ["policy"])),
             successRules=RULES,
             failureRules=RULES,
-            service=obj({"ports": arr(obj(
-                {"name": string(pattern=DNS_LABEL, maxLength=15), "port": integer(1, maximum=65535),
-                 "targetPort": {"x-kubernetes-int-or-string": True}, "protocol": enum("TCP", "UDP", "SCTP")},
-                ["name", "port"]), **{"x-kubernetes-list-type": "map", "x-kubernetes-list-map-keys": ["name"]})}),  # fmt: skip
+            service=obj(
+                {
+                    "ports": arr(
+                        obj(
+                            {
+                                "name": string(pattern=DNS_LABEL, maxLength=15),
+                                "port": integer(1, maximum=65535),
+                                "targetPort": {"x-kubernetes-int-or-string": True},
+                                "protocol": enum("TCP", "UDP", "SCTP"),
+                            },
+                            ["name", "port"],
+                        ),
+                        **{"x-kubernetes-list-type": "map", "x-kubernetes-list-map-keys": ["name"]},
+                    )
+                }
+            ),  # fmt: skip
             cleanUpPolicy=CLEANUP,
         ),
         ["replicaSpecs"],
@@ -180,8 +195,15 @@ SPECS: dict[str, S] = {
             replicaSpecs=replica_specs(REPLICA_TYPE, TRAINING_RESTART, {"scalingWeight": integer(0)}),
             runPolicy=RUN_POLICY,
             torchrunConfig=obj(
-                {"enabled": boolean(), "maxRestarts": integer(0), "procPerNode": string(),
-                 "rdzvBackend": enum("c10d", "etcd", "etcd-v2"), "extraOptions": STRINGS}, open_=True),  # fmt: skip
+                {
+                    "enabled": boolean(),
+                    "maxRestarts": integer(0),
+                    "procPerNode": string(),
+                    "rdzvBackend": enum("c10d", "etcd", "etcd-v2"),
+                    "extraOptions": STRINGS,
+                },
+                open_=True,
+            ),  # fmt: skip
             elastic=ELASTIC,
             tensorboardSpec=OPEN,
         ),
@@ -205,10 +227,22 @@ SPECS: dict[str, S] = {
     "ColossalAIJob": obj(
         common(
             ssh=obj({"authMountPath": string(pattern="^/"), "sshdPath": string(pattern="^/")}),
-            launcher=obj({"image": string(minLength=1), "workingDir": string(), "env": CONTAINER["env"], "resources": CONTAINER["resources"]}),
+            launcher=obj(
+                {
+                    "image": string(minLength=1),
+                    "workingDir": string(),
+                    "env": CONTAINER["env"],
+                    "resources": CONTAINER["resources"],
+                }
+            ),
             worker=obj(
-                {"replicas": WORKERS, "procPerWorker": integer(1, default=1),
-                 "command": arr(string(), minItems=1), "torchArgs": STRINGS, "template": POD_TEMPLATE},
+                {
+                    "replicas": WORKERS,
+                    "procPerWorker": integer(1, default=1),
+                    "command": arr(string(), minItems=1),
+                    "torchArgs": STRINGS,
+                    "template": POD_TEMPLATE,
+                },
                 ["command"],
             ),  # fmt: skip
             runPolicy=obj({"cleanUpWorkers": boolean()}),
@@ -242,22 +276,54 @@ SPECS: dict[str, S] = {
         open_=True,
     ),
     "BeamJob": obj(
-        {"scheduler": SCHEDULER,
-         "flinkClusterTemplate": obj({"spec": obj({
-             "image": obj({"name": string(minLength=1), "pullPolicy": enum("Always", "IfNotPresent", "Never")}, ["name"], open_=True),
-             "jobManager": obj({"accessScope": enum("Cluster", "VPC", "External", "NodePort", "Headless"),
-                                "ports": obj(additionalProperties=integer(1, maximum=65535))}, open_=True),
-             "taskManager": obj({"replicas": integer(1, maximum=MAX_REPLICAS_PER_TYPE), "ports": obj(additionalProperties=integer(1, maximum=65535))}, open_=True),
-             "flinkProperties": obj(additionalProperties=string()),
-         }, ["image"], open_=True)}, ["spec"], open_=True),
-         "jobTemplate": obj({"metadata": POD_TEMPLATE["properties"]["metadata"], "spec": JOB_SPEC}, ["spec"]),
-         "runPolicy": obj({"cleanUpCluster": boolean()}),
-         "runMode": OPEN},  # declared only so the rule below can reject it
+        {
+            "scheduler": SCHEDULER,
+            "flinkClusterTemplate": obj(
+                {
+                    "spec": obj(
+                        {
+                            "image": obj(
+                                {"name": string(minLength=1), "pullPolicy": enum("Always", "IfNotPresent", "Never")},
+                                ["name"],
+                                open_=True,
+                            ),
+                            "jobManager": obj(
+                                {
+                                    "accessScope": enum("Cluster", "VPC", "External", "NodePort", "Headless"),
+                                    "ports": obj(additionalProperties=integer(1, maximum=65535)),
+                                },
+                                open_=True,
+                            ),
+                            "taskManager": obj(
+                                {
+                                    "replicas": integer(1, maximum=MAX_REPLICAS_PER_TYPE),
+                                    "ports": obj(additionalProperties=integer(1, maximum=65535)),
+                                },
+                                open_=True,
+                            ),
+                            "flinkProperties": obj(additionalProperties=string()),
+                        },
+                        ["image"],
+                        open_=True,
+                    )
+                },
+                ["spec"],
+                open_=True,
+            ),
+            "jobTemplate": obj({"metadata": POD_TEMPLATE["properties"]["metadata"], "spec": JOB_SPEC}, ["spec"]),
+            "runPolicy": obj({"cleanUpCluster": boolean()}),
+            "runMode": OPEN,
+        },  # declared only so the rule below can reject it
         None,
         open_=True,
-        **{"x-kubernetes-validations": [
-            {"rule": "!has(self.runMode)", "message": "BeamJob supports only Immediate mode: Debug and Pause (runMode) are not available"},
-        ]},
+        **{
+            "x-kubernetes-validations": [
+                {
+                    "rule": "!has(self.runMode)",
+                    "message": "BeamJob supports only Immediate mode: Debug and Pause (runMode) are not available",
+                },
+            ]
+        },
     ),  # fmt: skip
     "AscendJob": obj(
         {
@@ -268,17 +334,29 @@ SPECS: dict[str, S] = {
                 ),
                 minProperties=1,
                 maxProperties=4,
-                **{"x-kubernetes-validations": [
-                    {"rule": "self.all(t, t in ['Master', 'Scheduler', 'Chief', 'Worker'])",
-                     "message": "replicaSpecs keys must be Master, Scheduler, Chief or Worker"},
-                    {"rule": f"self.map(t, has(self[t].replicas) ? self[t].replicas : 1).sum() <= {MAX_REPLICAS_TOTAL}",
-                     "message": TOTAL_RULE},
-                ]},
+                **{
+                    "x-kubernetes-validations": [
+                        {
+                            "rule": "self.all(t, t in ['Master', 'Scheduler', 'Chief', 'Worker'])",
+                            "message": "replicaSpecs keys must be Master, Scheduler, Chief or Worker",
+                        },
+                        {
+                            "rule": f"self.map(t, has(self[t].replicas) ? self[t].replicas : 1).sum() <= {MAX_REPLICAS_TOTAL}",
+                            "message": TOTAL_RULE,
+                        },
+                    ]
+                },
             ),
             "runPolicy": obj(
-                {"backoffLimit": integer(-1), "activeDeadlineSeconds": integer(1), "cleanPodPolicy": enum("All", "Running", "None"),
-                 "ttlSecondsAfterFinished": integer(0),
-                 "schedulingPolicy": obj({"minAvailable": integer(0), "queue": string(), "priorityClass": string()}, open_=True)},
+                {
+                    "backoffLimit": integer(-1),
+                    "activeDeadlineSeconds": integer(1),
+                    "cleanPodPolicy": enum("All", "Running", "None"),
+                    "ttlSecondsAfterFinished": integer(0),
+                    "schedulingPolicy": obj(
+                        {"minAvailable": integer(0), "queue": string(), "priorityClass": string()}, open_=True
+                    ),
+                },
                 open_=True,
             ),
             "successPolicy": enum("", "AllWorkers"),
@@ -374,8 +452,10 @@ def crd(resource: JobResource, spec_schema: S) -> S:
              "message": "metadata.name must be at most 63 characters: it becomes a label value and part of pod and service names"},
         ]},
     )  # fmt: skip
-    version = {"subresources": {"status": {}, **({"scale": SCALE[resource.kind]} if resource.kind in SCALE else {})},
-               "additionalPrinterColumns": CONDITION_COLUMNS if resource.kind == "AscendJob" else PRINTER_COLUMNS}
+    version = {
+        "subresources": {"status": {}, **({"scale": SCALE[resource.kind]} if resource.kind in SCALE else {})},
+        "additionalPrinterColumns": CONDITION_COLUMNS if resource.kind == "AscendJob" else PRINTER_COLUMNS,
+    }
     return envelope(resource, "Namespaced", ["t9k", "t9kjobs"], schema, version)
 
 

@@ -96,7 +96,9 @@ class LeaderElector:
                 body = {"apiVersion": "coordination.k8s.io/v1", "kind": "Lease",
                         "metadata": {"name": self.name, "namespace": self.namespace}, "spec": self._spec(None, now)}  # fmt: skip
                 try:
-                    self._observe(await self.kube.create(f"/apis/coordination.k8s.io/v1/namespaces/{self.namespace}/leases", body=body))
+                    self._observe(
+                        await self.kube.create(f"/apis/coordination.k8s.io/v1/namespaces/{self.namespace}/leases", body=body)
+                    )
                 except AlreadyExists:
                     return False
                 return True

@@ -81,8 +81,12 @@ class Metrics:
         self.wasted_seconds = Counter("airflow_t9k_job_wasted_accelerator_seconds_total",
                                       "Accelerator-seconds of runs that ended in a restart or a disruption.",
                                       [*by, "resource"], registry=r)  # fmt: skip
-        self.cpu_seconds = Counter("airflow_t9k_job_cpu_seconds_total", "Cpu-seconds (limits) finished jobs used.", by, registry=r)
-        self.wall_seconds = Counter("airflow_t9k_job_wall_seconds_total", "Wall time of finished jobs, start to end.", by, registry=r)
+        self.cpu_seconds = Counter(
+            "airflow_t9k_job_cpu_seconds_total", "Cpu-seconds (limits) finished jobs used.", by, registry=r
+        )
+        self.wall_seconds = Counter(
+            "airflow_t9k_job_wall_seconds_total", "Wall time of finished jobs, start to end.", by, registry=r
+        )
 
     def job_finished(self, job: Obj) -> None:
         """Count a job whose end was just written (the executor calls this once per job)."""

@@ -162,7 +162,11 @@ class ProgressStreams:
         if s is None:
             s = self.streams[key] = Stream(uid, recorded_values(job.get("status")))
             recorded = (job.get("status") or {}).get(PROGRESS)
-            if isinstance(recorded, dict) and recorded.get("replica") == pod["metadata"].get("name") and recorded.get("reportedAt"):
+            if (
+                isinstance(recorded, dict)
+                and recorded.get("replica") == pod["metadata"].get("name")
+                and recorded.get("reportedAt")
+            ):
                 s.time = str(recorded["reportedAt"])  # go on from there, not from the pod's start
         if s.pod_uid != pod_uid:
             if s.active:
@@ -171,7 +175,9 @@ class ProgressStreams:
                 if key not in self._refused:
                     self._refused.add(key)
                     self.metrics["progress_stream_refused"] += 1
-                    log.warning("not following %s's progress: %d log streams are open (--progress-streams)", key, self.max_streams)
+                    log.warning(
+                        "not following %s's progress: %d log streams are open (--progress-streams)", key, self.max_streams
+                    )
                 return
             self._refused.discard(key)
             s.pod_uid, s.pod, s.last = pod_uid, str(pod["metadata"]["name"]), ""

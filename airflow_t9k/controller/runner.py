@@ -14,17 +14,17 @@ from airflow_t9k.api.outcome import interpret
 from airflow_t9k.api.paths import child_path, job_path
 from airflow_t9k.api.resources import RESOURCES, TEMPLATE_RESOURCES, resource_for
 from airflow_t9k.controller.apply import Executor
-from airflow_t9k.controller.slim import slim_for
 from airflow_t9k.controller.leader import LeaderElector
 from airflow_t9k.controller.metrics import Metrics, TimedQueue
-from airflow_t9k.k8s.client import UNDECODABLE, Kube
-from airflow_t9k.k8s.errors import Conflict
-from airflow_t9k.k8s.informer import Informer
 from airflow_t9k.controller.queue import WorkQueue
 from airflow_t9k.controller.reconcile import Emit, Observed, Plan, plan
 from airflow_t9k.controller.reconcile.status import bounded
 from airflow_t9k.controller.reports import ProgressStreams
 from airflow_t9k.controller.scope import Scope
+from airflow_t9k.controller.slim import slim_for
+from airflow_t9k.k8s.client import UNDECODABLE, Kube
+from airflow_t9k.k8s.errors import Conflict
+from airflow_t9k.k8s.informer import Informer
 from airflow_t9k.kinds.base import LABEL_MANAGED_BY, MANAGED_BY
 from airflow_t9k.kinds.templates import CLUSTER, NAMESPACED, unresolved, wanted
 
@@ -152,8 +152,9 @@ class Controller:
             for kind, path in KUEUE_CLUSTER.items():
                 self.informers[(kind, "")] = Informer(kube, path, kind=kind, watch_timeout=settings.watch_timeout,
                                                       transform=slim_for(kind))  # fmt: skip
-        self.executor = Executor(kube, self.informer_for, self.metrics, on_created=self._index,
-                                 on_finished=self.instruments.job_finished)
+        self.executor = Executor(
+            kube, self.informer_for, self.metrics, on_created=self._index, on_finished=self.instruments.job_finished
+        )
         self.instruments.bind(self)
         self.reported: set[str] = set()  # uids of undecodable objects already reported
         self._held: dict[JobKey, float] = {}  # job -> when its held status write is due (loop time)

@@ -124,12 +124,16 @@ class AscendJob(JobKind):
                 raise InvalidSpec(f"replicaSpecs.{rtype}.template is required")
             policy = raw.get("restartPolicy") or "Never"
             if policy not in TRAINING_RESTART_POLICIES:
-                raise InvalidSpec(f"replicaSpecs.{rtype}.restartPolicy must be one of {', '.join(TRAINING_RESTART_POLICIES)}, got {policy!r}")
+                raise InvalidSpec(
+                    f"replicaSpecs.{rtype}.restartPolicy must be one of {', '.join(TRAINING_RESTART_POLICIES)}, got {policy!r}"
+                )
             replicas = raw.get("replicas", 1)
             if not isinstance(replicas, int) or isinstance(replicas, bool):
                 raise InvalidSpec(f"replicaSpecs.{rtype}.replicas must be an integer, got {replicas!r}")
             budget = UNLIMITED if limit is None else limit
-            out.append(ReplicaSpec(rtype, replicas, raw["template"], RestartPolicy(policy, 0 if policy == "Never" else budget, True)))
+            out.append(
+                ReplicaSpec(rtype, replicas, raw["template"], RestartPolicy(policy, 0 if policy == "Never" else budget, True))
+            )
         return out
 
     def decisive_replica(self, job: Obj) -> tuple[str, int] | None:
@@ -156,7 +160,9 @@ class AscendJob(JobKind):
                 raise InvalidSpec(f"replica type {spec.type} is not used with framework {framework}; use {' and '.join(allowed)}")
             main = container_named(spec.template.get("spec") or {}, CONTAINER)
             if main is None:
-                raise InvalidSpec(f"replicaSpecs.{spec.type} needs a container named {CONTAINER!r}: it is the one that gets the environment")
+                raise InvalidSpec(
+                    f"replicaSpecs.{spec.type} needs a container named {CONTAINER!r}: it is the one that gets the environment"
+                )
             if not main.get("image"):
                 raise InvalidSpec(f"replicaSpecs.{spec.type}: the {CONTAINER} container has no image")
             npus(spec.template)  # a fractional NPU count is refused here, not mid-plan by the rank table
@@ -170,7 +176,7 @@ class AscendJob(JobKind):
         self.clean_pod_policy(job)
         ascend_gang.podgroup_spec(job, specs)  # minAvailable and the quantities it sums must make sense
         if (job.get("spec") or {}).get("successPolicy", "") not in ("", "AllWorkers"):
-            raise InvalidSpec(f"spec.successPolicy must be \"\" or AllWorkers, got {job['spec']['successPolicy']!r}")
+            raise InvalidSpec(f'spec.successPolicy must be "" or AllWorkers, got {job["spec"]["successPolicy"]!r}')
 
     def clean_pod_policy(self, job: Obj) -> str:
         policy = run_policy(job).get("cleanPodPolicy") or DEFAULT_CLEAN_POD_POLICY
@@ -238,7 +244,9 @@ class AscendJob(JobKind):
         if not servers:
             return []
         data = {ascend_ranktable.KEY: ascend_ranktable.table(observed.pods, servers)}
-        return [{"apiVersion": "v1", "kind": "ConfigMap", "metadata": {"name": ascend_ranktable.configmap_name(job)}, "data": data}]
+        return [
+            {"apiVersion": "v1", "kind": "ConfigMap", "metadata": {"name": ascend_ranktable.configmap_name(job)}, "data": data}
+        ]
 
     def global_rank(self, job: Obj, spec: ReplicaSpec, rank: int) -> int:
         """The leader is 0; workers follow it (MindSpore workers count from 0: its scheduler has no rank)."""

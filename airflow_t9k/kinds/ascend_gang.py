@@ -55,7 +55,9 @@ def podgroup_spec(job: Obj, specs: list[ReplicaSpec]) -> Obj:
     if min_member is None:
         min_member = total
     if not isinstance(min_member, int) or isinstance(min_member, bool) or not 0 < min_member <= total:
-        raise InvalidSpec(f"runPolicy.schedulingPolicy.minAvailable must be an integer in 1..{total} (the job's pods), got {min_member!r}")
+        raise InvalidSpec(
+            f"runPolicy.schedulingPolicy.minAvailable must be an integer in 1..{total} (the job's pods), got {min_member!r}"
+        )
     out: Obj = {"minMember": min_member}
     if policy.get("queue"):
         out["queue"] = str(policy["queue"])

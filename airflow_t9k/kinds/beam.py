@@ -96,7 +96,9 @@ class BeamJob(JobKind):
         cluster = _cluster(job)
         image = (cluster.get("image") or {}).get("name")
         if not image:
-            raise InvalidSpec("flinkClusterTemplate.spec.image.name is required: the Flink image for the JobManager and TaskManagers")
+            raise InvalidSpec(
+                "flinkClusterTemplate.spec.image.name is required: the Flink image for the JobManager and TaskManagers"
+            )
         replicas = (cluster.get("taskManager") or {}).get("replicas", 1)
         if not isinstance(replicas, int) or isinstance(replicas, bool) or replicas < 1:
             raise InvalidSpec(f"flinkClusterTemplate.spec.taskManager.replicas must be a positive integer, got {replicas!r}")
@@ -136,7 +138,9 @@ class BeamJob(JobKind):
         super().validate(job)
         scope = (_cluster(job).get("jobManager") or {}).get("accessScope", "Cluster")
         if scope not in ACCESS_SCOPES:
-            raise InvalidSpec(f"flinkClusterTemplate.spec.jobManager.accessScope must be one of {', '.join(ACCESS_SCOPES)}, got {scope!r}")
+            raise InvalidSpec(
+                f"flinkClusterTemplate.spec.jobManager.accessScope must be one of {', '.join(ACCESS_SCOPES)}, got {scope!r}"
+            )
         template = ((_spec(job).get("jobTemplate") or {}).get("spec") or {}).get("template") or {}
         if not ((template.get("spec") or {}).get("containers")):
             raise InvalidSpec("jobTemplate.spec.template.spec.containers is empty: the submit job needs a container")
@@ -177,7 +181,9 @@ class BeamJob(JobKind):
         labels = pod.setdefault("metadata", {}).setdefault("labels", {})
         # Our labels on the submit pods let the Airflow task stream their logs; their owner is
         # the batch Job, so the controller never acts on them.
-        labels.update({LABEL_JOB: job["metadata"]["name"], LABEL_KIND: job["kind"], LABEL_MANAGED_BY: MANAGED_BY, LABEL_TYPE: "batchjob"})
+        labels.update(
+            {LABEL_JOB: job["metadata"]["name"], LABEL_KIND: job["kind"], LABEL_MANAGED_BY: MANAGED_BY, LABEL_TYPE: "batchjob"}
+        )
         pod_spec = pod.setdefault("spec", {})
         pod_spec.setdefault("restartPolicy", "OnFailure")  # batch/v1 refuses a Job without one (Always)
         for container in pod_spec.get("containers") or []:
@@ -190,7 +196,11 @@ class BeamJob(JobKind):
         if (c := _condition(submit, "Complete")) is not None:
             return "Succeeded", "JobComplete", f"The submit job {name} completed. {c.get('message') or ''}".strip()
         if (c := _condition(submit, "Failed")) is not None:
-            return "Failed", str(c.get("reason") or "JobFailed"), f"The submit job {name} failed: {c.get('message') or c.get('reason')}"
+            return (
+                "Failed",
+                str(c.get("reason") or "JobFailed"),
+                f"The submit job {name} failed: {c.get('message') or c.get('reason')}",
+            )
         return None
 
     # -- status ---------------------------------------------------------------------------
@@ -226,7 +236,9 @@ class BeamJob(JobKind):
         members: dict[str, list[Obj]] = {JOBMANAGER: [], TASKMANAGER: []}
         for task in status.get("tasks") or []:
             for r in task.get("status") or []:
-                members.setdefault(task["type"], []).append({"phase": r.get("phase"), "reference": {"name": r.get("name"), "uid": r.get("uid")}})
+                members.setdefault(task["type"], []).append(
+                    {"phase": r.get("phase"), "reference": {"name": r.get("name"), "uid": r.get("uid")}}
+                )
         status["flinkClusterStatus"] = {"jobManagerStatus": members[JOBMANAGER], "taskManagerStatus": members[TASKMANAGER]}
         status["jobStatus"] = [] if submit is None else [{"phase": _submit_phase(submit), "reference": {
             "name": submit["metadata"]["name"], "uid": submit["metadata"].get("uid")}}]  # fmt: skip
@@ -247,4 +259,3 @@ def _submit_phase(submit: Obj) -> str:
     if _condition(submit, "Failed"):
         return "Failed"
     return "Running" if ((submit.get("status") or {}).get("active") or 0) > 0 else "Pending"
-

@@ -10,10 +10,9 @@ should serve SSH in Debug names ``/usr/sbin/sshd`` in ``runMode.debug.replicaSpe
 from __future__ import annotations
 
 import copy
-
-from airflow_t9k.api.resources import RESOURCES
 import re
 
+from airflow_t9k.api.resources import RESOURCES
 from airflow_t9k.kinds.base import InvalidSpec, JobKind, ModeOverride, Obj
 from airflow_t9k.kinds.ssh_launch import HOSTFILE, LAUNCHER, SSHLaunchKind, spec_of
 
@@ -39,7 +38,9 @@ def extra_launch_args(torch_args: list[str]) -> str:
         i += 1
     for item in out:
         if "," in item:
-            raise InvalidSpec(f"spec.worker.torchArgs: {item!r} contains a comma, which colossalai run's --extra_launch_args cannot carry")
+            raise InvalidSpec(
+                f"spec.worker.torchArgs: {item!r} contains a comma, which colossalai run's --extra_launch_args cannot carry"
+            )
     return ",".join(out)
 
 

@@ -137,7 +137,10 @@ class DeepSpeedJob(TrainingJobKind):
         volumes = [v for v in pod_spec.get("volumes") or [] if v.get("name") not in ("t9k-ssh", "t9k-deepspeed")]
         # Worker 0 launches (pdsh reaches every worker, itself included): it alone holds the user key.
         files = LAUNCHER_FILES + SSHD_FILES if rank == 0 else SSHD_FILES
-        volumes += [ssh_volume(self.ssh_secret_name(job), files), {"name": "t9k-deepspeed", "configMap": {"name": f"{name}-deepspeed"}}]
+        volumes += [
+            ssh_volume(self.ssh_secret_name(job), files),
+            {"name": "t9k-deepspeed", "configMap": {"name": f"{name}-deepspeed"}},
+        ]
         mounts = [{"name": "t9k-ssh", "mountPath": SSH_DIR},
                   {"name": "t9k-deepspeed", "mountPath": HOSTFILE, "subPath": "hostfile", "readOnly": True}]  # fmt: skip
         sshd = sshd_command(SSHD, SSH_DIR)
@@ -145,12 +148,18 @@ class DeepSpeedJob(TrainingJobKind):
             pod["metadata"]["annotations"][ANNOTATION_HOSTFILE] = _digest(self.hostfile(job))
             env = "" if _spec(job).get("disableCustomEnv") else f"{self.write_env_file(job)}; "
             daemon = shlex.join([c for c in sshd if c not in ("-D", "-e")])  # sshd forks into the background here
-            main["command"] = ["bash", "-c", f"set -e; {daemon}; {env}{wait_for_ssh(HOSTFILE)}; exec {self.deepspeed_command(job)}"]
+            main["command"] = [
+                "bash",
+                "-c",
+                f"set -e; {daemon}; {env}{wait_for_ssh(HOSTFILE)}; exec {self.deepspeed_command(job)}",
+            ]
         else:
             main["command"] = sshd
         main.pop("args", None)
         set_env(main, {"T9K_JOB_NAME": name, "T9K_REPLICA_RANK": str(rank)})
-        main["volumeMounts"] = [m for m in main.get("volumeMounts") or [] if m.get("name") not in ("t9k-ssh", "t9k-deepspeed")] + mounts
+        main["volumeMounts"] = [
+            m for m in main.get("volumeMounts") or [] if m.get("name") not in ("t9k-ssh", "t9k-deepspeed")
+        ] + mounts
         ports = main.setdefault("ports", [])
         if not any(p.get("containerPort") == self.port for p in ports):
             ports.append({"name": self.port_name, "containerPort": self.port})

@@ -109,7 +109,9 @@ def from_core(job: Obj, core: Obj, restarting: bool, now: datetime, selector: di
         conds.clear("Running", f"{kind}Queued", f"{kind} {name} waits for admission by Kueue.")
     admitted = condition(core, "Admitted")
     if admitted is not None:
-        conds.set("Admitted", admitted.get("status") == "True", str(admitted.get("reason") or ""), str(admitted.get("message") or ""))
+        conds.set(
+            "Admitted", admitted.get("status") == "True", str(admitted.get("reason") or ""), str(admitted.get("message") or "")
+        )
 
     out: Obj = {"conditions": conds.items, "replicaStatuses": _replica_statuses(tasks, selector)}
     out.update({k: copy.deepcopy(core[k]) for k in KEPT if k in core})

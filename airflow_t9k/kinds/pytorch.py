@@ -36,7 +36,9 @@ class PyTorchTrainingJob(TrainingJobKind):
 
     def validate(self, job: Obj) -> None:
         if self.elastic(job) is not None and not self.torchrun(job):
-            raise InvalidSpec("elastic mode needs torchrun: set spec.torchrunConfig.enabled (T9k runs elastic jobs only in torchrun mode)")
+            raise InvalidSpec(
+                "elastic mode needs torchrun: set spec.torchrunConfig.enabled (T9k runs elastic jobs only in torchrun mode)"
+            )
         super().validate(job)
         config = self.torchrun(job)
         if config is not None and config.get("rdzvBackend", "c10d") not in ("c10d", "etcd", "etcd-v2"):
@@ -46,7 +48,11 @@ class PyTorchTrainingJob(TrainingJobKind):
         config = self.torchrun(job) or {}
         elastic = self.elastic(job)
         specs = self.replica_specs(job)
-        nnodes = "{}:{}".format(*self.bounds(elastic, self.declared_specs(job)[0].replicas)) if elastic else str(sum(s.replicas for s in specs))
+        nnodes = (
+            "{}:{}".format(*self.bounds(elastic, self.declared_specs(job)[0].replicas))
+            if elastic
+            else str(sum(s.replicas for s in specs))
+        )
         return [
             "torchrun", f"--nnodes={nnodes}", f"--nproc_per_node={config.get('procPerNode', '1')}",
             f"--max_restarts={config.get('maxRestarts', 3)}", f"--rdzv_backend={config.get('rdzvBackend', 'c10d')}",

@@ -15,8 +15,17 @@ from airflow_t9k.kinds.xgboost import XGBoostTrainingJob
 
 KINDS: dict[str, JobKind] = {
     k.resource.kind: k
-    for k in (GenericJob(), ColossalAIJob(), PyTorchTrainingJob(), TensorFlowTrainingJob(), XGBoostTrainingJob(), MPIJob(),
-              DeepSpeedJob(), BeamJob(), AscendJob())
+    for k in (
+        GenericJob(),
+        ColossalAIJob(),
+        PyTorchTrainingJob(),
+        TensorFlowTrainingJob(),
+        XGBoostTrainingJob(),
+        MPIJob(),
+        DeepSpeedJob(),
+        BeamJob(),
+        AscendJob(),
+    )
 }
 
 

@@ -88,7 +88,9 @@ def pod_failure(pod: Obj) -> str:
     for cs in status.get("containerStatuses") or []:
         ended = (cs.get("state") or {}).get("terminated")
         if ended and ended.get("exitCode", 0) != 0:
-            return f"container {cs.get('name')} exit code {ended.get('exitCode')}" + (f" ({ended['reason']})" if ended.get("reason") else "")
+            return f"container {cs.get('name')} exit code {ended.get('exitCode')}" + (
+                f" ({ended['reason']})" if ended.get("reason") else ""
+            )
     return "failed"
 
 
@@ -190,7 +192,9 @@ class SSHLaunchKind(JobKind):
 
     def extra_children(self, job: Obj, observed: Children) -> list[Obj]:
         lines = "".join(f"{self.hostfile_line(job, h)}\n" for h in self.hosts(job))
-        return [{"apiVersion": "v1", "kind": "ConfigMap", "metadata": {"name": self.hostfile_name(job)}, "data": {"hostfile": lines}}]
+        return [
+            {"apiVersion": "v1", "kind": "ConfigMap", "metadata": {"name": self.hostfile_name(job)}, "data": {"hostfile": lines}}
+        ]
 
     def launcher_script(self, job: Obj) -> str:
         return f"set -e; {wait_for_ssh(HOSTFILE)}; exec {shlex.join(self.launch_command(job))}"

@@ -44,7 +44,9 @@ class TensorFlowTrainingJob(TrainingJobKind):
             for s in self.replica_specs(job)
             if s.type != "evaluator" and s.replicas
         }
-        return json.dumps({"cluster": cluster, "task": {"type": rtype, "index": rank}, "environment": "cloud"}, separators=(",", ":"))
+        return json.dumps(
+            {"cluster": cluster, "task": {"type": rtype, "index": rank}, "environment": "cloud"}, separators=(",", ":")
+        )
 
     def environment(self, job: Obj, spec: ReplicaSpec, rank: int) -> dict[str, str]:
         return {"TF_CONFIG": self.tf_config(job, spec.type, rank)}

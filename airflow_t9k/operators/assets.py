@@ -58,7 +58,9 @@ class AssetsMixin:
         try:
             return Asset(uri=value)
         except (ValueError, TypeError) as exc:
-            raise AirflowFailException(f"asset_from_result={key!r}: {value!r} is not an asset URI Airflow accepts: {exc}") from None
+            raise AirflowFailException(
+                f"asset_from_result={key!r}: {value!r} is not an asset URI Airflow accepts: {exc}"
+            ) from None
 
     def _emit_assets(self, context: Any, result: Any, job: Obj) -> None:
         """Fill the outlets' events: called once the job has succeeded, before the task ends."""

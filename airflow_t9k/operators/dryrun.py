@@ -6,6 +6,7 @@ from __future__ import annotations
 from datetime import datetime, timezone
 from typing import Any
 
+
 class _Placeholder(str):
     """Stands for an XCom in a dry run: prints as ``<xcom:task:key>``, one shell word, and can be indexed."""
 

@@ -72,7 +72,9 @@ class EndMixin:
         metrics = (event.get("state") or {}).get("metrics")
         if status in ("success", "failed") and metrics:  # what the replica reported last (status.progress, docs/progress.md)
             ti.xcom_push(key="metrics", value=metrics)
-            self.log.info("%s %s reported last: %s", event.get("kind"), event.get("name"), (event.get("state") or {}).get("progress"))
+            self.log.info(
+                "%s %s reported last: %s", event.get("kind"), event.get("name"), (event.get("state") or {}).get("progress")
+            )
         self._record_lineage(ours, event.get("phase"), result, usage)  # for OpenLineage (operators/lineage.py)
         if status == "success":
             self.log.info("%s %s succeeded: %s", event.get("kind"), event.get("name"), state.summary())
@@ -81,7 +83,10 @@ class EndMixin:
             self._emit_assets(context, result, ours)  # outlets' events carry the result (operators/assets.py)
             if self.delete_on_finish in ("always", "on_success"):
                 self._delete(ours)
-            return {k: event.get(k) for k in ("kind", "name", "namespace", "uid", "phase")} | {"summary": state.summary(), "result": result}
+            return {k: event.get(k) for k in ("kind", "name", "namespace", "uid", "phase")} | {
+                "summary": state.summary(),
+                "result": result,
+            }
         if status in ("timeout", "startup_error"):
             ended = self._ended_meanwhile(ours)
             if ended is not None:  # the job finished after all: its outcome, not a timeout
@@ -125,14 +130,22 @@ class EndMixin:
         try:
             job = self.hook.get_job(ours["kind"], ours["name"], ours["namespace"])
         except ApiError as exc:  # the cluster may be what timed out; the timeout stands
-            self.log.warning("could not re-read %s %s/%s after the timeout: %s", ours["kind"], ours["namespace"], ours["name"], exc.message)
+            self.log.warning(
+                "could not re-read %s %s/%s after the timeout: %s", ours["kind"], ours["namespace"], ours["name"], exc.message
+            )
             return None
         if job is None or job["metadata"].get("uid") != ours["uid"]:
             return None
         state = interpret(job)
         if not state.terminal:
             return None
-        self.log.info("%s %s/%s ended (%s) by the time its timeout was handled", ours["kind"], ours["namespace"], ours["name"], state.summary())
+        self.log.info(
+            "%s %s/%s ended (%s) by the time its timeout was handled",
+            ours["kind"],
+            ours["namespace"],
+            ours["name"],
+            state.summary(),
+        )
         return self._event_from(job, "success" if state.succeeded else "failed")
 
     def _result(self, event: Obj) -> Any:
@@ -158,9 +171,14 @@ class EndMixin:
 
     def _kill_job(self, ident: Obj, why: str = "kill") -> None:
         if self.on_kill_action == "keep":
-            self.log.info("keeping %s %s/%s after the %s (on_kill_action='keep')", ident["kind"], ident["namespace"], ident["name"], why)
+            self.log.info(
+                "keeping %s %s/%s after the %s (on_kill_action='keep')", ident["kind"], ident["namespace"], ident["name"], why
+            )
         elif self.on_kill_action == "pause":
-            job = {"kind": ident["kind"], "metadata": {"name": ident["name"], "namespace": ident["namespace"], "uid": ident.get("uid")}}
+            job = {
+                "kind": ident["kind"],
+                "metadata": {"name": ident["name"], "namespace": ident["namespace"], "uid": ident.get("uid")},
+            }
             if self._patch_exact(job, pause_patch(ident.get("uid"), f"{why} of try {self._try_number}")) is not None:
                 self.log.info("paused %s %s/%s; a retry resumes it", ident["kind"], ident["namespace"], ident["name"])
         else:

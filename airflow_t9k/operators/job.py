@@ -226,7 +226,9 @@ class T9kJobOperator(SubmitMixin, WaitMixin, CheckpointMixin, AssetsMixin, Linea
         self._init_checkpoint(_plain(checkpoint) if isinstance(checkpoint, dict) else checkpoint, termination_grace_period)
         if priority is not None and (isinstance(priority, bool) or not isinstance(priority, int)):
             raise ValueError(f"priority must be an integer, got {priority!r}")
-        if min_available is not None and (isinstance(min_available, bool) or not isinstance(min_available, int) or min_available < 1):
+        if min_available is not None and (
+            isinstance(min_available, bool) or not isinstance(min_available, int) or min_available < 1
+        ):
             raise ValueError(f"min_available must be a positive integer, got {min_available!r}")
         # Not ``self.queue``: BaseOperator routes the task to that executor queue.
         self.queue_name = queue_name
@@ -290,7 +292,9 @@ class T9kJobOperator(SubmitMixin, WaitMixin, CheckpointMixin, AssetsMixin, Linea
         self._load_job_file(self.get_template_env())
         self.prepare_template()
 
-    def _do_render_template_fields(self, parent: Any, template_fields: Any, context: Any, jinja_env: Any, seen_oids: set[int]) -> None:
+    def _do_render_template_fields(
+        self, parent: Any, template_fields: Any, context: Any, jinja_env: Any, seen_oids: set[int]
+    ) -> None:
         """Overridden here rather than ``render_template_fields``: a mapped task
         (``partial().expand()``) renders by calling this on the unmapped task directly, so
         an override one level up would apply to unmapped tasks only."""

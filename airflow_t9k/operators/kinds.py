@@ -168,7 +168,9 @@ class TypedJobOperator(T9kJobOperator):
         if args is not None:
             c["args"] = args
         if self.env:
-            c["env"] = [{"name": k, "value": str(v)} for k, v in self.env.items()] if isinstance(self.env, dict) else list(self.env)
+            c["env"] = (
+                [{"name": k, "value": str(v)} for k, v in self.env.items()] if isinstance(self.env, dict) else list(self.env)
+            )
         resources = self._resources()
         if resources:
             c["resources"] = resources
@@ -201,7 +203,9 @@ class TypedJobOperator(T9kJobOperator):
             secrets = self.image_pull_secrets
             if isinstance(secrets, str):  # "a,b", as KubernetesPodOperator accepts
                 secrets = [s.strip() for s in secrets.split(",") if s.strip()]
-            spec["imagePullSecrets"] = [{"name": s} if isinstance(s, str) else dict(s) for s in _as_list(secrets, "image_pull_secrets")]
+            spec["imagePullSecrets"] = [
+                {"name": s} if isinstance(s, str) else dict(s) for s in _as_list(secrets, "image_pull_secrets")
+            ]
         if self.priority_class_name:
             spec["priorityClassName"] = self.priority_class_name
         t: Obj = {"spec": spec}
@@ -293,7 +297,9 @@ class ColossalAIJobOperator(TypedJobOperator):
 
     def build_spec(self) -> Obj:
         worker, command = self.launched_command()
-        spec: Obj = {"worker": {"replicas": self.replica_count, "procPerWorker": 1, "command": command, "template": self.template(worker)}}
+        spec: Obj = {
+            "worker": {"replicas": self.replica_count, "procPerWorker": 1, "command": command, "template": self.template(worker)}
+        }
         if self.image:  # else the job template's jobSpec.launcher gives it
             spec["launcher"] = {"image": self.image}
         return spec
@@ -342,7 +348,11 @@ class BeamJobOperator(TypedJobOperator):
         template["spec"]["restartPolicy"] = "OnFailure"
         spec: Obj = {"jobTemplate": {"spec": {"template": template}}, "runPolicy": {"cleanUpCluster": self.clean_up_cluster}}
         if self.flink_image or self.image:  # else the job template's jobSpec gives the whole Flink cluster
-            cluster = {"image": {"name": self.flink_image or self.image}, "jobManager": {}, "taskManager": {"replicas": self.replica_count}}
+            cluster = {
+                "image": {"name": self.flink_image or self.image},
+                "jobManager": {},
+                "taskManager": {"replicas": self.replica_count},
+            }
             spec["flinkClusterTemplate"] = {"spec": cluster}
         return spec
 

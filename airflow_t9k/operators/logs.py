@@ -162,4 +162,3 @@ def print_failed_logs(hook: Any, job: Obj, log: logging.Logger, *, max_lines: in
         text, kept_in = read(*need)
         plan.set_tail(text, kept=kept_in is not None)
     return plan.report()
-

@@ -54,7 +54,13 @@ def lineage_facets(op: Any, task_instance: Any) -> OperatorLineage:
     outputs = [dataset(a) for a in op.outlets or () if isinstance(a, Asset)]
     key = getattr(op, "asset_from_result", None)
     result = recorded.get("result")
-    if key and recorded.get("phase") == "Succeeded" and isinstance(result, dict) and isinstance(result.get(key), str) and any(isinstance(o, AssetAlias) for o in op.outlets or ()):
+    if (
+        key
+        and recorded.get("phase") == "Succeeded"
+        and isinstance(result, dict)
+        and isinstance(result.get(key), str)
+        and any(isinstance(o, AssetAlias) for o in op.outlets or ())
+    ):
         try:
             outputs.append(dataset(Asset(uri=result[key])))
         except (ValueError, TypeError):

@@ -50,7 +50,9 @@ class SubmitMixin:
             if paused_by_task(current):
                 self.log.info("resuming %s %s/%s, paused by an earlier try", current["kind"], meta["namespace"], meta["name"])
                 current = self._patch_exact(current, resume_patch(meta["uid"])) or current
-            self.log.info("%s: %s %s/%s uid %s (%s)", why, current["kind"], meta["namespace"], meta["name"], meta["uid"], state.summary())
+            self.log.info(
+                "%s: %s %s/%s uid %s (%s)", why, current["kind"], meta["namespace"], meta["name"], meta["uid"], state.summary()
+            )
             return current
         if not consumed:
             self.log.info("%s: %s %s/%s uid %s ended and no try has consumed its result (%s)",
@@ -69,7 +71,9 @@ class SubmitMixin:
         base = job["metadata"]["name"]
         suffix = f"-t{self._try_number}"
         if base.endswith(suffix):  # this try's own name is taken by a run this try consumed: nothing left to do
-            raise AirflowException(f"{job['kind']} {job['metadata']['namespace']}/{base} was already run and consumed by this try")
+            raise AirflowException(
+                f"{job['kind']} {job['metadata']['namespace']}/{base} was already run and consumed by this try"
+            )
         out["metadata"]["name"] = f"{base}{suffix}"
         return out
 
@@ -111,7 +115,7 @@ class SubmitMixin:
 
     @staticmethod
     def _is_ours(existing: Obj, job: Obj) -> bool:
-        theirs = (existing["metadata"].get("annotations") or {})
+        theirs = existing["metadata"].get("annotations") or {}
         ours = job["metadata"]["annotations"]
         return all(theirs.get(f"{LABEL}/{k}") == ours[f"{LABEL}/{k}"] for k in ("dag-id", "run-id", "task-id", "map-index"))
 
@@ -148,7 +152,10 @@ class SubmitMixin:
 
     def _consume(self, ident: Obj) -> None:
         """Mark the job's result as consumed by this try, so a later try runs it anew."""
-        job = {"kind": ident["kind"], "metadata": {"name": ident["name"], "namespace": ident["namespace"], "uid": ident.get("uid")}}
+        job = {
+            "kind": ident["kind"],
+            "metadata": {"name": ident["name"], "namespace": ident["namespace"], "uid": ident.get("uid")},
+        }
         patch = {"metadata": {"uid": ident.get("uid"), "annotations": {CONSUMED_BY: str(self._try_number)}}}
         try:
             self._patch_exact(job, patch)

@@ -69,12 +69,14 @@ def package_mounts(package_dir: list[str]) -> tuple[list[Obj], list[Obj], list[s
     for i, entry in enumerate(package_dir):
         entry = str(entry)
         if entry.startswith("pvc://"):
-            claim, _, sub = entry[len("pvc://"):].partition("/")
+            claim, _, sub = entry[len("pvc://") :].partition("/")
             if not _DNS_SUBDOMAIN.match(claim) or ".." in sub.split("/"):
                 raise ValueError(f"package_dir {entry!r}: write pvc://<claim>/<path in the claim> with a valid claim name")
             volume = f"ti-package-{i}"
             volumes.append({"name": volume, "persistentVolumeClaim": {"claimName": claim}})
-            mounts.append({"name": volume, "mountPath": f"{PACKAGE_ROOT}/{i}", **({"subPath": sub.strip("/")} if sub.strip("/") else {})})
+            mounts.append(
+                {"name": volume, "mountPath": f"{PACKAGE_ROOT}/{i}", **({"subPath": sub.strip("/")} if sub.strip("/") else {})}
+            )
             paths.append(f"{PACKAGE_ROOT}/{i}")
         elif entry.startswith("/"):
             paths.append(entry)
@@ -229,7 +231,9 @@ class TIJobOperator(T9kJobOperator):
         container["env"] = env
         template: Obj = {"spec": {"containers": [container]}}
         if self.package_volumes:
-            template["spec"]["volumes"] = [dict(v, persistentVolumeClaim=dict(v["persistentVolumeClaim"])) for v in self.package_volumes]
+            template["spec"]["volumes"] = [
+                dict(v, persistentVolumeClaim=dict(v["persistentVolumeClaim"])) for v in self.package_volumes
+            ]
         if self.pod_annotations:
             template["metadata"] = {"annotations": dict(self.pod_annotations)}
         return template
@@ -245,7 +249,11 @@ class TIJobOperator(T9kJobOperator):
             specs.append({"type": "ps", "replicas": self.parameter_server_count, "restartPolicy": "OnFailure",
                           "template": self._template("parameter server")})  # fmt: skip
         meta = {"name": self.ti_name} if self.ti_name else {}
-        return {"kind": self.kind, "metadata": meta, "spec": {"replicaSpecs": specs, "runPolicy": {"cleanUpPolicy": "Unfinished"}}}
+        return {
+            "kind": self.kind,
+            "metadata": meta,
+            "spec": {"replicaSpecs": specs, "runPolicy": {"cleanUpPolicy": "Unfinished"}},
+        }
 
     def execute(self, context: Any) -> Obj:
         context["ti"].xcom_push(key="ti_state", value="Created")

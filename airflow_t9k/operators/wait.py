@@ -44,16 +44,25 @@ class WaitMixin:
         return T9kJobTrigger(
             job=JobRef(kind=identity["kind"], name=identity["name"], namespace=identity["namespace"], uid=identity["uid"]),
             # a kubeconfig path, not its content: the triggerer reads it, no credentials in the trigger
-            connection=Connection(kubernetes_conn_id=self.kubernetes_conn_id, config_file=self.config_file,
-                                  cluster_context=self.cluster_context, in_cluster=self.in_cluster),  # fmt: skip
+            connection=Connection(
+                kubernetes_conn_id=self.kubernetes_conn_id,
+                config_file=self.config_file,
+                cluster_context=self.cluster_context,
+                in_cluster=self.in_cluster,
+            ),  # fmt: skip
             policy=WaitPolicy(
                 deadline=datetime.fromtimestamp(deadline, timezone.utc).isoformat() if deadline else None,
-                startup_timeout=self.startup_timeout, startup_error_grace=self.startup_error_grace,
-                queue_timeout=self.queue_timeout, on_kill_action=self.on_kill_action,
+                startup_timeout=self.startup_timeout,
+                startup_error_grace=self.startup_error_grace,
+                queue_timeout=self.queue_timeout,
+                on_kill_action=self.on_kill_action,
             ),
             forwarding=Forwarding(
-                log_events=self.log_events, events_since=datetime.now(timezone.utc).isoformat(),
-                stream_logs=self.stream_logs, max_log_lines=self.max_log_lines, max_followed_pods=self.max_followed_pods,
+                log_events=self.log_events,
+                events_since=datetime.now(timezone.utc).isoformat(),
+                stream_logs=self.stream_logs,
+                max_log_lines=self.max_log_lines,
+                max_followed_pods=self.max_followed_pods,
                 follow_pods=tuple(self._follow_pods) if self._follow_pods is not None else None,
                 log_tail_lines=self.log_tail_lines,
             ),
@@ -85,7 +94,9 @@ class WaitMixin:
                 if not is_transient(exc):
                     raise
                 if deadline is not None and time.time() + delay > deadline:
-                    return self._event_from(None, "timeout", f"timed out waiting for {identity['name']}; last error: {exc.message}")
+                    return self._event_from(
+                        None, "timeout", f"timed out waiting for {identity['name']}; last error: {exc.message}"
+                    )
                 self.log.warning("%s; retrying in %.0fs", exc.message, delay)
                 time.sleep(delay)
                 delay = min(delay * 2, 10.0)

@@ -97,7 +97,9 @@ class T9kJobSensor(BaseSensorOperator):
         found = self.hook.list_jobs(self.kind, self._namespace(), self.label_selector or "")
         if len(found) > 1:
             names = ", ".join(j["metadata"]["name"] for j in found)
-            raise AirflowException(f"label selector {self.label_selector!r} matches {len(found)} jobs ({names}); it must match one")
+            raise AirflowException(
+                f"label selector {self.label_selector!r} matches {len(found)} jobs ({names}); it must match one"
+            )
         return found[0] if found else None
 
     def poke(self, context: Any) -> bool:
@@ -111,7 +113,9 @@ class T9kJobSensor(BaseSensorOperator):
         if state.phase in self.targets:
             return True
         if state.phase in TERMINAL_PHASES:
-            raise AirflowException(f"{self.kind} {job['metadata']['name']} ended {state.phase}, not in {self.targets}: {state.message}")
+            raise AirflowException(
+                f"{self.kind} {job['metadata']['name']} ended {state.phase}, not in {self.targets}: {state.message}"
+            )
         return False
 
     def execute(self, context: Any) -> Any:

@@ -70,7 +70,9 @@ class ForwardMixin:
         seen.add(key)
         budget[0] -= 1
         obj = ev.get("involvedObject") or {}
-        self.log.info("[event] %s %s %s/%s: %s", ev.get("type"), ev.get("reason"), obj.get("kind"), obj.get("name"), ev.get("message"))
+        self.log.info(
+            "[event] %s %s %s/%s: %s", ev.get("type"), ev.get("reason"), obj.get("kind"), obj.get("name"), ev.get("message")
+        )
         if budget[0] == 0:
             self.log.info("[event] forwarded %d events; not forwarding more", self.forwarding.max_forwarded)
 

@@ -98,7 +98,8 @@ class T9kJobTrigger(OutcomeMixin, ForwardMixin, BaseTrigger):
     ) -> None:
         super().__init__()
         self.job, self.connection, self.policy, self.forwarding, self._legacy = records.from_kwargs(
-            {"job": job, "connection": connection, "policy": policy, "forwarding": forwarding, **flat})
+            {"job": job, "connection": connection, "policy": policy, "forwarding": forwarding, **flat}
+        )
         self._last_job: Obj | None = None
         self._last_failure: str = ""
         self._streamed: dict[str, str] = {}  # pod -> stamp of the last log line forwarded

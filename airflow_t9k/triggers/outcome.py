@@ -86,14 +86,20 @@ class OutcomeMixin:
             reason = await watch.hook.pending_reason(self.name, self.namespace)
         except ApiError as exc:
             reason = f"(the reason could not be read: {exc.message})"
-        return self._event("timeout", job, startup_failure(self.kind, self.namespace, self.name, self.policy.startup_timeout, reason))
+        return self._event(
+            "timeout", job, startup_failure(self.kind, self.namespace, self.name, self.policy.startup_timeout, reason)
+        )
 
     async def _startup_error(self, watch: shared_watch.SharedWatch, job: Obj, due: dict[str, str]) -> TriggerEvent:
         try:
             detail = waiting_detail(await watch.hook.list_replica_pods(self.name, self.namespace), due)  # the kubelet's words
         except ApiError as exc:
             detail = f"(the detail could not be read: {exc.message})"
-        return self._event("startup_error", job, startup_error(self.kind, self.namespace, self.name, self.policy.startup_error_grace, due, detail))
+        return self._event(
+            "startup_error",
+            job,
+            startup_error(self.kind, self.namespace, self.name, self.policy.startup_error_grace, due, detail),
+        )
 
     def _event(self, status: str, job: Obj | None, message: str, failed: Obj | None = None) -> TriggerEvent:
         """The one event; ``failed``: what ``_failed_logs`` found (the order of failure, the
@@ -129,11 +135,15 @@ class OutcomeMixin:
                 self.log.warning("could not list the replicas to order their failures: %s", exc)
                 pods, live = [], None
             kept = KeptLogs(job, self.log)
-            plan = FailedLogs(first_failed(job, pods), f.max_log_lines, f.max_followed_pods, f.log_tail_lines, dict(self._streamed))
+            plan = FailedLogs(
+                first_failed(job, pods), f.max_log_lines, f.max_followed_pods, f.log_tail_lines, dict(self._streamed)
+            )
 
             async def read(pod: str, lines: int | None) -> tuple[str, str | None]:
                 # A pod clean-up deleted: the lines the controller kept of it (operators/logs.py).
-                text = await hook.read_log_tail(pod, self.namespace, lines, timestamps=True) if live is None or pod in live else ""
+                text = (
+                    await hook.read_log_tail(pod, self.namespace, lines, timestamps=True) if live is None or pod in live else ""
+                )
                 if text and not unavailable(text):
                     return text, None
                 if kept.logs is None:
@@ -149,7 +159,9 @@ class OutcomeMixin:
                 lines = plan.add(pod, text, asked, kept_in)
                 print_lines(self.log, plan.header(pod, len(lines)), lines)
             if plan.skipped():
-                self.log.info("--- not printed (max_followed_pods or max_log_lines): the logs of %s ---", ", ".join(plan.skipped()))
+                self.log.info(
+                    "--- not printed (max_followed_pods or max_log_lines): the logs of %s ---", ", ".join(plan.skipped())
+                )
             if (need := plan.tail_read()) is not None:
                 text, kept_in = await read(*need)
                 plan.set_tail(text, kept=kept_in is not None)
@@ -176,7 +188,9 @@ class OutcomeMixin:
                     await hook.patch_job(self.kind, self.name, self.namespace, pause_patch(self.uid, "kill"))
                     self.log.info("paused %s %s/%s", self.kind, self.namespace, self.name)
                 except ApiError as exc:
-                    self.log.warning("not pausing %s/%s: it is gone or another object now (%s)", self.namespace, self.name, exc.message)
+                    self.log.warning(
+                        "not pausing %s/%s: it is gone or another object now (%s)", self.namespace, self.name, exc.message
+                    )
             else:
                 await hook.delete_job(self.kind, self.name, self.namespace, uid=self.uid)
                 self.log.info("deleted %s %s/%s", self.kind, self.namespace, self.name)

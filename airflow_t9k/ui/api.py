@@ -60,6 +60,7 @@ UI_POOL = ThreadPoolExecutor(max_workers=UI_THREADS, thread_name_prefix="t9k-ui"
 _reader: Reader | None = None
 _reader_lock = threading.Lock()
 
+
 def same_site(request: Request) -> None:
     """Refuse a non-GET request a cross-site page could have sent with the user's cookie (guard.py)."""
     headers = {k.lower(): v for k, v in request.headers.items()}

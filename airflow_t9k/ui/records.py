@@ -55,15 +55,17 @@ def task_record(session: Session, key: TaskKey) -> TaskRecord | None:
     dag_id, run_id, task_id, map_index = key
     ti = TaskInstance
     found = session.execute(
-        select(ti.task_id, ti.try_number).where(ti.dag_id == dag_id, ti.run_id == run_id, ti.task_id == task_id,
-                                                ti.map_index == map_index).limit(1)  # fmt: skip
+        select(ti.task_id, ti.try_number)
+        .where(ti.dag_id == dag_id, ti.run_id == run_id, ti.task_id == task_id, ti.map_index == map_index)
+        .limit(1)  # fmt: skip
     ).first()
     if found is None:
         return None
     x = XComModel
     row = session.execute(
-        select(x.value).where(x.key == XCOM_IDENTITY, x.dag_id == dag_id, x.run_id == run_id, x.task_id == task_id,
-                              x.map_index == map_index).limit(1)  # fmt: skip
+        select(x.value)
+        .where(x.key == XCOM_IDENTITY, x.dag_id == dag_id, x.run_id == run_id, x.task_id == task_id, x.map_index == map_index)
+        .limit(1)  # fmt: skip
     ).first()
     return TaskRecord(identity=_identity(_decoded(row)) if row is not None else None, try_number=int(found.try_number or 0))
 
@@ -72,8 +74,8 @@ def earlier_tries(session: Session, key: TaskKey, current_try: int) -> list[Obj]
     """The task instance's tries before ``current_try``, newest first: each with Airflow's state
     for it (TaskInstanceHistory) and the job it ran, from the task's own history in the task
     state store (api/attempts.py; None where that try submitted or recorded none)."""
-    from airflow.models.taskinstancehistory import TaskInstanceHistory as H
     from airflow.models.task_state_store import TaskStateStoreModel as S
+    from airflow.models.taskinstancehistory import TaskInstanceHistory as H
 
     dag_id, run_id, task_id, map_index = key
     states = {int(r.try_number): r for r in session.execute(

@@ -160,7 +160,11 @@ def progress_cell(status: Obj) -> Obj | None:
     p = status.get("progress")
     if not isinstance(p, dict):
         return None
-    return {"summary": _text(p.get("summary"), 64), "eta": _text(p.get("eta"), 16), "metrics": _metrics(p.get("metrics"), PROGRESS_METRICS)}
+    return {
+        "summary": _text(p.get("summary"), 64),
+        "eta": _text(p.get("eta"), 16),
+        "metrics": _metrics(p.get("metrics"), PROGRESS_METRICS),
+    }
 
 
 def readable(jobs: list[Obj], dag_ids: set[str]) -> list[Obj]:
@@ -336,9 +340,16 @@ def kept(data: Obj, live: set[str]) -> Obj | None:
         "phase": _text(summary.get("phase"), 40),
         "root_cause": root_cause(summary.get("rootCause")),
         "replicas": replicas_out,
-        "events": [{"type": _text(e.get("type"), 40), "reason": _text(e.get("reason"), 200), "message": _text(e.get("message")),
-                    "count": _code(e.get("count")) or 1, "time": _text(e.get("time"), 40)}
-                   for e in kept_events],  # fmt: skip
+        "events": [
+            {
+                "type": _text(e.get("type"), 40),
+                "reason": _text(e.get("reason"), 200),
+                "message": _text(e.get("message")),
+                "count": _code(e.get("count")) or 1,
+                "time": _text(e.get("time"), 40),
+            }
+            for e in kept_events
+        ],  # fmt: skip
     }
 
 
@@ -360,7 +371,11 @@ def events(items: list[Obj], uids: set[str]) -> list[Obj]:
 
 
 def _num(value: Any) -> int | float | None:
-    return value if isinstance(value, (int, float)) and not isinstance(value, bool) and value == value and abs(value) != float("inf") else None
+    return (
+        value
+        if isinstance(value, (int, float)) and not isinstance(value, bool) and value == value and abs(value) != float("inf")
+        else None
+    )
 
 
 def _metrics(value: Any, limit: int) -> Obj:

@@ -60,7 +60,11 @@ def main() -> None:
         images.append(([ref], json.loads(entrypoint)))
     manifest, configs = [], {}
     for refs, entrypoint in images:
-        runtime = {"Env": [PATH, *args.env], "Cmd": json.loads(args.cmd) if entrypoint is None else [], "WorkingDir": args.workdir}
+        runtime = {
+            "Env": [PATH, *args.env],
+            "Cmd": json.loads(args.cmd) if entrypoint is None else [],
+            "WorkingDir": args.workdir,
+        }
         if entrypoint is not None:
             runtime["Entrypoint"] = entrypoint
         config = {

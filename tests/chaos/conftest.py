@@ -22,7 +22,7 @@ def figures(request: pytest.FixtureRequest):
     return report
 
 
-def pytest_terminal_summary(terminalreporter) -> None:  # noqa: ANN001
+def pytest_terminal_summary(terminalreporter) -> None:
     if FIGURES:
         terminalreporter.section("fault-test figures")
         for line in FIGURES:

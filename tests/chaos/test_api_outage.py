@@ -53,7 +53,9 @@ class Prober(threading.Thread):
             time.sleep(0.2)
 
 
-def test_api_server_outage_controller_stays_alive_and_resumes_within_seconds(cluster, jobs, namespace, controller_factory, figures):
+def test_api_server_outage_controller_stays_alive_and_resumes_within_seconds(
+    cluster, jobs, namespace, controller_factory, figures
+):
     if cluster.external:
         pytest.skip("restarts the API server: only on the local cluster of scripts/local-cluster.sh")
     subprocess.run([str(SCRIPT), "supervise"], check=True, capture_output=True)  # heal whatever else dies

@@ -203,11 +203,17 @@ def admission_cases() -> list[Case]:
                           "admission", "initContainers in body must be of type array"))  # fmt: skip
     for kind in ("GenericJob", "TensorFlowTrainingJob", "XGBoostTrainingJob", "MPIJob", "ColossalAIJob", "BeamJob", "AscendJob"):
         s = SHORT[kind]
-        body = edit(kind, f"{s}-elastic", lambda b: b["spec"].update(elastic={"enabled": True, "minReplicas": 1, "maxReplicas": 2}))
+        body = edit(
+            kind, f"{s}-elastic", lambda b: b["spec"].update(elastic={"enabled": True, "minReplicas": 1, "maxReplicas": 2})
+        )
         cases.append(Case(f"{s}-elastic", body, "admission", ELASTIC_ONLY))
     total = generic_types("gj-over-total", ("a", MAX_REPLICAS_PER_TYPE), ("b", MAX_REPLICAS_PER_TYPE), ("c", 1))
     ac_total = ascend("ac-over-total", {"Master": 1, "Chief": MAX_REPLICAS_PER_TYPE, "Worker": MAX_REPLICAS_PER_TYPE})
-    ds_range = edit("DeepSpeedJob", "ds-elastic-range", lambda b: b["spec"].update(elastic={"enabled": True, "minReplicas": 4, "maxReplicas": 2}))
+    ds_range = edit(
+        "DeepSpeedJob",
+        "ds-elastic-range",
+        lambda b: b["spec"].update(elastic={"enabled": True, "minReplicas": 4, "maxReplicas": 2}),
+    )
     huge_policy = edit("PyTorchTrainingJob", "pt-600k-policy", lambda b: b["spec"]["replicaSpecs"][0].update(restartPolicy=HUGE))
     resources_list = on_main("PyTorchTrainingJob", "pt-resources-list", resources=["cpu", "1"])
     port_string = on_main("TensorFlowTrainingJob", "tf-port-string", ports=[{"containerPort": "http"}])
@@ -216,36 +222,87 @@ def admission_cases() -> list[Case]:
     cases += [
         Case("gj-over-total", total, "admission", f"at most {MAX_REPLICAS_TOTAL} replicas in all"),
         Case("ac-over-total", ac_total, "admission", f"at most {MAX_REPLICAS_TOTAL} replicas in all"),
-        Case("pt-runmode-elastic", edit("PyTorchTrainingJob", "pt-runmode-elastic",
-                                        lambda b: b["spec"].update(runMode={"elastic": {"enabled": True}})),
-             "admission", "runMode.elastic is not a field"),
-        Case("beam-debug", edit("BeamJob", "beam-debug", lambda b: b["spec"].update(runMode={"debug": {"enabled": True}})),
-             "admission", "BeamJob supports only Immediate mode"),
-        Case("xgb-negative", edit("XGBoostTrainingJob", "xgb-negative", lambda b: b["spec"]["replicaSpecs"][1].update(replicas=-1)),
-             "admission", "greater than or equal to 0"),
-        Case("ac-replicas-word", edit("AscendJob", "ac-replicas-word", lambda b: b["spec"]["replicaSpecs"]["Worker"].update(replicas="two")),
-             "admission", "must be of type integer"),
-        Case("tf-type-master", edit("TensorFlowTrainingJob", "tf-type-master", lambda b: b["spec"]["replicaSpecs"][0].update(type="master")),
-             "admission", "Unsupported value"),
-        Case("xgb-type-chief", edit("XGBoostTrainingJob", "xgb-type-chief", lambda b: b["spec"]["replicaSpecs"][1].update(type="chief")),
-             "admission", "Unsupported value"),
+        Case(
+            "pt-runmode-elastic",
+            edit("PyTorchTrainingJob", "pt-runmode-elastic", lambda b: b["spec"].update(runMode={"elastic": {"enabled": True}})),
+            "admission",
+            "runMode.elastic is not a field",
+        ),
+        Case(
+            "beam-debug",
+            edit("BeamJob", "beam-debug", lambda b: b["spec"].update(runMode={"debug": {"enabled": True}})),
+            "admission",
+            "BeamJob supports only Immediate mode",
+        ),
+        Case(
+            "xgb-negative",
+            edit("XGBoostTrainingJob", "xgb-negative", lambda b: b["spec"]["replicaSpecs"][1].update(replicas=-1)),
+            "admission",
+            "greater than or equal to 0",
+        ),
+        Case(
+            "ac-replicas-word",
+            edit("AscendJob", "ac-replicas-word", lambda b: b["spec"]["replicaSpecs"]["Worker"].update(replicas="two")),
+            "admission",
+            "must be of type integer",
+        ),
+        Case(
+            "tf-type-master",
+            edit("TensorFlowTrainingJob", "tf-type-master", lambda b: b["spec"]["replicaSpecs"][0].update(type="master")),
+            "admission",
+            "Unsupported value",
+        ),
+        Case(
+            "xgb-type-chief",
+            edit("XGBoostTrainingJob", "xgb-type-chief", lambda b: b["spec"]["replicaSpecs"][1].update(type="chief")),
+            "admission",
+            "Unsupported value",
+        ),
         Case("ac-type-foo", ascend("ac-type-foo", {"Master": 1, "Foo": 1}), "admission", "replicaSpecs keys must be"),
         Case("ds-" + "n" * 61, job("DeepSpeedJob", "ds-" + "n" * 61), "admission", "at most 63 characters"),
-        Case("beam-no-containers", edit("BeamJob", "beam-no-containers", lambda b: templates(b)[0]["spec"].update(containers=[])),
-             "admission", "containers"),
-        Case("ac-no-template", edit("AscendJob", "ac-no-template", lambda b: b["spec"]["replicaSpecs"]["Worker"].pop("template")),
-             "admission", "template: Required value"),
+        Case(
+            "beam-no-containers",
+            edit("BeamJob", "beam-no-containers", lambda b: templates(b)[0]["spec"].update(containers=[])),
+            "admission",
+            "containers",
+        ),
+        Case(
+            "ac-no-template",
+            edit("AscendJob", "ac-no-template", lambda b: b["spec"]["replicaSpecs"]["Worker"].pop("template")),
+            "admission",
+            "template: Required value",
+        ),
         Case("ds-elastic-range", ds_range, "admission", "elastic.minReplicas must not exceed elastic.maxReplicas"),
-        Case("mpi-sshd-relative", edit("MPIJob", "mpi-sshd-relative", lambda b: b["spec"].update(ssh={"sshdPath": "usr/sbin/sshd"})),
-             "admission", "sshdPath"),
-        Case("cai-zero-workers", edit("ColossalAIJob", "cai-zero-workers", lambda b: b["spec"]["worker"].update(replicas=0)),
-             "admission", "greater than or equal to 1"),
-        Case("beam-no-image", edit("BeamJob", "beam-no-image", lambda b: b["spec"]["flinkClusterTemplate"]["spec"].pop("image")),
-             "admission", "image: Required value"),
-        Case("gj-cleanup-sometimes", edit("GenericJob", "gj-cleanup-sometimes", lambda b: b["spec"].update(cleanUpPolicy="Sometimes")),
-             "admission", "cleanUpPolicy"),
-        Case("ac-backoff-minus-2", edit("AscendJob", "ac-backoff-minus-2", lambda b: b["spec"].update(runPolicy={"backoffLimit": -2})),
-             "admission", "backoffLimit"),
+        Case(
+            "mpi-sshd-relative",
+            edit("MPIJob", "mpi-sshd-relative", lambda b: b["spec"].update(ssh={"sshdPath": "usr/sbin/sshd"})),
+            "admission",
+            "sshdPath",
+        ),
+        Case(
+            "cai-zero-workers",
+            edit("ColossalAIJob", "cai-zero-workers", lambda b: b["spec"]["worker"].update(replicas=0)),
+            "admission",
+            "greater than or equal to 1",
+        ),
+        Case(
+            "beam-no-image",
+            edit("BeamJob", "beam-no-image", lambda b: b["spec"]["flinkClusterTemplate"]["spec"].pop("image")),
+            "admission",
+            "image: Required value",
+        ),
+        Case(
+            "gj-cleanup-sometimes",
+            edit("GenericJob", "gj-cleanup-sometimes", lambda b: b["spec"].update(cleanUpPolicy="Sometimes")),
+            "admission",
+            "cleanUpPolicy",
+        ),
+        Case(
+            "ac-backoff-minus-2",
+            edit("AscendJob", "ac-backoff-minus-2", lambda b: b["spec"].update(runPolicy={"backoffLimit": -2})),
+            "admission",
+            "backoffLimit",
+        ),
         Case("pt-600k-policy", huge_policy, "admission", "Unsupported value"),
         Case("pt-resources-list", resources_list, "admission", "resources in body must be of type object"),
         Case("tf-port-string", port_string, "admission", "containerPort in body must be of type integer"),
@@ -431,7 +488,10 @@ def judge(case: Case, obj: Obj, pods: list[Any]) -> tuple[bool, str | None]:
     if phase == "Failed":
         return True, f"Failed, expected to run: {text_of(failed)}"
     if phase not in ("Running", "Succeeded"):
-        return False, f"never Running (phase {phase}, conditions {[c.get('type') for c in (obj.get('status') or {}).get('conditions') or []]})"
+        return (
+            False,
+            f"never Running (phase {phase}, conditions {[c.get('type') for c in (obj.get('status') or {}).get('conditions') or []]})",
+        )
     problem = case.check(obj, pods) if case.check else None
     return problem is None, problem
 
@@ -448,7 +508,9 @@ def test_bad_input_corpus_next_to_a_healthy_job(jobs, controller, figures):
     assert len(ids) == len(set(ids)), "case ids must be unique"
     assert {c.body["kind"] for c in CORPUS} == set(KINDS)
     for cls in ("admission", "failed", "runs"):
-        assert {c.body["kind"] for c in CORPUS if c.cls == cls} >= ({"GenericJob", "AscendJob"} if cls != "admission" else set(KINDS))
+        assert {c.body["kind"] for c in CORPUS if c.cls == cls} >= (
+            {"GenericJob", "AscendJob"} if cls != "admission" else set(KINDS)
+        )
     assert len(CORPUS) >= 80
     assert all(c.id == c.body["metadata"]["name"] for c in CORPUS)
 
@@ -565,4 +627,5 @@ def run_corpus(jobs: Any, controller: Any, figures: Callable[[str], None]) -> No
     alive = controller.proc.poll() is None
     classes = {c.id: c.cls for c in CORPUS} | {"healthy-first": "healthy", "healthy-busy": "healthy"}
     assert not problems and alive, f"controller alive: {alive}\n" + "\n".join(
-        f"{cid} [{classes[cid]}]: {p}" for cid, p in sorted(problems.items()))
+        f"{cid} [{classes[cid]}]: {p}" for cid, p in sorted(problems.items())
+    )

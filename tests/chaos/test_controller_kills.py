@@ -15,8 +15,8 @@ import time
 
 from kubernetes.client.exceptions import ApiException
 
-from tests.support.ha import PodCreations
 from tests.support.cluster import wait_until
+from tests.support.ha import PodCreations
 
 LIMIT = 2
 JOBS_PER_SHAPE = int(os.environ.get("T9K_CHAOS_JOBS", "12"))

@@ -29,7 +29,9 @@ def two_controllers(controller_factory, namespace):
 
 def writes(ctrl) -> float:
     """Successful writes other than the lease's own renewals."""
-    return sum(v for k, v in ctrl.metrics().items() if k.startswith("airflow_t9k_api_writes_total{") and 'resource="leases"' not in k)
+    return sum(
+        v for k, v in ctrl.metrics().items() if k.startswith("airflow_t9k_api_writes_total{") and 'resource="leases"' not in k
+    )
 
 
 def write_requests(ctrl) -> float:

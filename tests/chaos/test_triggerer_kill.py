@@ -205,7 +205,9 @@ def _names(api_client, ns: str, run_id: str) -> dict[str, set[str]]:
 
     def attempt() -> tuple[list[dict]] | None:
         try:
-            return (api.list_namespaced_custom_object(GROUP, VERSION, ns, PLURAL, label_selector=f"{LABEL}/run-id={run_id}")["items"],)
+            return (
+                api.list_namespaced_custom_object(GROUP, VERSION, ns, PLURAL, label_selector=f"{LABEL}/run-id={run_id}")["items"],
+            )
         except (ApiException, HTTPError) as exc:
             if isinstance(exc, ApiException) and 0 < (exc.status or 0) < 500:
                 raise

@@ -122,7 +122,9 @@ def test_pod_options_example_puts_volume_toleration_and_shm_on_every_replica(run
     import sqlite3
 
     with sqlite3.connect(airflow_home / "airflow.db") as db:
-        rows = db.execute("select rendered_fields from rendered_task_instance_fields where dag_id = 'example_pod_options'").fetchall()
+        rows = db.execute(
+            "select rendered_fields from rendered_task_instance_fields where dag_id = 'example_pod_options'"
+        ).fetchall()
     rendered = json.loads(rows[-1][0])["rendered_job"]
     rendered = rendered if isinstance(rendered, dict) else __import__("yaml").safe_load(rendered)
     assert rendered["metadata"]["name"] == job["metadata"]["name"]
@@ -132,4 +134,3 @@ def test_pod_options_example_puts_volume_toleration_and_shm_on_every_replica(run
 def test_results_reach_the_next_task_through_xcom(run_dag, jobs):
     out = ok(run_dag("t9k_results"))
     assert "every result arrived: ['colossalai', 'deepspeed', 'mpi', 'pytorch', 'sync', 'text']" in out
-

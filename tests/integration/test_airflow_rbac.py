@@ -49,7 +49,9 @@ def _apply_rbac(api_client, cluster, namespace: str, manifest: str, tmp_path: Pa
     accounts = {"worker": f"airflow-worker-{suffix}", "triggerer": f"airflow-triggerer-{suffix}"}
     text = (ROOT / "deploy" / manifest).read_text()
     text = text.replace("airflow-t9k-tasks", f"airflow-t9k-tasks-{suffix}")
-    text = text.replace("namespace: ml-jobs\n", f"namespace: {namespace}\n").replace("namespace: airflow\n", f"namespace: {namespace}\n")
+    text = text.replace("namespace: ml-jobs\n", f"namespace: {namespace}\n").replace(
+        "namespace: airflow\n", f"namespace: {namespace}\n"
+    )
     for role, sa in accounts.items():
         text = text.replace(f"name: airflow-{role}\n", f"name: {sa}\n")
     docs = [d for d in yaml.safe_load_all(text) if d]
@@ -172,7 +174,9 @@ def test_exactly_what_is_granted_is_allowed(identities, jobs, controller):
         for what, call in refused.items():
             assert _status(call) == 403, f"the {role} may {what}"
         # The namespaced Role reaches only its namespace; the ClusterRole every namespace.
-        elsewhere = _status(lambda: custom.list_namespaced_custom_object("batch.tensorstack.dev", "v1beta1", "default", "genericjobs"))
+        elsewhere = _status(
+            lambda: custom.list_namespaced_custom_object("batch.tensorstack.dev", "v1beta1", "default", "genericjobs")
+        )
         assert elsewhere == (403 if identities.manifest == "rbac-airflow-namespace.yaml" else 200), role
     assert jobs.phase("GenericJob", ident["name"]) == "Running"
     assert len(jobs.pods(ident["name"])) == 2

@@ -19,8 +19,12 @@ def seed() -> dict:
 
 def small(name="ac", framework="pytorch", policy="Never", **spec):
     leader = {"pytorch": "Master", "tensorflow": "Chief", "mindspore": "Scheduler"}[framework]
-    container = {"name": "ascend", "image": "img", "command": ["bash", "train.sh"],
-                 "resources": {"limits": {"huawei.com/Ascend910": 1}, "requests": {"huawei.com/Ascend910": 1}}}
+    container = {
+        "name": "ascend",
+        "image": "img",
+        "command": ["bash", "train.sh"],
+        "resources": {"limits": {"huawei.com/Ascend910": 1}, "requests": {"huawei.com/Ascend910": 1}},
+    }
     return {
         "apiVersion": "mindxdl.gitee.com/v1", "kind": KIND,
         "metadata": {"name": name, "labels": {"framework": framework}},
@@ -174,9 +178,18 @@ def test_rank_table_completes_once_the_device_plugin_has_annotated_every_pod(job
     cm = lambda: json.loads(jobs.core.read_namespaced_config_map("rings-config-rt", jobs.ns).data["hccl.json"])  # noqa: E731
     assert cm() == {"status": "initializing", "version": "1.0"}
     pods = jobs.pods("rt")
-    assert {n: p.metadata.annotations["hccl/rankIndex"] for n, p in pods.items()} == {"rt-master-0": "0", "rt-worker-0": "1", "rt-worker-1": "2"}
+    assert {n: p.metadata.annotations["hccl/rankIndex"] for n, p in pods.items()} == {
+        "rt-master-0": "0",
+        "rt-worker-0": "1",
+        "rt-worker-1": "2",
+    }
     for i, name in enumerate(sorted(pods)):
-        info = {"pod_name": name, "server_id": f"10.0.0.{i}", "host_ip": f"10.0.0.{i}", "devices": [{"device_id": "0", "device_ip": f"192.168.1.{i}"}]}
+        info = {
+            "pod_name": name,
+            "server_id": f"10.0.0.{i}",
+            "host_ip": f"10.0.0.{i}",
+            "devices": [{"device_id": "0", "device_ip": f"192.168.1.{i}"}],
+        }
         jobs.core.patch_namespaced_pod(name, jobs.ns, {"metadata": {"annotations": {
             "ascend.kubectl.kubernetes.io/ascend-910-configuration": json.dumps(info)}}})  # fmt: skip
     table = wait_until(lambda: cm()["status"] == "completed" and cm(), timeout=30, what="rank table completed")

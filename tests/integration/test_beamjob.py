@@ -44,7 +44,9 @@ def test_manual_example_runs_the_cluster_then_the_submit_job_and_cleans_up(jobs,
     running = jobs.wait_phase(KIND, "bj", "Running")["status"]
     assert sorted(n for n in jobs.live_pods("bj") if "flinkcluster" in n) == [JM, TM0, TM1]
     jm = jobs.pods("bj")[JM].spec.containers[0]
-    assert jm.args == ["jobmanager"] and {e.name: e.value for e in jm.env}["JOB_MANAGER_RPC_ADDRESS"] == "bj-flinkcluster-jobmanager"
+    assert (
+        jm.args == ["jobmanager"] and {e.name: e.value for e in jm.env}["JOB_MANAGER_RPC_ADDRESS"] == "bj-flinkcluster-jobmanager"
+    )
     svc = jobs.core.read_namespaced_service("bj-flinkcluster-jobmanager", jobs.ns)
     assert svc.spec.cluster_ip not in (None, "None") and [p.port for p in svc.spec.ports] == [6123, 6124, 6125, 8081]
     assert running["jobURL"] == f"http://bj-flinkcluster-jobmanager.{jobs.ns}.svc:8081"
@@ -57,7 +59,10 @@ def test_manual_example_runs_the_cluster_then_the_submit_job_and_cleans_up(jobs,
     pod = submit_pods(jobs)[0]
     assert {e.name: e.value for e in pod.spec.containers[0].env}["FLINK_MASTER"] == "bj-flinkcluster-jobmanager:8081"
     assert pod.metadata.labels["batch.tensorstack.dev/job-name"] == "bj"  # so the Airflow task streams its log
-    wait_until(lambda: pod.metadata.name in [p.metadata.name for p in submit_pods(jobs) if p.status.phase == "Running"], what="submit running")
+    wait_until(
+        lambda: pod.metadata.name in [p.metadata.name for p in submit_pods(jobs) if p.status.phase == "Running"],
+        what="submit running",
+    )
     wait_until(lambda: (jobs.condition(KIND, "bj", "JobRunning") or {}).get("status") == "True", what="JobRunning")
     set_pod_terminated(jobs.core, jobs.ns, pod.metadata.name, phase="Succeeded", exit_code=0)
     done = jobs.wait_phase(KIND, "bj", "Succeeded")["status"]
@@ -82,7 +87,9 @@ def test_a_failed_taskmanager_comes_back(jobs, controller):
     jobs.wait_phase(KIND, "bj", "Running")
     before = jobs.pods("bj")[TM1].metadata.uid
     set_pod_terminated(jobs.core, jobs.ns, TM1, phase="Failed", exit_code=137)
-    wait_until(lambda: (p := jobs.live_pods("bj").get(TM1)) is not None and p.metadata.uid != before, what="taskmanager recreated")
+    wait_until(
+        lambda: (p := jobs.live_pods("bj").get(TM1)) is not None and p.metadata.uid != before, what="taskmanager recreated"
+    )
     assert jobs.phase(KIND, "bj") == "Running"
 
 

@@ -28,7 +28,10 @@ def test_seed_example_produces_launcher_workers_secret_hostfile(jobs, controller
     assert launcher.image == "hpcaitech/colossalai:0.3.0"
     assert launcher.working_dir == "/workspace"
     assert launcher.resources.requests == {"cpu": "500m", "memory": "1Gi"}
-    assert "colossalai run --nproc_per_node 1 --hostfile /etc/t9k/hostfile --master_addr colossalai-example-worker-0" in launcher.command[2]
+    assert (
+        "colossalai run --nproc_per_node 1 --hostfile /etc/t9k/hostfile --master_addr colossalai-example-worker-0"
+        in launcher.command[2]
+    )
     assert launcher.command[2].endswith("train.py arg1")
 
     secret = jobs.core.read_namespaced_secret("colossalai-example-ssh", jobs.ns)

@@ -136,7 +136,10 @@ def _run_jobs_to_success(jobs):
                "spec": {"containers": [{"name": "mpi-worker", "image": "mpi:1"}]}}}}}  # fmt: skip
     jobs.create(mpi)
     # A job naming a job template: the merged spec is written with `update` on the job (docs/templates.md).
-    pod = {"metadata": {"annotations": {"sim.t9k.test/duration": "1s"}}, "spec": {"containers": [{"name": "main", "image": "busybox"}]}}
+    pod = {
+        "metadata": {"annotations": {"sim.t9k.test/duration": "1s"}},
+        "spec": {"containers": [{"name": "main", "image": "busybox"}]},
+    }
     Templates(jobs.api.api_client, jobs.ns).create(template("rbac-template", "GenericJob", pod))
     jobs.create({"apiVersion": "batch.tensorstack.dev/v1beta1", "kind": "GenericJob", "metadata": {"name": "rbac-templated"},
                  "spec": {"templateRef": {"name": "rbac-template"}, "replicaSpecs": [{"type": "worker", "replicas": 1}]}})  # fmt: skip

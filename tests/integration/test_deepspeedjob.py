@@ -27,8 +27,19 @@ def test_example_produces_workers_hostfile_env_and_launch(jobs, controller):
     jobs.wait_phase(KIND, "ds", "Running")
     pods = jobs.pods("ds")
     assert sorted(pods) == ["ds-worker-0", "ds-worker-1", "ds-worker-2"]
-    assert pods["ds-worker-2"].spec.containers[0].command == ["/usr/sbin/sshd", "-D", "-e", "-h", "/root/.ssh/ssh_host_ed25519_key", "-o", "StrictModes=no"]
-    assert "exec deepspeed --hostfile /t9k/hostfile --launcher pdsh /workspace/train.py" in pods["ds-worker-0"].spec.containers[0].command[2]
+    assert pods["ds-worker-2"].spec.containers[0].command == [
+        "/usr/sbin/sshd",
+        "-D",
+        "-e",
+        "-h",
+        "/root/.ssh/ssh_host_ed25519_key",
+        "-o",
+        "StrictModes=no",
+    ]
+    assert (
+        "exec deepspeed --hostfile /t9k/hostfile --launcher pdsh /workspace/train.py"
+        in pods["ds-worker-0"].spec.containers[0].command[2]
+    )
     data = jobs.core.read_namespaced_config_map("ds-deepspeed", jobs.ns).data
     assert data == {"hostfile": "ds-worker-0 slots=1\nds-worker-1 slots=1\nds-worker-2 slots=1\n"}  # no env values
     mounts = {m.mount_path for m in pods["ds-worker-1"].spec.containers[0].volume_mounts}
@@ -53,7 +64,9 @@ def test_debug_then_pause_then_resume(jobs, controller):
     jobs.create(example(runMode={"debug": {"enabled": True}}))
 
     def debug(pods):
-        assert {tuple(p.spec.containers[0].command) for p in pods.values()} == {("/usr/sbin/sshd", "-D", "-e", "-h", "/root/.ssh/ssh_host_ed25519_key", "-o", "StrictModes=no")}
+        assert {tuple(p.spec.containers[0].command) for p in pods.values()} == {
+            ("/usr/sbin/sshd", "-D", "-e", "-h", "/root/.ssh/ssh_host_ed25519_key", "-o", "StrictModes=no")
+        }
 
     def resumed(pods):
         assert "deepspeed" in pods["ds-worker-0"].spec.containers[0].command[2]
@@ -103,8 +116,11 @@ def test_elastic_scale_subresource_rewrites_the_hostfile_and_relaunches(jobs, co
     wait_until(lambda: live() == ["ds-worker-0", "ds-worker-1"], what="scaled down to the minimum")
     assert hostfile() == "ds-worker-0 slots=1\nds-worker-1 slots=1\n"
     assert jobs.pods("ds")["ds-worker-1"].metadata.uid == keep  # sshd workers are never recreated
+
     def scale_status():
-        return jobs.api.get_namespaced_custom_object_scale("batch.tensorstack.dev", "v1beta1", jobs.ns, "deepspeedjobs", "ds")["status"]
+        return jobs.api.get_namespaced_custom_object_scale("batch.tensorstack.dev", "v1beta1", jobs.ns, "deepspeedjobs", "ds")[
+            "status"
+        ]
 
     # Replica counts are status detail: written with the next phase change or within --coalesce-status (1 s).
     wait_until(lambda: scale_status()["replicas"] == 2, timeout=10, what="scale status at 2 replicas")

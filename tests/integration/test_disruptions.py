@@ -80,10 +80,14 @@ def test_a_kubelet_eviction_under_node_pressure_spends_no_restart(jobs, controll
 
 def kwok_node(name: str, pool: str) -> client.V1Node:
     return client.V1Node(
-        metadata=client.V1ObjectMeta(name=name, annotations={"kwok.x-k8s.io/node": "fake"},
-                                     labels={"kubernetes.io/hostname": name, "type": "kwok", "t9k.test/pool": pool}),  # fmt: skip
-        status=client.V1NodeStatus(capacity={"cpu": "8", "memory": "32Gi", "pods": "110"},
-                                   allocatable={"cpu": "8", "memory": "32Gi", "pods": "110"}),  # fmt: skip
+        metadata=client.V1ObjectMeta(
+            name=name,
+            annotations={"kwok.x-k8s.io/node": "fake"},
+            labels={"kubernetes.io/hostname": name, "type": "kwok", "t9k.test/pool": pool},
+        ),  # fmt: skip
+        status=client.V1NodeStatus(
+            capacity={"cpu": "8", "memory": "32Gi", "pods": "110"}, allocatable={"cpu": "8", "memory": "32Gi", "pods": "110"}
+        ),  # fmt: skip
     )
 
 

@@ -101,7 +101,11 @@ def test_clearing_a_succeeded_task_runs_the_job_again(e2e, api_client):
     wait_until(lambda: stack.ti("t9k_e2e_defer", run_id)[1] == 2, timeout=60, what="the cleared task's second try")
     states = stack.states_until("t9k_e2e_defer", run_id, {"success", "failed"}, timeout=180)
     assert states[-1] == "success", states
-    runs = {j["metadata"]["name"]: j for j in _jobs(api_client, ns) if j["metadata"]["annotations"].get("airflow-t9k.io/run-id") == run_id}
+    runs = {
+        j["metadata"]["name"]: j
+        for j in _jobs(api_client, ns)
+        if j["metadata"]["annotations"].get("airflow-t9k.io/run-id") == run_id
+    }
     second = runs[f"{first['metadata']['name']}-t2"]  # the re-run, beside the first run, which stays
     assert second["metadata"]["uid"] != first["metadata"]["uid"] and len(runs) == 2
     assert second["metadata"]["annotations"]["airflow-t9k.io/consumed-by-try"] == "2"
@@ -168,6 +172,7 @@ def _task_process(ti_id: str) -> int:
 def test_a_permanent_exit_code_fails_the_task_at_once_and_another_spends_its_retries(e2e, api_client):
     stack, ns = e2e
     run_id = stack.trigger("t9k_e2e_permanent")
+
     def ended() -> dict | None:
         tis = stack.tis("t9k_e2e_permanent", run_id)
         return tis if len(tis) == 2 and all(t[0] in ("failed", "success") for t in tis.values()) else None

@@ -99,14 +99,18 @@ def test_a_dag_scheduled_on_the_model_asset_runs_with_the_jobs_metric(stack, api
         runs = _runs(airflow, dag_id)
         return runs if runs and all(state in ("success", "failed") for _, state in runs) else None
 
-    [(evaluate_run, state)] = wait_until(lambda: ended("t9k_asset_evaluate"), timeout=120, interval=1, what="the asset-scheduled run")
+    [(evaluate_run, state)] = wait_until(
+        lambda: ended("t9k_asset_evaluate"), timeout=120, interval=1, what="the asset-scheduled run"
+    )
     assert state == "success", _errors(airflow, "t9k_asset_evaluate", evaluate_run)
     seen = _returned(airflow, "t9k_asset_evaluate", evaluate_run, "evaluate")
     assert seen == {"metric": 0.8123, "job": name, "uri": "s3://t9k-e2e/models/churn", "source_run_id": run_id}
 
     # The DAG scheduled on the alias: the alias resolves to the model version the result named
     # (Airflow re-parses it first), and it runs with that asset's event.
-    [(alias_run, state)] = wait_until(lambda: ended("t9k_asset_evaluate_alias"), timeout=180, interval=1, what="the alias-scheduled run")
+    [(alias_run, state)] = wait_until(
+        lambda: ended("t9k_asset_evaluate_alias"), timeout=180, interval=1, what="the alias-scheduled run"
+    )
     assert state == "success", _errors(airflow, "t9k_asset_evaluate_alias", alias_run)
     seen = _returned(airflow, "t9k_asset_evaluate_alias", alias_run, "evaluate_version")
     assert seen == {"metric": 0.8123, "job": name, "uri": model_uri, "source_run_id": run_id}
@@ -117,7 +121,9 @@ def test_openlineage_reports_the_training_with_the_jobs_facets(stack, api_client
     run_id = airflow.trigger("t9k_asset_train", conf={"metric": 0.42})
     states = airflow.states_until("t9k_asset_train", run_id, {"success", "failed"}, timeout=180)
     assert states[-1] == "success", f"{states}\n{_errors(airflow, 't9k_asset_train', run_id)}"
-    jobs = client.CustomObjectsApi(api_client).list_namespaced_custom_object("batch.tensorstack.dev", "v1beta1", ns, "genericjobs")["items"]
+    jobs = client.CustomObjectsApi(api_client).list_namespaced_custom_object(
+        "batch.tensorstack.dev", "v1beta1", ns, "genericjobs"
+    )["items"]
     [job] = [j for j in jobs if j["metadata"]["annotations"]["airflow-t9k.io/run-id"] == run_id]
 
     def complete() -> dict | None:
@@ -132,7 +138,12 @@ def test_openlineage_reports_the_training_with_the_jobs_facets(stack, api_client
 
     event = wait_until(complete, timeout=60, interval=1, what="the training task's OpenLineage COMPLETE event")
     facet = event["run"]["facets"]["t9k_job"]
-    assert (facet["kind"], facet["namespace"], facet["name"], facet["phase"]) == ("GenericJob", ns, job["metadata"]["name"], "Succeeded")
+    assert (facet["kind"], facet["namespace"], facet["name"], facet["phase"]) == (
+        "GenericJob",
+        ns,
+        job["metadata"]["name"],
+        "Succeeded",
+    )
     assert facet["images"] == ["busybox"] and sum(facet["replicas"].values()) == 1, facet
     try:  # what the job used, as XCom ``usage`` has it (docs/usage.md)
         usage = _returned(airflow, "t9k_asset_train", run_id, "train", key="usage")
@@ -142,7 +153,9 @@ def test_openlineage_reports_the_training_with_the_jobs_facets(stack, api_client
     assert facet.get("usage") == usage, (facet, usage)
     assert [(d["namespace"], d["name"]) for d in event["inputs"]] == [("s3://t9k-e2e", "data/clicks")]
     assert sorted((d["namespace"], d["name"]) for d in event["outputs"]) == [
-        ("s3://t9k-e2e", "models/churn"), ("s3://t9k-e2e", f"models/churn/{run_id}")]
+        ("s3://t9k-e2e", "models/churn"),
+        ("s3://t9k-e2e", f"models/churn/{run_id}"),
+    ]
 
 
 def test_the_retraining_examples_evaluation_runs_on_the_model_asset(stack):
@@ -169,5 +182,7 @@ def test_the_retraining_examples_evaluation_runs_on_the_model_asset(stack):
 
     seen = wait_until(ours, timeout=240, interval=1, what="retraining_evaluation run on our model asset event")
     assert seen["metric"] == 0.777 and seen["job"].startswith("train-"), seen
-    wait_until(lambda: airflow.run_state("retraining_pipeline", run_id) in ("success", "failed"), timeout=60, what="the pipeline ended")
+    wait_until(
+        lambda: airflow.run_state("retraining_pipeline", run_id) in ("success", "failed"), timeout=60, what="the pipeline ended"
+    )
     assert airflow.run_state("retraining_pipeline", run_id) == "success"

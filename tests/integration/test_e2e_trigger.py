@@ -63,7 +63,9 @@ def e2e(cluster, api_client, crds, tmp_path_factory) -> Iterator[tuple[AirflowSt
 
 
 def _jobs(api_client, ns: str, run_id: str) -> list[dict]:
-    items = client.CustomObjectsApi(api_client).list_namespaced_custom_object("batch.tensorstack.dev", "v1beta1", ns, "genericjobs")["items"]
+    items = client.CustomObjectsApi(api_client).list_namespaced_custom_object(
+        "batch.tensorstack.dev", "v1beta1", ns, "genericjobs"
+    )["items"]
     return [j for j in items if j["metadata"]["annotations"].get("airflow-t9k.io/run-id") == run_id]
 
 

@@ -80,7 +80,9 @@ def test_a_trigger_started_after_its_deadline_reports_what_the_job_did(late, api
     wait_until(all_watched, timeout=TIMEOUT - 15, interval=0.5, what="three tasks deferred, each trigger running")
     jobs = _jobs(api_client, ns, run_id)
     deadline = max(_created(j) for j in jobs.values()) + TIMEOUT + 3  # the operator sets it just after submitting
-    assert all((j.get("status") or {}).get("phase") in ("Pending", "Running") for j in jobs.values()), "a job ended before the stop"
+    assert all((j.get("status") or {}).get("phase") in ("Pending", "Running") for j in jobs.values()), (
+        "a job ended before the stop"
+    )
     assert time.time() < deadline - ENDS_AFTER / 2, "the deadline is too close; raise TIMEOUT"
 
     stack.terminate("triggerer")
@@ -102,7 +104,11 @@ def test_a_trigger_started_after_its_deadline_reports_what_the_job_did(late, api
     tis = wait_until(final, timeout=HEALTH_THRESHOLD + 90, interval=0.5, what="every task ended")
     took = time.monotonic() - restarted
 
-    assert {t: (s, n) for t, (s, n, _) in tis.items()} == {"succeeds": ("success", 1), "fails": ("failed", 1), "runs": ("failed", 1)}
+    assert {t: (s, n) for t, (s, n, _) in tis.items()} == {
+        "succeeds": ("success", 1),
+        "fails": ("failed", 1),
+        "runs": ("failed", 1),
+    }
     # Within the takeover and one bounded read, not another wait (the triggers' backstop is 15 s past the deadline).
     assert took < HEALTH_THRESHOLD + 45, took
 
@@ -120,4 +126,6 @@ def test_a_trigger_started_after_its_deadline_reports_what_the_job_did(late, api
     name = jobs["runs"]["metadata"]["name"]
     # it read the job (Running), rather than "never seen", and then timed out as documented
     assert f"timed out waiting for GenericJob {name} (phase Running" in logs["runs"], logs["runs"][-3000:]
-    wait_until(lambda: "runs" not in _jobs(api_client, ns, run_id), timeout=30, what="the still-running job deleted on its timeout")
+    wait_until(
+        lambda: "runs" not in _jobs(api_client, ns, run_id), timeout=30, what="the still-running job deleted on its timeout"
+    )

@@ -93,5 +93,7 @@ def test_the_failed_replicas_logs_come_first_failed_first_and_bounded(conn, clus
     # The task's error: the replicas in the order they failed, b named as the root cause, its last 2 lines quoted.
     text = str(errors[0])
     assert f"failed replicas: {pods['b']}, {pods['c']}, {pods['a']}" in text, text
-    assert f"root cause: replica {pods['b']} failed first (at {ended[pods['b']]}, container main exit code 3 (Error))" in text, text
+    assert f"root cause: replica {pods['b']} failed first (at {ended[pods['b']]}, container main exit code 3 (Error))" in text, (
+        text
+    )
     assert text.endswith(f"--- last lines of {pods['b']} ---\nstep 3 {marker}\nstep 4 {marker}"), text

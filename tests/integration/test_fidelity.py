@@ -163,7 +163,11 @@ def test_ascend_without_volcano_runs_on_the_default_scheduler_and_says_so(jobs, 
     # goes to the default scheduler; the priority class still applies.
     wait_until(lambda: all(p.spec.node_name for p in jobs.pods("acsched").values()), timeout=30, what="pods scheduled")
     for pod in jobs.pods("acsched").values():
-        assert (pod.spec.scheduler_name, pod.spec.priority_class_name, pod.spec.priority) == ("default-scheduler", priority_class, 1000)
+        assert (pod.spec.scheduler_name, pod.spec.priority_class_name, pod.spec.priority) == (
+            "default-scheduler",
+            priority_class,
+            1000,
+        )
     reasons = jobs.reasons("acsched", "GangSchedulingNotEnforced")
     assert "GangSchedulingNotEnforced" in reasons and "RunPolicyIgnored" not in reasons
 

@@ -160,7 +160,9 @@ def test_cleanup_unfinished_keeps_finished_pods(jobs, controller):
 def test_cleanup_none_leaves_everything(jobs, controller):
     spec = job(annotations={f"{SIM}/duration": "1s"}, successRules=[{"worker": [0]}])
     spec["spec"]["replicaSpecs"][0]["replicas"] = 1
-    spec["spec"]["replicaSpecs"].append({"type": "ps", "replicas": 1, "template": copy.deepcopy(spec["spec"]["replicaSpecs"][0]["template"])})
+    spec["spec"]["replicaSpecs"].append(
+        {"type": "ps", "replicas": 1, "template": copy.deepcopy(spec["spec"]["replicaSpecs"][0]["template"])}
+    )
     spec["spec"]["replicaSpecs"][1]["template"]["metadata"]["annotations"] = {}
     jobs.create(spec)
     jobs.wait_phase("GenericJob", "gj", "Succeeded")
@@ -178,7 +180,9 @@ def test_debug_mode_runs_the_debug_command_and_decides_nothing(jobs, controller)
 
 
 def test_pause_and_resume_with_resume_specs(jobs, controller):
-    spec = job(runMode={"pause": {"enabled": False, "resumeSpecs": [{"type": "worker", "command": ["resume.sh"], "args": ["--ckpt"]}]}})
+    spec = job(
+        runMode={"pause": {"enabled": False, "resumeSpecs": [{"type": "worker", "command": ["resume.sh"], "args": ["--ckpt"]}]}}
+    )
     jobs.create(spec)
     jobs.wait_phase("GenericJob", "gj", "Running")
     jobs.patch("GenericJob", "gj", {"spec": {"runMode": {"pause": {"enabled": True}}}})
@@ -188,7 +192,9 @@ def test_pause_and_resume_with_resume_specs(jobs, controller):
     jobs.patch("GenericJob", "gj", {"spec": {"runMode": {"pause": {"enabled": False}}}})
     jobs.wait_phase("GenericJob", "gj", "Running", timeout=30)
     pods = jobs.pods("gj")
-    assert {(tuple(p.spec.containers[0].command), tuple(p.spec.containers[0].args)) for p in pods.values()} == {(("resume.sh",), ("--ckpt",))}
+    assert {(tuple(p.spec.containers[0].command), tuple(p.spec.containers[0].args)) for p in pods.values()} == {
+        (("resume.sh",), ("--ckpt",))
+    }
     reasons = jobs.reasons("gj", "Paused", "Resuming")
     assert "Paused" in reasons and "Resuming" in reasons
 

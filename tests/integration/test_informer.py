@@ -6,6 +6,7 @@ with an unconsolidated watch cache replays old resourceVersions instead of answe
 from __future__ import annotations
 
 import asyncio
+
 import pytest
 
 from airflow_t9k.api.paths import child_path

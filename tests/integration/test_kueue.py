@@ -148,7 +148,9 @@ def test_a_higher_priority_job_preempts_a_running_lower_one_which_finishes_after
     assert pod_creations(jobs, "low").isdisjoint(first_pods)  # ran again, from new pods
     assert restarts(jobs, "low") == 0  # an eviction spends no restart
     [entry] = jobs.get(GK, "low")["status"]["restartHistory"]  # but it is on record, with its cause
-    assert (entry["replica"], entry["counted"]) == ("all replicas", False) and entry["cause"].startswith("Evicted by Kueue (Preempted)")
+    assert (entry["replica"], entry["counted"]) == ("all replicas", False) and entry["cause"].startswith(
+        "Evicted by Kueue (Preempted)"
+    )
 
 
 def test_an_ascendjob_with_queue_and_min_available_is_admitted_partially_and_runs_at_that_size(jobs, queue, controller, custom):

@@ -34,7 +34,15 @@ def test_example_produces_launcher_workers_hostfile_and_mpirun(jobs, controller)
     script = pods["mpi-launcher"].spec.containers[0].command[2]
     assert script.endswith("exec /usr/local/bin/mpirun --hostfile /etc/t9k/hostfile --mca btl '^openib' -N 3 --enable-recovery "
                            "--max-restarts 100 --allow-run-as-root -bind-to none ./random_walk 20 40 2")  # fmt: skip
-    assert pods["mpi-worker-3"].spec.containers[0].command == ["/usr/sbin/sshd", "-D", "-e", "-h", "/root/.ssh/ssh_host_ed25519_key", "-o", "StrictModes=no"]
+    assert pods["mpi-worker-3"].spec.containers[0].command == [
+        "/usr/sbin/sshd",
+        "-D",
+        "-e",
+        "-h",
+        "/root/.ssh/ssh_host_ed25519_key",
+        "-o",
+        "StrictModes=no",
+    ]
     hostfile = jobs.core.read_namespaced_config_map("mpi-hostfile", jobs.ns).data["hostfile"]
     assert hostfile.splitlines() == [f"mpi-worker-{i} slots=1" for i in range(5)]
     assert set(jobs.core.read_namespaced_secret("mpi-ssh", jobs.ns).data) >= {"authorized_keys", "id_ed25519"}
@@ -54,7 +62,15 @@ def test_debug_then_pause_then_resume(jobs, controller):
 
     def debug(pods):
         assert pods["mpi-launcher"].spec.containers[0].command == ["sleep", "inf"]
-        assert pods["mpi-worker-0"].spec.containers[0].command == ["/usr/sbin/sshd", "-D", "-e", "-h", "/root/.ssh/ssh_host_ed25519_key", "-o", "StrictModes=no"]
+        assert pods["mpi-worker-0"].spec.containers[0].command == [
+            "/usr/sbin/sshd",
+            "-D",
+            "-e",
+            "-h",
+            "/root/.ssh/ssh_host_ed25519_key",
+            "-o",
+            "StrictModes=no",
+        ]
 
     def resumed(pods):
         assert "mpirun" in pods["mpi-launcher"].spec.containers[0].command[2]

@@ -215,7 +215,10 @@ def test_kubernetes_pod_operator_model_types_reach_the_pods(conn, jobs, controll
     [pod] = jobs.pods(ident["name"]).values()
     c = pod.spec.containers[0]
     # (the API server defaults an extended resource's request to its limit)
-    assert (c.resources.limits, c.resources.requests) == ({"cpu": "1", "nvidia.com/gpu": "1"}, {"cpu": "500m", "nvidia.com/gpu": "1"})
+    assert (c.resources.limits, c.resources.requests) == (
+        {"cpu": "1", "nvidia.com/gpu": "1"},
+        {"cpu": "500m", "nvidia.com/gpu": "1"},
+    )
     assert c.env[0].value_from.field_ref.field_path == "metadata.name"
     assert pod.spec.affinity.node_affinity.preferred_during_scheduling_ignored_during_execution[0].weight == 1
 

@@ -191,7 +191,9 @@ async def test_many_triggers_share_one_watch(conn, jobs, controller):
     # more jobs of the same kind in the same namespace, from different runs
     for i in range(4):
         with pytest.raises(TaskDeferred) as exc:
-            make_op(sim={"sim.t9k.test/duration": "2s"}, deferrable=True, log_events=False).execute(context(run_id=f"manual__{i + 10}"))
+            make_op(sim={"sim.t9k.test/duration": "2s"}, deferrable=True, log_events=False).execute(
+                context(run_id=f"manual__{i + 10}")
+            )
         triggers.append(exc.value.trigger)
     tasks = [asyncio.create_task(first_event(t)) for t in triggers]
     await asyncio.sleep(0.5)
@@ -238,8 +240,7 @@ def _append_pod_log(cluster, *lines: str) -> None:
     """kwok serves every pod's log from this file (scripts/local-cluster.sh)."""
     now = datetime.now(timezone.utc)
     with open(cluster.kubeconfig.parent / "pod-logs" / "all.log", "a") as f:
-        for i, line in enumerate(lines):
-            f.write(f"{now.strftime('%Y-%m-%dT%H:%M:%S')}.{i:09d}Z stdout F {line}\n")
+        f.writelines(f"{now.strftime('%Y-%m-%dT%H:%M:%S')}.{i:09d}Z stdout F {line}\n" for i, line in enumerate(lines))
 
 
 @pytest.mark.asyncio

@@ -139,7 +139,11 @@ def _subset(sent: Any, stored: Any, path: str = "") -> list[str]:
     if isinstance(sent, dict):
         if not isinstance(stored, dict):
             return [path]
-        return [p for k, v in sent.items() for p in ([f"{path}.{k} pruned"] if k not in stored else _subset(v, stored[k], f"{path}.{k}"))]
+        return [
+            p
+            for k, v in sent.items()
+            for p in ([f"{path}.{k} pruned"] if k not in stored else _subset(v, stored[k], f"{path}.{k}"))
+        ]
     if isinstance(sent, list):
         if not isinstance(stored, list) or len(sent) != len(stored):
             return [path]
@@ -170,8 +174,10 @@ def _dag_jobs() -> list[tuple[str, Obj]]:
 def _shipped_jobs() -> list[tuple[str, Obj]]:
     out = [(p.stem, manifest(p.stem)) for p in sorted(MANIFESTS.glob("*.yaml"))]
     out += [("builders.pytorch", pytorch()), ("builders.colossal", colossal()), ("beam", beam())]
-    out += [("builders.tensorflow", training("TensorFlowTrainingJob", "tensorflow", "tf", ("chief", 1), ("worker", 2))),
-            ("builders.xgboost", training("XGBoostTrainingJob", "xgboost", "xgb"))]
+    out += [
+        ("builders.tensorflow", training("TensorFlowTrainingJob", "tensorflow", "tf", ("chief", 1), ("worker", 2))),
+        ("builders.xgboost", training("XGBoostTrainingJob", "xgboost", "xgb")),
+    ]
     return out + _dag_jobs()
 
 

@@ -28,8 +28,7 @@ INTERVAL = 2  # --progress-interval of these tests' controller
 def append_log(cluster, *lines: str) -> None:
     """As if every kwok pod printed these lines now (scripts/local-cluster.sh)."""
     with open(cluster.kubeconfig.parent / "pod-logs" / "all.log", "a") as f:
-        for line in lines:
-            f.write(f"{datetime.now(timezone.utc).strftime('%Y-%m-%dT%H:%M:%S.%fZ')} stdout F {line}\n")
+        f.writelines(f"{datetime.now(timezone.utc).strftime('%Y-%m-%dT%H:%M:%S.%fZ')} stdout F {line}\n" for line in lines)
 
 
 def report(step: int) -> str:
@@ -96,7 +95,13 @@ def test_progress_reaches_status_kubectl_the_task_log_and_xcom(conn, cluster, jo
         wait_until(lambda: (jobs.get(GJ, name).get("status") or {}).get("progress", {}).get("step") == 120,
                    timeout=INTERVAL + 10, what="the last report in status")  # fmt: skip
         p = jobs.get(GJ, name)["status"]["progress"]
-        assert (p["replica"], p["totalSteps"], p["epoch"], p["percent"], p["summary"]) == (f"{name}-worker-0", 200, 2, 60.0, "60% 120/200")
+        assert (p["replica"], p["totalSteps"], p["epoch"], p["percent"], p["summary"]) == (
+            f"{name}-worker-0",
+            200,
+            2,
+            60.0,
+            "60% 120/200",
+        )
         assert p["metrics"] == {"loss": round(2 / 121, 4), "acc": 0.48}
         assert p["eta"] and 0 < p["etaSeconds"] < 60, p  # ~20 steps/s measured, 80 to go
         assert 2 <= len(p["history"]["points"]) <= 50 and p["history"]["points"][-1]["step"] == 120
@@ -127,7 +132,9 @@ def test_progress_reaches_status_kubectl_the_task_log_and_xcom(conn, cluster, jo
 
 
 @pytest.mark.asyncio
-async def test_the_deferred_wait_logs_the_progress_and_its_event_carries_the_metrics(conn, cluster, jobs, controller_factory, capsys):
+async def test_the_deferred_wait_logs_the_progress_and_its_event_carries_the_metrics(
+    conn, cluster, jobs, controller_factory, capsys
+):
     if cluster.external:
         pytest.skip("appending to pod logs needs the local cluster's kwok")
     controller = controller_factory("--progress-interval", str(INTERVAL))

@@ -3,7 +3,6 @@ the scale subresource, bounds, and the torchrun launch."""
 
 from __future__ import annotations
 
-
 from tests.support.cluster import wait_until
 
 KIND, GROUP, VERSION, PLURAL = "PyTorchTrainingJob", "batch.tensorstack.dev", "v1beta1", "pytorchtrainingjobs"

@@ -14,7 +14,9 @@ def generic(name: str) -> dict:
 
 
 def test_pods_forbidden_by_a_quota_give_a_condition_and_one_event_then_the_job_runs(jobs, controller, core):
-    quota = client.V1ResourceQuota(metadata=client.V1ObjectMeta(name="no-pods"), spec=client.V1ResourceQuotaSpec(hard={"pods": "0"}))
+    quota = client.V1ResourceQuota(
+        metadata=client.V1ObjectMeta(name="no-pods"), spec=client.V1ResourceQuotaSpec(hard={"pods": "0"})
+    )
     core.create_namespaced_resource_quota(jobs.ns, quota)
     wait_until(lambda: (core.read_namespaced_resource_quota("no-pods", jobs.ns).status.hard or {}).get("pods") == "0",
                what="quota in force")  # fmt: skip

@@ -29,7 +29,9 @@ def _deferred_sensor(**kw):
 @pytest.mark.parametrize("by", ["name", "labels"])
 async def test_the_deferred_sensor_waits_for_a_job_submitted_after_it(conn, jobs, controller, by):
     run_id = f"manual__later_{by}"
-    wanted = {"name": job_name("dag", run_id, "train", -1)} if by == "name" else {"label_selector": f"airflow-t9k.io/run-id={run_id}"}
+    wanted = (
+        {"name": job_name("dag", run_id, "train", -1)} if by == "name" else {"label_selector": f"airflow-t9k.io/run-id={run_id}"}
+    )
     sensor, trigger = _deferred_sensor(namespace=jobs.ns, **wanted)
     task = asyncio.create_task(first_event(trigger, timeout=90))
     await asyncio.sleep(3)

@@ -49,9 +49,7 @@ def test_pod_is_scheduled_onto_a_kwok_node_and_runs(core, namespace):
 
 
 def test_owned_child_is_garbage_collected_with_its_owner(core, namespace):
-    owner = core.create_namespaced_config_map(
-        namespace, client.V1ConfigMap(metadata=client.V1ObjectMeta(name="owner"))
-    )
+    owner = core.create_namespaced_config_map(namespace, client.V1ConfigMap(metadata=client.V1ObjectMeta(name="owner")))
     ref = client.V1OwnerReference(api_version="v1", kind="ConfigMap", name="owner", uid=owner.metadata.uid)
     core.create_namespaced_config_map(
         namespace, client.V1ConfigMap(metadata=client.V1ObjectMeta(name="child", owner_references=[ref]))

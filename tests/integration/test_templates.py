@@ -57,23 +57,50 @@ def templated_job(name: str, ref: dict, **replica: object) -> dict:
 
 POD = {"spec": {"containers": [{"name": "main", "image": "i"}]}}
 BAD = [
-    ("no job kind", {"apiVersion": "batch.tensorstack.dev/v1beta1", "kind": "T9kJobTemplate", "metadata": {"name": "x"},
-                     "spec": {"template": POD}}, "jobKind: Required value"),  # fmt: skip
+    (
+        "no job kind",
+        {
+            "apiVersion": "batch.tensorstack.dev/v1beta1",
+            "kind": "T9kJobTemplate",
+            "metadata": {"name": "x"},
+            "spec": {"template": POD},
+        },
+        "jobKind: Required value",
+    ),  # fmt: skip
     ("an unknown job kind", template("x", "FooJob", POD), "Unsupported value"),
     ("nothing to give", template("x", "GenericJob"), "gives at least one of"),
-    ("a malformed pod template", template("x", "GenericJob", {"spec": {"containers": [{"name": "main", "env": "A=1"}]}}),
-     "must be of type array"),
-    ("a container without a name", template("x", "GenericJob", {"spec": {"containers": [{"image": "i"}]}}), "name: Required value"),
-    ("a replica type TensorFlow lacks", template("x", "TensorFlowTrainingJob", POD, replicaTemplates={"master": POD}),
-     "keyed by its replica types: chief, worker, ps, evaluator"),
-    ("a replica type that is no DNS label", template("x", "PyTorchTrainingJob", POD, replicaTemplates={"Worker": POD}),
-     "lower-case DNS labels"),
+    (
+        "a malformed pod template",
+        template("x", "GenericJob", {"spec": {"containers": [{"name": "main", "env": "A=1"}]}}),
+        "must be of type array",
+    ),
+    (
+        "a container without a name",
+        template("x", "GenericJob", {"spec": {"containers": [{"image": "i"}]}}),
+        "name: Required value",
+    ),
+    (
+        "a replica type TensorFlow lacks",
+        template("x", "TensorFlowTrainingJob", POD, replicaTemplates={"master": POD}),
+        "keyed by its replica types: chief, worker, ps, evaluator",
+    ),
+    (
+        "a replica type that is no DNS label",
+        template("x", "PyTorchTrainingJob", POD, replicaTemplates={"Worker": POD}),
+        "lower-case DNS labels",
+    ),
     ("per-type pods for a one-pod kind", template("x", "MPIJob", POD, replicaTemplates={"worker": POD}), "have one pod template"),
-    ("replica counts in jobSpec", template("x", "GenericJob", POD, jobSpec={"replicaSpecs": [{"type": "w", "replicas": 4}]}),
-     "holds no pods and no replica counts"),
+    (
+        "replica counts in jobSpec",
+        template("x", "GenericJob", POD, jobSpec={"replicaSpecs": [{"type": "w", "replicas": 4}]}),
+        "holds no pods and no replica counts",
+    ),
     ("a worker pod in jobSpec", template("x", "MPIJob", jobSpec={"worker": {"template": POD}}), "holds no pods"),
-    ("a deprecation message on a template in good standing", template("x", "GenericJob", POD, deprecationMessage="use y"),
-     "needs spec.deprecated: true"),
+    (
+        "a deprecation message on a template in good standing",
+        template("x", "GenericJob", POD, deprecationMessage="use y"),
+        "needs spec.deprecated: true",
+    ),
     ("a cluster template like a namespaced one", template(unique("x"), "FooJob", POD, cluster=True), "Unsupported value"),
 ]
 
@@ -109,7 +136,9 @@ def test_a_job_naming_a_template_gets_the_merged_pods(jobs, templates, controlle
     assert sorted(pods) == ["merged-master-0", "merged-worker-0", "merged-worker-1"]
     for name, pod in pods.items():
         c = pod.spec.containers[0]
-        assert c.image == "torch:2.4" and pod.spec.service_account_name == "default" and pod.spec.node_selector == {"type": "kwok"}
+        assert (
+            c.image == "torch:2.4" and pod.spec.service_account_name == "default" and pod.spec.node_selector == {"type": "kwok"}
+        )
         assert any(t.key == "nvidia.com/gpu" for t in pod.spec.tolerations) and pod.metadata.labels["team"] == "ml"
         assert {v.name: v.empty_dir.medium for v in pod.spec.volumes if v.empty_dir} == {"airflow-t9k-shm": "Memory"}
         assert {m.mount_path for m in c.volume_mounts} >= {"/dev/shm"}
@@ -196,7 +225,10 @@ def test_a_deprecated_template_is_used_with_a_warning(jobs, templates, controlle
     assert jobs.condition("GenericJob", "dep", "TemplateResolved")["reason"] == "Deprecated"
     jobs.reasons("dep", "TemplateDeprecated")
     [event] = [e for e in jobs.events("dep") if e.reason == "TemplateDeprecated"]
-    assert event.type == "Warning" and event.message == f"T9kJobTemplate {jobs.ns}/old is deprecated: use torch-h100 (retired in March)"
+    assert (
+        event.type == "Warning"
+        and event.message == f"T9kJobTemplate {jobs.ns}/old is deprecated: use torch-h100 (retired in March)"
+    )
 
 
 def test_a_template_the_merged_job_cannot_pass_admission_with_fails_it(jobs, templates, controller):
@@ -205,7 +237,9 @@ def test_a_template_the_merged_job_cannot_pass_admission_with_fails_it(jobs, tem
     jobs.create(templated_job("refused", {"name": "bad-spec"}))
     failed = jobs.wait_phase("GenericJob", "refused", "Failed")
     cond = next(c for c in failed["status"]["conditions"] if c["type"] == "Failed")
-    assert cond["reason"] == "InvalidSpec" and "merged with its template" in cond["message"] and "cleanUpPolicy" in cond["message"]
+    assert (
+        cond["reason"] == "InvalidSpec" and "merged with its template" in cond["message"] and "cleanUpPolicy" in cond["message"]
+    )
     assert jobs.pods("refused") == {}
 
 
@@ -251,4 +285,7 @@ def test_the_example_template_and_job_apply_as_shipped(jobs, templates, controll
     jobs.create(yaml.safe_load((here / "pytorch-from-template.yaml").read_text()))
     wait_until(lambda: len(jobs.pods("resnet-from-template")) == 2, timeout=30, what="the example's two workers")
     pod = jobs.pods("resnet-from-template")["resnet-from-template-worker-0"]
-    assert pod.spec.containers[0].image.startswith("pytorch/pytorch:") and pod.spec.containers[0].resources.limits["nvidia.com/gpu"] == "8"
+    assert (
+        pod.spec.containers[0].image.startswith("pytorch/pytorch:")
+        and pod.spec.containers[0].resources.limits["nvidia.com/gpu"] == "8"
+    )

@@ -26,7 +26,9 @@ def test_seed_tfplus_distributed_example_runs_three_workers_and_reports_like_ti(
     name = out["name"]
     job = jobs.get("TensorFlowTrainingJob", name)
     tasks = job["status"]["tasks"]
-    assert [(t["type"], [r["name"] for r in t["status"]]) for t in tasks] == [("worker", [f"{name}-worker-{i}" for i in range(3)])]
+    assert [(t["type"], [r["name"] for r in t["status"]]) for t in tasks] == [
+        ("worker", [f"{name}-worker-{i}" for i in range(3)])
+    ]
     pod = jobs.pods(name)[f"{name}-worker-0"]  # kept: it succeeded (cleanUpPolicy Unfinished)
     assert pod.spec.containers[0].command == SEED_COMMAND.split()
     assert pod.spec.containers[0].resources.limits == {"nvidia.com/gpu": "2"}
@@ -51,5 +53,6 @@ def test_name_default_runtime_and_package_dir_reach_the_pods(conn, jobs, control
     container = jobs.pods("test73")["test73-chief-0"].spec.containers[0]
     assert container.image == "tensorflow/tensorflow:1.7.0-py3" and container.working_dir == "/ti/packages/0"
     assert [(m.name, m.mount_path, m.sub_path) for m in container.volume_mounts if m.name.startswith("ti-")] == [
-        ("ti-package-0", "/ti/packages/0", "mnist")]
+        ("ti-package-0", "/ti/packages/0", "mnist")
+    ]
     assert container.resources.limits == {"cpu": "1", "memory": "2G"}

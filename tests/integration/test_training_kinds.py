@@ -108,7 +108,9 @@ BAD_ADMISSION = [
 ]
 
 
-@pytest.mark.parametrize(("body", "needle"), BAD_ADMISSION, ids=["tf-type", "tf-replicas", "tf-backoff", "xgb-type", "xgb-policy"])
+@pytest.mark.parametrize(
+    ("body", "needle"), BAD_ADMISSION, ids=["tf-type", "tf-replicas", "tf-backoff", "xgb-type", "xgb-policy"]
+)
 def test_rejected_at_admission(jobs, body, needle):
     assert needle in jobs.rejected(body)
 

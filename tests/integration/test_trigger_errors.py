@@ -169,7 +169,9 @@ async def test_triggerer_without_list_permission_fails_the_deferred_task_saying_
     trigger = deferred(op)  # the worker may create and get: it submits and defers
     event = await first_event(trigger, timeout=15)
     assert event["status"] == "error"
-    expect = f"the triggerer's identity (kubeconfig {path}) may not list genericjobs.batch.tensorstack.dev in namespace {namespace}"
+    expect = (
+        f"the triggerer's identity (kubeconfig {path}) may not list genericjobs.batch.tensorstack.dev in namespace {namespace}"
+    )
     assert expect in event["message"], event["message"]
     with pytest.raises(AirflowException, match="may not list genericjobs"):
         op.execute_complete(context(), event)
@@ -281,7 +283,11 @@ async def test_a_trigger_with_a_kubeconfig_path_reads_it_on_the_triggerer(cluste
                  config_file=str(cluster.kubeconfig), deferrable=True)  # fmt: skip
     trigger = deferred(op)
     kwargs = trigger.serialize()[1]
-    assert kwargs["connection"]["config_file"] == str(cluster.kubeconfig) and "config_dict" not in kwargs and "connection_extras" not in kwargs
+    assert (
+        kwargs["connection"]["config_file"] == str(cluster.kubeconfig)
+        and "config_dict" not in kwargs
+        and "connection_extras" not in kwargs
+    )
     event = await first_event(trigger, timeout=60)
     assert (event["status"], event["phase"]) == ("success", "Succeeded")
 

@@ -23,7 +23,9 @@ LONG_AGO = (datetime.now(timezone.utc) - timedelta(minutes=10)).isoformat()
 @pytest.mark.parametrize(("sim", "status", "phase"), [({}, "success", "Succeeded"), ({"sim.t9k.test/fail-pods": ".*"}, "failed", "Failed")],
                          ids=["succeeded", "failed"])  # fmt: skip
 async def test_a_trigger_started_past_its_deadline_reports_how_the_job_ended(conn, jobs, controller, sim, status, phase):
-    trigger = _trigger_for(jobs, conn, sim={"sim.t9k.test/duration": "1s", **sim}, timeout=600, log_events=False, stream_logs=False)
+    trigger = _trigger_for(
+        jobs, conn, sim={"sim.t9k.test/duration": "1s", **sim}, timeout=600, log_events=False, stream_logs=False
+    )
     jobs.wait_phase("GenericJob", trigger.name, phase)
     trigger.policy = replace(trigger.policy, deadline=LONG_AGO)  # as if the triggerer had been down past it
     event = (await first_event(trigger)).payload

@@ -312,7 +312,6 @@ def test_browser_pause_and_resume_from_the_task_tab(ui, browser):
     page.close()
 
 
-
 def test_scale_an_elastic_job_within_bounds_then_delete_it(ui):
     run_id = ui.trigger("t9k_ui_elastic")  # a real task submits it and records it (XCom t9k_job)
     path = f"/t9k/api/dags/t9k_ui_elastic/runs/{urllib.parse.quote(run_id, safe='')}/tasks/train/job"
@@ -383,11 +382,20 @@ def test_the_tab_lists_earlier_tries_with_their_jobs_root_cause_and_evidence(ui)
     assert job["name"].endswith("-t2"), job["name"]  # the retry ran the job anew beside try 1's
     [first] = body["attempts"]
     base = job["name"][: -len("-t2")]
-    assert (first["try"], first["state"], first["name"], first["status"], first["phase"]) == (1, "failed", base, "present", "Failed"), first
+    assert (first["try"], first["state"], first["name"], first["status"], first["phase"]) == (
+        1,
+        "failed",
+        base,
+        "present",
+        "Failed",
+    ), first
     assert first["root_cause"]["replica"] == f"{base}-worker-0" and first["root_cause"]["exit_code"] == 3, first["root_cause"]
     kept = first["kept"]
     [c] = kept["replicas"][0]["containers"]
-    assert kept["replicas"][0]["pod"] == f"{base}-worker-0" and (c["exit_code"], c["message"]) == (3, "loss is nan at step 812"), kept
+    assert kept["replicas"][0]["pod"] == f"{base}-worker-0" and (c["exit_code"], c["message"]) == (
+        3,
+        "loss is nan at step 812",
+    ), kept
     assert kept["replicas"][0]["log"].strip(), kept  # its last lines, kept before clean-up
 
     # Labels and annotations claim nothing: a job planted with the task's identity and try 1's
@@ -470,8 +478,9 @@ def test_browser_the_tab_draws_the_metrics_the_replica_reports(ui, browser):
     try:
         wait_until(lambda: ui.stack.ti(dag, run_id)[0] == "success", timeout=120, interval=1, what="the task succeeded")
     except AssertionError as exc:
-        raise AssertionError(f"{exc}; task {ui.stack.ti(dag, run_id)}, job {ui.phase(dag, run_id)}\n"
-                             f"{ui.stack.task_log(dag, run_id)[-3000:]}") from None
+        raise AssertionError(
+            f"{exc}; task {ui.stack.ti(dag, run_id)}, job {ui.phase(dag, run_id)}\n{ui.stack.task_log(dag, run_id)[-3000:]}"
+        ) from None
     xcom = f"/api/v2/dags/{dag}/dagRuns/{run}/taskInstances/train/xcomEntries/metrics"
     status, body = ui.api.call("GET", xcom, "admin")
     assert status == 200 and body["value"]["step"] == 200 and body["value"]["acc"] == 0.8, body

@@ -24,7 +24,10 @@ def ascend(framework: str) -> dict:
     job["metadata"]["labels"]["framework"] = framework
     job["spec"].pop("schedulerName", None)
     if framework == "mindspore":
-        job["spec"]["replicaSpecs"] = {"Scheduler": job["spec"]["replicaSpecs"]["Master"], "Worker": job["spec"]["replicaSpecs"]["Worker"]}
+        job["spec"]["replicaSpecs"] = {
+            "Scheduler": job["spec"]["replicaSpecs"]["Master"],
+            "Worker": job["spec"]["replicaSpecs"]["Worker"],
+        }
     for spec in job["spec"]["replicaSpecs"].values():
         pod = spec["template"]["spec"]
         pod.pop("affinity", None)

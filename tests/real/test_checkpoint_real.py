@@ -98,7 +98,10 @@ def test_a_deleted_replica_resumes_from_its_checkpoint_with_the_same_result(jobs
     assert (cut["loss"], cut["checksum"]) == (base["loss"], base["checksum"])
     # The programs were told where they are: the attempt, and each pod's own restart count
     # (the worker failed for real when its peer went; the controller restarted it once).
-    starts = {p: re.search(r"start rank=(\d) world=2 attempt=(\S+) restarts=(\S+)", real.log(p)) for p in ("cut-master-0", "cut-worker-0")}
+    starts = {
+        p: re.search(r"start rank=(\d) world=2 attempt=(\S+) restarts=(\S+)", real.log(p))
+        for p in ("cut-master-0", "cut-worker-0")
+    }
     assert all(starts.values()), real.describe("cut-master-0", "cut-worker-0")
     print({pod: m.group(0) for pod, m in starts.items()})
     for pod, m in starts.items():

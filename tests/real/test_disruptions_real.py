@@ -23,11 +23,23 @@ SCRIPT = (
 def test_a_real_kubelet_eviction_is_replaced_without_spending_a_restart(jobs, controller, real):
     marker = Path(tempfile.mkdtemp(prefix="t9k-evict-"))
     try:
-        container = {"name": "main", "command": ["sh", "-c", SCRIPT], "resources": {"limits": {"cpu": "100m", "memory": "64Mi"}},
-                     "volumeMounts": [{"name": "scratch", "mountPath": "/scratch"}, {"name": "marker", "mountPath": "/marker"}]}
-        template = on_real_node({"spec": {"containers": [container],
-                                          "volumes": [{"name": "scratch", "emptyDir": {"sizeLimit": "1Mi"}},
-                                                      {"name": "marker", "hostPath": {"path": str(marker), "type": "Directory"}}]}})
+        container = {
+            "name": "main",
+            "command": ["sh", "-c", SCRIPT],
+            "resources": {"limits": {"cpu": "100m", "memory": "64Mi"}},
+            "volumeMounts": [{"name": "scratch", "mountPath": "/scratch"}, {"name": "marker", "mountPath": "/marker"}],
+        }
+        template = on_real_node(
+            {
+                "spec": {
+                    "containers": [container],
+                    "volumes": [
+                        {"name": "scratch", "emptyDir": {"sizeLimit": "1Mi"}},
+                        {"name": "marker", "hostPath": {"path": str(marker), "type": "Directory"}},
+                    ],
+                }
+            }
+        )
         jobs.create({"apiVersion": API, "kind": "GenericJob", "metadata": {"name": "evicted"},
                      "spec": {"successRules": [{"worker": [0]}], "failureRules": [{"worker": [0]}],
                               "replicaSpecs": [{"type": "worker", "replicas": 1, "restartPolicy": {"policy": "Never"},

@@ -14,15 +14,29 @@ API = "batch.tensorstack.dev/v1beta1"
 
 def generic(name: str, args: list[str], memory: str = "256Mi", grace: int = 5, **replica) -> dict:
     container = {"name": "main", "command": py("behave.py", *args), "resources": {"limits": {"cpu": "400m", "memory": memory}}}
-    spec = {"type": "worker", "replicas": 1, "template": on_real_node({"spec": {"containers": [container]}}, grace=grace), **replica}
+    spec = {
+        "type": "worker",
+        "replicas": 1,
+        "template": on_real_node({"spec": {"containers": [container]}}, grace=grace),
+        **replica,
+    }
     return {"apiVersion": API, "kind": "GenericJob", "metadata": {"name": name},
             "spec": {"replicaSpecs": [spec], "successRules": [{"worker": [0]}], "failureRules": [{"worker": [0]}]}}  # fmt: skip
 
 
 def training(name: str, args: list[str], backoff: int) -> dict:
     """A one-replica PyTorchTrainingJob (a training kind: ExitCode is theirs) running behave.py."""
-    container = {"name": "pytorch", "command": py("behave.py", *args), "resources": {"limits": {"cpu": "400m", "memory": "256Mi"}}}
-    replica = {"type": "worker", "replicas": 1, "restartPolicy": "ExitCode", "template": on_real_node({"spec": {"containers": [container]}})}
+    container = {
+        "name": "pytorch",
+        "command": py("behave.py", *args),
+        "resources": {"limits": {"cpu": "400m", "memory": "256Mi"}},
+    }
+    replica = {
+        "type": "worker",
+        "replicas": 1,
+        "restartPolicy": "ExitCode",
+        "template": on_real_node({"spec": {"containers": [container]}}),
+    }
     return {"apiVersion": API, "kind": "PyTorchTrainingJob", "metadata": {"name": name},
             "spec": {"replicaSpecs": [replica], "runPolicy": {"backoffLimit": backoff}}}  # fmt: skip
 

@@ -27,6 +27,8 @@ def test_tf_config_example_workers_reach_each_other_by_substituted_names(jobs, c
     for i, pod in enumerate(pods):
         log = real.log(pod)
         # The substituted cluster: every worker's Service name and the port from spec.service.
-        assert f"'worker': ['{name}-worker-0:2222', '{name}-worker-1:2222', '{name}-worker-2:2222', '{name}-worker-3:2222']" in log, log
+        assert (
+            f"'worker': ['{name}-worker-0:2222', '{name}-worker-1:2222', '{name}-worker-2:2222', '{name}-worker-3:2222']" in log
+        ), log
         line = next(ln for ln in log.splitlines() if ln.startswith("result "))
         assert f"task=worker:{i} workers=4 allreduce=10 " in line, log

@@ -16,7 +16,12 @@ API = "batch.tensorstack.dev/v1beta1"
 def ddp_job(name: str, types: list[tuple[str, int]], **spec) -> dict:
     def replica(rtype: str, n: int) -> dict:
         container = {"name": "pytorch", "command": py("ddp.py"), "resources": {"limits": {"cpu": "400m", "memory": "1Gi"}}}
-        return {"type": rtype, "replicas": n, "restartPolicy": "Never", "template": on_real_node({"spec": {"containers": [container]}})}
+        return {
+            "type": rtype,
+            "replicas": n,
+            "restartPolicy": "Never",
+            "template": on_real_node({"spec": {"containers": [container]}}),
+        }
 
     return {"apiVersion": API, "kind": KIND, "metadata": {"name": name},
             "spec": {"replicaSpecs": [replica(t, n) for t, n in types], **spec}}  # fmt: skip
@@ -66,8 +71,12 @@ def test_ddp_under_torchrun_rendezvous(jobs, controller, real):
 
 
 def test_elastic_scale_up_while_training_reforms_the_group(jobs, controller, real):
-    job = ddp_job("el", [("worker", 2)], torchrunConfig={"enabled": True, "procPerNode": "1", "maxRestarts": 5},
-                  elastic={"enabled": True, "minReplicas": 2, "maxReplicas": 3, "expectedReplicas": 2})
+    job = ddp_job(
+        "el",
+        [("worker", 2)],
+        torchrunConfig={"enabled": True, "procPerNode": "1", "maxRestarts": 5},
+        elastic={"enabled": True, "minReplicas": 2, "maxReplicas": 3, "expectedReplicas": 2},
+    )
     container = job["spec"]["replicaSpecs"][0]["template"]["spec"]["containers"][0]
     container.pop("command")
     container["args"] = py("elastic.py")[1:]

@@ -13,7 +13,12 @@ def job(kind: str, name: str, container: str, program: str, types: list[tuple[st
         c = {"name": container, "command": py(program), "resources": {"limits": {"cpu": "400m", "memory": memory}}}
         return {"type": rtype, "replicas": n, "restartPolicy": "Never", "template": on_real_node({"spec": {"containers": [c]}})}
 
-    return {"apiVersion": API, "kind": kind, "metadata": {"name": name}, "spec": {"replicaSpecs": [replica(t, n) for t, n in types]}}
+    return {
+        "apiVersion": API,
+        "kind": kind,
+        "metadata": {"name": name},
+        "spec": {"replicaSpecs": [replica(t, n) for t, n in types]},
+    }
 
 
 def result_lines(real, pods: list[str]) -> dict[str, dict[str, str]]:

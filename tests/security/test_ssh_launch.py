@@ -45,17 +45,19 @@ def test_an_mpijob_refuses_a_co_tenants_pre_made_secret(jobs, controller, core, 
     assert base64.b64decode(left.data["config"]).decode() == EVIL_CONFIG  # not ours to delete either
 
 
-
 def test_an_mpijob_refuses_a_co_tenants_pre_made_hostfile(jobs, controller, core, api_client, cluster, namespace, tmp_path):
     """The same attack on the other thing the launcher mounts: a hostfile naming the attacker's host."""
     tenant = _edit_identity(core, api_client, cluster, namespace, tmp_path)
-    tenant.create_namespaced_config_map(namespace, {"metadata": {"name": "mpi-hostfile"}, "data": {"hostfile": "evil.example slots=64\n"}})
+    tenant.create_namespaced_config_map(
+        namespace, {"metadata": {"name": "mpi-hostfile"}, "data": {"hostfile": "evil.example slots=64\n"}}
+    )
     jobs.create(example())
     job = jobs.wait_phase("MPIJob", "mpi", "Failed", timeout=30)
     failed = next(c for c in job["status"]["conditions"] if c["type"] == "Failed")
     assert "ConfigMap mpi-hostfile already exists and this job does not own it" in failed["message"], failed
     assert jobs.pods("mpi") == {}  # nothing ever mounted it
     assert core.read_namespaced_config_map("mpi-hostfile", namespace).data == {"hostfile": "evil.example slots=64\n"}
+
 
 def test_the_private_key_is_on_the_launcher_only_and_host_keys_are_checked(jobs, controller, namespace, core):
     jobs.create(example())

@@ -30,8 +30,11 @@ def tenant(ui: Ui, cluster, api_client, tmp_path_factory):  # noqa: F811
 def _forge(tenant, ui: Ui, dag_id: str, task_id: str = "train") -> dict:
     """A job whose labels and annotations claim ``dag_id``'s task: newer than the real one."""
     real = ui.job(dag_id, ui.runs[dag_id])
-    meta = {"name": f"forged-{uuid.uuid4().hex[:6]}", "labels": dict(real["metadata"]["labels"]),
-            "annotations": {k: v for k, v in real["metadata"]["annotations"].items() if k.startswith("airflow-t9k.io/")}}
+    meta = {
+        "name": f"forged-{uuid.uuid4().hex[:6]}",
+        "labels": dict(real["metadata"]["labels"]),
+        "annotations": {k: v for k, v in real["metadata"]["annotations"].items() if k.startswith("airflow-t9k.io/")},
+    }
     meta["annotations"]["airflow-t9k.io/task-id"] = task_id
     body = {"apiVersion": "batch.tensorstack.dev/v1beta1", "kind": "GenericJob", "metadata": meta,
             "spec": {"replicaSpecs": [{"type": "worker", "replicas": 1, "template": {"spec": {
@@ -113,8 +116,13 @@ def test_events_and_pods_of_another_object_with_a_similar_name_do_not_leak(ui: U
         "metadata": {"generateName": "leak-"}, "reason": "LeakedFromAnotherDag", "message": "secret-ish", "type": "Normal",
         "involvedObject": {"kind": "GenericJob", "name": name, "namespace": ui.ns, "uid": str(uuid.uuid4())},
     })  # fmt: skip
-    core.create_namespaced_pod(ui.ns, {"metadata": {"name": f"{name}-worker-99", "labels": {
-        "batch.tensorstack.dev/job-name": name}}, "spec": {"containers": [{"name": "c", "image": "busybox"}]}})
+    core.create_namespaced_pod(
+        ui.ns,
+        {
+            "metadata": {"name": f"{name}-worker-99", "labels": {"batch.tensorstack.dev/job-name": name}},
+            "spec": {"containers": [{"name": "c", "image": "busybox"}]},
+        },
+    )
     status, body = ui.api.call("GET", ui.task_path(dag), "alice")
     assert status == 200, body
     assert "LeakedFromAnotherDag" not in json.dumps(body["job"]["events"])

@@ -126,7 +126,11 @@ class AirflowStack:
         # created answers 409 the second time.
         for attempt in range(3):
             try:
-                self.api("POST", f"dags/{dag_id}/dagRuns", {"dag_run_id": run_id, "logical_date": None, **({"conf": conf} if conf else {})})
+                self.api(
+                    "POST",
+                    f"dags/{dag_id}/dagRuns",
+                    {"dag_run_id": run_id, "logical_date": None, **({"conf": conf} if conf else {})},
+                )
                 break
             except urllib.error.HTTPError as exc:
                 if exc.code == 409 and attempt:

@@ -54,7 +54,7 @@ class Jobs:
         self.core = client.CoreV1Api(api_client)
         self.ns = namespace
 
-    def _r(self, kind: str):  # noqa: ANN202
+    def _r(self, kind: str):
         r = resource_for(kind)
         return r.group, r.version, self.ns, r.plural
 

@@ -25,8 +25,14 @@ def _granted(name: str) -> set[tuple[str, str, str]]:
 
 def _expected() -> set[tuple[str, str, str]]:
     jobs = {(r.group, r.plural, v) for r in RESOURCES.values() for v in JOB_VERBS}
-    core = {("", "events", "list"), ("", "events", "watch"), ("", "pods", "get"), ("", "pods", "list"), ("", "pods/log", "get"),
-            ("", "configmaps", "get")}  # the evidence ConfigMap the T9k Job tab shows
+    core = {
+        ("", "events", "list"),
+        ("", "events", "watch"),
+        ("", "pods", "get"),
+        ("", "pods", "list"),
+        ("", "pods/log", "get"),
+        ("", "configmaps", "get"),
+    }  # the evidence ConfigMap the T9k Job tab shows
     return jobs | core
 
 
@@ -50,6 +56,10 @@ def test_both_variants_grant_the_same_rules_to_the_worker_and_the_triggerer():
     assert kinds == {VARIANTS[0]: ["Role", "RoleBinding"], VARIANTS[1]: ["ClusterRole", "ClusterRoleBinding"]}
     for name in VARIANTS:
         role, binding = _docs(name)
-        assert binding["roleRef"] == {"apiGroup": "rbac.authorization.k8s.io", "kind": role["kind"], "name": role["metadata"]["name"]}
+        assert binding["roleRef"] == {
+            "apiGroup": "rbac.authorization.k8s.io",
+            "kind": role["kind"],
+            "name": role["metadata"]["name"],
+        }
         subjects = {(s["kind"], s["name"]) for s in binding["subjects"]}
         assert subjects == {("ServiceAccount", "airflow-worker"), ("ServiceAccount", "airflow-triggerer")}

@@ -24,8 +24,13 @@ RECORD_CASES = [
     ("the same try again replaces its entry", [entry(1), entry(2)], 2, {**ID, "uid": "u9"}, [entry(1), entry(2, "u9")]),
     ("garbage in the store is dropped", ["x", {"try": "1"}, {"try": True, **ID}, entry(1)], 3, ID, [entry(1), entry(3)]),
     ("not a list", {"try": 1}, 1, ID, [entry(1)]),
-    ("bounded, the latest kept", [entry(n) for n in range(1, MAX_ATTEMPTS + 1)], MAX_ATTEMPTS + 1, ID,
-     [entry(n) for n in range(2, MAX_ATTEMPTS + 2)]),
+    (
+        "bounded, the latest kept",
+        [entry(n) for n in range(1, MAX_ATTEMPTS + 1)],
+        MAX_ATTEMPTS + 1,
+        ID,
+        [entry(n) for n in range(2, MAX_ATTEMPTS + 2)],
+    ),
 ]
 
 
@@ -78,13 +83,24 @@ def test_kept_logs_reads_the_record_once_and_says_when_it_is_forged(caplog):
 def test_an_earlier_try_row():
     from airflow_t9k.ui.attempts import row
 
-    earlier = {"try": 1, "state": "failed", "started": None, "ended": None, "job": {k: ID[k] for k in ("kind", "namespace", "name", "uid")}}
+    earlier = {
+        "try": 1,
+        "state": "failed",
+        "started": None,
+        "ended": None,
+        "job": {k: ID[k] for k in ("kind", "namespace", "name", "uid")},
+    }
     job = {"kind": "GenericJob", "metadata": {"name": "train-1", "uid": "u1"},
            "status": {"phase": "Failed", "rootCause": {"replica": "train-1-worker-0", "exitCode": 3}}}  # fmt: skip
     evidence = {"summary.json": '{"phase": "Failed", "replicas": {"train-1-worker-0": {"phase": "Failed"}}}',
                 "train-1-worker-0.log": "boom\n"}  # fmt: skip
     got = row(earlier, job, [], evidence, "u2")
-    assert (got["status"], got["phase"], got["root_cause"]["replica"], got["root_cause"]["exit_code"]) == ("present", "Failed", "train-1-worker-0", 3)
+    assert (got["status"], got["phase"], got["root_cause"]["replica"], got["root_cause"]["exit_code"]) == (
+        "present",
+        "Failed",
+        "train-1-worker-0",
+        3,
+    )
     assert [r["log"] for r in got["kept"]["replicas"]] == ["boom\n"]
     assert row(earlier, None, [], None, "u2")["status"] == "gone"
     assert row(earlier, job, [], evidence, "u1")["status"] == "current"  # a try that reattached to this try's job

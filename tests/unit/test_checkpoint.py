@@ -69,7 +69,9 @@ def test_task_dir_is_readable_and_has_no_try_number():
     assert ckpt.task_dir("dag", "manual_1", "train", 3) == "dag/manual_1/train/map-3"
     # ':' and '+' are made safe, and the part then carries a digest of what it was.
     part = ckpt.task_dir("dag", RUN, "train").split("/")[1]
-    assert part.startswith("scheduled__2026-11-25T00_00_00_00_00-") and len(part) == len("scheduled__2026-11-25T00_00_00_00_00-") + 8
+    assert (
+        part.startswith("scheduled__2026-11-25T00_00_00_00_00-") and len(part) == len("scheduled__2026-11-25T00_00_00_00_00-") + 8
+    )
 
 
 @pytest.mark.parametrize(
@@ -108,7 +110,9 @@ LAYOUTS = {
 }  # fmt: skip
 
 
-@pytest.mark.parametrize(("layout", "templates"), [("replicaSpecs-list", 2), ("replicaSpecs-map", 2), ("worker", 1), ("jobTemplate", 1)])
+@pytest.mark.parametrize(
+    ("layout", "templates"), [("replicaSpecs-list", 2), ("replicaSpecs-map", 2), ("worker", 1), ("jobTemplate", 1)]
+)
 def test_apply_reaches_every_container_of_every_template(layout, templates):
     job = copy.deepcopy(LAYOUTS[layout])
     c = ckpt.parse({"claim": "ckpt", "path": "exp"})
@@ -120,8 +124,13 @@ def test_apply_reaches_every_container_of_every_template(layout, templates):
         assert spec["terminationGracePeriodSeconds"] == 90
         assert spec["volumes"] == [{"name": "airflow-t9k-checkpoint", **PVC}]
         for container in [*spec.get("initContainers", []), *spec["containers"]]:
-            assert container["volumeMounts"] == [{"name": "airflow-t9k-checkpoint", "mountPath": "/t9k/checkpoint", "subPath": "exp/d/r/t"}]
-            assert {e["name"]: e["value"] for e in container["env"]} == {"T9K_ATTEMPT": "2", "T9K_CHECKPOINT_DIR": "/t9k/checkpoint"}
+            assert container["volumeMounts"] == [
+                {"name": "airflow-t9k-checkpoint", "mountPath": "/t9k/checkpoint", "subPath": "exp/d/r/t"}
+            ]
+            assert {e["name"]: e["value"] for e in container["env"]} == {
+                "T9K_ATTEMPT": "2",
+                "T9K_CHECKPOINT_DIR": "/t9k/checkpoint",
+            }
 
 
 def test_apply_without_checkpoint_only_tells_the_attempt():

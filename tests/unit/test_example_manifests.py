@@ -63,5 +63,9 @@ def test_nothing_in_the_repository_reads_the_specification_folder_beside_it():
     files = [p for d in ("airflow_t9k", "tests", "scripts", "dags_examples", "benchmarks", "tools", ".ci")
              for p in (root / d).rglob("*") if p.is_file() and p.suffix in (".py", ".sh", ".yaml", "")]  # fmt: skip
     files += [root / "Makefile", root / "pyproject.toml"]
-    offenders = [str(p.relative_to(root)) for p in files if p != Path(__file__) and any(n in p.read_text(errors="replace") for n in needles)]
+    offenders = [
+        str(p.relative_to(root))
+        for p in files
+        if p != Path(__file__) and any(n in p.read_text(errors="replace") for n in needles)
+    ]
     assert offenders == []

@@ -18,7 +18,9 @@ from tests.builders import cond, pod, run, service
 SEEDS = Path(__file__).resolve().parents[2] / "examples" / "manifests" / "seeds"
 STATUS = "it shows a job's status, which the controller writes"
 EXCERPT = "it is an excerpt (it shows only {}; '...' stands for the rest of the job): add these fields to a whole job"
-CONTAINER = "has no name or image (the example shows only the fields it is about): give each container its name, image and command"
+CONTAINER = (
+    "has no name or image (the example shows only the fields it is about): give each container its name, image and command"
+)
 
 REFUSED = {
     "seed001-02.yaml": CONTAINER, "seed001-03.yaml": CONTAINER, "seed001-04.yaml": CONTAINER,
@@ -80,7 +82,9 @@ def test_seed001_generic_example_worker_0_decides():
     objs = [service(n) for n in names]
     done = run(example, pod(names[0], "Succeeded", 0), *(pod(n) for n in names[1:]), *objs, status={"phase": "Running"})
     assert done.status["phase"] == "Succeeded"
-    failed = run(example, pod(names[0]), pod(names[1], "Failed", 1), *(pod(n) for n in names[2:]), *objs, status={"phase": "Running"})
+    failed = run(
+        example, pod(names[0]), pod(names[1], "Failed", 1), *(pod(n) for n in names[2:]), *objs, status={"phase": "Running"}
+    )
     assert cond(failed, "Failed")["message"] == 'The job is failed with rule: { "worker": [1] }'
 
 

@@ -44,9 +44,7 @@ class Slot:
 
 def slots(kind: JobKind, job: Obj) -> list[Slot]:
     return [
-        Slot(spec, rank, kind.pod_name(job, spec.type, rank))
-        for spec in kind.replica_specs(job)
-        for rank in range(spec.replicas)
+        Slot(spec, rank, kind.pod_name(job, spec.type, rank)) for spec in kind.replica_specs(job) for rank in range(spec.replicas)
     ]
 
 
@@ -105,9 +103,7 @@ def check_names(kind: JobKind, job: Obj) -> None:
         if spec.replicas and kind.wants_services(job, spec.type):
             longest = kind.service_name(job, spec.type, spec.replicas - 1)
             if len(longest) > DNS_LABEL_MAX:
-                raise InvalidSpec(
-                    f"service name {longest!r} is longer than {DNS_LABEL_MAX} characters; shorten the job name"
-                )
+                raise InvalidSpec(f"service name {longest!r} is longer than {DNS_LABEL_MAX} characters; shorten the job name")
 
 
 def mode_override(kind: JobKind, job: Obj, rtype: str, resumed: bool) -> ModeOverride | None:
@@ -198,14 +194,19 @@ def build_service(kind: JobKind, job: Obj, slot: Slot) -> Obj:
     return {
         "apiVersion": "v1",
         "kind": "Service",
-        "metadata": child_meta(job, kind.service_name(job, slot.type, slot.rank), {LABEL_TYPE: slot.type, LABEL_RANK: str(slot.rank)}),
+        "metadata": child_meta(
+            job, kind.service_name(job, slot.type, slot.rank), {LABEL_TYPE: slot.type, LABEL_RANK: str(slot.rank)}
+        ),
         "spec": spec,
     }
 
 
 def build_extra(job: Obj, manifest: Obj) -> Obj:
     out = deep(manifest)
-    out["metadata"] = {**child_meta(job, manifest["metadata"]["name"]), **{k: v for k, v in manifest["metadata"].items() if k != "name"}}
+    out["metadata"] = {
+        **child_meta(job, manifest["metadata"]["name"]),
+        **{k: v for k, v in manifest["metadata"].items() if k != "name"},
+    }
     return out
 
 

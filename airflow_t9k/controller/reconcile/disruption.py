@@ -47,7 +47,9 @@ def describe(pod: Obj | None, cause: str) -> str:
     """The cause with the pod's own words, e.g. 'Evicted: The node was low on resource: memory.'"""
     status = (pod or {}).get("status") or {}
     said = status.get("message") or next(
-        (c.get("message") for c in status.get("conditions") or [] if c.get("type") == "DisruptionTarget" and c.get("message")), None)
+        (c.get("message") for c in status.get("conditions") or [] if c.get("type") == "DisruptionTarget" and c.get("message")),
+        None,
+    )
     return bounded(f"{cause}: {str(said).strip()}", 300) if said else cause
 
 
@@ -86,8 +88,13 @@ def replace_disrupted(sb: StatusBuilder, s: SlotState, events: list[Emit]) -> li
     """A replica the cluster took away: on record first, then replaced under the same count."""
     why = describe(s.pod, str(disruption(s.pod)))
     if record(sb, s.slot.pod_name, uid_of(s.pod) or "", why, counted=False):
-        events.append(Emit("Warning", "ReplicaDisrupted",
-                           f"Replica {s.slot.pod_name} was disrupted ({why}); it is replaced without spending a restart."))
+        events.append(
+            Emit(
+                "Warning",
+                "ReplicaDisrupted",
+                f"Replica {s.slot.pod_name} was disrupted ({why}); it is replaced without spending a restart.",
+            )
+        )
     # Being deleted by whoever disrupted it: it is created again once gone.
     return [] if is_deleting(s.pod or {}) else [Delete("Pod", s.slot.pod_name, uid_of(s.pod))]
 

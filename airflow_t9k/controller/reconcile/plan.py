@@ -24,14 +24,8 @@ from dataclasses import replace
 from datetime import datetime
 
 from airflow_t9k.controller.reconcile import queueing, template, volcano
-from airflow_t9k.controller.reconcile.disruption import disruption, group_disruption, record, replace_disrupted, restart_group
-from airflow_t9k.controller.reconcile.slotstate import SlotState, recorded_restarts, slot_state
-from airflow_t9k.controller.reconcile.evidence import keep_first
-from airflow_t9k.controller.reconcile.cleanup import cleanup, remove_all
-from airflow_t9k.controller.reconcile.usage import with_usage
-from airflow_t9k.controller.reconcile.reporting import with_progress
-from airflow_t9k.controller.reconcile.progress import finish, progress, replica_failure, root_cause
 from airflow_t9k.controller.reconcile.actions import Action, Create, CreateSSHSecret, Delete, Emit, Patch, Plan
+from airflow_t9k.controller.reconcile.cleanup import cleanup, remove_all
 from airflow_t9k.controller.reconcile.desired import (
     Slot,
     build_extra,
@@ -42,16 +36,22 @@ from airflow_t9k.controller.reconcile.desired import (
     scheduler_settings,
     slots,
 )
+from airflow_t9k.controller.reconcile.disruption import disruption, group_disruption, record, replace_disrupted, restart_group
+from airflow_t9k.controller.reconcile.evidence import keep_first
 from airflow_t9k.controller.reconcile.observe import Observed, is_deleting
+from airflow_t9k.controller.reconcile.progress import finish, progress, replica_failure, root_cause
+from airflow_t9k.controller.reconcile.reporting import with_progress
+from airflow_t9k.controller.reconcile.slotstate import SlotState, recorded_restarts, slot_state
 from airflow_t9k.controller.reconcile.status import (
     FINISHED,
     StatusBuilder,
     aggregate,
     failure_detail,
-    timestamp,
     replica_entry,
     replica_phase,
+    timestamp,
 )
+from airflow_t9k.controller.reconcile.usage import with_usage
 from airflow_t9k.kinds.base import (
     ANNOTATION_RESTARTS,
     InvalidSpec,
@@ -164,7 +164,10 @@ def _plan(kind: JobKind, job: Obj, observed: Observed, now: datetime) -> Plan:
     group_cause = group_disruption(states) if kind.restarts_as_group and not debug else None
     if expired and not debug:
         outcome: tuple[str, str, str] | None = (
-            "Failed", "DeadlineExceeded", f"The job ran longer than activeDeadlineSeconds ({kind.active_deadline(job)}s).")
+            "Failed",
+            "DeadlineExceeded",
+            f"The job ran longer than activeDeadlineSeconds ({kind.active_deadline(job)}s).",
+        )
     else:
         # A fixed-world launch (MPI, DeepSpeed, ColossalAI) cannot go on with one replica
         # replaced: a disruption restarts the whole group, and its launcher's fall is no verdict.
@@ -214,12 +217,18 @@ def _deadline(kind: JobKind, job: Obj, sb: StatusBuilder, now: datetime) -> tupl
 
 def _decide(kind: JobKind, job: Obj, states: list[SlotState], budget: list[int] | None) -> tuple[str, str, str] | None:
     succeeded = {(s.slot.type, s.slot.rank) for s in states if s.ended and s.phase == "Succeeded"}
-    failed_for_good = {(s.slot.type, s.slot.rank) for s in states if s.ended and s.phase == "Failed" and not s.can_restart(budget)}
+    failed_for_good = {
+        (s.slot.type, s.slot.rank) for s in states if s.ended and s.phase == "Failed" and not s.can_restart(budget)
+    }
     if rule := _satisfied(kind.failure_rules(job), failed_for_good):
         # Seed 001's reasons: the message names the rule, so a "FailureRule" reason added nothing.
         return "Failed", "Failed", kind.outcome_message(job, "Failed") or f"The job is failed with rule: {_fmt(rule)}"
     if rule := _satisfied(kind.success_rules(job), succeeded):
-        return "Succeeded", "Succeeded", kind.outcome_message(job, "Succeeded") or f"The job has finished successfully with rule: {_fmt(rule)}"
+        return (
+            "Succeeded",
+            "Succeeded",
+            kind.outcome_message(job, "Succeeded") or f"The job has finished successfully with rule: {_fmt(rule)}",
+        )
     ended = succeeded | failed_for_good
     restartable = any(s.restart_recorded or (s.ended and s.can_restart(budget)) for s in states)
     if states and len(ended) == len(states) and not restartable:
@@ -276,8 +285,15 @@ def _ensure_children(kind: JobKind, job: Obj, observed: Observed, slot_list: lis
 
 
 def _replicas(
-    sb: StatusBuilder, kind: JobKind, job: Obj, observed: Observed, states: list[SlotState], rendered: dict[str, Obj],
-    events: list[Emit], debug: bool, budget: list[int] | None,
+    sb: StatusBuilder,
+    kind: JobKind,
+    job: Obj,
+    observed: Observed,
+    states: list[SlotState],
+    rendered: dict[str, Obj],
+    events: list[Emit],
+    debug: bool,
+    budget: list[int] | None,
 ) -> list[Action]:
     actions: list[Action] = []
     wanted = {s.slot.pod_name for s in states}

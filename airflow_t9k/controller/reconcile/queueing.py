@@ -24,8 +24,8 @@ from typing import Any
 
 from airflow_t9k.controller.reconcile.actions import Action, Create, Delete, Emit, ReplaceStatus
 from airflow_t9k.controller.reconcile.desired import build_pod, child_meta, scheduler_settings, slots
-from airflow_t9k.controller.reconcile.observe import Observed, is_deleting
 from airflow_t9k.controller.reconcile.disruption import record
+from airflow_t9k.controller.reconcile.observe import Observed, is_deleting
 from airflow_t9k.controller.reconcile.status import StatusBuilder, bounded, timestamp
 from airflow_t9k.kinds.base import JobKind, Obj
 
@@ -273,7 +273,9 @@ def _evicted(job: Obj, wl: Obj, observed: Observed, sb: StatusBuilder, live_pods
         key = f"kueue/{_uid(wl)}/{evicted.get('lastTransitionTime', '')}"
         record(sb, "all replicas", key, bounded(f"Evicted by Kueue ({reason}): {message}", 300), counted=False)
     sb.set_phase("Pending")
-    sb.set_condition("Running", False, "Queued", "The job was evicted by Kueue; its pods are deleted and it waits to be admitted again.")
+    sb.set_condition(
+        "Running", False, "Queued", "The job was evicted by Kueue; its pods are deleted and it waits to be admitted again."
+    )
     events = (Emit("Normal", "Evicted", bounded(f"Evicted by Kueue ({reason}): {message}; the pods are deleted and "
                                                 "the job waits in its queue again.", 1000)),) if flipped else ()  # fmt: skip
     actions: list[Action] = list(live_pods)

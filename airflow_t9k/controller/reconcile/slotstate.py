@@ -59,7 +59,6 @@ class SlotState:
         return budget is None or budget[0] > 0
 
 
-
 def recorded_restarts(sb: StatusBuilder) -> dict[str, int]:
     """Restart counts per replica, as the last status recorded them."""
     return {

@@ -61,7 +61,9 @@ def _missing(sb: StatusBuilder, job: Obj, what: str, wait: float, now: datetime)
         return Plan(status=sb.new)
     sb.new.setdefault("phase", "Pending")
     message = f"{what} does not exist; the job waits for it until {wait:g}s after its creation, then fails."
-    events = (Emit("Warning", "TemplateNotFound", message),) if sb.set_condition(CONDITION, False, "TemplateNotFound", message) else ()
+    events = (
+        (Emit("Warning", "TemplateNotFound", message),) if sb.set_condition(CONDITION, False, "TemplateNotFound", message) else ()
+    )
     return Plan(status=sb.new, events=events, requeue_after=max(wait - waited, 0.1))
 
 

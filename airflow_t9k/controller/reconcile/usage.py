@@ -69,7 +69,7 @@ def requested(pod: Obj) -> tuple[dict[str, float], float]:
     """(accelerators per resource name, cpus) the pod's containers' limits ask for."""
     accelerators: dict[str, float] = {}
     cpu = 0.0
-    for c in ((pod.get("spec") or {}).get("containers") or []):
+    for c in (pod.get("spec") or {}).get("containers") or []:
         resources = c.get("resources") or {}
         limits, requests = resources.get("limits") or {}, resources.get("requests") or {}
         for name, value in limits.items():
@@ -82,7 +82,7 @@ def requested(pod: Obj) -> tuple[dict[str, float], float]:
 def _times(pod: Obj) -> tuple[str | None, str | None]:
     """(when the pod's first container started, when its last ended: None while one still runs)."""
     starts, ends, running = [], [], False
-    for cs in ((pod.get("status") or {}).get("containerStatuses") or []):
+    for cs in (pod.get("status") or {}).get("containerStatuses") or []:
         state = cs.get("state") or {}
         if "running" in state:
             running = True
@@ -143,8 +143,12 @@ def account(old: Obj | None, new: Obj, pods: Mapping[str, Obj], deleted: Iterabl
         if start is None:
             continue
         accelerators, cpu = requested(pod)
-        ledger["open"][uid] = {"pod": pod["metadata"].get("name", ""), "start": start,
-                              "accelerators": {k: _tidy(v) for k, v in accelerators.items()}, "cpu": _tidy(cpu)}
+        ledger["open"][uid] = {
+            "pod": pod["metadata"].get("name", ""),
+            "start": start,
+            "accelerators": {k: _tidy(v) for k, v in accelerators.items()},
+            "cpu": _tidy(cpu),
+        }
     for uid in sorted(ledger["open"]):
         pod = by_uid.get(uid)
         if not (ending or pod is None or uid in going or is_deleting(pod)):

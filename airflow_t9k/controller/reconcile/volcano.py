@@ -66,4 +66,6 @@ def gate(kind: JobKind, job: Obj, observed: Observed, queued: bool, rendered: di
 
 def finished(observed: Observed) -> list[Action]:
     """The job ended: its PodGroup goes, as the operator's handleFinishedJob deletes it."""
-    return [Delete("PodGroup", n, (g.get("metadata") or {}).get("uid")) for n, g in observed.podgroups.items() if not is_deleting(g)]
+    return [
+        Delete("PodGroup", n, (g.get("metadata") or {}).get("uid")) for n, g in observed.podgroups.items() if not is_deleting(g)
+    ]

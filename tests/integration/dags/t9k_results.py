@@ -26,10 +26,14 @@ with DAG("t9k_results", start_date=datetime(2026, 1, 1), schedule=None, catchup=
     jobs = {
         "pytorch": PyTorchTrainingJobOperator(task_id="pytorch", replicas=2, pod_annotations=sim('{"metric": 0.93}'), **common),
         "text": GenericJobOperator(task_id="text", replicas=1, pod_annotations=sim("model at s3://models/run-7"), **common),
-        "colossalai": ColossalAIJobOperator(task_id="colossalai", replicas=2, pod_annotations=sim('{"from": "launcher"}'), **common),
+        "colossalai": ColossalAIJobOperator(
+            task_id="colossalai", replicas=2, pod_annotations=sim('{"from": "launcher"}'), **common
+        ),
         "mpi": MPIJobOperator(task_id="mpi", replicas=2, pod_annotations=sim('{"from": "mpi launcher"}'), **common),
         "deepspeed": DeepSpeedJobOperator(task_id="deepspeed", replicas=2, pod_annotations=sim('{"from": "worker 0"}'), **common),
-        "sync": GenericJobOperator(task_id="sync", replicas=1, pod_annotations=sim("[1, 2, 3]"), **{**common, "deferrable": False}),
+        "sync": GenericJobOperator(
+            task_id="sync", replicas=1, pod_annotations=sim("[1, 2, 3]"), **{**common, "deferrable": False}
+        ),
     }
     expected = {"pytorch": {"metric": 0.93}, "text": "model at s3://models/run-7", "colossalai": {"from": "launcher"},
                 "mpi": {"from": "mpi launcher"}, "deepspeed": {"from": "worker 0"}, "sync": [1, 2, 3]}  # fmt: skip

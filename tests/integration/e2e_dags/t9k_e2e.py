@@ -11,14 +11,23 @@ from airflow_t9k.operators.kinds import GenericJobOperator
 START = datetime(2026, 1, 1)
 
 with DAG("t9k_e2e_defer", start_date=START, schedule=None, catchup=False):
-    GenericJobOperator(task_id="job", image="busybox", replicas=2, pod_annotations={"sim.t9k.test/duration": "8s"}, deferrable=True)
+    GenericJobOperator(
+        task_id="job", image="busybox", replicas=2, pod_annotations={"sim.t9k.test/duration": "8s"}, deferrable=True
+    )
 
 with DAG("t9k_e2e_kill", start_date=START, schedule=None, catchup=False):
     GenericJobOperator(task_id="job", image="busybox", replicas=1, deferrable=True)  # runs until killed
 
-with DAG("t9k_e2e_retry", start_date=START, schedule=None, catchup=False,
-         default_args={"retries": 1, "retry_delay": timedelta(seconds=1)}):
-    GenericJobOperator(task_id="job", image="busybox", replicas=1, pod_annotations={"sim.t9k.test/duration": "25s"}, deferrable=False)
+with DAG(
+    "t9k_e2e_retry",
+    start_date=START,
+    schedule=None,
+    catchup=False,
+    default_args={"retries": 1, "retry_delay": timedelta(seconds=1)},
+):
+    GenericJobOperator(
+        task_id="job", image="busybox", replicas=1, pod_annotations={"sim.t9k.test/duration": "25s"}, deferrable=False
+    )
 
 # A hyperparameter sweep: one job per map index, a literal file-like argument in the command
 # (never read as a template file), each job's result back into its own map index's XCom. The
@@ -35,9 +44,19 @@ with DAG("t9k_e2e_sweep", start_date=START, schedule=None, catchup=False):
 # Issue 23, point 2: an exit code the task calls permanent fails it at once; another is retried.
 # The jobs run 10 s: one that ends within seconds of its task deferring meets Airflow 3.3's stale
 # defer-exit race (apache/airflow#72716, docs/airflow.md "Known limits"), which fails the task.
-with DAG("t9k_e2e_permanent", start_date=START, schedule=None, catchup=False,
-         default_args={"retries": 2, "retry_delay": timedelta(seconds=1)}):
+with DAG(
+    "t9k_e2e_permanent",
+    start_date=START,
+    schedule=None,
+    catchup=False,
+    default_args={"retries": 2, "retry_delay": timedelta(seconds=1)},
+):
     for task_id, code in (("permanent", "3"), ("retryable", "137")):
-        GenericJobOperator(task_id=task_id, image="busybox", replicas=1, deferrable=True, permanent_exit_codes=[3],
-                           pod_annotations={"sim.t9k.test/duration": "10s", "sim.t9k.test/fail-pods": ".*",
-                                            "sim.t9k.test/exit-code": code})
+        GenericJobOperator(
+            task_id=task_id,
+            image="busybox",
+            replicas=1,
+            deferrable=True,
+            permanent_exit_codes=[3],
+            pod_annotations={"sim.t9k.test/duration": "10s", "sim.t9k.test/fail-pods": ".*", "sim.t9k.test/exit-code": code},
+        )

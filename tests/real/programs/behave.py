@@ -1,9 +1,9 @@
 """A replica whose end is chosen by its arguments, for the real-failure tests.
 
-    behave.py exit CODE            print, then exit with CODE
-    behave.py oom                  allocate memory until the kernel's OOM killer ends the process
-    behave.py sigterm SECONDS      wait for SIGTERM; on it print how long it waited and exit 0
-    behave.py message TEXT         write TEXT to /dev/termination-log and exit 0
+behave.py exit CODE            print, then exit with CODE
+behave.py oom                  allocate memory until the kernel's OOM killer ends the process
+behave.py sigterm SECONDS      wait for SIGTERM; on it print how long it waited and exit 0
+behave.py message TEXT         write TEXT to /dev/termination-log and exit 0
 """
 
 import os

@@ -18,7 +18,10 @@ EPOCHS = int(os.environ.get("EPOCHS", "20"))
 
 dist.init_process_group("gloo")
 rank, world = dist.get_rank(), dist.get_world_size()
-print(f"rank {rank}/{world} on {socket.gethostname()} master={os.environ.get('MASTER_ADDR')}:{os.environ.get('MASTER_PORT')}", flush=True)
+print(
+    f"rank {rank}/{world} on {socket.gethostname()} master={os.environ.get('MASTER_ADDR')}:{os.environ.get('MASTER_PORT')}",
+    flush=True,
+)
 
 torch.manual_seed(0)
 x = torch.randn(512, 8)

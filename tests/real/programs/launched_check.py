@@ -21,5 +21,8 @@ rank, world = dist.get_rank(), dist.get_world_size()
 total = torch.tensor([float(rank + 1)])
 dist.all_reduce(total)
 master = f"{os.environ.get('MASTER_ADDR')}:{os.environ.get('MASTER_PORT')}"
-print(f"result host={socket.gethostname()} rank={rank} world={world} local_rank={local_rank} master={master} allreduce={total.item():g}", flush=True)
+print(
+    f"result host={socket.gethostname()} rank={rank} world={world} local_rank={local_rank} master={master} allreduce={total.item():g}",
+    flush=True,
+)
 dist.destroy_process_group()

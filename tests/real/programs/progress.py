@@ -17,8 +17,11 @@ for step in range(1, steps + 1):
     time.sleep(pause)
     loss, acc = round(2.0 * math.exp(-step / 10), 4), round(1 - math.exp(-step / 8), 4)
     print(f"step {step} done", flush=True)  # ordinary output: ignored
-    print("T9K_PROGRESS " + json.dumps({"step": step, "total_steps": steps, "epoch": step // 10, "loss": loss,
-                                        "metrics": {"acc": acc}}), flush=True)
+    print(
+        "T9K_PROGRESS "
+        + json.dumps({"step": step, "total_steps": steps, "epoch": step // 10, "loss": loss, "metrics": {"acc": acc}}),
+        flush=True,
+    )
     if step == steps // 2:
         print("T9K_PROGRESS step=oops", flush=True)  # garbage: ignored
 with open("/dev/termination-log", "w") as f:

@@ -26,8 +26,17 @@ y = x @ np.array([1.0, -2.0, 0.5, 3.0, 0.0]) + 0.1 * rng.normal(size=400)
 with collective.CommunicatorContext(DMLC_TRACKER_URI=addr, DMLC_TRACKER_PORT=port, DMLC_TASK_ID=str(rank)):
     assert collective.get_world_size() == world, collective.get_world_size()
     dtrain = xgb.DMatrix(x, label=y)
-    booster = xgb.train({"max_depth": 3, "eta": 0.3, "tree_method": "hist"}, dtrain, num_boost_round=20, evals=[(dtrain, "train")], verbose_eval=False)
+    booster = xgb.train(
+        {"max_depth": 3, "eta": 0.3, "tree_method": "hist"},
+        dtrain,
+        num_boost_round=20,
+        evals=[(dtrain, "train")],
+        verbose_eval=False,
+    )
     rmse = float(booster.eval(dtrain).split(":")[1])
     dump = booster.get_dump()
     digest = collective.allreduce(np.array([float(len("".join(dump)))]), collective.Op.MAX)[0]
-    print(f"result rank={rank} world={collective.get_world_size()} rmse={rmse:.4f} trees={len(dump)} model_size={int(digest)}", flush=True)
+    print(
+        f"result rank={rank} world={collective.get_world_size()} rmse={rmse:.4f} trees={len(dump)} model_size={int(digest)}",
+        flush=True,
+    )

@@ -38,13 +38,17 @@ def mounts(job) -> list[tuple[str, dict, dict]]:
 
 @pytest.mark.parametrize("kind", sorted(OPERATORS))
 def test_every_operator_mounts_the_checkpoint_in_every_replica(kind):
-    o = op(OPERATORS[kind], command="python t.py", replicas=3, checkpoint="ckpt/exp", termination_grace_period=timedelta(minutes=2))
+    o = op(
+        OPERATORS[kind], command="python t.py", replicas=3, checkpoint="ckpt/exp", termination_grace_period=timedelta(minutes=2)
+    )
     job = render(o, run_id="manual_1")
     templates = pod_templates(job)
     assert templates and all(t["spec"]["terminationGracePeriodSeconds"] == 120 for t in templates)
     assert all(t["spec"]["volumes"][-1] == {"name": VOLUME, "persistentVolumeClaim": {"claimName": "ckpt"}} for t in templates)
     found = mounts(job)
-    assert found and all(m == {"name": VOLUME, "mountPath": "/t9k/checkpoint", "subPath": "exp/dag/manual_1/train"} for _, m, _ in found)
+    assert found and all(
+        m == {"name": VOLUME, "mountPath": "/t9k/checkpoint", "subPath": "exp/dag/manual_1/train"} for _, m, _ in found
+    )
     assert all(env["T9K_CHECKPOINT_DIR"] == "/t9k/checkpoint" and env["T9K_ATTEMPT"] == "1" for _, _, env in found)
 
 
@@ -66,7 +70,8 @@ def test_a_job_given_whole_gets_it_too_and_the_checkpoint_may_be_templated():
     o.render_template_fields({"ti": FakeTI(), "params": {"claim": "team-ckpt"}})
     rendered = o.rendered_job
     assert rendered["spec"]["replicaSpecs"][0]["template"]["spec"]["volumes"] == [
-        {"name": VOLUME, "persistentVolumeClaim": {"claimName": "team-ckpt"}}]
+        {"name": VOLUME, "persistentVolumeClaim": {"claimName": "team-ckpt"}}
+    ]
     assert [(name, m["mountPath"], env["T9K_CHECKPOINT_DIR"]) for name, m, env in mounts(rendered)] == [
         ("restore", "/ckpt", "/ckpt"), ("m", "/ckpt", "/ckpt")]  # fmt: skip
 
@@ -105,7 +110,15 @@ def test_a_bad_templated_checkpoint_fails_at_render():
         o.render_template_fields({"ti": FakeTI(), "params": {"claim": "Not_A_Claim"}})
 
 
-CONTROLLED = ["GenericJob", "PyTorchTrainingJob", "TensorFlowTrainingJob", "XGBoostTrainingJob", "DeepSpeedJob", "MPIJob", "ColossalAIJob"]
+CONTROLLED = [
+    "GenericJob",
+    "PyTorchTrainingJob",
+    "TensorFlowTrainingJob",
+    "XGBoostTrainingJob",
+    "DeepSpeedJob",
+    "MPIJob",
+    "ColossalAIJob",
+]
 
 
 @pytest.mark.parametrize("kind", CONTROLLED)
@@ -124,7 +137,10 @@ def test_the_controllers_pods_keep_the_mount_and_learn_their_restart_count(kind)
         assert pod["spec"]["terminationGracePeriodSeconds"] == 45, name
         mount = mounts(job)[0][1]  # the operator's, as submitted
         for c in containers:
-            assert mount in c["volumeMounts"] and {"name": "T9K_CHECKPOINT_DIR", "value": "/t9k/checkpoint"} in c["env"], (name, c)
+            assert mount in c["volumeMounts"] and {"name": "T9K_CHECKPOINT_DIR", "value": "/t9k/checkpoint"} in c["env"], (
+                name,
+                c,
+            )
 
 
 @pytest.mark.parametrize(
@@ -144,11 +160,16 @@ def test_the_checkpoint_the_program_reports_becomes_xcom_checkpoint(status, mess
 
 
 def test_the_location_goes_to_xcom_for_a_downstream_task():
-    o = op(GenericJobOperator, command="python t.py", checkpoint={"volume": {"nfs": {"server": "nas", "path": "/c"}}, "path": "r"})
+    o = op(
+        GenericJobOperator, command="python t.py", checkpoint={"volume": {"nfs": {"server": "nas", "path": "/c"}}, "path": "r"}
+    )
     c = {"ti": FakeTI(run_id="manual_1", map_index=2)}
     o._push_checkpoint_location(c)
     assert c["ti"].xcom["checkpoint_location"] == {
-        "volume": {"nfs": {"server": "nas", "path": "/c"}}, "sub_path": "r/dag/manual_1/train/map-2", "mount_path": "/t9k/checkpoint"}
+        "volume": {"nfs": {"server": "nas", "path": "/c"}},
+        "sub_path": "r/dag/manual_1/train/map-2",
+        "mount_path": "/t9k/checkpoint",
+    }
 
 
 def test_checkpoint_with_a_job_template_mounts_into_the_containers_the_job_names():

@@ -55,7 +55,9 @@ def test_an_example_dag_copied_alone_into_a_dag_folder_imports(tmp_path):
     env = {**{k: v for k, v in os.environ.items() if k != "PYTHONPATH"}, "PYTHONPATH": str(site)}
     code = ("import json, sys; from airflow.dag_processing.dagbag import DagBag; b = DagBag(dag_folder=sys.argv[1]); "
             "print(json.dumps({'errors': {k: str(v)[-300:] for k, v in b.import_errors.items()}, 'dags': sorted(b.dags)}))")  # fmt: skip
-    out = subprocess.run([sys.executable, "-c", code, str(tmp_path)], cwd=tmp_path, env=env, capture_output=True, text=True, check=True)
+    out = subprocess.run(
+        [sys.executable, "-c", code, str(tmp_path)], cwd=tmp_path, env=env, capture_output=True, text=True, check=True
+    )
     result = json.loads(out.stdout.strip().splitlines()[-1])
     assert result["errors"] == {}
     assert set(result["dags"]) == EXPECTED

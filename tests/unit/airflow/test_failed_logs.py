@@ -87,7 +87,9 @@ def test_a_root_cause_no_longer_failed_keeps_what_the_controller_recorded():
 
 
 def test_the_root_cause_says_when_and_how():
-    replicas = first_failed(_job(_replica("w-0"), _replica("w-1")), [_pod("w-0", ("main", 1, T2)), _pod("w-1", ("main", 137, T1))])
+    replicas = first_failed(
+        _job(_replica("w-0"), _replica("w-1")), [_pod("w-0", ("main", 1, T2)), _pod("w-1", ("main", 137, T1))]
+    )
     assert replicas[0] == FailedReplica("w-1", T1, "container main exit code 137 (OOMKilled)")
     text = root_cause([r.as_dict() for r in replicas])
     assert text == f"; root cause: replica w-1 failed first (at {T1}, container main exit code 137 (OOMKilled)); then w-0"
@@ -139,7 +141,10 @@ def test_lines_already_streamed_are_not_printed_again_but_stay_in_the_tail():
     streamed_up_to = text.splitlines()[3].split(" ", 1)[0]  # lines 0..3 reached the task log while waiting
     plan = FailedLogs(REPLICAS[:1], 100, 8, tail_lines=4, streamed={"a": streamed_up_to})
     assert plan.add("a", text, 100) == ["line 4", "line 5"]
-    assert plan.header("a", 2) == f"--- log of failed replica a (failed first: the root cause at {T1}): 2 lines, the lines streamed above not repeated ---"
+    assert (
+        plan.header("a", 2)
+        == f"--- log of failed replica a (failed first: the root cause at {T1}): 2 lines, the lines streamed above not repeated ---"
+    )
     assert plan.report()["logs"] == {"a": "line 2\nline 3\nline 4\nline 5"}
 
 
@@ -155,7 +160,7 @@ def test_the_root_causes_tail_is_read_on_its_own_when_the_budget_did_not_cover_i
 
 
 def test_a_log_that_cannot_be_read_says_so_unmangled():
-    assert strip_stamps("(log not available: pods \"a\" not found)") == ['(log not available: pods "a" not found)']
+    assert strip_stamps('(log not available: pods "a" not found)') == ['(log not available: pods "a" not found)']
 
 
 def test_a_long_log_is_printed_in_chunks(caplog):

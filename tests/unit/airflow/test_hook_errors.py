@@ -35,18 +35,43 @@ def _not_served() -> ApiError:
 @pytest.mark.parametrize(
     ("exc", "method", "path", "watch", "cls", "says"),
     [
-        (_not_served(), "GET", JOBS, False, NotServed,
-         "the API server does not serve genericjobs.batch.tensorstack.dev (404 for the resource type): its CRD is not "
-         "installed; install the CRDs: airflow-t9k crds | kubectl apply --server-side -f -"),
-        (from_response(403, "{}"), "GET", JOBS, False, Forbidden,
-         f"{WHO} may not list genericjobs.batch.tensorstack.dev in namespace ml (403 Forbidden)"),
-        (from_response(403, "{}"), "GET", JOBS, True, Forbidden, f"{WHO} may not watch genericjobs.batch.tensorstack.dev in namespace ml"),
+        (
+            _not_served(),
+            "GET",
+            JOBS,
+            False,
+            NotServed,
+            "the API server does not serve genericjobs.batch.tensorstack.dev (404 for the resource type): its CRD is not "
+            "installed; install the CRDs: airflow-t9k crds | kubectl apply --server-side -f -",
+        ),
+        (
+            from_response(403, "{}"),
+            "GET",
+            JOBS,
+            False,
+            Forbidden,
+            f"{WHO} may not list genericjobs.batch.tensorstack.dev in namespace ml (403 Forbidden)",
+        ),
+        (
+            from_response(403, "{}"),
+            "GET",
+            JOBS,
+            True,
+            Forbidden,
+            f"{WHO} may not watch genericjobs.batch.tensorstack.dev in namespace ml",
+        ),
         (from_response(403, "{}"), "GET", f"{JOBS}/j", False, Forbidden, f"{WHO} may not get genericjobs.batch.tensorstack.dev"),
         (from_response(403, "{}"), "POST", JOBS, False, Forbidden, f"{WHO} may not create genericjobs.batch.tensorstack.dev"),
         (from_response(403, "{}"), "DELETE", f"{JOBS}/j", False, Forbidden, f"{WHO} may not delete genericjobs"),
         (from_response(401, "{}"), "GET", JOBS, False, Unauthorized, f"the API server rejected the credentials of {WHO} (401"),
-        (Unreachable("https://127.0.0.1:1", "connection refused"), "GET", JOBS, False, Unreachable,
-         f"cannot reach the Kubernetes API server at https://127.0.0.1:1 (connection refused); check that the cluster is up and that {WHO} points at it"),
+        (
+            Unreachable("https://127.0.0.1:1", "connection refused"),
+            "GET",
+            JOBS,
+            False,
+            Unreachable,
+            f"cannot reach the Kubernetes API server at https://127.0.0.1:1 (connection refused); check that the cluster is up and that {WHO} points at it",
+        ),
     ],
     ids=["crd-missing", "list-403", "watch-403", "get-403", "create-403", "delete-403", "401", "unreachable"],
 )
@@ -81,16 +106,34 @@ GPU = "0/3 nodes are available: 3 Insufficient nvidia.com/gpu. preemption: 0/3 n
     ("pods", "events", "expect"),
     [
         ([pod("j-worker-0", cond=GPU), pod("j-worker-1", cond=GPU)], [], f"j-worker-0, j-worker-1: Unschedulable: {GPU}"),
-        ([pod(f"j-worker-{i}", cond=GPU) for i in range(5)], [], f"j-worker-0, j-worker-1, j-worker-2 and 2 more: Unschedulable: {GPU}"),
+        (
+            [pod(f"j-worker-{i}", cond=GPU) for i in range(5)],
+            [],
+            f"j-worker-0, j-worker-1, j-worker-2 and 2 more: Unschedulable: {GPU}",
+        ),
         ([pod("j-worker-0", cond=GPU), pod("j-worker-1", phase="Running")], [], f"j-worker-0: Unschedulable: {GPU}"),
         ([pod("j-worker-0")], [warning("j-worker-0", "FailedScheduling", GPU)], f"j-worker-0: FailedScheduling: {GPU}"),
-        ([pod("j-worker-0", waiting={"reason": "ImagePullBackOff", "message": "Back-off pulling image x"})], [],
-         "j-worker-0: ImagePullBackOff: Back-off pulling image x"),
-        ([], [warning("j", "FailedCreate", 'pods "j-worker-0" is forbidden: exceeded quota')],
-         'FailedCreate: pods "j-worker-0" is forbidden: exceeded quota'),
+        (
+            [pod("j-worker-0", waiting={"reason": "ImagePullBackOff", "message": "Back-off pulling image x"})],
+            [],
+            "j-worker-0: ImagePullBackOff: Back-off pulling image x",
+        ),
+        (
+            [],
+            [warning("j", "FailedCreate", 'pods "j-worker-0" is forbidden: exceeded quota')],
+            'FailedCreate: pods "j-worker-0" is forbidden: exceeded quota',
+        ),
         ([pod("j-worker-0")], [], "j-worker-0: Pending (no reason reported yet)"),
     ],
-    ids=["unschedulable-grouped", "many-pods-bounded", "only-pending", "event-fallback", "image-pull", "no-pods-job-event", "no-reason"],
+    ids=[
+        "unschedulable-grouped",
+        "many-pods-bounded",
+        "only-pending",
+        "event-fallback",
+        "image-pull",
+        "no-pods-job-event",
+        "no-reason",
+    ],
 )
 def test_describe_pending(pods, events, expect):
     assert describe_pending(pods, events) == expect

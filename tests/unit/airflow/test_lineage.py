@@ -20,8 +20,13 @@ from tests.unit.airflow.test_operators import FakeTI, complete, event, finishing
 DATA = Asset("s3://ml-data/clicks/2026-11-25")
 ALIAS = AssetAlias("churn-model")
 # What the event's state carries and XCom ``usage`` holds (api/outcome.py usage_of: status.usage's totals).
-USAGE = {"accelerator_seconds": {"nvidia.com/gpu": 7200}, "wasted_accelerator_seconds": {}, "cpu_seconds": 14400, "runs": 2,
-         "wall_seconds": 3600}
+USAGE = {
+    "accelerator_seconds": {"nvidia.com/gpu": 7200},
+    "wasted_accelerator_seconds": {},
+    "cpu_seconds": 14400,
+    "runs": 2,
+    "wall_seconds": 3600,
+}
 
 
 def ran(op, status="success", message='{"model_uri": "s3://models/churn/run-7", "metric": 0.93}', usage=None):
@@ -47,7 +52,13 @@ def test_on_complete_reports_inputs_the_model_image_replicas_uid_and_usage():
     assert [(d.namespace, d.name) for d in lineage.inputs] == [("s3://ml-data", "clicks/2026-11-25")]
     assert [(d.namespace, d.name) for d in lineage.outputs] == [("s3://models", "churn/run-7")]
     facet = lineage.run_facets["t9k_job"]
-    assert (facet.kind, facet.namespace, facet.name, facet.uid, facet.phase) == ("PyTorchTrainingJob", "ml", "j", "u", "Succeeded")
+    assert (facet.kind, facet.namespace, facet.name, facet.uid, facet.phase) == (
+        "PyTorchTrainingJob",
+        "ml",
+        "j",
+        "u",
+        "Succeeded",
+    )
     assert facet.images == ["pytorch:2.4"] and facet.replicas == {"worker": 3}
     assert facet.usage == USAGE
     # it serialises as the listener sends it

@@ -43,4 +43,6 @@ def test_the_operator_hands_its_log_settings_to_the_trigger():
     t = o._trigger({"kind": "GenericJob", "name": "j", "namespace": "ml", "uid": "u"}, None)
     assert (t.forwarding.max_log_lines, t.forwarding.max_followed_pods, t.forwarding.follow_pods) == (50, 2, None)
     o._follow_pods = ["j-worker-0"]
-    assert o._trigger({"kind": "GenericJob", "name": "j", "namespace": "ml", "uid": "u"}, None).forwarding.follow_pods == ("j-worker-0",)
+    assert o._trigger({"kind": "GenericJob", "name": "j", "namespace": "ml", "uid": "u"}, None).forwarding.follow_pods == (
+        "j-worker-0",
+    )

@@ -10,8 +10,8 @@ import yaml
 from airflow.sdk import DAG
 from airflow.sdk.exceptions import AirflowException, AirflowTaskTimeout
 
-from airflow_t9k.operators.job import T9kJobOperator, job_name
 from airflow_t9k.kinds.registry import KINDS
+from airflow_t9k.operators.job import T9kJobOperator, job_name
 from airflow_t9k.operators.kinds import (
     OPERATORS,
     AscendJobOperator,
@@ -111,7 +111,7 @@ def test_yaml_string_job_is_parsed():
         ({"image": "x", "delete_on_finish": "sometimes"}, "delete_on_finish"),
         ({"image": "x", "on_kill_action": "ignore"}, "on_kill_action"),
         ({"image": None}, "needs job=, image=, or a job template"),
-            ({"image": "x", "template": "a", "cluster_template": "b"}, "not both"),
+        ({"image": "x", "template": "a", "cluster_template": "b"}, "not both"),
     ],
 )
 def test_bad_arguments_fail_at_dag_parse(kwargs, error):
@@ -139,7 +139,11 @@ def test_pytorch_operator_spec():
     assert (rs["type"], rs["replicas"], rs["restartPolicy"]) == ("worker", 3, "ExitCode")
     c = rs["template"]["spec"]["containers"][0]
     # T9K_ATTEMPT: every operator tells the program its try (docs/checkpoints.md).
-    assert (c["name"], c["command"], c["env"]) == ("pytorch", ["python", "t.py"], [{"name": "A", "value": "1"}, {"name": "T9K_ATTEMPT", "value": "1"}])
+    assert (c["name"], c["command"], c["env"]) == (
+        "pytorch",
+        ["python", "t.py"],
+        [{"name": "A", "value": "1"}, {"name": "T9K_ATTEMPT", "value": "1"}],
+    )
 
 
 def test_colossalai_operator_spec():
@@ -298,7 +302,9 @@ def test_strings_inside_a_job_dict_are_never_read_as_template_files():
     ids=["string", "quoted", "list", "shell-c"],
 )
 def test_a_command_string_is_split_like_a_shell(command, args, expected_command, expected_args):
-    c = op(PyTorchTrainingJobOperator, command=command, args=args).render_job(ctx())["spec"]["replicaSpecs"][0]["template"]["spec"]["containers"][0]
+    c = op(PyTorchTrainingJobOperator, command=command, args=args).render_job(ctx())["spec"]["replicaSpecs"][0]["template"][
+        "spec"
+    ]["containers"][0]
     assert c["command"] == expected_command and c.get("args") == expected_args
 
 
@@ -330,7 +336,10 @@ def test_dry_run_reads_the_template_file_and_renders_like_a_run(capsys, monkeypa
 def test_dry_run_shows_xcom_placeholders(capsys):
     op(command="python t.py --data {{ ti.xcom_pull(task_ids='prepare')['path'] }}").dry_run()
     printed = yaml.safe_load(capsys.readouterr().out)
-    assert printed["spec"]["replicaSpecs"][0]["template"]["spec"]["containers"][0]["command"][-1] == "<xcom:prepare:return_value.path>"
+    assert (
+        printed["spec"]["replicaSpecs"][0]["template"]["spec"]["containers"][0]["command"][-1]
+        == "<xcom:prepare:return_value.path>"
+    )
 
 
 # -- pod-level options ------------------------------------------------------------------------
@@ -377,7 +386,10 @@ def test_pod_level_options_reach_every_replica_of_every_kind(kind):
     assert len(templates) == expected
     for t in templates:
         spec, c = t["spec"], t["spec"]["containers"][0]
-        assert spec["volumes"] == [POD_KW["volumes"][0], {"name": "airflow-t9k-shm", "emptyDir": {"medium": "Memory", "sizeLimit": "2Gi"}}]
+        assert spec["volumes"] == [
+            POD_KW["volumes"][0],
+            {"name": "airflow-t9k-shm", "emptyDir": {"medium": "Memory", "sizeLimit": "2Gi"}},
+        ]
         assert c["volumeMounts"] == [{"name": "data", "mountPath": "/data"}, {"name": "airflow-t9k-shm", "mountPath": "/dev/shm"}]
         assert c["envFrom"] == [{"secretRef": {"name": "creds"}}]
         assert spec["tolerations"] == POD_KW["tolerations"] and spec["nodeSelector"] == {"pool": "gpu"}
@@ -423,7 +435,11 @@ def test_bad_pod_level_options_fail_at_dag_parse(kwargs, error):
 def test_templated_conveniences_render_into_the_final_manifest():
     o = op(replicas="{{ params.n }}", machine_type="{{ params.machine }}", pod_annotations={"run": "{{ run_id }}"},
            shm_size="{{ params.shm }}", tolerations=[{"key": "{{ params.taint }}", "operator": "Exists"}])  # fmt: skip
-    c = {**ctx(run_id="manual__7"), "params": {"n": "3", "machine": "2U8G1P", "shm": "1Gi", "taint": "gpu"}, "run_id": "manual__7"}
+    c = {
+        **ctx(run_id="manual__7"),
+        "params": {"n": "3", "machine": "2U8G1P", "shm": "1Gi", "taint": "gpu"},
+        "run_id": "manual__7",
+    }
     o.render_template_fields(c)
     rs = o.rendered_job["spec"]["replicaSpecs"][0]
     assert rs["replicas"] == 3
@@ -626,8 +642,13 @@ def test_kubernetes_models_are_accepted_as_kubernetes_pod_operator_accepts_them(
 def test_a_job_dict_may_hold_kubernetes_models():
     k = _k8s()
     template = k.V1PodTemplateSpec(spec=k.V1PodSpec(containers=[k.V1Container(name="m", image="img")]))
-    job = op(T9kJobOperator, job={"kind": "GenericJob", "spec": {"replicaSpecs": [{"type": "worker", "replicas": 1, "template": template}]}})
-    assert job.render_job(ctx())["spec"]["replicaSpecs"][0]["template"] == {"spec": {"containers": [{"name": "m", "image": "img", "env": [ATTEMPT]}]}}
+    job = op(
+        T9kJobOperator,
+        job={"kind": "GenericJob", "spec": {"replicaSpecs": [{"type": "worker", "replicas": 1, "template": template}]}},
+    )
+    assert job.render_job(ctx())["spec"]["replicaSpecs"][0]["template"] == {
+        "spec": {"containers": [{"name": "m", "image": "img", "env": [ATTEMPT]}]}
+    }
 
 
 def test_container_resources_of_another_type_fail_at_dag_parse():
@@ -683,18 +704,26 @@ def test_no_usage_no_xcom():
 
 
 def test_template_sends_the_reference_and_leaves_the_image_to_it():
-    job = op(PyTorchTrainingJobOperator, image=None, template="torch-a100", replicas=4, command=["python", "train.py"]).render_job(ctx())
+    job = op(
+        PyTorchTrainingJobOperator, image=None, template="torch-a100", replicas=4, command=["python", "train.py"]
+    ).render_job(ctx())
     assert job["spec"]["templateRef"] == {"name": "torch-a100", "kind": "T9kJobTemplate"}
     [worker] = job["spec"]["replicaSpecs"]
     assert worker["replicas"] == 4 and worker["template"]["spec"]["containers"] == [
-        {"name": "pytorch", "command": ["python", "train.py"], "env": [{"name": "T9K_ATTEMPT", "value": "1"}]}]
+        {"name": "pytorch", "command": ["python", "train.py"], "env": [{"name": "T9K_ATTEMPT", "value": "1"}]}
+    ]
     cluster = op(GenericJobOperator, image=None, cluster_template="{{ ti.task_id }}-t").render_job(ctx())
-    assert cluster["spec"]["templateRef"] == {"name": "{{ ti.task_id }}-t", "kind": "ClusterT9kJobTemplate"}  # rendered by Airflow, not here
+    assert cluster["spec"]["templateRef"] == {
+        "name": "{{ ti.task_id }}-t",
+        "kind": "ClusterT9kJobTemplate",
+    }  # rendered by Airflow, not here
     assert "launcher" not in op(ColossalAIJobOperator, image=None, template="cai", command=["t.py"]).render_job(ctx())["spec"]
     given = {"kind": "GenericJob", "spec": {"templateRef": {"name": "other"}, "replicaSpecs": [{"type": "w", "replicas": 1}]}}
     with pytest.raises(AirflowException, match="the job names template"):
         op(T9kJobOperator, job=given, template="mine").render_job(ctx())
-    same = op(T9kJobOperator, job={"kind": "GenericJob", "spec": {"replicaSpecs": [{"type": "w", "replicas": 1}]}}, template="mine")
+    same = op(
+        T9kJobOperator, job={"kind": "GenericJob", "spec": {"replicaSpecs": [{"type": "w", "replicas": 1}]}}, template="mine"
+    )
     assert same.render_job(ctx())["spec"]["templateRef"] == {"name": "mine", "kind": "T9kJobTemplate"}
     assert "job_template" in T9kJobOperator.template_fields and "cluster_job_template" in GenericJobOperator.template_fields
 
@@ -730,7 +759,10 @@ IDENTITY = {"kind": "PyTorchTrainingJob", "name": "train-abc", "namespace": "ml"
 @pytest.mark.parametrize(
     ("template", "url"),
     [
-        ("https://tb.example.com/#scalars&regexInput={namespace}/{name}", "https://tb.example.com/#scalars&regexInput=ml/train-abc"),
+        (
+            "https://tb.example.com/#scalars&regexInput={namespace}/{name}",
+            "https://tb.example.com/#scalars&regexInput=ml/train-abc",
+        ),
         ("http://mlflow:5000/#/experiments/3/runs/{uid}", "http://mlflow:5000/#/experiments/3/runs/u-1"),
         ("  https://x/{kind}  ", "https://x/PyTorchTrainingJob"),
         ("https://x/{unknown}", "https://x/{unknown}"),  # only the job's fields are replaced
@@ -748,7 +780,9 @@ def test_tool_url(template, url):
 def test_tensorboard_and_mlflow_links_are_templated_and_pushed_at_submission(monkeypatch):
     from airflow_t9k.links import MLflowLink, TensorBoardLink
 
-    o = op(PyTorchTrainingJobOperator, tensorboard_url="https://tb/{{ ds }}/{name}", mlflow_url="https://mlflow/runs/{{ run_id }}")
+    o = op(
+        PyTorchTrainingJobOperator, tensorboard_url="https://tb/{{ ds }}/{name}", mlflow_url="https://mlflow/runs/{{ run_id }}"
+    )
     assert {"tensorboard_url", "mlflow_url"} <= set(o.template_fields)
     assert [link.name for link in o.operator_extra_links] == ["T9k Job", "TensorBoard", "MLflow"]
     o.render_template_fields({"ds": "2026-11-25", "run_id": "manual__1", "ti": FakeTI()})

@@ -45,8 +45,13 @@ def test_time_in_a_queue_is_not_startup_time_and_queue_timeout_bounds_it(the_job
 
 
 def test_the_task_log_line_names_the_queue_and_kueues_message():
-    assert note(job(admitted="False")) == "waiting in queue gpu: couldn't assign flavors to pod set worker: insufficient unused quota"
-    assert note(job(admitted="True", message="Admitted by ClusterQueue cq through LocalQueue gpu.")).startswith("admitted from queue gpu")
+    assert (
+        note(job(admitted="False"))
+        == "waiting in queue gpu: couldn't assign flavors to pod set worker: insufficient unused quota"
+    )
+    assert note(job(admitted="True", message="Admitted by ClusterQueue cq through LocalQueue gpu.")).startswith(
+        "admitted from queue gpu"
+    )
     assert note(job()) is None
     unnamed = job(admitted="False")
     unnamed["spec"]["scheduler"]["t9kScheduler"] = {"priority": 50}  # seeds 001/003: queue "default" unless named
@@ -71,7 +76,9 @@ def test_a_job_given_whole_keeps_its_scheduler_fields_unless_told():
 
 
 def test_ascend_operator_takes_its_own_scheduling_fields():
-    rendered = op(AscendJobOperator, replicas=3, npus=1, queue_name="npu", min_available=2, priority_class="high").render_job(ctx())
+    rendered = op(AscendJobOperator, replicas=3, npus=1, queue_name="npu", min_available=2, priority_class="high").render_job(
+        ctx()
+    )
     assert rendered["spec"]["runPolicy"]["schedulingPolicy"] == {"queue": "npu", "minAvailable": 2, "priorityClass": "high"}
     get_kind("AscendJob").validate(rendered)
     with pytest.raises(AirflowException, match="priority_class="):
@@ -80,8 +87,10 @@ def test_ascend_operator_takes_its_own_scheduling_fields():
         op(GenericJobOperator, queue_name="gpu", min_available=2).render_job(ctx())
 
 
-@pytest.mark.parametrize(("kwargs", "error"), [({"priority": "high"}, "priority must be an integer"),
-                                               ({"min_available": 0}, "min_available must be a positive integer")])
+@pytest.mark.parametrize(
+    ("kwargs", "error"),
+    [({"priority": "high"}, "priority must be an integer"), ({"min_available": 0}, "min_available must be a positive integer")],
+)
 def test_bad_queue_arguments_fail_at_dag_parse(kwargs, error):
     with pytest.raises(ValueError, match=error):
         op(GenericJobOperator, **kwargs)

@@ -71,8 +71,8 @@ def test_a_job_that_cannot_start_is_not_retried():
 
 @pytest.mark.parametrize(("lines", "annotation"), [(None, None), (0, "0"), (200, "200")])
 def test_evidence_log_lines_reach_the_controller_as_an_annotation(lines, annotation):
-    from tests.unit.airflow.test_operators import op
     from airflow_t9k.operators.kinds import GenericJobOperator
+    from tests.unit.airflow.test_operators import op
 
     o = op(GenericJobOperator, image="busybox", evidence_log_lines=lines)
     job = o.render_job(ctx())
@@ -81,8 +81,8 @@ def test_evidence_log_lines_reach_the_controller_as_an_annotation(lines, annotat
 
 @pytest.mark.parametrize("bad", [-1, True, "5"])
 def test_evidence_log_lines_are_checked(bad):
-    from tests.unit.airflow.test_operators import op
     from airflow_t9k.operators.kinds import GenericJobOperator
+    from tests.unit.airflow.test_operators import op
 
     with pytest.raises(ValueError):
         op(GenericJobOperator, image="busybox", evidence_log_lines=bad)

@@ -18,7 +18,9 @@ def sensor(**kw):
 
 
 def test_kind_targets_and_connection_are_templated():
-    assert {"kind", "target_phases", "kubernetes_conn_id", "name", "namespace", "label_selector"} <= set(T9kJobSensor.template_fields)
+    assert {"kind", "target_phases", "kubernetes_conn_id", "name", "namespace", "label_selector"} <= set(
+        T9kJobSensor.template_fields
+    )
 
 
 def test_it_does_not_stream_the_replicas_logs_by_default():
@@ -29,8 +31,12 @@ def test_it_does_not_stream_the_replicas_logs_by_default():
 
 @pytest.mark.parametrize(
     ("given", "targets"),
-    [(("Running",), ("Running",)), (["Running", "Succeeded"], ("Running", "Succeeded")), ("Running, Succeeded", ("Running", "Succeeded")),
-     ("Succeeded", ("Succeeded",))],  # fmt: skip
+    [
+        (("Running",), ("Running",)),
+        (["Running", "Succeeded"], ("Running", "Succeeded")),
+        ("Running, Succeeded", ("Running", "Succeeded")),
+        ("Succeeded", ("Succeeded",)),
+    ],  # fmt: skip
 )
 def test_target_phases_as_rendered(given, targets):
     assert _phases(given) == targets

@@ -15,7 +15,9 @@ AT = datetime(2026, 11, 25, 12, 1, 0, tzinfo=timezone.utc).timestamp()  # 60 s a
 def job(phase=None, resumed=None, paused=None, waiting=None):
     status: dict = {"phase": phase} if phase else {}
     if resumed or paused:
-        status["conditions"] = [{"type": "Paused", "status": "True" if paused else "False", "lastTransitionTime": resumed or paused}]
+        status["conditions"] = [
+            {"type": "Paused", "status": "True" if paused else "False", "lastTransitionTime": resumed or paused}
+        ]
     if waiting:
         status["tasks"] = [{"type": "worker", "status": [
             {"name": pod, "phase": "Pending", "containers": [{"name": "main", "state": "Waiting", "reason": reason}]}
@@ -86,8 +88,17 @@ def test_the_detail_is_the_kubelets_message_for_the_replicas_that_cannot_start()
     from airflow_t9k.api.startup import waiting_detail
 
     def pod(name, reason, message):
-        return {"metadata": {"name": name}, "status": {"containerStatuses": [{"state": {"waiting": {"reason": reason, "message": message}}}]}}
+        return {
+            "metadata": {"name": name},
+            "status": {"containerStatuses": [{"state": {"waiting": {"reason": reason, "message": message}}}]},
+        }
 
-    pods = [pod("j-worker-0", "ImagePullBackOff", 'Back-off pulling image "busybox:typo"'), pod("j-worker-1", "ContainerCreating", "")]
-    assert waiting_detail(pods, {"j-worker-0": "ImagePullBackOff"}) == 'j-worker-0: ImagePullBackOff: Back-off pulling image "busybox:typo"'
+    pods = [
+        pod("j-worker-0", "ImagePullBackOff", 'Back-off pulling image "busybox:typo"'),
+        pod("j-worker-1", "ContainerCreating", ""),
+    ]
+    assert (
+        waiting_detail(pods, {"j-worker-0": "ImagePullBackOff"})
+        == 'j-worker-0: ImagePullBackOff: Back-off pulling image "busybox:typo"'
+    )
     assert waiting_detail(pods, {}) == ""

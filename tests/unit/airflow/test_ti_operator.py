@@ -50,7 +50,10 @@ def test_default_runtime_images(runtime, image):
 
 def test_runtime_map_is_configurable():
     op = ti_op(runtime_version="tia-1.6.0-py3", runtime_images={"tia-1.6.0-py3": "registry.example/tia:1.6.0-py3"})
-    assert op.render_job(ctx())["spec"]["replicaSpecs"][0]["template"]["spec"]["containers"][0]["image"] == "registry.example/tia:1.6.0-py3"
+    assert (
+        op.render_job(ctx())["spec"]["replicaSpecs"][0]["template"]["spec"]["containers"][0]["image"]
+        == "registry.example/tia:1.6.0-py3"
+    )
 
 
 @pytest.mark.parametrize(
@@ -114,7 +117,9 @@ SEED_COMMAND = "python /scripts/tf_cnn_benchmarks/tf_cnn_benchmarks.py --model r
 )
 def test_command_and_args_strings_are_split_like_a_shell(command, args, argv, rest):
     # `TIJobOperator(command="python train.py")` used to run ["p", "y", "t", ...].
-    container = ti_op(command=command, args=args).render_job(ctx())["spec"]["replicaSpecs"][0]["template"]["spec"]["containers"][0]
+    container = ti_op(command=command, args=args).render_job(ctx())["spec"]["replicaSpecs"][0]["template"]["spec"]["containers"][
+        0
+    ]
     assert container["command"] == argv
     assert container.get("args") == rest
 
@@ -221,7 +226,9 @@ def test_runtime_version_is_optional_as_in_the_seed(kwargs, image):
 
 def test_package_dir_is_mounted_and_the_command_runs_there():
     """A package-relative command (``python train.py``) finds its code: the claim's path is the working directory."""
-    job = ti_op(command="python train.py", package_dir=["pvc://code/mnist", "pvc://data", "/opt/extra"], worker_count=1).render_job(ctx())
+    job = ti_op(
+        command="python train.py", package_dir=["pvc://code/mnist", "pvc://data", "/opt/extra"], worker_count=1
+    ).render_job(ctx())
     for spec in job["spec"]["replicaSpecs"]:
         pod = spec["template"]["spec"]
         container = pod["containers"][0]
@@ -234,7 +241,9 @@ def test_package_dir_is_mounted_and_the_command_runs_there():
 
 
 def test_a_package_dir_in_the_image_is_the_working_directory_without_volumes():
-    container = ti_op(package_dir=["/workspace/code"]).render_job(ctx())["spec"]["replicaSpecs"][0]["template"]["spec"]["containers"][0]
+    container = ti_op(package_dir=["/workspace/code"]).render_job(ctx())["spec"]["replicaSpecs"][0]["template"]["spec"][
+        "containers"
+    ][0]
     assert container["workingDir"] == "/workspace/code" and "volumeMounts" not in container
 
 

@@ -15,11 +15,18 @@ from airflow_t9k.k8s.errors import Forbidden
 POLICY = Path(__file__).resolve().parents[3] / "deploy" / "optional" / "admission-policy.yaml"
 
 CASES = [
-    ("pod security", 'pods "j-worker-0" is forbidden: violates PodSecurity "baseline:latest": host namespaces (hostPID=true)', True),
+    (
+        "pod security",
+        'pods "j-worker-0" is forbidden: violates PodSecurity "baseline:latest": host namespaces (hostPID=true)',
+        True,
+    ),
     ("admission policy", "pods \"x\" is forbidden: ValidatingAdmissionPolicy 'p' with binding 'b' denied request: no", True),
     ("webhook", 'admission webhook "v.example.com" denied request: no hostPath', True),
-    ("our RBAC", 'pods is forbidden: User "system:serviceaccount:s:c" cannot create resource "pods" in API group "" '
-                 'in the namespace "n"', False),
+    (
+        "our RBAC",
+        'pods is forbidden: User "system:serviceaccount:s:c" cannot create resource "pods" in API group "" in the namespace "n"',
+        False,
+    ),
     ("empty", "", False),
 ]
 

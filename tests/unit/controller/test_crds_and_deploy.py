@@ -45,7 +45,9 @@ def test_namespace_rbac_grants_the_same_rules_as_the_cluster_rbac():
 
 def test_rbac_covers_every_kind_and_its_status_in_both_variants():
     for name in ("rbac-cluster.yaml", "rbac-namespace.yaml"):
-        granted = {(group, res, verb) for r in _rules(name) for group in r["apiGroups"] for res in r["resources"] for verb in r["verbs"]}
+        granted = {
+            (group, res, verb) for r in _rules(name) for group in r["apiGroups"] for res in r["resources"] for verb in r["verbs"]
+        }
         crds = {n for r in _rules(name) for n in r.get("resourceNames", ())}
         for res in RESOURCES.values():
             assert {(res.group, res.plural, v) for v in ("get", "list", "watch")} <= granted, (name, res.kind)
@@ -60,8 +62,12 @@ def test_rbac_covers_every_kind_and_its_status_in_both_variants():
         assert {("kueue.x-k8s.io", "workloads", v) for v in ("get", "list", "watch", "create", "delete")} <= granted, name
         assert ("kueue.x-k8s.io", "workloads/status", "update") in granted, name
         assert ("kueue.x-k8s.io", "workloads", "update") not in granted, name  # the spec is Kueue's once created
-        reads = [("kueue.x-k8s.io", "localqueues"), ("kueue.x-k8s.io", "resourceflavors"),
-                 ("kueue.x-k8s.io", "workloadpriorityclasses"), ("scheduling.k8s.io", "priorityclasses")]
+        reads = [
+            ("kueue.x-k8s.io", "localqueues"),
+            ("kueue.x-k8s.io", "resourceflavors"),
+            ("kueue.x-k8s.io", "workloadpriorityclasses"),
+            ("scheduling.k8s.io", "priorityclasses"),
+        ]
         assert {(g, r, v) for g, r in reads for v in ("get", "list", "watch")} <= granted, name
         assert not {(g, r, v) for g, r in reads for v in ("create", "update", "patch", "delete")} & granted, name
 
@@ -69,7 +75,9 @@ def test_rbac_covers_every_kind_and_its_status_in_both_variants():
 def test_rbac_is_least_privilege():
     for rule in _rules("rbac-cluster.yaml"):
         assert "*" not in rule["verbs"] and "*" not in rule["resources"]
-        if rule["apiGroups"] in (["batch.tensorstack.dev"], ["mindxdl.gitee.com"]) and not any("/" in r for r in rule["resources"]):
+        if rule["apiGroups"] in (["batch.tensorstack.dev"], ["mindxdl.gitee.com"]) and not any(
+            "/" in r for r in rule["resources"]
+        ):
             if set(rule["resources"]) & {"t9kjobtemplates", "clustert9kjobtemplates"}:
                 assert set(rule["verbs"]) == {"get", "list", "watch"}  # job templates are only read
                 continue
@@ -108,7 +116,9 @@ def test_deployment_runs_two_replicas_with_leader_election_and_rbac_for_its_leas
         granted = {(v, n) for r in role["rules"] for v in r["verbs"] for n in r.get("resourceNames", ["*"])}
         assert granted == {("create", "*"), ("get", "airflow-t9k-controller"), ("update", "airflow-t9k-controller")}
         binding = next(d for d in docs if d["kind"] == "RoleBinding" and d["roleRef"]["name"] == role["metadata"]["name"])
-        assert binding["subjects"] == [{"kind": "ServiceAccount", "name": "airflow-t9k-controller", "namespace": "airflow-t9k-system"}]
+        assert binding["subjects"] == [
+            {"kind": "ServiceAccount", "name": "airflow-t9k-controller", "namespace": "airflow-t9k-system"}
+        ]
 
 
 def test_debug_logging_keeps_the_client_library_quiet(monkeypatch):

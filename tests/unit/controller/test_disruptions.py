@@ -118,7 +118,9 @@ def test_counted_restarts_are_in_the_history_too_with_their_exit_code():
 
 def test_the_history_is_bounded():
     job = generic("j")
-    old = [{"time": "t", "replica": "j-worker-1", "cause": "x", "counted": False, "podUID": f"u{i}"} for i in range(HISTORY_LIMIT)]
+    old = [
+        {"time": "t", "replica": "j-worker-1", "cause": "x", "counted": False, "podUID": f"u{i}"} for i in range(HISTORY_LIMIT)
+    ]
     p = run(job, disrupted("j-worker-0", "kubelet"), pod("j-worker-1"), status={"phase": "Running", "restartHistory": old})
     history = _history(p)
     assert len(history) == HISTORY_LIMIT

@@ -14,7 +14,9 @@ from tests.builders import generic, pod, run, service
 def finished(code: int = 3) -> tuple[dict, list[dict]]:
     job = generic("j", failureRules=[{"worker": [0]}], cleanUpPolicy="All")
     failed = pod("j-worker-0", "Failed", code)
-    failed["status"]["containerStatuses"][0]["state"]["terminated"].update(message="loss is nan", finishedAt="2026-11-25T11:59:00Z")
+    failed["status"]["containerStatuses"][0]["state"]["terminated"].update(
+        message="loss is nan", finishedAt="2026-11-25T11:59:00Z"
+    )
     return job, [failed, pod("j-worker-1"), service("j-worker-0"), service("j-worker-1")]
 
 
@@ -67,7 +69,9 @@ def test_nothing_to_delete_keeps_nothing():
     assert not [a for a in p.actions if isinstance(a, KeepEvidence)]
 
 
-@pytest.mark.parametrize(("value", "lines"), [(None, DEFAULT_LINES), ("7", 7), ("0", 0), ("99999", MAX_LINES), ("-3", 0), ("x", DEFAULT_LINES)])
+@pytest.mark.parametrize(
+    ("value", "lines"), [(None, DEFAULT_LINES), ("7", 7), ("0", 0), ("99999", MAX_LINES), ("-3", 0), ("x", DEFAULT_LINES)]
+)
 def test_how_many_log_lines_are_kept(value, lines):
     job = generic("j")
     if value is not None:

@@ -164,7 +164,10 @@ async def _status(port: int, address: str, path: str) -> int | None:
     import aiohttp
 
     try:
-        async with aiohttp.ClientSession() as s, s.get(f"http://{address}:{port}{path}", timeout=aiohttp.ClientTimeout(total=2)) as r:
+        async with (
+            aiohttp.ClientSession() as s,
+            s.get(f"http://{address}:{port}{path}", timeout=aiohttp.ClientTimeout(total=2)) as r,
+        ):
             return r.status
     except aiohttp.ClientError:
         return None
@@ -249,4 +252,6 @@ async def test_a_finished_jobs_usage_is_counted_once_by_namespace_and_dag():
     assert value("airflow_t9k_job_wall_seconds_total", nightly) == 70
     assert value("airflow_t9k_jobs_finished_total", {**nightly, "phase": "Succeeded"}) == 1
     assert value("airflow_t9k_jobs_finished_total", {"namespace": "ns", "dag_id": "", "phase": "Failed"}) == 1
-    assert value("airflow_t9k_job_accelerator_seconds_total", {"namespace": "ns", "dag_id": "", "resource": "nvidia.com/gpu"}) == 120
+    assert (
+        value("airflow_t9k_job_accelerator_seconds_total", {"namespace": "ns", "dag_id": "", "resource": "nvidia.com/gpu"}) == 120
+    )

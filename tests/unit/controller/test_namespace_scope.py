@@ -25,8 +25,11 @@ SCOPE_CASES = [
 ]
 
 
-@pytest.mark.parametrize(("scope", "namespace", "labels", "managed"), SCOPE_CASES,
-                         ids=[f"{c[1]}-{c[0].own}-{c[0].selector.text if c[0].selector else ''}-{c[3]}" for c in SCOPE_CASES])
+@pytest.mark.parametrize(
+    ("scope", "namespace", "labels", "managed"),
+    SCOPE_CASES,
+    ids=[f"{c[1]}-{c[0].own}-{c[0].selector.text if c[0].selector else ''}-{c[3]}" for c in SCOPE_CASES],
+)
 def test_which_namespaces_are_managed(scope, namespace, labels, managed):
     why = scope.why_not(namespace, labels)
     assert (why is None) == managed
@@ -60,11 +63,14 @@ def test_selectors_it_cannot_read_are_refused(text):
         parse_selector(text)
 
 
-@pytest.mark.parametrize(("argv", "env", "own", "selector"), [
-    ([], {}, None, None),
-    ([], {"POD_NAMESPACE": "airflow-t9k-system"}, "airflow-t9k-system", None),
-    (["--namespace-selector", "team in (a,b)"], {}, None, "team in (a,b)"),
-])
+@pytest.mark.parametrize(
+    ("argv", "env", "own", "selector"),
+    [
+        ([], {}, None, None),
+        ([], {"POD_NAMESPACE": "airflow-t9k-system"}, "airflow-t9k-system", None),
+        (["--namespace-selector", "team in (a,b)"], {}, None, "team in (a,b)"),
+    ],
+)
 def test_the_cli_builds_the_scope(monkeypatch, argv, env, own, selector):
     from airflow_t9k.cli import build_parser
     from airflow_t9k.controller import cli

@@ -131,7 +131,9 @@ def _no_label(job):
 
 
 def _milli_npu(job):
-    job["spec"]["replicaSpecs"]["Worker"]["template"]["spec"]["containers"][0]["resources"] = {"limits": {"huawei.com/Ascend910": "1500m"}}
+    job["spec"]["replicaSpecs"]["Worker"]["template"]["spec"]["containers"][0]["resources"] = {
+        "limits": {"huawei.com/Ascend910": "1500m"}
+    }
     return job
 
 
@@ -215,13 +217,17 @@ def test_success_needs_every_pod_and_clean_pod_policy_none_keeps_pods():
 def test_restarting_lasts_until_every_replica_runs_again_and_restart_counts_survive_the_pod():
     job = ascend(policy="OnFailure", runPolicy={"backoffLimit": 3})
     status = running(job)
-    restarting = run(job, leader_service(), apod("ac-master-0"), apod("ac-worker-0"), apod("ac-worker-1", "Failed", 1), status=status)
+    restarting = run(
+        job, leader_service(), apod("ac-master-0"), apod("ac-worker-0"), apod("ac-worker-1", "Failed", 1), status=status
+    )
     assert restarting.status["backoffCount"] == 1
     gone = run(job, leader_service(), apod("ac-master-0"), apod("ac-worker-0"), status=restarting.status)
     assert conditions(gone.status)["Restarting"] == "True"
     recreated = next(a.manifest for a in gone.actions if isinstance(a, Create) and a.kind == "Pod")
     assert recreated["metadata"]["annotations"]["batch.tensorstack.dev/restart-count"] == "1"
-    back = run(job, leader_service(), apod("ac-master-0"), apod("ac-worker-0"), apod("ac-worker-1", restarts=1), status=gone.status)
+    back = run(
+        job, leader_service(), apod("ac-master-0"), apod("ac-worker-0"), apod("ac-worker-1", restarts=1), status=gone.status
+    )
     assert conditions(back.status) == {"Created": "True", "Running": "True", "Restarting": "False"}
     assert back.status["conditions"][-1]["type"] == "Running"
 
@@ -291,8 +297,14 @@ def test_a_templates_own_scheduler_and_priority_win():
     job = ascend(schedulerName="kube-batch", runPolicy={"schedulingPolicy": {"priorityClass": "high"}})
     job["spec"]["replicaSpecs"]["Worker"]["template"]["spec"].update(schedulerName="my-scheduler", priorityClassName="low")
     pods = _pods(run(job, leader_service()))
-    assert (pods["ac-master-0"]["spec"]["schedulerName"], pods["ac-master-0"]["spec"]["priorityClassName"]) == ("kube-batch", "high")
-    assert (pods["ac-worker-0"]["spec"]["schedulerName"], pods["ac-worker-0"]["spec"]["priorityClassName"]) == ("my-scheduler", "low")
+    assert (pods["ac-master-0"]["spec"]["schedulerName"], pods["ac-master-0"]["spec"]["priorityClassName"]) == (
+        "kube-batch",
+        "high",
+    )
+    assert (pods["ac-worker-0"]["spec"]["schedulerName"], pods["ac-worker-0"]["spec"]["priorityClassName"]) == (
+        "my-scheduler",
+        "low",
+    )
 
 
 def test_no_scheduler_fields_leave_the_pods_on_the_default_scheduler():
@@ -313,7 +325,12 @@ def test_a_finished_job_is_cleaned_up_as_mindclusters_handle_finished_job(clean,
     job = ascend("pytorch", ("Master", 1), ("Worker", 3), **({"runPolicy": {"cleanPodPolicy": clean}} if clean else {}))
     status = run(job, leader_service(), *(apod(n) for n in ("ac-master-0", "ac-worker-0", "ac-worker-1", "ac-worker-2")),
                  status={"conditions": [{"type": "Created", "status": "True"}]}).status  # fmt: skip
-    pods = [apod("ac-master-0"), apod("ac-worker-0", "Pending"), apod("ac-worker-1", "Failed", 1), apod("ac-worker-2", "Succeeded", 0)]
+    pods = [
+        apod("ac-master-0"),
+        apod("ac-worker-0", "Pending"),
+        apod("ac-worker-1", "Failed", 1),
+        apod("ac-worker-2", "Succeeded", 0),
+    ]
     p = run(job, leader_service(), *pods, status=status)
     assert conditions(p.status)["Failed"] == "True"
     assert sorted(f"{kind} {name}" for kind in ("Pod", "Service") for name in p.deletes(kind)) == deleted

@@ -32,7 +32,11 @@ def configmap(p) -> dict:
 
 def test_pods_carry_their_rank_index_leader_first():
     p = run(ascend(), leader_service())
-    indexes = {a.name: a.manifest["metadata"]["annotations"]["hccl/rankIndex"] for a in p.actions if isinstance(a, Create) and a.kind == "Pod"}
+    indexes = {
+        a.name: a.manifest["metadata"]["annotations"]["hccl/rankIndex"]
+        for a in p.actions
+        if isinstance(a, Create) and a.kind == "Pod"
+    }
     assert indexes == {"ac-master-0": "0", "ac-worker-0": "1", "ac-worker-1": "2"}
 
 
@@ -62,7 +66,11 @@ def test_a_leader_without_npus_is_not_a_server_and_workers_count_from_zero(frame
     job = ascend(framework, *types)
     job["spec"]["replicaSpecs"]["Scheduler"]["template"]["spec"]["containers"][0].pop("resources")
     p = run(job, leader_service(framework))
-    indexes = {a.name: a.manifest["metadata"]["annotations"]["hccl/rankIndex"] for a in p.actions if isinstance(a, Create) and a.kind == "Pod"}
+    indexes = {
+        a.name: a.manifest["metadata"]["annotations"]["hccl/rankIndex"]
+        for a in p.actions
+        if isinstance(a, Create) and a.kind == "Pod"
+    }
     assert (indexes["ac-worker-0"], indexes["ac-worker-1"]) == ("0", "1")
     pods = [with_devices(apod("ac-worker-0"), "h0", "10.244.0.9", 0), with_devices(apod("ac-worker-1"), "h1", "10.244.0.8", 0)]
     table = configmap(run(job, leader_service(framework), apod("ac-scheduler-0"), *pods))

@@ -42,11 +42,18 @@ def fpod(name: str, phase: str = "Running", exit_code: int | None = None) -> dic
 
 def submit(condition: str | None = None, active: int = 1, reason: str = "", message: str = "") -> dict:
     conditions = [{"type": condition, "status": "True", "reason": reason, "message": message}] if condition else []
-    return {"kind": "Job", "metadata": {"name": "b-batchjob", "uid": "uid-batch"}, "status": {"active": active, "conditions": conditions}}
+    return {
+        "kind": "Job",
+        "metadata": {"name": "b-batchjob", "uid": "uid-batch"},
+        "status": {"active": active, "conditions": conditions},
+    }
 
 
 def svc(name: str = SVC, rtype: str = "jobmanager") -> dict:
-    return {"kind": "Service", "metadata": {"name": name, "uid": f"uid-{name}", "labels": {"batch.tensorstack.dev/replica-type": rtype}}}
+    return {
+        "kind": "Service",
+        "metadata": {"name": name, "uid": f"uid-{name}", "labels": {"batch.tensorstack.dev/replica-type": rtype}},
+    }
 
 
 CLUSTER = (fpod(JM), fpod(TM0), fpod(TM1), svc(), svc(TM0, "taskmanager"), svc(TM1, "taskmanager"))
@@ -62,7 +69,12 @@ def test_first_pass_creates_the_flink_cluster_but_not_the_submit_job():
     assert p.status["phase"] == "Initializing"
     jm = manifest(p, JM)["spec"]["containers"][0]
     assert (jm["name"], jm["image"], jm["args"]) == ("jobmanager", "t9kpublic/flink:1.10.1", ["jobmanager"])
-    assert [(x["name"], x["containerPort"]) for x in jm["ports"]] == [("rpc", 6123), ("blob", 6124), ("query", 6125), ("ui", 8081)]
+    assert [(x["name"], x["containerPort"]) for x in jm["ports"]] == [
+        ("rpc", 6123),
+        ("blob", 6124),
+        ("query", 6125),
+        ("ui", 8081),
+    ]
     assert jm["resources"] == {"limits": {"cpu": "1"}}
     env = {e["name"]: e.get("value") for e in jm["env"]}
     assert env["JOB_MANAGER_RPC_ADDRESS"] == SVC
@@ -118,12 +130,22 @@ def test_the_submit_job_failing_fails_the_beam_job_with_its_reason():
     p = run(beam(), *CLUSTER, failed, status={"phase": "Running"})
     assert p.status["phase"] == "Failed"
     c = cond(p, "Failed")
-    assert c["reason"] == "BackoffLimitExceeded" and "b-batchjob failed: Job has reached the specified backoff limit" in c["message"]
+    assert (
+        c["reason"] == "BackoffLimitExceeded" and "b-batchjob failed: Job has reached the specified backoff limit" in c["message"]
+    )
 
 
 @pytest.mark.parametrize("phase", ["Failed", "Succeeded"])
 def test_cluster_pods_come_back_whenever_they_end(phase):
-    p = run(beam(), fpod(JM), fpod(TM0, phase, 1 if phase == "Failed" else 0), fpod(TM1), *CLUSTER[3:], submit(), status={"phase": "Running"})
+    p = run(
+        beam(),
+        fpod(JM),
+        fpod(TM0, phase, 1 if phase == "Failed" else 0),
+        fpod(TM1),
+        *CLUSTER[3:],
+        submit(),
+        status={"phase": "Running"},
+    )
     assert p.deletes("Pod") == [TM0] and p.status["phase"] == "Running"
     many = run(beam(), fpod(JM), {**fpod(TM0, "Failed", 137), "metadata": {**fpod(TM0)["metadata"],
                "annotations": {"batch.tensorstack.dev/restart-count": "500"}}}, fpod(TM1), *CLUSTER[3:], status={"phase": "Running"})  # fmt: skip

@@ -30,8 +30,14 @@ def test_workers_run_sshd_with_the_key_mounted():
     secret_vol = next(v for v in worker["spec"]["volumes"] if v["name"] == "t9k-ssh")
     # A worker gets what its sshd needs, never the private user key (a worker's image or user
     # could otherwise ssh into every other worker of the job).
-    assert secret_vol["secret"] == {"secretName": "cai-ssh", "defaultMode": 0o600, "items": [
-        {"key": "authorized_keys", "path": "authorized_keys"}, {"key": "ssh_host_ed25519_key", "path": "ssh_host_ed25519_key"}]}
+    assert secret_vol["secret"] == {
+        "secretName": "cai-ssh",
+        "defaultMode": 0o600,
+        "items": [
+            {"key": "authorized_keys", "path": "authorized_keys"},
+            {"key": "ssh_host_ed25519_key", "path": "ssh_host_ed25519_key"},
+        ],
+    }
     launcher = manifests(run(colossal()), "Pod")[L]
     files = {i["key"] for v in launcher["spec"]["volumes"] if v["name"] == "t9k-ssh" for i in v["secret"]["items"]}
     assert files == {"id_ed25519", "config", "known_hosts"}
@@ -125,23 +131,43 @@ def test_status_lists_launcher_and_worker_tasks():
 
 
 def test_pause_deletes_launcher_and_workers():
-    p = run(colossal(runMode={"pause": {"enabled": True}}), pod(L, rtype="launcher"), pod(W0), pod(W1), status={"phase": "Running"})
+    p = run(
+        colossal(runMode={"pause": {"enabled": True}}), pod(L, rtype="launcher"), pod(W0), pod(W1), status={"phase": "Running"}
+    )
     assert p.deletes("Pod") == [L, W0, W1]
     assert p.status["phase"] == "Paused"
 
 
 @pytest.mark.parametrize(
     ("worker_spec", "expected"),
-    [({}, {}),
-     ({"nodeSelector": {"t9k.test/real": "true"}, "tolerations": [{"key": "gpu", "operator": "Exists"}], "volumes": [{"name": "code"}]},
-      {"nodeSelector": {"t9k.test/real": "true"}, "tolerations": [{"key": "gpu", "operator": "Exists"}]}),
-     ({"priorityClassName": "high", "imagePullSecrets": [{"name": "reg"}], "serviceAccountName": "trainer"},
-      {"priorityClassName": "high", "imagePullSecrets": [{"name": "reg"}]})],
+    [
+        ({}, {}),
+        (
+            {
+                "nodeSelector": {"t9k.test/real": "true"},
+                "tolerations": [{"key": "gpu", "operator": "Exists"}],
+                "volumes": [{"name": "code"}],
+            },
+            {"nodeSelector": {"t9k.test/real": "true"}, "tolerations": [{"key": "gpu", "operator": "Exists"}]},
+        ),
+        (
+            {"priorityClassName": "high", "imagePullSecrets": [{"name": "reg"}], "serviceAccountName": "trainer"},
+            {"priorityClassName": "high", "imagePullSecrets": [{"name": "reg"}]},
+        ),
+    ],
 )
 def test_launcher_goes_where_the_workers_may_go(worker_spec, expected):
     job = colossal()
     job["spec"]["worker"]["template"]["spec"].update(worker_spec)
     launcher = manifests(run(job), "Pod")[L]["spec"]
-    placement = ("nodeSelector", "tolerations", "affinity", "imagePullSecrets", "priorityClassName", "schedulerName", "serviceAccountName")
+    placement = (
+        "nodeSelector",
+        "tolerations",
+        "affinity",
+        "imagePullSecrets",
+        "priorityClassName",
+        "schedulerName",
+        "serviceAccountName",
+    )
     assert {k: launcher[k] for k in placement if k in launcher} == expected
     assert not any(v["name"] == "code" for v in launcher.get("volumes") or [])  # the workers' volumes stay theirs

@@ -9,7 +9,11 @@ from tests.builders import cond, pod, run
 
 
 def ds(workers=2, config=None, **spec):
-    config = config if config is not None else {"slotsPerWorker": 4, "run": {"python": ["train.py", "--deepspeed", "--deepspeed_config=ds.json"]}}
+    config = (
+        config
+        if config is not None
+        else {"slotsPerWorker": 4, "run": {"python": ["train.py", "--deepspeed", "--deepspeed_config=ds.json"]}}
+    )
     return {
         "apiVersion": "batch.tensorstack.dev/v1beta1", "kind": "DeepSpeedJob",
         "metadata": {"name": "ds", "namespace": "ns", "uid": "uid-ds", "generation": 1},
@@ -36,18 +40,32 @@ def test_children_and_reserved_paths():
     assert mounts == {"/root/.ssh", "/t9k/hostfile"}
     files = {n: {i["key"] for v in manifests(p, "Pod")[n]["spec"]["volumes"] if v["name"] == "t9k-ssh" for i in v["secret"]["items"]}
              for n in ("ds-worker-0", "ds-worker-1")}  # fmt: skip
-    assert files == {"ds-worker-0": {"id_ed25519", "config", "known_hosts", "authorized_keys", "ssh_host_ed25519_key"},
-                     "ds-worker-1": {"authorized_keys", "ssh_host_ed25519_key"}}  # only the launcher holds the user key
+    assert files == {
+        "ds-worker-0": {"id_ed25519", "config", "known_hosts", "authorized_keys", "ssh_host_ed25519_key"},
+        "ds-worker-1": {"authorized_keys", "ssh_host_ed25519_key"},
+    }  # only the launcher holds the user key
 
 
 def test_worker_0_launches_deepspeed_others_run_sshd():
     pods = manifests(run(ds()), "Pod")
-    assert pods["ds-worker-1"]["spec"]["containers"][0]["command"] == ["/usr/sbin/sshd", "-D", "-e", "-h", "/root/.ssh/ssh_host_ed25519_key", "-o", "StrictModes=no"]
+    assert pods["ds-worker-1"]["spec"]["containers"][0]["command"] == [
+        "/usr/sbin/sshd",
+        "-D",
+        "-e",
+        "-h",
+        "/root/.ssh/ssh_host_ed25519_key",
+        "-o",
+        "StrictModes=no",
+    ]
     script = pods["ds-worker-0"]["spec"]["containers"][0]["command"][2]
-    assert script.startswith("set -e; /usr/sbin/sshd -h /root/.ssh/ssh_host_ed25519_key -o StrictModes=no; : > /root/.deepspeed_env; for n in NCCL_DEBUG; do")
+    assert script.startswith(
+        "set -e; /usr/sbin/sshd -h /root/.ssh/ssh_host_ed25519_key -o StrictModes=no; : > /root/.deepspeed_env; for n in NCCL_DEBUG; do"
+    )
     assert "INFO" not in script and "TOKEN" not in script  # names of plain values only, read from the pod's own env
     assert "for h in $(cut -d' ' -f1 /t9k/hostfile)" in script
-    assert script.endswith("exec deepspeed --hostfile /t9k/hostfile --launcher pdsh train.py --deepspeed --deepspeed_config=ds.json")
+    assert script.endswith(
+        "exec deepspeed --hostfile /t9k/hostfile --launcher pdsh train.py --deepspeed --deepspeed_config=ds.json"
+    )
 
 
 @pytest.mark.parametrize(
@@ -75,12 +93,17 @@ def test_worker_0_decides_and_restarts_use_the_backoff():
     job = ds(runPolicy={"backoffLimit": 1})
     p = run(job, pod("ds-worker-0"), pod("ds-worker-1", "Failed", 1), status={"phase": "Running"})
     assert p.deletes("Pod") == ["ds-worker-1"] and p.status["backoffCount"] == 1
-    assert run(job, pod("ds-worker-0", "Succeeded", 0), pod("ds-worker-1"), status={"phase": "Running"}).status["phase"] == "Succeeded"
+    assert (
+        run(job, pod("ds-worker-0", "Succeeded", 0), pod("ds-worker-1"), status={"phase": "Running"}).status["phase"]
+        == "Succeeded"
+    )
 
 
 def test_debug_keeps_sshd_on_every_worker():
     pods = manifests(run(ds(runMode={"debug": {"enabled": True}})), "Pod")
-    assert {tuple(p["spec"]["containers"][0]["command"]) for p in pods.values()} == {("/usr/sbin/sshd", "-D", "-e", "-h", "/root/.ssh/ssh_host_ed25519_key", "-o", "StrictModes=no")}
+    assert {tuple(p["spec"]["containers"][0]["command"]) for p in pods.values()} == {
+        ("/usr/sbin/sshd", "-D", "-e", "-h", "/root/.ssh/ssh_host_ed25519_key", "-o", "StrictModes=no")
+    }
 
 
 @pytest.mark.parametrize(
@@ -123,7 +146,11 @@ def _running(job, n):
         live = pod(name, rtype="worker")
         live["metadata"]["annotations"].update(m["metadata"]["annotations"])
         pods.append(live)
-    cm = {"kind": "ConfigMap", "metadata": {"name": "ds-deepspeed"}, "data": manifests(first, "ConfigMap")["ds-deepspeed"]["data"]}
+    cm = {
+        "kind": "ConfigMap",
+        "metadata": {"name": "ds-deepspeed"},
+        "data": manifests(first, "ConfigMap")["ds-deepspeed"]["data"],
+    }
     assert len(pods) == n
     return pods, cm, first.status
 

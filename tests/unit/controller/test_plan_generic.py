@@ -341,17 +341,24 @@ def test_seed_tf_config_example_as_printed_runs(extra, port):
     p = run(job)
     assert cond(p, "Failed") is None
     assert _manifests(p, "Pod")[W0]["spec"]["containers"][0]["env"][0]["value"] == (
-        f'{{"task":{{"type":"worker","index":0}},"cluster":{{"worker":["job-worker-0:{port}","job-worker-1:{port}"]}}}}')
+        f'{{"task":{{"type":"worker","index":0}},"cluster":{{"worker":["job-worker-0:{port}","job-worker-1:{port}"]}}}}'
+    )
     assert [(x["name"], x["port"]) for x in _manifests(p, "Service")[W1]["spec"]["ports"]] == [("http", port)]
 
 
 def test_shell_substitution_reaches_the_pod_untouched_and_ours_inside_it_is_expanded():
     job = generic()
     job["spec"]["replicaSpecs"][0]["template"]["spec"]["containers"][0]["command"] = [
-        "sh", "-c", "exec $(type -P python3) train.py --rank $(($(rank)+1)) --of $(replicas[worker])"]
+        "sh",
+        "-c",
+        "exec $(type -P python3) train.py --rank $(($(rank)+1)) --of $(replicas[worker])",
+    ]
     p = run(job)
     assert p.status["phase"] == "Pending"
-    assert _manifests(p, "Pod")[W1]["spec"]["containers"][0]["command"][2] == "exec $(type -P python3) train.py --rank $((1+1)) --of 2"
+    assert (
+        _manifests(p, "Pod")[W1]["spec"]["containers"][0]["command"][2]
+        == "exec $(type -P python3) train.py --rank $((1+1)) --of 2"
+    )
 
 
 def test_init_containers_are_substituted_too():
@@ -359,7 +366,8 @@ def test_init_containers_are_substituted_too():
     # fetches its shard needs $(rank) as much (docs/kinds.md).
     job = generic()
     job["spec"]["replicaSpecs"][0]["template"]["spec"]["initContainers"] = [
-        {"name": "fetch", "image": "busybox", "args": ["get", "shard-$(rank)"], "env": [{"name": "TYPE", "value": "$(type)"}]}]
+        {"name": "fetch", "image": "busybox", "args": ["get", "shard-$(rank)"], "env": [{"name": "TYPE", "value": "$(type)"}]}
+    ]
     init = _manifests(run(job), "Pod")[W1]["spec"]["initContainers"][0]
     assert (init["args"], init["env"]) == (["get", "shard-1"], [{"name": "TYPE", "value": "worker"}, RESTART_COUNT_ENV])
 

@@ -30,8 +30,10 @@ CASES = [
     (_cmd(["echo", "$(replicas[chief])"]), "names replica type 'chief'"),
     (_cmd(["echo", "$(service.port[http])", "$(service.port[grpc])"]), "names ports http, grpc that neither spec.service.ports"),
     (_with(_cmd(["echo", "$(service.port[http])"]), ["spec", "service"], {}), "spec.service.ports declares none"),
-    (_with(_cmd(["echo", "$(service.port[http])"]), ["spec", "service"], {"ports": [{"name": "grpc", "port": 1}]}),
-     "names port 'http', but spec.service.ports has grpc"),
+    (
+        _with(_cmd(["echo", "$(service.port[http])"]), ["spec", "service"], {"ports": [{"name": "grpc", "port": 1}]}),
+        "names port 'http', but spec.service.ports has grpc",
+    ),
     (_cmd(["echo", "$(service.worker[7].host)"]), None),  # needs a service: see below
     (generic("job", ("worker", 1), ("worker", 1)), "appears more than once"),
     (_with(generic(), ["spec", "replicaSpecs", 0, "replicas"], -1), "must be >= 0"),
@@ -77,7 +79,10 @@ def test_invalid_generic_job_fails_with_a_condition_naming_the_problem(job, need
 @pytest.mark.parametrize(
     ("job", "needle"),
     [
-        (_with(colossal(), ["spec", "worker", "template", "spec", "containers", 0, "name"], "trainer"), "container named 'worker'"),
+        (
+            _with(colossal(), ["spec", "worker", "template", "spec", "containers", 0, "name"], "trainer"),
+            "container named 'worker'",
+        ),
         (_with(colossal(), ["spec", "launcher", "image"], ""), "spec.launcher.image is required"),
         (_with(colossal(), ["spec", "worker", "procPerWorker"], 0), "procPerWorker"),
         (_with(colossal(), ["spec", "worker", "command"], []), "spec.worker.command is required"),
@@ -94,7 +99,9 @@ def test_invalid_colossalai_job(job, needle):
 
 
 def test_spec_broken_after_finishing_keeps_the_finished_status():
-    finished = run(generic(), pod("job-worker-0", "Succeeded", 0), pod("job-worker-1", "Succeeded", 0), status={"phase": "Running"})
+    finished = run(
+        generic(), pod("job-worker-0", "Succeeded", 0), pod("job-worker-1", "Succeeded", 0), status={"phase": "Running"}
+    )
     broken = run(generic(successRules=[{"chief": [0]}]), status=finished.status)
     assert broken.status == finished.status
 

@@ -31,21 +31,30 @@ def test_children_launcher_workers_services_secret_hostfile():
     assert p.creates("Pod") == ["m-launcher", "m-worker-0", "m-worker-1", "m-worker-2"]
     assert p.creates("Service") == ["m-worker-0", "m-worker-1", "m-worker-2"]
     assert [a.name for a in p.actions if isinstance(a, CreateSSHSecret)] == ["m-ssh"]
-    assert manifests(p, "ConfigMap")["m-hostfile"]["data"]["hostfile"] == "m-worker-0 slots=2\nm-worker-1 slots=2\nm-worker-2 slots=2\n"
+    assert (
+        manifests(p, "ConfigMap")["m-hostfile"]["data"]["hostfile"]
+        == "m-worker-0 slots=2\nm-worker-1 slots=2\nm-worker-2 slots=2\n"
+    )
 
 
 def test_launcher_runs_mpirun_after_waiting_for_workers():
     launcher = manifests(run(mpi()), "Pod")["m-launcher"]["spec"]["containers"][0]
     assert launcher["image"] == "mpi:1" and launcher["command"][:2] == ["bash", "-c"]
     assert launcher["command"][2].endswith(
-        "exec /opt/openmpi/bin/mpirun --hostfile /etc/t9k/hostfile --mca btl '^openib' --mca pml ob1 -N 3 --allow-run-as-root ./random_walk 20")
+        "exec /opt/openmpi/bin/mpirun --hostfile /etc/t9k/hostfile --mca btl '^openib' --mca pml ob1 -N 3 --allow-run-as-root ./random_walk 20"
+    )
     assert "ssh -o BatchMode=yes" in launcher["command"][2]
 
 
 @pytest.mark.parametrize(
     ("given", "expected"),
-    [([], {"OMPI_ALLOW_RUN_AS_ROOT": "1", "OMPI_ALLOW_RUN_AS_ROOT_CONFIRM": "1"}),
-     ([{"name": "OMPI_ALLOW_RUN_AS_ROOT", "value": "0"}], {"OMPI_ALLOW_RUN_AS_ROOT": "0", "OMPI_ALLOW_RUN_AS_ROOT_CONFIRM": "1"})],
+    [
+        ([], {"OMPI_ALLOW_RUN_AS_ROOT": "1", "OMPI_ALLOW_RUN_AS_ROOT_CONFIRM": "1"}),
+        (
+            [{"name": "OMPI_ALLOW_RUN_AS_ROOT", "value": "0"}],
+            {"OMPI_ALLOW_RUN_AS_ROOT": "0", "OMPI_ALLOW_RUN_AS_ROOT_CONFIRM": "1"},
+        ),
+    ],
 )
 def test_launcher_may_run_mpirun_as_root_unless_the_user_says_otherwise(given, expected):
     job = mpi()
@@ -76,7 +85,15 @@ def test_launcher_decides_and_clean_up_workers(launcher_phase, phase):
 def test_debug_defaults_launcher_sleeps_workers_keep_sshd():
     ps = manifests(run(mpi(runMode={"debug": {"enabled": True}})), "Pod")
     assert ps["m-launcher"]["spec"]["containers"][0]["command"] == ["sleep", "inf"]
-    assert ps["m-worker-0"]["spec"]["containers"][0]["command"] == ["/usr/sbin/sshd", "-D", "-e", "-h", "/root/.ssh/ssh_host_ed25519_key", "-o", "StrictModes=no"]
+    assert ps["m-worker-0"]["spec"]["containers"][0]["command"] == [
+        "/usr/sbin/sshd",
+        "-D",
+        "-e",
+        "-h",
+        "/root/.ssh/ssh_host_ed25519_key",
+        "-o",
+        "StrictModes=no",
+    ]
 
 
 @pytest.mark.parametrize(

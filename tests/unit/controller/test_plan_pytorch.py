@@ -102,8 +102,12 @@ def elastic_job(expected=None, low=2, high=5, replicas=3):
     elastic = {"enabled": True, "minReplicas": low, "maxReplicas": high}
     if expected is not None:
         elastic["expectedReplicas"] = expected
-    job = pytorch("pt", ("worker", replicas), elastic=elastic,
-                  torchrunConfig={"enabled": True, "procPerNode": "gpu", "maxRestarts": 10, "extraOptions": ["--monitor_interval=1"]})
+    job = pytorch(
+        "pt",
+        ("worker", replicas),
+        elastic=elastic,
+        torchrunConfig={"enabled": True, "procPerNode": "gpu", "maxRestarts": 10, "extraOptions": ["--monitor_interval=1"]},
+    )
     job["spec"]["replicaSpecs"][0]["template"]["spec"]["containers"][0]["args"] = ["train.py", "--epochs", "3"]
     return job
 

@@ -38,11 +38,23 @@ def wl(*conditions: tuple[str, str, str, str], admission: dict | None = None, na
 ADMISSION = {"clusterQueue": "cq", "podSetAssignments": [{"name": "worker", "count": 2, "flavors": {"nvidia.com/gpu": "a100"}}]}
 ADMITTED = (("QuotaReserved", "True", "QuotaReserved", "Quota reserved in ClusterQueue cq"),
             ("Admitted", "True", "Admitted", "The workload is admitted"))  # fmt: skip
-PENDING = ("QuotaReserved", "False", "Pending",
-           "couldn't assign flavors to pod set worker: insufficient unused quota for nvidia.com/gpu in flavor default, 2 more needed")
-PREEMPTED = ("Evicted", "True", "Preempted", "Preempted to accommodate a workload (UID: u) due to prioritization in the ClusterQueue")
-FLAVOR = {"kind": "ResourceFlavor", "metadata": {"name": "a100"},
-          "spec": {"nodeLabels": {"gpu": "a100"}, "tolerations": [{"key": "gpu", "operator": "Exists", "effect": "NoSchedule"}]}}
+PENDING = (
+    "QuotaReserved",
+    "False",
+    "Pending",
+    "couldn't assign flavors to pod set worker: insufficient unused quota for nvidia.com/gpu in flavor default, 2 more needed",
+)
+PREEMPTED = (
+    "Evicted",
+    "True",
+    "Preempted",
+    "Preempted to accommodate a workload (UID: u) due to prioritization in the ClusterQueue",
+)
+FLAVOR = {
+    "kind": "ResourceFlavor",
+    "metadata": {"name": "a100"},
+    "spec": {"nodeLabels": {"gpu": "a100"}, "tolerations": [{"key": "gpu", "operator": "Exists", "effect": "NoSchedule"}]},
+}
 
 
 def go(job: dict, *objects: dict, status: dict | None = None, mode: str = "kueue", queues: tuple[str, ...] = ("gpu",)):
@@ -134,7 +146,10 @@ def test_an_ascendjob_queue_min_available_and_priority_class_reach_the_workload(
     manifest = the(go(job, wpc), "Workload")
     assert manifest["metadata"]["name"] == "ascendjob-ac"
     assert manifest["spec"]["queueName"] == "npu"
-    assert [(p["name"], p["count"], p.get("minCount")) for p in manifest["spec"]["podSets"]] == [("master", 1, None), ("worker", 3, 1)]
+    assert [(p["name"], p["count"], p.get("minCount")) for p in manifest["spec"]["podSets"]] == [
+        ("master", 1, None),
+        ("worker", 3, 1),
+    ]
     assert manifest["spec"]["priorityClassRef"] == {"group": "kueue.x-k8s.io", "kind": "WorkloadPriorityClass", "name": "high"}
     assert manifest["spec"]["priority"] == 1000
     pc = {"kind": "PriorityClass", "metadata": {"name": "high"}, "value": 7}
@@ -192,7 +207,9 @@ def test_eviction_deletes_the_pods_without_spending_a_restart_and_the_job_waits_
     assert [t["restartCount"] for t in p.status["tasks"]] == [1]  # unchanged: an eviction is not a failure
     assert [(e.type, e.reason) for e in p.events if e.reason == "Evicted"] == [("Normal", "Evicted")]
     [entry] = p.status["restartHistory"]
-    assert (entry["replica"], entry["counted"]) == ("all replicas", False) and entry["cause"].startswith("Evicted by Kueue (Preempted)")
+    assert (entry["replica"], entry["counted"]) == ("all replicas", False) and entry["cause"].startswith(
+        "Evicted by Kueue (Preempted)"
+    )
     again = go(queued(), evicted, pod(W0, restarts=1, deleting=True), pod(W1, deleting=True), status=p.status)
     assert again.status["restartHistory"] == [entry]  # the same eviction, seen again: recorded once
 

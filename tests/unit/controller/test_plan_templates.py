@@ -39,7 +39,11 @@ def test_the_merged_job_is_planned_from_its_spec_alone_and_says_where_it_came_fr
     pod = next(a.manifest for a in p.actions if isinstance(a, Create) and a.kind == "Pod")
     assert pod["spec"]["containers"][0]["image"] == "img"
     resolved = next(c for c in p.status["conditions"] if c["type"] == "TemplateResolved")
-    assert resolved["status"] == "True" and "GenericJob" not in resolved["message"] and "ns/t (resourceVersion 7)" in resolved["message"]
+    assert (
+        resolved["status"] == "True"
+        and "GenericJob" not in resolved["message"]
+        and "ns/t (resourceVersion 7)" in resolved["message"]
+    )
 
 
 def test_a_missing_template_is_waited_for_then_fails_the_job():
@@ -63,14 +67,20 @@ def test_a_template_for_another_kind_fails_the_job_as_an_invalid_spec():
     other = {**TEMPLATE, "spec": {**TEMPLATE["spec"], "jobKind": "MPIJob"}}
     p = plan(job(), Observed(template=other), NOW)
     cond = next(c for c in p.status["conditions"] if c["type"] == "Failed")
-    assert p.status["phase"] == "Failed" and cond["reason"] == "InvalidSpec" and "is for MPIJob, not GenericJob" in cond["message"]
+    assert (
+        p.status["phase"] == "Failed" and cond["reason"] == "InvalidSpec" and "is for MPIJob, not GenericJob" in cond["message"]
+    )
 
 
 def test_a_deprecated_template_is_used_with_a_warning():
     deprecated = {**TEMPLATE, "spec": {**TEMPLATE["spec"], "deprecated": True, "deprecationMessage": "use t2"}}
     p = plan(job(), Observed(template=deprecated), NOW)
     assert [type(a) for a in p.actions] == [WriteSpec]
-    assert [(e.type, e.reason, e.message) for e in p.events][1] == ("Warning", "TemplateDeprecated", "T9kJobTemplate ns/t is deprecated: use t2")
+    assert [(e.type, e.reason, e.message) for e in p.events][1] == (
+        "Warning",
+        "TemplateDeprecated",
+        "T9kJobTemplate ns/t is deprecated: use t2",
+    )
     later = plan(p.actions[0].job, Observed(), NOW)
     cond = next(c for c in later.status["conditions"] if c["type"] == "TemplateResolved")
     assert cond["reason"] == "Deprecated" and "use t2" in cond["message"]

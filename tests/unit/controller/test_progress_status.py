@@ -23,6 +23,8 @@ from airflow_t9k.kinds.kubeflow_status import to_core
 from tests.builders import at, generic, ts
 
 Obj = dict[str, Any]
+
+
 def report(t: float, **values: Any) -> Obj:
     return {"replica": "job-worker-0", "time": ts(t), "values": values}
 
@@ -219,7 +221,11 @@ def test_typical_progress_keeps_fifty_points_in_a_few_kilobytes():
 
 
 def pod(name: str, phase: str = "Running") -> Obj:
-    state = {"running": {"startedAt": ts(0)}} if phase == "Running" else {"terminated": {"exitCode": 0, "startedAt": ts(0), "finishedAt": ts(30)}}
+    state = (
+        {"running": {"startedAt": ts(0)}}
+        if phase == "Running"
+        else {"terminated": {"exitCode": 0, "startedAt": ts(0), "finishedAt": ts(30)}}
+    )
     return {"apiVersion": "v1", "kind": "Pod", "metadata": {"name": name, "namespace": "ns", "uid": f"uid-{name}",
             "labels": {"batch.tensorstack.dev/replica-type": "worker"}, "annotations": {"batch.tensorstack.dev/restart-count": "0"}},
             "spec": {"containers": [{"name": "main", "image": "img"}]},

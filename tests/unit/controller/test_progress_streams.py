@@ -96,7 +96,9 @@ async def test_a_stream_opens_when_the_pod_starts_and_reports_what_it_read():
     logs.feed("job-worker-0", "2026-11-25T12:00:01.5Z hello", "2026-11-25T12:00:02.1Z T9K_PROGRESS step=1 total_steps=10 loss=2",
               "2026-11-25T12:00:02.2Z T9K_PROGRESS {broken", '2026-11-25T12:00:03.0Z [rank0]: T9K_PROGRESS {"acc": 0.5}')  # fmt: skip
     await settle()
-    assert logs.opened == [("job-worker-0", {"follow": True, "timestamps": True, "container": "main", "sinceTime": "2026-11-25T12:00:00Z"})]
+    assert logs.opened == [
+        ("job-worker-0", {"follow": True, "timestamps": True, "container": "main", "sinceTime": "2026-11-25T12:00:00Z"})
+    ]
     assert streams.report(KEY, "uid-job") == {"replica": "job-worker-0", "time": "2026-11-25T12:00:03Z",
                                               "values": {"step": 1, "total_steps": 10, "metrics": {"loss": 2, "acc": 0.5}}}  # fmt: skip
     assert streams.report(KEY, "another-uid") is None

@@ -15,6 +15,7 @@ from kubernetes_asyncio.client import ApiClient, V1DeleteOptions
 
 from airflow_t9k.controller.slim import drop_managed_fields, plain_json_bodies, slim_for
 
+
 def with_client(check: Callable[[ApiClient], Any]) -> Any:
     """Run ``check`` with a real client (its constructor needs a running event loop)."""
 
@@ -49,7 +50,12 @@ def test_drop_managed_fields(obj, expected):
 META = {"name": "x", "namespace": "ns", "uid": "u", "resourceVersion": "7", "labels": {"l": "v"},
         "annotations": {"a": "b"}, "ownerReferences": [{"kind": "GenericJob", "uid": "j", "controller": True}],
         "deletionTimestamp": "2026-11-26T08:00:00Z"}  # fmt: skip
-SPEC = {"containers": [{"name": "c", "image": "i", "resources": {"limits": {"nvidia.com/gpu": "2"}}}], "nodeName": "n", "clusterIP": "10.96.0.9", "ports": [{"port": 80}]}
+SPEC = {
+    "containers": [{"name": "c", "image": "i", "resources": {"limits": {"nvidia.com/gpu": "2"}}}],
+    "nodeName": "n",
+    "clusterIP": "10.96.0.9",
+    "ports": [{"port": 80}],
+}
 STATUS = {"phase": "Failed", "containerStatuses": [{"name": "c", "state": {"terminated": {"exitCode": 3, "message": "m"}}}]}
 
 

@@ -19,9 +19,9 @@ from typing import Any
 
 import pytest
 
+from airflow_t9k.controller.reconcile import Create, CreateSSHSecret, Observed, Plan, ReplaceStatus, plan
 from airflow_t9k.controller.reconcile.actions import KeepEvidence
 from airflow_t9k.controller.reconcile.plan import SSH_SECRET_STATUS
-from airflow_t9k.controller.reconcile import Create, CreateSSHSecret, Observed, Plan, ReplaceStatus, plan
 from airflow_t9k.controller.slim import slim_for
 from tests.builders import NOW, generic, pytorch, restart
 from tests.kind_jobs import minimal, with_mode
@@ -150,7 +150,14 @@ def _job_status(state: str) -> Obj:
 
 def _workload_status(state: str) -> Obj:
     def c(t: str, s: str, reason: str, message: str) -> Obj:
-        return {"type": t, "status": s, "reason": reason, "message": message, "lastTransitionTime": STAMP, "observedGeneration": 1}
+        return {
+            "type": t,
+            "status": s,
+            "reason": reason,
+            "message": message,
+            "lastTransitionTime": STAMP,
+            "observedGeneration": 1,
+        }
 
     if state == "Pending":
         return {"conditions": [c("QuotaReserved", "False", "Pending", "couldn't assign flavors to pod set worker")],
@@ -165,7 +172,10 @@ def _workload_status(state: str) -> Obj:
 
 def with_managed_fields(obj: Obj) -> Obj:
     obj = copy.deepcopy(obj)
-    obj["metadata"]["managedFields"] = [managed("kubectl-client-side-apply", "metadata", "spec"), managed("airflow-t9k", "status")]
+    obj["metadata"]["managedFields"] = [
+        managed("kubectl-client-side-apply", "metadata", "spec"),
+        managed("airflow-t9k", "status"),
+    ]
     obj["metadata"].setdefault("resourceVersion", "42")
     return obj
 
@@ -192,6 +202,7 @@ def _observed(world: World, objects: list[Obj]) -> Observed:
 def _unmanaged(p: Plan) -> Plan:
     """The whole cached object goes back in a Workload's status PUT; the API server keeps the
     managedFields such a PUT omits (docs/benchmarks.md), so they are not part of the decision."""
+
     def strip(a: Any) -> Any:
         if isinstance(a, ReplaceStatus):
             body = copy.deepcopy(a.body)
@@ -291,6 +302,7 @@ def condition(type_: str) -> Callable[[Plan], bool]:
 
 def says(p: Plan, text: str) -> bool:
     """``text`` is in some string of the plan's status (a condition message, a replica's result)."""
+
     def strings(x: Any) -> list[str]:
         if isinstance(x, dict):
             return [s for v in x.values() for s in strings(v)]

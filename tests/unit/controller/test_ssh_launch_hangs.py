@@ -64,7 +64,13 @@ def test_a_failed_worker_fails_the_job_until_the_launcher_has_ended(make, launch
 
 def test_debug_mode_keeps_a_failed_worker_for_inspection():
     job = colossal(runMode={"debug": {"enabled": True}})
-    p = run(job, pod("cai-launcher", rtype="launcher"), pod("cai-worker-0", "Failed", 1), pod("cai-worker-1"), status={"phase": "Running"})
+    p = run(
+        job,
+        pod("cai-launcher", rtype="launcher"),
+        pod("cai-worker-0", "Failed", 1),
+        pod("cai-worker-1"),
+        status={"phase": "Running"},
+    )
     assert p.status["phase"] == "Running"
 
 
@@ -101,7 +107,7 @@ def test_the_wait_ends_as_soon_as_every_worker_answers(tmp_path: Path):
     hostfile.write_text("w-0\nw-1\n")
     (tmp_path / "ssh").write_text("#!/bin/sh\nexit 0\n")
     (tmp_path / "ssh").chmod(0o755)
-    (tmp_path / "colossalai").write_text("#!/bin/sh\necho launched \"$@\"\n")
+    (tmp_path / "colossalai").write_text('#!/bin/sh\necho launched "$@"\n')
     (tmp_path / "colossalai").chmod(0o755)
     script = _launcher_script(job, launcher).replace("/etc/t9k/hostfile", str(hostfile))
     env = {**os.environ, "PATH": f"{tmp_path}:{os.environ['PATH']}"}

@@ -7,14 +7,16 @@ from typing import Any
 
 import pytest
 
+from airflow_t9k.api.outcome import interpret, usage_of
 from airflow_t9k.controller.reconcile import Observed, plan
 from airflow_t9k.controller.reconcile.actions import Create, Delete
-from airflow_t9k.api.outcome import interpret, usage_of
 from airflow_t9k.controller.reconcile.usage import account, requested
 from airflow_t9k.controller.slim import slim_for
-from tests.builders import T0, at, evidence, generic, restart, ts
+from tests.builders import at, evidence, generic, restart, ts
 
 Obj = dict[str, Any]
+
+
 def gpu_pod(name: str, uid: str, start: float | None, end: float | None = None, code: int = 0, limits: Obj | None = None,
             deleting: bool = False, disrupted: bool = False, restarts: int = 0) -> Obj:  # fmt: skip
     """A pod as the API server serves it: ``start``/``end`` seconds after T0 (None: not yet)."""
@@ -61,7 +63,9 @@ def test_requested_counts_extended_resources_of_containers_not_init_containers(l
 
 def test_two_containers_add_up():
     pod = gpu_pod("p", "u", 0)
-    pod["spec"]["containers"].append({"name": "side", "resources": {"limits": {"nvidia.com/gpu": 1}, "requests": {"cpu": "250m"}}})
+    pod["spec"]["containers"].append(
+        {"name": "side", "resources": {"limits": {"nvidia.com/gpu": 1}, "requests": {"cpu": "250m"}}}
+    )
     assert requested(pod) == ({"nvidia.com/gpu": 3.0}, 0.75)
 
 

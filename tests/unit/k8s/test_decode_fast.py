@@ -30,9 +30,16 @@ CASES = [
     ("literals", "[true,false,null]"),
     ("whitespace around", ' \n\t{"a" : [ 1 , 2 ] }\r\n '),
     ("nesting past msgspec's limit (fallback)", '{"a":' * 3000 + "1" + "}" * 3000),
-    ("a pod's worth", json.dumps({"metadata": {"name": "p", "labels": {"a": "b"}, "resourceVersion": "12"},
-                                  "spec": {"containers": [{"name": "c", "resources": {"limits": {"cpu": 0.5}}}]},
-                                  "status": {"phase": "Running"}})),  # fmt: skip
+    (
+        "a pod's worth",
+        json.dumps(
+            {
+                "metadata": {"name": "p", "labels": {"a": "b"}, "resourceVersion": "12"},
+                "spec": {"containers": [{"name": "c", "resources": {"limits": {"cpu": 0.5}}}]},
+                "status": {"phase": "Running"},
+            }
+        ),
+    ),  # fmt: skip
 ]
 
 

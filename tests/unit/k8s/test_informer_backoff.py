@@ -46,10 +46,20 @@ def test_backoff_resets():
 @pytest.mark.parametrize(
     ("status", "body", "relist", "after"),
     [
-        (429, '{"reason":"TooManyRequests","message":"storage is (re)initializing","details":{"retryAfterSeconds":1}}', False, 1.0),
-        (504, '{"reason":"Timeout","message":"Timeout: Too large resource version: 900, current: 850",'
-              '"details":{"causes":[{"reason":"ResourceVersionTooLarge","message":"Too large resource version"}],'
-              '"retryAfterSeconds":1}}', True, 1.0),  # fmt: skip
+        (
+            429,
+            '{"reason":"TooManyRequests","message":"storage is (re)initializing","details":{"retryAfterSeconds":1}}',
+            False,
+            1.0,
+        ),
+        (
+            504,
+            '{"reason":"Timeout","message":"Timeout: Too large resource version: 900, current: 850",'
+            '"details":{"causes":[{"reason":"ResourceVersionTooLarge","message":"Too large resource version"}],'
+            '"retryAfterSeconds":1}}',
+            True,
+            1.0,
+        ),  # fmt: skip
         (500, '{"message":"boom"}', False, None),
         (503, "not json", False, None),
     ],

@@ -70,7 +70,10 @@ class FakeServer:
         resp = web.StreamResponse()
         await resp.prepare(request)
         if len(self.watches) == 1:
-            event = {"type": "ERROR", "object": {"kind": "Status", "code": 410, "reason": "Expired", "message": "too old resource version"}}
+            event = {
+                "type": "ERROR",
+                "object": {"kind": "Status", "code": 410, "reason": "Expired", "message": "too old resource version"},
+            }
         else:
             event = {"type": "DELETED", "object": cm("c", "21")}
         await resp.write(json.dumps(event).encode() + b"\n")

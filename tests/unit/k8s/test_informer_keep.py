@@ -66,19 +66,24 @@ def test_objects_no_job_owns_stay_out_of_the_cache_and_the_handler():
     assert informer.dropped == 3  # the two planted ones and "other" once disowned
 
 
-@pytest.mark.parametrize(("refs", "kept"), [
-    (OURS, True),
-    ([{**OURS[0], "controller": False}], False),  # an owner, but not the controller
-    ([{**OURS[0], "kind": "Deployment", "apiVersion": "apps/v1"}], False),
-    ([{**OURS[0], "apiVersion": "kubeflow.org/v2beta1"}], False),  # Kubeflow's MPIJob, not ours
-    ([], False),
-    (None, False),
-    (["not a mapping"], False),
-], ids=["ours", "not-controller", "other-kind", "other-group", "empty", "none", "garbage"])
+@pytest.mark.parametrize(
+    ("refs", "kept"),
+    [
+        (OURS, True),
+        ([{**OURS[0], "controller": False}], False),  # an owner, but not the controller
+        ([{**OURS[0], "kind": "Deployment", "apiVersion": "apps/v1"}], False),
+        ([{**OURS[0], "apiVersion": "kubeflow.org/v2beta1"}], False),  # Kubeflow's MPIJob, not ours
+        ([], False),
+        (None, False),
+        (["not a mapping"], False),
+    ],
+    ids=["ours", "not-controller", "other-kind", "other-group", "empty", "none", "garbage"],
+)
 def test_the_runner_keeps_what_one_of_its_job_kinds_controls(refs, kept):
+    from kubernetes_asyncio import client as k8s_client
+
     from airflow_t9k.controller.runner import Controller, Settings
     from airflow_t9k.k8s.client import Kube
-    from kubernetes_asyncio import client as k8s_client
 
     async def check() -> bool:
         kube = Kube(k8s_client.ApiClient(k8s_client.Configuration(host="http://127.0.0.1:9")))

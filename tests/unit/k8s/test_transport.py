@@ -6,7 +6,6 @@ from __future__ import annotations
 
 import base64
 import datetime
-import ipaddress
 import json
 import logging
 import os

@@ -45,10 +45,13 @@ def _request(method: str, headers: dict[str, str]):
                     "server": (HOST, 443), "query_string": b""})  # fmt: skip
 
 
-@pytest.mark.parametrize(("headers", "status"), [
-    ({"content-type": "application/x-www-form-urlencoded", "origin": "https://evil.example.com"}, 403),
-    ({"content-type": "application/json", "origin": f"https://{HOST}"}, None),
-])
+@pytest.mark.parametrize(
+    ("headers", "status"),
+    [
+        ({"content-type": "application/x-www-form-urlencoded", "origin": "https://evil.example.com"}, 403),
+        ({"content-type": "application/json", "origin": f"https://{HOST}"}, None),
+    ],
+)
 def test_the_api_dependency_answers_403(headers, status):
     from fastapi import HTTPException
 

@@ -55,11 +55,19 @@ CASES = [
     ("no task instance", [], ("d", "r", "t", -1), None),
     ("a DAG id Airflow does not know", [("d", "r", "t", -1, IDENTITY)], ("other", "r", "t", -1), None),
     ("task not yet submitted", [("d", "r", "t", -1, None)], ("d", "r", "t", -1), TaskRecord(None)),
-    ("task recorded its job", [("d", "r", "t", -1, IDENTITY)], ("d", "r", "t", -1),
-     TaskRecord({k: IDENTITY[k] for k in ("kind", "namespace", "name", "uid")})),
+    (
+        "task recorded its job",
+        [("d", "r", "t", -1, IDENTITY)],
+        ("d", "r", "t", -1),
+        TaskRecord({k: IDENTITY[k] for k in ("kind", "namespace", "name", "uid")}),
+    ),
     ("another map index", [("d", "r", "t", 1, IDENTITY)], ("d", "r", "t", 2), None),
-    ("a record without a uid is not trusted", [("d", "r", "t", -1, {**IDENTITY, "uid": ""})], ("d", "r", "t", -1),
-     TaskRecord(None)),
+    (
+        "a record without a uid is not trusted",
+        [("d", "r", "t", -1, {**IDENTITY, "uid": ""})],
+        ("d", "r", "t", -1),
+        TaskRecord(None),
+    ),
     ("a record that is not a dict", [("d", "r", "t", -1, "train-1")], ("d", "r", "t", -1), TaskRecord(None)),
 ]
 
@@ -127,8 +135,13 @@ def job_of(n: int) -> dict:
 
 TRY_CASES = [
     # (TaskInstanceHistory tries, the task state store's t9k_jobs (JSON text), current try, expected (try, state, job))
-    ("two earlier tries, newest first", {1: "failed", 2: "failed"}, json.dumps([{"try": n, **job_of(n)} for n in (1, 2, 3)]), 3,
-     [(2, "failed", job_of(2)), (1, "failed", job_of(1))]),
+    (
+        "two earlier tries, newest first",
+        {1: "failed", 2: "failed"},
+        json.dumps([{"try": n, **job_of(n)} for n in (1, 2, 3)]),
+        3,
+        [(2, "failed", job_of(2)), (1, "failed", job_of(1))],
+    ),
     ("a try that recorded no job", {1: "failed"}, json.dumps([{"try": 2, **job_of(2)}]), 2, [(1, "failed", None)]),
     ("no record in the store", {1: "failed"}, None, 2, [(1, "failed", None)]),
     ("a store value that is not JSON", {1: "failed"}, "{", 2, [(1, "failed", None)]),

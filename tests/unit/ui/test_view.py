@@ -41,10 +41,14 @@ def test_phase(status, expected):
     "status, expected",
     [
         ({}, {"running": 0, "succeeded": 0, "failed": 0, "restarts": 0}),
-        ({"aggregate": {"running": 2, "succeeded": 1, "failed": 0}, "tasks": [{"restartCount": 2}, {"restartCount": 1}]},
-         {"running": 2, "succeeded": 1, "failed": 0, "restarts": 3}),
-        ({"replicaStatuses": {"Master": {"active": 1}, "Worker": {"active": 2, "failed": 1}}, "backoffCount": 4},
-         {"running": 3, "succeeded": 0, "failed": 1, "restarts": 4}),
+        (
+            {"aggregate": {"running": 2, "succeeded": 1, "failed": 0}, "tasks": [{"restartCount": 2}, {"restartCount": 1}]},
+            {"running": 2, "succeeded": 1, "failed": 0, "restarts": 3},
+        ),
+        (
+            {"replicaStatuses": {"Master": {"active": 1}, "Worker": {"active": 2, "failed": 1}}, "backoffCount": 4},
+            {"running": 3, "succeeded": 0, "failed": 1, "restarts": 4},
+        ),
     ],
 )
 def test_counts_come_from_the_status_alone(status, expected):
@@ -67,8 +71,12 @@ OWNED_CASES = [
     # (jobs, recorded task -> uid, names kept)
     ("the recorded job", [uid(job(name="a"), "u1")], {("d", "r", "t", -1): "u1"}, ["a"]),
     # Attack: a job planted with another team's task annotations; the task recorded its own uid.
-    ("a forged job claiming the task", [uid(job(name="a"), "u1"), uid(job(name="evil"), "u9")],
-     {("d", "r", "t", -1): "u1"}, ["a"]),
+    (
+        "a forged job claiming the task",
+        [uid(job(name="a"), "u1"), uid(job(name="evil"), "u9")],
+        {("d", "r", "t", -1): "u1"},
+        ["a"],
+    ),
     ("a task that recorded nothing", [uid(job(name="evil"), "u9")], {}, []),
     ("an earlier try's job", [uid(job(name="old"), "u0"), uid(job(name="new"), "u2")], {("d", "r", "t", -1): "u2"}, ["new"]),
     ("another map index", [uid(job(name="m", map_index="1"), "u1")], {("d", "r", "t", -1): "u1"}, []),
@@ -111,16 +119,31 @@ def pod(name, type_="worker", rank="0", phase="Running", node="n1", containers=N
 
 
 def test_replica_rows_sorted_by_type_and_rank_with_exit_codes_and_restarts():
-    failed = [{"restartCount": 1, "state": {"terminated": {"exitCode": 137, "reason": "OOMKilled", "finishedAt": "2026-01-01T11:05:00Z"}}}]
+    failed = [
+        {
+            "restartCount": 1,
+            "state": {"terminated": {"exitCode": 137, "reason": "OOMKilled", "finishedAt": "2026-01-01T11:05:00Z"}},
+        }
+    ]
     waiting = [{"restartCount": 0, "state": {"waiting": {"reason": "ContainerCreating"}}}]
     rows = view.replicas([pod("j-worker-10", rank="10"), pod("j-worker-2", rank="2", phase="Failed", containers=failed),
                           pod("j-master-0", type_="master", containers=waiting, ann={"batch.tensorstack.dev/restart-count": "3"}),
                           pod("j-worker-x", rank="x", deleting=True)])  # fmt: skip
     assert [(r["type"], r["rank"], r["pod"]) for r in rows] == [
-        ("master", 0, "j-master-0"), ("worker", 2, "j-worker-2"), ("worker", 10, "j-worker-10"), ("worker", None, "j-worker-x")]
+        ("master", 0, "j-master-0"),
+        ("worker", 2, "j-worker-2"),
+        ("worker", 10, "j-worker-10"),
+        ("worker", None, "j-worker-x"),
+    ]
     master, w2, _, wx = rows
     assert (master["restarts"], master["reason"], master["exit_code"]) == (3, "ContainerCreating", None)
-    assert (w2["phase"], w2["exit_code"], w2["reason"], w2["restarts"], w2["finished"]) == ("Failed", 137, "OOMKilled", 1, "2026-01-01T11:05:00Z")
+    assert (w2["phase"], w2["exit_code"], w2["reason"], w2["restarts"], w2["finished"]) == (
+        "Failed",
+        137,
+        "OOMKilled",
+        1,
+        "2026-01-01T11:05:00Z",
+    )
     assert wx["phase"] == "Terminating"
 
 
@@ -139,12 +162,15 @@ def test_events_of_the_job_and_its_pods_by_uid_oldest_first():
     assert len(view.events(many, {"u1"})) == view.MAX_EVENTS and view.events(many, {"u1"})[-1]["reason"] == "r149"
 
 
-@pytest.mark.parametrize(("refs", "owned"), [
-    ([{"uid": "u1", "kind": "GenericJob", "name": "j"}], True),
-    ([{"uid": "u2", "kind": "GenericJob", "name": "j"}], False),  # a same-named job's pod
-    ([], False),
-    (None, False),
-])
+@pytest.mark.parametrize(
+    ("refs", "owned"),
+    [
+        ([{"uid": "u1", "kind": "GenericJob", "name": "j"}], True),
+        ([{"uid": "u2", "kind": "GenericJob", "name": "j"}], False),  # a same-named job's pod
+        ([], False),
+        (None, False),
+    ],
+)
 def test_pods_are_the_jobs_by_owner_uid(refs, owned):
     p = pod("j-worker-0")
     if refs is not None:
@@ -314,7 +340,9 @@ def test_root_cause_and_restart_history_come_from_the_status():
               "restartHistory": [{"time": "t", "replica": "j-worker-1", "cause": "Evicted", "counted": False, "podUID": "p"}]}  # fmt: skip
     d = view.detail(job(status=status), [], [], NOW)
     assert d["root_cause"] == {"replica": "j-worker-0", "detail": "d", "exit_code": 3, "finished": None, "permanent": True}
-    assert d["restart_history"] == [{"time": "t", "replica": "j-worker-1", "cause": "Evicted", "counted": False, "exit_code": None}]
+    assert d["restart_history"] == [
+        {"time": "t", "replica": "j-worker-1", "cause": "Evicted", "counted": False, "exit_code": None}
+    ]
     assert d["kept"] is None
     plain = view.detail(job(), [], [], NOW)
     assert (plain["root_cause"], plain["restart_history"]) == (None, [])
