@@ -403,7 +403,8 @@ def _with_mode_table(kind: str, spec: S) -> S:
 TEMPLATE_REF = obj({"name": string(minLength=1, maxLength=253), "kind": enum(*TEMPLATE_RESOURCES)}, ["name"])
 IMMUTABLE_REF = {"rule": "has(self.templateRef) == has(oldSelf.templateRef) && "
                          "(!has(self.templateRef) || self.templateRef == oldSelf.templateRef)",
-                 "message": "spec.templateRef is immutable: the job was merged with its template when it was created"}  # fmt: skip
+                 "message": "spec.templateRef is immutable: the job was merged with its template when it was "
+                            "created"}  # fmt: skip
 
 
 def _whole(t: str) -> str:
@@ -414,20 +415,22 @@ def _whole(t: str) -> str:
 # (the CRDs required these before job templates; a job that names one may leave them to it).
 WHOLE_PODS: dict[str, tuple[str, str]] = {
     "replicaSpecs": ("self.replicaSpecs.all(r, has(r.template) && " + _whole("r.template") + ")",
-                     "replicaSpecs[].template: Required value: each replica type needs a pod template with at least one "
-                     "container in spec.containers"),
-    "AscendJob": ("self.replicaSpecs.all(k, has(self.replicaSpecs[k].template) && " + _whole("self.replicaSpecs[k].template") + ")",
-                  "replicaSpecs.<type>.template: Required value: each replica type needs a pod template with at least one "
-                  "container in spec.containers"),
+                     ("replicaSpecs[].template: Required value: each replica type needs a pod template with at least one "
+                      "container in spec.containers")),
+    "AscendJob": ("self.replicaSpecs.all(k, has(self.replicaSpecs[k].template) && "
+                  + _whole("self.replicaSpecs[k].template") + ")",
+                  ("replicaSpecs.<type>.template: Required value: each replica type needs a pod template with at least one "
+                   "container in spec.containers")),
     "worker": ("has(self.worker.template) && " + _whole("self.worker.template"),
                "worker.template: Required value: the workers need a pod template with at least one container in spec.containers"),
-    "ColossalAIJob": ("has(self.launcher) && has(self.launcher.image) && has(self.worker.template) && " + _whole("self.worker.template"),
-                      "launcher.image and worker.template: Required value: the launcher needs an image, the workers a pod "
-                      "template with at least one container in spec.containers"),
+    "ColossalAIJob": ("has(self.launcher) && has(self.launcher.image) && has(self.worker.template) && "
+                      + _whole("self.worker.template"),
+                      ("launcher.image and worker.template: Required value: the launcher needs an image, the workers a pod "
+                       "template with at least one container in spec.containers")),
     "BeamJob": ("has(self.flinkClusterTemplate) && has(self.jobTemplate) && has(self.jobTemplate.spec.template) && "
                 + _whole("self.jobTemplate.spec.template"),
-                "flinkClusterTemplate and jobTemplate.spec.template: Required value: the Flink cluster needs its template, "
-                "the submit job a pod template with at least one container in spec.containers"),
+                ("flinkClusterTemplate and jobTemplate.spec.template: Required value: the Flink cluster needs its template, "
+                 "the submit job a pod template with at least one container in spec.containers")),
 }  # fmt: skip
 POD_HOLDER = {"GenericJob": "replicaSpecs", "PyTorchTrainingJob": "replicaSpecs", "TensorFlowTrainingJob": "replicaSpecs",
               "XGBoostTrainingJob": "replicaSpecs", "DeepSpeedJob": "worker", "MPIJob": "worker",
@@ -449,7 +452,8 @@ def crd(resource: JobResource, spec_schema: S) -> S:
         ["spec"],
         **{"x-kubernetes-validations": [
             {"rule": "self.metadata.name.size() <= 63",
-             "message": "metadata.name must be at most 63 characters: it becomes a label value and part of pod and service names"},
+             "message": "metadata.name must be at most 63 characters: it becomes a label value and part of pod and "
+                        "service names"},
         ]},
     )  # fmt: skip
     version = {
@@ -507,7 +511,8 @@ TEMPLATE_RULES = [
      "message": f"{', '.join(SINGLE_POD)} have one pod template: give it in spec.template, not spec.replicaTemplates"},
     {"rule": "!has(self.jobSpec) || (!has(self.jobSpec.replicaSpecs) && !has(self.jobSpec.templateRef) && "
              "!(has(self.jobSpec.worker) && has(self.jobSpec.worker.template)) && "
-             "!(has(self.jobSpec.jobTemplate) && has(self.jobSpec.jobTemplate.spec) && has(self.jobSpec.jobTemplate.spec.template)))",
+             "!(has(self.jobSpec.jobTemplate) && has(self.jobSpec.jobTemplate.spec) && "
+             "has(self.jobSpec.jobTemplate.spec.template)))",
      "message": "spec.jobSpec holds no pods and no replica counts (replicaSpecs, worker.template, jobTemplate.spec.template) and "
                 "no templateRef: pod defaults go in spec.template and spec.replicaTemplates; the job says how many replicas run"},
 ]  # fmt: skip

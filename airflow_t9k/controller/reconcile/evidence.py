@@ -59,7 +59,8 @@ def keep_first(job: Obj, observed: Observed, sb: StatusBuilder, actions: list[Ac
                "rootCause": sb.new.get("rootCause"), "restartHistory": sb.new.get("restartHistory") or [],
                "replicas": replicas}  # fmt: skip
     manifest = build_extra(job, {"apiVersion": "v1", "kind": "ConfigMap", "metadata": {"name": evidence_name(job)},
-                                 "data": {SUMMARY_KEY: bounded(json.dumps(summary, sort_keys=True), 8 * RESULT_LIMIT)}})  # fmt: skip
+                                 "data": {SUMMARY_KEY: bounded(json.dumps(summary, sort_keys=True),
+                                                               8 * RESULT_LIMIT)}})  # fmt: skip
     return [KeepEvidence(manifest, pods, log_lines(job)), *(a for a in actions if a not in pod_deletes)]
 
 

@@ -57,7 +57,8 @@ def _missing(sb: StatusBuilder, job: Obj, what: str, wait: float, now: datetime)
     waited = (now - datetime.fromisoformat(str(created).replace("Z", "+00:00"))).total_seconds() if created else 0.0
     if waited >= wait:
         finish(sb, "Failed", "TemplateNotFound",
-               f"{what} does not exist (waited {wait:g}s from the job's creation): create it, or name another template.")  # fmt: skip
+               f"{what} does not exist (waited {wait:g}s from the job's creation): "
+               "create it, or name another template.")  # fmt: skip
         return Plan(status=sb.new)
     sb.new.setdefault("phase", "Pending")
     message = f"{what} does not exist; the job waits for it until {wait:g}s after its creation, then fails."
