@@ -51,7 +51,8 @@ def wait_for_ssh(hostfile: str) -> str:
         f"for h in $(cut -d' ' -f1 {hostfile}); do "
         'until ssh -o BatchMode=yes -o ConnectTimeout=3 "$h" true 2>/dev/null; do '
         'if [ "$limit" -gt 0 ] && [ "$SECONDS" -ge "$limit" ]; then '
-        f'echo "t9k: worker $h did not answer over SSH within ${{limit}}s ({SSH_WAIT_ENV}); giving up" >&2; exit {SSH_WAIT_EXIT}; fi; '
+        f'echo "t9k: worker $h did not answer over SSH within ${{limit}}s ({SSH_WAIT_ENV}); giving up" >&2; '
+        f"exit {SSH_WAIT_EXIT}; fi; "
         'echo "waiting for $h"; sleep 2; done; done'
     )
 
@@ -107,7 +108,8 @@ def failed_worker(pods: Mapping[str, Obj], launcher: str, workers: list[str]) ->
         pod = pods.get(name)
         if pod and not pod["metadata"].get("deletionTimestamp") and (pod.get("status") or {}).get("phase") == "Failed":
             return ("Failed", "WorkerFailed",
-                    f"Worker {name} failed ({pod_failure(pod)}) before the launcher finished; the job cannot run without it.")  # fmt: skip
+                    (f"Worker {name} failed ({pod_failure(pod)}) before the launcher finished; "
+                     "the job cannot run without it."))  # fmt: skip
     return None
 
 

@@ -200,5 +200,6 @@ def _check_whole(pod: Any, rtype: str, name: str) -> None:
     for group in ("initContainers", "containers"):
         for c in spec.get(group) or []:
             if isinstance(c, dict) and not c.get("image"):
-                raise TemplateError(f"container {c.get('name')!r} of replica type {rtype} has no image: neither the job nor "
-                                    f"{name} gives one (a template's container applies to the job's of the same name)")  # fmt: skip
+                raise TemplateError(f"container {c.get('name')!r} of replica type {rtype} has no image: "
+                                    f"neither the job nor {name} gives one "
+                                    "(a template's container applies to the job's of the same name)")  # fmt: skip
