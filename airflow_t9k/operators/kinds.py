@@ -92,8 +92,9 @@ class TypedJobOperator(T9kJobOperator):
                "tolerations": tolerations, "node_selector": node_selector, "affinity": affinity,
                "service_account_name": service_account_name, "image_pull_secrets": image_pull_secrets,
                "env_from": env_from, "priority_class_name": priority_class_name, "shm_size": shm_size}  # fmt: skip
-        given = {k for k, v in {"image": image, "command": command, "args": args, "env": env, "container_resources": container_resources,
-                                "machine_type": machine_type, "spec": spec, **pod}.items() if v is not None}  # fmt: skip
+        given = {k for k, v in {"image": image, "command": command, "args": args, "env": env,
+                                "container_resources": container_resources, "machine_type": machine_type, "spec": spec,
+                                **pod}.items() if v is not None}  # fmt: skip
         if self.job is not None and given:
             raise ValueError(f"give either job= or the conveniences ({', '.join(sorted(given))}), not both")
         if self.job is None and not image and not (self.job_template or self.cluster_job_template):

@@ -48,7 +48,10 @@ def default_runtime(gpus: bool) -> str:
 def no_image_message(runtime: str) -> str:
     """Why a runtime has no image, and what to pass instead."""
     if runtime.startswith("tiaserv-"):
-        return f"runtime {runtime!r} is a TI serving environment (seed 004), not a training one; use a tf-*, tia-* or tfplus-* runtime"
+        return (
+            f"runtime {runtime!r} is a TI serving environment (seed 004), not a training one; "
+            "use a tf-*, tia-* or tfplus-* runtime"
+        )
     fix = f"pass runtime_images={{{runtime!r}: '<image>'}}"
     if runtime.startswith(("tia-", "tfplus-")):
         return (f"runtime {runtime!r} has no image: tia-* and tfplus-* are Tencent Cloud's own images (TensorFlow with mxnet, "
@@ -176,7 +179,8 @@ class TIJobOperator(T9kJobOperator):
             raise ValueError("command is required (the TI start command)")
         _words(args, "args")
         self.machine_resources = {role: self._resources(role, t) for role, t in
-                          (("master", master_type), ("worker", worker_type), ("parameter server", parameter_server_type))}  # fmt: skip
+                          (("master", master_type), ("worker", worker_type),
+                           ("parameter server", parameter_server_type))}  # fmt: skip
         if runtime_version is None:
             runtime_version = default_runtime(any(r.get("limits", {}).get(GPU) for r in self.machine_resources.values()))
         self.image = (runtime_images or {}).get(runtime_version) or default_runtime_image(runtime_version)

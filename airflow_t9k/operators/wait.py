@@ -170,7 +170,8 @@ class WaitMixin:
             if follower is not None:
                 follower.stop()  # its last lines first; then nothing streamed interleaves with these
             failed = print_failed_logs(self.hook, job, self.log, max_lines=self.max_log_lines, max_pods=self.max_followed_pods,
-                                       tail_lines=self.log_tail_lines, streamed=follower.last_seen if follower else None)  # fmt: skip
+                                       tail_lines=self.log_tail_lines,
+                                       streamed=follower.last_seen if follower else None)  # fmt: skip
         meta = (job or {}).get("metadata") or {}
         return {
             "status": status,
