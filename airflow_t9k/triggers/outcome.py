@@ -176,7 +176,8 @@ class OutcomeMixin:
         if self.policy.on_kill_action in ("none", "keep"):
             return
         if self._fired:
-            self.log.info("not %s %s %s/%s on kill: the trigger had already reported it", "deleting" if self.policy.on_kill_action == "delete"
+            self.log.info("not %s %s %s/%s on kill: the trigger had already reported it",
+                          "deleting" if self.policy.on_kill_action == "delete"
                           else "pausing", self.kind, self.namespace, self.name)  # fmt: skip
             return
         hook = self.make_hook()
