@@ -395,12 +395,14 @@ def progress(status: Obj) -> Obj | None:
                                                          ("totalEpochs", "total_epochs"), ("percent", "percent"),
                                                          ("etaSeconds", "eta_seconds"))}  # fmt: skip
     out.update({name: _text(p.get(key), 64) for key, name in (("summary", "summary"), ("eta", "eta"), ("replica", "replica"),
-                                                              ("updated", "updated"), ("reportedAt", "reported_at"))})  # fmt: skip
+                                                              ("updated", "updated"),
+                                                              ("reportedAt", "reported_at"))})  # fmt: skip
     out["metrics"] = _metrics(p.get("metrics"), PROGRESS_METRICS)
     points = ((p.get("history") or {}).get("points") if isinstance(p.get("history"), dict) else None) or []
     out["history"] = [{"time": _text(pt.get("time"), 40), "step": _num(pt.get("step")), "epoch": _num(pt.get("epoch")),
                        "metrics": _metrics(pt.get("metrics"), CHART_METRICS)}
-                      for pt in points[-PROGRESS_POINTS:] if isinstance(pt, dict) and isinstance(pt.get("time"), str) and _time(pt["time"])]  # fmt: skip
+                      for pt in points[-PROGRESS_POINTS:]
+                      if isinstance(pt, dict) and isinstance(pt.get("time"), str) and _time(pt["time"])]  # fmt: skip
     return out
 
 
@@ -431,7 +433,10 @@ def scale_error(job: Obj, replicas: Any) -> str | None:
     """Why ``expectedReplicas`` cannot be set to ``replicas`` (None when it can)."""
     spec = elastic(job)
     if spec is None:
-        return f"{job.get('kind')} {(job.get('metadata') or {}).get('name')} is not an Elastic job; only Elastic PyTorchTrainingJob and DeepSpeedJob scale"
+        return (
+            f"{job.get('kind')} {(job.get('metadata') or {}).get('name')} is not an Elastic job; "
+            "only Elastic PyTorchTrainingJob and DeepSpeedJob scale"
+        )
     if isinstance(replicas, bool) or not isinstance(replicas, int):
         return f"replicas must be a whole number, not {replicas!r}"
     low = int(spec.get("minReplicas", 1))
