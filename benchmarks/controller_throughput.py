@@ -106,7 +106,8 @@ def main() -> int:
     try:
         before = request_counts(api)
         with ThreadPoolExecutor(16) as pool:
-            list(pool.map(lambda i: custom.create_namespaced_custom_object(group, version, ns, plural, job_body(f"j{i}", args.replicas)),
+            list(pool.map(lambda i: custom.create_namespaced_custom_object(group, version, ns, plural,
+                                                                           job_body(f"j{i}", args.replicas)),
                           range(args.jobs)))  # fmt: skip
         submitted = time.monotonic()
         pods_at = wait_for("every pod", lambda: len(core.list_namespaced_pod(ns).items) >= total_pods, 300)

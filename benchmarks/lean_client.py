@@ -122,7 +122,8 @@ def main() -> None:
     cluster = Cluster(args.kubeconfig)
     idle = [idle_controller_rss(cluster) for _ in range(min(args.rounds, 3))]
     print(
-        f"controller ready and idle (one kind, one empty namespace): VmRSS {statistics.median(idle):.1f} MB (median of {len(idle)})"
+        f"controller ready and idle (one kind, one empty namespace): VmRSS {statistics.median(idle):.1f} MB (median of "
+        f"{len(idle)})"
     )
 
     sys.path.insert(0, source)

@@ -329,7 +329,8 @@ def run_size(args: argparse.Namespace, cluster: Any, n: int, env: dict) -> dict[
     names = [f"j{i}" for i in range(n)]
     (work / "names.json").write_text(json.dumps(names))
     body = {"apiVersion": f"{GROUP}/{VERSION}", "kind": "GenericJob",
-            "spec": {"replicaSpecs": [{"type": "worker", "template": {"spec": {"containers": [{"name": "c", "image": "i"}]}}}]}}  # fmt: skip
+            "spec": {"replicaSpecs": [{"type": "worker",
+                                       "template": {"spec": {"containers": [{"name": "c", "image": "i"}]}}}]}}  # fmt: skip
     results: dict[str, dict] = {}
     cluster.create_namespace(ns)
     try:
@@ -367,7 +368,8 @@ def report(args: argparse.Namespace, runs: dict[int, dict[str, dict]]) -> None:
             if mode in r:
                 m = r[mode]
                 per = (m["rss_mb"] - r["idle"]["rss_mb"]) / n if mode != "idle" else nan
-                rows.append([n, mode, m["requests_per_second"], m["job_requests_per_second"], m["alive"] if mode != "idle" else "-",
+                rows.append([n, mode, m["requests_per_second"], m["job_requests_per_second"],
+                             m["alive"] if mode != "idle" else "-",
                              m["rss_mb"], per, m["cpu_percent"], f"{m['fired']}/{n}" if "fired" in m else "-",
                              m.get("p50", nan), m.get("p99", nan), m.get("max", nan), m.get("p99_from_sent", nan),
                              m.get("cpu_seconds_end", nan)])  # fmt: skip

@@ -47,7 +47,8 @@ def job_body(i: int) -> tuple[dict, dict]:
     }  # fmt: skip
     body = {"apiVersion": "batch.tensorstack.dev/v1beta1", "kind": "GenericJob", "metadata": meta,
             "spec": {"replicaSpecs": [{"type": "worker", "replicas": 2,
-                                       "template": {"spec": {"containers": [{"name": "main", "image": "busybox"}]}}}]}}  # fmt: skip
+                                       "template": {"spec": {"containers": [{"name": "main",
+                                                                             "image": "busybox"}]}}}]}}  # fmt: skip
     now = "2026-01-01T00:00:00Z"
     status = {"phase": "Running", "startTime": now, "aggregate": {"running": 2, "succeeded": 0, "failed": 0},
               "tasks": [{"type": "worker", "restartCount": 0, "status": [{"name": f"bench-{i:04d}-worker-{r}", "phase": "Running",
