@@ -63,7 +63,8 @@ def ok(result: subprocess.CompletedProcess[str]) -> str:
 
 @pytest.mark.parametrize(
     "dag_id",
-    ["example_genericjob", "example_pytorch", "example_tensorflow", "example_xgboost", "example_colossalai", "example_ti", "example_mpi", "example_ascend", "example_beam",
+    ["example_genericjob", "example_pytorch", "example_tensorflow", "example_xgboost", "example_colossalai", "example_ti",
+     "example_mpi", "example_ascend", "example_beam",
      "example_deepspeed", "example_pod_options",
      "example_yaml_and_sensor"],
 )  # fmt: skip
@@ -90,7 +91,8 @@ def test_retraining_pipeline_promotes_then_keeps(run_dag, jobs, airflow_home):
 
     with sqlite3.connect(airflow_home / "airflow.db") as db:
         rows = db.execute("select e.extra from asset_event e join asset a on a.id = e.asset_id "
-                          "where a.uri = 's3://models/clicks-ranker' and e.source_dag_id = 'retraining_pipeline' order by e.id").fetchall()  # fmt: skip
+                          "where a.uri = 's3://models/clicks-ranker' and e.source_dag_id = 'retraining_pipeline' "
+                          "order by e.id").fetchall()  # fmt: skip
     extras = [json.loads(r[0]) for r in rows][-2:]
     assert [e["metric"] for e in extras] == [0.99, 0.5], extras
     assert all(e["model_uri"].startswith("s3://models/clicks-ranker/manual__") for e in extras), extras

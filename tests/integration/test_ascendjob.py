@@ -149,7 +149,8 @@ def _no_framework():
 
 CONTROLLER = [
     ("no-framework-label", _no_framework(), "metadata.labels.framework must be one of"),
-    ("no-ascend-container", _with(small("bad"), ["spec", "replicaSpecs", "Worker", "template", "spec", "containers", 0, "name"], "main"),
+    ("no-ascend-container",
+     _with(small("bad"), ["spec", "replicaSpecs", "Worker", "template", "spec", "containers", 0, "name"], "main"),
      "needs a container named 'ascend'"),
     ("two-masters", _with(small("bad"), ["spec", "replicaSpecs", "Master", "replicas"], 2), "Master.replicas must be 1"),
     ("type-of-another-framework", _with(small("bad"), ["metadata", "labels", "framework"], "tensorflow"),

@@ -27,7 +27,8 @@ def beam(name="bj", cleanup=True, submit_spec=None, **cluster):
             "jobTemplate": {"spec": {**(submit_spec or {}), "template": {"spec": {
                 "containers": [{"name": "submit-job", "image": "t9kpublic/apache_beam_python3.7_sdk:2.22.0",
                                 "command": ["python3"],
-                                "args": ["-m", "apache_beam.examples.wordcount", "--runner=FlinkRunner", "--output=/tmp/counts"]}],
+                                "args": ["-m", "apache_beam.examples.wordcount", "--runner=FlinkRunner",
+                                         "--output=/tmp/counts"]}],
                 "restartPolicy": "OnFailure" if not submit_spec else "Never"}}}},
             "runPolicy": {"cleanUpCluster": cleanup},
         },
@@ -100,7 +101,8 @@ def _with_cluster(**fields):
 
 
 ADMISSION = [
-    ("run-mode", {**beam("bad"), "spec": {**beam("bad")["spec"], "runMode": {"debug": {"enabled": True}}}}, "supports only Immediate mode"),
+    ("run-mode", {**beam("bad"), "spec": {**beam("bad")["spec"], "runMode": {"debug": {"enabled": True}}}},
+     "supports only Immediate mode"),
     ("no-image-name", _with_cluster(image={"pullPolicy": "Always"}), "image.name"),
     ("no-taskmanagers", _with_cluster(taskManager={"replicas": 0}), "taskManager.replicas"),
     ("access-scope", _with_cluster(jobManager={"accessScope": "Everywhere"}), "accessScope"),

@@ -14,7 +14,8 @@ KIND = "DeepSpeedJob"
 def example(**spec):
     return {
         "apiVersion": "batch.tensorstack.dev/v1beta1", "kind": KIND, "metadata": {"name": "ds"},
-        "spec": {"config": {"slotsPerWorker": 1, "run": {"python": ["/workspace/train.py", "--deepspeed", "--deepspeed_config=/workspace/ds.json"]}},
+        "spec": {"config": {"slotsPerWorker": 1,
+                            "run": {"python": ["/workspace/train.py", "--deepspeed", "--deepspeed_config=/workspace/ds.json"]}},
                  "worker": {"replicas": 3, "restartPolicy": "OnFailure", "template": {"spec": {"containers": [
                      {"name": "worker", "image": "deepspeed/deepspeed:v0.14.0", "env": [{"name": "NCCL_DEBUG", "value": "WARN"}],
                       "resources": {"limits": {"nvidia.com/gpu": "1"}}}]}}},

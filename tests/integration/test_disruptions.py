@@ -27,7 +27,8 @@ def gjob(name: str, replicas: int = 2, node_selector: dict | None = None) -> dic
     return {
         "apiVersion": "batch.tensorstack.dev/v1beta1", "kind": GJ, "metadata": {"name": name},
         "spec": {"successRules": [], "failureRules": [{"worker": [0]}],
-                 "replicaSpecs": [{"type": "worker", "replicas": replicas, "restartPolicy": {"policy": "Never"}, "template": {"spec": spec}}]},
+                 "replicaSpecs": [{"type": "worker", "replicas": replicas, "restartPolicy": {"policy": "Never"},
+                                   "template": {"spec": spec}}]},
     }  # fmt: skip
 
 

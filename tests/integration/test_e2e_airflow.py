@@ -142,7 +142,8 @@ def _clear(stack: AirflowStack, dag_id: str, run_id: str) -> None:
 
     body = {"dry_run": False, "dag_run_id": run_id, "task_ids": ["job"], "only_failed": False, "reset_dag_runs": True}
     req = urllib.request.Request(f"http://127.0.0.1:{stack.port}/api/v2/dags/{dag_id}/clearTaskInstances",
-                                 data=json.dumps(body).encode(), method="POST", headers={"Content-Type": "application/json"})  # fmt: skip
+                                 data=json.dumps(body).encode(), method="POST",
+                                 headers={"Content-Type": "application/json"})  # fmt: skip
 
     def send() -> None:
         with urllib.request.urlopen(req, timeout=10) as r:

@@ -31,7 +31,8 @@ def _limited_kubeconfig(api_client, cluster, ns: str, path: Path) -> None:
     name = "no-list"
     core.create_namespaced_service_account(ns, {"metadata": {"name": name}})
     rbac.create_namespaced_role(ns, {"metadata": {"name": name}, "rules": [
-        {"apiGroups": ["batch.tensorstack.dev"], "resources": ["genericjobs"], "verbs": ["get", "create", "patch", "delete"]}]})  # fmt: skip
+        {"apiGroups": ["batch.tensorstack.dev"], "resources": ["genericjobs"],
+         "verbs": ["get", "create", "patch", "delete"]}]})  # fmt: skip
     rbac.create_namespaced_role_binding(ns, {
         "metadata": {"name": name}, "roleRef": {"apiGroup": "rbac.authorization.k8s.io", "kind": "Role", "name": name},
         "subjects": [{"kind": "ServiceAccount", "name": name, "namespace": ns}]})  # fmt: skip

@@ -52,7 +52,8 @@ def _jobs(api_client, ns: str, run_id: str) -> dict[str, dict]:
 
 def _triggers(stack: AirflowStack, run_id: str) -> dict[str, tuple[str, int | None]]:
     """task id -> (state, id of the triggerer running its trigger)."""
-    rows = stack._query("select ti.task_id, ti.state, t.triggerer_id from task_instance ti left join trigger t on t.id = ti.trigger_id "
+    rows = stack._query("select ti.task_id, ti.state, t.triggerer_id from task_instance ti "
+                        "left join trigger t on t.id = ti.trigger_id "
                         "where ti.dag_id = ? and ti.run_id = ?", DAG_ID, run_id)  # fmt: skip
     return {task: (state, who) for task, state, who in rows}
 

@@ -17,7 +17,8 @@ def test_a_cleaned_up_job_keeps_its_replicas_logs_exit_codes_and_events(jobs, co
         "spec": {"cleanUpPolicy": "All", "failureRules": [{"worker": [0]}], "successRules": [{"worker": [0, 1]}],
                  "replicaSpecs": [{"type": "worker", "replicas": 2, "restartPolicy": {"policy": "Never"},
                                    "template": {"metadata": {"annotations": annotations},
-                                                "spec": {"containers": [{"name": "main", "image": "busybox", "command": ["train"]}]}}}]},
+                                                "spec": {"containers": [{"name": "main", "image": "busybox",
+                                                                         "command": ["train"]}]}}}]},
     })  # fmt: skip
     jobs.wait_phase("GenericJob", "ev", "Failed", timeout=60)
     wait_until(lambda: jobs.live_pods("ev") == {}, timeout=60, what="pods cleaned up")

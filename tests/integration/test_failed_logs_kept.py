@@ -35,7 +35,8 @@ def _op(**kw) -> T9kJobOperator:
     job = {"kind": "GenericJob", "spec": {
         "cleanUpPolicy": "All", "failureRules": [{"worker": [0]}], "successRules": [{"worker": [0, 1]}],
         "replicaSpecs": [{"type": "worker", "replicas": 2, "restartPolicy": {"policy": "Never"},
-                          "template": {"metadata": {"annotations": sim}, "spec": {"containers": [{"name": "main", "image": "busybox"}]}}}]}}  # fmt: skip
+                          "template": {"metadata": {"annotations": sim},
+                                       "spec": {"containers": [{"name": "main", "image": "busybox"}]}}}]}}  # fmt: skip
     with DAG("dag", start_date=datetime(2026, 1, 1), schedule=None):
         return T9kJobOperator(task_id="train", job=job, log_events=False, stream_logs=False, result_from=None,
                               evidence_log_lines=200, log_tail_lines=2, **kw)  # fmt: skip

@@ -43,8 +43,8 @@ def test_the_worker_side_wait_streams_replica_logs(conn, cluster, jobs, controll
     lines = _forwarded(capsys.readouterr().out, marker)
     for suffix in expected_pods:
         pod = f"{name}-{suffix}"
-        assert [line for line in lines if line.startswith(f"[{pod}]")] == [f"[{pod}] epoch 1 loss 0.9 {marker}",
-                                                                           f"[{pod}] epoch 2 loss 0.5 {marker}"], lines  # fmt: skip
+        assert [line for line in lines if line.startswith(f"[{pod}]")] == [
+            f"[{pod}] epoch 1 loss 0.9 {marker}", f"[{pod}] epoch 2 loss 0.5 {marker}"], lines  # fmt: skip
     assert len(lines) == 2 * len(expected_pods)  # only those replicas, each line once
 
 

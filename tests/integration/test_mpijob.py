@@ -16,11 +16,13 @@ def example(**spec):
     return {
         "apiVersion": "batch.tensorstack.dev/v1beta1", "kind": KIND, "metadata": {"name": "mpi"},
         "spec": {
-            "worker": {"replicas": 5, "extraMPIArgs": ["-N", "3", "--enable-recovery", "--max-restarts", "100", "--allow-run-as-root", "-bind-to", "none"],
+            "worker": {"replicas": 5, "extraMPIArgs": ["-N", "3", "--enable-recovery", "--max-restarts", "100",
+                                                       "--allow-run-as-root", "-bind-to", "none"],
                        "cmd": ["./random_walk", "20", "40", "2"],
                        "template": {"spec": {"containers": [{"name": "mpi-worker", "image": "t9kpublic/mpi-tutorial:2021022-2",
                                                              "resources": {"limits": {"cpu": "100m", "nvidia.com/gpu": "1"}}}]}}},
-            "mca": {"btl": "^openib"}, "ssh": {"sshAuthMountPath": "/root/.ssh", "sshdPath": "/usr/sbin/sshd"}, "mpiHome": "/usr/local",
+            "mca": {"btl": "^openib"}, "ssh": {"sshAuthMountPath": "/root/.ssh", "sshdPath": "/usr/sbin/sshd"},
+                 "mpiHome": "/usr/local",
             **spec,
         },
     }  # fmt: skip

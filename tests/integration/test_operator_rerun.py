@@ -33,7 +33,8 @@ def _stranger(jobs, name):
     """Another object that took the name: no airflow-t9k identity, runs until deleted."""
     container = {"name": "main", "image": "busybox"}
     return jobs.create({"apiVersion": "batch.tensorstack.dev/v1beta1", "kind": "GenericJob", "metadata": {"name": name},
-                        "spec": {"replicaSpecs": [{"type": "worker", "replicas": 1, "template": {"spec": {"containers": [container]}}}]}})  # fmt: skip
+                        "spec": {"replicaSpecs": [{"type": "worker", "replicas": 1,
+                                                   "template": {"spec": {"containers": [container]}}}]}})  # fmt: skip
 
 
 def _paused(job):
@@ -152,7 +153,8 @@ def test_a_kill_leaves_a_replacement_of_the_same_name_alone(conn, jobs, controll
 def _named_op(**kw):
     job = {"kind": "GenericJob", "metadata": {"name": "nightly"},
            "spec": {"replicaSpecs": [{"type": "worker", "replicas": 1,
-                                      "template": {"metadata": {"annotations": DONE}, "spec": {"containers": [{"name": "m", "image": "busybox"}]}}}]}}  # fmt: skip
+                                      "template": {"metadata": {"annotations": DONE},
+                                                   "spec": {"containers": [{"name": "m", "image": "busybox"}]}}}]}}  # fmt: skip
     with DAG("dag", start_date=datetime(2026, 1, 1), schedule=None):
         return T9kJobOperator(task_id="train", job=job, deferrable=False, **kw)
 
@@ -205,7 +207,8 @@ def test_kubernetes_pod_operator_model_types_reach_the_pods(conn, jobs, controll
         op = GenericJobOperator(
             task_id="train", image="busybox", replicas=1, deferrable=False, wait_for_completion=False,
             container_resources=k.V1ResourceRequirements(limits={"cpu": "1", "nvidia.com/gpu": "1"}, requests={"cpu": 0.5}),
-            env=[k.V1EnvVar(name="POD", value_from=k.V1EnvVarSource(field_ref=k.V1ObjectFieldSelector(field_path="metadata.name")))],
+            env=[k.V1EnvVar(name="POD",
+                            value_from=k.V1EnvVarSource(field_ref=k.V1ObjectFieldSelector(field_path="metadata.name")))],
             affinity=k.V1Affinity(node_affinity=k.V1NodeAffinity(preferred_during_scheduling_ignored_during_execution=[
                 k.V1PreferredSchedulingTerm(weight=1, preference=k.V1NodeSelectorTerm(
                     match_expressions=[k.V1NodeSelectorRequirement(key="type", operator="In", values=["kwok"])]))])),

@@ -86,7 +86,8 @@ def test_sync_wait_succeeds_and_deletes_on_success(conn, jobs, controller):
     ctx = context()
     out = make_op(sim={"sim.t9k.test/duration": "1s"}, deferrable=False, delete_on_finish="on_success").execute(ctx)
     assert out["phase"] == "Succeeded"
-    wait_until(lambda: jobs.api.list_namespaced_custom_object("batch.tensorstack.dev", "v1beta1", jobs.ns, "genericjobs")["items"] == [],
+    wait_until(lambda: jobs.api.list_namespaced_custom_object("batch.tensorstack.dev", "v1beta1", jobs.ns,
+                                                              "genericjobs")["items"] == [],
                what="job deleted on success")  # fmt: skip
 
 

@@ -32,14 +32,16 @@ def beam() -> Obj:
     container = {"name": "submit", "image": "beam", "command": ["python3", "-m", "wordcount"]}
     return {"apiVersion": "batch.tensorstack.dev/v1beta1", "kind": "BeamJob", "metadata": {"name": "bj"},
             "spec": {"flinkClusterTemplate": {"spec": {"image": {"name": "flink"}}},
-                     "jobTemplate": {"spec": {"template": {"spec": {"containers": [container], "restartPolicy": "OnFailure"}}}}}}  # fmt: skip
+                     "jobTemplate": {"spec": {"template": {"spec": {"containers": [container],
+                                                                    "restartPolicy": "OnFailure"}}}}}}  # fmt: skip
 
 
 # kind -> (a valid job, its first pod template, the template's field path in the API server's messages)
 KINDS: dict[str, tuple[Callable[[], Obj], Callable[[Obj], Obj], str]] = {
     "GenericJob": (lambda: manifest("genericjob-example"), lambda j: j["spec"]["replicaSpecs"][0]["template"],
                    "spec.replicaSpecs[0].template"),
-    "PyTorchTrainingJob": (lambda: pytorch(), lambda j: j["spec"]["replicaSpecs"][0]["template"], "spec.replicaSpecs[0].template"),
+    "PyTorchTrainingJob": (lambda: pytorch(), lambda j: j["spec"]["replicaSpecs"][0]["template"],
+                           "spec.replicaSpecs[0].template"),
     "AscendJob": (lambda: manifest("ascendjob-pytorch"), lambda j: j["spec"]["replicaSpecs"]["Master"]["template"],
                   "spec.replicaSpecs.Master.template"),
     "BeamJob": (beam, lambda j: j["spec"]["jobTemplate"]["spec"]["template"], "spec.jobTemplate.spec.template"),

@@ -14,7 +14,8 @@ def elastic(expected=3, low=2, high=5):
         "spec": {"torchrunConfig": {"enabled": True, "procPerNode": "1", "maxRestarts": 5},
                  "elastic": {"enabled": True, "minReplicas": low, "maxReplicas": high, "expectedReplicas": expected},
                  "replicaSpecs": [{"type": "worker", "replicas": expected, "restartPolicy": "ExitCode",
-                                   "template": {"spec": {"containers": [{"name": "pytorch", "image": "pytorch:2", "command": ["python"],
+                                   "template": {"spec": {"containers": [{"name": "pytorch", "image": "pytorch:2",
+                                                                         "command": ["python"],
                                                                          "args": ["train.py"]}]}}}]},
     }  # fmt: skip
 
@@ -41,7 +42,8 @@ def test_scale_subresource_adds_and_removes_pods_within_bounds(jobs, controller)
     scale(jobs, 9)  # above maxReplicas: clamped
     wait_until(lambda: live(jobs) == [f"el-worker-{i}" for i in range(5)], what="clamped to 5")
     got = jobs.api.get_namespaced_custom_object_scale(GROUP, VERSION, jobs.ns, PLURAL, "el")
-    wait_until(lambda: jobs.api.get_namespaced_custom_object_scale(GROUP, VERSION, jobs.ns, PLURAL, "el")["status"].get("replicas") == 5,
+    wait_until(lambda: jobs.api.get_namespaced_custom_object_scale(GROUP, VERSION, jobs.ns, PLURAL,
+                                                                   "el")["status"].get("replicas") == 5,
                what="scale status")  # fmt: skip
     assert got["spec"]["replicas"] == 9
     selector = jobs.api.get_namespaced_custom_object_scale(GROUP, VERSION, jobs.ns, PLURAL, "el")["status"]["selector"]

@@ -50,7 +50,8 @@ def templated_job(name: str, ref: dict, **replica: object) -> dict:
             "spec": {"templateRef": ref, "replicaSpecs": [
                 {"type": "master", "replicas": 1},
                 {"type": "worker", "replicas": 2, "template": {"spec": {"containers": [
-                    {"name": "main", "command": ["python", "train.py"], "env": [{"name": "LR", "value": "0.5"}]}]}}, **replica}]}}  # fmt: skip
+                    {"name": "main", "command": ["python", "train.py"], "env": [{"name": "LR", "value": "0.5"}]}]}},
+                 **replica}]}}  # fmt: skip
 
 
 # -- admission ---------------------------------------------------------------------------------
@@ -158,7 +159,8 @@ def test_a_cluster_template_serves_every_namespace(jobs, templates, controller):
     pod = {"metadata": {"annotations": {SIM: "1s"}}, "spec": {"containers": [{"name": "pytorch", "image": "torch:cluster"}]}}
     templates.create(template(name, "PyTorchTrainingJob", pod, cluster=True))
     job = {"apiVersion": "batch.tensorstack.dev/v1beta1", "kind": "PyTorchTrainingJob", "metadata": {"name": "pt"},
-           "spec": {"templateRef": {"name": name, "kind": "ClusterT9kJobTemplate"}, "replicaSpecs": [{"type": "worker", "replicas": 2}]}}  # fmt: skip
+           "spec": {"templateRef": {"name": name, "kind": "ClusterT9kJobTemplate"},
+                    "replicaSpecs": [{"type": "worker", "replicas": 2}]}}  # fmt: skip
     jobs.create(job)
     done = jobs.wait_phase("PyTorchTrainingJob", "pt", "Succeeded")
     assert json.loads(done["metadata"]["annotations"][ANNOTATION])["kind"] == "ClusterT9kJobTemplate"
@@ -171,7 +173,8 @@ def test_a_template_edit_after_submission_touches_neither_the_running_job_nor_it
     before = jobs.wait_phase("GenericJob", "kept", "Running")
     pods = jobs.pods("kept")
     templates.patch("torch-a100", {"spec": {"template": {"spec": {"containers": [{"name": "main", "image": "torch:2.5",
-                                                                                   "env": [{"name": "NCCL_DEBUG", "value": "INFO"}]}]}}}})  # fmt: skip
+                                                                                   "env": [{"name": "NCCL_DEBUG",
+                                                                                            "value": "INFO"}]}]}}}})  # fmt: skip
     # A job created after the edit gets it: the controller has seen the new template.
     jobs.create(templated_job("after", {"name": "torch-a100"}))
     jobs.wait_phase("GenericJob", "after", "Running")
@@ -187,7 +190,8 @@ def test_a_template_edit_after_submission_touches_neither_the_running_job_nor_it
     # A replica restarted after the edit, and after the template is gone, runs as submitted.
     templates.delete("torch-a100")
     set_pod_terminated(core, jobs.ns, "kept-worker-1", phase="Failed", exit_code=1)
-    wait_until(lambda: (p := jobs.live_pods("kept").get("kept-worker-1")) is not None and p.metadata.uid != pods["kept-worker-1"].metadata.uid,
+    wait_until(lambda: (p := jobs.live_pods("kept").get("kept-worker-1")) is not None
+               and p.metadata.uid != pods["kept-worker-1"].metadata.uid,
                timeout=30, what="kept-worker-1 restarted")  # fmt: skip
     again = jobs.pods("kept")["kept-worker-1"].spec.containers[0]
     assert again.image == "torch:2.4" and {e.name: e.value for e in again.env}["NCCL_DEBUG"] == "WARN"
@@ -246,9 +250,10 @@ def test_a_template_the_merged_job_cannot_pass_admission_with_fails_it(jobs, tem
 # -- the operator --------------------------------------------------------------------------------
 
 
-def test_an_operator_submits_with_template_and_overrides_what_it_must(conn, jobs, templates, controller):  # noqa: F811
+def test_an_operator_submits_with_template_and_overrides_what_it_must(conn, jobs, templates, controller):
     pod = {"metadata": {"annotations": {SIM: "1s"}},
-           "spec": {"containers": [{"name": "pytorch", "image": "torch:2.4", "env": [{"name": "NCCL_DEBUG", "value": "WARN"}]}]}}  # fmt: skip
+           "spec": {"containers": [{"name": "pytorch", "image": "torch:2.4",
+                                    "env": [{"name": "NCCL_DEBUG", "value": "WARN"}]}]}}  # fmt: skip
     templates.create(template("torch-a100", "PyTorchTrainingJob", pod))
     with DAG("dag", start_date=datetime(2026, 1, 1), schedule=None):
         op = PyTorchTrainingJobOperator(task_id="train", template="torch-a100", replicas=2, command=["python", "train.py"],
@@ -263,7 +268,7 @@ def test_an_operator_submits_with_template_and_overrides_what_it_must(conn, jobs
     assert {"name": "NCCL_DEBUG", "value": "INFO"} in container["env"]
 
 
-def test_an_operator_naming_a_missing_template_fails_the_task_with_the_reason(conn, jobs, templates, controller_factory):  # noqa: F811
+def test_an_operator_naming_a_missing_template_fails_the_task_with_the_reason(conn, jobs, templates, controller_factory):
     from airflow.sdk.exceptions import AirflowException
 
     controller_factory("--template-wait", "1")

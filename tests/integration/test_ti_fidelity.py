@@ -14,7 +14,7 @@ from tests.support.task import context
 SEED_COMMAND = "python /scripts/tf_cnn_benchmarks/tf_cnn_benchmarks.py --model resnet50 --batch_size 32 --variable_update tfplus"
 
 
-def test_seed_tfplus_distributed_example_runs_three_workers_and_reports_like_ti(conn, jobs, controller):  # noqa: F811
+def test_seed_tfplus_distributed_example_runs_three_workers_and_reports_like_ti(conn, jobs, controller):
     # tictl job create test73 --command="..." --runtime=tfplus-1.6.0-gpu --wcount=3 --workertype=0U0G2P
     with DAG("dag", start_date=datetime(2026, 1, 1), schedule=None):
         op = TIJobOperator(task_id="train", command=SEED_COMMAND, runtime_version="tfplus-1.6.0-gpu", worker_count=3,
@@ -39,7 +39,7 @@ def test_seed_tfplus_distributed_example_runs_three_workers_and_reports_like_ti(
     assert report["createTime"] <= report["startTime"] <= report["endTime"]
 
 
-def test_name_default_runtime_and_package_dir_reach_the_pods(conn, jobs, controller):  # noqa: F811
+def test_name_default_runtime_and_package_dir_reach_the_pods(conn, jobs, controller):
     """Seed 004's name as the job's name, runtimeVersion left out, and a package on a claim that is
     the command's working directory: the API server takes the pods as the controller builds them."""
     # The claim does not exist here, so the pod is not scheduled: submit without waiting, and

@@ -20,7 +20,8 @@ LONG_AGO = (datetime.now(timezone.utc) - timedelta(minutes=10)).isoformat()
 
 
 @pytest.mark.asyncio
-@pytest.mark.parametrize(("sim", "status", "phase"), [({}, "success", "Succeeded"), ({"sim.t9k.test/fail-pods": ".*"}, "failed", "Failed")],
+@pytest.mark.parametrize(("sim", "status", "phase"),
+                         [({}, "success", "Succeeded"), ({"sim.t9k.test/fail-pods": ".*"}, "failed", "Failed")],
                          ids=["succeeded", "failed"])  # fmt: skip
 async def test_a_trigger_started_past_its_deadline_reports_how_the_job_ended(conn, jobs, controller, sim, status, phase):
     trigger = _trigger_for(

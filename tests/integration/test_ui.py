@@ -41,7 +41,8 @@ class Ui:
         run_id = f"ui-{uuid.uuid4().hex[:8]}"
         wait_until(lambda: self.stack._dag_known(dag_id), timeout=60, interval=1, what=f"{dag_id} parsed")
         for method, path, body in [("PATCH", f"/api/v2/dags/{dag_id}", {"is_paused": False}),
-                                   ("POST", f"/api/v2/dags/{dag_id}/dagRuns", {"dag_run_id": run_id, "logical_date": None})]:  # fmt: skip
+                                   ("POST", f"/api/v2/dags/{dag_id}/dagRuns",
+                                    {"dag_run_id": run_id, "logical_date": None})]:  # fmt: skip
             status, answer = self.api.call(method, path, "admin", body=body)
             assert status in (200, 201), (path, status, answer)
         return run_id

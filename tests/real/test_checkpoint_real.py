@@ -123,8 +123,9 @@ def claim(core, namespace, host_dir) -> Iterator[str]:
     try:
         core.create_namespaced_persistent_volume_claim(namespace, client.V1PersistentVolumeClaim(
             metadata=client.V1ObjectMeta(name="ckpt"),
-            spec=client.V1PersistentVolumeClaimSpec(access_modes=["ReadWriteMany"], storage_class_name="", volume_name=pv,
-                                                    resources=client.V1VolumeResourceRequirements(requests={"storage": "1Gi"}))))  # fmt: skip
+            spec=client.V1PersistentVolumeClaimSpec(
+                access_modes=["ReadWriteMany"], storage_class_name="", volume_name=pv,
+                resources=client.V1VolumeResourceRequirements(requests={"storage": "1Gi"}))))  # fmt: skip
         wait_until(lambda: core.read_namespaced_persistent_volume_claim("ckpt", namespace).status.phase == "Bound", timeout=60,
                    what="the checkpoint claim bound")  # fmt: skip
         yield "ckpt"
@@ -132,7 +133,7 @@ def claim(core, namespace, host_dir) -> Iterator[str]:
         core.delete_persistent_volume(pv)
 
 
-def test_an_airflow_retry_resumes_from_the_checkpoint(run_dag, jobs, real, claim, host_dir):  # noqa: F811
+def test_an_airflow_retry_resumes_from_the_checkpoint(run_dag, jobs, real, claim, host_dir):
     out = ok(run_dag("t9k_checkpoint_real"))
     # Try 1: rank 0 failed at step 20, after the checkpoint of epoch 2 (step 16); Airflow retried.
     assert "failing at step 20 on attempt 1" in out, out[-4000:]
@@ -147,8 +148,9 @@ def test_an_airflow_retry_resumes_from_the_checkpoint(run_dag, jobs, real, claim
     # The job's result named its last checkpoint; XCom ``checkpoint`` carries it.
     assert report["xcom_checkpoint"] == train["checkpoint"] == f"step-{STEPS:06d}.pt"
     # Try 2 ran its own job (<name>-t2), told T9K_ATTEMPT=2, in the directory try 1 wrote.
-    tried = {j["metadata"]["name"]: j for j in jobs.api.list_namespaced_custom_object("batch.tensorstack.dev", "v1beta1", jobs.ns,
-                                                                                      "pytorchtrainingjobs")["items"]}  # fmt: skip
+    tried = {j["metadata"]["name"]: j
+             for j in jobs.api.list_namespaced_custom_object("batch.tensorstack.dev", "v1beta1", jobs.ns,
+                                                             "pytorchtrainingjobs")["items"]}  # fmt: skip
     second = next(j for n, j in tried.items() if n.endswith("-t2"))
     env = {e["name"]: e.get("value") for e in second["spec"]["replicaSpecs"][0]["template"]["spec"]["containers"][0]["env"]}
     assert env["T9K_ATTEMPT"] == "2" and env["T9K_CHECKPOINT_DIR"] == "/t9k/checkpoint"

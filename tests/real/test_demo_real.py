@@ -11,7 +11,7 @@ from kubernetes import client
 from tests.integration.test_airflow_dags import ROOT, airflow_home, ok, run_dag  # noqa: F401  (fixtures)
 
 
-def test_retraining_pipeline_real_returns_the_measured_metric(run_dag, jobs, real):  # noqa: F811
+def test_retraining_pipeline_real_returns_the_measured_metric(run_dag, jobs, real):
     code = (ROOT / "dags_examples" / "jobs" / "train_ddp.py").read_text()
     jobs.core.create_namespaced_config_map(jobs.ns, client.V1ConfigMap(metadata=client.V1ObjectMeta(name="retraining-code"),
                                                                        data={"train_ddp.py": code}))  # fmt: skip

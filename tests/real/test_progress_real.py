@@ -19,7 +19,8 @@ STEPS = 30
 def test_a_real_programs_progress_lines_reach_the_status(jobs, controller_factory, real):
     controller_factory("--progress-interval", "2")
     template = on_real_node({"spec": {"containers": [{"name": "main", "command": py("progress.py", str(STEPS), "0.4"),
-                                                      "resources": {"limits": {"cpu": "200m", "memory": "200Mi"}}}]}})  # fmt: skip
+                                                      "resources": {"limits": {"cpu": "200m",
+                                                                               "memory": "200Mi"}}}]}})  # fmt: skip
     jobs.create({"apiVersion": "batch.tensorstack.dev/v1beta1", "kind": "GenericJob", "metadata": {"name": "prog"},
                  "spec": {"replicaSpecs": [{"type": "worker", "replicas": 1, "template": template}]}})  # fmt: skip
     seen: list[dict] = []

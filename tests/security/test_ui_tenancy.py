@@ -20,7 +20,7 @@ from tests.support.cluster import wait_until
 
 
 @pytest.fixture(scope="module")
-def tenant(ui: Ui, cluster, api_client, tmp_path_factory):  # noqa: F811
+def tenant(ui: Ui, cluster, api_client, tmp_path_factory):
     """A co-tenant's worker identity in the UI's namespace (token of a ServiceAccount bound to
     the shipped namespace-scoped Role)."""
     kubeconfigs, _ = _apply_rbac(api_client, cluster, ui.ns, "rbac-airflow-namespace.yaml", tmp_path_factory.mktemp("rbac"))
@@ -42,7 +42,7 @@ def _forge(tenant, ui: Ui, dag_id: str, task_id: str = "train") -> dict:
     return tenant.create_namespaced_custom_object("batch.tensorstack.dev", "v1beta1", ui.ns, "genericjobs", body)
 
 
-def test_a_forged_job_is_never_shown_or_acted_on(ui: Ui, tenant):  # noqa: F811
+def test_a_forged_job_is_never_shown_or_acted_on(ui: Ui, tenant):
     dag = "t9k_ui_pause"
     real = ui.job(dag, ui.runs[dag])
     forged = _forge(tenant, ui, dag)
@@ -61,7 +61,7 @@ def test_a_forged_job_is_never_shown_or_acted_on(ui: Ui, tenant):  # noqa: F811
     ui.api.call("POST", ui.task_path(dag, "/resume"), "carol", body={})
 
 
-def test_a_task_airflow_does_not_know_is_404_for_anyone(ui: Ui, tenant):  # noqa: F811
+def test_a_task_airflow_does_not_know_is_404_for_anyone(ui: Ui, tenant):
     """With multi_team, a DAG id Airflow does not know carries no team: the access check alone
     let anyone open a forged job under it."""
     status, body = ui.api.call("GET", "/t9k/api/dags/no_such_dag/runs/r/tasks/train/job", "bob")
@@ -87,7 +87,7 @@ def _phase(ui: Ui, name: str) -> str | None:
     return (job.get("status") or {}).get("phase")
 
 
-def test_a_cross_site_form_post_is_refused_and_the_pages_own_post_is_not(ui: Ui):  # noqa: F811
+def test_a_cross_site_form_post_is_refused_and_the_pages_own_post_is_not(ui: Ui):
     dag = "t9k_ui_pause"
     path = ui.task_path(dag, "/pause")
     status, body = ui.api.call("GET", ui.task_path(dag), "carol")
@@ -107,7 +107,7 @@ def test_a_cross_site_form_post_is_refused_and_the_pages_own_post_is_not(ui: Ui)
     ui.api.call("POST", ui.task_path(dag, "/resume"), "carol", body={})
 
 
-def test_events_and_pods_of_another_object_with_a_similar_name_do_not_leak(ui: Ui, api_client):  # noqa: F811
+def test_events_and_pods_of_another_object_with_a_similar_name_do_not_leak(ui: Ui, api_client):
     dag = "t9k_ui_a"
     real = ui.job(dag, ui.runs[dag])
     name = real["metadata"]["name"]

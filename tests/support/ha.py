@@ -26,7 +26,8 @@ def leads(ctrl: ControllerProcess, lease: str) -> bool:
 def generic(name: str, replicas: int) -> dict[str, Any]:
     return {"apiVersion": "batch.tensorstack.dev/v1beta1", "kind": "GenericJob", "metadata": {"name": name},
             "spec": {"replicaSpecs": [{"type": "worker", "replicas": replicas,
-                                       "template": {"spec": {"containers": [{"name": "main", "image": "busybox"}]}}}]}}  # fmt: skip
+                                       "template": {"spec": {"containers": [{"name": "main",
+                                                                             "image": "busybox"}]}}}]}}  # fmt: skip
 
 
 class PodCreations:

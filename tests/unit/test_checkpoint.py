@@ -20,7 +20,8 @@ PVC = {"persistentVolumeClaim": {"claimName": "ckpt"}}
         ({"claim": "ckpt", "path": "/exp/"}, None, None, None),  # absolute: an error, below
         ({"claim": "ckpt", "path": "exp//./a/"}, PVC, "exp/a", "/t9k/checkpoint"),
         ({"claim": "ckpt", "mount_path": "/ckpt/"}, PVC, "", "/ckpt"),
-        ({"volume": {"nfs": {"server": "nas", "path": "/x"}}, "path": "p"}, {"nfs": {"server": "nas", "path": "/x"}}, "p", "/t9k/checkpoint"),
+        ({"volume": {"nfs": {"server": "nas", "path": "/x"}}, "path": "p"}, {"nfs": {"server": "nas", "path": "/x"}}, "p",
+         "/t9k/checkpoint"),
         # A whole Volume (what V1Volume becomes): its name is replaced by ours.
         ({"volume": {"name": "mine", "hostPath": {"path": "/data"}}}, {"hostPath": {"path": "/data"}}, "", "/t9k/checkpoint"),
     ],

@@ -65,7 +65,8 @@ def test_the_directory_is_the_same_for_every_try_and_differs_by_map_index():
 def test_a_job_given_whole_gets_it_too_and_the_checkpoint_may_be_templated():
     job = {"kind": "GenericJob", "spec": {"replicaSpecs": [
         {"type": "worker", "replicas": 2, "template": {"spec": {"containers": [{"name": "m", "image": "img"}],
-                                                                  "initContainers": [{"name": "restore", "image": "img"}]}}}]}}  # fmt: skip
+                                                                  "initContainers": [{"name": "restore",
+                                                                                      "image": "img"}]}}}]}}  # fmt: skip
     o = op(T9kJobOperator, job=job, checkpoint={"claim": "{{ params.claim }}", "path": "runs", "mount_path": "/ckpt"})
     o.render_template_fields({"ti": FakeTI(), "params": {"claim": "team-ckpt"}})
     rendered = o.rendered_job

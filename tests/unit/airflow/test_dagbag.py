@@ -9,7 +9,8 @@ from airflow.dag_processing.dagbag import DagBag
 ROOT = Path(__file__).resolve().parents[3]
 EXPECTED = {
     "example_genericjob", "example_pytorch", "example_tensorflow", "example_xgboost", "example_colossalai",
-    "example_deepspeed", "example_mpi", "example_beam", "example_yaml_and_sensor", "retraining_pipeline", "example_ti", "example_ascend",
+    "example_deepspeed", "example_mpi", "example_beam", "example_yaml_and_sensor", "retraining_pipeline", "example_ti",
+            "example_ascend",
     "example_pod_options", "example_queue", "retraining_pipeline_real", "retraining_evaluation",
 }  # fmt: skip
 
@@ -54,7 +55,8 @@ def test_an_example_dag_copied_alone_into_a_dag_folder_imports(tmp_path):
     (site / "airflow_t9k").symlink_to(ROOT / "airflow_t9k")
     env = {**{k: v for k, v in os.environ.items() if k != "PYTHONPATH"}, "PYTHONPATH": str(site)}
     code = ("import json, sys; from airflow.dag_processing.dagbag import DagBag; b = DagBag(dag_folder=sys.argv[1]); "
-            "print(json.dumps({'errors': {k: str(v)[-300:] for k, v in b.import_errors.items()}, 'dags': sorted(b.dags)}))")  # fmt: skip
+            "print(json.dumps({'errors': {k: str(v)[-300:] for k, v in b.import_errors.items()}, "
+            "'dags': sorted(b.dags)}))")  # fmt: skip
     out = subprocess.run(
         [sys.executable, "-c", code, str(tmp_path)], cwd=tmp_path, env=env, capture_output=True, text=True, check=True
     )

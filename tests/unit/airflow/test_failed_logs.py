@@ -25,7 +25,8 @@ def _job(*replicas: dict) -> dict:
 
 
 def _pod(name: str, *containers: tuple[str, int, str]) -> dict:
-    statuses = [{"name": c, "state": {"terminated": {"exitCode": code, "finishedAt": at, **({"reason": "OOMKilled"} if code == 137 else {})}}}
+    statuses = [{"name": c, "state": {"terminated": {"exitCode": code, "finishedAt": at,
+                                                     **({"reason": "OOMKilled"} if code == 137 else {})}}}
                 for c, code, at in containers]  # fmt: skip
     return {"metadata": {"name": name}, "status": {"containerStatuses": statuses}}
 
@@ -72,7 +73,8 @@ def _caused(job: dict, replica: str, **more) -> dict:
          ["w-0", "w-1"]),
         # not a usable name: the job's own order
         (_caused(_job(_replica("w-0", finished=T2), _replica("w-1", finished=T1)), ""), [], ["w-1", "w-0"]),
-        ({"status": {"tasks": _job(_replica("w-0", finished=T2), _replica("w-1", finished=T1))["status"]["tasks"], "rootCause": "w-0"}},
+        ({"status": {"tasks": _job(_replica("w-0", finished=T2), _replica("w-1", finished=T1))["status"]["tasks"],
+                     "rootCause": "w-0"}},
          [], ["w-1", "w-0"]),
     ],
     ids=["controller-names-another", "agreeing", "named-not-failed-now", "empty-name", "not-a-dict"],
@@ -142,8 +144,8 @@ def test_lines_already_streamed_are_not_printed_again_but_stay_in_the_tail():
     plan = FailedLogs(REPLICAS[:1], 100, 8, tail_lines=4, streamed={"a": streamed_up_to})
     assert plan.add("a", text, 100) == ["line 4", "line 5"]
     assert (
-        plan.header("a", 2)
-        == f"--- log of failed replica a (failed first: the root cause at {T1}): 2 lines, the lines streamed above not repeated ---"
+        plan.header("a", 2) == f"--- log of failed replica a (failed first: the root cause at {T1}): 2 lines, "
+        "the lines streamed above not repeated ---"
     )
     assert plan.report()["logs"] == {"a": "line 2\nline 3\nline 4\nline 5"}
 

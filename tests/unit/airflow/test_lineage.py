@@ -121,7 +121,8 @@ def test_the_operators_import_and_finish_without_openlineage(kind):
         from tests.unit.airflow.test_operators import FakeTI, event, finishing_op
         op = finishing_op(cls={kind}, outlets=[Asset("s3://models/m")])
         c = {{"ti": FakeTI(), "outlet_events": OutletEventAccessors()}}
-        op.execute_complete(c, event("success", phase="Succeeded", state={{"phase": "Succeeded", "result_message": '{{"metric": 1}}'}}))
+        op.execute_complete(c, event("success", phase="Succeeded",
+                                     state={{"phase": "Succeeded", "result_message": '{{"metric": 1}}'}}))
         assert c["outlet_events"][Asset("s3://models/m")].extra["metric"] == 1
         assert not [m for m in sys.modules if m.startswith(("openlineage", "airflow.providers.openlineage"))]
         try:

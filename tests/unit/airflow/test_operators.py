@@ -170,7 +170,8 @@ def test_only_the_job_field_is_read_as_a_template_file(tmp_path):
 
 def event(status, **extra):
     base = {"status": status, "kind": "GenericJob", "name": "j", "namespace": "ml", "uid": "u", "phase": None,
-            "message": "m", "state": {"phase": None, "message": "", "reason": "", "aggregate": {}, "failed_replicas": []}, "logs": {}}  # fmt: skip
+            "message": "m", "state": {"phase": None, "message": "", "reason": "", "aggregate": {}, "failed_replicas": []},
+            "logs": {}}  # fmt: skip
     base.update(extra)
     return base
 
@@ -181,7 +182,8 @@ class RecordingHook:
     def __init__(self, current=None):
         self.calls: list[tuple] = []
         # What a GET of the job returns: by default it still runs.
-        self.current = current if current is not None else {"kind": "GenericJob", "metadata": {"name": "j", "namespace": "ml", "uid": "u"},
+        self.current = current if current is not None else {"kind": "GenericJob",
+                                                            "metadata": {"name": "j", "namespace": "ml", "uid": "u"},
                                                             "status": {"phase": "Running"}}  # fmt: skip
 
     def get_job(self, kind, name, namespace):
@@ -496,9 +498,11 @@ def test_a_timeout_with_pause_marks_the_pause_as_the_tasks():
 @pytest.mark.parametrize(
     ("job", "expected"),
     [
-        ({"spec": {"runMode": {"pause": {"enabled": True}}}, "metadata": {"annotations": {"airflow-t9k.io/paused-by": "kill of try 1"}}}, True),
+        ({"spec": {"runMode": {"pause": {"enabled": True}}},
+          "metadata": {"annotations": {"airflow-t9k.io/paused-by": "kill of try 1"}}}, True),
         ({"spec": {"runMode": {"pause": {"enabled": True}}}, "metadata": {}}, False),  # paused by a person
-        ({"spec": {"runMode": {"pause": {"enabled": False}}}, "metadata": {"annotations": {"airflow-t9k.io/paused-by": "x"}}}, False),
+        ({"spec": {"runMode": {"pause": {"enabled": False}}}, "metadata": {"annotations": {"airflow-t9k.io/paused-by": "x"}}},
+         False),
         ({"spec": {}, "metadata": {}}, False),
     ],
     ids=["ours", "by-hand", "resumed", "never"],
@@ -618,8 +622,10 @@ def _k8s():
 
 @pytest.mark.parametrize(
     ("kwargs", "where", "expected"),
-    [({"container_resources": lambda k: k.V1ResourceRequirements(limits={"cpu": "2", "nvidia.com/gpu": "1"}, requests={"cpu": 0.5})},
-      lambda t: t["spec"]["containers"][0]["resources"], {"limits": {"cpu": "2", "nvidia.com/gpu": "1"}, "requests": {"cpu": "0.5"}}),
+    [({"container_resources": lambda k: k.V1ResourceRequirements(limits={"cpu": "2", "nvidia.com/gpu": "1"},
+                                                                 requests={"cpu": 0.5})},
+      lambda t: t["spec"]["containers"][0]["resources"],
+      {"limits": {"cpu": "2", "nvidia.com/gpu": "1"}, "requests": {"cpu": "0.5"}}),
      ({"env": lambda k: [k.V1EnvVar(name="A", value="1"), k.V1EnvVar(name="P", value_from=k.V1EnvVarSource(
          field_ref=k.V1ObjectFieldSelector(field_path="metadata.name")))]},
       lambda t: t["spec"]["containers"][0]["env"],

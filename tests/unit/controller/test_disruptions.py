@@ -68,7 +68,8 @@ def _job(kind: str, policy: str) -> Obj:
 
 
 @pytest.mark.parametrize("how", ["kubelet", "kubelet-old"])
-@pytest.mark.parametrize(("kind", "policy"), [("GenericJob", "Never"), ("GenericJob", "OnFailure"), ("PyTorchTrainingJob", "ExitCode"),
+@pytest.mark.parametrize(("kind", "policy"),
+                         [("GenericJob", "Never"), ("GenericJob", "OnFailure"), ("PyTorchTrainingJob", "ExitCode"),
                                               ("PyTorchTrainingJob", "Never")])  # fmt: skip
 def test_an_evicted_replica_is_replaced_without_spending_a_restart(how, kind, policy):
     p = run(_job(kind, policy), disrupted("j-worker-0", how), pod("j-worker-1"), status={"phase": "Running"})

@@ -200,7 +200,8 @@ def test_replica_outcomes(policy, worker, backoff, outcome):
         # the failed worker stays for its logs.
         assert p.deletes("Pod") == ["ac-master-0", "ac-worker-0"]
         assert p.status["replicaStatuses"]["Worker"] == {
-            "active": 1, "succeeded": 0, "failed": 1, "labelSelector": {"matchLabels": {"job-name": "ac", "replica-type": "worker"}}}  # fmt: skip
+            "active": 1, "succeeded": 0, "failed": 1, "labelSelector": {"matchLabels": {"job-name": "ac",
+                                                                                        "replica-type": "worker"}}}  # fmt: skip
 
 
 def test_success_needs_every_pod_and_clean_pod_policy_none_keeps_pods():

@@ -57,9 +57,11 @@ def test_pods_wait_until_volcano_takes_the_group_in(phase, pods):
 
 
 def test_the_podgroup_goes_when_the_job_ends():
-    status = go(ascend(), leader_service(), podgroup("Running"), *(apod(n) for n in ("ac-master-0", "ac-worker-0", "ac-worker-1")),
+    status = go(ascend(), leader_service(), podgroup("Running"),
+                *(apod(n) for n in ("ac-master-0", "ac-worker-0", "ac-worker-1")),
                 status={"conditions": [{"type": "Created", "status": "True"}]}).status  # fmt: skip
-    p = go(ascend(), leader_service(), podgroup("Running"), apod("ac-master-0"), apod("ac-worker-0"), apod("ac-worker-1", "Failed", 1),
+    p = go(ascend(), leader_service(), podgroup("Running"), apod("ac-master-0"), apod("ac-worker-0"),
+           apod("ac-worker-1", "Failed", 1),
            status=status)  # fmt: skip
     assert p.deletes("PodGroup") == [PG]
 

@@ -28,7 +28,8 @@ def beam(cleanup: bool | None = None, **cluster) -> dict:
         "spec": {
             "flinkClusterTemplate": {"spec": spec},
             "jobTemplate": {"spec": {"template": {"spec": {"containers": [
-                {"name": "submit-job", "image": "beam", "command": ["python3"], "args": ["-m", "apache_beam.examples.wordcount"]}]}}}},
+                {"name": "submit-job", "image": "beam", "command": ["python3"],
+                 "args": ["-m", "apache_beam.examples.wordcount"]}]}}}},
         },
     }  # fmt: skip
     if cleanup is not None:
@@ -148,7 +149,8 @@ def test_cluster_pods_come_back_whenever_they_end(phase):
     )
     assert p.deletes("Pod") == [TM0] and p.status["phase"] == "Running"
     many = run(beam(), fpod(JM), {**fpod(TM0, "Failed", 137), "metadata": {**fpod(TM0)["metadata"],
-               "annotations": {"batch.tensorstack.dev/restart-count": "500"}}}, fpod(TM1), *CLUSTER[3:], status={"phase": "Running"})  # fmt: skip
+               "annotations": {"batch.tensorstack.dev/restart-count": "500"}}}, fpod(TM1), *CLUSTER[3:],
+               status={"phase": "Running"})  # fmt: skip
     assert many.deletes("Pod") == [TM0]
 
 

@@ -20,7 +20,8 @@ def ds(workers=2, config=None, **spec):
         "spec": {"config": config,
                  "worker": {"replicas": workers, "template": {"spec": {"containers": [
                      {"name": "worker", "image": "ds:1", "env": [{"name": "NCCL_DEBUG", "value": "INFO"},
-                                                                 {"name": "TOKEN", "valueFrom": {"secretKeyRef": {"name": "s", "key": "k"}}}]}]}}},
+                                                                 {"name": "TOKEN",
+                                                                  "valueFrom": {"secretKeyRef": {"name": "s", "key": "k"}}}]}]}}},
                  **spec},
     }  # fmt: skip
 
@@ -38,7 +39,8 @@ def test_children_and_reserved_paths():
     assert cm == {"hostfile": "ds-worker-0 slots=4\nds-worker-1 slots=4\n"}
     mounts = {m["mountPath"] for m in manifests(p, "Pod")["ds-worker-1"]["spec"]["containers"][0]["volumeMounts"]}
     assert mounts == {"/root/.ssh", "/t9k/hostfile"}
-    files = {n: {i["key"] for v in manifests(p, "Pod")[n]["spec"]["volumes"] if v["name"] == "t9k-ssh" for i in v["secret"]["items"]}
+    files = {n: {i["key"] for v in manifests(p, "Pod")[n]["spec"]["volumes"] if v["name"] == "t9k-ssh"
+                 for i in v["secret"]["items"]}
              for n in ("ds-worker-0", "ds-worker-1")}  # fmt: skip
     assert files == {
         "ds-worker-0": {"id_ed25519", "config", "known_hosts", "authorized_keys", "ssh_host_ed25519_key"},
@@ -59,7 +61,8 @@ def test_worker_0_launches_deepspeed_others_run_sshd():
     ]
     script = pods["ds-worker-0"]["spec"]["containers"][0]["command"][2]
     assert script.startswith(
-        "set -e; /usr/sbin/sshd -h /root/.ssh/ssh_host_ed25519_key -o StrictModes=no; : > /root/.deepspeed_env; for n in NCCL_DEBUG; do"
+        "set -e; /usr/sbin/sshd -h /root/.ssh/ssh_host_ed25519_key -o StrictModes=no; : > /root/.deepspeed_env; for n in "
+        "NCCL_DEBUG; do"
     )
     assert "INFO" not in script and "TOKEN" not in script  # names of plain values only, read from the pod's own env
     assert "for h in $(cut -d' ' -f1 /t9k/hostfile)" in script
@@ -73,7 +76,8 @@ def test_worker_0_launches_deepspeed_others_run_sshd():
     [
         ({"run": {"module": ["pkg.train", "--x"]}}, "deepspeed --hostfile /t9k/hostfile --launcher pdsh --module pkg.train --x"),
         ({"run": {"exec": ["bash", "run.sh"]}, "localRank": False, "autotune": "tune", "otherArgs": ["--master_port=29600"]},
-         "deepspeed --hostfile /t9k/hostfile --launcher pdsh --no_local_rank --autotuning tune --master_port=29600 --no_python bash run.sh"),
+         ("deepspeed --hostfile /t9k/hostfile --launcher pdsh --no_local_rank --autotuning tune --master_port=29600 --no_python "
+          "bash run.sh")),
         ({"customCommand": "deepspeed --num_gpus 2 t.py", "run": {"python": ["ignored.py"]}}, "exec deepspeed --num_gpus 2 t.py"),
     ],
     ids=["module", "exec-with-options", "custom"],

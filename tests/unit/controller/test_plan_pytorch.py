@@ -142,6 +142,7 @@ def test_elastic_scale_down_deletes_the_highest_ranks_and_reports_for_the_scale_
     p = run(elastic_job(expected=3), *running, status={"phase": "Running"})
     assert p.deletes("Pod") == ["pt-worker-3", "pt-worker-4"]
     assert p.status["elastic"] == {"currentReplicas": 3,  # the two being removed are no longer replicas
-                                   "selector": "batch.tensorstack.dev/job-name=pt,batch.tensorstack.dev/job-kind=PyTorchTrainingJob"}  # fmt: skip
+                                   "selector": "batch.tensorstack.dev/job-name=pt,"
+                                               "batch.tensorstack.dev/job-kind=PyTorchTrainingJob"}  # fmt: skip
     up = run(elastic_job(expected=5), *running[:3], status={"phase": "Running"})
     assert up.creates("Pod") == ["pt-worker-3", "pt-worker-4"]

@@ -12,12 +12,14 @@ from tests.builders import NOW
 
 TEMPLATE = {"apiVersion": "batch.tensorstack.dev/v1beta1", "kind": "T9kJobTemplate",
             "metadata": {"name": "t", "namespace": "ns", "uid": "tu", "resourceVersion": "7"},
-            "spec": {"jobKind": "GenericJob", "template": {"spec": {"containers": [{"name": "main", "image": "img"}]}}}}  # fmt: skip
+            "spec": {"jobKind": "GenericJob",
+                     "template": {"spec": {"containers": [{"name": "main", "image": "img"}]}}}}  # fmt: skip
 
 
 def job(created: timedelta = timedelta(0), **status: object) -> dict:
     return {"apiVersion": "batch.tensorstack.dev/v1beta1", "kind": "GenericJob",
-            "metadata": {"name": "j", "namespace": "ns", "uid": "ju", "creationTimestamp": (NOW - created).strftime("%Y-%m-%dT%H:%M:%SZ")},
+            "metadata": {"name": "j", "namespace": "ns", "uid": "ju",
+                         "creationTimestamp": (NOW - created).strftime("%Y-%m-%dT%H:%M:%SZ")},
             "spec": {"templateRef": {"name": "t"}, "replicaSpecs": [{"type": "worker", "replicas": 2}]},
             **({"status": status} if status else {})}  # fmt: skip
 

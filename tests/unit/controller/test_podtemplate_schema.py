@@ -50,7 +50,8 @@ BASE = {
     }},
     "Child": {"type": "object", "required": ["name"], "x-kubernetes-map-type": "atomic",
               "properties": {"name": {"type": "string", "default": ""}, "n": {"type": "integer", "format": "int32"}}},
-    "io.k8s.apimachinery.pkg.util.intstr.IntOrString": {"oneOf": [{"type": "integer"}, {"type": "string"}], "format": "int-or-string"},
+    "io.k8s.apimachinery.pkg.util.intstr.IntOrString": {"oneOf": [{"type": "integer"}, {"type": "string"}],
+                                                        "format": "int-or-string"},
     gen.QUANTITY: {"oneOf": [{"type": "string"}, {"type": "number"}]},
     gen.OBJECT_META: {"type": "object", "properties": {
         "name": {"type": "string"}, "labels": {"type": "object", "additionalProperties": {"type": "string", "default": ""}},
@@ -78,7 +79,8 @@ def test_embedded_object_meta_keeps_only_what_a_template_may_set():
     # managedFields (whose FieldsV1 is not even in the input) and uid are left out, not followed.
     meta = gen.structural(BASE, "Root")["properties"]["metadata"]
     assert meta == {"type": "object", "properties": {"name": {"type": "string"},
-                                                      "labels": {"type": "object", "additionalProperties": {"type": "string"}}}}  # fmt: skip
+                                                      "labels": {"type": "object",
+                                                                 "additionalProperties": {"type": "string"}}}}  # fmt: skip
 
 
 @pytest.mark.parametrize(
@@ -94,7 +96,8 @@ def test_quantity_pattern(quantity, ok):
 def _map_list(key_prop: dict, required: list[str]) -> dict:
     return {"Root": {"type": "object", "properties": {"items": {
         "type": "array", "x-kubernetes-list-type": "map", "x-kubernetes-list-map-keys": ["key"],
-        "items": {"type": "object", "required": required, "properties": {"key": key_prop, "v": {"type": "string"}}}}}}}  # fmt: skip
+        "items": {"type": "object", "required": required,
+                  "properties": {"key": key_prop, "v": {"type": "string"}}}}}}}  # fmt: skip
 
 
 @pytest.mark.parametrize(
@@ -116,11 +119,14 @@ def test_list_map_keys_keep_a_default_only_where_the_crd_needs_one(key_prop, req
         ({"Root": {"type": "object", "properties": {"a": ref("A")}}, "A": {"type": "object", "properties": {"r": ref("Root")}}},
          "recursive type"),
         ({"Root": {"type": "object", "properties": {"a": {"type": "string", "x-new-thing": 1}}}}, "unknown key 'x-new-thing'"),
-        ({"Root": {"type": "object", "properties": {"a": {"oneOf": [{"type": "string"}, {"type": "boolean"}]}}}}, "not int-or-string"),
+        ({"Root": {"type": "object", "properties": {"a": {"oneOf": [{"type": "string"}, {"type": "boolean"}]}}}},
+         "not int-or-string"),
         ({"Root": {"type": "object", "properties": {"a": {"format": "int32"}}}}, "untyped node"),
         ({"Root": {"type": "object", "properties": {"a": ref("Missing")}}}, "unknown type Missing"),
-        ({"Root": {"type": "object", "properties": {"a": {"allOf": [{"$ref": REF + "Root"}, {"type": "object"}]}}}}, "allOf other than"),
-        ({"Root": {"type": "object", "properties": {"s": {"type": "array", "items": {"type": "object"}, "x-kubernetes-list-type": "set"}}}},
+        ({"Root": {"type": "object", "properties": {"a": {"allOf": [{"$ref": REF + "Root"}, {"type": "object"}]}}}},
+         "allOf other than"),
+        ({"Root": {"type": "object",
+                   "properties": {"s": {"type": "array", "items": {"type": "object"}, "x-kubernetes-list-type": "set"}}}},
          "set of non-scalars"),
     ],
     ids=["map-key-neither-required-nor-defaulted", "recursion", "unknown-key", "other-union", "untyped", "dangling-ref",

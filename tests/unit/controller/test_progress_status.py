@@ -212,7 +212,8 @@ def test_typical_progress_keeps_fifty_points_in_a_few_kilobytes():
     status: Obj = dict(RUNNING)
     for i in range(1000):
         status, _ = fold(status, dict(status), report(10 * i, step=10 * i, total_steps=20_000, epoch=i // 100,
-                                                      metrics={"loss": 2 / (i + 1), "acc": i / 1000}), 10, at(10 * i))  # fmt: skip
+                                                      metrics={"loss": 2 / (i + 1), "acc": i / 1000}), 10,
+                         at(10 * i))  # fmt: skip
     assert len(status["progress"]["history"]["points"]) > HISTORY_POINTS // 2
     assert len(json.dumps(status["progress"])) < MAX_BYTES
 
@@ -227,7 +228,8 @@ def pod(name: str, phase: str = "Running") -> Obj:
         else {"terminated": {"exitCode": 0, "startedAt": ts(0), "finishedAt": ts(30)}}
     )
     return {"apiVersion": "v1", "kind": "Pod", "metadata": {"name": name, "namespace": "ns", "uid": f"uid-{name}",
-            "labels": {"batch.tensorstack.dev/replica-type": "worker"}, "annotations": {"batch.tensorstack.dev/restart-count": "0"}},
+            "labels": {"batch.tensorstack.dev/replica-type": "worker"},
+                                                            "annotations": {"batch.tensorstack.dev/restart-count": "0"}},
             "spec": {"containers": [{"name": "main", "image": "img"}]},
             "status": {"phase": phase, "containerStatuses": [{"name": "main", "state": state}]}}  # fmt: skip
 

@@ -51,7 +51,8 @@ def pod(name: str, uid: str | None = None, phase: str = "Running", started: str 
         state = {"running": {"startedAt": started}}
     elif started:
         state = {"terminated": {"exitCode": 0, "startedAt": started, "finishedAt": "2026-11-25T12:05:00Z"}}
-    return {"metadata": {"name": name, "uid": uid or f"uid-{name}"}, "spec": {"containers": [{"name": "main"}, {"name": "sidecar"}]},
+    return {"metadata": {"name": name, "uid": uid or f"uid-{name}"},
+            "spec": {"containers": [{"name": "main"}, {"name": "sidecar"}]},
             "status": {"phase": phase, "containerStatuses": [{"name": "main", "state": state}]}}  # fmt: skip
 
 
@@ -94,13 +95,15 @@ async def test_a_stream_opens_when_the_pod_starts_and_reports_what_it_read():
     assert logs.opened == [] and streams.report(KEY, "uid-job") is None
     streams.sync(KEY, job, pods(pod("job-worker-0")))
     logs.feed("job-worker-0", "2026-11-25T12:00:01.5Z hello", "2026-11-25T12:00:02.1Z T9K_PROGRESS step=1 total_steps=10 loss=2",
-              "2026-11-25T12:00:02.2Z T9K_PROGRESS {broken", '2026-11-25T12:00:03.0Z [rank0]: T9K_PROGRESS {"acc": 0.5}')  # fmt: skip
+              "2026-11-25T12:00:02.2Z T9K_PROGRESS {broken",
+              '2026-11-25T12:00:03.0Z [rank0]: T9K_PROGRESS {"acc": 0.5}')  # fmt: skip
     await settle()
     assert logs.opened == [
         ("job-worker-0", {"follow": True, "timestamps": True, "container": "main", "sinceTime": "2026-11-25T12:00:00Z"})
     ]
     assert streams.report(KEY, "uid-job") == {"replica": "job-worker-0", "time": "2026-11-25T12:00:03Z",
-                                              "values": {"step": 1, "total_steps": 10, "metrics": {"loss": 2, "acc": 0.5}}}  # fmt: skip
+                                              "values": {"step": 1, "total_steps": 10,
+                                                         "metrics": {"loss": 2, "acc": 0.5}}}  # fmt: skip
     assert streams.report(KEY, "another-uid") is None
     assert queued == [KEY]  # the first report at once; the second waits for the interval
     assert (counts["progress_line"], counts["progress_line_ignored"]) == (2, 1)
@@ -214,7 +217,8 @@ async def test_a_running_job_is_followed_on_from_what_its_status_records():
     streams, logs, _, _ = make()
     job = {**generic("job", ("worker", 1)),
            "status": {"phase": "Running", "progress": {"replica": "job-worker-0", "step": 40, "totalSteps": 100,
-                                                       "metrics": {"loss": 0.5}, "reportedAt": "2026-11-25T12:30:00Z"}}}  # fmt: skip
+                                                       "metrics": {"loss": 0.5},
+                                                       "reportedAt": "2026-11-25T12:30:00Z"}}}  # fmt: skip
     streams.sync(KEY, job, pods(pod("job-worker-0")))
     logs.feed("job-worker-0", "2026-11-25T12:30:05Z T9K_PROGRESS step=41")
     await settle()

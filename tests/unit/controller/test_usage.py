@@ -28,7 +28,8 @@ def gpu_pod(name: str, uid: str, start: float | None, end: float | None = None, 
     else:
         state = {"terminated": {"exitCode": code, "startedAt": ts(start), "finishedAt": ts(end)}}
         phase = "Succeeded" if code == 0 else "Failed"
-    meta: Obj = {"name": name, "namespace": "ns", "uid": uid, "annotations": {"batch.tensorstack.dev/restart-count": str(restarts)},
+    meta: Obj = {"name": name, "namespace": "ns", "uid": uid,
+                 "annotations": {"batch.tensorstack.dev/restart-count": str(restarts)},
                  "labels": {"batch.tensorstack.dev/replica-type": "worker"}}  # fmt: skip
     if deleting:
         meta["deletionTimestamp"] = ts(0)
@@ -36,7 +37,8 @@ def gpu_pod(name: str, uid: str, start: float | None, end: float | None = None, 
     if disrupted:
         status["conditions"] = [{"type": "DisruptionTarget", "status": "True", "reason": "EvictionByEvictionAPI"}]
     spec = {"initContainers": [{"name": "init", "resources": {"limits": {"nvidia.com/gpu": "8"}}}],
-            "containers": [{"name": "main", "image": "img", "resources": {"limits": limits or {"nvidia.com/gpu": "2", "cpu": "500m"}}}]}  # fmt: skip
+            "containers": [{"name": "main", "image": "img",
+                            "resources": {"limits": limits or {"nvidia.com/gpu": "2", "cpu": "500m"}}}]}  # fmt: skip
     return {"apiVersion": "v1", "kind": "Pod", "metadata": meta, "spec": spec, "status": status}
 
 

@@ -43,7 +43,8 @@ def test_deeper_objects_raise_with_what_could_be_read_of_them():
 @pytest.mark.parametrize(
     ("raw", "expected"),
     [
-        ('{"kind":"PodList","items":[],"metadata":{"continue":"abc","resourceVersion":"9"}}', {"continue": "abc", "resourceVersion": "9"}),
+        ('{"kind":"PodList","items":[],"metadata":{"continue":"abc","resourceVersion":"9"}}',
+         {"continue": "abc", "resourceVersion": "9"}),
         ('{"kind":"PodList","items":[],"metadata":{"resourceVersion":"9"}}\n', {"resourceVersion": "9"}),
         ('{"kind":"PodList","items":[]}', {}),
     ],
@@ -53,7 +54,10 @@ def test_list_metadata_is_read_from_the_end(raw, expected):
 
 
 def test_identify_reads_the_first_object_only():
-    raw = '{"type":"ADDED","object":{"apiVersion":"v1","kind":"GenericJob","metadata":{"name":"a","namespace":"n","uid":"u"},"spec":{"name":"b"}}}'
+    raw = (
+        '{"type":"ADDED","object":{"apiVersion":"v1","kind":"GenericJob",'
+        '"metadata":{"name":"a","namespace":"n","uid":"u"},"spec":{"name":"b"}}}'
+    )
     assert identify(raw) == {"kind": "GenericJob", "name": "a", "namespace": "n", "uid": "u"}
 
 

@@ -54,9 +54,11 @@ def test_backoff_resets():
         ),
         (
             504,
-            '{"reason":"Timeout","message":"Timeout: Too large resource version: 900, current: 850",'
-            '"details":{"causes":[{"reason":"ResourceVersionTooLarge","message":"Too large resource version"}],'
-            '"retryAfterSeconds":1}}',
+            (
+                '{"reason":"Timeout","message":"Timeout: Too large resource version: 900, current: 850",'
+                '"details":{"causes":[{"reason":"ResourceVersionTooLarge","message":"Too large resource version"}],'
+                '"retryAfterSeconds":1}}'
+            ),
             True,
             1.0,
         ),  # fmt: skip

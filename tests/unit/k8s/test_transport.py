@@ -254,7 +254,8 @@ def test_the_controller_cli_exits_2_on_a_bad_kubeconfig_and_logs_no_secret(tmp_p
     doc = kubeconfig_doc("127.0.0.1:1", {}, {"token": SECRET})  # no scheme
     path.write_text(yaml.safe_dump(doc))
     out = subprocess.run([sys.executable, "-m", "airflow_t9k.cli", "controller", "--kubeconfig", str(path),
-                          "--health-port", "0", "--metrics-port", "0", "--log-level", "DEBUG"], cwd=ROOT, capture_output=True, text=True,
+                          "--health-port", "0", "--metrics-port", "0", "--log-level", "DEBUG"], cwd=ROOT, capture_output=True,
+                         text=True,
                          timeout=60)  # fmt: skip
     assert out.returncode == 2, out.stderr
     assert "the cluster's server must be a URL" in out.stderr

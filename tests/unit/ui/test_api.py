@@ -33,7 +33,8 @@ def test_loading_the_plugin_does_not_build_the_api_until_it_is_read():
     import sys
 
     code = ("import sys; from airflow_t9k.ui.plugin import T9kUiPlugin as P; a = 'airflow_t9k.ui.api' in sys.modules; "
-            "apps = P.fastapi_apps; print(a, 'airflow_t9k.ui.api' in sys.modules, apps[0]['url_prefix'], apps[0]['app'] is P().fastapi_apps[0]['app'])")  # fmt: skip
+            "apps = P.fastapi_apps; print(a, 'airflow_t9k.ui.api' in sys.modules, apps[0]['url_prefix'], apps[0]['app'] is "
+            "P().fastapi_apps[0]['app'])")  # fmt: skip
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=120)
     assert out.stdout.splitlines()[-1].split() == ["False", "True", "/t9k", "True"], out.stdout + out.stderr
 

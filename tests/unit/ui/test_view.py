@@ -103,7 +103,8 @@ def test_recorded_is_the_very_object(change, expected):
 
 def test_summary_row_durations_and_task():
     row = view.summary(job(status={"phase": "Succeeded", "startTime": "2026-01-01T11:00:10Z",
-                                   "conditions": [{"type": "Succeeded", "status": "True", "lastTransitionTime": "2026-01-01T11:01:10Z"}]}),
+                                   "conditions": [{"type": "Succeeded", "status": "True",
+                                                   "lastTransitionTime": "2026-01-01T11:01:10Z"}]}),
                        NOW)  # fmt: skip
     assert row["task"] == {"dag_id": "d", "run_id": "r", "task_id": "t", "map_index": -1}
     assert (row["age_seconds"], row["duration_seconds"], row["ended"]) == (3600, 60, "2026-01-01T11:01:10Z")
@@ -337,7 +338,8 @@ def test_kept_is_bounded_whatever_the_configmap_holds():
 
 def test_root_cause_and_restart_history_come_from_the_status():
     status = {"phase": "Failed", "rootCause": {"replica": "j-worker-0", "detail": "d", "exitCode": 3, "permanent": True},
-              "restartHistory": [{"time": "t", "replica": "j-worker-1", "cause": "Evicted", "counted": False, "podUID": "p"}]}  # fmt: skip
+              "restartHistory": [{"time": "t", "replica": "j-worker-1", "cause": "Evicted", "counted": False,
+                                  "podUID": "p"}]}  # fmt: skip
     d = view.detail(job(status=status), [], [], NOW)
     assert d["root_cause"] == {"replica": "j-worker-0", "detail": "d", "exit_code": 3, "finished": None, "permanent": True}
     assert d["restart_history"] == [
@@ -359,7 +361,8 @@ def test_root_cause_and_restart_history_come_from_the_status():
           "running": False}),
         # a running job: its ended runs, plus the running one up to now (8 GPUs for 30 minutes)
         ({"accelerators": {"nvidia.com/gpu": 3600}, "wasted": {"nvidia.com/gpu": 3600}, "runs": 1, "closed": [],
-          "open": {"u2": {"pod": "j-worker-0", "start": "2026-01-01T11:30:00Z", "accelerators": {"nvidia.com/gpu": 8}, "cpu": 1}}},
+          "open": {"u2": {"pod": "j-worker-0", "start": "2026-01-01T11:30:00Z", "accelerators": {"nvidia.com/gpu": 8},
+                          "cpu": 1}}},
          {"accelerator_hours": 5.0, "by_resource": {"nvidia.com/gpu": 5.0}, "wasted_hours": 1.0, "running": True}),
     ],
 )  # fmt: skip
@@ -372,7 +375,8 @@ PROGRESS = {"replica": "j-worker-0", "step": 120, "totalSteps": 1000, "epoch": 2
             "eta": "2m30s", "etaSeconds": 150, "metrics": {"loss": 0.31, "acc": 0.9}, "reportedAt": "2026-01-01T11:59:58Z",
             "updated": "2026-01-01T12:00:00Z",
             "history": {"every": 10, "points": [{"time": "2026-01-01T11:58:00Z", "step": 0, "metrics": {"loss": 2.0}},
-                                                {"time": "2026-01-01T11:59:58Z", "step": 120, "metrics": {"loss": 0.31, "acc": 0.9}}]}}  # fmt: skip
+                                                {"time": "2026-01-01T11:59:58Z", "step": 120,
+                                                 "metrics": {"loss": 0.31, "acc": 0.9}}]}}  # fmt: skip
 
 
 @pytest.mark.parametrize(
@@ -389,7 +393,8 @@ PROGRESS = {"replica": "j-worker-0", "step": 120, "totalSteps": 1000, "epoch": 2
         # whatever the status holds, numbers only and capped
         ({"progress": {"step": "12", "metrics": {"loss": "x", "ok": True, **{f"m{i}": i for i in range(40)}},
                        "history": {"points": [{"time": 5}, {"time": "not a time"}, "x",
-                                              *[{"time": "2026-01-01T11:00:00Z", "metrics": {f"m{i}": i for i in range(20)}}] * 300]}}},
+                                              *[{"time": "2026-01-01T11:00:00Z",
+                                                 "metrics": {f"m{i}": i for i in range(20)}}] * 300]}}},
          "capped"),
     ],
 )  # fmt: skip
