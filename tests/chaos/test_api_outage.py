@@ -91,7 +91,8 @@ def test_api_server_outage_controller_stays_alive_and_resumes_within_seconds(
           f"liveness answers during the outage: {sorted({h for h, _ in during})}")  # fmt: skip
     assert done - back <= 10, done - back
     assert ready_again - back <= 10, ready_again - back  # every watch open again, not just the ones this job needs
-    assert during and all(h == 200 for h, _ in during)  # alive throughout: no reason for the kubelet to restart it
+    assert during
+    assert all(h == 200 for h, _ in during)
     assert any(r == 503 for _, r in during)  # but not ready while its watches fail
     assert ctrl.proc.poll() is None
     assert "lost leadership" in ctrl.tail(2000)  # the outage outlasted the renew deadline...

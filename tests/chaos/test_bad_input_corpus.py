@@ -651,6 +651,9 @@ def run_corpus(jobs: Any, controller: Any, figures: Callable[[str], None]) -> No
     figures(f"healthy jobs: {first.figure()}; {busy.figure()}")
     alive = controller.proc.poll() is None
     classes = {c.id: c.cls for c in CORPUS} | {"healthy-first": "healthy", "healthy-busy": "healthy"}
-    assert not problems and alive, f"controller alive: {alive}\n" + "\n".join(
+    assert not problems, f"controller alive: {alive}\n" + "\n".join(
+        f"{cid} [{classes[cid]}]: {p}" for cid, p in sorted(problems.items())
+    )
+    assert alive, f"controller alive: {alive}\n" + "\n".join(
         f"{cid} [{classes[cid]}]: {p}" for cid, p in sorted(problems.items())
     )

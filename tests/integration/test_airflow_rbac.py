@@ -104,8 +104,10 @@ def test_operator_submits_waits_reads_logs_and_deletes_with_exactly_this_rbac(id
     # The failed replica's log was read (pods/log) rather than "(log not available: ...)", and its
     # pod listed (pods list) to name it the root cause with how its container ended.
     text = str(exc.value)
-    assert f"--- last lines of {name}-worker-1 ---\n" in text and "log not available" not in text, text
-    assert f"root cause: replica {name}-worker-1 failed first (at " in text and "container main exit code 3" in text, text
+    assert f"--- last lines of {name}-worker-1 ---\n" in text, text
+    assert "log not available" not in text, text
+    assert f"root cause: replica {name}-worker-1 failed first (at " in text, text
+    assert "container main exit code 3" in text, text
     wait_until(lambda: _gone(jobs, name), what="job deleted with the worker's identity")
 
     # Deferred: the worker submits, the triggerer (its own identity) watches the job and its Events.

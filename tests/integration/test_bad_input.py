@@ -83,7 +83,8 @@ def test_changing_resume_specs_is_rejected(jobs):
     jobs.create(generic(runMode={"pause": pause}))
     with pytest.raises(ApiException) as exc:
         jobs.patch("GenericJob", "bad", {"spec": {"runMode": {"pause": {"resumeSpecs": [{"type": "worker", "command": ["b"]}]}}}})
-    assert exc.value.status == 422 and "resumeSpecs is immutable" in exc.value.body
+    assert exc.value.status == 422
+    assert "resumeSpecs is immutable" in exc.value.body
     jobs.patch("GenericJob", "bad", {"spec": {"runMode": {"pause": {"enabled": True}}}})  # toggling stays allowed
 
 

@@ -98,7 +98,8 @@ def test_kind_flag_leaves_ascendjobs_to_mindcluster(api_client, jobs, controller
     name = "ascendjobs.mindxdl.gitee.com"
     with crd_owned_by(api_client, name, "mindcluster"):
         refused = controller_factory(wait=False)
-        assert refused.wait_exit(30) == 3 and f"CRD {name} was not installed by airflow-t9k" in refused.tail()
+        assert refused.wait_exit(30) == 3
+        assert f"CRD {name} was not installed by airflow-t9k" in refused.tail()
         only_generic = controller_factory("--kind", "GenericJob")
         acjob = {"apiVersion": "mindxdl.gitee.com/v1", "kind": "AscendJob",
                  "metadata": {"name": "ac", "labels": {"framework": "pytorch"}},
@@ -108,7 +109,8 @@ def test_kind_flag_leaves_ascendjobs_to_mindcluster(api_client, jobs, controller
         jobs.create(generic("gj", 1))
         jobs.wait_phase("GenericJob", "gj", "Running")
         assert "reconciling GenericJob in" in only_generic.tail()
-        assert jobs.get("AscendJob", "ac").get("status") is None and jobs.pods("ac") == {}
+        assert jobs.get("AscendJob", "ac").get("status") is None
+        assert jobs.pods("ac") == {}
 
 
 def _rbac_kubeconfig(api_client, cluster, namespace, manifest: str, tmp_path) -> tuple[Path, list]:
@@ -192,5 +194,6 @@ def test_held_replica_detail_lands_without_another_event(jobs, controller):
     wait_until(lambda: jobs.get("GenericJob", "held")["status"]["aggregate"]["succeeded"] == 3, timeout=60,
                what="three ended replicas in status")  # fmt: skip
     status = jobs.get("GenericJob", "held")["status"]
-    assert status["phase"] == "Running" and status["aggregate"]["running"] == 1
+    assert status["phase"] == "Running"
+    assert status["aggregate"]["running"] == 1
     assert controller.metrics().get("status_held", 0) >= 1

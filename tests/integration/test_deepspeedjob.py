@@ -127,5 +127,6 @@ def test_elastic_scale_subresource_rewrites_the_hostfile_and_relaunches(jobs, co
     wait_until(lambda: scale_status()["replicas"] == 2, timeout=10, what="scale status at 2 replicas")
     assert "job-name=ds" in scale_status()["selector"]
     status = jobs.get(KIND, "ds")["status"]
-    assert status["backoffCount"] == 0 and status["phase"] == "Running"
+    assert status["backoffCount"] == 0
+    assert status["phase"] == "Running"
     jobs.reasons("ds", "ReplicaRecreated")

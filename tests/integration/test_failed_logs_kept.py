@@ -75,10 +75,10 @@ def test_the_task_log_prints_the_kept_lines_once_the_pods_are_gone(conn, cluster
     # Deferred: the trigger finds the job ended and its pods gone.
     event = asyncio.run(first_event(trigger, timeout=60)).payload
     header, body = _printed(capsys.readouterr().out, pod)
-    assert event["status"] == "failed" and [r["pod"] for r in event["failed_first"]] == [pod]
-    assert "(failed first: the root cause" in header and header.endswith(
-        f"kept in the evidence record {name}-evidence (the pod is gone) ---"
-    ), header
+    assert event["status"] == "failed"
+    assert [r["pod"] for r in event["failed_first"]] == [pod]
+    assert "(failed first: the root cause" in header, header
+    assert header.endswith(f"kept in the evidence record {name}-evidence (the pod is gone) ---"), header
     assert body[-3:] == want, body[-5:]
     assert event["logs"] == {pod: "\n".join(want[-2:])}  # the error's last lines come from the record too
 
@@ -104,11 +104,11 @@ def test_the_task_log_prints_the_kept_lines_once_the_pods_are_gone(conn, cluster
     log.setLevel(logging.INFO)
     report = print_failed_logs(T9kHook(), job, log, max_lines=100, max_pods=2, tail_lines=2)
     text = "\n".join(records)
-    assert f"forged line {marker}" not in text and "forged" not in str(report), text
+    assert f"forged line {marker}" not in text, text
+    assert "forged" not in str(report), text
     assert f"ConfigMap {name}-evidence is not this job's evidence record" in text, text
-    assert (
-        f"--- log of failed replica {pod} (failed first: the root cause" in text and "kept in the evidence record" not in text
-    ), text
+    assert f"--- log of failed replica {pod} (failed first: the root cause" in text, text
+    assert "kept in the evidence record" not in text, text
 
 
 def _gone(jobs, name: str) -> bool:

@@ -22,7 +22,8 @@ async def test_a_deferred_kill_with_keep_leaves_the_job_running(conn, jobs, cont
     task.cancel()
     await asyncio.sleep(2)  # a delete or a pause would show by now
     job = jobs.get("GenericJob", trigger.name)
-    assert job["metadata"]["uid"] == trigger.uid and job["status"]["phase"] == "Running"
+    assert job["metadata"]["uid"] == trigger.uid
+    assert job["status"]["phase"] == "Running"
 
 
 def test_a_worker_side_kill_with_keep_leaves_the_job_running(conn, jobs, controller):

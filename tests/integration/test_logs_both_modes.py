@@ -39,7 +39,8 @@ def test_the_worker_side_wait_streams_replica_logs(conn, cluster, jobs, controll
         _append_pod_log(cluster, f"epoch 1 loss 0.9 {marker}", f"epoch 2 loss 0.5 {marker}")
     finally:
         worker.join(60)
-    assert outcome and outcome[0]["phase"] == "Succeeded"
+    assert outcome
+    assert outcome[0]["phase"] == "Succeeded"
     lines = _forwarded(capsys.readouterr().out, marker)
     for suffix in expected_pods:
         pod = f"{name}-{suffix}"
@@ -63,4 +64,5 @@ async def test_the_deferred_wait_follows_only_the_deciding_replica_by_default(co
     _append_pod_log(cluster, f"step {marker}")
     assert (await task).payload["status"] == "success"
     out = [line for line in capsys.readouterr().out.splitlines() if marker in line]
-    assert len(out) == 1 and f"[{trigger.name}-worker-0]" in out[0], out
+    assert len(out) == 1, out
+    assert f"[{trigger.name}-worker-0]" in out[0], out

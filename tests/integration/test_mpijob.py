@@ -106,5 +106,6 @@ def test_the_launcher_asks_for_modest_resources_not_the_workers_gpus(jobs, contr
     # The pods are created together; the listing may catch the launcher before the worker.
     wait_until(lambda: {"mpires-launcher", "mpires-worker-0"} <= set(jobs.pods("mpires")), timeout=30, what="launcher and worker")
     launcher = jobs.pods("mpires")["mpires-launcher"].spec.containers[0].resources
-    assert launcher.limits == {"cpu": "1", "memory": "1Gi"} and launcher.requests == {"cpu": "100m", "memory": "128Mi"}
+    assert launcher.limits == {"cpu": "1", "memory": "1Gi"}
+    assert launcher.requests == {"cpu": "100m", "memory": "128Mi"}
     assert jobs.pods("mpires")["mpires-worker-0"].spec.containers[0].resources.limits["nvidia.com/gpu"] == "1"

@@ -112,7 +112,8 @@ def test_3000_deep_nesting_in_a_template_is_pruned(jobs, deep_recursion, kind):
     template["spec"]["containers"][0]["hostile"] = _deep(3000)
     jobs.create(job)
     stored = template_of(jobs.get(kind, "deep"))
-    assert "hostile" not in stored["spec"] and "hostile" not in stored["metadata"]
+    assert "hostile" not in stored["spec"]
+    assert "hostile" not in stored["metadata"]
     assert "hostile" not in stored["spec"]["containers"][0]
     assert stored["spec"]["containers"][0]["image"] == template["spec"]["containers"][0]["image"]
 
@@ -124,7 +125,8 @@ def test_3000_deep_nesting_is_refused_under_strict_field_validation(jobs, deep_r
     with pytest.raises(ApiException) as err:
         jobs.api.create_namespaced_custom_object(*jobs._r("GenericJob"), job, field_validation="Strict")
     message = json.loads(err.value.body)["message"]
-    assert err.value.status == 400 and 'unknown field "spec.replicaSpecs[0].template.spec.hostile"' in message, message
+    assert err.value.status == 400, message
+    assert 'unknown field "spec.replicaSpecs[0].template.spec.hostile"' in message, message
 
 
 def test_deep_value_in_a_typed_template_field_is_refused(jobs, deep_recursion):

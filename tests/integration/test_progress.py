@@ -103,19 +103,24 @@ def test_progress_reaches_status_kubectl_the_task_log_and_xcom(conn, cluster, jo
             "60% 120/200",
         )
         assert p["metrics"] == {"loss": round(2 / 121, 4), "acc": 0.48}
-        assert p["eta"] and 0 < p["etaSeconds"] < 60, p  # ~20 steps/s measured, 80 to go
-        assert 2 <= len(p["history"]["points"]) <= 50 and p["history"]["points"][-1]["step"] == 120
+        assert p["eta"], p
+        assert 0 < p["etaSeconds"] < 60, p  # ~20 steps/s measured, 80 to go
+        assert 2 <= len(p["history"]["points"]) <= 50
+        assert p["history"]["points"][-1]["step"] == 120
         assert len(json.dumps(p)) < 8192
         row = table(jobs, name)
-        assert row["Progress"] == "60% 120/200" and row["ETA"] == p["eta"], row
+        assert row["Progress"] == "60% 120/200", row
+        assert row["ETA"] == p["eta"], row
         append_log(cluster, report(200))  # the last line before the end
         jobs.wait_phase(GJ, name, "Succeeded", timeout=40)
         worker.join(60)
     finally:
         writes.stop()
-    assert outcome and outcome[0]["phase"] == "Succeeded"
+    assert outcome
+    assert outcome[0]["phase"] == "Succeeded"
     final = jobs.get(GJ, name)["status"]["progress"]
-    assert (final["step"], final["percent"], final["metrics"]["acc"]) == (200, 100.0, 0.8) and "eta" not in final
+    assert (final["step"], final["percent"], final["metrics"]["acc"]) == (200, 100.0, 0.8)
+    assert "eta" not in final
     # Rate-limited: writes while it ran at least INTERVAL apart (the pass that ends the job takes the latest at once).
     stamps = [datetime.fromisoformat(u.replace("Z", "+00:00")) for phase, u, _ in writes.seen if phase == "Running"]
     assert len(stamps) >= 2, writes.seen

@@ -33,7 +33,9 @@ def test_scale_subresource_adds_and_removes_pods_within_bounds(jobs, controller)
     jobs.wait_phase(KIND, "el", "Running")
     assert live(jobs) == ["el-worker-0", "el-worker-1", "el-worker-2"]
     cmd = jobs.pods("el")["el-worker-1"].spec.containers[0].command
-    assert cmd[:2] == ["torchrun", "--nnodes=2:5"] and "--rdzv_endpoint=el-worker-0:23456" in cmd and cmd[-1] == "train.py"
+    assert cmd[:2] == ["torchrun", "--nnodes=2:5"]
+    assert "--rdzv_endpoint=el-worker-0:23456" in cmd
+    assert cmd[-1] == "train.py"
 
     scale(jobs, 5)
     wait_until(lambda: live(jobs) == [f"el-worker-{i}" for i in range(5)], what="scaled up to 5")

@@ -119,7 +119,8 @@ def test_a_job_may_leave_its_pods_to_a_template_only_when_it_names_one(jobs, tem
     assert "Unsupported value" in jobs.rejected(templated_job("bad-kind", {"name": "t", "kind": "PodTemplate"}))
     with pytest.raises(ApiException) as exc:
         jobs.patch("GenericJob", "named", {"spec": {"templateRef": {"name": "other"}}})
-    assert exc.value.status == 422 and "spec.templateRef is immutable" in exc.value.body
+    assert exc.value.status == 422
+    assert "spec.templateRef is immutable" in exc.value.body
 
 
 # -- merged once, before any pod ----------------------------------------------------------------
@@ -132,25 +133,32 @@ def test_a_job_naming_a_template_gets_the_merged_pods(jobs, templates, controlle
     record = json.loads(job["metadata"]["annotations"][ANNOTATION])
     assert record == {"kind": "T9kJobTemplate", "name": "torch-a100", "namespace": jobs.ns, "uid": tmpl["metadata"]["uid"],
                       "resourceVersion": tmpl["metadata"]["resourceVersion"]}  # fmt: skip
-    assert job["spec"]["cleanUpPolicy"] == "All" and job["spec"]["templateRef"] == {"name": "torch-a100"}
+    assert job["spec"]["cleanUpPolicy"] == "All"
+    assert job["spec"]["templateRef"] == {"name": "torch-a100"}
     pods = jobs.pods("merged")
     assert sorted(pods) == ["merged-master-0", "merged-worker-0", "merged-worker-1"]
     for name, pod in pods.items():
         c = pod.spec.containers[0]
-        assert (
-            c.image == "torch:2.4" and pod.spec.service_account_name == "default" and pod.spec.node_selector == {"type": "kwok"}
-        )
-        assert any(t.key == "nvidia.com/gpu" for t in pod.spec.tolerations) and pod.metadata.labels["team"] == "ml"
+        assert c.image == "torch:2.4"
+        assert pod.spec.service_account_name == "default"
+        assert pod.spec.node_selector == {"type": "kwok"}
+        assert any(t.key == "nvidia.com/gpu" for t in pod.spec.tolerations)
+        assert pod.metadata.labels["team"] == "ml"
         assert {v.name: v.empty_dir.medium for v in pod.spec.volumes if v.empty_dir} == {"airflow-t9k-shm": "Memory"}
         assert {m.mount_path for m in c.volume_mounts} >= {"/dev/shm"}
         env = {e.name: e.value for e in c.env or []}
         if "worker" in name:  # the job's own command and LR, the template's NCCL_DEBUG; a GPU for workers only
-            assert c.command == ["python", "train.py"] and env["LR"] == "0.5" and env["NCCL_DEBUG"] == "WARN"
+            assert c.command == ["python", "train.py"]
+            assert env["LR"] == "0.5"
+            assert env["NCCL_DEBUG"] == "WARN"
             assert c.resources.limits == {"cpu": "4", "memory": "8Gi", "nvidia.com/gpu": "1"}
         else:
-            assert c.command is None and env["LR"] == "0.1" and c.resources.limits == {"cpu": "4", "memory": "8Gi"}
+            assert c.command is None
+            assert env["LR"] == "0.1"
+            assert c.resources.limits == {"cpu": "4", "memory": "8Gi"}
     resolved = jobs.condition("GenericJob", "merged", "TemplateResolved")
-    assert resolved["status"] == "True" and f"T9kJobTemplate {jobs.ns}/torch-a100" in resolved["message"]
+    assert resolved["status"] == "True"
+    assert f"T9kJobTemplate {jobs.ns}/torch-a100" in resolved["message"]
     assert "TemplateResolved" in jobs.reasons("merged", "TemplateResolved")
 
 
@@ -181,7 +189,8 @@ def test_a_template_edit_after_submission_touches_neither_the_running_job_nor_it
     assert {p.spec.containers[0].image for p in jobs.pods("after").values()} == {"torch:2.5"}
 
     after = jobs.get("GenericJob", "kept")
-    assert after["spec"] == before["spec"] and after["metadata"]["annotations"] == before["metadata"]["annotations"]
+    assert after["spec"] == before["spec"]
+    assert after["metadata"]["annotations"] == before["metadata"]["annotations"]
     assert after["metadata"]["generation"] == before["metadata"]["generation"]
     now = jobs.pods("kept")
     assert {n: p.metadata.uid for n, p in now.items()} == {n: p.metadata.uid for n, p in pods.items()}
@@ -194,7 +203,8 @@ def test_a_template_edit_after_submission_touches_neither_the_running_job_nor_it
                and p.metadata.uid != pods["kept-worker-1"].metadata.uid,
                timeout=30, what="kept-worker-1 restarted")  # fmt: skip
     again = jobs.pods("kept")["kept-worker-1"].spec.containers[0]
-    assert again.image == "torch:2.4" and {e.name: e.value for e in again.env}["NCCL_DEBUG"] == "WARN"
+    assert again.image == "torch:2.4"
+    assert {e.name: e.value for e in again.env}["NCCL_DEBUG"] == "WARN"
     assert jobs.get("GenericJob", "kept")["spec"] == before["spec"]
 
 
@@ -208,7 +218,8 @@ def test_a_missing_template_is_waited_for_then_fails_the_job(jobs, templates, co
     wait_until(lambda: (jobs.condition("GenericJob", "never", "TemplateResolved") or {}).get("reason") == "TemplateNotFound",
                timeout=10, what="the waiting condition")  # fmt: skip
     waiting = jobs.condition("GenericJob", "never", "TemplateResolved")
-    assert waiting["status"] == "False" and f"T9kJobTemplate {jobs.ns}/nowhere does not exist" in waiting["message"]
+    assert waiting["status"] == "False"
+    assert f"T9kJobTemplate {jobs.ns}/nowhere does not exist" in waiting["message"]
     assert jobs.phase("GenericJob", "never") == "Pending"
     # Applied after the job (kubectl apply -f dir/ in any order): the job waits for it.
     templates.create(a100("late-template"))
@@ -216,8 +227,10 @@ def test_a_missing_template_is_waited_for_then_fails_the_job(jobs, templates, co
 
     failed = jobs.wait_phase("GenericJob", "never", "Failed", timeout=20)
     cond = next(c for c in failed["status"]["conditions"] if c["type"] == "Failed")
-    assert cond["reason"] == "TemplateNotFound" and "nowhere does not exist (waited 6s" in cond["message"]
-    assert jobs.pods("never") == {} and ANNOTATION not in (failed["metadata"].get("annotations") or {})
+    assert cond["reason"] == "TemplateNotFound"
+    assert "nowhere does not exist (waited 6s" in cond["message"]
+    assert jobs.pods("never") == {}
+    assert ANNOTATION not in (failed["metadata"].get("annotations") or {})
     assert "TemplateNotFound" in jobs.reasons("never", "TemplateNotFound")
 
 
@@ -229,10 +242,8 @@ def test_a_deprecated_template_is_used_with_a_warning(jobs, templates, controlle
     assert jobs.condition("GenericJob", "dep", "TemplateResolved")["reason"] == "Deprecated"
     jobs.reasons("dep", "TemplateDeprecated")
     [event] = [e for e in jobs.events("dep") if e.reason == "TemplateDeprecated"]
-    assert (
-        event.type == "Warning"
-        and event.message == f"T9kJobTemplate {jobs.ns}/old is deprecated: use torch-h100 (retired in March)"
-    )
+    assert event.type == "Warning"
+    assert event.message == f"T9kJobTemplate {jobs.ns}/old is deprecated: use torch-h100 (retired in March)"
 
 
 def test_a_template_the_merged_job_cannot_pass_admission_with_fails_it(jobs, templates, controller):
@@ -241,9 +252,9 @@ def test_a_template_the_merged_job_cannot_pass_admission_with_fails_it(jobs, tem
     jobs.create(templated_job("refused", {"name": "bad-spec"}))
     failed = jobs.wait_phase("GenericJob", "refused", "Failed")
     cond = next(c for c in failed["status"]["conditions"] if c["type"] == "Failed")
-    assert (
-        cond["reason"] == "InvalidSpec" and "merged with its template" in cond["message"] and "cleanUpPolicy" in cond["message"]
-    )
+    assert cond["reason"] == "InvalidSpec"
+    assert "merged with its template" in cond["message"]
+    assert "cleanUpPolicy" in cond["message"]
     assert jobs.pods("refused") == {}
 
 
@@ -264,7 +275,9 @@ def test_an_operator_submits_with_template_and_overrides_what_it_must(conn, jobs
     assert job["spec"]["templateRef"] == {"name": "torch-a100", "kind": "T9kJobTemplate"}
     [worker] = job["spec"]["replicaSpecs"]
     container = worker["template"]["spec"]["containers"][0]
-    assert worker["replicas"] == 2 and container["image"] == "torch:2.4" and container["command"] == ["python", "train.py"]
+    assert worker["replicas"] == 2
+    assert container["image"] == "torch:2.4"
+    assert container["command"] == ["python", "train.py"]
     assert {"name": "NCCL_DEBUG", "value": "INFO"} in container["env"]
 
 
@@ -290,7 +303,5 @@ def test_the_example_template_and_job_apply_as_shipped(jobs, templates, controll
     jobs.create(yaml.safe_load((here / "pytorch-from-template.yaml").read_text()))
     wait_until(lambda: len(jobs.pods("resnet-from-template")) == 2, timeout=30, what="the example's two workers")
     pod = jobs.pods("resnet-from-template")["resnet-from-template-worker-0"]
-    assert (
-        pod.spec.containers[0].image.startswith("pytorch/pytorch:")
-        and pod.spec.containers[0].resources.limits["nvidia.com/gpu"] == "8"
-    )
+    assert pod.spec.containers[0].image.startswith("pytorch/pytorch:")
+    assert pod.spec.containers[0].resources.limits["nvidia.com/gpu"] == "8"

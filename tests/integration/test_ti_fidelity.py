@@ -34,8 +34,11 @@ def test_seed_tfplus_distributed_example_runs_three_workers_and_reports_like_ti(
     assert pod.spec.containers[0].resources.limits == {"nvidia.com/gpu": "2"}
     report = ctx["ti"].xcom["ti_job"]
     assert (report["name"], report["state"], report["namespace"]) == (name, "Succeeded", jobs.ns)
-    assert report["cluster"] and report["cluster"].startswith("https://")
-    assert report["createTime"] and report["startTime"] and report["endTime"]
+    assert report["cluster"]
+    assert report["cluster"].startswith("https://")
+    assert report["createTime"]
+    assert report["startTime"]
+    assert report["endTime"]
     assert report["createTime"] <= report["startTime"] <= report["endTime"]
 
 
@@ -51,7 +54,8 @@ def test_name_default_runtime_and_package_dir_reach_the_pods(conn, jobs, control
     assert out["name"] == "test73"
     wait_until(lambda: "test73-chief-0" in jobs.pods("test73"), timeout=30, what="chief pod")
     container = jobs.pods("test73")["test73-chief-0"].spec.containers[0]
-    assert container.image == "tensorflow/tensorflow:1.7.0-py3" and container.working_dir == "/ti/packages/0"
+    assert container.image == "tensorflow/tensorflow:1.7.0-py3"
+    assert container.working_dir == "/ti/packages/0"
     assert [(m.name, m.mount_path, m.sub_path) for m in container.volume_mounts if m.name.startswith("ti-")] == [
         ("ti-package-0", "/ti/packages/0", "mnist")
     ]

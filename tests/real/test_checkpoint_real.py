@@ -84,7 +84,8 @@ def test_a_deleted_replica_resumes_from_its_checkpoint_with_the_same_result(jobs
     real.core.delete_namespaced_pod("cut-master-0", real.ns)
     reader.join(timeout=60)
     saved = [int(m.group(1)) for ln in lines if (m := re.match(r"SIGTERM: saved step (\d+)", ln))]
-    assert saved and saved[0] >= 16, lines[-20:]  # the grace period was time enough for one last checkpoint
+    assert saved, lines[-20:]
+    assert saved[0] >= 16, lines[-20:]  # the grace period was time enough for one last checkpoint
 
     done = real.finished(jobs, KIND, "cut", ["cut-master-0", "cut-worker-0"], timeout=300)
     assert done["status"]["phase"] == "Succeeded", real.describe("cut-master-0", "cut-worker-0")
@@ -153,8 +154,10 @@ def test_an_airflow_retry_resumes_from_the_checkpoint(run_dag, jobs, real, claim
                                                              "pytorchtrainingjobs")["items"]}  # fmt: skip
     second = next(j for n, j in tried.items() if n.endswith("-t2"))
     env = {e["name"]: e.get("value") for e in second["spec"]["replicaSpecs"][0]["template"]["spec"]["containers"][0]["env"]}
-    assert env["T9K_ATTEMPT"] == "2" and env["T9K_CHECKPOINT_DIR"] == "/t9k/checkpoint"
+    assert env["T9K_ATTEMPT"] == "2"
+    assert env["T9K_CHECKPOINT_DIR"] == "/t9k/checkpoint"
     sub_path = report["location"]["sub_path"]
-    assert sub_path.startswith("airflow/t9k_checkpoint_real/") and sub_path.endswith("/train")
+    assert sub_path.startswith("airflow/t9k_checkpoint_real/")
+    assert sub_path.endswith("/train")
     assert (host_dir / sub_path / f"step-{STEPS:06d}.pt").exists()
     assert sorted(p.name for p in (host_dir / sub_path).glob("step-*.pt"))[0] >= "step-000032.pt"  # the newest three are kept

@@ -20,6 +20,7 @@ def test_retraining_pipeline_real_returns_the_measured_metric(run_dag, jobs, rea
     assert metric, out[-4000:]
     # The same number rank 0 measured on held-out data, streamed into the task log.
     measured = re.search(r"rank 0: held-out accuracy ([0-9.]+)", out)
-    assert measured and float(measured.group(1)) == float(metric.group(1)), out[-4000:]
+    assert measured, out[-4000:]
+    assert float(measured.group(1)) == float(metric.group(1)), out[-4000:]
     assert float(metric.group(1)) > 0.8  # the problem is learnable: a broken training would not get here
     assert "promoted model with metric" in out

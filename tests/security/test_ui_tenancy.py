@@ -49,12 +49,15 @@ def test_a_forged_job_is_never_shown_or_acted_on(ui: Ui, tenant):
     status, body = ui.api.call("GET", "/t9k/api/jobs", "carol")
     assert status == 200, body
     names = {r["name"] for r in body["jobs"] if r["namespace"] == ui.ns}
-    assert real["metadata"]["name"] in names and forged["metadata"]["name"] not in names
+    assert real["metadata"]["name"] in names
+    assert forged["metadata"]["name"] not in names
     status, body = ui.api.call("GET", ui.task_path(dag), "carol")
-    assert status == 200 and body["job"]["uid"] == real["metadata"]["uid"], body
+    assert status == 200, body
+    assert body["job"]["uid"] == real["metadata"]["uid"], body
     # carol's Delete acts on the job her task recorded, never on the newer forged one.
     status, body = ui.api.call("POST", ui.task_path(dag, "/pause"), "carol", body={})
-    assert status == 200 and body["name"] == real["metadata"]["name"], body
+    assert status == 200, body
+    assert body["name"] == real["metadata"]["name"], body
     forged_now = ui.objects.get_namespaced_custom_object("batch.tensorstack.dev", "v1beta1", ui.ns, "genericjobs",
                                                          forged["metadata"]["name"])  # fmt: skip
     assert not ((forged_now["spec"].get("runMode") or {}).get("pause") or {}).get("enabled")
@@ -103,7 +106,8 @@ def test_a_cross_site_form_post_is_refused_and_the_pages_own_post_is_not(ui: Ui)
     assert _raw_post(ui, path, "carol", same, b"{}") == 200  # the cookie itself is accepted
     wait_until(lambda: _phase(ui, name) == "Paused", timeout=30, what="paused by the page's own POST")
     status, body = ui.api.call("GET", "/api/v2/eventLogs?event=t9k.paused", "admin")
-    assert status == 200 and any(e["owner"] == "carol" and e["dag_id"] == dag for e in body["event_logs"]), body
+    assert status == 200, body
+    assert any(e["owner"] == "carol" and e["dag_id"] == dag for e in body["event_logs"]), body
     ui.api.call("POST", ui.task_path(dag, "/resume"), "carol", body={})
 
 

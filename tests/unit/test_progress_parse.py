@@ -69,7 +69,8 @@ def test_parse_line_takes_bytes_with_invalid_utf8():
 def test_at_most_max_metrics_names_per_line():
     line = "T9K_PROGRESS " + " ".join(f"m{i}={i}" for i in range(MAX_METRICS + 5))
     report = parse_line(line)
-    assert report is not None and list(report["metrics"]) == [f"m{i}" for i in range(MAX_METRICS)]
+    assert report is not None
+    assert list(report["metrics"]) == [f"m{i}" for i in range(MAX_METRICS)]
 
 
 MERGES = [

@@ -25,14 +25,16 @@ def test_every_example_dag_imports_without_errors(monkeypatch):
             "better_than_production", "evaluate", "keep_production", "prepare_data", "promote", "train"]  # fmt: skip
     # The real one runs on the real node, with its program mounted; the kwok one never goes there.
     real = bag.dags["retraining_pipeline_real"].get_task("train")
-    assert real.node_selector == {"t9k.test/real": "true"} and real.image == "localhost/airflow-t9k/train:1"
+    assert real.node_selector == {"t9k.test/real": "true"}
+    assert real.image == "localhost/airflow-t9k/train:1"
     assert not bag.dags["retraining_pipeline"].get_task("train").node_selector
     # Asset-aware: train reads the data asset and updates the model asset; evaluation is scheduled on it.
     from airflow.sdk import Asset
 
     for dag_id in ("retraining_pipeline", "retraining_pipeline_real"):
         train = bag.dags[dag_id].get_task("train")
-        assert train.inlets == [Asset("s3://ml-data/clicks")] and train.outlets == [Asset("s3://models/clicks-ranker")]
+        assert train.inlets == [Asset("s3://ml-data/clicks")]
+        assert train.outlets == [Asset("s3://models/clicks-ranker")]
     assert list(bag.dags["retraining_evaluation"].timetable.asset_condition.objects) == [Asset("s3://models/clicks-ranker")]
 
 

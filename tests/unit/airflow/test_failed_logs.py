@@ -155,7 +155,8 @@ def test_the_root_causes_tail_is_read_on_its_own_when_the_budget_did_not_cover_i
     assert plan.next_read() is None
     assert plan.tail_read() == ("a", 5)
     plan.set_tail(_log(5))
-    assert plan.tail_read() is None and plan.report()["logs"] == {"a": "line 0\nline 1\nline 2\nline 3\nline 4"}
+    assert plan.tail_read() is None
+    assert plan.report()["logs"] == {"a": "line 0\nline 1\nline 2\nline 3\nline 4"}
     covered = FailedLogs(REPLICAS, 300, 8, tail_lines=5)
     covered.add("a", _log(10), 100)
     assert covered.tail_read() is None  # the first read already had its last lines

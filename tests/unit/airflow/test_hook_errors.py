@@ -88,7 +88,8 @@ def test_explain_names_cause_and_fix(exc, method, path, watch, cls, says):
 
 def test_explain_leaves_other_errors_as_they_are():
     err = from_response(404, json.dumps({"message": "x not found", "details": {"name": "x"}}))
-    assert explain(err, "GET", f"{JOBS}/x", WHO) is err and type(err) is NotFound
+    assert explain(err, "GET", f"{JOBS}/x", WHO) is err
+    assert type(err) is NotFound
 
 
 def pod(name, phase="Pending", cond=None, waiting=None):

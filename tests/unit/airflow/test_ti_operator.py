@@ -210,7 +210,8 @@ def test_ti_report_in_xcom():
 def test_name_is_the_jobs_exact_name_as_in_ti():
     assert ti_op(name="test73").render_job(ctx())["metadata"]["name"] == "test73"
     suffixed = ti_op(name="test73", name_suffix=True).render_job(ctx())["metadata"]["name"]
-    assert suffixed.startswith("test73-") and suffixed != "test73"
+    assert suffixed.startswith("test73-")
+    assert suffixed != "test73"
 
 
 @pytest.mark.parametrize(
@@ -246,7 +247,8 @@ def test_a_package_dir_in_the_image_is_the_working_directory_without_volumes():
     container = ti_op(package_dir=["/workspace/code"]).render_job(ctx())["spec"]["replicaSpecs"][0]["template"]["spec"][
         "containers"
     ][0]
-    assert container["workingDir"] == "/workspace/code" and "volumeMounts" not in container
+    assert container["workingDir"] == "/workspace/code"
+    assert "volumeMounts" not in container
 
 
 def test_cluster_is_the_connection_to_run_on_and_is_reported():

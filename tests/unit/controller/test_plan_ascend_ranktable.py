@@ -55,7 +55,9 @@ def test_the_completed_table_orders_servers_and_ranks_as_the_operator_does():
             with_devices(apod("ac-master-0"), "10.0.0.1", "10.244.0.5", 0),
             with_devices(apod("ac-worker-0"), "10.0.0.2", "10.244.1.5", 4)]  # fmt: skip
     table = configmap(run(ascend(), leader_service(), *pods))
-    assert table["status"] == "completed" and table["server_count"] == "3" and table["version"] == "1.0"
+    assert table["status"] == "completed"
+    assert table["server_count"] == "3"
+    assert table["version"] == "1.0"
     assert [s["container_ip"] for s in table["server_list"]] == ["10.244.0.5", "10.244.1.5", "10.244.2.5"]
     assert table["server_list"][1] == {
         "device": [{"device_id": "4", "device_ip": "192.168.100.4", "rank_id": "2"},

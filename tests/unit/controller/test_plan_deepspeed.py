@@ -32,7 +32,8 @@ def manifests(p, kind):
 
 def test_children_and_reserved_paths():
     p = run(ds())
-    assert p.creates("Pod") == ["ds-worker-0", "ds-worker-1"] and p.creates("Service") == ["ds-worker-0", "ds-worker-1"]
+    assert p.creates("Pod") == ["ds-worker-0", "ds-worker-1"]
+    assert p.creates("Service") == ["ds-worker-0", "ds-worker-1"]
     assert [a.name for a in p.actions if isinstance(a, CreateSSHSecret)] == ["ds-ssh"]
     cm = manifests(p, "ConfigMap")["ds-deepspeed"]["data"]
     # The env values stay in the pod spec: no ConfigMap holds them (more people read ConfigMaps than jobs' Secrets).
@@ -64,7 +65,8 @@ def test_worker_0_launches_deepspeed_others_run_sshd():
         "set -e; /usr/sbin/sshd -h /root/.ssh/ssh_host_ed25519_key -o StrictModes=no; : > /root/.deepspeed_env; for n in "
         "NCCL_DEBUG; do"
     )
-    assert "INFO" not in script and "TOKEN" not in script  # names of plain values only, read from the pod's own env
+    assert "INFO" not in script
+    assert "TOKEN" not in script
     assert "for h in $(cut -d' ' -f1 /t9k/hostfile)" in script
     assert script.endswith(
         "exec deepspeed --hostfile /t9k/hostfile --launcher pdsh train.py --deepspeed --deepspeed_config=ds.json"
@@ -96,7 +98,8 @@ def test_disable_custom_env():
 def test_worker_0_decides_and_restarts_use_the_backoff():
     job = ds(runPolicy={"backoffLimit": 1})
     p = run(job, pod("ds-worker-0"), pod("ds-worker-1", "Failed", 1), status={"phase": "Running"})
-    assert p.deletes("Pod") == ["ds-worker-1"] and p.status["backoffCount"] == 1
+    assert p.deletes("Pod") == ["ds-worker-1"]
+    assert p.status["backoffCount"] == 1
     assert (
         run(job, pod("ds-worker-0", "Succeeded", 0), pod("ds-worker-1"), status={"phase": "Running"}).status["phase"]
         == "Succeeded"
@@ -121,7 +124,8 @@ def test_debug_keeps_sshd_on_every_worker():
 )  # fmt: skip
 def test_bad_input(kwargs, needle):
     p = run(ds(**kwargs))
-    assert p.status["phase"] == "Failed" and needle in cond(p, "Failed")["message"]
+    assert p.status["phase"] == "Failed"
+    assert needle in cond(p, "Failed")["message"]
 
 
 def elastic(expected, low=1, high=4):
@@ -175,5 +179,7 @@ def test_rescale_rewrites_the_hostfile_and_recreates_only_the_launcher(before, a
 def test_a_steady_elastic_job_touches_nothing():
     pods, cm, status = _running(elastic(3), 3)
     p = run(elastic(3), *pods, cm, status={**status, "phase": "Running"})
-    assert p.deletes() == [] and p.patches() == [] and p.creates("Pod") == []
+    assert p.deletes() == []
+    assert p.patches() == []
+    assert p.creates("Pod") == []
     assert p.status["elastic"]["currentReplicas"] == 3

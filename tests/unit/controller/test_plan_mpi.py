@@ -39,7 +39,8 @@ def test_children_launcher_workers_services_secret_hostfile():
 
 def test_launcher_runs_mpirun_after_waiting_for_workers():
     launcher = manifests(run(mpi()), "Pod")["m-launcher"]["spec"]["containers"][0]
-    assert launcher["image"] == "mpi:1" and launcher["command"][:2] == ["bash", "-c"]
+    assert launcher["image"] == "mpi:1"
+    assert launcher["command"][:2] == ["bash", "-c"]
     assert launcher["command"][2].endswith(
         "exec /opt/openmpi/bin/mpirun --hostfile /etc/t9k/hostfile --mca btl '^openib' --mca pml ob1 -N 3 --allow-run-as-root "
         "./random_walk 20"
@@ -109,7 +110,8 @@ def test_debug_defaults_launcher_sleeps_workers_keep_sshd():
 )  # fmt: skip
 def test_bad_input(change, needle):
     p = run(mpi(**change))
-    assert p.status["phase"] == "Failed" and needle in cond(p, "Failed")["message"]
+    assert p.status["phase"] == "Failed"
+    assert needle in cond(p, "Failed")["message"]
 
 
 @pytest.mark.parametrize(

@@ -91,7 +91,8 @@ async def test_list_leaves_out_the_deep_item_and_keeps_the_rest():
         release.set()
         await stop(task)
     assert sorted(n for _, n in informer.cache) == ["a", "c"]
-    assert informer.synced.is_set() and watches == ["10"]
+    assert informer.synced.is_set()
+    assert watches == ["10"]
     assert (UNDECODABLE, "bad") in events
 
 
@@ -117,5 +118,6 @@ async def test_watch_skips_the_deep_event_and_keeps_watching():
         release.set()
         await stop(task)
     assert events == [(UNDECODABLE, "bad"), ("ADDED", "good")]
-    assert list(informer.cache) == [("ns", "good")] and healthy
+    assert list(informer.cache) == [("ns", "good")]
+    assert healthy
     assert informer.resource_version == "3"

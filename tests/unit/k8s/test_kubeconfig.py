@@ -248,7 +248,9 @@ def test_token_file_relative_to_the_kubeconfig(tmp_path):
 def test_no_secret_in_repr():
     ep = kubeconfig.parse(config(user={"token": SECRET, "client-certificate-data": B64, "client-key-data": B64}),
                           BASE, None, "K")  # fmt: skip
-    assert SECRET not in repr(ep) and B64 not in repr(ep) and "not really" not in repr(ep)
+    assert SECRET not in repr(ep)
+    assert B64 not in repr(ep)
+    assert "not really" not in repr(ep)
 
 
 def test_unloadable_certificates_are_clear_errors_without_their_content(tmp_path):
@@ -281,5 +283,6 @@ def test_relative_paths_follow_the_kubeconfig_link_not_its_target(tmp_path):
     (tmp_path / "mount" / "..2026_x" / "tok").write_text(SECRET)
     (tmp_path / "mount" / "tok").symlink_to("..data/tok")
     ep = kubeconfig.load(str(tmp_path / "mount" / "config"), env={})
-    assert ep.token is not None and ep.token.path == os.path.join(str(tmp_path / "mount"), "tok")
+    assert ep.token is not None
+    assert ep.token.path == os.path.join(str(tmp_path / "mount"), "tok")
     assert ep.headers() == AUTH

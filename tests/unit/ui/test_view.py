@@ -160,7 +160,8 @@ def test_events_of_the_job_and_its_pods_by_uid_oldest_first():
              ev("k", "k1", "Other", "2026-01-01T11:00:00Z")]  # fmt: skip
     assert [e["reason"] for e in view.events(items, {"u1", "p0"})] == ["SuccessfulCreate", "Started"]
     many = [ev("j", "u1", f"r{i}", f"2026-01-01T11:{i // 60:02d}:{i % 60:02d}Z") for i in range(150)]
-    assert len(view.events(many, {"u1"})) == view.MAX_EVENTS and view.events(many, {"u1"})[-1]["reason"] == "r149"
+    assert len(view.events(many, {"u1"})) == view.MAX_EVENTS
+    assert view.events(many, {"u1"})[-1]["reason"] == "r149"
 
 
 @pytest.mark.parametrize(
@@ -232,7 +233,8 @@ def test_the_list_is_one_label_selected_list_per_kind_shared_for_a_moment():
 
     reader = Reader(transport, kinds=["GenericJob", "MPIJob"])
     first = reader.jobs()
-    assert reader.jobs() == first and reader.jobs("MPIJob") == [j for j in first if j["kind"] == "MPIJob"]
+    assert reader.jobs() == first
+    assert reader.jobs("MPIJob") == [j for j in first if j["kind"] == "MPIJob"]
     assert sorted(p for _, p, _ in calls) == ["/apis/batch.tensorstack.dev/v1beta1/genericjobs",
                                               "/apis/batch.tensorstack.dev/v1beta1/mpijobs"]  # fmt: skip
     assert all(m == "GET" and q == {"labelSelector": f"{A}/dag-id"} for m, _, q in calls)
@@ -317,7 +319,8 @@ def test_kept_shows_gone_replicas_with_exit_codes_messages_logs_and_events():
     assert (c["exit_code"], c["reason"], c["message"]) == (3, "Error", "loss is nan")
     assert kept["replicas"][0]["log"] == "a\nb\nc\n"
     assert kept["events"] == [{"type": "Warning", "reason": "Failed", "message": "m", "count": 2, "time": "t"}]
-    assert kept["root_cause"]["replica"] == "j-worker-0" and kept["kept_at"] == "2026-01-01T12:00:00Z"
+    assert kept["root_cause"]["replica"] == "j-worker-0"
+    assert kept["kept_at"] == "2026-01-01T12:00:00Z"
     assert view.kept(evidence_data(), live={"j-worker-0", "j-worker-1"}) is None  # nothing gone
     assert view.kept({"summary.json": "not json", "j-worker-0.log": "z"}, live=set())["replicas"][0]["log"] == "z"
 
@@ -329,7 +332,8 @@ def test_kept_is_bounded_whatever_the_configmap_holds():
     data = {"summary.json": json.dumps({"replicas": many}), "p0.log": "l\n" * 100_000,
             "events.json": json.dumps([{"message": "e"}] * 1000)}  # fmt: skip
     kept = view.kept(data, live=set())
-    assert len(kept["replicas"]) == view.KEPT_REPLICAS and len(kept["events"]) == view.KEPT_EVENTS
+    assert len(kept["replicas"]) == view.KEPT_REPLICAS
+    assert len(kept["events"]) == view.KEPT_EVENTS
     assert all(len(r["containers"]) <= 16 for r in kept["replicas"])
     assert len(kept["replicas"][0]["containers"][0]["message"]) < view.KEPT_TEXT + 100
     assert len(kept["replicas"][0]["log"]) == view.KEPT_LOG_BYTES
@@ -403,8 +407,11 @@ def test_progress_for_the_tab(status, expected):
     if expected != "capped":
         assert out == expected
         return
-    assert out["step"] is None and len(out["metrics"]) == view.PROGRESS_METRICS and "loss" not in out["metrics"]
-    assert len(out["history"]) == view.PROGRESS_POINTS and all(len(p["metrics"]) == view.CHART_METRICS for p in out["history"])
+    assert out["step"] is None
+    assert len(out["metrics"]) == view.PROGRESS_METRICS
+    assert "loss" not in out["metrics"]
+    assert len(out["history"]) == view.PROGRESS_POINTS
+    assert all(len(p["metrics"]) == view.CHART_METRICS for p in out["history"])
 
 
 def test_the_tab_has_the_progress():
