@@ -15,12 +15,15 @@ from __future__ import annotations
 
 import json
 from datetime import datetime
+from typing import TYPE_CHECKING
 
 from airflow_t9k.controller.reconcile.actions import Action, Delete, KeepEvidence
 from airflow_t9k.controller.reconcile.desired import build_extra
-from airflow_t9k.controller.reconcile.observe import Observed
 from airflow_t9k.controller.reconcile.status import RESULT_LIMIT, StatusBuilder, bounded, container_summaries
 from airflow_t9k.kinds.base import ANNOTATION_EVIDENCE_LINES, Obj
+
+if TYPE_CHECKING:
+    from airflow_t9k.controller.reconcile.observe import Observed
 
 SUFFIX = "-evidence"
 ANNOTATION_LINES = ANNOTATION_EVIDENCE_LINES

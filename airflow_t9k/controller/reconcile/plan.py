@@ -126,7 +126,7 @@ def _plan(kind: JobKind, job: Obj, observed: Observed, now: datetime) -> Plan:
         return _invalid(sb, str(exc), observed)
 
     events: list[Emit] = []
-    actions: list[Action] = []
+    actions = []
     queued = queueing.in_use(job, observed)
     if not queued:
         _note_scheduler(sb, job, events, queueing.why_not(job, observed))
@@ -350,7 +350,7 @@ def _invalid(sb: StatusBuilder, message: str, observed: Observed) -> Plan:
 
 def _failed_invalid(sb: StatusBuilder) -> bool:
     failed = sb.condition("Failed")
-    return sb.old_phase == "Failed" and bool(failed) and failed.get("reason") == "InvalidSpec"
+    return sb.old_phase == "Failed" and (failed or {}).get("reason") == "InvalidSpec"
 
 
 def _note_scheduler(sb: StatusBuilder, job: Obj, events: list[Emit], why: str) -> None:

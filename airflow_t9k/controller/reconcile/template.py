@@ -17,13 +17,16 @@ from __future__ import annotations
 
 import json
 from datetime import datetime
+from typing import TYPE_CHECKING
 
 from airflow_t9k.controller.reconcile.actions import Emit, Plan, WriteSpec
-from airflow_t9k.controller.reconcile.observe import Observed
 from airflow_t9k.controller.reconcile.progress import finish
 from airflow_t9k.controller.reconcile.status import FINISHED, StatusBuilder
-from airflow_t9k.kinds.base import Obj
 from airflow_t9k.kinds.templates import ANNOTATION, TemplateError, apply_template, deprecation, describe, wanted
+
+if TYPE_CHECKING:
+    from airflow_t9k.controller.reconcile.observe import Observed
+    from airflow_t9k.kinds.base import Obj
 
 CONDITION = "TemplateResolved"
 
