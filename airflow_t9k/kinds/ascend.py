@@ -316,7 +316,7 @@ class AscendJob(JobKind):
             for t in (((job.get("spec") or {}).get("replicaSpecs")) or {})
         }
         status = kubeflow_status.from_core(job, core, restarting, now, selectors)
-        events = []
+        events: list[tuple[str, str, str]] = []
         if (job.get("status") or {}).get("conditions"):
             return status, events  # said on the first pass only
         policy = run_policy(job).get("schedulingPolicy") or {}

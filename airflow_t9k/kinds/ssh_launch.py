@@ -212,7 +212,8 @@ class SSHLaunchKind(JobKind):
         volumes.append(ssh_volume(self.ssh_secret_name(job), LAUNCHER_FILES if spec.type == LAUNCHER else SSHD_FILES))
         mounts = [{"name": "t9k-ssh", "mountPath": ssh[self.auth_mount_key]}]
         main = self.main_container(pod_spec)
-        assert main is not None  # validate() guarantees it
+        if main is None:
+            raise RuntimeError(f"{spec.type} has no main container; validate() should have refused the job")
         if spec.type == LAUNCHER:
             volumes.append({"name": "t9k-hostfile", "configMap": {"name": self.hostfile_name(job)}})
             mounts.append({"name": "t9k-hostfile", "mountPath": HOSTFILE_DIR, "readOnly": True})
