@@ -12,12 +12,14 @@ from __future__ import annotations
 
 import copy
 import re
+from collections.abc import Sequence
 from typing import Any, ClassVar
 
 from airflow.sdk.exceptions import AirflowException
 
 from airflow_t9k.api.machine import InvalidMachineType, parse_machine_type
-from airflow_t9k.operators.job import T9kJobOperator, _plain, split_command
+from airflow_t9k.operators.job import T9kJobOperator
+from airflow_t9k.operators.manifest import _plain, split_command
 
 Obj = dict[str, Any]
 
@@ -55,11 +57,24 @@ def _replicas(value: Any) -> int:
 
 
 class TypedJobOperator(T9kJobOperator):
-    template_fields: ClassVar[tuple[str, ...]] = (
+    template_fields: Sequence[str] = (
         *T9kJobOperator.template_fields, "image", "command", "args", "env", "spec", "replicas", "machine_type",
         "container_resources", "pod_annotations", *POD_OPTIONS,
     )  # fmt: skip
     container_name: ClassVar[str] = "main"
+    # Set from POD_OPTIONS in __init__.
+    labels: dict[str, Any] | None
+    annotations: dict[str, Any] | None
+    volumes: Any
+    volume_mounts: Any
+    tolerations: Any
+    node_selector: dict[str, str] | None
+    affinity: Obj | None
+    service_account_name: str | None
+    image_pull_secrets: Any
+    env_from: Any
+    priority_class_name: str | None
+    shm_size: str | None
 
     def __init__(
         self,
@@ -365,7 +380,7 @@ class AscendJobOperator(TypedJobOperator):
 
     kind = "AscendJob"
     container_name = "ascend"
-    template_fields: ClassVar[tuple[str, ...]] = (*TypedJobOperator.template_fields, "framework")
+    template_fields: Sequence[str] = (*TypedJobOperator.template_fields, "framework")
     LEADERS: ClassVar[dict[str, str]] = {"pytorch": "Master", "tensorflow": "Chief", "mindspore": "Scheduler"}
 
     def __init__(self, *, framework: str = "pytorch", npus: int = 0, npu_resource: str = "huawei.com/Ascend910",
@@ -405,7 +420,7 @@ class AscendJobOperator(TypedJobOperator):
 
 
 OPERATORS: dict[str, type[T9kJobOperator]] = {
-    op.kind: op  # type: ignore[misc]
+    op.kind: op
     for op in (GenericJobOperator, PyTorchTrainingJobOperator, TensorFlowTrainingJobOperator, XGBoostTrainingJobOperator,
                ColossalAIJobOperator, DeepSpeedJobOperator, MPIJobOperator, BeamJobOperator, AscendJobOperator)
 }  # fmt: skip

@@ -21,13 +21,15 @@ state, createTime, startTime, endTime, message).
 from __future__ import annotations
 
 import re
-from typing import Any, ClassVar
+from collections.abc import Sequence
+from typing import Any
 
-from airflow.exceptions import AirflowException
+from airflow.sdk.exceptions import AirflowException
 
 from airflow_t9k.api.machine import InvalidMachineType, parse_machine_type
 from airflow_t9k.api.outcome import true_condition
-from airflow_t9k.operators.job import STATE_KEY, T9kJobOperator, split_command
+from airflow_t9k.operators.job import T9kJobOperator
+from airflow_t9k.operators.manifest import STATE_KEY, split_command
 
 Obj = dict[str, Any]
 
@@ -69,8 +71,8 @@ def package_mounts(package_dir: list[str]) -> tuple[list[Obj], list[Obj], list[s
     volumes: list[Obj] = []
     mounts: list[Obj] = []
     paths: list[str] = []
-    for i, entry in enumerate(package_dir):
-        entry = str(entry)
+    for i, given in enumerate(package_dir):
+        entry = str(given)
         if entry.startswith("pvc://"):
             claim, _, sub = entry[len("pvc://") :].partition("/")
             if not _DNS_SUBDOMAIN.match(claim) or ".." in sub.split("/"):
@@ -141,7 +143,7 @@ class TIJobOperator(T9kJobOperator):
     :param runtime_images: ``runtimeVersion`` -> image, consulted before the default ``tf-*`` map
     """
 
-    template_fields: ClassVar[tuple[str, ...]] = (*T9kJobOperator.template_fields, "command", "args")
+    template_fields: Sequence[str] = (*T9kJobOperator.template_fields, "command", "args")
     kind = "TensorFlowTrainingJob"
 
     def __init__(
