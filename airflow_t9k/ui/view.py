@@ -9,7 +9,9 @@ import json
 from datetime import datetime, timezone
 from typing import Any
 
-from airflow_t9k.api.evidence import EVIDENCE_SUFFIX, controlled_by  # noqa: F401 - the UI's names for them
+# The UI's names for them: re-exported.
+from airflow_t9k.api.evidence import EVIDENCE_SUFFIX as EVIDENCE_SUFFIX
+from airflow_t9k.api.evidence import controlled_by as controlled_by
 from airflow_t9k.api.outcome import usage_of
 from airflow_t9k.api.runmode import PAUSED_BY
 
@@ -243,8 +245,8 @@ def replica(pod: Obj) -> Obj:
 
 def _finished(status: Obj) -> str | None:
     ends = [((cs.get("state") or {}).get("terminated") or {}).get("finishedAt") for cs in status.get("containerStatuses") or []]
-    ends = [e for e in ends if e]
-    return max(ends) if ends else None
+    done: list[str] = [e for e in ends if e]
+    return max(done) if done else None
 
 
 def replicas(pods: list[Obj]) -> list[Obj]:
@@ -316,14 +318,14 @@ def kept(data: Obj, live: set[str]) -> Obj | None:
     message, and the kept log lines; the job's Events as they were. None when nothing is gone."""
     summary = _json(data.get("summary.json"))
     summary = summary if isinstance(summary, dict) else {}
-    reported = summary.get("replicas") if isinstance(summary.get("replicas"), dict) else {}
+    reported: Obj = summary["replicas"] if isinstance(summary.get("replicas"), dict) else {}
     logged = {k[: -len(".log")] for k in data if k.endswith(".log")}
     names = sorted((set(reported) | logged) - live)[:KEPT_REPLICAS]
     if not names:
         return None
     replicas_out = []
     for name in names:
-        rep = reported.get(name) if isinstance(reported.get(name), dict) else {}
+        rep: Obj = reported[name] if isinstance(reported.get(name), dict) else {}
         containers = [c for c in rep.get("containers") or [] if isinstance(c, dict)][:16]
         replicas_out.append({
             "pod": name, "phase": _text(rep.get("phase"), 40),
@@ -349,7 +351,7 @@ def kept(data: Obj, live: set[str]) -> Obj | None:
                 "time": _text(e.get("time"), 40),
             }
             for e in kept_events
-        ],  # fmt: skip
+        ],
     }
 
 
