@@ -63,7 +63,7 @@ def measure(cluster: Cluster, ns: str, n: int) -> list[float]:
             t0 = time.monotonic()
             cluster.request("POST", f"/apis/batch.tensorstack.dev/v1beta1/namespaces/{ns}/genericjobs", job(name))
             with seen:
-                if not seen.wait_for(lambda: name in first_pod, timeout=60):
+                if not seen.wait_for(lambda name=name: name in first_pod, timeout=60):
                     raise SystemExit(f"{ns}/{name}: no pod within 60 s")
             delays.append(first_pod[name] - t0)
     finally:

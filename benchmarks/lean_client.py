@@ -133,7 +133,7 @@ def main() -> None:
     assert decode(raw) == json.loads(raw)
     results = []
     for name, fn in (("json.loads", json.loads), ("client.decode", decode)):
-        best = min(timeit.repeat(lambda: fn(raw), number=args.decodes, repeat=5)) / args.decodes
+        best = min(timeit.repeat(lambda fn=fn: fn(raw), number=args.decodes, repeat=5)) / args.decodes
         results.append([name, round(best * 1e6, 1)])
     print(f"\npod JSON: {len(raw)} bytes; best of 5 x {args.decodes} decodes")
     print(table(["decoder", "us per pod"], results))

@@ -132,7 +132,7 @@ def write_json(path: Path, data: Any) -> None:
 
 
 async def measure(args: argparse.Namespace) -> None:
-    names = json.loads(Path(args.names_file).read_text())
+    names = json.loads(await asyncio.to_thread(Path(args.names_file).read_text))
     out = Path(args.out_dir)
     fired: Fired = {}
     received: dict[str, float] = {}
@@ -297,8 +297,8 @@ def run_mode(args: argparse.Namespace, cluster: Any, mode: str, ns: str, names: 
                 proc.kill()
                 proc.wait()
     fired: dict[str, list] = ends["fired"]
-    answered = {n: t[1] for n, t in zip(names, times)}
-    sent = {n: t[0] for n, t in zip(names, times)}
+    answered = {n: t[1] for n, t in zip(names, times, strict=False)}
+    sent = {n: t[0] for n, t in zip(names, times, strict=False)}
     # When the write happened: the earlier of its answer and the driver's watch seeing it
     # (both come after the commit; either may be late when this process is busy).
     written = {n: min(answered[n], watch.seen.get(n, answered[n])) for n in names}
