@@ -57,7 +57,7 @@ def _apply_rbac(api_client, cluster, namespace: str, manifest: str, tmp_path: Pa
     docs = [d for d in yaml.safe_load_all(text) if d]
     core = client.CoreV1Api(api_client)
     kubeconfigs = {}
-    for role, sa in accounts.items():
+    for sa in accounts.values():
         core.create_namespaced_service_account(namespace, {"metadata": {"name": sa}})
     utils.create_from_yaml(api_client, yaml_objects=docs)
     for role, sa in accounts.items():
@@ -147,7 +147,8 @@ def test_exactly_what_is_granted_is_allowed(identities, jobs, controller):
     jobs.wait_phase("GenericJob", ident["name"], "Running")
     jobs.core.create_namespaced_secret(jobs.ns, {"metadata": {"name": "db-password"}, "stringData": {"password": "x"}})
     pod, ns = f"{ident['name']}-worker-0", jobs.ns
-    for role, kubeconfig in identities.kubeconfigs.items():
+
+    def check(role, kubeconfig):  # a function, so the lambdas below close over this role's clients
         core = client.CoreV1Api(config.new_client_from_config(config_file=str(kubeconfig)))
         custom = client.CustomObjectsApi(core.api_client)
         allowed = {
@@ -184,5 +185,8 @@ def test_exactly_what_is_granted_is_allowed(identities, jobs, controller):
             lambda: custom.list_namespaced_custom_object("batch.tensorstack.dev", "v1beta1", "default", "genericjobs")
         )
         assert elsewhere == (403 if identities.manifest == "rbac-airflow-namespace.yaml" else 200), role
+
+    for role, kubeconfig in identities.kubeconfigs.items():
+        check(role, kubeconfig)
     assert jobs.phase("GenericJob", ident["name"]) == "Running"
     assert len(jobs.pods(ident["name"])) == 2

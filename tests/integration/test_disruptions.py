@@ -87,10 +87,10 @@ def kwok_node(name: str, pool: str) -> client.V1Node:
             name=name,
             annotations={"kwok.x-k8s.io/node": "fake"},
             labels={"kubernetes.io/hostname": name, "type": "kwok", "t9k.test/pool": pool},
-        ),  # fmt: skip
+        ),
         status=client.V1NodeStatus(
             capacity={"cpu": "8", "memory": "32Gi", "pods": "110"}, allocatable={"cpu": "8", "memory": "32Gi", "pods": "110"}
-        ),  # fmt: skip
+        ),
     )
 
 

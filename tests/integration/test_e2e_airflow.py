@@ -129,7 +129,7 @@ def test_a_mapped_sweep_runs_one_job_per_map_index_with_its_own_result(e2e, api_
     by_index = {int(j["metadata"]["annotations"]["airflow-t9k.io/map-index"]): j for j in jobs}
     assert sorted(by_index) == [0, 1, 2, 3]
     assert len({j["metadata"]["name"] for j in jobs}) == 4
-    for index, lr in zip(range(4), (0.1, 0.03, 0.01, 0.003)):
+    for index, lr in enumerate((0.1, 0.03, 0.01, 0.003)):
         container = by_index[index]["spec"]["replicaSpecs"][0]["template"]["spec"]["containers"][0]
         assert container["command"][-1] == "--deepspeed_config=ds.json"
         xcom = stack.api("GET", f"dags/t9k_e2e_sweep/dagRuns/{run_id}/taskInstances/job/xcomEntries/result?map_index={index}")
@@ -175,7 +175,7 @@ def _task_process(ti_id: str) -> int:
 
 
 def test_a_permanent_exit_code_fails_the_task_at_once_and_another_spends_its_retries(e2e, api_client):
-    stack, ns = e2e
+    stack, _ns = e2e
     run_id = stack.trigger("t9k_e2e_permanent")
 
     def ended() -> dict | None:

@@ -150,7 +150,8 @@ def test_openlineage_reports_the_training_with_the_jobs_facets(stack, api_client
     try:  # what the job used, as XCom ``usage`` has it (docs/usage.md)
         usage = _returned(airflow, "t9k_asset_train", run_id, "train", key="usage")
     except urllib.error.HTTPError as exc:
-        assert exc.code == 404, exc
+        if exc.code != 404:  # 404: no usage recorded
+            raise
         usage = None
     assert facet.get("usage") == usage, (facet, usage)
     assert [(d["namespace"], d["name"]) for d in event["inputs"]] == [("s3://t9k-e2e", "data/clicks")]

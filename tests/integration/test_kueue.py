@@ -7,6 +7,7 @@ started through the project's script when it is not running, as the cluster fixt
 
 from __future__ import annotations
 
+import contextlib
 import subprocess
 import time
 from collections.abc import Iterator
@@ -24,7 +25,7 @@ GK = "GenericJob"
 
 
 def kueue_running() -> bool:
-    return subprocess.run([str(SCRIPT), "kueue", "status"], capture_output=True).returncode == 0
+    return subprocess.run([str(SCRIPT), "kueue", "status"], check=False, capture_output=True).returncode == 0
 
 
 @pytest.fixture(scope="session")
@@ -58,10 +59,8 @@ def queue(kueue, custom, namespace) -> Iterator[str]:
     finally:
         if not kueue_running():  # a test that stopped Kueue and failed before starting it again
             subprocess.run([str(SCRIPT), "kueue", "up"], check=False)
-        try:
+        with contextlib.suppress(ApiException):
             custom.delete_cluster_custom_object(*KUEUE, "clusterqueues", cq, propagation_policy="Background")
-        except ApiException:
-            pass
 
 
 def gjob(name: str, replicas: int = 3, duration: str | None = "4s", priority: int | None = None, queue: str = "gpu") -> dict:

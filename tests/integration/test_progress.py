@@ -8,6 +8,7 @@ the T9k Job tab: tests/integration/test_ui.py."""
 from __future__ import annotations
 
 import asyncio
+import itertools
 import json
 import threading
 import time
@@ -44,7 +45,7 @@ def table(jobs, name: str) -> dict[str, object]:
         _preload_content=False,
     )  # fmt: skip
     out = json.loads(r.data)
-    return dict(zip([c["name"] for c in out["columnDefinitions"]], out["rows"][0]["cells"]))
+    return dict(zip([c["name"] for c in out["columnDefinitions"]], out["rows"][0]["cells"], strict=True))
 
 
 class ProgressWrites:
@@ -124,7 +125,7 @@ def test_progress_reaches_status_kubectl_the_task_log_and_xcom(conn, cluster, jo
     # Rate-limited: writes while it ran at least INTERVAL apart (the pass that ends the job takes the latest at once).
     stamps = [datetime.fromisoformat(u.replace("Z", "+00:00")) for phase, u, _ in writes.seen if phase == "Running"]
     assert len(stamps) >= 2, writes.seen
-    assert all((b - a).total_seconds() >= INTERVAL for a, b in zip(stamps, stamps[1:])), writes.seen
+    assert all((b - a).total_seconds() >= INTERVAL for a, b in itertools.pairwise(stamps)), writes.seen
     assert len(writes.seen) <= 12, writes.seen  # 13 reports and garbage; far fewer writes
     assert controller.metrics()["progress_line_ignored"] >= 12
     # XCom metrics beside the result; the task log shows the lines and the progress as it changed
@@ -150,7 +151,7 @@ async def test_the_deferred_wait_logs_the_progress_and_its_event_carries_the_met
     trigger = exc.value.trigger
     task = asyncio.create_task(first_event(trigger))
     await asyncio.to_thread(jobs.wait_phase, GJ, trigger.name, "Running")
-    while controller.metrics().get("progress_stream_open", 0) < 1:
+    while controller.metrics().get("progress_stream_open", 0) < 1:  # noqa: ASYNC110 - another process's /metrics
         await asyncio.sleep(0.2)
     for step in (50, 100, 150):
         await asyncio.sleep(0.6)

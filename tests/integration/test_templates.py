@@ -67,7 +67,7 @@ BAD = [
             "spec": {"template": POD},
         },
         "jobKind: Required value",
-    ),  # fmt: skip
+    ),
     ("an unknown job kind", template("x", "FooJob", POD), "Unsupported value"),
     ("nothing to give", template("x", "GenericJob"), "gives at least one of"),
     (

@@ -79,7 +79,12 @@ def ui(cluster, api_client, crds, tmp_path_factory) -> Iterator[Ui]:
         for dag_id in ("t9k_ui_a", "t9k_ui_pause", "t9k_ui_b"):
             ui.runs[dag_id] = ui.trigger(dag_id)
         for dag_id, run_id in ui.runs.items():
-            wait_until(lambda: ui.phase(dag_id, run_id) == "Running", timeout=90, interval=1, what=f"{dag_id} job running")
+            wait_until(
+                lambda dag_id=dag_id, run_id=run_id: ui.phase(dag_id, run_id) == "Running",
+                timeout=90,
+                interval=1,
+                what=f"{dag_id} job running",
+            )
         yield ui
     finally:
         stack.stop()
@@ -223,7 +228,7 @@ def test_an_evidence_configmap_the_job_does_not_control_is_ignored(ui):
     core = client.CoreV1Api(ui.objects.api_client)
     other = ui.job("t9k_ui_pause", ui.runs["t9k_ui_pause"])["metadata"]  # a real owner, so the GC keeps the forgery
     forged_pod = f"{name}-worker-9"
-    data = {"summary.json": '{"phase": "Failed", "replicas": {"%s": {"phase": "Failed", "containers": []}}}' % forged_pod,
+    data = {"summary.json": f'{{"phase": "Failed", "replicas": {{"{forged_pod}": {{"phase": "Failed", "containers": []}}}}}}',
             f"{forged_pod}.log": "forged\n", "events.json": "[]"}  # fmt: skip
     ref = {"apiVersion": "batch.tensorstack.dev/v1beta1", "kind": "GenericJob"}
     controlled_by_other = [{**ref, "name": other["name"], "uid": other["uid"], "controller": True}]

@@ -11,7 +11,7 @@ import copy
 import uuid
 from collections.abc import Iterator
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import pytest
 import yaml
@@ -20,7 +20,9 @@ from kubernetes.client.exceptions import ApiException
 
 from tests.kind_jobs import minimal
 from tests.support.cluster import wait_until
-from tests.support.jobs import Jobs
+
+if TYPE_CHECKING:
+    from tests.support.jobs import Jobs
 
 POLICY = Path(__file__).resolve().parents[2] / "deploy" / "optional" / "admission-policy.yaml"
 KINDS = ["GenericJob", "MPIJob", "AscendJob", "BeamJob", "PyTorchTrainingJob"]

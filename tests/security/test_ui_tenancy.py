@@ -10,13 +10,17 @@ import json
 import urllib.error
 import urllib.request
 import uuid
+from typing import TYPE_CHECKING
 
 import pytest
 from kubernetes import client, config
 
 from tests.integration.test_airflow_rbac import _apply_rbac
-from tests.integration.test_ui import Ui, ui  # noqa: F401 - the module-scoped Airflow stack
+from tests.integration.test_ui import ui  # noqa: F401 - the module-scoped Airflow stack
 from tests.support.cluster import wait_until
+
+if TYPE_CHECKING:
+    from tests.integration.test_ui import Ui
 
 
 @pytest.fixture(scope="module")

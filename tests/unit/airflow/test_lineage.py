@@ -138,6 +138,6 @@ def test_the_operators_import_and_finish_without_openlineage(kind):
         except ModuleNotFoundError as exc:
             print("no-openlineage:", exc.name)
     """)
-    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=120)
+    out = subprocess.run([sys.executable, "-c", code], check=False, capture_output=True, text=True, timeout=120)
     assert out.returncode == 0, out.stderr[-3000:]
     assert "no-openlineage: " in out.stdout  # the block was real: the facets need the package

@@ -507,7 +507,7 @@ def test_a_timeout_with_pause_marks_the_pause_as_the_tasks():
     o = finishing_op(on_kill_action="pause")
     with pytest.raises(AirflowTaskTimeout):
         o.execute_complete(ctx(), event("timeout"))
-    [(verb, name, patch)] = o.hook.calls
+    [(_verb, _name, patch)] = o.hook.calls
     assert patch == {"metadata": {"uid": "u", "annotations": {"airflow-t9k.io/paused-by": "timeout of try 1"}},
                      "spec": {"runMode": {"pause": {"enabled": True}}}}  # fmt: skip
 

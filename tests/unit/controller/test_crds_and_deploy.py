@@ -24,7 +24,7 @@ def test_every_kind_has_a_crd_with_status_printer_columns_and_our_label(capsys):
         version = crd["spec"]["versions"][0]
         assert version["subresources"]["status"] == {}
         first = "State" if crd["spec"]["names"]["kind"] == "AscendJob" else "Phase"  # Kubeflow-style status
-        assert [c["name"] for c in version["additionalPrinterColumns"]][0] == first
+        assert next(c["name"] for c in version["additionalPrinterColumns"]) == first
         assert crd["spec"]["names"]["shortNames"]
         assert crd["metadata"]["labels"]["app.kubernetes.io/managed-by"] == "airflow-t9k"
         schema = version["schema"]["openAPIV3Schema"]

@@ -136,7 +136,7 @@ def _cai_observed(worker0: Obj) -> list[Obj]:
     return [pod("cai-launcher", rtype="launcher"), worker0, pod("cai-worker-1"), service("cai-worker-0"), service("cai-worker-1")]
 
 
-@pytest.mark.parametrize("how,deleting", [("kubelet", False), ("eviction-api", True), ("node-gone", True)])
+@pytest.mark.parametrize(("how", "deleting"), [("kubelet", False), ("eviction-api", True), ("node-gone", True)])
 def test_a_fixed_world_launch_restarts_as_a_group_counted_never(how, deleting):
     job = colossal()
     p = run(job, *_cai_observed(disrupted("cai-worker-0", how, deleting)), status={"phase": "Running"})

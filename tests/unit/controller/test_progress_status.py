@@ -3,6 +3,7 @@ bounded, with a history for a chart and an ETA."""
 
 from __future__ import annotations
 
+import itertools
 import json
 from typing import Any
 
@@ -108,7 +109,7 @@ def test_history_stays_within_its_points_over_a_long_run_and_spans_it():
     assert len(pts) <= HISTORY_POINTS
     assert pts[0]["step"] == 0
     assert pts[-1]["step"] == 4999
-    gaps = [b["step"] - a["step"] for a, b in zip(pts, pts[1:])]
+    gaps = [b["step"] - a["step"] for a, b in itertools.pairwise(pts)]
     assert max(gaps[:-1]) <= 2 * min(gaps[:-1])  # evenly spread (the last gap may be shorter)
     assert h["every"] >= 5000 * 10 / HISTORY_POINTS
 

@@ -134,7 +134,7 @@ async def test_notifications_are_throttled_to_one_per_interval():
 @pytest.mark.asyncio
 async def test_a_reopened_stream_skips_lines_it_has_read(monkeypatch):
     monkeypatch.setattr(reports, "RETRY", (0.01, 0.01))
-    streams, logs, queued, counts = make(interval=0)
+    streams, logs, _queued, counts = make(interval=0)
     streams.sync(KEY, generic("job", ("worker", 1)), pods(pod("job-worker-0")))
     logs.feed("job-worker-0", "2026-11-25T12:00:05.100Z T9K_PROGRESS step=1", "2026-11-25T12:00:05.200Z T9K_PROGRESS step=2")
     logs.end("job-worker-0")  # the connection drops; the server replays from the second (sinceTime)

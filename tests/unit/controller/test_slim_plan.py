@@ -352,7 +352,7 @@ SCENARIOS = {
         expect=lambda p: phase("Succeeded")(p) and says(p, RESULT)),
     "pytorch-paused-then-resumed": Scenario(
         world(pytorch("pt")), then=(spec_change(["runMode"], {"pause": {"enabled": True}}), moves(("pt-worker-0", "Deleting")),
-                                    drop("Pod"), spec_change(["runMode"], {"pause": {"enabled": False}})),  # fmt: skip
+                                    drop("Pod"), spec_change(["runMode"], {"pause": {"enabled": False}})),
         expect=lambda p: p.creates("Pod") == ["pt-master-0", "pt-worker-0", "pt-worker-1"]),
     "pytorch-elastic": Scenario(world(with_mode(minimal("PyTorchTrainingJob", "el"), "elastic")), expect=phase("Running")),
     "pytorch-debug": Scenario(world(with_mode(minimal("PyTorchTrainingJob", "dbg"), "debug")), states("Failed:1"),

@@ -18,7 +18,7 @@ async def test_returns_the_result_and_raises_its_error():
         raise ValueError("x")
 
     assert await within(value(), 1) == 7
-    with pytest.raises(ValueError):
+    with pytest.raises(ValueError, match="^x$"):
         await within(boom(), 1)
 
 

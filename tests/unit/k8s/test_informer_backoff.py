@@ -61,7 +61,7 @@ def test_backoff_resets():
             ),
             True,
             1.0,
-        ),  # fmt: skip
+        ),
         (500, '{"message":"boom"}', False, None),
         (503, "not json", False, None),
     ],

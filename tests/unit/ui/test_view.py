@@ -24,7 +24,7 @@ def job(kind="GenericJob", name="j", dag="d", run="r", task="t", map_index="-1",
 
 
 @pytest.mark.parametrize(
-    "status, expected",
+    ("status", "expected"),
     [
         ({}, "Pending"),
         ({"phase": "Running"}, "Running"),
@@ -38,7 +38,7 @@ def test_phase(status, expected):
 
 
 @pytest.mark.parametrize(
-    "status, expected",
+    ("status", "expected"),
     [
         ({}, {"running": 0, "succeeded": 0, "failed": 0, "restarts": 0}),
         (
@@ -203,7 +203,7 @@ ELASTIC = {"elastic": {"enabled": True, "minReplicas": 2, "maxReplicas": 4, "exp
 
 
 @pytest.mark.parametrize(
-    "kind, spec, replicas, problem",
+    ("kind", "spec", "replicas", "problem"),
     [
         ("PyTorchTrainingJob", ELASTIC, 4, None),
         ("DeepSpeedJob", ELASTIC, 2, None),
@@ -287,7 +287,7 @@ def evidence_data(**extra):
 
 
 @pytest.mark.parametrize(
-    "refs, used",
+    ("refs", "used"),
     [
         ([{"uid": "u1", "controller": True}], True),
         ([{"uid": "u1"}], False),  # an owner, not the controller
