@@ -328,7 +328,10 @@ def test_kept_shows_gone_replicas_with_exit_codes_messages_logs_and_events():
 def test_kept_is_bounded_whatever_the_configmap_holds():
     import json
 
-    many = {f"p{i}": {"phase": "Failed", "containers": [{"name": "c", "message": "m" * 100_000}] * 50} for i in range(500)}
+    # Past every bound: 500 replicas of 50 containers, the first one's messages 100 kB each (a
+    # ConfigMap holds 1 MiB at most; this is 5 MB, the rest short so that building it takes no time).
+    long, short = [{"name": "c", "message": "m" * 100_000}] * 50, [{"name": "c", "message": "m"}] * 50
+    many = {f"p{i}": {"phase": "Failed", "containers": long if i == 0 else short} for i in range(500)}
     data = {"summary.json": json.dumps({"replicas": many}), "p0.log": "l\n" * 100_000,
             "events.json": json.dumps([{"message": "e"}] * 1000)}  # fmt: skip
     kept = view.kept(data, live=set())
