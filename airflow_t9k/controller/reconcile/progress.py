@@ -47,8 +47,8 @@ def progress(sb: StatusBuilder, states: list[SlotState], children_missing: bool)
     elif phase == "Unknown":
         sb.set_condition("Running", False, "Unknown",
                          f"The state of pod(s) {', '.join(unknown)} cannot be obtained (phase Unknown, "
-                                                      "usually a node that stopped reporting); the job's phase is unknown until "
-                                                      "they report again.")  # fmt: skip
+                         "usually a node that stopped reporting); the job's phase is unknown until they "
+                         "report again.")  # fmt: skip
     else:
         sb.set_condition("Running", False, phase, f"The job is {phase.lower()}.")
 
