@@ -118,9 +118,11 @@ def usage(job: Obj, now: datetime) -> Obj | None:
     running = [r for r in (((status.get("usage") or {}).get("open")) or {}).values() if isinstance(r, dict)]
     for run in running:
         start = _time(run.get("start"))
-        for name, n in (run.get("accelerators") or {}).items() if start else ():
+        if start is None:
+            continue
+        for name, n in (run.get("accelerators") or {}).items():
             if isinstance(n, (int, float)):
-                seconds[str(name)] = seconds.get(str(name), 0.0) + n * max((now - start).total_seconds(), 0.0)  # type: ignore[operator]
+                seconds[str(name)] = seconds.get(str(name), 0.0) + n * max((now - start).total_seconds(), 0.0)
     wasted = sum(float(v) for v in totals["wasted_accelerator_seconds"].values())
     return {"accelerator_hours": round(sum(seconds.values()) / 3600, 4),
             "by_resource": {k: round(v / 3600, 4) for k, v in sorted(seconds.items())},
