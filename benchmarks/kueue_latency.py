@@ -29,7 +29,7 @@ from pathlib import Path
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT / "benchmarks"))
 
-from _bench import Cluster, Ours, Watch, machine, median, pct, table, wait_for  # noqa: E402
+from _bench import Cluster, Ours, Watch, machine, median, pct, table, wait_for
 
 KUEUE = "/apis/kueue.x-k8s.io/v1beta2"
 

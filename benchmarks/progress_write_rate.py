@@ -28,11 +28,11 @@ ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 sys.path.insert(0, str(ROOT / "benchmarks"))
 
-from controller_throughput import peak_rss_mb, request_counts, wait_for  # noqa: E402
-from kubernetes import client, config  # noqa: E402
+from controller_throughput import peak_rss_mb, request_counts, wait_for
+from kubernetes import client, config
 
-from tests.support.controller import ControllerProcess  # noqa: E402
-from tests.support.jobs import install_crds  # noqa: E402
+from tests.support.controller import ControllerProcess
+from tests.support.jobs import install_crds
 
 GROUP, VERSION, PLURAL = "batch.tensorstack.dev", "v1beta1", "genericjobs"
 

@@ -139,9 +139,9 @@ async def measure(args: argparse.Namespace) -> None:
     if args.mode == "idle":
         # A triggerer with no triggers still has Airflow and the provider loaded: the baseline
         # for RSS per trigger.
-        import airflow.providers.cncf.kubernetes.hooks.kubernetes  # noqa: F401
+        import airflow.providers.cncf.kubernetes.hooks.kubernetes  # noqa: F401 - loaded for the RSS baseline
 
-        import airflow_t9k.triggers.job  # noqa: F401
+        import airflow_t9k.triggers.job  # noqa: F401 - loaded for the RSS baseline
 
         tasks: list[asyncio.Task] = []
     else:

@@ -182,7 +182,10 @@ def test_rank_table_completes_once_the_device_plugin_has_annotated_every_pod(job
 
     jobs.create(small("rt"))
     jobs.wait_condition(KIND, "rt", "Running")
-    cm = lambda: json.loads(jobs.core.read_namespaced_config_map("rings-config-rt", jobs.ns).data["hccl.json"])  # noqa: E731
+
+    def cm():
+        return json.loads(jobs.core.read_namespaced_config_map("rings-config-rt", jobs.ns).data["hccl.json"])
+
     assert cm() == {"status": "initializing", "version": "1.0"}
     pods = jobs.pods("rt")
     assert {n: p.metadata.annotations["hccl/rankIndex"] for n, p in pods.items()} == {

@@ -21,7 +21,7 @@ from airflow.sdk import DAG
 from airflow.sdk.exceptions import AirflowException, TaskDeferred
 
 from airflow_t9k.operators.job import T9kJobOperator
-from tests.integration.test_operator_trigger import _append_pod_log, conn, first_event  # noqa: F401
+from tests.integration.test_operator_trigger import _append_pod_log, conn, first_event  # noqa: F401 - fixtures
 from tests.support.task import Store, context
 
 # Failure order b, c, a: three seconds apart, as finishedAt has one-second resolution.

@@ -25,7 +25,7 @@ from airflow_t9k.hooks.t9k import T9kHook
 from airflow_t9k.operators.job import T9kJobOperator
 from airflow_t9k.operators.logs import print_failed_logs
 from tests.integration.test_failed_logs import _messages
-from tests.integration.test_operator_trigger import _append_pod_log, conn, first_event  # noqa: F401
+from tests.integration.test_operator_trigger import _append_pod_log, conn, first_event  # noqa: F401 - fixtures
 from tests.support.cluster import wait_until
 from tests.support.task import Store, context
 

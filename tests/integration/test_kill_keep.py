@@ -9,7 +9,7 @@ import asyncio
 import pytest
 from airflow.sdk.exceptions import TaskDeferred
 
-from tests.integration.test_operator_trigger import _trigger_for, conn, first_event, make_op  # noqa: F401
+from tests.integration.test_operator_trigger import _trigger_for, conn, first_event, make_op  # noqa: F401 - fixtures
 from tests.support.task import context
 
 

@@ -12,7 +12,7 @@ import uuid
 import pytest
 from airflow.sdk.exceptions import TaskDeferred
 
-from tests.integration.test_operator_trigger import _append_pod_log, conn, first_event, make_op  # noqa: F401
+from tests.integration.test_operator_trigger import _append_pod_log, conn, first_event, make_op  # noqa: F401 - fixtures
 from tests.support.task import Store, context
 
 

@@ -16,7 +16,7 @@ from airflow.sdk.exceptions import AirflowException, AirflowTaskTimeout, TaskDef
 
 from airflow_t9k.operators.job import T9kJobOperator
 from airflow_t9k.operators.kinds import GenericJobOperator
-from tests.integration.test_operator_trigger import _gone, conn, first_event, make_op  # noqa: F401
+from tests.integration.test_operator_trigger import _gone, conn, first_event, make_op  # noqa: F401 - fixtures
 from tests.support.cluster import wait_until
 from tests.support.task import Store, context
 

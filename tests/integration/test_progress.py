@@ -18,7 +18,7 @@ import pytest
 from airflow.sdk.exceptions import TaskDeferred
 from kubernetes import watch
 
-from tests.integration.test_operator_trigger import conn, first_event, make_op  # noqa: F401
+from tests.integration.test_operator_trigger import conn, first_event, make_op  # noqa: F401 - fixtures
 from tests.support.cluster import wait_until
 from tests.support.task import Store, context
 

@@ -11,7 +11,7 @@ from airflow.sdk import DAG
 from airflow.sdk.exceptions import TaskDeferred
 
 from airflow_t9k.operators.job import job_name
-from tests.integration.test_operator_trigger import conn, first_event, make_op  # noqa: F401
+from tests.integration.test_operator_trigger import conn, first_event, make_op  # noqa: F401 - fixtures
 from tests.support.task import context
 
 

@@ -13,7 +13,7 @@ import pytest
 from airflow.sdk.exceptions import AirflowException, TaskDeferred
 
 from airflow_t9k.triggers.job import T9kJobTrigger
-from tests.integration.test_operator_trigger import _gone, conn, first_event, make_op  # noqa: F401
+from tests.integration.test_operator_trigger import _gone, conn, first_event, make_op  # noqa: F401 - fixtures
 from tests.support.cluster import wait_until
 from tests.support.kubelet import set_pod_waiting
 from tests.support.task import Store, context

@@ -14,7 +14,7 @@ from kubernetes.client.exceptions import ApiException
 
 from airflow_t9k.kinds.templates import ANNOTATION
 from airflow_t9k.operators.kinds import GenericJobOperator, PyTorchTrainingJobOperator
-from tests.integration.test_operator_trigger import conn  # noqa: F401
+from tests.integration.test_operator_trigger import conn  # noqa: F401 - fixtures
 from tests.support.cluster import wait_until
 from tests.support.kubelet import set_pod_terminated
 from tests.support.task import context

@@ -13,7 +13,7 @@ from datetime import datetime, timedelta, timezone
 
 import pytest
 
-from tests.integration.test_operator_trigger import _trigger_for, conn, first_event, make_op  # noqa: F401
+from tests.integration.test_operator_trigger import _trigger_for, conn, first_event, make_op  # noqa: F401 - fixtures
 from tests.support.task import Store, context
 
 LONG_AGO = (datetime.now(timezone.utc) - timedelta(minutes=10)).isoformat()

@@ -497,7 +497,7 @@ def test_finish_deletes_only_the_uid_this_task_recorded(status, delete_on_finish
 @pytest.mark.parametrize(("status", "consumed"), [("success", True), ("failed", True), ("error", False), ("timeout", False)])
 def test_a_try_that_finishes_with_the_job_marks_it_consumed(status, consumed):
     o = finishing_op(on_kill_action="pause")
-    with pytest.raises(BaseException) if status != "success" else __import__("contextlib").nullcontext():  # noqa: PT011
+    with pytest.raises(BaseException) if status != "success" else __import__("contextlib").nullcontext():  # noqa: PT011 - any end but success raises
         o.execute_complete(ctx(), event(status))
     marks = [c[2]["metadata"]["annotations"] for c in o.hook.calls if c[0] == "patch"]
     assert ({"airflow-t9k.io/consumed-by-try": "1"} in marks) is consumed
