@@ -28,8 +28,11 @@ lint: setup
 	$(VENV)/bin/ruff check .
 	$(VENV)/bin/mypy
 
+# Every tier on one local cluster: the parallel group on WORKERS pytest-xdist workers, then the
+# serial group (scripts/test.sh; docs/testing.md, "Parallel workers").
+WORKERS ?= 3
 test: setup
-	$(VENV)/bin/pytest -q -ra --durations=25
+	T9K_TEST_WORKERS=$(WORKERS) scripts/test.sh
 
 unit: setup
 	$(VENV)/bin/pytest -q -ra -m "not integration"

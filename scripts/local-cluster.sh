@@ -111,10 +111,13 @@ ldflags() {
   echo "$out"
 }
 
-KWOK_PATCH=$ROOT/tools/kwok/uid-preconditions.patch
-kwok_build_id() {  # the version plus the patch's digest: a changed patch rebuilds kwok
-  echo "$KWOK_VERSION+$(sha256sum "$KWOK_PATCH" | cut -c1-12)"
+KWOK_PATCHES=("$ROOT"/tools/kwok/*.patch)  # applied in this (name) order
+kwok_build_id() {  # the version plus the patches' digest: a changed patch rebuilds kwok
+  echo "$KWOK_VERSION+$(cat "${KWOK_PATCHES[@]}" | sha256sum | cut -c1-12)"
 }
+# One binary per build id: checkouts whose patches differ (branches) each keep theirs, instead
+# of rebuilding over each other's on every `up`.
+KWOK=$BIN/kwok-$(kwok_build_id)
 
 run_build() {  # name, log file, command...
   local name=$1 logf=$2; shift 2
@@ -130,7 +133,7 @@ built() {
   [[ "$("$BIN/kube-apiserver" --version 2>/dev/null)" == "Kubernetes $K8S_VERSION" ]] &&
     [[ -x $BIN/kube-controller-manager && -x $BIN/kube-scheduler && -x $BIN/kubectl ]] &&
     [[ -x $BIN/etcd && -f $BIN/etcd.version && "$(cat "$BIN/etcd.version")" == "$ETCD_MODULE_VERSION" ]] &&
-    [[ -x $BIN/kwok && -f $BIN/kwok.version && "$(cat "$BIN/kwok.version")" == "$(kwok_build_id)" ]] &&
+    [[ -x $KWOK ]] &&
     [[ -f $BIN/kwok-stages.yaml ]]
 }
 
@@ -154,18 +157,23 @@ build() {
   # kwok's source comes from the module proxy; its stages ship in the same module.
   local kdir
   kdir=$(cd /tmp && go mod download -json "sigs.k8s.io/kwok@$KWOK_VERSION" | python3 -c 'import json,sys;print(json.load(sys.stdin)["Dir"])')
-  if [[ ! -x $BIN/kwok || "$(cat "$BIN/kwok.version" 2>/dev/null)" != "$(kwok_build_id)" ]]; then
-    # Built with tools/kwok/uid-preconditions.patch: kwok deletes and patches a pod by name,
-    # so a stage planned for a deleted pod hit its successor of the same name (a restarted
-    # replica) and showed up as a replica run twice. The kubelet uses the pod's UID as a
-    # precondition (kubernetes#25224); the patched kwok does too.
-    local src=$CACHE/kwok-src
+  if [[ ! -x $KWOK ]]; then
+    # Built with tools/kwok/*.patch:
+    # - uid-preconditions.patch: kwok deletes and patches a pod by name, so a stage planned for
+    #   a deleted pod hit its successor of the same name (a restarted replica) and showed up as a
+    #   replica run twice. The kubelet uses the pod's UID as a precondition (kubernetes#25224);
+    #   the patched kwok does too.
+    # - namespace-logs.patch: a namespace's pods get their log from pod-logs/<namespace>/all.log
+    #   when it exists (the tests' namespaces, so tests running side by side each print into
+    #   their own), from the shared pod-logs/all.log otherwise.
+    local src=$CACHE/kwok-src p
     rm -rf "$src" && cp -r "$kdir" "$src" && chmod -R u+w "$src"
-    GIT_CEILING_DIRECTORIES=$(dirname "$src") git -C "$src" apply "$KWOK_PATCH" || die "tools/kwok/uid-preconditions.patch does not apply to kwok $KWOK_VERSION"
-    run_build "kwok $KWOK_VERSION (UID preconditions)" "$CACHE/logs/build-kwok.log" \
-      bash -c "cd '$src' && GOWORK=off go build -trimpath -o '$BIN/kwok' ./cmd/kwok"
+    for p in "${KWOK_PATCHES[@]}"; do
+      GIT_CEILING_DIRECTORIES=$(dirname "$src") git -C "$src" apply "$p" || die "tools/kwok/$(basename "$p") does not apply to kwok $KWOK_VERSION"
+    done
+    run_build "kwok $KWOK_VERSION (tools/kwok/*.patch)" "$CACHE/logs/build-kwok.log" \
+      bash -c "cd '$src' && GOWORK=off go build -trimpath -o '$KWOK.tmp' ./cmd/kwok && mv -f '$KWOK.tmp' '$KWOK'"
     rm -rf "$src"
-    kwok_build_id >"$BIN/kwok.version"
   fi
   # kwok's own node and pod stages: copied next to the binary once, so `up` never depends
   # on the module cache.
@@ -250,7 +258,7 @@ component_cmd() {  # name: prints nothing, sets CMD to the component's command l
       --bind-address=127.0.0.1 --secure-port="$P_SCHED" --kube-api-qps=200 --kube-api-burst=400) ;;
     # Only the fake nodes (annotated by node_manifest): on a real node kwok would fake the
     # kubelet's status and lease and patch real pods Running with made-up addresses.
-    kwok) CMD=("$BIN/kwok" --kubeconfig="$KC" --config="$STATE/kwok-stages.yaml"
+    kwok) CMD=("$KWOK" --kubeconfig="$KC" --config="$STATE/kwok-stages.yaml"
       --manage-nodes-with-annotation-selector=kwok.x-k8s.io/node=fake
       --node-lease-duration-seconds=40 --cidr=10.244.0.0/16 --node-ip=127.0.0.1 --node-port="$P_KWOK"
       --server-address="127.0.0.1:$P_KWOK"
@@ -328,7 +336,8 @@ up() {
   mkdir -p "$STATE"/{logs,pids,etcd}
   make_pki
   write_kubeconfig
-  # Every pod's log is this one CRI-format file: tests and demos append lines to it.
+  # Every pod's log is this one CRI-format file: tests and demos append lines to it. A namespace's
+  # own pod-logs/<namespace>/all.log, where one exists, is its pods' log instead (namespace-logs.patch).
   mkdir -p "$STATE/pod-logs"
   printf '%s stdout F %s\n' "$(date -u +%Y-%m-%dT%H:%M:%S.000000000Z)" "container started (simulated by kwok)" >"$STATE/pod-logs/all.log"
   {

@@ -3,6 +3,12 @@
 Unit tests need nothing. Tests marked ``integration`` get a real control plane: the local
 one from ``scripts/local-cluster.sh`` (started on first use), or the cluster named by
 ``T9K_TEST_KUBECONFIG``. Each integration test gets its own namespace, deleted afterwards.
+
+Parallel runs (pytest-xdist, docs/testing.md "Parallel workers"): one worker starts the cluster
+and the controller process stops it; a ``serial`` test has the cluster to itself; the real-node
+tests run one at a time; under ``--dist loadgroup`` the tests of a module that shares a fixture
+between its tests (an Airflow started once per module) stay on one worker, and so do the
+real-node tests.
 """
 
 from __future__ import annotations
@@ -12,17 +18,33 @@ from collections.abc import Iterator
 
 import pytest
 
+from tests.support import locks
 from tests.support.cluster import LocalCluster, wait_until
+
+RUN_ID = pytest.StashKey[str]()
+
+
+def pytest_configure(config: pytest.Config) -> None:
+    # One id for the whole run, workers included: the run that started the cluster stops it.
+    workerinput = getattr(config, "workerinput", None)
+    config.stash[RUN_ID] = workerinput["t9k_run_id"] if workerinput else uuid.uuid4().hex
+
+
+@pytest.hookimpl(optionalhook=True)
+def pytest_configure_node(node) -> None:  # pytest-xdist, in the controller process: what each worker gets
+    node.workerinput["t9k_run_id"] = node.config.stash[RUN_ID]
+
+
+def pytest_sessionfinish(session: pytest.Session) -> None:
+    if not hasattr(session.config, "workerinput"):  # the controller process (or a run without workers)
+        LocalCluster.stop_if_started_by(session.config.stash[RUN_ID])
 
 
 @pytest.fixture(scope="session")
-def cluster() -> Iterator[LocalCluster]:
+def cluster(request: pytest.FixtureRequest) -> LocalCluster:
     c = LocalCluster()
-    c.ensure_up()
-    try:
-        yield c
-    finally:
-        c.stop_if_started()
+    c.ensure_up(request.config.stash[RUN_ID])
+    return c
 
 
 @pytest.fixture(scope="session")
@@ -40,11 +62,12 @@ def core(api_client):
 
 
 @pytest.fixture
-def namespace(core) -> Iterator[str]:
+def namespace(cluster: LocalCluster, core) -> Iterator[str]:
     from kubernetes import client
 
     name = f"t9k-test-{uuid.uuid4().hex[:8]}"
     core.create_namespace(client.V1Namespace(metadata=client.V1ObjectMeta(name=name, labels={"airflow-t9k/test": "true"})))
+    cluster.own_pod_log(name)
     # The ServiceAccount admission plugin rejects pods until KCM creates `default`.
     wait_until(lambda: _has_default_sa(core, name), timeout=30, what=f"serviceaccount default in {name}")
     try:
@@ -65,13 +88,47 @@ def _has_default_sa(core, namespace: str) -> bool:
         raise
 
 
+@pytest.hookimpl(tryfirst=True)  # before pytest-xdist reads the xdist_group marks (loadgroup)
 def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
-    # Anything under tests/integration, tests/chaos or tests/security needs the cluster.
     for item in items:
         path = str(item.fspath)
+        # Anything under tests/integration, tests/chaos, tests/security or tests/real needs the cluster.
         if "/integration/" in path or "/chaos/" in path or "/security/" in path or "/tests/real/" in path:
             item.add_marker(pytest.mark.integration)
         if "/tests/real/" in path:
             item.add_marker(pytest.mark.real)
-        if "/chaos/" in path:
+            item.add_marker(pytest.mark.xdist_group("real-node"))
+        elif _shares_a_fixture(item):
+            item.add_marker(pytest.mark.xdist_group(item.module.__name__ if isinstance(item, pytest.Function) else path))
+        if "/chaos/" in path:  # kills, outages, leader elections, load: never beside other tests
             item.add_marker(pytest.mark.chaos)
+            item.add_marker(pytest.mark.serial)
+
+
+def _shares_a_fixture(item: pytest.Item) -> bool:
+    """Whether the item uses a module-scoped fixture defined in its own module (an Airflow started
+    once for the module's tests): then its module runs on one worker, which sets it up once."""
+    info = getattr(item, "_fixtureinfo", None)
+    if info is None or not isinstance(item, pytest.Function):
+        return False
+    module = item.module.__name__
+    for defs in info.name2fixturedefs.values():
+        for d in defs:
+            if d.scope in ("module", "package") and getattr(d.func, "__module__", None) == module:
+                return True
+    return False
+
+
+@pytest.hookimpl(wrapper=True)
+def pytest_runtest_protocol(item: pytest.Item, nextitem: pytest.Item | None) -> object:
+    """An integration test holds the cluster shared, a ``serial`` one holds it alone; a real-node
+    test also holds the real node. Whatever runs them (one process, xdist workers, two runs on one
+    cluster), a serial test never runs beside another."""
+    if item.get_closest_marker("integration") is None:
+        return (yield)
+    kubeconfig = LocalCluster().kubeconfig
+    with locks.cluster_share(kubeconfig, alone=item.get_closest_marker("serial") is not None):
+        if item.get_closest_marker("real") is None:
+            return (yield)
+        with locks.real_node(kubeconfig):
+            return (yield)

@@ -85,6 +85,9 @@ def crd_owned_by(api_client, name: str, owner: str) -> Iterator[None]:
         ext.patch_custom_resource_definition(name, {"metadata": {"labels": {"app.kubernetes.io/managed-by": "airflow-t9k"}}})
 
 
+# Serial: while the CRD says another controller owns it, every controller started beside it
+# (other tests') would refuse to start too.
+@pytest.mark.serial
 def test_controller_refuses_to_fight_the_t9k_platform(api_client, jobs, controller_factory):
     with crd_owned_by(api_client, "genericjobs.batch.tensorstack.dev", "t9k-platform"):
         proc = controller_factory(wait=False)
@@ -94,6 +97,7 @@ def test_controller_refuses_to_fight_the_t9k_platform(api_client, jobs, controll
         assert forced.proc.poll() is None
 
 
+@pytest.mark.serial  # the same, for the AscendJob CRD
 def test_kind_flag_leaves_ascendjobs_to_mindcluster(api_client, jobs, controller_factory):
     name = "ascendjobs.mindxdl.gitee.com"
     with crd_owned_by(api_client, name, "mindcluster"):

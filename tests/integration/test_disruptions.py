@@ -18,12 +18,14 @@ from tests.support.cluster import wait_until
 from tests.support.kubelet import set_pod_terminated
 
 GJ = "GenericJob"
+POOL_TAINT = "t9k.test/pool"  # on the nodes this module adds: no other test's pod lands there
 
 
 def gjob(name: str, replicas: int = 2, node_selector: dict | None = None) -> dict:
     spec: dict = {"containers": [{"name": "main", "image": "busybox", "command": ["sleep", "3600"]}]}
     if node_selector:
         spec["nodeSelector"] = node_selector
+        spec["tolerations"] = [{"key": POOL_TAINT, "operator": "Exists", "effect": "NoSchedule"}]
     return {
         "apiVersion": "batch.tensorstack.dev/v1beta1", "kind": GJ, "metadata": {"name": name},
         "spec": {"successRules": [], "failureRules": [{"worker": [0]}],
@@ -82,12 +84,15 @@ def test_a_kubelet_eviction_under_node_pressure_spends_no_restart(jobs, controll
 
 
 def kwok_node(name: str, pool: str) -> client.V1Node:
+    """A kwok node of this test's only: tainted, so no other test's pod lands on it (and dies with
+    it), and not labelled type=kwok, so no other test counts it among the cluster's own nodes."""
     return client.V1Node(
         metadata=client.V1ObjectMeta(
             name=name,
             annotations={"kwok.x-k8s.io/node": "fake"},
-            labels={"kubernetes.io/hostname": name, "type": "kwok", "t9k.test/pool": pool},
+            labels={"kubernetes.io/hostname": name, "type": "kwok-test-pool", "t9k.test/pool": pool},
         ),
+        spec=client.V1NodeSpec(taints=[client.V1Taint(key=POOL_TAINT, value=pool, effect="NoSchedule")]),
         status=client.V1NodeStatus(
             capacity={"cpu": "8", "memory": "32Gi", "pods": "110"}, allocatable={"cpu": "8", "memory": "32Gi", "pods": "110"}
         ),

@@ -30,7 +30,7 @@ def test_a_cleaned_up_job_keeps_its_replicas_logs_exit_codes_and_events(jobs, co
     [container] = summary["replicas"]["ev-worker-0"]["containers"]
     assert (container["exitCode"], container["message"]) == (3, "loss is nan at step 812")
     assert summary["replicas"]["ev-worker-1"]["phase"] in ("Running", "Succeeded")
-    for p in ("ev-worker-0", "ev-worker-1"):  # kwok's shared log file, read through the API server, its last 20 lines
+    for p in ("ev-worker-0", "ev-worker-1"):  # kwok's log file (the namespace's), read through the API server, its last 20 lines
         lines = cm.data[f"{p}.log"].splitlines()
         assert 0 < len(lines) <= 20, lines
         assert not lines[0].startswith("(the log could not be read"), lines

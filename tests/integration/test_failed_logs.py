@@ -4,7 +4,7 @@ as the root cause in the task's error (issue 21, point 6), in both modes, within
 
 Three replicas fail one after the other (kwok fails each after its own ``duration``); the job
 fails only once all three have (one failure rule naming the three), so all three are
-``Failed`` with distinct ``finishedAt``. kwok serves every pod's log from the local cluster's
+``Failed`` with distinct ``finishedAt``. kwok serves every pod's log from the test namespace's
 pod-log file, so each replica's log ends with the lines this test appended.
 """
 
@@ -67,7 +67,7 @@ def test_the_failed_replicas_logs_come_first_failed_first_and_bounded(conn, clus
         time.sleep(0.2)
     name = store["t9k_job"]["name"]
     jobs.wait_phase("GenericJob", name, "Running")
-    _append_pod_log(cluster, *[f"step {i} {marker}" for i in range(5)])  # before the first replica fails (3 s)
+    _append_pod_log(cluster, jobs.ns, *[f"step {i} {marker}" for i in range(5)])  # before the first replica fails (3 s)
     worker.join(90)
     if deferrable:
         event = asyncio.run(first_event(trigger[0], timeout=90)).payload

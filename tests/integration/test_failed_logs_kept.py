@@ -5,7 +5,7 @@ ConfigMap of that name the job is not the controller of is ignored.
 
 One job serves the three reads, in order: the trigger (deferred), the operator on the worker
 (a try reattaching to the job that ended), then ``print_failed_logs`` against a forged record.
-kwok serves every pod's log from the local cluster's pod-log file, so the kept lines end with
+kwok serves every pod's log from the test namespace's pod-log file, so the kept lines end with
 the lines this test appended while the replicas ran.
 """
 
@@ -65,7 +65,7 @@ def test_the_task_log_prints_the_kept_lines_once_the_pods_are_gone(conn, cluster
     name = store["t9k_job"]["name"]
     pod = f"{name}-worker-0"
     jobs.wait_phase("GenericJob", name, "Running")
-    _append_pod_log(cluster, *[f"epoch {i} {marker}" for i in range(3)])  # before worker-0 fails (6 s)
+    _append_pod_log(cluster, jobs.ns, *[f"epoch {i} {marker}" for i in range(3)])  # before worker-0 fails (6 s)
     jobs.wait_phase("GenericJob", name, "Failed", timeout=60)
     wait_until(lambda: jobs.live_pods(name) == {}, timeout=60, what="pods cleaned up")
     assert f"epoch 2 {marker}" in jobs.core.read_namespaced_config_map(f"{name}-evidence", jobs.ns).data[f"{pod}.log"]

@@ -17,6 +17,7 @@ import pytest
 from kubernetes import client
 from kubernetes.client.exceptions import ApiException
 
+from tests.support import locks
 from tests.support.cluster import SCRIPT, wait_until
 
 SIM = "sim.t9k.test"
@@ -30,8 +31,9 @@ def kueue_running() -> bool:
 
 @pytest.fixture(scope="session")
 def kueue(cluster) -> None:
-    if not kueue_running():
-        subprocess.run([str(SCRIPT), "kueue", "up"], check=True)
+    with locks.start(cluster.kubeconfig):  # one worker of a parallel run starts it; the others find it up
+        if not kueue_running():
+            subprocess.run([str(SCRIPT), "kueue", "up"], check=True)
 
 
 @pytest.fixture
@@ -199,6 +201,7 @@ def test_a_controller_killed_between_admission_and_pod_creation_creates_the_pods
     assert len(admitted) == 1
 
 
+@pytest.mark.serial  # Kueue is stopped for everyone: the other Kueue tests' jobs could not be admitted
 def test_kueue_stopped_while_jobs_wait_no_pod_appears_and_admission_resumes_when_it_returns(jobs, queue, controller, custom):
     jobs.create(gjob("blocker", duration=None))
     jobs.wait_phase(GK, "blocker", "Running", timeout=30)

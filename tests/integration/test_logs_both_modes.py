@@ -1,6 +1,6 @@
 """Replica logs reach the task log in both modes (issue 21, point 6): the worker-side wait
 follows the deciding replica as the trigger does, and ``log_replicas``/``max_log_lines`` set
-what and how much. kwok serves every pod's log from the local cluster's pod-log file."""
+what and how much. kwok serves every pod's log from the test namespace's pod-log file."""
 
 from __future__ import annotations
 
@@ -36,7 +36,7 @@ def test_the_worker_side_wait_streams_replica_logs(conn, cluster, jobs, controll
         name = store["t9k_job"]["name"]
         jobs.wait_phase("GenericJob", name, "Running")
         time.sleep(3)  # the followers attach once the containers run
-        _append_pod_log(cluster, f"epoch 1 loss 0.9 {marker}", f"epoch 2 loss 0.5 {marker}")
+        _append_pod_log(cluster, jobs.ns, f"epoch 1 loss 0.9 {marker}", f"epoch 2 loss 0.5 {marker}")
     finally:
         worker.join(60)
     assert outcome
@@ -61,7 +61,7 @@ async def test_the_deferred_wait_follows_only_the_deciding_replica_by_default(co
     jobs.wait_phase("GenericJob", trigger.name, "Running")
     await asyncio.sleep(1.5)
     marker = uuid.uuid4().hex[:8]
-    _append_pod_log(cluster, f"step {marker}")
+    _append_pod_log(cluster, jobs.ns, f"step {marker}")
     assert (await task).payload["status"] == "success"
     out = [line for line in capsys.readouterr().out.splitlines() if marker in line]
     assert len(out) == 1, out

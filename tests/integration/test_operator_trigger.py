@@ -146,8 +146,8 @@ async def test_trigger_reports_failure_with_replica_log_tails(conn, cluster, job
     assert f"{trigger.name}-worker-1" in event["state"]["failed_replicas"]
     assert [r["pod"] for r in event["failed_first"]] == [f"{trigger.name}-worker-1"]
     tail = event["logs"][f"{trigger.name}-worker-1"]  # the root cause's last lines
-    if not cluster.external:  # kwok serves the local cluster's pod-log file: the tail is its end
-        last = (cluster.kubeconfig.parent / "pod-logs" / "all.log").read_text().splitlines()[-1]
+    if not cluster.external:  # kwok serves the namespace's pod-log file: the tail is its end
+        last = cluster.pod_log(jobs.ns).read_text().splitlines()[-1]
         assert tail.splitlines()[-1] == last.split(" ", 3)[3], tail
     assert tail
     assert "log not available" not in tail
@@ -240,11 +240,12 @@ def test_sensor_defers_on_a_running_job(conn, jobs, controller):
     assert (trigger.name, trigger.uid, trigger.policy.wait_for_creation) == (ident["name"], None, True)
 
 
-def _append_pod_log(cluster, *lines: str) -> None:
-    """kwok serves every pod's log from this file (scripts/local-cluster.sh)."""
+def _append_pod_log(cluster, namespace: str, *lines: str) -> None:
+    """As if every pod of ``namespace`` printed these lines now, all with the same second (kwok
+    serves the namespace's pod-log file, LocalCluster.own_pod_log)."""
     now = datetime.now(timezone.utc)
-    with open(cluster.kubeconfig.parent / "pod-logs" / "all.log", "a") as f:
-        f.writelines(f"{now.strftime('%Y-%m-%dT%H:%M:%S')}.{i:09d}Z stdout F {line}\n" for i, line in enumerate(lines))
+    cluster.print_to_pods(namespace, "".join(f"{now.strftime('%Y-%m-%dT%H:%M:%S')}.{i:09d}Z stdout F {line}\n"
+                                             for i, line in enumerate(lines)))  # fmt: skip
 
 
 @pytest.mark.asyncio
@@ -257,7 +258,7 @@ async def test_trigger_streams_new_replica_log_lines_once_each(conn, cluster, jo
     jobs.wait_phase("GenericJob", trigger.name, "Running")
     await asyncio.sleep(1.5)  # followers attach to the running replicas
     marker = uuid.uuid4().hex[:8]
-    _append_pod_log(cluster, f"epoch 1 loss 0.9 {marker}", f"epoch 2 loss 0.5 {marker}")
+    _append_pod_log(cluster, jobs.ns, f"epoch 1 loss 0.9 {marker}", f"epoch 2 loss 0.5 {marker}")
     assert (await task).payload["status"] == "success"
     forwarded = [line for line in capsys.readouterr().out.splitlines() if marker in line]
     for pod in (f"{trigger.name}-worker-0", f"{trigger.name}-worker-1"):
@@ -275,7 +276,7 @@ async def test_trigger_log_streaming_is_bounded(conn, cluster, jobs, controller,
     jobs.wait_phase("GenericJob", trigger.name, "Running")
     await asyncio.sleep(1.5)
     marker = uuid.uuid4().hex[:8]
-    _append_pod_log(cluster, *[f"line {i} {marker}" for i in range(5)])
+    _append_pod_log(cluster, jobs.ns, *[f"line {i} {marker}" for i in range(5)])
     await task
     messages = capsys.readouterr().out.splitlines()
     assert sum(marker in m for m in messages) == 3

@@ -1,5 +1,5 @@
 """Live progress and metrics (issue 24, point 2) against the real API server: kwok replicas
-"print" T9K_PROGRESS lines (kwok serves every pod's log from the local cluster's pod-log file),
+"print" T9K_PROGRESS lines (kwok serves every pod's log from the test namespace's pod-log file),
 the controller follows the deciding replica's log and writes status.progress, rate-limited;
 ``kubectl get`` shows it; the operator's task log shows it and XCom ``metrics`` has the last
 values. The same with a real program on the real node: tests/real/test_progress_real.py; in
@@ -26,10 +26,10 @@ GJ = "GenericJob"
 INTERVAL = 2  # --progress-interval of these tests' controller
 
 
-def append_log(cluster, *lines: str) -> None:
-    """As if every kwok pod printed these lines now (scripts/local-cluster.sh)."""
-    with open(cluster.kubeconfig.parent / "pod-logs" / "all.log", "a") as f:
-        f.writelines(f"{datetime.now(timezone.utc).strftime('%Y-%m-%dT%H:%M:%S.%fZ')} stdout F {line}\n" for line in lines)
+def append_log(cluster, namespace: str, *lines: str) -> None:
+    """As if every kwok pod of ``namespace`` printed these lines now (LocalCluster.own_pod_log)."""
+    stamp = datetime.now(timezone.utc).strftime("%Y-%m-%dT%H:%M:%S.%fZ")
+    cluster.print_to_pods(namespace, "".join(f"{stamp} stdout F {line}\n" for line in lines))
 
 
 def report(step: int) -> str:
@@ -91,7 +91,7 @@ def test_progress_reaches_status_kubectl_the_task_log_and_xcom(conn, cluster, jo
         wait_until(lambda: controller.metrics().get("progress_stream_open", 0) >= 1, timeout=20, what="the log followed")
         time.sleep(0.5)
         for step in range(10, 130, 10):  # 12 reports over 6 s, and garbage between them
-            append_log(cluster, report(step), "T9K_PROGRESS {not json", "epoch done")
+            append_log(cluster, jobs.ns, report(step), "T9K_PROGRESS {not json", "epoch done")
             time.sleep(0.5)
         wait_until(lambda: (jobs.get(GJ, name).get("status") or {}).get("progress", {}).get("step") == 120,
                    timeout=INTERVAL + 10, what="the last report in status")  # fmt: skip
@@ -112,7 +112,7 @@ def test_progress_reaches_status_kubectl_the_task_log_and_xcom(conn, cluster, jo
         row = table(jobs, name)
         assert row["Progress"] == "60% 120/200", row
         assert row["ETA"] == p["eta"], row
-        append_log(cluster, report(200))  # the last line before the end
+        append_log(cluster, jobs.ns, report(200))  # the last line before the end
         jobs.wait_phase(GJ, name, "Succeeded", timeout=40)
         worker.join(60)
     finally:
@@ -155,7 +155,7 @@ async def test_the_deferred_wait_logs_the_progress_and_its_event_carries_the_met
         await asyncio.sleep(0.2)
     for step in (50, 100, 150):
         await asyncio.sleep(0.6)
-        append_log(cluster, report(step))
+        append_log(cluster, jobs.ns, report(step))
     event = (await task).payload
     assert event["status"] == "success"
     assert event["state"]["metrics"] == {"step": 150, "total_steps": 200, "epoch": 3, "loss": round(2 / 151, 4), "acc": 0.6}

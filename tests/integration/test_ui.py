@@ -67,6 +67,7 @@ def ui(cluster, api_client, crds, tmp_path_factory) -> Iterator[Ui]:
     core = client.CoreV1Api(api_client)
     ns = f"t9k-ui-{uuid.uuid4().hex[:6]}"
     core.create_namespace({"metadata": {"name": ns}})
+    cluster.own_pod_log(ns)  # what test_browser_the_tab_draws_the_metrics_the_replica_reports prints
     wait_until(lambda: bool(core.list_namespaced_service_account(ns).items), what="default serviceaccount")
     home = tmp_path_factory.mktemp("airflow-ui")
     env = team_env(home, {"team_a": DAGS / "team_a", "team_b": DAGS / "team_b"}, USERS)
@@ -481,7 +482,7 @@ def test_browser_the_tab_draws_the_metrics_the_replica_reports(ui, browser):
     while points() < 3:  # a write at most every 2 s (--progress-interval): a few seconds of reports
         step += 10
         assert step <= 300, "no progress reached the tab"
-        append_log(ui.cluster, report(step))
+        append_log(ui.cluster, ui.ns, report(step))
         time.sleep(0.5)
     name = ui.job(dag, run_id)["metadata"]["name"]
     page, errors = _login(browser, ui, "alice", "/plugin/t9k-jobs")
@@ -498,7 +499,7 @@ def test_browser_the_tab_draws_the_metrics_the_replica_reports(ui, browser):
     _shot(page, "task-tab-progress")
     assert not errors, errors
     page.close()
-    append_log(ui.cluster, report(200))
+    append_log(ui.cluster, ui.ns, report(200))
     try:
         wait_until(lambda: ui.stack.ti(dag, run_id)[0] == "success", timeout=120, interval=1, what="the task succeeded")
     except AssertionError as exc:

@@ -6,12 +6,16 @@ import os
 import subprocess
 import time
 from collections.abc import Callable
+from datetime import datetime, timezone
 from pathlib import Path
 from typing import TypeVar
+
+from tests.support import locks
 
 ROOT = Path(__file__).resolve().parents[2]
 SCRIPT = ROOT / "scripts" / "local-cluster.sh"
 LOCAL_KUBECONFIG = ROOT / ".local-cluster" / "kubeconfig"
+STARTED_BY = ROOT / ".local-cluster" / "started-by-test-run"  # the id of the test run that started the cluster
 
 T = TypeVar("T")
 
@@ -19,30 +23,64 @@ T = TypeVar("T")
 class LocalCluster:
     """The cluster named by ``T9K_TEST_KUBECONFIG``, or the project's local one.
 
-    The local cluster is started only when it is not already running, and stopped at the
-    end only if this object started it, so a developer's running cluster is left alone.
+    The local cluster is started only when it is not already running, and stopped at the end
+    of the test run only if this run started it, so a developer's running cluster is left alone.
+    Under pytest-xdist every worker calls ``ensure_up``: one starts the cluster, the others wait
+    for it (a file lock), and the controller process stops it once every worker is done
+    (``stop_if_started_by``, from ``pytest_sessionfinish``): a worker that ends early must not
+    take the cluster from the others.
     """
 
     def __init__(self) -> None:
-        self.started_here = False
         external = os.environ.get("T9K_TEST_KUBECONFIG")
         self.kubeconfig = Path(external) if external else LOCAL_KUBECONFIG
         self.external = bool(external)
 
-    def ensure_up(self) -> None:
+    def ensure_up(self, run_id: str = "") -> None:
         if self.external:
             return
-        running = subprocess.run([str(SCRIPT), "status"], check=False, capture_output=True).returncode == 0
-        if not running:
-            # With the real node, unless told otherwise: tests/real need it, and a test run
-            # should not pass by leaving out what it could not start.
-            real = [] if os.environ.get("T9K_REAL_NODE") == "0" else ["--real-node"]
-            subprocess.run([str(SCRIPT), "up", *real], check=True)
-            self.started_here = True
+        with locks.start(self.kubeconfig):
+            running = subprocess.run([str(SCRIPT), "status"], check=False, capture_output=True).returncode == 0
+            if not running:
+                # With the real node, unless told otherwise: tests/real need it, and a test run
+                # should not pass by leaving out what it could not start.
+                real = [] if os.environ.get("T9K_REAL_NODE") == "0" else ["--real-node"]
+                subprocess.run([str(SCRIPT), "up", *real], check=True)
+                STARTED_BY.write_text(run_id)
 
-    def stop_if_started(self) -> None:
-        if self.started_here and not os.environ.get("T9K_KEEP_CLUSTER"):
+    @staticmethod
+    def stop_if_started_by(run_id: str) -> None:
+        """``down``, if the test run ``run_id`` started the cluster (and T9K_KEEP_CLUSTER is unset)."""
+        try:
+            starter = STARTED_BY.read_text()
+        except FileNotFoundError:
+            return
+        if starter == run_id and not os.environ.get("T9K_KEEP_CLUSTER"):
+            STARTED_BY.unlink()
             subprocess.run([str(SCRIPT), "down"], check=False)
+
+    def pod_log(self, namespace: str) -> Path:
+        """The file kwok serves as the log of every pod of ``namespace`` (tools/kwok/namespace-logs.patch)."""
+        return self.kubeconfig.parent / "pod-logs" / namespace / "all.log"
+
+    def own_pod_log(self, namespace: str) -> None:
+        """Give ``namespace`` a pod-log file of its own, before any of its pods' log is read: what
+        a test "prints" there reaches its own pods only, not those of the tests running beside it."""
+        if self.external:
+            return
+        path = self.pod_log(namespace)
+        path.parent.mkdir(parents=True, exist_ok=True)
+        stamp = datetime.now(timezone.utc).strftime("%Y-%m-%dT%H:%M:%S.%fZ")
+        path.write_text(f"{stamp} stdout F container started (simulated by kwok)\n")
+
+    def print_to_pods(self, namespace: str, text: str) -> None:
+        """Append CRI-format log lines to the log of every pod of ``namespace``, as if they printed them."""
+        path = self.pod_log(namespace)
+        if not path.exists():
+            raise AssertionError(f"namespace {namespace!r} has no pod-log file of its own ({path}): "
+                                 "create it with the `namespace` fixture or LocalCluster.own_pod_log")  # fmt: skip
+        with open(path, "a") as f:
+            f.write(text)
 
 
 def wait_until(check: Callable[[], T], timeout: float = 30.0, interval: float = 0.2, what: str = "") -> T:

@@ -1,0 +1,37 @@
+#!/usr/bin/env bash
+# `make test`: every pytest tier against one local cluster, in two groups (docs/testing.md,
+# "Parallel workers"):
+#   1. the parallel group: everything not marked `serial`, on T9K_TEST_WORKERS pytest-xdist
+#      workers (default 3; `--dist loadgroup` keeps a module that starts Airflow once, and the
+#      real-node tests, on one worker each);
+#   2. the serial group: the tests that need the cluster to themselves, one at a time.
+# Arguments are passed to both pytest runs (e.g. a path, or -k EXPR). The cluster is started
+# here when none runs, as the tests' own fixtures would, so both groups share it; it is stopped
+# at the end unless T9K_KEEP_CLUSTER is set. A cluster that was already running is left running.
+set -uo pipefail
+ROOT=$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)
+cd "$ROOT"
+PYTEST=${PYTEST:-$ROOT/.venv/bin/pytest}
+WORKERS=${T9K_TEST_WORKERS:-3}
+
+if [[ -z ${T9K_TEST_KUBECONFIG:-} ]] && ! scripts/local-cluster.sh status >/dev/null 2>&1; then
+  real=(--real-node)
+  [[ ${T9K_REAL_NODE:-} == 0 ]] && real=()
+  scripts/local-cluster.sh up "${real[@]}" || exit 1
+  [[ -n ${T9K_KEEP_CLUSTER:-} ]] || trap 'scripts/local-cluster.sh down' EXIT
+fi
+
+# pytest exits 5 when a group selects nothing (a path with no serial test): not a failure.
+group() {  # name, pytest arguments...
+  local name=$1 t0=$SECONDS rc=0
+  shift
+  "$PYTEST" "$@" || rc=$?
+  echo "[test] $name group took $((SECONDS - t0))s (exit $rc)"
+  [[ $rc -eq 5 ]] && rc=0
+  return "$rc"
+}
+
+rc=0
+group parallel -q -ra -n "$WORKERS" --dist loadgroup -m "not serial" --durations=25 "$@" || rc=1
+group serial -q -ra -m serial --durations=25 "$@" || rc=1
+exit "$rc"
