@@ -8,6 +8,7 @@ from typing import TYPE_CHECKING
 
 import pytest
 
+from tests.support import locks
 from tests.support.controller import ControllerProcess
 from tests.support.jobs import Jobs, install_crds
 
@@ -18,8 +19,9 @@ LOG_DIR = Path(__file__).resolve().parents[2] / ".local-cluster" / "test-logs"
 
 
 @pytest.fixture(scope="session")
-def crds(api_client) -> None:
-    install_crds(api_client)
+def crds(cluster: LocalCluster, api_client) -> None:
+    with locks.start(cluster.kubeconfig):  # each worker of a parallel run installs them: one at a time
+        install_crds(api_client)
 
 
 @pytest.fixture

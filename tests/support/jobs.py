@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import copy
+import time
 from collections.abc import Callable
 from typing import Any
 
@@ -19,18 +20,31 @@ Obj = dict[str, Any]
 def install_crds(api_client: client.ApiClient) -> None:
     ext = client.ApiextensionsV1Api(api_client)
     for crd in [*all_crds(), *template_crds()]:
-        name = crd["metadata"]["name"]
         try:
             ext.create_custom_resource_definition(crd)
         except ApiException as exc:
             if exc.status != 409:
                 raise
-            current = ext.read_custom_resource_definition(name)
-            body = copy.deepcopy(crd)
-            body["metadata"]["resourceVersion"] = current.metadata.resource_version
-            ext.replace_custom_resource_definition(name, body)
+            _replace(ext, crd)
     for crd in [*all_crds(), *template_crds()]:
         wait_until(lambda c=crd: _established(ext, c["metadata"]["name"]), timeout=30, what="CRD established")
+
+
+def _replace(ext: client.ApiextensionsV1Api, crd: Obj) -> None:
+    """Replace an installed CRD with ours. A CRD just created gets its status written by the API
+    server's own controllers (NamesAccepted, Established) meanwhile, which changes its
+    resourceVersion: read it again and retry on that conflict."""
+    name = crd["metadata"]["name"]
+    for attempt in range(10):
+        body = copy.deepcopy(crd)
+        body["metadata"]["resourceVersion"] = ext.read_custom_resource_definition(name).metadata.resource_version
+        try:
+            ext.replace_custom_resource_definition(name, body)
+            return
+        except ApiException as exc:
+            if exc.status != 409 or attempt == 9:
+                raise
+            time.sleep(0.2)
 
 
 def _established(ext: client.ApiextensionsV1Api, name: str) -> bool:
