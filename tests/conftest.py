@@ -6,9 +6,9 @@ one from ``scripts/local-cluster.sh`` (started on first use), or the cluster nam
 
 Parallel runs (pytest-xdist, docs/testing.md "Parallel workers"): one worker starts the cluster
 and the controller process stops it; a ``serial`` test has the cluster to itself; the real-node
-tests run one at a time; under ``--dist loadgroup`` the tests of a module that shares a fixture
-between its tests (an Airflow started once per module) stay on one worker, and so do the
-real-node tests.
+tests run one at a time; under ``--dist loadgroup`` (tests/support/xdist.py) the tests of a
+module that shares a fixture between its tests (an Airflow started once per module) stay on one
+worker, and so do the real-node tests.
 """
 
 from __future__ import annotations
@@ -18,7 +18,7 @@ from collections.abc import Iterator
 
 import pytest
 
-from tests.support import locks
+from tests.support import locks, xdist
 from tests.support.cluster import LocalCluster, wait_until
 
 RUN_ID = pytest.StashKey[str]()
@@ -35,8 +35,23 @@ def pytest_configure_node(node) -> None:  # pytest-xdist, in the controller proc
     node.workerinput["t9k_run_id"] = node.config.stash[RUN_ID]
 
 
+@pytest.hookimpl(optionalhook=True)
+def pytest_xdist_make_scheduler(config: pytest.Config, log) -> object | None:  # pytest-xdist, in the controller process
+    if config.getvalue("dist") != "loadgroup":
+        return None
+    return xdist.GroupScheduling(config, log, config.stash[RUN_ID])
+
+
+@pytest.hookimpl(tryfirst=True)  # before the worker sends its collection to the scheduler
+def pytest_collection_finish(session: pytest.Session) -> None:
+    config = session.config
+    if hasattr(config, "workerinput") and config.getvalue("loadgroup"):
+        xdist.write_groups(session.items, config.stash[RUN_ID])
+
+
 def pytest_sessionfinish(session: pytest.Session) -> None:
     if not hasattr(session.config, "workerinput"):  # the controller process (or a run without workers)
+        xdist.groups_file(session.config.stash[RUN_ID]).unlink(missing_ok=True)
         LocalCluster.stop_if_started_by(session.config.stash[RUN_ID])
 
 
@@ -88,7 +103,7 @@ def _has_default_sa(core, namespace: str) -> bool:
         raise
 
 
-@pytest.hookimpl(tryfirst=True)  # before pytest-xdist reads the xdist_group marks (loadgroup)
+@pytest.hookimpl(tryfirst=True)  # before the other plugins read the marks
 def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
     for item in items:
         path = str(item.fspath)

@@ -28,8 +28,9 @@ INTERVAL = 2  # --progress-interval of these tests' controller
 
 def append_log(cluster, namespace: str, *lines: str) -> None:
     """As if every kwok pod of ``namespace`` printed these lines now (LocalCluster.own_pod_log)."""
-    stamp = datetime.now(timezone.utc).strftime("%Y-%m-%dT%H:%M:%S.%fZ")
-    cluster.print_to_pods(namespace, "".join(f"{stamp} stdout F {line}\n" for line in lines))
+    # A stamp of its own per line, as a real log has: followers resume after the last stamp they saw.
+    cluster.print_to_pods(namespace, "".join(f"{datetime.now(timezone.utc).strftime('%Y-%m-%dT%H:%M:%S.%fZ')} stdout F {line}\n"
+                                             for line in lines))  # fmt: skip
 
 
 def report(step: int) -> str:
