@@ -75,7 +75,7 @@ class Settings:
 def detail_only(old: Obj, result: Plan) -> bool:
     """A status change that may wait: the job's phase (as operators, triggers and sensors read
     it) stays, only detail moved (a pod started or ended, counts, a condition such as
-    Initialized), and the pass has nothing else to do.
+    Initializing), and the pass has nothing else to do.
 
     A new phase and a pass that acts are written at once, status first. The pods of a job
     change within moments of each other, so one write a little later carries them all, and a
