@@ -120,7 +120,8 @@ def test_pod_options_example_puts_volume_toleration_and_shm_on_every_replica(run
     pods = jobs.pods(name)
     # cleanUpPolicy's default (Unfinished) may delete the replica still running when the master
     # finished; the master (rank 0) has succeeded and stays.
-    assert f"{name}-worker-0" in pods and set(pods) <= {f"{name}-worker-0", f"{name}-worker-1"}
+    assert f"{name}-worker-0" in pods
+    assert set(pods) <= {f"{name}-worker-0", f"{name}-worker-1"}
     for pod in pods.values():
         volumes = {v.name: v for v in pod.spec.volumes}
         assert volumes["data"].empty_dir is not None
