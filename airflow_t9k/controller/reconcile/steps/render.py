@@ -16,7 +16,7 @@ def render(p: PassState) -> PassState:
         inputs = p.kind.pod_inputs(p.job, p.observed)
         p.rendered = (
             {} if inputs is None else
-            {s.slot.pod_name: build_pod(p.kind, p.job, s.slot, 0, resumed, inputs) for s in p.states if s.pod is None}
+            {s.slot.pod_name: build_pod(p.kind, p.job, s.slot, 0, resumed, inputs, p.observed.progress_push) for s in p.states if s.pod is None}
         )  # fmt: skip
     except InvalidSpec as exc:
         return invalid(p, str(exc))
