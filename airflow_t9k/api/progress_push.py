@@ -58,7 +58,9 @@ def parse_push(body: Any) -> Pushed:
     """The report in a pushed body. Raises BadBody when the body is not a JSON object, or its
     ``trainerStatus`` not an object (or null)."""
     if not isinstance(body, dict):
-        raise BadBody("the body must be a JSON object: Kubeflow Trainer's {\"trainerStatus\": {...}} or {\"step\": ..., \"loss\": ...}")
+        raise BadBody(
+            'the body must be a JSON object: Kubeflow Trainer\'s {"trainerStatus": {...}} or {"step": ..., "loss": ...}'
+        )
     if TRAINER in body:
         return _trainer(body)
     report = parse_values(body)

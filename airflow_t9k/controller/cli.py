@@ -8,19 +8,25 @@ import logging
 import os
 import signal
 import socket
+import ssl
 import sys
 import uuid
 from collections.abc import Callable, Coroutine
+from dataclasses import replace
 from pathlib import Path
 from typing import Any
+from urllib.parse import urlsplit
 
 from airflow_t9k.api.resources import RESOURCES, TEMPLATE_RESOURCES, resource_for
 from airflow_t9k.controller.leader import LeaderElector
 from airflow_t9k.controller.metrics import InstrumentedKube, Metrics
+from airflow_t9k.controller.push_server import ProgressEndpoint, serve_push
+from airflow_t9k.controller.reconcile.push import AUDIENCE, PushTarget
 from airflow_t9k.controller.runner import Controller, Settings
 from airflow_t9k.controller.scope import Scope, SelectorError, parse_selector
 from airflow_t9k.controller.serve import serve_all
 from airflow_t9k.controller.slim import plain_json_bodies
+from airflow_t9k.controller.tls import CHECK_EVERY, ServingTLS, from_files, reload, self_signed
 from airflow_t9k.k8s.client import DEEP_NESTING, ApiClientTransport, Kube, load_transport
 from airflow_t9k.k8s.errors import ApiError, Forbidden, NotFound
 from airflow_t9k.k8s.kubeconfig import KubeconfigError
@@ -73,6 +79,7 @@ def add_controller_parser(sub: Any) -> None:
         metavar="N",
         help="replica logs followed at once for progress, on their own connections (default 200)",
     )
+    add_push_arguments(p)
     p.add_argument("--health-port", type=int, default=8081,
                    help="port for /healthz (alive) and /readyz (caches synced); 0 disables")  # fmt: skip
     p.add_argument("--health-address", default="0.0.0.0", help="address for the health endpoint")
@@ -128,6 +135,82 @@ def add_controller_parser(sub: Any) -> None:
                         "(default) uses it where the cluster serves it and the queue names a LocalQueue of the job's "
                         "namespace; kueue requires it for every named queue; off never uses it")  # fmt: skip
     p.set_defaults(func=run_controller)
+
+
+def add_push_arguments(p: Any) -> None:
+    g = p.add_argument_group('progress pushed by replicas (docs/progress.md, "The push path")')
+    g.add_argument("--progress-endpoint", metavar="URL",
+                   help="turn on the push path: serve an HTTPS endpoint where replicas POST their progress (Kubeflow "
+                        "Trainer's body or ours, authenticated by a projected token and a TokenReview), and give every "
+                        "replica created from now on its URL, CA and token. URL is how pods reach this listener, e.g. "
+                        "https://airflow-t9k-controller.airflow-t9k-system.svc:8443 or, for a controller on the local "
+                        "cluster's host, https://10.88.0.1:8443. Off by default; the T9K_PROGRESS log lines work "
+                        "either way")  # fmt: skip
+    g.add_argument("--progress-address", default="0.0.0.0", help="address the endpoint listens on (default 0.0.0.0)")
+    g.add_argument("--progress-port", type=int, default=8443, help="port the endpoint listens on (default 8443)")
+    g.add_argument("--progress-tls-cert", metavar="FILE",
+                   help="the endpoint's serving certificate (PEM); read again when it changes")  # fmt: skip
+    g.add_argument("--progress-tls-key", metavar="FILE", help="its private key (PEM)")
+    g.add_argument("--progress-tls-ca", metavar="FILE",
+                   help="the CA bundle replicas verify the endpoint with (default: the certificate). Without "
+                        "--progress-tls-cert/--progress-tls-key, a CA and certificate for the URL's host are made at "
+                        "start and kept in memory: for one controller run by hand, not a deployment")  # fmt: skip
+    g.add_argument(
+        "--progress-audience",
+        default=AUDIENCE,
+        help=f"audience of the replicas' projected tokens, checked by TokenReview (default {AUDIENCE})",
+    )
+    g.add_argument(
+        "--progress-push-rate",
+        type=float,
+        default=1.0,
+        metavar="PER_SECOND",
+        help="reports a second one job's replicas may push, on average (default 1); more get 429",
+    )
+    g.add_argument(
+        "--progress-push-burst",
+        type=float,
+        default=10.0,
+        metavar="N",
+        help="reports one job's replicas may push at once (default 10)",
+    )
+
+
+def push_setup(args: argparse.Namespace) -> tuple[PushTarget, ServingTLS] | None:
+    """The push path's target and TLS from the flags; None when it is off. RefuseToStart on a wrong flag."""
+    url = args.progress_endpoint
+    if not url:
+        if args.progress_tls_cert or args.progress_tls_key:
+            raise RefuseToStart("--progress-tls-cert/--progress-tls-key need --progress-endpoint")
+        return None
+    parts = urlsplit(url)
+    if parts.scheme != "https" or not parts.hostname:
+        raise RefuseToStart(f"--progress-endpoint must be an https:// URL with a host, got {url!r}")
+    if args.progress_interval <= 0:
+        raise RefuseToStart("--progress-endpoint needs --progress-interval > 0: it bounds how often pushed values are written")
+    if args.progress_push_rate <= 0 or args.progress_push_burst < 1:
+        raise RefuseToStart("--progress-push-rate must be > 0 and --progress-push-burst >= 1")
+    if bool(args.progress_tls_cert) != bool(args.progress_tls_key):
+        raise RefuseToStart("--progress-tls-cert and --progress-tls-key go together")
+    try:
+        if args.progress_tls_cert:
+            tls = from_files(args.progress_tls_cert, args.progress_tls_key, args.progress_tls_ca)
+        else:
+            if args.progress_tls_ca:
+                raise RefuseToStart("--progress-tls-ca needs --progress-tls-cert and --progress-tls-key")
+            tls = self_signed([parts.hostname])
+    except (OSError, ssl.SSLError, ValueError) as exc:
+        raise RefuseToStart(f"progress endpoint TLS: {exc}") from None
+    return PushTarget(url.rstrip("/"), tls.ca_pem, args.progress_audience), tls
+
+
+async def follow_certificates(controller: Controller, tls: ServingTLS) -> None:
+    """Files that change are served at once; pods created after that get the new CA."""
+    while True:
+        await asyncio.sleep(CHECK_EVERY)
+        target = controller.settings.progress_push
+        if reload(tls) and target is not None:
+            controller.settings.progress_push = replace(target, ca_pem=tls.ca_pem)
 
 
 async def check_crds(kube: Kube, force: bool, kinds: list[str]) -> None:
@@ -248,6 +331,7 @@ async def main_async(args: argparse.Namespace) -> int:
         try:
             elector = make_elector(args, InstrumentedKube(transport, instruments), instruments)
             scope = make_scope(args)
+            push = push_setup(args)
         except RefuseToStart as exc:
             log.error("%s", exc)
             return 2
@@ -264,12 +348,24 @@ async def main_async(args: argparse.Namespace) -> int:
             template_wait=args.template_wait,
             progress_interval=max(args.progress_interval, 0.0),
             progress_streams=args.progress_streams,
+            progress_push=push[0] if push else None,
+            push_rate=args.progress_push_rate,
+            push_burst=args.progress_push_burst,
         )
         if settings.progress_interval > 0:  # log streams on their own connection pool (controller/reports.py)
             log_kube = InstrumentedKube(await load_transport(args.kubeconfig, args.context), instruments)
         controller = Controller(kube, settings, instruments, log_kube=log_kube)
         servers = await serve_all(controller, (args.health_address, args.health_port),
                                   (args.metrics_address, args.metrics_port))  # fmt: skip
+        certs = None
+        if push is not None:
+            endpoint = ProgressEndpoint(controller, log_kube or kube, kinds=kinds, audience=args.progress_audience)
+            servers.append(await serve_push(endpoint, args.progress_address, args.progress_port, push[1].context))
+            certs = asyncio.create_task(follow_certificates(controller, push[1])) if push[1].files else None
+            log.info("progress endpoint %s: listening on %s:%d, TLS %s, token audience %s", push[0].endpoint,
+                     args.progress_address, args.progress_port,
+                     "from " + ", ".join(push[1].files) if push[1].files else "from a CA made at start (in memory)",
+                     args.progress_audience)  # fmt: skip
         task = asyncio.create_task(controller.run(elector=elector))
         loop = asyncio.get_running_loop()
         for sig in (signal.SIGTERM, signal.SIGINT):
@@ -284,6 +380,9 @@ async def main_async(args: argparse.Namespace) -> int:
             await task
         except asyncio.CancelledError:
             log.info("controller stopped")
+        finally:
+            if certs is not None:
+                certs.cancel()
         return 0
     finally:
         for server in servers:

@@ -4,7 +4,8 @@ Each container of each replica pod gets the endpoint's URL for its job, the CA t
 token, by env, under Kubeflow Trainer's names (so the Kubeflow SDK's ``update_trainjob_status``
 and the Transformers ``KubeflowTrainerCallback`` report here unchanged) and under ours:
 
-- ``T9K_PROGRESS_URL`` / ``KUBEFLOW_TRAINER_SERVER_URL``: ``<endpoint>/apis/<group>/<version>/namespaces/<ns>/<plural>/<job>/progress``;
+- ``T9K_PROGRESS_URL`` / ``KUBEFLOW_TRAINER_SERVER_URL``:
+  ``<endpoint>/apis/<group>/<version>/namespaces/<ns>/<plural>/<job>/progress``;
 - ``T9K_PROGRESS_CA_CERT`` / ``KUBEFLOW_TRAINER_SERVER_CA_CERT``: the path of the CA bundle;
 - ``T9K_PROGRESS_TOKEN`` / ``KUBEFLOW_TRAINER_SERVER_TOKEN``: the path of the token.
 
@@ -51,12 +52,13 @@ def url_path(kind: str, namespace: str, name: str) -> str:
 
 
 def push_url(target: PushTarget, job: Obj) -> str:
-    return target.endpoint.rstrip("/") + url_path(str(job["kind"]), str(job["metadata"]["namespace"]), str(job["metadata"]["name"]))
+    meta = job["metadata"]
+    return target.endpoint.rstrip("/") + url_path(str(job["kind"]), str(meta["namespace"]), str(meta["name"]))
 
 
 def push_env(target: PushTarget, job: Obj) -> dict[str, str]:
     values = (push_url(target, job), f"{MOUNT}/{CA_FILE}", f"{MOUNT}/{TOKEN_FILE}")
-    return {name: value for names in ENV_NAMES for name, value in zip(names, values)}
+    return {name: value for names in ENV_NAMES for name, value in zip(names, values, strict=True)}
 
 
 def volume(target: PushTarget) -> Obj:
