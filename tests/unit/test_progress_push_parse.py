@@ -45,7 +45,8 @@ CASES = [
     ({T: {"metrics": [{"name": "current_step", "value": "1.5"}, "loss", {"value": "1"}, {"name": "x", "value": "1" * 65},
                       {"name": "bad name", "value": "1"}, {"name": "y", "value": "2"}]}},
      {"metrics": {"y": 2}},
-     [f"{T}.metrics[0] (current_step)", f"{T}.metrics[1]", f"{T}.metrics[2]", f"{T}.metrics[3] (x)", f"{T}.metrics[4] (bad name)"]),
+     [f"{T}.metrics[0] (current_step)", f"{T}.metrics[1]", f"{T}.metrics[2]", f"{T}.metrics[3] (x)",
+      f"{T}.metrics[4] (bad name)"]),
     ({T: {"metrics": {"loss": 1}, "progressPercentage": 5}}, {"percent": 5}, [f"{T}.metrics"]),  # a map, not a list
     ({T: {"progressPercentage": 5, "phase": "x"}, "other": 1}, {"percent": 5}, ["other", f"{T}.phase"]),
     ({T: {"progressPercentage": 33.33}}, {"percent": 33.3}, []),

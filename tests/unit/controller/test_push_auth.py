@@ -99,7 +99,8 @@ def test_precheck(token, code, words):
         return
     with pytest.raises(Refused) as err:
         precheck(token, AUD, "ns", NOW)
-    assert err.value.code == code and words in err.value.message
+    assert err.value.code == code
+    assert words in err.value.message
     assert token not in err.value.message
 
 
@@ -124,7 +125,8 @@ def review(authenticated: bool = True, audiences: Any = (AUD,), username: str = 
     ("answer", "result"),
     [
         (review(), Identity("ns", "default", "job-worker-0", "p-uid")),
-        (review(authenticated=False, error="token has been invalidated"), (401, "did not accept the token: token has been invalidated")),
+        (review(authenticated=False, error="token has been invalidated"),
+         (401, "did not accept the token: token has been invalidated")),
         (review(audiences=("other",)), (401, "not valid for audience")),
         (review(audiences=()), (401, "not valid for audience")),
         (review(username="alice"), (403, "not a service-account token bound to a pod")),
@@ -198,7 +200,8 @@ def test_membership(job, pod, identity, refusal):
     if refusal is None:
         assert found is None
     else:
-        assert found is not None and refusal in found
+        assert found is not None
+        assert refusal in found
 
 
 # -- the cache of answers ---------------------------------------------------------------------

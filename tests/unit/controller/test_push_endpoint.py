@@ -51,7 +51,8 @@ class FakeKube:
         self.forbidden = False
 
     async def create(self, path: str, *, body: Obj) -> Obj:
-        assert path == "/apis/authentication.k8s.io/v1/tokenreviews" and body["kind"] == "TokenReview"
+        assert path == "/apis/authentication.k8s.io/v1/tokenreviews"
+        assert body["kind"] == "TokenReview"
         self.reviews += 1
         if self.forbidden:
             raise Forbidden(403, "Forbidden", "tokenreviews is forbidden")
@@ -123,7 +124,8 @@ async def test_a_replica_pushes_and_its_job_is_queued_with_the_values():
         assert code == 200, body
         assert body == {"kind": "ProgressReport", "accepted": {"percent": 10, "step": 3, "metrics": {"loss": 0.5}}, "ignored": []}
         report = host.pushed.report(("GenericJob", "ns", "job"), "uid-job")
-        assert report["replica"] == "job-worker-1" and report["values"] == {"percent": 10, "step": 3, "metrics": {"loss": 0.5}}
+        assert report["replica"] == "job-worker-1"
+        assert report["values"] == {"percent": 10, "step": 3, "metrics": {"loss": 0.5}}
         assert host.queued == [("GenericJob", "ns", "job")]
         # More within the interval: merged, and the job is queued once more only when the interval is up.
         code, _, _ = await post(
@@ -131,9 +133,8 @@ async def test_a_replica_pushes_and_its_job_is_queued_with_the_values():
         )
         assert code == 200
         assert host.pushed.report(("GenericJob", "ns", "job"), "uid-job")["values"]["metrics"] == {"loss": 0.5, "acc": 0.7}
-        assert (
-            host.queued == [("GenericJob", "ns", "job")] and host.pushed.entries[("GenericJob", "ns", "job")].pending is not None
-        )
+        assert host.queued == [("GenericJob", "ns", "job")]
+        assert host.pushed.entries[("GenericJob", "ns", "job")].pending is not None
         assert (kube.reviews, host.metrics["progress_push"], host.metrics["token_review"]) == (1, 2, 1)  # the answer was cached
 
 
@@ -145,8 +146,8 @@ async def test_what_is_refused_before_asking_the_api_server():
             ({"token": "not-a-jwt"}, 401, "not a service-account token"),
             ({"token": jwt("job-worker-0", aud="https://kubernetes.default.svc")}, 401, "audience must be"),
             ({"token": jwt("job-worker-0", ns="elsewhere")}, 403, "not in namespace 'ns'"),  # a pod of another namespace
-            ({"path": "/apis/batch.tensorstack.dev/v1beta1/namespaces/ns/beamjobs/job/progress", "token": jwt("job-worker-0")}, 404,
-             "no job kind"),  # a kind this controller does not reconcile
+            ({"path": "/apis/batch.tensorstack.dev/v1beta1/namespaces/ns/beamjobs/job/progress",
+              "token": jwt("job-worker-0")}, 404, "no job kind"),  # a kind this controller does not reconcile
             ({"path": "/healthz"}, 404, None),
             ({"method": "GET", "token": jwt("job-worker-0")}, 405, "only POST"),
         ]  # fmt: skip
@@ -154,7 +155,9 @@ async def test_what_is_refused_before_asking_the_api_server():
             got, body, _ = await post(client, **kw)
             assert got == code, (kw, body)
             if words:
-                assert body["kind"] == "Status" and body["code"] == code and words in body["message"], body
+                assert body["kind"] == "Status"
+                assert body["code"] == code
+                assert words in body["message"], body
         assert kube.reviews == 0
         host.lead = False
         got, body, headers = await post(client, token=jwt("job-worker-0"))
@@ -166,13 +169,16 @@ async def test_what_is_refused_before_asking_the_api_server():
 async def test_who_the_api_server_vouches_for_must_be_a_replica_of_that_job():
     async with endpoint() as (host, kube, client):
         code, body, _ = await post(client, "job", token=jwt("other-worker-0"))  # a pod of another job
-        assert code == 403 and "pod other-worker-0 is not a replica of GenericJob ns/job" in body["message"]
+        assert code == 403
+        assert "pod other-worker-0 is not a replica of GenericJob ns/job" in body["message"]
         code, body, _ = await post(client, "missing", token=jwt("job-worker-0"))  # after authentication only
-        assert code == 404 and "GenericJob ns/missing not found" in body["message"]
+        assert code == 404
+        assert "GenericJob ns/missing not found" in body["message"]
         forged = jwt("job-worker-0").replace(".sig", ".forged")  # the same claims, a signature the API server refuses
         for _ in range(3):
             code, body, _ = await post(client, token=forged)
-            assert code == 401 and "did not accept the token" in body["message"]
+            assert code == 401
+            assert "did not accept the token" in body["message"]
         assert kube.reviews == 3  # the refusal is cached too: other-worker-0, job-worker-0 (404), forged once
         assert host.pushed.report(("GenericJob", "ns", "job"), "uid-job") is None
 
@@ -183,7 +189,8 @@ async def test_a_replaced_pod_is_no_longer_a_replica():
         assert (await post(client, token=jwt("job-worker-0")))[0] == 200
         host.pods[("ns", "job-worker-0")]["metadata"]["uid"] = "uid-of-the-new-pod"  # the token's pod is gone
         code, body, _ = await post(client, token=jwt("job-worker-0"))
-        assert code == 403 and "not the pod the token was issued to" in body["message"]
+        assert code == 403
+        assert "not the pod the token was issued to" in body["message"]
 
 
 @pytest.mark.asyncio
@@ -191,7 +198,10 @@ async def test_at_most_the_burst_then_rate_per_job_and_other_jobs_are_not_held_b
     async with endpoint() as (host, _, client):
         codes = [(await post(client, token=jwt("job-worker-0")))[0] for _ in range(3)]
         code, body, headers = await post(client, token=jwt("job-worker-1"))  # the budget is the job's, not the pod's
-        assert codes == [200, 200, 200] and code == 429 and int(headers["Retry-After"]) >= 1 and "per job" in body["message"]
+        assert codes == [200, 200, 200]
+        assert code == 429
+        assert int(headers["Retry-After"]) >= 1
+        assert "per job" in body["message"]
         assert (await post(client, "other", token=jwt("other-worker-0")))[0] == 200
         assert host.metrics["progress_push_429"] == 1
 
@@ -203,7 +213,8 @@ async def test_new_tokens_are_checked_at_most_review_burst_at_once():
             host.add_job(f"j{i}", 1)
             kube.identities[jwt(f"j{i}-worker-0")] = ("ns", f"j{i}-worker-0")
         codes = [(await post(client, f"j{i}", token=jwt(f"j{i}-worker-0")))[0] for i in range(6)]
-        assert codes == [200] * 5 + [429] and kube.reviews == 5
+        assert codes == [200] * 5 + [429]
+        assert kube.reviews == 5
 
 
 @pytest.mark.asyncio
@@ -236,7 +247,9 @@ async def test_without_rbac_for_tokenreviews_every_push_is_refused_with_the_reas
     async with endpoint() as (_, kube, client):
         kube.forbidden = True
         code, body, headers = await post(client, token=jwt("job-worker-0"))
-        assert code == 503 and "create tokenreviews" in body["message"] and headers["Retry-After"] == "30"
+        assert code == 503
+        assert "create tokenreviews" in body["message"]
+        assert headers["Retry-After"] == "30"
 
 
 @pytest.mark.asyncio
@@ -247,6 +260,7 @@ async def test_a_namespace_not_managed_is_refused():
             "metadata": {**generic("job")["metadata"], "namespace": "kube-system"},
         }
         kube.identities[jwt("job-worker-0", ns="kube-system")] = ("kube-system", "job-worker-0")
-        code, body, _ = await post(client, token=jwt("job-worker-0", ns="kube-system"),
-                                   path="/apis/batch.tensorstack.dev/v1beta1/namespaces/kube-system/genericjobs/job/progress")  # fmt: skip
-        assert code == 403 and "not reconciled here" in body["message"]
+        path = "/apis/batch.tensorstack.dev/v1beta1/namespaces/kube-system/genericjobs/job/progress"
+        code, body, _ = await post(client, token=jwt("job-worker-0", ns="kube-system"), path=path)
+        assert code == 403
+        assert "not reconciled here" in body["message"]

@@ -38,7 +38,10 @@ def test_the_env_under_our_names_and_kubeflow_trainers():
 def test_a_path_prefix_in_the_endpoint_is_kept_and_ascendjob_has_its_own_group():
     target = PushTarget("https://gw.example.com/t9k/", CA)
     job = {"apiVersion": "mindxdl.gitee.com/v1", "kind": "AscendJob", "metadata": {"name": "a", "namespace": "ml"}}
-    assert push_env(target, job)["T9K_PROGRESS_URL"] == "https://gw.example.com/t9k/apis/mindxdl.gitee.com/v1/namespaces/ml/ascendjobs/a/progress"
+    assert (
+        push_env(target, job)["T9K_PROGRESS_URL"]
+        == "https://gw.example.com/t9k/apis/mindxdl.gitee.com/v1/namespaces/ml/ascendjobs/a/progress"
+    )
 
 
 @pytest.mark.parametrize("job", [generic("g", ("worker", 2)), pytorch("p", ("master", 1), ("worker", 1)), colossal("c", 2)],
@@ -51,9 +54,10 @@ def test_every_container_of_every_replica_gets_them(job):
         assert pod["metadata"]["annotations"][CA_ANNOTATION] == CA
         (vol,) = [v for v in spec["volumes"] if v["name"] == VOLUME]
         token, ca = vol["projected"]["sources"]
-        assert token == {"serviceAccountToken": {"audience": "airflow-t9k-progress", "expirationSeconds": 3600, "path": "token"}}
-        assert ca == {"downwardAPI": {"items": [{"path": "ca.crt",
-                                                 "fieldRef": {"fieldPath": f"metadata.annotations['{CA_ANNOTATION}']"}}]}}  # fmt: skip
+        assert token == {"serviceAccountToken": {"audience": "airflow-t9k-progress", "expirationSeconds": 3600,
+                                                 "path": "token"}}  # fmt: skip
+        field = f"metadata.annotations['{CA_ANNOTATION}']"
+        assert ca == {"downwardAPI": {"items": [{"path": "ca.crt", "fieldRef": {"fieldPath": field}}]}}
         for c in spec["containers"]:
             assert env_of(c)["KUBEFLOW_TRAINER_SERVER_URL"].endswith(f"/{job['metadata']['name']}/progress")
             assert {"name": VOLUME, "mountPath": MOUNT, "readOnly": True} in c["volumeMounts"]
@@ -69,16 +73,19 @@ def test_the_controllers_values_replace_a_templates():
     template["volumes"] = [{"name": VOLUME, "emptyDir": {}}, {"name": "data", "emptyDir": {}}]
     pod = build_pod(KINDS["GenericJob"], job, slots(KINDS["GenericJob"], job)[0], 0, False, push=TARGET)
     c = pod["spec"]["containers"][0]
-    assert env_of(c)["T9K_PROGRESS_URL"].startswith("https://10.88.0.1:8443/") and env_of(c)["KEEP"] == "1"
+    assert env_of(c)["T9K_PROGRESS_URL"].startswith("https://10.88.0.1:8443/")
+    assert env_of(c)["KEEP"] == "1"
     assert [e["name"] for e in c["env"]].count("T9K_PROGRESS_URL") == 1
     assert c["volumeMounts"] == [{"name": VOLUME, "mountPath": MOUNT, "readOnly": True}]
-    assert [v["name"] for v in pod["spec"]["volumes"]] == ["data", VOLUME] and "projected" in pod["spec"]["volumes"][1]
+    assert [v["name"] for v in pod["spec"]["volumes"]] == ["data", VOLUME]
+    assert "projected" in pod["spec"]["volumes"][1]
 
 
 def test_nothing_without_the_push_path_or_for_a_kind_without_progress():
     job = generic("g", ("worker", 1))
     pod = build_pod(KINDS["GenericJob"], job, slots(KINDS["GenericJob"], job)[0], 0, False)
-    assert CA_ANNOTATION not in pod["metadata"]["annotations"] and "T9K_PROGRESS_URL" not in env_of(pod["spec"]["containers"][0])
+    assert CA_ANNOTATION not in pod["metadata"]["annotations"]
+    assert "T9K_PROGRESS_URL" not in env_of(pod["spec"]["containers"][0])
     beam = {"apiVersion": "batch.tensorstack.dev/v1beta1", "kind": "BeamJob", "metadata": {"name": "b", "namespace": "ns"}}
     pod = {"metadata": {}, "spec": {"containers": [{"name": "c"}]}}
     inject(KINDS["BeamJob"], beam, pod, TARGET)
@@ -93,11 +100,13 @@ def test_the_pass_creates_pods_with_them_and_the_cache_keeps_no_copy_of_the_ca()
     job = generic("g", ("worker", 2))
     result = plan(job, Observed(progress_push=TARGET), NOW)
     pods = created_pods(result.actions)
-    assert len(pods) == 2 and all(p["metadata"]["annotations"][CA_ANNOTATION] == CA for p in pods)
+    assert len(pods) == 2
+    assert all(p["metadata"]["annotations"][CA_ANNOTATION] == CA for p in pods)
     assert all("T9K_PROGRESS_TOKEN" in env_of(p["spec"]["containers"][0]) for p in pods)
     cached = slim_for("Pod")(pods[0])
     assert CA_ANNOTATION not in cached["metadata"]["annotations"]
     assert "batch.tensorstack.dev/restart-count" in cached["metadata"]["annotations"]
     # A renewed CA reaches the pods created after it.
     later = created_pods(plan(job, Observed(progress_push=replace(TARGET, ca_pem=CA + CA)), NOW).actions)
-    assert len(later) == 2 and all(p["metadata"]["annotations"][CA_ANNOTATION] == CA + CA for p in later)
+    assert len(later) == 2
+    assert all(p["metadata"]["annotations"][CA_ANNOTATION] == CA + CA for p in later)
