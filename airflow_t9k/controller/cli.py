@@ -77,7 +77,8 @@ def add_controller_parser(sub: Any) -> None:
         type=int,
         default=200,
         metavar="N",
-        help="replica logs followed at once for progress, on their own connections (default 200)",
+        help="replica logs followed at once for progress, on their own connections (default 200); 0 follows none "
+        "(progress only by the push path, --progress-endpoint)",
     )
     add_push_arguments(p)
     p.add_argument("--health-port", type=int, default=8081,
@@ -352,7 +353,7 @@ async def main_async(args: argparse.Namespace) -> int:
             push_rate=args.progress_push_rate,
             push_burst=args.progress_push_burst,
         )
-        if settings.progress_interval > 0:  # log streams on their own connection pool (controller/reports.py)
+        if settings.progress_interval > 0 and settings.progress_streams > 0:  # log streams on their own pool (reports.py)
             log_kube = InstrumentedKube(await load_transport(args.kubeconfig, args.context), instruments)
         controller = Controller(kube, settings, instruments, log_kube=log_kube)
         servers = await serve_all(controller, (args.health_address, args.health_port),

@@ -170,8 +170,10 @@ class Controller:
         self._held: dict[JobKey, float] = {}  # job -> when its held status write is due (loop time)
         self._quick_plans: set[JobKey] = set()  # jobs whose last plan took at most INLINE_PLAN_SECONDS
         self._background: set[asyncio.Task[None]] = set()
+        # --progress-streams 0 follows no log (with the push path: progress by push only).
+        follow = settings.progress_interval > 0 and settings.progress_streams > 0
         self.reports = (ProgressStreams(log_kube or kube, self.queue.add, self.metrics, settings.progress_interval,
-                                        settings.progress_streams) if settings.progress_interval > 0 else None)  # fmt: skip
+                                        settings.progress_streams) if follow else None)  # fmt: skip
         self.pushed = (PushedReports(self.queue.add, settings.progress_interval, settings.push_rate, settings.push_burst)
                        if settings.progress_push is not None else None)  # fmt: skip
         self._elector: LeaderElector | None = None
