@@ -102,6 +102,7 @@ class _Reporter:
         self.conn: http.client.HTTPConnection | None = None
         self.context: ssl.SSLContext | None = None
         self.pid = os.getpid()
+        self.stopped = False
         self.thread = threading.Thread(target=self._run, name="t9k-progress", daemon=True)
         self.thread.start()
 
@@ -121,13 +122,22 @@ class _Reporter:
                 self.wake.wait(min(0.1, max(deadline - time.monotonic(), 0)))
             return self.sent >= self.version
 
+    def stop(self) -> None:
+        """The sender thread ends (what is unsent stays unsent)."""
+        with self.wake:
+            self.stopped = True
+            self.wake.notify_all()
+
     # -- the sender thread -----------------------------------------------------------------
     def _run(self) -> None:
         while True:
             with self.wake:
-                while self.sent >= self.version or time.monotonic() < self.next_at:
+                while not self.stopped and (self.sent >= self.version or time.monotonic() < self.next_at):
                     wait = None if self.sent >= self.version else self.next_at - time.monotonic()
                     self.wake.wait(wait)
+                if self.stopped:
+                    self._close()
+                    return
                 version, values = self.version, dict(self.values)
             retry_after = self._send(values)
             with self.wake:
@@ -174,7 +184,7 @@ class _Reporter:
                 conn = self._connection()
                 conn.request("POST", self.path, body=self.body(values), headers=headers)
                 resp = conn.getresponse()
-                text = resp.read(4096).decode(errors="replace")
+                text = resp.read().decode(errors="replace")[:4096]  # all of it: the connection is kept
                 break
             except (OSError, http.client.HTTPException) as exc:
                 self._close()

@@ -79,6 +79,9 @@ def server(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Iterator[Server]:
     monkeypatch.setattr(progress, "_reporter", None)
     monkeypatch.setattr(progress, "_warned", set())
     yield s
+    if progress._reporter is not None:  # no thread of this test's goes on into the next
+        progress._reporter.stop()
+        progress._reporter.thread.join(10)
     s.httpd.shutdown()
 
 
