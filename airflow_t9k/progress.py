@@ -80,6 +80,7 @@ def _number(value: Any) -> float | None:
 
 
 def _text(number: float) -> str:
+    number = float(number)
     return str(int(number)) if number.is_integer() and abs(number) < 2**53 else repr(number)
 
 

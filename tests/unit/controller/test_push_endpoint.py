@@ -14,6 +14,7 @@ from collections import Counter
 from collections.abc import AsyncIterator
 from typing import Any
 
+import aiohttp
 import pytest
 from aiohttp.test_utils import TestClient, TestServer
 
@@ -264,3 +265,33 @@ async def test_a_namespace_not_managed_is_refused():
         code, body, _ = await post(client, token=jwt("job-worker-0", ns="kube-system"), path=path)
         assert code == 403
         assert "not reconciled here" in body["message"]
+
+
+@pytest.mark.asyncio
+async def test_over_tls_the_helpers_body_is_taken_and_a_client_without_the_ca_is_not(tmp_path):
+    import ssl
+
+    from airflow_t9k.controller.push_server import serve_push
+    from airflow_t9k.controller.tls import self_signed
+    from airflow_t9k.progress import _Reporter
+    from tests.support.controller import free_port
+
+    host, kube = Host(), FakeKube()
+    host.add_job("job")
+    kube.identities[jwt("job-worker-0")] = ("ns", "job-worker-0")
+    tls = self_signed(["127.0.0.1"])
+    port = free_port()
+    runner = await serve_push(ProgressEndpoint(host, kube, kinds=["GenericJob"]), "127.0.0.1", port, tls.context)  # type: ignore[arg-type]
+    try:
+        body = _Reporter.body(None, {"step": 7, "total_steps": 70, "loss": 0.5})  # type: ignore[arg-type]
+        headers = {"Authorization": f"Bearer {jwt('job-worker-0')}", "Content-Type": "application/json"}
+        url = f"https://127.0.0.1:{port}{URL.format('job')}"
+        async with aiohttp.ClientSession() as session:
+            async with session.post(url, data=body, headers=headers, ssl=ssl.create_default_context(cadata=tls.ca_pem)) as resp:
+                answer = await resp.json()
+            assert resp.status == 200, answer
+            assert answer["accepted"] == {"percent": 10, "step": 7, "total_steps": 70, "metrics": {"loss": 0.5}}
+            with pytest.raises(aiohttp.ClientConnectorCertificateError):
+                await session.post(url, data=body, headers=headers, ssl=ssl.create_default_context())
+    finally:
+        await runner.cleanup()
