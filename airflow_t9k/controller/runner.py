@@ -29,6 +29,9 @@ from airflow_t9k.k8s.informer import Informer
 from airflow_t9k.kinds.base import LABEL_MANAGED_BY, MANAGED_BY
 from airflow_t9k.kinds.templates import CLUSTER, NAMESPACED, unresolved, wanted
 
+if TYPE_CHECKING:
+    from airflow_t9k.controller.reconcile.push import PushTarget
+
 Obj = dict[str, Any]
 JobKey = tuple[str, str, str]  # (kind, namespace, name)
 # Secrets are not watched: the controller may only create them (deploy/rbac-*.yaml); a job's
@@ -38,9 +41,6 @@ KUEUE = "/apis/kueue.x-k8s.io/v1beta2"
 # Kueue's cluster-scoped objects that admission reads: kind -> path
 KUEUE_CLUSTER = {"ResourceFlavor": f"{KUEUE}/resourceflavors", "WorkloadPriorityClass": f"{KUEUE}/workloadpriorityclasses",
                  "PriorityClass": "/apis/scheduling.k8s.io/v1/priorityclasses"}  # fmt: skip
-if TYPE_CHECKING:
-    from airflow_t9k.controller.reconcile.push import PushTarget
-
 REPORT_AFTER_FAILURES = 3  # failed passes in a row before the job gets a condition and an Event
 # CPU seconds (the planning thread's own, so waiting for the GIL does not count) under which a
 # job's next plan runs on the event loop instead of in a thread.

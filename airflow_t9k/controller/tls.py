@@ -38,7 +38,7 @@ class ServingTLS:
     context: ssl.SSLContext
     ca_pem: str
     files: tuple[str, str, str] | None = None  # (cert, key, ca) when read from files
-    stamp: tuple[tuple[float, int], ...] = ()  # the files' (mtime, size) when last read
+    stamp: tuple[tuple[int, int, int], ...] = ()  # the files' (inode, mtime, size) when last read
 
 
 def _context() -> ssl.SSLContext:
@@ -47,11 +47,12 @@ def _context() -> ssl.SSLContext:
     return ctx
 
 
-def _stamp(paths: tuple[str, ...]) -> tuple[tuple[float, int], ...]:
+def _stamp(paths: tuple[str, ...]) -> tuple[tuple[int, int, int], ...]:
+    """What tells a changed file: a Secret volume swaps in new files (a new inode), an editor writes in place."""
     out = []
     for p in paths:
         st = os.stat(p)
-        out.append((st.st_mtime, st.st_size))
+        out.append((st.st_ino, st.st_mtime_ns, st.st_size))
     return tuple(out)
 
 
