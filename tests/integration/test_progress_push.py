@@ -95,6 +95,11 @@ def test_tokens_of_another_job_another_audience_another_namespace_or_no_pod_are_
     assert "not bound to a pod" in answer["message"]
     code, answer = post(url, "garbage", body, ca)
     assert code == 401
+    head, claims, signature = token(jobs.core, jobs.ns, mine).split(".")
+    forged = f"{head}.{claims}.{signature[::-1]}"  # its claims are right; the API server's TokenReview says no
+    code, answer = post(url, forged, body, ca)
+    assert code == 401
+    assert "did not accept the token" in answer["message"]
     code, answer = post(url, None, body, ca)
     assert code == 401
 
