@@ -14,7 +14,9 @@ reading the replica's log. It needs the controller's progress endpoint (``--prog
 every replica then has its URL, CA and token in its environment (``T9K_PROGRESS_URL``,
 ``T9K_PROGRESS_CA_CERT``, ``T9K_PROGRESS_TOKEN``, or Kubeflow Trainer's
 ``KUBEFLOW_TRAINER_SERVER_*``, under which this also reports to a Kubeflow Trainer v2.2
-controller). Without them ``report`` does nothing, and warns once.
+controller); a process that did not inherit the container's environment (a rank started over
+SSH) finds them as files in ``/var/run/secrets/airflow-t9k/progress/``. Without them ``report``
+does nothing, and warns once.
 
 Standard library only, so a pod's Python needs nothing installed: copy this one file next to
 the script when the package is not in the image. ``report`` never raises and never waits for
@@ -45,6 +47,9 @@ from typing import Any
 __all__ = ["flush", "report"]
 
 URL_ENV = ("T9K_PROGRESS_URL", "KUBEFLOW_TRAINER_SERVER_URL")
+# Where the controller mounts the URL, CA and token in every replica: read when the environment
+# lacks them (a rank an MPI, pdsh or ColossalAI launcher started over SSH has not the container's).
+MOUNT = "/var/run/secrets/airflow-t9k/progress"
 CA_ENV = ("T9K_PROGRESS_CA_CERT", "KUBEFLOW_TRAINER_SERVER_CA_CERT")
 TOKEN_ENV = ("T9K_PROGRESS_TOKEN", "KUBEFLOW_TRAINER_SERVER_TOKEN")
 INTERVAL_ENV = "T9K_PROGRESS_MIN_INTERVAL"
@@ -58,8 +63,20 @@ _reporter: _Reporter | None = None
 _warned: set[str] = set()
 
 
-def _env(names: tuple[str, ...]) -> str:
-    return next((os.environ[n] for n in names if os.environ.get(n)), "")
+def _env(names: tuple[str, ...], file: str = "") -> str:
+    """The first of ``names`` set in the environment, else the mounted ``file``'s path (its
+    content for the URL), else ''."""
+    found = next((os.environ[n] for n in names if os.environ.get(n)), "")
+    if found or not file:
+        return found
+    path = os.path.join(os.environ.get("T9K_PROGRESS_DIR") or MOUNT, file)
+    if file != "url":
+        return path if os.path.exists(path) else ""
+    try:
+        with open(path) as f:
+            return f.read().strip()
+    except OSError:
+        return ""
 
 
 def _warn_once(what: str, message: str) -> None:
@@ -88,8 +105,8 @@ class _Reporter:
     def __init__(self, url: str) -> None:
         self.url = urllib.parse.urlsplit(url)
         self.path = self.url.path + (f"?{self.url.query}" if self.url.query else "")
-        self.ca = _env(CA_ENV)
-        self.token_path = _env(TOKEN_ENV)
+        self.ca = _env(CA_ENV, "ca.crt")
+        self.token_path = _env(TOKEN_ENV, "token")
         try:
             self.interval = max(float(os.environ.get(INTERVAL_ENV) or DEFAULT_INTERVAL), 0.0)
         except ValueError:
@@ -226,7 +243,7 @@ class _Reporter:
 
 def _get() -> _Reporter | None:
     global _reporter
-    url = _env(URL_ENV)
+    url = _env(URL_ENV, "url")
     if not url:
         _warn_once("off", "no progress endpoint in the environment (T9K_PROGRESS_URL): report() does nothing. "
                           "Print T9K_PROGRESS lines instead, or run the controller with --progress-endpoint")  # fmt: skip

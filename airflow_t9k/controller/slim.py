@@ -27,7 +27,7 @@ from __future__ import annotations
 from collections.abc import Callable
 from typing import Any
 
-from airflow_t9k.controller.reconcile.push import CA_ANNOTATION
+from airflow_t9k.controller.reconcile.push import CA_ANNOTATION, URL_ANNOTATION
 
 Obj = dict[str, Any]
 Transform = Callable[[Obj], Obj]
@@ -58,7 +58,8 @@ def _keeper(top: tuple[str, ...] = (), spec: tuple[str, ...] = ()) -> Transform:
 def _slim_pod(out: Obj, pod: Obj) -> Obj:
     annotations = (out.get("metadata") or {}).get("annotations")
     if isinstance(annotations, dict):
-        annotations.pop(CA_ANNOTATION, None)  # a kilobyte per pod, for the pod's own files only
+        for key in (CA_ANNOTATION, URL_ANNOTATION):  # a kilobyte per pod, for the pod's own files only
+            annotations.pop(key, None)
     spec = pod.get("spec")
     if isinstance(spec, dict) and isinstance(spec.get("containers"), list):
         out["spec"] = {"containers": [{k: c[k] for k in ("name", "resources") if k in c}

@@ -83,6 +83,7 @@ def server(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Iterator[Server]:
         progress._reporter.stop()
         progress._reporter.thread.join(10)
     s.httpd.shutdown()
+    s.httpd.server_close()
 
 
 def metrics(request: dict[str, Any]) -> dict[str, str]:
@@ -123,7 +124,7 @@ def test_a_refusal_with_retry_after_is_sent_again_and_a_closed_connection_is_ope
 def test_values_that_will_never_be_taken_are_given_up_with_one_warning(server: Server):
     server.answers = [(422, {}), (422, {})]
     with warnings.catch_warnings(record=True) as caught:
-        warnings.simplefilter("always")
+        warnings.simplefilter("always", RuntimeWarning)
         progress.report(step=1)
         server.wait(1)
         assert progress.flush(5) is True  # given up: nothing left to send
@@ -150,13 +151,27 @@ def test_without_an_endpoint_it_does_nothing_and_warns_once(monkeypatch: pytest.
     monkeypatch.setattr(progress, "_reporter", None)
     monkeypatch.setattr(progress, "_warned", set())
     with warnings.catch_warnings(record=True) as caught:
-        warnings.simplefilter("always")
+        warnings.simplefilter("always", RuntimeWarning)
         for step in range(5):
             progress.report(step=step, loss=0.1)
     assert len(caught) == 1
     assert "no progress endpoint in the environment" in str(caught[0].message)
     assert progress._reporter is None
     assert progress.flush() is True
+
+
+def test_without_the_env_the_mounted_files_are_read(server: Server, monkeypatch: pytest.MonkeyPatch, tmp_path: Path):
+    """A rank started over SSH (MPI, pdsh) has not the container's env, but the pod's volume."""
+    import os
+
+    (tmp_path / "url").write_text(os.environ["T9K_PROGRESS_URL"] + "\n")
+    for name in (*progress.URL_ENV, *progress.CA_ENV, *progress.TOKEN_ENV):
+        monkeypatch.delenv(name, raising=False)
+    monkeypatch.setenv("T9K_PROGRESS_DIR", str(tmp_path))  # the mount, here a test directory
+    progress.report(step=9)
+    request = server.wait(1)[0]
+    assert metrics(request) == {"step": "9"}
+    assert request["auth"] == "Bearer token-1"
 
 
 def test_kubeflow_trainers_names_are_read_too(server: Server, monkeypatch: pytest.MonkeyPatch):
@@ -196,7 +211,7 @@ def test_a_context_for_the_ca_verifies_the_server(server: Server, monkeypatch: p
     other = self_signed(["127.0.0.1"])  # a CA that did not sign the server's certificate
     (tmp_path / "ca.crt").write_text(other.ca_pem)
     with warnings.catch_warnings(record=True) as caught:
-        warnings.simplefilter("always")
+        warnings.simplefilter("always", RuntimeWarning)
         progress.report(step=1)
         assert progress.flush(2) is False
     assert server.requests == []

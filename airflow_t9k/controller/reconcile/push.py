@@ -11,8 +11,10 @@ and the Transformers ``KubeflowTrainerCallback`` report here unchanged) and unde
 
 Both files come from one projected volume: a service-account token with its own audience (it
 is worth nothing to the API server, and the kubelet renews it), and the CA, which the pod's own
-annotation carries and the downward API writes to a file. So the push path adds no object per
-job, no API request and no RBAC beyond TokenReview. Pure: ``desired.build_pod`` calls ``inject``.
+annotation carries and the downward API writes to a file; the URL is written there too
+(``url``), for processes that do not inherit the container's environment (ranks an MPI, pdsh
+or ColossalAI launcher starts over SSH). So the push path adds no object per job, no API request
+and no RBAC beyond TokenReview. Pure: ``desired.build_pod`` calls ``inject``.
 """
 
 from __future__ import annotations
@@ -31,7 +33,8 @@ TOKEN_SECONDS = 3600  # the projected token's lifetime; the kubelet renews it at
 MOUNT = "/var/run/secrets/airflow-t9k/progress"
 VOLUME = "t9k-progress"
 CA_ANNOTATION = f"{LABEL_PREFIX}/progress-ca"
-TOKEN_FILE, CA_FILE = "token", "ca.crt"
+URL_ANNOTATION = f"{LABEL_PREFIX}/progress-url"
+TOKEN_FILE, CA_FILE, URL_FILE = "token", "ca.crt", "url"
 # Our names, then Kubeflow Trainer v2.2's (pkg/runtime/framework/plugins/trainjobstatus).
 ENV_NAMES = (("T9K_PROGRESS_URL", "T9K_PROGRESS_CA_CERT", "T9K_PROGRESS_TOKEN"),
              ("KUBEFLOW_TRAINER_SERVER_URL", "KUBEFLOW_TRAINER_SERVER_CA_CERT", "KUBEFLOW_TRAINER_SERVER_TOKEN"))  # fmt: skip
@@ -62,10 +65,11 @@ def push_env(target: PushTarget, job: Obj) -> dict[str, str]:
 
 
 def volume(target: PushTarget) -> Obj:
-    ca = f"metadata.annotations['{CA_ANNOTATION}']"
+    ca, url = (f"metadata.annotations['{a}']" for a in (CA_ANNOTATION, URL_ANNOTATION))
     return {"name": VOLUME, "projected": {"sources": [
         {"serviceAccountToken": {"audience": target.audience, "expirationSeconds": target.token_seconds, "path": TOKEN_FILE}},
-        {"downwardAPI": {"items": [{"path": CA_FILE, "fieldRef": {"fieldPath": ca}}]}},
+        {"downwardAPI": {"items": [{"path": CA_FILE, "fieldRef": {"fieldPath": ca}},
+                                   {"path": URL_FILE, "fieldRef": {"fieldPath": url}}]}},
     ]}}  # fmt: skip
 
 
@@ -74,7 +78,8 @@ def inject(kind: JobKind, job: Obj, pod: Obj, target: PushTarget | None) -> None
     names and volume win over a template's. Nothing for a kind without progress (BeamJob)."""
     if target is None or kind.decisive_replica(job) is None:
         return
-    pod["metadata"].setdefault("annotations", {})[CA_ANNOTATION] = target.ca_pem
+    annotations = pod["metadata"].setdefault("annotations", {})
+    annotations[CA_ANNOTATION], annotations[URL_ANNOTATION] = target.ca_pem, push_url(target, job)
     spec = pod.setdefault("spec", {})
     spec["volumes"] = [v for v in spec.get("volumes") or [] if not (isinstance(v, dict) and v.get("name") == VOLUME)]
     spec["volumes"].append(volume(target))

@@ -11,7 +11,7 @@ import pytest
 from airflow_t9k.controller.reconcile import Observed, plan
 from airflow_t9k.controller.reconcile.actions import Create
 from airflow_t9k.controller.reconcile.desired import build_pod, slots
-from airflow_t9k.controller.reconcile.push import CA_ANNOTATION, MOUNT, VOLUME, PushTarget, inject, push_env
+from airflow_t9k.controller.reconcile.push import CA_ANNOTATION, MOUNT, URL_ANNOTATION, VOLUME, PushTarget, inject, push_env
 from airflow_t9k.controller.slim import slim_for
 from airflow_t9k.kinds.registry import KINDS
 from tests.builders import NOW, colossal, generic, pytorch
@@ -56,8 +56,11 @@ def test_every_container_of_every_replica_gets_them(job):
         token, ca = vol["projected"]["sources"]
         assert token == {"serviceAccountToken": {"audience": "airflow-t9k-progress", "expirationSeconds": 3600,
                                                  "path": "token"}}  # fmt: skip
-        field = f"metadata.annotations['{CA_ANNOTATION}']"
-        assert ca == {"downwardAPI": {"items": [{"path": "ca.crt", "fieldRef": {"fieldPath": field}}]}}
+        ca_field, url_field = (f"metadata.annotations['{a}']" for a in (CA_ANNOTATION, URL_ANNOTATION))
+        assert ca == {"downwardAPI": {"items": [{"path": "ca.crt", "fieldRef": {"fieldPath": ca_field}},
+                                                {"path": "url", "fieldRef": {"fieldPath": url_field}}]}}  # fmt: skip
+        # The URL as a file too: ranks a launcher starts over SSH do not inherit the container's env.
+        assert pod["metadata"]["annotations"][URL_ANNOTATION] == push_env(TARGET, job)["T9K_PROGRESS_URL"]
         for c in spec["containers"]:
             assert env_of(c)["KUBEFLOW_TRAINER_SERVER_URL"].endswith(f"/{job['metadata']['name']}/progress")
             assert {"name": VOLUME, "mountPath": MOUNT, "readOnly": True} in c["volumeMounts"]
@@ -105,6 +108,7 @@ def test_the_pass_creates_pods_with_them_and_the_cache_keeps_no_copy_of_the_ca()
     assert all("T9K_PROGRESS_TOKEN" in env_of(p["spec"]["containers"][0]) for p in pods)
     cached = slim_for("Pod")(pods[0])
     assert CA_ANNOTATION not in cached["metadata"]["annotations"]
+    assert URL_ANNOTATION not in cached["metadata"]["annotations"]
     assert "batch.tensorstack.dev/restart-count" in cached["metadata"]["annotations"]
     # A renewed CA reaches the pods created after it.
     later = created_pods(plan(job, Observed(progress_push=replace(TARGET, ca_pem=CA + CA)), NOW).actions)
