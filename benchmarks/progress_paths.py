@@ -49,8 +49,8 @@ ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 sys.path.insert(0, str(ROOT / "benchmarks"))
 
-import aiohttp  # noqa: E402
-from _bench import (  # noqa: E402
+import aiohttp
+from _bench import (
     DEFAULT_KUBECONFIG,
     Cluster,
     Ours,
