@@ -15,6 +15,7 @@ from airflow_t9k.api.paths import child_path, job_path
 from airflow_t9k.api.resources import RESOURCES, TEMPLATE_RESOURCES, resource_for
 from airflow_t9k.controller.apply import Executor
 from airflow_t9k.controller.metrics import Metrics, TimedQueue
+from airflow_t9k.controller.pushed import PushedReports, newest
 from airflow_t9k.controller.reconcile import Emit, Observed, Plan, plan
 from airflow_t9k.controller.reconcile.status import bounded
 from airflow_t9k.controller.reports import ProgressStreams
@@ -29,6 +30,7 @@ from airflow_t9k.kinds.templates import CLUSTER, NAMESPACED, unresolved, wanted
 if TYPE_CHECKING:
     from airflow_t9k.controller.leader import LeaderElector
     from airflow_t9k.controller.queue import WorkQueue
+    from airflow_t9k.controller.reconcile.push import PushTarget
 
 Obj = dict[str, Any]
 JobKey = tuple[str, str, str]  # (kind, namespace, name)
@@ -70,6 +72,12 @@ class Settings:
     # (0: no log is followed, no progress kept), and how many replica logs are followed at once.
     progress_interval: float = 10.0
     progress_streams: int = 200
+    # The progress endpoint (--progress-endpoint; docs/progress.md, "The push path"): what every
+    # replica is given to reach it (None: off), and the requests a second and at once a job's
+    # replicas may push.
+    progress_push: PushTarget | None = None
+    push_rate: float = 1.0
+    push_burst: float = 10.0
 
 
 def detail_only(old: Obj, result: Plan) -> bool:
@@ -162,11 +170,28 @@ class Controller:
         self._held: dict[JobKey, float] = {}  # job -> when its held status write is due (loop time)
         self._quick_plans: set[JobKey] = set()  # jobs whose last plan took at most INLINE_PLAN_SECONDS
         self._background: set[asyncio.Task[None]] = set()
+        # --progress-streams 0 follows no log (with the push path: progress by push only).
+        follow = settings.progress_interval > 0 and settings.progress_streams > 0
         self.reports = (ProgressStreams(log_kube or kube, self.queue.add, self.metrics, settings.progress_interval,
-                                        settings.progress_streams) if settings.progress_interval > 0 else None)  # fmt: skip
+                                        settings.progress_streams) if follow else None)  # fmt: skip
+        self.pushed = (PushedReports(self.queue.add, settings.progress_interval, settings.push_rate, settings.push_burst)
+                       if settings.progress_push is not None else None)  # fmt: skip
+        self._elector: LeaderElector | None = None
 
     def informer_for(self, kind: str, namespace: str) -> Informer:
         return self.informers[(kind, namespace if namespace in self.scopes else "")]
+
+    # -- what the progress endpoint asks (push_server.Host) ------------------------------------
+    def leading(self) -> bool:
+        """Whether this replica's passes write statuses now: caches synced, and the lease held."""
+        return self.synced() and (self._elector is None or self._elector.valid())
+
+    def cached_job(self, kind: str, namespace: str, name: str) -> Obj | None:
+        informer = self.informers.get((kind, namespace if namespace in self.scopes else ""))
+        return None if informer is None else informer.get((namespace, name))
+
+    def cached_pod(self, namespace: str, name: str) -> Obj | None:
+        return self.cached_job("Pod", namespace, name)
 
     # -- events -> keys ---------------------------------------------------------------------
     def _on_job(self, event: str, obj: Obj) -> None:
@@ -271,10 +296,13 @@ class Controller:
         no_secrets: dict[str, Obj] = {}
         children = (found["Pod"], found["Service"], found["ConfigMap"], no_secrets, found["Job"])
         key = (job["kind"], job["metadata"]["namespace"], job["metadata"]["name"])
-        report = self.reports.report(key, job["metadata"].get("uid")) if self.reports is not None else None
+        uid = job["metadata"].get("uid")
+        report = newest(self.reports.report(key, uid) if self.reports is not None else None,
+                        self.pushed.report(key, uid) if self.pushed is not None else None)  # fmt: skip
         more: dict[str, Any] = {"volcano": self.settings.volcano, "podgroups": found.get("PodGroup", {}),
                 "template": self.template_of(job), "template_wait": self.settings.template_wait,
-                "report": report, "progress_interval": self.settings.progress_interval}  # fmt: skip
+                "report": report, "progress_interval": self.settings.progress_interval,
+                "progress_push": self.settings.progress_push}  # fmt: skip
         if not self.kueue:
             return Observed(*children, queueing=self.settings.queueing, **more)
         ns = job["metadata"]["namespace"]
@@ -296,6 +324,8 @@ class Controller:
             self._quick_plans.discard(key)
             if self.reports is not None:
                 self.reports.forget(key)
+            if self.pushed is not None:
+                self.pushed.forget(key)
             return
         self.metrics["reconcile"] += 1
         why = self.why_not_managed(ns)
@@ -415,8 +445,11 @@ class Controller:
                 await asyncio.gather(*workers, return_exceptions=True)
                 if self.reports is not None:  # the next leader follows the logs
                     await self.reports.close()
+                if self.pushed is not None:  # and takes the pushes, starting from the statuses
+                    self.pushed.clear()
 
     async def run(self, ready: asyncio.Event | None = None, elector: LeaderElector | None = None) -> None:
+        self._elector = elector
         tasks = [asyncio.create_task(i.run(), name=f"informer-{k}") for k, i in self.informers.items()]
         try:
             # Children first, so the first pass over each job sees the pods it already has.

@@ -76,6 +76,16 @@ def latest(report: Obj) -> Obj:
             out[name] = values[key]
     if values.get("metrics"):
         out["metrics"] = dict(values["metrics"])
+    # How far, from the steps (or epochs) when their total is known, else as the program said
+    # (Kubeflow Trainer's progressPercentage); its own ETA waits for progress_status, which
+    # prefers the rate the history shows.
+    pct = percent(out)
+    if pct is None and isinstance(values.get("percent"), (int, float)):
+        pct = round(min(max(float(values["percent"]), 0.0), 100.0), 1)
+    if pct is not None:
+        out["percent"] = pct
+    if isinstance(values.get("eta_seconds"), (int, float)):
+        out["etaSeconds"] = int(values["eta_seconds"])
     if report.get("time"):
         out["reportedAt"] = str(report["time"])
     return out
@@ -169,13 +179,13 @@ def _size(obj: Obj) -> int:
 def progress_status(old: Obj | None, report: Obj, interval: float, now: datetime, running: bool) -> Obj:
     """The new ``status.progress`` for the report's values (rate limit already decided)."""
     values = latest(report)
-    pct = percent(values)
-    if pct is not None:
-        values["percent"] = pct
+    reported_eta = values.pop("etaSeconds", None)  # the program's own (Trainer's estimatedRemainingSeconds)
     values["summary"] = summary(values)
     values["updated"] = timestamp(now)
     hist = history((old or {}).get("history"), values, interval)
     eta = eta_seconds(values, hist["points"]) if running else None
+    if eta is None and running and reported_eta is not None:
+        eta = float(reported_eta)
     if eta is not None:
         values["eta"], values["etaSeconds"] = duration(eta), int(round(eta))
     values["history"] = hist
@@ -187,7 +197,7 @@ def progress_status(old: Obj | None, report: Obj, interval: float, now: datetime
 
 
 def _same(old: Obj, new: Obj) -> bool:
-    keys = ("replica", "reportedAt", "metrics") + tuple(name for _, name in LATEST)
+    keys = ("replica", "reportedAt", "metrics", "percent") + tuple(name for _, name in LATEST)
     return all(old.get(k) == new.get(k) for k in keys)
 
 

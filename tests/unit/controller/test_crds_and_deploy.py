@@ -152,3 +152,12 @@ def test_the_controller_can_create_secrets_and_never_read_them():
     for name in ("rbac-cluster.yaml", "rbac-namespace.yaml"):
         verbs = {v for r in _rules(name) if "" in r["apiGroups"] and "secrets" in r["resources"] for v in r["verbs"]}
         assert verbs == {"create"}, (name, verbs)
+
+
+def test_the_push_path_adds_only_tokenreviews_create():
+    """docs/progress.md: the progress endpoint asks the API server whose a token is, nothing more."""
+    assert [(r["apiGroups"], r["resources"], r["verbs"]) for r in _rules("rbac-progress-push.yaml")] == [
+        (["authentication.k8s.io"], ["tokenreviews"], ["create"])
+    ]
+    for name in ("rbac-cluster.yaml", "rbac-namespace.yaml"):  # not granted unless the push path is on
+        assert not any("tokenreviews" in r["resources"] for r in _rules(name)), name

@@ -271,3 +271,37 @@ def test_plan_of_a_job_being_deleted_writes_no_progress():
 def test_ascendjob_keeps_progress_in_its_kubeflow_status():
     status = {"conditions": [{"type": "Running", "status": "True"}], "progress": {"step": 3}}
     assert to_core(status)["progress"] == {"step": 3}
+
+
+# -- what Kubeflow Trainer's body adds: the program's own percent and ETA -----------------------
+
+
+def test_a_reported_percent_without_steps_is_the_progress_column():
+    status, _ = fold(RUNNING, RUNNING, report(0, percent=45, metrics={"loss": 0.2}), 10, at(1))
+    p = status["progress"]
+    assert (p["percent"], p["summary"], p["metrics"]) == (45.0, "45%", {"loss": 0.2})
+
+
+def test_steps_with_a_total_win_over_a_reported_percent():
+    status, _ = fold(RUNNING, RUNNING, report(0, percent=99, step=30, total_steps=100), 10, at(1))
+    assert (status["progress"]["percent"], status["progress"]["summary"]) == (30.0, "30% 30/100")
+
+
+def test_a_reported_eta_is_used_only_while_no_rate_is_known_and_only_while_running():
+    first, _ = fold(RUNNING, RUNNING, report(0, percent=10, eta_seconds=900), 10, at(0))
+    assert (first["progress"]["eta"], first["progress"]["etaSeconds"]) == ("15m", 900)
+    # Steps with a total and two points of history: the measured rate wins.
+    a, _ = fold(RUNNING, RUNNING, report(0, step=0, total_steps=100, eta_seconds=5), 10, at(0))
+    b, _ = fold(a, dict(a), report(10, step=10, total_steps=100, eta_seconds=5), 10, at(10))
+    assert b["progress"]["etaSeconds"] == 90
+    done, _ = fold(first, {"phase": "Succeeded"}, report(5, percent=100, eta_seconds=0), 10, at(5))
+    assert "eta" not in done["progress"]
+    assert "etaSeconds" not in done["progress"]
+
+
+def test_the_same_pushed_report_again_changes_nothing():
+    values = {"percent": 45, "eta_seconds": 120, "step": 3, "metrics": {"loss": 0.2}}
+    first, _ = fold(RUNNING, RUNNING, report(0, **values), 10, at(0))
+    for later in (1, 30, 3000):
+        status, wait = fold(first, dict(first), report(0, **values), 10, at(later))
+        assert (status, wait) == (first, None)
