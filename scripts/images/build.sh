@@ -1,0 +1,72 @@
+#!/usr/bin/env bash
+# Build an image of this package from Debian packages and PyPI wheels, without Docker or a
+# registry: mmdebstrap makes the root filesystem, archive.py wraps it as an archive that
+# `ctr images import` reads (scripts/local-cluster.sh image build|import NAME; docs/install.md).
+#
+#   build.sh NAME OUT.tar REF      (the recipe is scripts/images/NAME.conf)
+#
+# A recipe names the Debian packages, this package's extras, the entrypoint, the user and the
+# imports to check. The package is built into a wheel from a copy of the checkout (which stays
+# clean); the host's pip installs it with its dependencies, as wheels for the image's Python and
+# platform only (no compiler runs), into /usr/local/lib/python3.X/dist-packages of the image, and
+# the image's own python3 byte-compiles them, so nothing is written at run time.
+set -euo pipefail
+NAME=$1 OUT=$2 REF=$3
+HERE=$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)
+ROOT=$(cd "$HERE/../.." && pwd)
+SUITE=bookworm
+PY_VERSION=3.11  # bookworm's python3
+RECIPE=$HERE/$NAME.conf
+[[ -f $RECIPE ]] || { echo "no recipe $RECIPE" >&2; exit 2; }
+# shellcheck source=controller.conf
+source "$RECIPE"
+
+PY=${T9K_PYTHON:-}
+for p in "$PY" "$ROOT/.venv/bin/python" python3; do
+  [[ -n $p ]] && "$p" -m pip --version >/dev/null 2>&1 && { PY=$p; break; }
+done
+"$PY" -m pip --version >/dev/null 2>&1 || { echo "building an image needs python3 with pip ('make setup' makes .venv)" >&2; exit 1; }
+
+sources() {  # the host's Debian sources, as a file mmdebstrap reads
+  local f
+  for f in /etc/apt/sources.list.d/debian.sources /etc/apt/sources.list; do
+    [[ -s $f ]] && grep -qE '^[^#]*(deb|URIs)' "$f" && { echo "$f"; return; }
+  done
+  echo "no Debian apt sources on this host (/etc/apt/sources.list.d/debian.sources)" >&2
+  exit 1
+}
+
+WORK=$(mktemp -d "${TMPDIR:-/tmp}/airflow-t9k-image-$NAME.XXXXXX")
+trap 'rm -rf "$WORK"' EXIT
+t0=$SECONDS
+
+# The wheel, from a copy: setuptools builds in the source tree (build/, *.egg-info).
+mkdir -p "$WORK/src" "$WORK/wheels"
+cp -r "$ROOT/pyproject.toml" "$ROOT/README.md" "$ROOT/airflow_t9k" "$WORK/src/"
+find "$WORK/src" -name __pycache__ -prune -exec rm -rf {} +
+"$PY" -m pip wheel --quiet --no-deps --wheel-dir "$WORK/wheels" "$WORK/src"
+wheel=$(ls "$WORK"/wheels/*.whl)
+echo "[image] $NAME: built $(basename "$wheel") in $((SECONDS - t0))s" >&2
+
+# The image's site-packages: this package and its dependencies, binary wheels for the image only.
+SITE=usr/local/lib/python$PY_VERSION/dist-packages
+spec=$wheel${PACKAGE_EXTRAS:+[$PACKAGE_EXTRAS]}
+PIP_TARGET_ARGS=(--target "$WORK/site" --only-binary=:all: --implementation cp --python-version "$PY_VERSION"
+  --abi "cp${PY_VERSION/./}" --abi abi3 --abi none --platform manylinux_2_36_x86_64 --platform manylinux_2_28_x86_64
+  --platform manylinux2014_x86_64 --platform manylinux_2_5_x86_64 --platform linux_x86_64 --platform any)
+# --isolated: no user or site configuration; the resolver must not mix in the host's environment.
+"$PY" -m pip install --quiet --isolated --no-compile --no-warn-script-location --disable-pip-version-check \
+  ${PIP_CERT:+--cert "$PIP_CERT"} "${PIP_TARGET_ARGS[@]}" "$spec"
+echo "[image] $NAME: $(ls "$WORK/site" | grep -c 'dist-info$') distributions, $(du -sh "$WORK/site" | cut -f1) in $((SECONDS - t0))s" >&2
+
+nice -n 10 mmdebstrap --quiet --variant=minbase --include="$(IFS=,; echo "${DEBIAN_PACKAGES[*]}")" \
+  --dpkgopt='path-exclude=/usr/share/man/*' --dpkgopt='path-exclude=/usr/share/doc/*' \
+  --dpkgopt='path-exclude=/usr/share/locale/*' --dpkgopt='path-exclude=/usr/share/info/*' \
+  --customize-hook="bash '$HERE/customize.sh' \"\$1\" '$WORK/site' '$SITE' '$RECIPE'" \
+  "$SUITE" "$WORK/rootfs.tar" "$(sources)"
+echo "[image] $NAME: root filesystem $(du -sh "$WORK/rootfs.tar" | cut -f1) in $((SECONDS - t0))s" >&2
+
+python3 "$HERE/archive.py" "$WORK/rootfs.tar" "$REF" --out "$OUT.tmp" --entrypoint "$ENTRYPOINT" --cmd "$CMD" \
+  --user "$IMAGE_USER:$IMAGE_USER" --env PYTHONDONTWRITEBYTECODE=1 --env PYTHONUNBUFFERED=1 --workdir /
+mv -f "$OUT.tmp" "$OUT"
+echo "[image] $NAME: $REF, $(du -sh "$OUT" | cut -f1), built in $((SECONDS - t0))s" >&2
