@@ -15,6 +15,7 @@
 #   scripts/local-cluster.sh supervise    start the supervisor for a cluster `up` started without one
 #   scripts/local-cluster.sh kueue up|down|status|log   Kueue on the running cluster (see below)
 #   scripts/local-cluster.sh real-node build|images      build the real node's parts; import rebuilt images
+#   scripts/local-cluster.sh real-node import TAR        import an image archive into the real node's containerd
 #   scripts/local-cluster.sh real-node host-state        the host settings the node changes (`down` must restore them)
 #   scripts/local-cluster.sh helm            build Helm on first use (tools/helm); print its path
 #   scripts/local-cluster.sh image build|import|ref NAME   an image of this package (scripts/images/NAME.conf):
@@ -709,7 +710,12 @@ image_id() {
   {
     cat "$recipe" "$ROOT"/scripts/images/{build.sh,customize.sh,archive.py} "$ROOT/scripts/realnode/mkimage.py"
     (cd "$ROOT" && find airflow_t9k -type f ! -name '*.pyc' ! -path '*/__pycache__/*' -print0 | LC_ALL=C sort -z | xargs -0 sha256sum)
-    cat "$ROOT/pyproject.toml"
+    # pyproject.toml less its tools' settings (tests, lint, types): what the wheel is made from.
+    python3 -c 'import json, sys, tomllib
+d = tomllib.load(open(sys.argv[1], "rb"))
+for k in ("pytest", "ruff", "mypy", "coverage"):
+    d.get("tool", {}).pop(k, None)
+print(json.dumps(d, sort_keys=True))' "$ROOT/pyproject.toml" 2>/dev/null || cat "$ROOT/pyproject.toml"
   } | sha256sum | cut -c1-12
 }
 
@@ -783,7 +789,11 @@ case ${1:-} in
       build) rn_build ;;
       images) require_cluster; rn_enabled || die "the cluster runs no real node ('$0 up --real-node')"; rn_images ;;
       host-state) rn_host_state ;;
-      *) echo "usage: $0 real-node build|images|host-state   (build: kubelet, CoreDNS, images; images: import rebuilt images; host-state: the host settings the node changes, as they are now)" >&2; exit 2 ;;
+      import)
+        require_cluster; rn_enabled || die "the cluster runs no real node ('$0 up --real-node')"
+        [[ -f ${3:-} ]] || die "usage: $0 real-node import ARCHIVE.tar (an image archive, as scripts/images/build.sh writes)"
+        rn_import "$3" ;;
+      *) echo "usage: $0 real-node build|images|host-state|import TAR   (build: kubelet, kube-proxy, CoreDNS, images; images: import rebuilt images; host-state: the host settings the node changes, as they are now; import: an image archive into the node's containerd)" >&2; exit 2 ;;
     esac
     ;;
   helm) helm_build; echo "$HELM_BIN/helm" ;;

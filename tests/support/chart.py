@@ -55,33 +55,35 @@ def render(values: dict[str, Any], namespace: str = "airflow-t9k-system", releas
     return [d for d in yaml.safe_load_all(out.stdout) if d]
 
 
-# Every choice the chart's values offer that changes what it renders.
-SCOPES: dict[str, dict[str, Any]] = {
-    "selector": {},
-    "namespaces": {"scope.mode": "namespaces", "scope.namespaces": ["team-a", "team-b"]},
-    "all": {"scope.mode": "all", "scope.exclude": ["airflow", "sandbox"]},
-}
-REPLICAS: dict[str, dict[str, Any]] = {
-    "ha": {},
-    "single": {"replicas": 1, "leaderElection.enabled": False},
-    "ha-no-pdb": {"podDisruptionBudget.enabled": False},
-}
-CRDS: dict[str, dict[str, Any]] = {"crds-kept": {}, "crds-not-kept": {"crds.keep": False}, "no-crds": {"crds.install": False}}
-POLICY: dict[str, dict[str, Any]] = {
-    "no-policy": {},
-    "policy": {"admissionPolicy.enabled": True, "admissionPolicy.allowedServiceAccounts": ["default", "trainer"]},
-}
-AIRFLOW: dict[str, dict[str, Any]] = {
-    "no-airflow-rbac": {},
-    "airflow-namespaces": {"airflow.rbac.namespaces": ["team-a", "team-b"]},
-    "airflow-namespaces-no-ui": {"airflow.rbac.namespaces": ["team-a"], "airflow.rbac.ui.enabled": False},
-    "airflow-cluster": {"airflow.rbac.clusterWide": True},
-}
-DIMENSIONS = (SCOPES, REPLICAS, CRDS, POLICY, AIRFLOW)
+# Every choice the chart's values offer that changes what it renders; `ns` are the namespaces the
+# variants name (they must exist where a render is sent to an API server).
+def dimensions(ns: tuple[str, str] = ("team-a", "team-b")) -> tuple[dict[str, dict[str, Any]], ...]:
+    scopes = {
+        "selector": {},
+        "namespaces": {"scope.mode": "namespaces", "scope.namespaces": list(ns)},
+        "all": {"scope.mode": "all", "scope.exclude": ["airflow", "sandbox"]},
+    }
+    replicas = {
+        "ha": {},
+        "single": {"replicas": 1, "leaderElection.enabled": False},
+        "ha-no-pdb": {"podDisruptionBudget.enabled": False},
+    }
+    crds = {"crds-kept": {}, "crds-not-kept": {"crds.keep": False}, "no-crds": {"crds.install": False}}
+    policy = {
+        "no-policy": {},
+        "policy": {"admissionPolicy.enabled": True, "admissionPolicy.allowedServiceAccounts": ["default", "trainer"]},
+    }
+    airflow = {
+        "no-airflow-rbac": {},
+        "airflow-namespaces": {"airflow.rbac.namespaces": list(ns)},
+        "airflow-namespaces-no-ui": {"airflow.rbac.namespaces": [ns[0]], "airflow.rbac.ui.enabled": False},
+        "airflow-cluster": {"airflow.rbac.clusterWide": True},
+    }
+    return scopes, replicas, crds, policy, airflow
 
 
-def combinations() -> Iterator[tuple[str, dict[str, Any]]]:
-    for choice in itertools.product(*(d.items() for d in DIMENSIONS)):
+def combinations(ns: tuple[str, str] = ("team-a", "team-b")) -> Iterator[tuple[str, dict[str, Any]]]:
+    for choice in itertools.product(*(d.items() for d in dimensions(ns))):
         name = "/".join(n for n, _ in choice)
         values: dict[str, Any] = {}
         for _, v in choice:
