@@ -111,7 +111,7 @@ def test_rbac_is_least_privilege():
 
 
 def test_deployment_runs_non_root_with_a_liveness_probe():
-    dep = yaml.safe_load((DEPLOY / "deployment.yaml").read_text())
+    dep = next(d for d in yaml.safe_load_all((DEPLOY / "deployment.yaml").read_text()) if d["kind"] == "Deployment")
     pod = dep["spec"]["template"]["spec"]
     assert pod["securityContext"]["runAsNonRoot"] is True and pod["securityContext"]["runAsUser"] != 0
     container = pod["containers"][0]
@@ -122,10 +122,10 @@ def test_deployment_runs_non_root_with_a_liveness_probe():
 
 
 def test_deployment_runs_two_replicas_with_leader_election_and_rbac_for_its_lease():
-    dep = yaml.safe_load((DEPLOY / "deployment.yaml").read_text())
+    dep = next(d for d in yaml.safe_load_all((DEPLOY / "deployment.yaml").read_text()) if d["kind"] == "Deployment")
     assert dep["spec"]["replicas"] == 2
     container = dep["spec"]["template"]["spec"]["containers"][0]
-    assert "--leader-elect" in container["command"]
+    assert "--leader-elect" in container["command"] + container["args"]
     assert {"name": "POD_NAMESPACE", "valueFrom": {"fieldRef": {"fieldPath": "metadata.namespace"}}} in container["env"]
     for name in ("rbac-cluster.yaml", "rbac-namespace.yaml"):
         docs = list(yaml.safe_load_all((DEPLOY / name).read_text()))
