@@ -251,7 +251,7 @@ healthzBindAddress: 127.0.0.1:$P_PROXY_HEALTH
 metricsBindAddress: 127.0.0.1:$P_PROXY_METRICS
 nodePortAddresses: [$RN_IP/32]
 oomScoreAdj: 0
-iptables: {localhostNodePorts: false, masqueradeAll: false, syncPeriod: 30s, minSyncPeriod: 1s}
+iptables: {localhostNodePorts: false, masqueradeAll: false}
 conntrack: {maxPerCore: 0, min: 0, tcpEstablishedTimeout: 0s, tcpCloseWaitTimeout: 0s}
 EOF
   # Cluster DNS for the node's pods, bound to the bridge gateway only. Names outside
