@@ -35,10 +35,11 @@ up() {
   ref=$("$LC" image import controller)
   log "image $ref and Helm ready after $((SECONDS - t0))s; installing release $RELEASE in $NS"
   # --take-ownership: CRDs applied before by `airflow-t9k crds | kubectl apply` (the tests, make
-  # demo) become the release's, as docs/install.md tells a cluster that had them.
+  # demo) become the release's, as docs/install.md tells a cluster that had them; --force-conflicts
+  # takes over the fields those writers own (Helm 4 applies server-side).
   KUBECONFIG=$ROOT/.local-cluster/kubeconfig "$helm" upgrade --install "$RELEASE" "$CHART" --namespace "$NS" --create-namespace \
     --values "$ROOT/deploy/chart/values-local.yaml" --set image.repository="${ref%:*}" --set image.tag="${ref##*:}" \
-    --take-ownership --wait --timeout 5m "$@"
+    --take-ownership --force-conflicts --wait --timeout 5m "$@"
   kubectl_ -n "$NS" rollout status "deployment/$RELEASE-controller" --timeout 120s >/dev/null
   echo
   KUBECONFIG=$ROOT/.local-cluster/kubeconfig "$helm" list --namespace "$NS"

@@ -18,6 +18,7 @@ SUITE=bookworm
 PY_VERSION=3.11  # bookworm's python3
 RECIPE=$HERE/$NAME.conf
 [[ -f $RECIPE ]] || { echo "no recipe $RECIPE" >&2; exit 2; }
+PACKAGE_EXTRAS="" EXCLUDE_DEPENDENCIES=() DPKG_EXCLUDES=()  # what a recipe may leave unset
 # shellcheck source=controller.conf
 source "$RECIPE"
 
@@ -48,20 +49,48 @@ find "$WORK/src" -name __pycache__ -prune -exec rm -rf {} +
 wheel=$(ls "$WORK"/wheels/*.whl)
 echo "[image] $NAME: built $(basename "$wheel") in $((SECONDS - t0))s" >&2
 
-# The image's site-packages: this package and its dependencies, binary wheels for the image only.
+# The image's site-packages: this package and its dependencies (less the recipe's exclusions),
+# binary wheels for the image only.
 SITE=usr/local/lib/python$PY_VERSION/dist-packages
-spec=$wheel${PACKAGE_EXTRAS:+[$PACKAGE_EXTRAS]}
 PIP_TARGET_ARGS=(--target "$WORK/site" --only-binary=:all: --implementation cp --python-version "$PY_VERSION"
   --abi "cp${PY_VERSION/./}" --abi abi3 --abi none --platform manylinux_2_36_x86_64 --platform manylinux_2_28_x86_64
   --platform manylinux2014_x86_64 --platform manylinux_2_5_x86_64 --platform linux_x86_64 --platform any)
-# --isolated: no user or site configuration; the resolver must not mix in the host's environment.
-"$PY" -m pip install --quiet --isolated --no-compile --no-warn-script-location --disable-pip-version-check \
-  ${PIP_CERT:+--cert "$PIP_CERT"} "${PIP_TARGET_ARGS[@]}" "$spec"
-echo "[image] $NAME: $(ls "$WORK/site" | grep -c 'dist-info$') distributions, $(du -sh "$WORK/site" | cut -f1) in $((SECONDS - t0))s" >&2
+pip_target() {  # --isolated: no user or site configuration; no checks against the host's own packages
+  "$PY" -m pip install --quiet --isolated --no-compile --no-warn-script-location --no-warn-conflicts \
+    --disable-pip-version-check ${PIP_CERT:+--cert "$PIP_CERT"} "${PIP_TARGET_ARGS[@]}" "$@"
+}
+# The wheel's own requirements (and its extras'), less the excluded ones, resolved by pip.
+mapfile -t requirements < <("$PY" - "$wheel" "$PACKAGE_EXTRAS" "${EXCLUDE_DEPENDENCIES[@]}" <<'PY'
+import re, sys, zipfile
+from email.parser import Parser
+wheel, extras, excluded = sys.argv[1], {e for e in sys.argv[2].split(",") if e}, sys.argv[3:]
+norm = lambda n: re.sub(r"[-_.]+", "-", n).lower()
+excluded = {norm(n) for n in excluded}
+with zipfile.ZipFile(wheel) as z:
+    meta = Parser().parsestr(z.read(next(n for n in z.namelist() if n.endswith(".dist-info/METADATA"))).decode())
+for req in meta.get_all("Requires-Dist") or []:
+    spec, _, marker = req.partition(";")
+    extra = re.search(r"extra\s*==\s*['\"]([^'\"]+)['\"]", marker)
+    if extra and extra.group(1) not in extras:
+        continue
+    name = re.match(r"\s*([A-Za-z0-9][A-Za-z0-9._-]*)", spec).group(1)
+    if norm(name) in excluded:
+        continue
+    marker = re.sub(r"\s*(and\s+)?extra\s*==\s*['\"][^'\"]+['\"]", "", marker).strip()
+    print(spec.strip() + (f"; {marker}" if marker else ""))
+PY
+)
+pip_target --no-deps "$wheel"
+((${#requirements[@]} == 0)) || pip_target "${requirements[@]}"
+echo "[image] $NAME: $(ls "$WORK/site" | grep -c 'dist-info$') distributions (${EXCLUDE_DEPENDENCIES[*]:-nothing} left out), $(du -sh "$WORK/site" | cut -f1) in $((SECONDS - t0))s" >&2
 
+excludes=()
+for x in '/usr/share/man/*' '/usr/share/doc/*' '/usr/share/locale/*' '/usr/share/info/*' "${DPKG_EXCLUDES[@]}"; do
+  excludes+=(--dpkgopt="path-exclude=$x")  # patterns for dpkg, never expanded here
+done
+# merged-usr: the /usr symlinks made directly (bookworm's default would install usrmerge, and perl with it).
 nice -n 10 mmdebstrap --quiet --variant=minbase --include="$(IFS=,; echo "${DEBIAN_PACKAGES[*]}")" \
-  --dpkgopt='path-exclude=/usr/share/man/*' --dpkgopt='path-exclude=/usr/share/doc/*' \
-  --dpkgopt='path-exclude=/usr/share/locale/*' --dpkgopt='path-exclude=/usr/share/info/*' \
+  --hook-dir=/usr/share/mmdebstrap/hooks/merged-usr "${excludes[@]}" \
   --customize-hook="bash '$HERE/customize.sh' \"\$1\" '$WORK/site' '$SITE' '$RECIPE'" \
   "$SUITE" "$WORK/rootfs.tar" "$(sources)"
 echo "[image] $NAME: root filesystem $(du -sh "$WORK/rootfs.tar" | cut -f1) in $((SECONDS - t0))s" >&2

@@ -119,11 +119,12 @@ class Release:
     def install(self, values: dict[str, Any] | None = None, chart: Path = CHART, image: str | None = None,
                 take_ownership: bool = True) -> float:  # fmt: skip
         """`helm install --wait`; the seconds it took. --take-ownership adopts CRDs that other tests
-        applied with `airflow-t9k crds` (as docs/install.md tells a cluster that had them)."""
+        applied with `airflow-t9k crds` (as docs/install.md tells a cluster that had them), and
+        --force-conflicts takes the fields those writers set (server-side apply, Helm 4's default)."""
         state = State(chart, dict(values or {}), image or self.image)
         t0 = time.monotonic()
         self.helm("install", RELEASE, str(chart), "--namespace", NAMESPACE, "--create-namespace", "--wait", "--timeout", "5m",
-                  *(["--take-ownership"] if take_ownership else []), *self._args(state))  # fmt: skip
+                  *(["--take-ownership", "--force-conflicts"] if take_ownership else []), *self._args(state))  # fmt: skip
         self.state = state
         return time.monotonic() - t0
 
