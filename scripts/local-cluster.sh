@@ -708,7 +708,7 @@ image_id() {
   local recipe
   recipe=$(image_recipe "$1")
   {
-    cat "$recipe" "$ROOT"/scripts/images/{build.sh,customize.sh,archive.py} "$ROOT/scripts/realnode/mkimage.py"
+    cat "$recipe" "$ROOT"/scripts/images/{build.sh,customize.sh,archive.py,requirements.py} "$ROOT/scripts/realnode/mkimage.py"
     (cd "$ROOT" && find airflow_t9k -type f ! -name '*.pyc' ! -path '*/__pycache__/*' -print0 | LC_ALL=C sort -z | xargs -0 sha256sum)
     # pyproject.toml less its tools' settings (tests, lint, types): what the wheel is made from.
     python3 -c 'import json, sys, tomllib

@@ -60,26 +60,7 @@ pip_target() {  # --isolated: no user or site configuration; no checks against t
     --disable-pip-version-check ${PIP_CERT:+--cert "$PIP_CERT"} "${PIP_TARGET_ARGS[@]}" "$@"
 }
 # The wheel's own requirements (and its extras'), less the excluded ones, resolved by pip.
-mapfile -t requirements < <("$PY" - "$wheel" "$PACKAGE_EXTRAS" "${EXCLUDE_DEPENDENCIES[@]}" <<'PY'
-import re, sys, zipfile
-from email.parser import Parser
-wheel, extras, excluded = sys.argv[1], {e for e in sys.argv[2].split(",") if e}, sys.argv[3:]
-norm = lambda n: re.sub(r"[-_.]+", "-", n).lower()
-excluded = {norm(n) for n in excluded}
-with zipfile.ZipFile(wheel) as z:
-    meta = Parser().parsestr(z.read(next(n for n in z.namelist() if n.endswith(".dist-info/METADATA"))).decode())
-for req in meta.get_all("Requires-Dist") or []:
-    spec, _, marker = req.partition(";")
-    extra = re.search(r"extra\s*==\s*['\"]([^'\"]+)['\"]", marker)
-    if extra and extra.group(1) not in extras:
-        continue
-    name = re.match(r"\s*([A-Za-z0-9][A-Za-z0-9._-]*)", spec).group(1)
-    if norm(name) in excluded:
-        continue
-    marker = re.sub(r"\s*(and\s+)?extra\s*==\s*['\"][^'\"]+['\"]", "", marker).strip()
-    print(spec.strip() + (f"; {marker}" if marker else ""))
-PY
-)
+mapfile -t requirements < <(python3 "$HERE/requirements.py" "$wheel" --extras "$PACKAGE_EXTRAS" --exclude "${EXCLUDE_DEPENDENCIES[@]}")
 pip_target --no-deps "$wheel"
 ((${#requirements[@]} == 0)) || pip_target "${requirements[@]}"
 echo "[image] $NAME: $(ls "$WORK/site" | grep -c 'dist-info$') distributions (${EXCLUDE_DEPENDENCIES[*]:-nothing} left out), $(du -sh "$WORK/site" | cut -f1) in $((SECONDS - t0))s" >&2
