@@ -218,6 +218,10 @@ make_pki() {
 }
 
 write_kubeconfig() {
+  # Only this file is private: a umask set here for the rest of `up` reached every component, and
+  # containerd then unpacked images into 0700 snapshot roots that no non-root container could read.
+  local old_umask
+  old_umask=$(umask)
   umask 077
   cat >"$KC" <<EOF
 apiVersion: v1
@@ -236,6 +240,7 @@ contexts:
   context: {cluster: airflow-t9k-local, user: admin}
 current-context: airflow-t9k-local
 EOF
+  umask "$old_umask"
 }
 
 # The API server's address: loopback, or with the real node the node's bridge address, where its
@@ -282,7 +287,9 @@ component_cmd() {  # name: prints nothing, sets CMD to the component's command l
 start() {  # name: launch the component in the background, appending to its log
   local n=$1 CMD
   component_cmd "$n"
-  nohup "${CMD[@]}" >>"$STATE/logs/$n.log" 2>&1 </dev/null &
+  # A usual umask whatever the caller's: containerd and the kubelet create what containers read
+  # (image snapshots, volumes) with it. `exec` keeps the saved PID the component's.
+  (umask 022 && exec nohup "${CMD[@]}" >>"$STATE/logs/$n.log" 2>&1 </dev/null) &
   save_pid "$n" $!
 }
 

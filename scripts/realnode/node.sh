@@ -356,6 +356,10 @@ rn_up() {
   rn_configure
   rn_rbac
   local t0=$SECONDS
+  # Image snapshots unpacked before the components ran with umask 022 have 0700 roots, which a
+  # container running as non-root cannot enter (the controller's image runs as uid 65532).
+  find "$RN_CACHE/containerd/io.containerd.snapshotter.v1.overlayfs/snapshots" -mindepth 2 -maxdepth 2 -name fs \
+    -perm 0700 -exec chmod 0755 {} + 2>/dev/null || true
   start containerd
   wait_for containerd 30 answers containerd
   rn_images
