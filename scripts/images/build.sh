@@ -18,7 +18,7 @@ SUITE=bookworm
 PY_VERSION=3.11  # bookworm's python3
 RECIPE=$HERE/$NAME.conf
 [[ -f $RECIPE ]] || { echo "no recipe $RECIPE" >&2; exit 2; }
-PACKAGE_EXTRAS="" EXCLUDE_DEPENDENCIES=() DPKG_EXCLUDES=()  # what a recipe may leave unset
+PACKAGE_EXTRAS="" EXCLUDE_DEPENDENCIES=() DPKG_EXCLUDES=() IMAGE_ENV=()  # what a recipe may leave unset
 # shellcheck source=controller.conf
 source "$RECIPE"
 
@@ -76,7 +76,9 @@ nice -n 10 mmdebstrap --quiet --variant=minbase --include="$(IFS=,; echo "${DEBI
   "$SUITE" "$WORK/rootfs.tar" "$(sources)"
 echo "[image] $NAME: root filesystem $(du -sh "$WORK/rootfs.tar" | cut -f1) in $((SECONDS - t0))s" >&2
 
+envs=(--env PYTHONDONTWRITEBYTECODE=1 --env PYTHONUNBUFFERED=1)
+for e in "${IMAGE_ENV[@]}"; do envs+=(--env "$e"); done
 python3 "$HERE/archive.py" "$WORK/rootfs.tar" "$REF" --out "$OUT.tmp" --entrypoint "$ENTRYPOINT" --cmd "$CMD" \
-  --user "$IMAGE_USER:$IMAGE_USER" --env PYTHONDONTWRITEBYTECODE=1 --env PYTHONUNBUFFERED=1 --workdir /
+  --user "$IMAGE_USER:$IMAGE_USER" "${envs[@]}" --workdir /
 mv -f "$OUT.tmp" "$OUT"
 echo "[image] $NAME: $REF, $(du -sh "$OUT" | cut -f1), built in $((SECONDS - t0))s" >&2
