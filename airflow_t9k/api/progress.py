@@ -212,6 +212,6 @@ def note(job: Obj | None) -> tuple[str, str] | None:
     controller's write time, so each write is logged once; None without progress."""
     progress = ((job or {}).get("status") or {}).get("progress")
     text = describe(progress)
-    if not text:
+    if not text or progress is None:
         return None
     return str(progress.get("updated") or ""), text

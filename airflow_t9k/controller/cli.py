@@ -327,5 +327,5 @@ def loop_runner(choice: str) -> Callable[[Coroutine[Any, Any, int]], int]:
         if choice == "uvloop":
             raise RefuseToStart("--event-loop=uvloop, but uvloop is not installed: pip install uvloop") from None
         return asyncio.run
-    log.debug("event loop: uvloop %s", uvloop.__version__)
+    log.debug("event loop: uvloop %s", uvloop.__version__)  # type: ignore[attr-defined]  # uvloop re-exports it implicitly
     return uvloop.run

@@ -8,15 +8,13 @@ import time
 from collections import Counter
 from dataclasses import dataclass, field
 from datetime import datetime, timezone
-from typing import Any
+from typing import TYPE_CHECKING, Any, cast
 
 from airflow_t9k.api.outcome import interpret
 from airflow_t9k.api.paths import child_path, job_path
 from airflow_t9k.api.resources import RESOURCES, TEMPLATE_RESOURCES, resource_for
 from airflow_t9k.controller.apply import Executor
-from airflow_t9k.controller.leader import LeaderElector
 from airflow_t9k.controller.metrics import Metrics, TimedQueue
-from airflow_t9k.controller.queue import WorkQueue
 from airflow_t9k.controller.reconcile import Emit, Observed, Plan, plan
 from airflow_t9k.controller.reconcile.status import bounded
 from airflow_t9k.controller.reports import ProgressStreams
@@ -28,10 +26,14 @@ from airflow_t9k.k8s.informer import Informer
 from airflow_t9k.kinds.base import LABEL_MANAGED_BY, MANAGED_BY
 from airflow_t9k.kinds.templates import CLUSTER, NAMESPACED, unresolved, wanted
 
+if TYPE_CHECKING:
+    from airflow_t9k.controller.leader import LeaderElector
+    from airflow_t9k.controller.queue import WorkQueue
+
 Obj = dict[str, Any]
 JobKey = tuple[str, str, str]  # (kind, namespace, name)
 # Secrets are not watched: the controller may only create them (deploy/rbac-*.yaml); a job's
-# status records the SSH Secret made for it (reconcile/plan.py ssh_secret_recorded).
+# status records the SSH Secret made for it (reconcile/steps/children.py ssh_secret_recorded).
 CHILD_KINDS = ("Pod", "Service", "ConfigMap", "Job")
 KUEUE = "/apis/kueue.x-k8s.io/v1beta2"
 # Kueue's cluster-scoped objects that admission reads: kind -> path
@@ -83,7 +85,7 @@ def detail_only(old: Obj, result: Plan) -> bool:
         return False
     try:
         return interpret({"status": result.status}).phase == interpret({"status": old}).phase
-    except Exception:  # a status someone else wrote malformed: write ours at once
+    except Exception:  # noqa: BLE001 - a status someone else wrote malformed: write ours at once
         return False
 
 
@@ -266,10 +268,11 @@ class Controller:
             obj = self.informer_for(kind, ns).get((ns, name))
             if obj is not None:
                 found[kind][name] = obj
-        children = (found["Pod"], found["Service"], found["ConfigMap"], {}, found["Job"])
+        no_secrets: dict[str, Obj] = {}
+        children = (found["Pod"], found["Service"], found["ConfigMap"], no_secrets, found["Job"])
         key = (job["kind"], job["metadata"]["namespace"], job["metadata"]["name"])
         report = self.reports.report(key, job["metadata"].get("uid")) if self.reports is not None else None
-        more = {"volcano": self.settings.volcano, "podgroups": found.get("PodGroup", {}),
+        more: dict[str, Any] = {"volcano": self.settings.volcano, "podgroups": found.get("PodGroup", {}),
                 "template": self.template_of(job), "template_wait": self.settings.template_wait,
                 "report": report, "progress_interval": self.settings.progress_interval}  # fmt: skip
         if not self.kueue:
@@ -345,9 +348,9 @@ class Controller:
 
     async def _worker(self) -> None:
         while True:
-            key = await self.queue.get()
+            key = cast("JobKey", await self.queue.get())  # the queue holds job keys only
             try:
-                await self.reconcile(key)  # type: ignore[arg-type]
+                await self.reconcile(key)
                 if self.queue.failures(key) >= REPORT_AFTER_FAILURES:
                     await self._report(key, None)
                 self.queue.forget(key)
@@ -372,7 +375,7 @@ class Controller:
             return
         try:
             await self.executor.report_error(job, exc, REPORT_AFTER_FAILURES)
-        except Exception as err:  # the API may be what fails; the retries go on regardless
+        except Exception as err:  # noqa: BLE001 - the API may be what fails; the retries go on regardless
             log.warning("could not report the reconcile error on %s: %s", key, bounded(repr(err), 300))
 
     def synced(self) -> bool:

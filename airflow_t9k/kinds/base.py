@@ -11,9 +11,10 @@ import copy
 from collections.abc import Mapping
 from dataclasses import dataclass, field
 from datetime import datetime
-from typing import Any, ClassVar, Protocol
+from typing import TYPE_CHECKING, Any, ClassVar, Protocol
 
-from airflow_t9k.api.resources import JobResource
+if TYPE_CHECKING:
+    from airflow_t9k.api.resources import JobResource
 
 Obj = dict[str, Any]
 Rule = dict[str, list[int]]

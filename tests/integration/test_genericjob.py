@@ -50,7 +50,8 @@ def test_seed_example_produces_the_documented_pods(jobs, controller):
     assert [t["type"] for t in status["tasks"]] == ["worker"]
     assert {c["type"] for c in status["conditions"]} >= {"Initialized", "Running", "ReplicaFailure"}
     reasons = jobs.reasons("generic-example", "Pending", "Running")
-    assert "Pending" in reasons and "Running" in reasons
+    assert "Pending" in reasons
+    assert "Running" in reasons
 
 
 def test_seed_tf_config_example_as_printed_runs_on_the_seeds_port(jobs, controller):
@@ -82,7 +83,8 @@ def test_success_rule_through_pod_outcomes(jobs, controller):
     done = jobs.wait_phase("GenericJob", "gj", "Succeeded", "Failed")
     assert done["status"]["phase"] == "Succeeded"
     completed = jobs.condition("GenericJob", "gj", "Completed")
-    assert completed["status"] == "True" and '{ "worker": [0] }' in completed["message"]
+    assert completed["status"] == "True"
+    assert '{ "worker": [0] }' in completed["message"]
 
 
 def test_failure_rule_names_the_rule(jobs, controller):
@@ -154,7 +156,8 @@ def test_cleanup_unfinished_keeps_finished_pods(jobs, controller):
     jobs.wait_phase("GenericJob", "gj", "Failed")
     wait_until(lambda: "gj-ps-0" not in jobs.live_pods("gj"), timeout=30, what="running ps deleted")
     remaining = jobs.live_pods("gj")
-    assert "gj-worker-0" in remaining and remaining["gj-worker-0"].status.phase == "Failed"
+    assert "gj-worker-0" in remaining
+    assert remaining["gj-worker-0"].status.phase == "Failed"
 
 
 def test_cleanup_none_leaves_everything(jobs, controller):
@@ -196,7 +199,8 @@ def test_pause_and_resume_with_resume_specs(jobs, controller):
         (("resume.sh",), ("--ckpt",))
     }
     reasons = jobs.reasons("gj", "Paused", "Resuming")
-    assert "Paused" in reasons and "Resuming" in reasons
+    assert "Paused" in reasons
+    assert "Resuming" in reasons
 
 
 def test_t9k_scheduler_is_recorded_with_a_condition_and_event(jobs, controller):

@@ -45,8 +45,10 @@ def progress(sb: StatusBuilder, states: list[SlotState], children_missing: bool)
     if phase == "Running":
         sb.set_condition("Running", True, "Running", "All pods are running normally.")  # seed 001's message
     elif phase == "Unknown":
-        sb.set_condition("Running", False, "Unknown", f"The state of pod(s) {', '.join(unknown)} cannot be obtained (phase Unknown, "
-                                                      "usually a node that stopped reporting); the job's phase is unknown until they report again.")  # fmt: skip
+        sb.set_condition("Running", False, "Unknown",
+                         f"The state of pod(s) {', '.join(unknown)} cannot be obtained (phase Unknown, "
+                         "usually a node that stopped reporting); the job's phase is unknown until they "
+                         "report again.")  # fmt: skip
     else:
         sb.set_condition("Running", False, phase, f"The job is {phase.lower()}.")
 

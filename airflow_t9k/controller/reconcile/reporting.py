@@ -28,11 +28,13 @@ from __future__ import annotations
 import json
 from dataclasses import replace
 from datetime import datetime, timezone
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
-from airflow_t9k.controller.reconcile.actions import Plan
-from airflow_t9k.controller.reconcile.observe import Observed
 from airflow_t9k.controller.reconcile.status import FINISHED, timestamp
+
+if TYPE_CHECKING:
+    from airflow_t9k.controller.reconcile.actions import Plan
+    from airflow_t9k.controller.reconcile.observe import Observed
 
 Obj = dict[str, Any]
 
@@ -149,10 +151,10 @@ def eta_seconds(values: Obj, points: list[Obj]) -> float | None:
         run = run[start:]
         if len(run) < 2:
             return None
-        end_t = _parse(run[-1]["time"])
-        assert end_t is not None
-        ref = next((p for p in run[:-1] if (end_t - _parse(p["time"])).total_seconds() <= ETA_WINDOW), run[-2])  # type: ignore[operator]
-        seconds = (end_t - _parse(ref["time"])).total_seconds()  # type: ignore[operator]
+        stamped = [(t, p) for p in run if (t := _parse(p["time"])) is not None]  # every one of run (filtered above)
+        end_t = stamped[-1][0]
+        ref_t, ref = next(((t, p) for t, p in stamped[:-1] if (end_t - t).total_seconds() <= ETA_WINDOW), stamped[-2])
+        seconds = (end_t - ref_t).total_seconds()
         moved = float(run[-1][done]) - float(ref[done])
         if seconds <= 0 or moved <= 0:
             return None
@@ -210,7 +212,7 @@ def fold(old_status: Obj | None, new_status: Obj, report: Obj | None, interval: 
 
 
 def with_progress(job: Obj, old: Obj | None, plan: Plan, observed: Observed, now: datetime) -> Plan:
-    """The plan with ``status.progress`` folded in (``plan.plan`` calls this once, on the core
+    """The plan with ``status.progress`` folded in (the pass's step ``progress`` calls this once, on the core
     status ``old``). Not for a job being deleted: its pass writes nothing."""
     if job["metadata"].get("deletionTimestamp") or (observed.report is None and PROGRESS not in (old or {})):
         return plan

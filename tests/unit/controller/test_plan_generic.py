@@ -56,7 +56,8 @@ def test_same_observation_twice_changes_nothing():
     first = run(job, pod(W0), pod(W1), *SVC)
     second = run(job, pod(W0), pod(W1), *SVC, status=first.status)
     assert second.status == first.status
-    assert second.actions == () and second.events == ()
+    assert second.actions == ()
+    assert second.events == ()
 
 
 # -- success and failure rules ------------------------------------------------------------
@@ -409,7 +410,8 @@ def test_a_pod_whose_state_cannot_be_obtained_makes_the_job_unknown(phases, phas
     assert p.status["phase"] == phase
     assert cond(p, "Running")["status"] == running
     if phase == "Unknown":
-        assert W1 in cond(p, "Running")["message"] and p.deletes() == []  # nothing is decided or deleted blind
+        assert W1 in cond(p, "Running")["message"]
+        assert p.deletes() == []
 
 
 def test_the_job_leaves_unknown_when_its_pods_report_again():
