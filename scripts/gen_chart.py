@@ -145,7 +145,8 @@ def helm_binary() -> str:
 
 def render(helm: str, templates: list[str], values: list[str]) -> str:
     # No CRDs rendered: none of these files shows them, and they are most of a render's time.
-    cmd = [helm, "template", RELEASE, str(CHART), "--namespace", NAMESPACE, "--kube-version", KUBE_VERSION, "--set", "crds.install=false"]
+    cmd = [helm, "template", RELEASE, str(CHART), "--namespace", NAMESPACE, "--kube-version", KUBE_VERSION]
+    cmd += ["--set", "crds.install=false"]
     for v in values:
         cmd += ["--set", v]
     for t in templates:

@@ -7,8 +7,10 @@ from the Go module proxy on first use (tools/helm) and prints its path; later ca
 
 from __future__ import annotations
 
+import fcntl
 import functools
 import itertools
+import os
 import subprocess
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
@@ -28,7 +30,12 @@ Obj = dict[str, Any]
 
 @functools.cache
 def helm() -> str:
-    out = subprocess.run([str(SCRIPT), "helm"], check=False, capture_output=True, text=True)
+    # One build at a time: parallel test workers (make check) all ask on their first render.
+    lock = Path(os.environ.get("T9K_CLUSTER_CACHE", Path.home() / ".cache" / "airflow-t9k")) / "helm.lock"
+    lock.parent.mkdir(parents=True, exist_ok=True)
+    with lock.open("w") as f:
+        fcntl.flock(f, fcntl.LOCK_EX)
+        out = subprocess.run([str(SCRIPT), "helm"], check=False, capture_output=True, text=True)
     assert out.returncode == 0, f"building Helm failed (scripts/local-cluster.sh helm):\n{out.stderr[-3000:]}"
     return out.stdout.strip().splitlines()[-1]
 
