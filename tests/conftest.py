@@ -66,11 +66,14 @@ def _has_default_sa(core, namespace: str) -> bool:
 
 
 def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
-    # Anything under tests/integration, tests/chaos or tests/security needs the cluster.
+    # Anything under tests/integration, tests/chaos, tests/security, tests/real or tests/deploy needs the cluster.
     for item in items:
         path = str(item.fspath)
-        if "/integration/" in path or "/chaos/" in path or "/security/" in path or "/tests/real/" in path:
+        if any(f"/tests/{d}/" in path for d in ("integration", "chaos", "security", "real", "deploy")):
             item.add_marker(pytest.mark.integration)
+        if "/tests/deploy/" in path:  # the chart installed: a cluster-wide controller, CRDs, a Lease
+            item.add_marker(pytest.mark.deploy)
+            item.add_marker(pytest.mark.serial)
         if "/tests/real/" in path:
             item.add_marker(pytest.mark.real)
         if "/chaos/" in path:

@@ -26,7 +26,7 @@ from airflow_t9k.controller.slim import plain_json_bodies
 from airflow_t9k.k8s.client import DEEP_NESTING, ApiClientTransport, Kube, load_transport
 from airflow_t9k.k8s.errors import ApiError, Forbidden, NotFound
 from airflow_t9k.k8s.kubeconfig import KubeconfigError
-from airflow_t9k.kinds.base import LABEL_MANAGED_BY, MANAGED_BY
+from airflow_t9k.kinds.base import LABEL_MANAGED_BY, LABEL_PART_OF, MANAGED_BY
 from airflow_t9k.kinds.registry import KINDS
 
 log = logging.getLogger("airflow_t9k.controller")
@@ -134,6 +134,13 @@ def add_controller_parser(sub: Any) -> None:
     p.set_defaults(func=run_controller)
 
 
+def crd_is_ours(labels: dict[str, str]) -> bool:
+    """`airflow-t9k crds` labels its CRDs managed-by=airflow-t9k, the Helm chart managed-by=Helm
+    (so that a later install adopts what an uninstall kept); both say part-of=airflow-t9k.
+    managed-by alone marks CRDs applied before part-of was added."""
+    return MANAGED_BY in (labels.get(LABEL_MANAGED_BY), labels.get(LABEL_PART_OF))
+
+
 async def check_crds(kube: Kube, force: bool, kinds: list[str]) -> None:
     """Refuse to run where the T9k platform's own CRDs (and so its controllers) are installed,
     or where ours (the job templates' too) are not."""
@@ -148,8 +155,9 @@ async def check_crds(kube: Kube, force: bool, kinds: list[str]) -> None:
         except Forbidden:
             log.warning("cannot read CRD %s (RBAC); skipping the check for the T9k platform", name)
             continue
-        owner = ((crd.get("metadata") or {}).get("labels") or {}).get(LABEL_MANAGED_BY)
-        if owner != MANAGED_BY and not force:
+        labels = (crd.get("metadata") or {}).get("labels") or {}
+        owner = labels.get(LABEL_MANAGED_BY)
+        if not crd_is_ours(labels) and not force:
             raise RefuseToStart(
                 f"CRD {name} was not installed by airflow-t9k (managed-by={owner!r}): the T9k platform's own "
                 "controllers seem to manage these kinds here, and two controllers would fight over the same "

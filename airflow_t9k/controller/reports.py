@@ -29,6 +29,7 @@ from airflow_t9k.api.paths import child_path
 from airflow_t9k.api.progress import MARKER, MAX_LINE, merge, parse_line
 from airflow_t9k.controller.reconcile.observe import is_deleting
 from airflow_t9k.controller.reconcile.reporting import LATEST, PROGRESS
+from airflow_t9k.k8s.errors import Forbidden
 from airflow_t9k.kinds.registry import KINDS
 
 if TYPE_CHECKING:
@@ -226,6 +227,8 @@ class ProgressStreams:
                         self._line(key, s, raw)
             except asyncio.CancelledError:
                 raise
+            except Forbidden as exc:  # the controller's RBAC lacks pods/log get: say so, it will not heal alone
+                log.warning("log stream of %s refused: %s", s.pod, exc)
             except Exception as exc:  # noqa: BLE001 - not started yet, gone, unreachable, timed out: try again
                 log.debug("log stream of %s ended: %s", s.pod, exc)
             await asyncio.sleep(delay)

@@ -10,6 +10,7 @@ costs about 40 MB of memory (docs/design.md, "The controller's client").
 
 from __future__ import annotations
 
+import importlib.util
 import json
 import logging
 import re
@@ -253,6 +254,12 @@ async def load_transport(kubeconfig_file: str | None = None, context: str | None
             raise kubeconfig.NeedsFullLoader("a proxy from the environment applies to the API server")
         return DirectTransport(endpoint)
     except kubeconfig.NeedsFullLoader as exc:
+        if importlib.util.find_spec("kubernetes_asyncio") is None:
+            # The controller's image leaves kubernetes_asyncio out (docs/install.md, "The image").
+            raise kubeconfig.KubeconfigError(
+                f"{exc}: that needs kubernetes_asyncio's loader, which is not installed here (the controller's image "
+                "leaves it out); install airflow-t9k with its dependencies, or use a token, a certificate or in-cluster"
+            ) from None
         log.info("using kubernetes_asyncio's loader: %s", exc)
     return ApiClientTransport(await load_api_client(kubeconfig_file, context))
 

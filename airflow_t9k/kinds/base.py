@@ -26,6 +26,9 @@ LABEL_TYPE = f"{LABEL_PREFIX}/replica-type"
 LABEL_RANK = f"{LABEL_PREFIX}/replica-index"
 LABEL_MANAGED_BY = "app.kubernetes.io/managed-by"
 MANAGED_BY = "airflow-t9k"
+# On our CRDs beside managed-by: the Helm chart's CRDs say managed-by=Helm (what lets a later
+# `helm install` adopt CRDs an uninstall kept), so the controller knows ours by this one.
+LABEL_PART_OF = "app.kubernetes.io/part-of"
 ANNOTATION_RESTARTS = f"{LABEL_PREFIX}/restart-count"
 # How many log lines of each replica the controller keeps when clean-up deletes its pods.
 ANNOTATION_EVIDENCE_LINES = f"{LABEL_PREFIX}/evidence-log-lines"

@@ -241,6 +241,21 @@ async def test_what_the_lean_loader_cannot_read_goes_to_kubernetes_asyncio(tmp_p
 
 
 @pytest.mark.asyncio
+async def test_without_kubernetes_asyncio_what_needs_it_is_a_clear_error(tmp_path, monkeypatch):
+    """The controller's image leaves kubernetes_asyncio out: a kubeconfig only its loader reads says so."""
+    import importlib.util
+
+    real = importlib.util.find_spec
+    monkeypatch.setattr(importlib.util, "find_spec", lambda name, *a: None if name == "kubernetes_asyncio" else real(name, *a))
+    path = tmp_path / "kubeconfig"
+    path.write_text(yaml.safe_dump(kubeconfig_doc("https://127.0.0.1:1", {"proxy-url": "http://127.0.0.1:3"}, {"token": SECRET})))
+    with pytest.raises(KubeconfigError, match="needs kubernetes_asyncio's loader, which is not installed here") as err:
+        await load_transport(str(path))
+    assert "proxy-url" in str(err.value)
+    assert SECRET not in str(err.value)
+
+
+@pytest.mark.asyncio
 async def test_a_bad_kubeconfig_is_a_clear_error(tmp_path):
     path = tmp_path / "kubeconfig"
     path.write_text(yaml.safe_dump(kubeconfig_doc("https://127.0.0.1:1", {CA_B64: base64.b64encode(b"junk").decode()},
