@@ -133,7 +133,10 @@ class Release:
     def upgrade(self, values: dict[str, Any] | None = None, chart: Path = CHART, image: str | None = None) -> float:
         state = State(chart, dict(values or {}), image or self.image)
         t0 = time.monotonic()
-        self.helm("upgrade", RELEASE, str(chart), "--namespace", NAMESPACE, "--wait", "--timeout", "5m", *self._args(state))
+        # --force-conflicts: other tests (and users' `airflow-t9k crds | kubectl apply`) may have
+        # written the CRDs since the install, and Helm 4 applies server-side.
+        self.helm("upgrade", RELEASE, str(chart), "--namespace", NAMESPACE, "--wait", "--timeout", "5m", "--force-conflicts",
+                  *self._args(state))  # fmt: skip
         self.state = state
         return time.monotonic() - t0
 
