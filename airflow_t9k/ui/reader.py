@@ -64,10 +64,11 @@ class Reader:
             jobs = self._cache[1]
         return [j for j in jobs if kind is None or j.get("kind") == kind]
 
-    def recorded_job(self, identity: Obj) -> Obj | None:
-        """The job a task recorded (records.py: kind, namespace, name, uid), by one GET; None when
-        it is gone, or when the name now belongs to another object (another uid): a job someone
-        else created under that name afterwards is not the task's."""
+    def recorded_job(self, identity: Obj, key: tuple[str, str, str, int]) -> Obj | None:
+        """The job task ``key`` recorded (records.py: kind, namespace, name, uid), by one GET; None
+        when it is gone, when the name now belongs to another object (another uid: a job someone
+        else created under that name afterwards), or when the job's annotations name another
+        task (a record pointing at someone else's job: view.task_job)."""
         if identity["kind"] not in self.kinds or (self.namespace and identity["namespace"] != self.namespace):
             return None
         try:
@@ -75,7 +76,7 @@ class Reader:
         except NotFound:
             return None
         job.setdefault("kind", identity["kind"])
-        return job if view.recorded(job, identity) else None
+        return job if view.task_job(job, identity, key) else None
 
     def pods(self, job: Obj) -> list[Obj]:
         """The job's pods: narrowed by its job-name label, kept only when they name the job's uid

@@ -7,6 +7,7 @@ Users: ``admin``; ``alice`` reads team A's DAGs; ``carol`` edits them; ``bob`` r
 
 from __future__ import annotations
 
+import json
 import os
 import time
 import urllib.parse
@@ -69,6 +70,8 @@ def ui(cluster, api_client, crds, tmp_path_factory) -> Iterator[Ui]:
     wait_until(lambda: bool(core.list_namespaced_service_account(ns).items), what="default serviceaccount")
     home = tmp_path_factory.mktemp("airflow-ui")
     env = team_env(home, {"team_a": DAGS / "team_a", "team_b": DAGS / "team_b"}, USERS)
+    # Both teams' jobs are in this namespace; a job elsewhere is no team's (tests/security/test_ui_tenancy.py).
+    env["AIRFLOW__T9K__TEAM_NAMESPACES"] = json.dumps({"team_a": [ns], "team_b": [ns]})
     controller = ControllerProcess(cluster.kubeconfig, ns, home, "--progress-interval", "2").start()
     stack = AirflowStack(home, cluster.kubeconfig, ns, env=env)
     try:

@@ -101,6 +101,28 @@ def test_recorded_is_the_very_object(change, expected):
     assert view.recorded(job(), {**IDENTITY, **change}) is expected
 
 
+KEY = ("d", "r", "t", -1)
+
+
+@pytest.mark.parametrize(
+    ("annotations", "key", "expected"),
+    [
+        ({}, KEY, True),
+        # Attack (issue 29): a task records another task's job (uid and all); its annotations name that task.
+        ({"dag": "victim"}, KEY, False),
+        ({"run": "other-run"}, KEY, False),
+        ({"task": "other-task"}, KEY, False),
+        ({"map_index": "3"}, KEY, False),
+        ({"dag": None}, KEY, False),  # a job no task submitted (made with kubectl)
+        ({"map_index": "3"}, ("d", "r", "t", 3), True),
+    ],
+    ids=["its-own", "another-dag", "another-run", "another-task", "another-map-index", "no-annotations", "mapped"],
+)
+def test_a_task_job_is_the_recorded_object_annotated_with_that_task(annotations, key, expected):
+    assert view.task_job(job(**annotations), IDENTITY, key) is expected
+    assert view.task_job(uid(job(**annotations), "u2"), IDENTITY, key) is False  # and only the recorded uid
+
+
 def test_summary_row_durations_and_task():
     row = view.summary(job(status={"phase": "Succeeded", "startTime": "2026-01-01T11:00:10Z",
                                    "conditions": [{"type": "Succeeded", "status": "True", "lastTransitionTime": "2026-01-01T11:01:10Z"}]}),
@@ -248,15 +270,16 @@ def test_the_tab_gets_the_recorded_job_by_one_get_and_only_while_the_uid_is_the_
         return {**store[name]} if name in store else _missing()
 
     reader = Reader(transport, kinds=["GenericJob", "MPIJob"])
-    assert reader.recorded_job(IDENTITY)["metadata"]["name"] == "j"
+    assert reader.recorded_job(IDENTITY, KEY)["metadata"]["name"] == "j"
     assert calls == [("GET", "/apis/batch.tensorstack.dev/v1beta1/namespaces/ns/genericjobs/j")]
+    assert reader.recorded_job(IDENTITY, ("other-dag", "r", "t", -1)) is None  # another task's record of it
     store["j"] = uid(job(name="j"), "u-replacement")  # deleted and created again by someone else
-    assert reader.recorded_job(IDENTITY) is None
+    assert reader.recorded_job(IDENTITY, KEY) is None
     del store["j"]
-    assert reader.recorded_job(IDENTITY) is None
+    assert reader.recorded_job(IDENTITY, KEY) is None
     calls.clear()
-    assert reader.recorded_job({**IDENTITY, "kind": "BeamJob"}) is None  # a kind this reader does not read
-    assert Reader(transport, namespace="team-b").recorded_job(IDENTITY) is None  # outside the UI's namespace
+    assert reader.recorded_job({**IDENTITY, "kind": "BeamJob"}, KEY) is None  # a kind this reader does not read
+    assert Reader(transport, namespace="team-b").recorded_job(IDENTITY, KEY) is None  # outside the UI's namespace
     assert calls == []
 
 
