@@ -122,6 +122,10 @@ def add_controller_parser(sub: Any) -> None:
         help="how long from its creation a job waits for a job template it names and that does not exist "
         "(it may be applied after the job), before it fails with TemplateNotFound (default 30)",
     )
+    p.add_argument("--allow-beam-external-service", action="store_true",
+                   help="let a BeamJob's jobManager.accessScope NodePort, VPC or External make a NodePort or "
+                        "LoadBalancer Service: it opens Flink's unauthenticated REST API outside the cluster. Off by "
+                        "default: such a job fails (docs/kinds.md)")  # fmt: skip
     p.add_argument("--force", action="store_true", help="start even where another controller seems to own the CRDs")
     p.add_argument("--queueing", choices=["auto", "kueue", "off"], default="auto",
                    help="admission of jobs that name a queue through Kueue's Workload API (docs/queueing.md): auto "
@@ -264,6 +268,7 @@ async def main_async(args: argparse.Namespace) -> int:
             template_wait=args.template_wait,
             progress_interval=max(args.progress_interval, 0.0),
             progress_streams=args.progress_streams,
+            beam_external_service=args.allow_beam_external_service,
         )
         if settings.progress_interval > 0:  # log streams on their own connection pool (controller/reports.py)
             log_kube = InstrumentedKube(await load_transport(args.kubeconfig, args.context), instruments)

@@ -68,6 +68,8 @@ class Settings:
     # (0: no log is followed, no progress kept), and how many replica logs are followed at once.
     progress_interval: float = 10.0
     progress_streams: int = 200
+    # Whether a BeamJob may ask for a NodePort or LoadBalancer Service (kinds/beam.py EXTERNAL_SCOPES).
+    beam_external_service: bool = False
 
 
 def detail_only(old: Obj, result: Plan) -> bool:
@@ -271,7 +273,8 @@ class Controller:
         report = self.reports.report(key, job["metadata"].get("uid")) if self.reports is not None else None
         more = {"volcano": self.settings.volcano, "podgroups": found.get("PodGroup", {}),
                 "template": self.template_of(job), "template_wait": self.settings.template_wait,
-                "report": report, "progress_interval": self.settings.progress_interval}  # fmt: skip
+                "report": report, "progress_interval": self.settings.progress_interval,
+                "beam_external_service": self.settings.beam_external_service}  # fmt: skip
         if not self.kueue:
             return Observed(*children, queueing=self.settings.queueing, **more)
         ns = job["metadata"]["namespace"]

@@ -55,6 +55,8 @@ class Children(Protocol):
     def services(self) -> Mapping[str, Obj]: ...
     @property
     def jobs(self) -> Mapping[str, Obj]: ...
+    @property
+    def beam_external_service(self) -> bool: ...
 
 
 class InvalidSpec(Exception):
@@ -223,6 +225,10 @@ class JobKind:
 
     def customize_pod(self, job: Obj, spec: ReplicaSpec, rank: int, pod: Obj) -> None:
         """Inject the kind's env, volumes and command into ``pod`` (in place)."""
+
+    def check_allowed(self, job: Obj, observed: Children) -> None:
+        """Raise InvalidSpec for what this controller was not started to allow (its flags, which
+        ``observed`` carries), before anything of the job exists."""
 
     def pod_inputs(self, job: Obj, observed: Children) -> Obj | None:
         """Values pods need from children that must exist first (e.g. a Service's cluster IP).

@@ -98,6 +98,7 @@ def _plan(kind: JobKind, job: Obj, observed: Observed, now: datetime) -> Plan:
     asked = job  # the Workload asks for this; pods run at the size Kueue admitted
     try:
         kind.validate(job)
+        kind.check_allowed(job, observed)
         check_names(kind, job)
         job = queueing.admitted_shape(kind, job, observed)
         slot_list = slots(kind, job)
