@@ -39,8 +39,8 @@ def test_a_beamjob_gets_no_external_service_by_default(jobs, controller, api_cli
     author.create(beam(name, jobManager={"accessScope": scope}))
     done = jobs.wait_phase("BeamJob", name, "Failed", timeout=30)
     failed = next(c for c in done["status"]["conditions"] if c["type"] == "Failed")
-    assert failed["reason"] == "InvalidSpec" and "--allow-beam-external-service" in failed["message"], failed
-    assert _exposed(jobs) == [] and jobs.pods(name) == {}
+    assert (failed["reason"], "--allow-beam-external-service" in failed["message"]) == ("InvalidSpec", True), failed
+    assert (_exposed(jobs), jobs.pods(name)) == ([], {})
 
 
 def test_the_flag_lets_the_platform_expose_it(jobs, controller_factory):
@@ -56,6 +56,7 @@ def test_the_admission_policy_refuses_an_exposed_beamjob(jobs, policy, api_clien
     job = beam(f"bj-{uuid.uuid4().hex[:6]}", jobManager={"accessScope": scope})
     with pytest.raises(ApiException) as refused:
         author.create(job)
-    assert refused.value.status == 403 and policy in refused.value.body and "REST API" in refused.value.body, refused.value.body
+    body = str(refused.value.body)
+    assert (refused.value.status, policy in body, "REST API" in body) == (403, True, True), body
     ok = beam(f"bj-{uuid.uuid4().hex[:6]}", jobManager={"accessScope": "Cluster"})
     author.create(ok)  # an in-cluster JobManager is fine
