@@ -29,6 +29,7 @@ from airflow_t9k.controller.ssh import ssh_secret_data
 from airflow_t9k.k8s.client import Kube
 from airflow_t9k.k8s.errors import AlreadyExists, Conflict, Forbidden, Invalid, NotFound
 from airflow_t9k.k8s.informer import Informer
+from airflow_t9k.kinds.templates import STATUS_KEY as TEMPLATE_STATUS
 
 Obj = dict[str, Any]
 COMPONENT = "airflow-t9k-controller"
@@ -128,7 +129,7 @@ class Executor:
                     await self._replace_status(ns, action)
                     return None
                 if isinstance(action, WriteSpec):
-                    return await self._write_spec(job, action.job)
+                    return await self._write_spec(job, action.job, action.record)
                 if isinstance(action, KeepEvidence):  # read what the pods said, then keep it
                     problem = await self._create(ns, await evidence.fill(self.kube, ns, job, action))
                     if problem:  # not the job's fault: clean-up goes on after the grace (reconcile/evidence.py)
@@ -273,10 +274,13 @@ class Executor:
             marked = {**cached, "metadata": {**cached["metadata"], "deletionTimestamp": _now()}}
             informer.store(marked)
 
-    async def _write_spec(self, job: Obj, merged: Obj) -> str | None:
+    async def _write_spec(self, job: Obj, merged: Obj, record: Obj | None = None) -> str | None:
         """Write a job's spec with its template merged in (reconcile/template.py): a PUT with the
         cached resourceVersion, so a job changed meanwhile is planned again (Conflict) rather than
-        overwritten. A merged job the API server refuses fails the job with its message."""
+        overwritten. A merged job the API server refuses fails the job with its message. Then the
+        merge's ``record`` goes into the job's status (kinds/templates.py STATUS_KEY): until it
+        is there the job counts as not merged, and a pass after a crash in between merges again
+        (the merge is idempotent: the job's values win, and they include the template's)."""
         meta = job["metadata"]
         body = {**merged, "metadata": {**merged["metadata"], "resourceVersion": meta.get("resourceVersion")}}
         body.pop("status", None)
@@ -292,6 +296,8 @@ class Executor:
             return f"the namespace's policy refused the job merged with its template: {bounded(exc.message, 1000)}"
         self.metrics["spec_write"] += 1
         self.informer_for(job["kind"], meta["namespace"]).remember(updated)
+        if record is not None:
+            await self._write_status(updated, {**(updated.get("status") or {}), TEMPLATE_STATUS: record})
         return None
 
     async def _write_status(self, job: Obj, status: Obj) -> Obj:
