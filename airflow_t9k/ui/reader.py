@@ -25,6 +25,7 @@ Obj = dict[str, Any]
 CACHE_SECONDS = 2.0
 SELECTOR = f"{ANNOTATION}/dag-id"  # every job an operator submits carries this label
 LOG_LINES = 200
+UI_LOG_BYTES = 1024 * 1024  # at most 2,000 lines are asked for; a longer answer is cut by the API server
 
 
 class Reader:
@@ -108,7 +109,7 @@ class Reader:
         return dict(cm.get("data") or {}) if view.controlled_by(cm, meta["uid"]) else None
 
     def log(self, namespace: str, pod: str, lines: int = LOG_LINES) -> str:
-        query = [("tailLines", str(lines)), ("timestamps", "false")]
+        query = [("tailLines", str(lines)), ("timestamps", "false"), ("limitBytes", str(UI_LOG_BYTES))]
         return str(self._request("GET", child_path("Pod", namespace, pod, "log"), query=query, raw=True))
 
     def patch(self, job: Obj, patch: Obj) -> Obj:

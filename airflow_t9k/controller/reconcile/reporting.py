@@ -26,6 +26,7 @@ replica printed last (no ETA).
 from __future__ import annotations
 
 import json
+import math
 from dataclasses import replace
 from datetime import datetime, timezone
 from typing import Any
@@ -42,6 +43,10 @@ HISTORY_POINTS = 50
 HISTORY_METRICS = 8  # per point: the first names in sorted order
 MAX_BYTES = 8192  # status.progress serialised, history included
 ETA_WINDOW = 300.0  # seconds of history the step rate is measured over
+# An ETA past this is no estimate (a rate of 1e-300 epochs a second, printed by the replica):
+# none is shown. Without the bound such a rate made the ETA infinite, and every pass of the job
+# failed turning it into a whole number of seconds.
+MAX_ETA = 10 * 365 * 86400.0
 # The report's keys -> status.progress's.
 LATEST = (("step", "step"), ("total_steps", "totalSteps"), ("epoch", "epoch"), ("total_epochs", "totalEpochs"))
 
@@ -156,7 +161,11 @@ def eta_seconds(values: Obj, points: list[Obj]) -> float | None:
         moved = float(run[-1][done]) - float(ref[done])
         if seconds <= 0 or moved <= 0:
             return None
-        return max(float(values[total]) - float(values[done]), 0.0) / (moved / seconds)
+        try:
+            eta = max(float(values[total]) - float(values[done]), 0.0) / (moved / seconds)
+        except (ZeroDivisionError, OverflowError):  # a rate that underflows to zero
+            return None
+        return eta if math.isfinite(eta) and eta <= MAX_ETA else None
     return None
 
 

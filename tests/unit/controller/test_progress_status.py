@@ -4,6 +4,7 @@ bounded, with a history for a chart and an ETA."""
 from __future__ import annotations
 
 import json
+from datetime import datetime, timezone
 from typing import Any
 
 import pytest
@@ -258,3 +259,24 @@ def test_plan_of_a_job_being_deleted_writes_no_progress():
 def test_ascendjob_keeps_progress_in_its_kubeflow_status():
     status = {"conditions": [{"type": "Running", "status": "True"}], "progress": {"step": 3}}
     assert to_core(status)["progress"] == {"step": 3}
+
+
+@pytest.mark.parametrize(
+    ("earlier", "latest", "total"),
+    [
+        (1e-300, 2e-300, 1e308),  # a rate of 1e-300 epochs a second: infinite
+        (0, 5e-324, 1.0),  # the smallest float: the rate underflows to zero
+        (0.0, 1e-9, 1e12),  # finite but past any use (thousands of years)
+    ],
+    ids=["infinite", "underflow", "absurd"],
+)
+def test_a_line_sequence_that_makes_the_eta_infinite_shows_none_and_plans_on(earlier, latest, total):
+    """Issue 29, 8: before, the status' ETA was int(round(inf)) and every pass of the job failed."""
+    from airflow_t9k.controller.reconcile.reporting import progress_status
+
+    old = {"history": {"every": 10, "points": [{"time": "2026-01-01T00:00:00Z", "epoch": 0},
+                                                {"time": "2026-01-01T00:00:30Z", "epoch": earlier}]}}  # fmt: skip
+    report = {"replica": "r", "time": "2026-01-01T00:01:00Z", "values": {"epoch": latest, "total_epochs": total}}
+    out = progress_status(old, report, 10, datetime(2026, 1, 1, 0, 1, tzinfo=timezone.utc), running=True)
+    assert "eta" not in out and "etaSeconds" not in out
+    assert out["epoch"] == latest
