@@ -22,6 +22,7 @@ from airflow_t9k.controller.reconcile.status import bounded
 from airflow_t9k.controller.reports import ProgressStreams
 from airflow_t9k.controller.scope import Scope
 from airflow_t9k.controller.slim import slim_for
+from airflow_t9k.controller.watches import NamespaceWatches
 from airflow_t9k.k8s.client import UNDECODABLE, Kube
 from airflow_t9k.k8s.errors import Conflict
 from airflow_t9k.k8s.informer import Informer
@@ -41,6 +42,9 @@ REPORT_AFTER_FAILURES = 3  # failed passes in a row before the job gets a condit
 # CPU seconds (the planning thread's own, so waiting for the GIL does not count) under which a
 # job's next plan runs on the event loop instead of in a thread.
 INLINE_PLAN_SECONDS = 0.005
+# Items per answer when listing children: anyone may put our label on a 1 MiB ConfigMap, and a
+# page of 500 of them would be 500 MB in one response (k8s/informer.py).
+CHILD_PAGE = {"ConfigMap": 20}  # items per list answer by kind; 100 for the others
 
 log = logging.getLogger(__name__)
 
@@ -114,10 +118,15 @@ class Controller:
         self.scopes = settings.namespaces or [""]
         self.informers: dict[tuple[str, str], Informer] = {}
         self.children: dict[str, set[tuple[str, str, str]]] = {}  # owner uid -> {(kind, ns, name)}
-        selector = f"{LABEL_MANAGED_BY}={MANAGED_BY}"
         # Workloads are watched only where Kueue's API is served (and --queueing allows it).
         self.kueue = settings.queueing in ("kueue", "auto")
         self.child_kinds = CHILD_KINDS + (("Workload",) if self.kueue else ()) + (("PodGroup",) if settings.volcano else ())
+        # With a namespace selector, children are watched in managed namespaces only (watches.py).
+        self.per_namespace = (
+            NamespaceWatches(self._child_informer, self.child_kinds, self._requeue_namespace)
+            if settings.scope.selector is not None else None
+        )  # fmt: skip
+        self._placeholders: dict[str, Informer] = {}
         for ns in self.scopes:
             for kind in settings.kinds:
                 path = job_path(resource_for(kind), ns or None)
@@ -125,13 +134,8 @@ class Controller:
                     kube, path, kind=kind, handler=self._on_job, watch_timeout=settings.watch_timeout,
                     on_recovered=self._requeue_all, transform=slim_for(kind),
                 )  # fmt: skip
-            for kind in self.child_kinds:
-                self.informers[(kind, ns)] = Informer(
-                    kube, child_path(kind, ns or None), kind=kind, label_selector=selector,
-                    handler=self._on_child, watch_timeout=settings.watch_timeout, on_recovered=self._requeue_all,
-                    transform=slim_for(kind),  # the cache keeps what the controller reads (slim.py)
-                    keep=self._owned,  # and only what one of its jobs owns: anyone can copy our label
-                )  # fmt: skip
+            for kind in self.child_kinds if self.per_namespace is None else ():
+                self.informers[(kind, ns)] = self._child_informer(kind, ns)
             # Job templates: where a job's template comes from, once (reconcile/template.py).
             self.informers[(NAMESPACED, ns)] = Informer(
                 kube, job_path(TEMPLATE_RESOURCES[NAMESPACED], ns or None), kind=NAMESPACED, handler=self._on_template,
@@ -165,7 +169,21 @@ class Controller:
         self.reports = (ProgressStreams(log_kube or kube, self.queue.add, self.metrics, settings.progress_interval,
                                         settings.progress_streams) if settings.progress_interval > 0 else None)  # fmt: skip
 
+    def _child_informer(self, kind: str, ns: str) -> Informer:
+        return Informer(
+            self.kube, child_path(kind, ns or None), kind=kind, label_selector=f"{LABEL_MANAGED_BY}={MANAGED_BY}",
+            handler=self._on_child, watch_timeout=self.settings.watch_timeout, on_recovered=self._requeue_all,
+            transform=slim_for(kind),  # the cache keeps what the controller reads (slim.py)
+            keep=self._owned,  # and only what one of its jobs owns: anyone can copy our label
+            page=CHILD_PAGE.get(kind, 100),
+        )  # fmt: skip
+
     def informer_for(self, kind: str, namespace: str) -> Informer:
+        if self.per_namespace is not None and kind in self.child_kinds:
+            found = self.per_namespace.get(kind, namespace)
+            if found is None:  # a namespace not watched: an empty cache that is never run
+                found = self._placeholders.setdefault(kind, Informer(self.kube, child_path(kind), kind=kind))
+            return found
         return self.informers[(kind, namespace if namespace in self.scopes else "")]
 
     # -- events -> keys ---------------------------------------------------------------------
@@ -225,6 +243,18 @@ class Controller:
 
     def _on_namespace(self, event: str, obj: Obj) -> None:
         ns = obj["metadata"].get("name")
+        if self.per_namespace is not None and ns:
+            listed = not self.settings.namespaces or ns in self.settings.namespaces  # -n narrows it further
+            if event != "DELETED" and listed and self.why_not_managed(ns) is None:
+                self.per_namespace.start(ns)
+            elif self.per_namespace.watching(ns):
+                self.per_namespace.stop(ns)
+                for owned in self.children.values():  # what its caches held is gone with them
+                    owned.difference_update({e for e in owned if e[1] == ns})
+        self._requeue_namespace(ns)
+
+    def _requeue_namespace(self, ns: str) -> None:
+        """Plan again every job of ``ns`` (its labels changed, or its children are now listed)."""
         for (kind, _), informer in list(self.informers.items()):
             if kind in RESOURCES:
                 for job_ns, name in list(informer.cache):
@@ -306,6 +336,12 @@ class Controller:
                 self.reports.sync(key, job, {}, managed=False)
             await self.executor.not_managed(job, why)
             return
+        if self.per_namespace is not None and not self.per_namespace.synced(ns):
+            # Its children are not listed yet: planning now would create what exists. The
+            # namespace's informers queue its jobs again once they have listed.
+            self.per_namespace.start(ns)
+            self.metrics["waiting_for_namespace_watch"] += 1
+            return
         job = await self.executor.managed(job)
         result = await self._plan(key, job)
         if result.requeue_after is not None:
@@ -378,16 +414,20 @@ class Controller:
         except Exception as err:  # the API may be what fails; the retries go on regardless
             log.warning("could not report the reconcile error on %s: %s", key, bounded(repr(err), 300))
 
+    def _all_informers(self) -> list[tuple[str, str, Informer]]:
+        watched = self.per_namespace.all() if self.per_namespace is not None else []
+        return [(k, ns, i) for (k, ns), i in sorted(self.informers.items())] + watched
+
     def synced(self) -> bool:
-        return all(i.synced.is_set() for i in self.informers.values())
+        return all(i.synced.is_set() for _, _, i in self._all_informers())
 
     def healthy(self) -> bool:
-        return self.synced() and all(i.healthy for i in self.informers.values())
+        return self.synced() and all(i.healthy for _, _, i in self._all_informers())
 
     def unhealthy(self) -> list[str]:
         """The watches keeping the controller from being ready, for /readyz."""
         return [f"{k}/{ns or '*'}: {'failing' if i.synced.is_set() else 'not synced'}"
-                for (k, ns), i in sorted(self.informers.items()) if not (i.synced.is_set() and i.healthy)]  # fmt: skip
+                for k, ns, i in self._all_informers() if not (i.synced.is_set() and i.healthy)]  # fmt: skip
 
     def _requeue_all(self) -> None:
         """Every cached job again: after a failed watch or a change of leader, work may have been missed."""
@@ -421,6 +461,8 @@ class Controller:
         try:
             # Children first, so the first pass over each job sees the pods it already has.
             await asyncio.gather(*(i.synced.wait() for i in self.informers.values()))
+            if self.per_namespace is not None:  # started by the Namespace informer's list
+                await self.per_namespace.wait_synced()
             log.info("caches synced: %d jobs", sum(len(i.cache) for (k, _), i in self.informers.items() if k in RESOURCES))
             if elector is None:
                 tasks += self._start_workers()
@@ -435,6 +477,8 @@ class Controller:
             for t in tasks:
                 t.cancel()
             await asyncio.gather(*tasks, return_exceptions=True)
+            if self.per_namespace is not None:
+                await self.per_namespace.close()
             if self.reports is not None:
                 await self.reports.close()
             if elector is not None:

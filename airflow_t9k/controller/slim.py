@@ -53,6 +53,21 @@ def _keeper(top: tuple[str, ...] = (), spec: tuple[str, ...] = ()) -> Transform:
     return slim
 
 
+# ConfigMaps whose data the core reads: the hostfiles and rank tables it compares with what it
+# wants (a rescale patches them). Their names, as the kinds make them (kinds/ssh_launch.py,
+# kinds/deepspeed.py, kinds/ascend_ranktable.py). Any other ConfigMap is cached without its
+# data: the evidence ConfigMap (up to 1 MiB, never read back by the controller; only its
+# existence counts), and anything else carrying our label.
+DATA_SUFFIXES = ("-hostfile", "-deepspeed")
+DATA_PREFIXES = ("rings-config-",)
+
+
+def _slim_configmap(obj: Obj) -> Obj:
+    name = str(((obj.get("metadata") or {}).get("name")) or "")
+    read = name.endswith(DATA_SUFFIXES) or name.startswith(DATA_PREFIXES)
+    return _keeper(top=("data",) if read else ())(obj)
+
+
 def _slim_pod(out: Obj, pod: Obj) -> Obj:
     spec = pod.get("spec")
     if isinstance(spec, dict) and isinstance(spec.get("containers"), list):
@@ -73,8 +88,9 @@ SLIM: dict[str, Transform] = {
     # spec.clusterIP: AscendJob hands the leader Service's cluster IP to every pod
     # (Kind.pod_inputs). Services are otherwise only looked up by name and deleted by uid.
     "Service": _keeper(spec=("clusterIP",)),
-    # data: compared with the wanted data (a hostfile after a rescale) to decide a Patch.
-    "ConfigMap": _keeper(top=("data",)),
+    # data: compared with the wanted data (a hostfile after a rescale) to decide a Patch; of
+    # the hostfiles only (DATA_SUFFIXES, DATA_PREFIXES).
+    "ConfigMap": _slim_configmap,
     # Nothing but its existence: the SSH key Secret is created once. Its data (a private
     # key) is not worth holding in the controller's memory either.
     "Secret": _keeper(),

@@ -23,8 +23,10 @@ from airflow_t9k.k8s import kubeconfig
 from airflow_t9k.k8s.errors import from_response
 
 try:
+    import msgspec
     from msgspec.json import decode as _fast_decode
 except ImportError:  # pragma: no cover - msgspec is a dependency; json.loads still works
+    msgspec = None
     _fast_decode = json.loads
 
 if TYPE_CHECKING:
@@ -104,6 +106,40 @@ def identify(raw: str) -> dict[str, str]:
     for m in _FIELD.finditer(raw, 0, 8192):
         found.setdefault(m.group(1), m.group(2))
     return {k: v for k, v in found.items() if k != "resourceVersion"}
+
+
+Admit = Callable[[Obj], bool]  # given {"kind", "metadata"} of an item: decode it whole?
+
+if msgspec is not None:
+
+    class _Peek(msgspec.Struct):
+        """An object's kind and metadata; everything else (a ConfigMap's data, a pod's spec) is
+        skipped by the decoder without being built."""
+
+        kind: str = ""
+        metadata: dict[str, Any] = {}
+
+    class _EventPeek(msgspec.Struct):
+        type: str = ""
+        object: _Peek = msgspec.field(default_factory=_Peek)
+
+    class _PagePeek(msgspec.Struct):
+        """A list's items left undecoded (slices of the answer), and its own metadata."""
+
+        items: list[msgspec.Raw] = []
+        metadata: dict[str, Any] = {}
+
+
+def peek_event(line: bytes) -> tuple[str, Obj] | None:
+    """(type, {"kind", "metadata"}) of a watch event line, decoding nothing else; None when the
+    line cannot be read so (it is then decoded whole, as before)."""
+    if msgspec is None:
+        return None
+    try:
+        event = msgspec.json.decode(line, type=_EventPeek)
+    except Exception:  # noqa: BLE001 - nested too deep, malformed: the full decoder decides
+        return None
+    return event.type, {"kind": event.object.kind, "metadata": event.object.metadata}
 
 
 _LIST_META = re.compile(r'"metadata":(\{[^{}]*\})\}\s*$')
@@ -325,6 +361,37 @@ class Kube:
             raise from_response(resp.status, raw.decode("utf-8"))
         return decode(raw) if raw else {}
 
+    async def _admitted_page(self, path: str, params: dict[str, Any], admit: Admit) -> tuple[list[Obj], Obj] | None:
+        """One page of a list, decoding only the items ``admit`` wants from their kind and
+        metadata: a tenant's thousand 1 MB ConfigMaps carrying our label are skipped in the
+        answer, never built into Python objects. None when the page cannot be read so."""
+        resp = await self._send("GET", path, query=params)
+        try:
+            raw = await resp.read()
+        finally:
+            resp.release()
+        if not 200 <= resp.status <= 299:
+            raise from_response(resp.status, raw.decode("utf-8", errors="replace"))
+        try:
+            page = msgspec.json.decode(raw, type=_PagePeek)
+        except Exception:  # noqa: BLE001 - nested too deep, malformed: the whole-page path decides
+            return None
+        items: list[Obj] = []
+        for item in page.items:
+            try:
+                peek = msgspec.json.decode(item, type=_Peek)
+                stub: Obj | None = {"kind": peek.kind, "metadata": peek.metadata}
+            except Exception:  # noqa: BLE001 - too deep to peek at: decoded whole below
+                stub = None
+            if stub is not None and not admit(stub):
+                continue
+            try:
+                items.append(decode(bytes(item)))
+            except Undecodable as exc:
+                log.warning("left out of the list of %s: %s", path, exc)
+                self._skip(exc.identity)
+        return items, dict(page.metadata)
+
     async def _page(self, path: str, params: dict[str, Any]) -> tuple[list[Obj], Obj]:
         """One page of a list: its items and its metadata. An item too deep to decode is left
         out (and logged) rather than failing the whole list: pages of one pin it down."""
@@ -380,13 +447,24 @@ class Kube:
             body["preconditions"] = {"uid": uid}
         return await self.request("DELETE", path, body=body)
 
-    async def list_all(self, path: str, *, query: dict[str, Any] | None = None, page: int = 500) -> tuple[list[Obj], str]:
-        """Every item across pages, and the list's resourceVersion to watch from."""
+    async def list_all(self, path: str, *, query: dict[str, Any] | None = None, page: int = 500,
+                       admit: Admit | None = None, shape: Callable[[Obj], Obj] | None = None) -> tuple[list[Obj], str]:  # fmt: skip
+        """Every item across pages, and the list's resourceVersion to watch from.
+
+        ``admit`` (given an item's kind and metadata) leaves items out before they are decoded;
+        ``shape`` is applied to each item kept, page by page: what a list holds at any moment is
+        one answer of at most ``page`` items plus what was kept (and shaped) of earlier pages."""
         items: list[Obj] = []
         params = {**(query or {}), "limit": page}
         while True:
-            page_items, meta = await self._page(path, params)
-            items.extend(page_items)
+            found = await self._admitted_page(path, params, admit) if admit is not None and msgspec is not None else None
+            if found is None:
+                page_items, meta = await self._page(path, params)
+                if admit is not None:
+                    page_items = [i for i in page_items if admit(i)]
+            else:
+                page_items, meta = found
+            items.extend(map(shape, page_items) if shape is not None else page_items)
             cont = meta.get("continue")
             if not cont:
                 return items, str(meta.get("resourceVersion") or "")
@@ -421,8 +499,12 @@ class Kube:
             resp.release()
 
     async def watch(self, path: str, *, query: dict[str, Any], timeout_seconds: int = 300,
-                    on_open: Callable[[], None] | None = None) -> AsyncIterator[Obj]:  # fmt: skip
-        """Watch events as dicts until the server ends the stream; ``on_open`` once it is accepted."""
+                    on_open: Callable[[], None] | None = None,
+                    admit: Callable[[str, Obj], bool] | None = None) -> AsyncIterator[Obj]:  # fmt: skip
+        """Watch events as dicts until the server ends the stream; ``on_open`` once it is accepted.
+
+        ``admit(type, {"kind", "metadata"})`` says which events are decoded whole; any other
+        comes as that stub alone (its data or spec never decoded)."""
         params = {**query, "watch": True, "allowWatchBookmarks": True, "timeoutSeconds": timeout_seconds}
         resp = await self._send("GET", path, query=params, timeout=None)
         try:
@@ -433,7 +515,12 @@ class Kube:
             splitter = LineSplitter()
             async for chunk in resp.content.iter_any():
                 for line in splitter.feed(chunk):
-                    if line.strip():
+                    if not line.strip():
+                        continue
+                    peek = peek_event(line) if admit is not None else None
+                    if peek is not None and peek[0] not in ("BOOKMARK", "ERROR") and not admit(*peek):  # type: ignore[misc]
+                        yield {"type": peek[0], "object": peek[1]}
+                    else:
                         yield self._event(line)
         finally:
             resp.release()

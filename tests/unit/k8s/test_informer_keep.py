@@ -94,3 +94,31 @@ def test_the_runner_keeps_what_one_of_its_job_kinds_controls(refs, kept):
             await kube.close()
 
     assert asyncio.run(check()) is kept
+
+
+def test_objects_left_out_are_never_decoded(monkeypatch):
+    """Issue 29, 3: the list and the watch read an object's kind and metadata first; what keep
+    leaves out (the planted 1 MB ConfigMaps) is skipped in the answer, never decoded whole."""
+    from airflow_t9k.k8s import client as k8s_client
+
+    decoded: list[int] = []
+    real = k8s_client.decode
+
+    def counting(raw):  # type: ignore[no-untyped-def]
+        decoded.append(len(raw))
+        return real(raw)
+
+    monkeypatch.setattr(k8s_client, "decode", counting)
+
+    async def go() -> Informer:
+        server = Server()
+        async with fake_api(server.handle) as kube:
+            informer = Informer(kube, "/api/v1/namespaces/ns/configmaps", kind="ConfigMap", keep=owned)
+            task = await run_informer(informer, lambda: ("ns", "last") in informer.cache)
+            server.release.set()
+            await stop(task)
+            return informer
+
+    informer = asyncio.run(go())
+    assert sorted(informer.cache) == [("ns", "hostfile"), ("ns", "last")]
+    assert decoded and max(decoded) < 10_000, decoded  # the 1 MB ones never reached the decoder
