@@ -32,7 +32,7 @@ from airflow_t9k.kinds.templates import CLUSTER, NAMESPACED, unresolved, wanted
 Obj = dict[str, Any]
 JobKey = tuple[str, str, str]  # (kind, namespace, name)
 # Secrets are not watched: the controller may only create them (deploy/rbac-*.yaml); a job's
-# status records the SSH Secret made for it (reconcile/plan.py ssh_secret_recorded).
+# status records the SSH Secret made for it (reconcile/steps/children.py ssh_secret_recorded).
 CHILD_KINDS = ("Pod", "Service", "ConfigMap", "Job")
 KUEUE = "/apis/kueue.x-k8s.io/v1beta2"
 # Kueue's cluster-scoped objects that admission reads: kind -> path

@@ -219,7 +219,7 @@ def fold(old_status: Obj | None, new_status: Obj, report: Obj | None, interval: 
 
 
 def with_progress(job: Obj, old: Obj | None, plan: Plan, observed: Observed, now: datetime) -> Plan:
-    """The plan with ``status.progress`` folded in (``plan.plan`` calls this once, on the core
+    """The plan with ``status.progress`` folded in (the pass's step ``progress`` calls this once, on the core
     status ``old``). Not for a job being deleted: its pass writes nothing."""
     if job["metadata"].get("deletionTimestamp") or (observed.report is None and PROGRESS not in (old or {})):
         return plan

@@ -178,7 +178,7 @@ def account(old: Obj | None, new: Obj, pods: Mapping[str, Obj], deleted: Iterabl
 
 
 def with_usage(job: Obj, old: Obj | None, plan: Plan, observed: Observed, now: datetime) -> Plan:
-    """The plan with its status' usage accounted (``plan.plan`` calls this once, on the core
+    """The plan with its status' usage accounted (the pass's step ``usage`` calls this once, on the core
     status ``old``). Not for a job being deleted: its pass writes nothing."""
     if (old or {}).get("phase") in FINISHED or job["metadata"].get("deletionTimestamp"):
         return plan
