@@ -10,6 +10,7 @@ from dataclasses import dataclass, field
 from datetime import datetime, timezone
 from typing import Any
 
+from airflow_t9k.api import ownership
 from airflow_t9k.api.outcome import interpret
 from airflow_t9k.api.paths import child_path, job_path
 from airflow_t9k.api.resources import RESOURCES, TEMPLATE_RESOURCES, resource_for
@@ -290,14 +291,39 @@ class Controller:
             labels = None if cached is None else dict(cached["metadata"].get("labels") or {})
         return self.settings.scope.why_not(namespace, labels)
 
-    def observed(self, job: Obj) -> Observed:
+    def owned_children(self, job: Obj) -> tuple[dict[str, dict[str, Obj]], dict[str, dict[str, str]]]:
+        """The job's children, by kind and name, and those of them whose uid is not on record
+        yet (to record: api/ownership.py). A child counts only in the job's own namespace, with
+        the job's kind and name in its controller reference as well as its uid, and when the
+        job's status says the controller created it: a pod with a forged reference, made in
+        another namespace (racing the garbage collector) or in this one, is none of the job's."""
+        meta = job["metadata"]
+        status = job.get("status")
         found: dict[str, dict[str, Obj]] = {k: {} for k in self.child_kinds}
-        for kind, ns, name in self.children.get(job["metadata"]["uid"], ()):
-            if kind not in found:
+        adopt: dict[str, dict[str, str]] = {}
+        for kind, ns, name in self.children.get(meta["uid"], ()):
+            if kind not in found or ns != meta["namespace"]:
                 continue
             obj = self.informer_for(kind, ns).get((ns, name))
-            if obj is not None:
-                found[kind][name] = obj
+            if obj is None:
+                continue
+            ref = next(
+                (r for r in obj["metadata"].get("ownerReferences") or [] if isinstance(r, dict) and r.get("controller")), {}
+            )
+            if (ref.get("kind"), ref.get("name"), ref.get("uid")) != (job["kind"], meta["name"], meta["uid"]):
+                continue
+            why = ownership.verdict(status, kind, name, obj)
+            if why is None:
+                self.metrics["child_not_owned"] += 1
+                continue
+            if why != "recorded":
+                adopt.setdefault(kind, {})[name] = str(obj["metadata"].get("uid"))
+            found[kind][name] = obj
+        return found, adopt
+
+    def observed(self, job: Obj, found: dict[str, dict[str, Obj]] | None = None) -> Observed:
+        if found is None:
+            found = self.owned_children(job)[0]
         children = (found["Pod"], found["Service"], found["ConfigMap"], {}, found["Job"])
         key = (job["kind"], job["metadata"]["namespace"], job["metadata"]["name"])
         report = self.reports.report(key, job["metadata"].get("uid")) if self.reports is not None else None
@@ -343,19 +369,20 @@ class Controller:
             self.metrics["waiting_for_namespace_watch"] += 1
             return
         job = await self.executor.managed(job)
-        result = await self._plan(key, job)
+        found, adopt = self.owned_children(job)
+        result = await self._plan(key, job, found)
         if result.requeue_after is not None:
             self.queue.add_after(key, result.requeue_after)
-        if self._hold(key, job, result):
+        if not adopt and self._hold(key, job, result):
             self.metrics["status_held"] += 1
             return
         self._held.pop(key, None)
-        await self.executor.apply(job, result)
+        await self.executor.apply(job, result, adopted=adopt)
 
-    async def _plan(self, key: JobKey, job: Obj) -> Plan:
+    async def _plan(self, key: JobKey, job: Obj, found: dict[str, dict[str, Obj]] | None = None) -> Plan:
         """Plan on the loop a job whose last plan was quick; any other (a new job, thousands of
         replicas, a huge template) in a thread, so the watches and the other workers go on."""
-        args = (job, self.observed(job), datetime.now(timezone.utc))
+        args = (job, self.observed(job, found), datetime.now(timezone.utc))
         if self.reports is not None:  # the reporting replica's log followed while it runs; never waits
             self.reports.sync(key, job, args[1].pods)
         if key in self._quick_plans:

@@ -23,6 +23,10 @@ LABEL_JOB = f"{LABEL_PREFIX}/job-name"
 LABEL_KIND = f"{LABEL_PREFIX}/job-kind"
 LABEL_TYPE = f"{LABEL_PREFIX}/replica-type"
 LABEL_RANK = f"{LABEL_PREFIX}/replica-index"
+# The job's uid on its pods and in its Services' selectors: a pod someone else made with the
+# job's name, kind, type and rank labels is not selected by the job's Service (it would take the
+# replica's rendezvous address: torch elastic's c10d store unpickles what it is sent).
+LABEL_UID = f"{LABEL_PREFIX}/job-uid"
 LABEL_MANAGED_BY = "app.kubernetes.io/managed-by"
 MANAGED_BY = "airflow-t9k"
 ANNOTATION_RESTARTS = f"{LABEL_PREFIX}/restart-count"

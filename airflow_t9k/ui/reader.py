@@ -14,6 +14,8 @@ from collections.abc import Callable
 from concurrent.futures import ThreadPoolExecutor
 from typing import Any
 
+from airflow_t9k.api import ownership
+from airflow_t9k.api.evidence import is_evidence_of
 from airflow_t9k.api.paths import child_path, job_path
 from airflow_t9k.api.resources import RESOURCES, resource_for
 from airflow_t9k.api.runmode import resume_patch
@@ -98,15 +100,18 @@ class Reader:
     def evidence(self, job: Obj) -> Obj | None:
         """The data of the ConfigMap ``<job>-evidence`` the controller kept before clean-up deleted
         the job's pods (controller/reconcile/evidence.py); None when there is none, or when it is
-        not the controller's: only a ConfigMap whose ownerReferences name the job's uid with
-        ``controller: true`` is used (anyone who may create ConfigMaps in the namespace could
-        create one of that name first)."""
+        not the controller's: only the ConfigMap whose uid the job's status has on record is used
+        (anyone who may create ConfigMaps in the namespace could create one of that name first,
+        with an ownerReference naming the job). No GET without a record."""
         meta = job["metadata"]
+        name = f"{meta['name']}{view.EVIDENCE_SUFFIX}"
+        if ownership.recorded_uid(job.get("status"), "ConfigMap", name) is None:
+            return None
         try:
-            cm = self._request("GET", child_path("ConfigMap", meta["namespace"], f"{meta['name']}{view.EVIDENCE_SUFFIX}"))
+            cm = self._request("GET", child_path("ConfigMap", meta["namespace"], name))
         except NotFound:
             return None
-        return dict(cm.get("data") or {}) if view.controlled_by(cm, meta["uid"]) else None
+        return dict(cm.get("data") or {}) if is_evidence_of(cm, job) else None
 
     def log(self, namespace: str, pod: str, lines: int = LOG_LINES) -> str:
         query = [("tailLines", str(lines)), ("timestamps", "false"), ("limitBytes", str(UI_LOG_BYTES))]

@@ -306,25 +306,30 @@ def evidence_data(**extra):
             **extra}  # fmt: skip
 
 
+RECORDED = {"created": {"ConfigMap": {"j-evidence": {"uid": "cm1"}}}}
+
+
 @pytest.mark.parametrize(
-    "refs, used",
+    ("status", "uid", "gets", "used"),
     [
-        ([{"uid": "u1", "controller": True}], True),
-        ([{"uid": "u1"}], False),  # an owner, not the controller
-        ([{"uid": "u1", "controller": False}], False),
-        ([{"uid": "u-other", "controller": True}], False),  # a co-tenant's ConfigMap of that name
-        ([], False),
+        (RECORDED, "cm1", 1, True),  # the ConfigMap the controller made and recorded
+        # Issue 29, 8: a pre-made one (its ownerReference may name the job: a uid is no secret).
+        (RECORDED, "forged", 1, False),
+        ({}, "cm1", 0, False),  # no record: not even read
+        ({"created": {"ConfigMap": {"j-evidence": {"at": "2026-01-01T00:00:00Z"}}}}, "cm1", 0, False),  # decided, not made
     ],
+    ids=["recorded", "pre-made", "no-record", "decided-only"],
 )
-def test_the_evidence_configmap_is_used_only_when_the_job_is_its_controller(refs, used):
+def test_the_evidence_configmap_is_used_only_when_its_uid_is_on_record(status, uid, gets, used):
     calls = []
 
     def transport(method, path, query=None, **_):
         calls.append((method, path))
-        return {"metadata": {"name": "j-evidence", "ownerReferences": refs}, "data": evidence_data()}
+        refs = [{"uid": "u1", "controller": True}]
+        return {"metadata": {"name": "j-evidence", "uid": uid, "ownerReferences": refs}, "data": evidence_data()}
 
-    found = Reader(transport).evidence(job())
-    assert calls == [("GET", "/api/v1/namespaces/ns/configmaps/j-evidence")]
+    found = Reader(transport).evidence({**job(), "status": status})
+    assert calls == [("GET", "/api/v1/namespaces/ns/configmaps/j-evidence")] * gets
     assert (found is not None) == used
 
 
