@@ -37,6 +37,9 @@ COMPONENT = "airflow-t9k-controller"
 PARALLEL_WRITES = 8
 RECONCILE_ERROR = "ReconcileError"
 MOUNTED = ("Secret", "ConfigMap")  # children the job's pods mount: only ever the job's own
+# What pods depend on, created (and found to be the job's own) before any pod of the pass: what
+# they mount, and the Services that are their peers' addresses (MASTER_ADDR, a c10d store).
+FIRST = (*MOUNTED, "Service")
 
 
 def refused_by_policy(exc: Forbidden) -> bool:
@@ -48,7 +51,7 @@ def refused_by_policy(exc: Forbidden) -> bool:
 
 
 def _mounted(action: Action) -> bool:
-    return isinstance(action, CreateSSHSecret) or (isinstance(action, Create) and action.kind in MOUNTED)
+    return isinstance(action, CreateSSHSecret) or (isinstance(action, Create) and action.kind in FIRST)
 
 
 log = logging.getLogger(__name__)
@@ -159,8 +162,9 @@ class Executor:
                     return await self._create_secret(ns, manifest, made)
                 return await self._create(ns, manifest, job, children)
 
-        # What pods mount (the SSH Secret, hostfiles) first, and nothing more should one of them
-        # turn out to be someone else's: a pod created alongside would mount it.
+        # What pods mount (the SSH Secret, hostfiles) and the Services they address first, and
+        # nothing more should one of them turn out to be someone else's: a pod created alongside
+        # would mount it, or send its rendezvous to it.
         mounted = [a for a in actions if _mounted(a)]
         problems = [p for p in await asyncio.gather(*(one(a) for a in mounted)) if p]
         if problems:
