@@ -90,7 +90,10 @@ class Executor:
         """
         current = job
         creates = [(a.kind, a.name) for a in plan.actions if isinstance(a, (Create, KeepEvidence))]
-        status = ownership.deciding(plan.status, creates, _stamp()) if creates or adopted else plan.status
+        # Every status this version writes carries the record (so no job it planned looks like
+        # one from before it: api/ownership.py legacy); a pass that writes nothing adds none.
+        writes = creates or adopted or plan.status != (job.get("status") or {})
+        status = ownership.deciding(plan.status, creates, _stamp()) if writes else plan.status
         if status != (job.get("status") or {}):
             current = await self._write_status(job, status)
             if self.on_finished is not None and _ended(job.get("status"), status):
