@@ -61,7 +61,7 @@ def last_lines(text: str, lines: int | None) -> str:
 
 class KeptLogs:
     """The failed replicas' lines the controller kept in the job's evidence ConfigMap, read once
-    and only when a pod's log cannot be read; used only when the job is its controller."""
+    and only when a pod's log cannot be read; used only when its uid is on record in the job's status."""
 
     def __init__(self, job: Obj, log: logging.Logger) -> None:
         self.job, self.log = job, log
