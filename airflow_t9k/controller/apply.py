@@ -16,9 +16,9 @@ from collections.abc import Callable
 from datetime import datetime, timezone
 from typing import Any
 
+from airflow_t9k.api import ownership
 from airflow_t9k.api.outcome import interpret
 from airflow_t9k.api.paths import child_path, job_path
-from airflow_t9k.api import ownership
 from airflow_t9k.api.resources import resource_for
 from airflow_t9k.controller import evidence
 from airflow_t9k.controller.reconcile import Create, CreateSSHSecret, Delete, Emit, Patch, Plan, ReplaceStatus

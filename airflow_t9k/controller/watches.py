@@ -17,9 +17,12 @@ from __future__ import annotations
 
 import asyncio
 import logging
-from collections.abc import Callable
+from typing import TYPE_CHECKING
 
-from airflow_t9k.k8s.informer import Informer
+if TYPE_CHECKING:
+    from collections.abc import Callable
+
+    from airflow_t9k.k8s.informer import Informer
 
 log = logging.getLogger(__name__)
 

@@ -24,7 +24,6 @@ from airflow_t9k.controller.reconcile.progress import finish
 from airflow_t9k.controller.reconcile.status import FINISHED, StatusBuilder
 from airflow_t9k.kinds.base import Obj
 from airflow_t9k.kinds.templates import (
-    CLUSTER,
     TemplateError,
     allowed_in,
     apply_template,
