@@ -171,9 +171,9 @@ class Informer:
         return kept
 
     def _admit(self, etype: str, stub: Obj) -> bool:
-        """Whether a watch event is decoded whole: what ``keep`` keeps, and whatever concerns an
-        object in the cache (it changed, or went: the stub is enough to drop it)."""
-        return etype == "DELETED" or key_of(stub) in self.cache or self._kept(stub, count=False)
+        """Whether a watch event is decoded whole: what concerns an object in the cache, and what
+        ``keep`` keeps. The deletion of an object never cached comes as its stub (enough to say so)."""
+        return key_of(stub) in self.cache or (etype != "DELETED" and self._kept(stub, count=False))
 
     def _shaped(self, obj: Obj) -> Obj:
         """The object as the cache keeps it: with its kind, and through the transform."""
