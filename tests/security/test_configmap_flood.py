@@ -84,6 +84,6 @@ def test_a_configmap_flood_in_an_unmanaged_namespace_leaves_the_controller_flat_
     proc = controller_factory("-n", flood, *args)  # the flood's namespace is one it would otherwise watch
     _serves(jobs, f"ok-{mode}")
     hwm, rss = _kb(proc.pid, "VmHWM"), _kb(proc.pid, "VmRSS")
+    print(f"\n{mode}: VmHWM {before} kB without the flood, {hwm} kB with {COUNT} x {SIZE // 1000} kB ConfigMaps; VmRSS {rss} kB")
     assert hwm - before < ALLOWED_GROWTH_KB, (mode, before, hwm, rss)
     assert proc.probe("/readyz") == 200
-    print(f"\n{mode}: VmHWM {before} kB without the flood, {hwm} kB with {COUNT} x {SIZE // 1000} kB ConfigMaps; VmRSS {rss} kB")
