@@ -22,7 +22,7 @@ from airflow_t9k.controller.reconcile import Emit, Observed, Plan, plan
 from airflow_t9k.controller.reconcile.status import bounded
 from airflow_t9k.controller.reports import ProgressStreams
 from airflow_t9k.controller.scope import Scope
-from airflow_t9k.controller.slim import slim_for
+from airflow_t9k.controller.slim import body_for, slim_for
 from airflow_t9k.controller.watches import NamespaceWatches
 from airflow_t9k.k8s.client import UNDECODABLE, Kube
 from airflow_t9k.k8s.errors import Conflict
@@ -45,7 +45,7 @@ REPORT_AFTER_FAILURES = 3  # failed passes in a row before the job gets a condit
 INLINE_PLAN_SECONDS = 0.005
 # Items per answer when listing children: anyone may put our label on a 1 MiB ConfigMap, and a
 # page of 500 of them would be 500 MB in one response (k8s/informer.py).
-CHILD_PAGE = {"ConfigMap": 20}  # items per list answer by kind; 100 for the others
+CHILD_PAGE = {"ConfigMap": 10}  # items per list answer by kind; 100 for the others
 
 log = logging.getLogger(__name__)
 
@@ -177,6 +177,7 @@ class Controller:
             transform=slim_for(kind),  # the cache keeps what the controller reads (slim.py)
             keep=self._owned,  # and only what one of its jobs owns: anyone can copy our label
             page=CHILD_PAGE.get(kind, 100),
+            body=body_for(kind),  # and only what it reads of them (slim.py)
         )  # fmt: skip
 
     def informer_for(self, kind: str, namespace: str) -> Informer:

@@ -62,10 +62,19 @@ DATA_SUFFIXES = ("-hostfile", "-deepspeed")
 DATA_PREFIXES = ("rings-config-",)
 
 
-def _slim_configmap(obj: Obj) -> Obj:
+def _data_read(obj: Obj) -> bool:
     name = str(((obj.get("metadata") or {}).get("name")) or "")
-    read = name.endswith(DATA_SUFFIXES) or name.startswith(DATA_PREFIXES)
-    return _keeper(top=("data",) if read else ())(obj)
+    return name.endswith(DATA_SUFFIXES) or name.startswith(DATA_PREFIXES)
+
+
+def _slim_configmap(obj: Obj) -> Obj:
+    return _keeper(top=("data",) if _data_read(obj) else ())(obj)
+
+
+def body_for(kind: str) -> Callable[[Obj], bool] | None:
+    """Which objects of ``kind`` an informer reads past their kind and metadata (None: all):
+    a ConfigMap whose data the cache would drop is never decoded past its metadata."""
+    return _data_read if kind == "ConfigMap" else None
 
 
 def _slim_pod(out: Obj, pod: Obj) -> Obj:

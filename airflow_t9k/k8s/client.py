@@ -116,6 +116,7 @@ if msgspec is not None:
         """An object's kind and metadata; everything else (a ConfigMap's data, a pod's spec) is
         skipped by the decoder without being built."""
 
+        apiVersion: str = ""  # noqa: N815 - the API's own field name
         kind: str = ""
         metadata: dict[str, Any] = {}
 
@@ -139,7 +140,14 @@ def peek_event(line: bytes) -> tuple[str, Obj] | None:
         event = msgspec.json.decode(line, type=_EventPeek)
     except Exception:  # noqa: BLE001 - nested too deep, malformed: the full decoder decides
         return None
-    return event.type, {"kind": event.object.kind, "metadata": event.object.metadata}
+    return event.type, _stub(event.object)
+
+
+def _stub(peek: Any) -> Obj:
+    out: Obj = {"kind": peek.kind, "metadata": peek.metadata}
+    if peek.apiVersion:
+        out["apiVersion"] = peek.apiVersion
+    return out
 
 
 _LIST_META = re.compile(r'"metadata":(\{[^{}]*\})\}\s*$')
@@ -361,7 +369,8 @@ class Kube:
             raise from_response(resp.status, raw.decode("utf-8"))
         return decode(raw) if raw else {}
 
-    async def _admitted_page(self, path: str, params: dict[str, Any], admit: Admit) -> tuple[list[Obj], Obj] | None:
+    async def _admitted_page(self, path: str, params: dict[str, Any], admit: Admit,
+                             body: Admit | None = None) -> tuple[list[Obj], Obj] | None:  # fmt: skip
         """One page of a list, decoding only the items ``admit`` wants from their kind and
         metadata: a tenant's thousand 1 MB ConfigMaps carrying our label are skipped in the
         answer, never built into Python objects. None when the page cannot be read so."""
@@ -379,11 +388,13 @@ class Kube:
         items: list[Obj] = []
         for item in page.items:
             try:
-                peek = msgspec.json.decode(item, type=_Peek)
-                stub: Obj | None = {"kind": peek.kind, "metadata": peek.metadata}
+                stub: Obj | None = _stub(msgspec.json.decode(item, type=_Peek))
             except Exception:  # noqa: BLE001 - too deep to peek at: decoded whole below
                 stub = None
             if stub is not None and not admit(stub):
+                continue
+            if stub is not None and body is not None and not body(stub):
+                items.append(stub)  # kept, but nothing past its metadata is read (an evidence ConfigMap's data)
                 continue
             try:
                 items.append(decode(bytes(item)))
@@ -448,16 +459,18 @@ class Kube:
         return await self.request("DELETE", path, body=body)
 
     async def list_all(self, path: str, *, query: dict[str, Any] | None = None, page: int = 500,
-                       admit: Admit | None = None, shape: Callable[[Obj], Obj] | None = None) -> tuple[list[Obj], str]:  # fmt: skip
+                       admit: Admit | None = None, shape: Callable[[Obj], Obj] | None = None,
+                       body: Admit | None = None) -> tuple[list[Obj], str]:  # fmt: skip
         """Every item across pages, and the list's resourceVersion to watch from.
 
-        ``admit`` (given an item's kind and metadata) leaves items out before they are decoded;
-        ``shape`` is applied to each item kept, page by page: what a list holds at any moment is
+        ``admit`` (given an item's kind and metadata) leaves items out before they are decoded,
+        and ``body`` says which items kept are decoded past their metadata (the others are kept
+        as kind and metadata); ``shape`` is applied to each item kept, page by page: what a list holds at any moment is
         one answer of at most ``page`` items plus what was kept (and shaped) of earlier pages."""
         items: list[Obj] = []
         params = {**(query or {}), "limit": page}
         while True:
-            found = await self._admitted_page(path, params, admit) if admit is not None and msgspec is not None else None
+            found = await self._admitted_page(path, params, admit, body) if admit is not None and msgspec is not None else None
             if found is None:
                 page_items, meta = await self._page(path, params)
                 if admit is not None:
@@ -500,11 +513,12 @@ class Kube:
 
     async def watch(self, path: str, *, query: dict[str, Any], timeout_seconds: int = 300,
                     on_open: Callable[[], None] | None = None,
-                    admit: Callable[[str, Obj], bool] | None = None) -> AsyncIterator[Obj]:  # fmt: skip
+                    admit: Callable[[str, Obj], bool] | None = None, body: Admit | None = None) -> AsyncIterator[Obj]:  # fmt: skip
         """Watch events as dicts until the server ends the stream; ``on_open`` once it is accepted.
 
-        ``admit(type, {"kind", "metadata"})`` says which events are decoded whole; any other
-        comes as that stub alone (its data or spec never decoded)."""
+        ``admit(type, {"kind", "metadata"})`` says which events are decoded whole, and ``body``
+        which of those need more than their metadata; any other comes as that stub alone (its
+        data or spec never decoded)."""
         params = {**query, "watch": True, "allowWatchBookmarks": True, "timeoutSeconds": timeout_seconds}
         resp = await self._send("GET", path, query=params, timeout=None)
         try:
@@ -518,7 +532,13 @@ class Kube:
                     if not line.strip():
                         continue
                     peek = peek_event(line) if admit is not None else None
-                    if peek is not None and peek[0] not in ("BOOKMARK", "ERROR") and not admit(*peek):  # type: ignore[misc]
+                    if (
+                        peek is not None
+                        and peek[0] not in ("BOOKMARK", "ERROR")
+                        and (
+                            not admit(*peek) or (body is not None and not body(peek[1]))  # type: ignore[misc]
+                        )
+                    ):
                         yield {"type": peek[0], "object": peek[1]}
                     else:
                         yield self._event(line)

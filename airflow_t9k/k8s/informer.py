@@ -119,7 +119,8 @@ class Informer:
     def __init__(self, kube: Kube, path: str, *, kind: str, label_selector: str | None = None,
                  handler: Handler | None = None, watch_timeout: int = 300,
                  on_recovered: Callable[[], None] | None = None, idle_timeout: float = IDLE_TIMEOUT,
-                 transform: Transform | None = None, keep: Keep | None = None, page: int = 500) -> None:  # fmt: skip
+                 transform: Transform | None = None, keep: Keep | None = None, page: int = 500,
+                 body: Keep | None = None) -> None:  # fmt: skip
         self.kube = kube
         self.path = path
         self.kind = kind
@@ -138,6 +139,9 @@ class Informer:
         self.transform = transform
         self.keep = keep
         self.page = page
+        # Which objects kept are read past their kind and metadata (None: all): what the
+        # transform would drop anyway is never decoded (an evidence ConfigMap's data).
+        self.body = body
         self.dropped = 0  # objects left out of the cache by ``keep``
 
     # -- cache, also written optimistically by the executor ---------------------------------
@@ -208,7 +212,8 @@ class Informer:
         query = {"labelSelector": self.label_selector} if self.label_selector else None
         skipped_before = len(self.kube.skipped)
         admit = (lambda obj: self._kept({**obj, "kind": obj.get("kind") or self.kind})) if self.keep is not None else None
-        items, rv = await self.kube.list_all(self.path, query=query, page=self.page, admit=admit, shape=self._shaped)
+        items, rv = await self.kube.list_all(self.path, query=query, page=self.page, admit=admit, shape=self._shaped,
+                                             body=self.body)  # fmt: skip
         for identity in self.kube.skipped[skipped_before:]:
             self._notify(UNDECODABLE, {"kind": identity.get("kind") or self.kind, "metadata": identity})
         self.lists += 1
@@ -257,7 +262,7 @@ class Informer:
         if self.label_selector:
             query["labelSelector"] = self.label_selector
         stream = self.kube.watch(self.path, query=query, timeout_seconds=self.watch_timeout, on_open=self._opened,
-                                 admit=self._admit if self.keep is not None else None)  # fmt: skip
+                                 admit=self._admit if self.keep is not None else None, body=self.body)  # fmt: skip
         try:
             while True:
                 try:

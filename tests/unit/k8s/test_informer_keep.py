@@ -122,3 +122,37 @@ def test_objects_left_out_are_never_decoded(monkeypatch):
     informer = asyncio.run(go())
     assert sorted(informer.cache) == [("ns", "hostfile"), ("ns", "last")]
     assert decoded and max(decoded) < 10_000, decoded  # the 1 MB ones never reached the decoder
+
+
+def test_objects_kept_without_their_body_are_never_decoded_past_their_metadata(monkeypatch):
+    """A ConfigMap kept but whose data the cache drops (an evidence record, or a forged one
+    named like it) is read as kind and metadata only: its 1 MB of data never decoded."""
+    from airflow_t9k.k8s import client as k8s_client
+
+    decoded: list[int] = []
+    real = k8s_client.decode
+    monkeypatch.setattr(k8s_client, "decode", lambda raw: decoded.append(len(raw)) or real(raw))
+
+    class BigOwned(Server):
+        async def handle(self, request: web.Request) -> web.StreamResponse:
+            if request.query.get("watch") != "true":
+                return web.json_response({"metadata": {"resourceVersion": "10"}, "items": [cm("big", "5", OURS, BIG)]})
+            resp = web.StreamResponse()
+            await resp.prepare(request)
+            await resp.write(json.dumps({"type": "ADDED", "object": cm("last", "11", OURS, BIG)}).encode() + b"\n")
+            await self.release.wait()
+            return resp
+
+    async def go() -> Informer:
+        server = BigOwned()
+        async with fake_api(server.handle) as kube:
+            informer = Informer(kube, "/api/v1/namespaces/ns/configmaps", kind="ConfigMap", keep=owned, body=lambda o: False)
+            task = await run_informer(informer, lambda: ("ns", "last") in informer.cache)
+            server.release.set()
+            await stop(task)
+            return informer
+
+    informer = asyncio.run(go())
+    assert sorted(informer.cache) == [("ns", "big"), ("ns", "last")]
+    assert all("data" not in o for o in informer.cache.values())
+    assert all(n < 10_000 for n in decoded), decoded
