@@ -144,7 +144,11 @@ def peek_event(line: bytes) -> tuple[str, Obj] | None:
 
 
 def _stub(peek: Any) -> Obj:
-    out: Obj = {"kind": peek.kind, "metadata": peek.metadata}
+    """Kind (and apiVersion) only where the answer has them: a LIST leaves them off its items,
+    and the informer fills in its own kind where none is given."""
+    out: Obj = {"metadata": peek.metadata}
+    if peek.kind:
+        out["kind"] = peek.kind
     if peek.apiVersion:
         out["apiVersion"] = peek.apiVersion
     return out
