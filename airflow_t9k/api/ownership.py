@@ -13,7 +13,10 @@ Secret. Before creating, it records the decision (``{"at": <time>}``, written wi
 that comes first in every pass); after the create, the uid. A child counts as the job's only
 when its uid is on record, or, after a controller stopped between its create and the record,
 when a decision to create it is on record from before the child existed. A child of the name
-that the controller did not create fails the job, naming its owner; it is never adopted.
+that the controller did not create fails the job, naming its owner; it is never adopted: its
+uid goes on record as refused (``{"refused": uid}``), so no later pass takes it for the child a
+decision was recorded for (creation times have one-second resolution: one made in the second
+of the decision would otherwise pass for it).
 
 Jobs planned before the record existed (``startTime`` in status, no ``created``) keep the old
 rule, their ownerReferences, until the controller's next pass records what they have.
@@ -57,7 +60,7 @@ def verdict(status: Obj | None, kind: str, name: str, obj: Obj) -> str | None:
     if legacy(status):
         return "legacy"
     entry = record(status).get(kind, {}).get(name)
-    if entry is None:
+    if entry is None or entry.get("refused"):
         return None
     meta = _meta(obj)
     if entry.get("uid"):

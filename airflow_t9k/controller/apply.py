@@ -57,6 +57,16 @@ def _mounted(action: Action) -> bool:
 log = logging.getLogger(__name__)
 
 
+REFUSED = "refused:"  # a ``children`` value: the uid of an object of the name that is not the job's
+
+
+def _entry(value: str) -> Obj:
+    """The merge patch of one record entry: the uid made (or found decided), or one refused."""
+    if value.startswith(REFUSED):
+        return {"refused": value[len(REFUSED) :], "uid": None, "at": None}
+    return {"uid": value, "at": None, "refused": None}
+
+
 def _stamp() -> str:
     return datetime.now(timezone.utc).strftime("%Y-%m-%dT%H:%M:%SZ")
 
@@ -241,9 +251,7 @@ class Executor:
         (api/ownership.py), by a merge patch as for the SSH Secret: a job changed meanwhile must
         not cost the record."""
         meta = job["metadata"]
-        record = {
-            kind: {name: {"uid": uid, "at": None} for name, uid in names.items()} for kind, names in children.items() if names
-        }
+        record = {kind: {name: _entry(uid) for name, uid in names.items()} for kind, names in children.items() if names}
         body = {"metadata": {"uid": meta.get("uid")}, "status": {ownership.CREATED: record}}
         updated = await self.kube.patch(job_path(resource_for(job["kind"]), meta["namespace"], meta["name"], "status"), body=body)
         self.metrics["status_write"] += 1
@@ -287,6 +295,8 @@ class Executor:
                 children.setdefault(kind, {})[name] = str(existing["metadata"]["uid"])
             return None
         self.metrics[f"create_foreign.{kind}"] += 1
+        if children is not None:  # on record as refused: no later pass takes it for a decided create
+            children.setdefault(kind, {})[name] = REFUSED + str(existing["metadata"].get("uid"))
         mounted = "the controller will not let the job's pods mount it" if kind in MOUNTED else "the controller never adopts it"
         return (f"{kind} {name} already exists and was not created by the controller for this job ({ownership.owner_of(existing)}); "
                 f"{mounted}. Delete it, or give the job another name")  # fmt: skip

@@ -37,6 +37,8 @@ def test_the_decision_goes_on_record_before_the_create_and_keeps_its_first_time(
         ({}, child("b"), None),  # a new job: nothing is its own before the controller makes it
         ({"startTime": "2026-01-01T11:00:00Z"}, child("b"), "legacy"),
         ({"created": "garbage"}, child("b"), None),
+        # Refused once (a pre-made one, found in the second of the decision): never taken later.
+        ({"created": {"Pod": {"p": {"refused": "b"}}}}, child("b"), None),
     ],
 )
 def test_verdict(status, obj, expected):
@@ -87,6 +89,7 @@ async def test_a_child_of_the_name_not_created_for_the_job_fails_it_naming_its_o
     problem = await controller.executor._create("ns", manifest, job, children)
     if refused:
         assert problem is not None and "was not created by the controller for this job" in problem
-        assert "its controller is GenericJob j (uid u1)" in problem and children == {}
+        assert "its controller is GenericJob j (uid u1)" in problem
+        assert children == {"Pod": {"j-worker-0": "refused:forged"}}  # on record as refused
     else:
         assert problem is None and children == {"Pod": {"j-worker-0": existing["metadata"]["uid"]}}
