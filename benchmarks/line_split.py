@@ -16,7 +16,7 @@ def old(chunk: bytes, max_line: int = 1 << 16) -> int:
     buffer, skipping, n = b"", False, 0
     buffer += chunk
     while b"\n" in buffer:
-        line, buffer = buffer.split(b"\n", 1)
+        _line, buffer = buffer.split(b"\n", 1)
         if not skipping:
             n += 1
         skipping = False

@@ -11,9 +11,10 @@ a timeout, an exit code nobody called permanent.
 from __future__ import annotations
 
 from collections.abc import Collection
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
-from airflow_t9k.api.outcome import JobState
+if TYPE_CHECKING:
+    from airflow_t9k.api.outcome import JobState
 
 Obj = dict[str, Any]
 

@@ -14,7 +14,7 @@ import os
 from collections import Counter
 from collections.abc import Callable
 from datetime import datetime, timezone
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from airflow_t9k.api import ownership
 from airflow_t9k.api.outcome import interpret
@@ -27,10 +27,12 @@ from airflow_t9k.controller.reconcile.plan import SSH_SECRET_STATUS, rejected
 from airflow_t9k.controller.reconcile.status import StatusBuilder, bounded
 from airflow_t9k.controller.scope import NOT_MANAGED
 from airflow_t9k.controller.ssh import ssh_secret_data
-from airflow_t9k.k8s.client import Kube
 from airflow_t9k.k8s.errors import AlreadyExists, Conflict, Forbidden, Invalid, NotFound
-from airflow_t9k.k8s.informer import Informer
 from airflow_t9k.kinds.templates import STATUS_KEY as TEMPLATE_STATUS
+
+if TYPE_CHECKING:
+    from airflow_t9k.k8s.client import Kube
+    from airflow_t9k.k8s.informer import Informer
 
 Obj = dict[str, Any]
 COMPONENT = "airflow-t9k-controller"
@@ -298,7 +300,8 @@ class Executor:
         if children is not None:  # on record as refused: no later pass takes it for a decided create
             children.setdefault(kind, {})[name] = REFUSED + str(existing["metadata"].get("uid"))
         mounted = "the controller will not let the job's pods mount it" if kind in MOUNTED else "the controller never adopts it"
-        return (f"{kind} {name} already exists and was not created by the controller for this job ({ownership.owner_of(existing)}); "
+        owner = ownership.owner_of(existing)
+        return (f"{kind} {name} already exists and was not created by the controller for this job ({owner}); "
                 f"{mounted}. Delete it, or give the job another name")  # fmt: skip
 
     async def _patch(self, ns: str, action: Patch) -> None:
@@ -431,7 +434,7 @@ class Executor:
         try:
             await self.kube.create(child_path("Event", meta["namespace"]), body=body)
             self.metrics["event"] += 1
-        except Exception as exc:  # an Event is best effort; never fail a reconcile for it
+        except Exception as exc:  # noqa: BLE001 - an Event is best effort; never fail a reconcile for it
             log.warning("could not record event %s on %s/%s: %s", event.reason, meta["namespace"], meta["name"], exc)
 
 

@@ -14,7 +14,7 @@ import json
 import logging
 import re
 import sys
-from collections.abc import AsyncIterator, Callable
+from collections.abc import AsyncGenerator, AsyncIterator, Callable
 from typing import TYPE_CHECKING, Any, Protocol
 from urllib.parse import urlencode
 
@@ -25,9 +25,11 @@ from airflow_t9k.k8s.errors import from_response
 try:
     import msgspec
     from msgspec.json import decode as _fast_decode
+
+    HAVE_MSGSPEC = True
 except ImportError:  # pragma: no cover - msgspec is a dependency; json.loads still works
-    msgspec = None
-    _fast_decode = json.loads
+    HAVE_MSGSPEC = False
+    _fast_decode = json.loads  # type: ignore[assignment]  # called with one argument, as msgspec's is
 
 if TYPE_CHECKING:
     import aiohttp
@@ -76,7 +78,7 @@ def decode(raw: str | bytes) -> Any:
     if sys.getrecursionlimit() <= FAST_MAX_DEPTH or _openings(raw) <= FAST_MAX_DEPTH:
         try:
             return _fast_decode(raw)
-        except Exception:  # noqa: BLE001 - json.loads below decides what the input is
+        except Exception:  # noqa: BLE001, S110 - json.loads below decides what the input is
             pass
     try:
         return json.loads(raw)
@@ -110,15 +112,15 @@ def identify(raw: str) -> dict[str, str]:
 
 Admit = Callable[[Obj], bool]  # given {"kind", "metadata"} of an item: decode it whole?
 
-if msgspec is not None:
+if HAVE_MSGSPEC:
 
     class _Peek(msgspec.Struct):
         """An object's kind and metadata; everything else (a ConfigMap's data, a pod's spec) is
         skipped by the decoder without being built."""
 
-        apiVersion: str = ""  # noqa: N815 - the API's own field name
+        apiVersion: str = ""
         kind: str = ""
-        metadata: dict[str, Any] = {}
+        metadata: dict[str, Any] = msgspec.field(default_factory=dict)
 
     class _EventPeek(msgspec.Struct):
         type: str = ""
@@ -127,14 +129,14 @@ if msgspec is not None:
     class _PagePeek(msgspec.Struct):
         """A list's items left undecoded (slices of the answer), and its own metadata."""
 
-        items: list[msgspec.Raw] = []
-        metadata: dict[str, Any] = {}
+        items: list[msgspec.Raw] = msgspec.field(default_factory=list)
+        metadata: dict[str, Any] = msgspec.field(default_factory=dict)
 
 
 def peek_event(line: bytes) -> tuple[str, Obj] | None:
     """(type, {"kind", "metadata"}) of a watch event line, decoding nothing else; None when the
     line cannot be read so (it is then decoded whole, as before)."""
-    if msgspec is None:
+    if not HAVE_MSGSPEC:
         return None
     try:
         event = msgspec.json.decode(line, type=_EventPeek)
@@ -350,7 +352,7 @@ class Kube:
 
     def __init__(self, api: Transport | ApiClient) -> None:
         """``api``: a transport, or a ``kubernetes_asyncio`` ApiClient (the hooks pass theirs)."""
-        self.transport: Transport = ApiClientTransport(api) if hasattr(api, "call_api") else api  # type: ignore[arg-type,assignment]
+        self.transport: Transport = ApiClientTransport(api) if hasattr(api, "call_api") else api  # type: ignore[arg-type]  # hasattr() narrows to ApiClient; mypy cannot see it
         self.skipped: list[dict[str, str]] = []  # identities of objects too deep to decode
 
     async def close(self) -> None:
@@ -474,7 +476,7 @@ class Kube:
         items: list[Obj] = []
         params = {**(query or {}), "limit": page}
         while True:
-            found = await self._admitted_page(path, params, admit, body) if admit is not None and msgspec is not None else None
+            found = await self._admitted_page(path, params, admit, body) if admit is not None and HAVE_MSGSPEC else None
             if found is None:
                 page_items, meta = await self._page(path, params)
                 if admit is not None:
@@ -517,7 +519,8 @@ class Kube:
 
     async def watch(self, path: str, *, query: dict[str, Any], timeout_seconds: int = 300,
                     on_open: Callable[[], None] | None = None,
-                    admit: Callable[[str, Obj], bool] | None = None, body: Admit | None = None) -> AsyncIterator[Obj]:  # fmt: skip
+                    admit: Callable[[str, Obj], bool] | None = None,
+                    body: Admit | None = None) -> AsyncGenerator[Obj, None]:  # fmt: skip
         """Watch events as dicts until the server ends the stream; ``on_open`` once it is accepted.
 
         ``admit(type, {"kind", "metadata"})`` says which events are decoded whole, and ``body``

@@ -72,8 +72,9 @@ class Backoff:
 def retry_after(exc: BaseException) -> float | None:
     """The Retry-After a 429/5xx Status carries in details.retryAfterSeconds, if any."""
     details = (getattr(exc, "body", None) or {}).get("details") or {}
+    value = details.get("retryAfterSeconds")
     try:
-        return float(details.get("retryAfterSeconds"))
+        return float(value) if value is not None else None
     except (TypeError, ValueError):
         return None
 
@@ -240,7 +241,7 @@ class Informer:
                 need_list = True
             except asyncio.CancelledError:
                 raise
-            except Exception as exc:  # any failure: back off and resume, never give up watching
+            except Exception as exc:  # noqa: BLE001 - any failure: back off and resume, never give up watching
                 self.healthy = False
                 need_list = need_list or needs_relist(exc)
                 delay = self.backoff.next(retry_after(exc))

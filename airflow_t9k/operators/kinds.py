@@ -12,12 +12,14 @@ from __future__ import annotations
 
 import copy
 import re
+from collections.abc import Sequence
 from typing import Any, ClassVar
 
 from airflow.sdk.exceptions import AirflowException
 
 from airflow_t9k.api.machine import InvalidMachineType, parse_machine_type
-from airflow_t9k.operators.job import T9kJobOperator, _plain, split_command
+from airflow_t9k.operators.job import T9kJobOperator
+from airflow_t9k.operators.manifest import _plain, split_command
 
 Obj = dict[str, Any]
 
@@ -55,11 +57,24 @@ def _replicas(value: Any) -> int:
 
 
 class TypedJobOperator(T9kJobOperator):
-    template_fields: ClassVar[tuple[str, ...]] = (
+    template_fields: Sequence[str] = (
         *T9kJobOperator.template_fields, "image", "command", "args", "env", "spec", "replicas", "machine_type",
         "container_resources", "pod_annotations", *POD_OPTIONS,
     )  # fmt: skip
     container_name: ClassVar[str] = "main"
+    # Set from POD_OPTIONS in __init__.
+    labels: dict[str, Any] | None
+    annotations: dict[str, Any] | None
+    volumes: Any
+    volume_mounts: Any
+    tolerations: Any
+    node_selector: dict[str, str] | None
+    affinity: Obj | None
+    service_account_name: str | None
+    image_pull_secrets: Any
+    env_from: Any
+    priority_class_name: str | None
+    shm_size: str | None
 
     def __init__(
         self,
@@ -92,8 +107,9 @@ class TypedJobOperator(T9kJobOperator):
                "tolerations": tolerations, "node_selector": node_selector, "affinity": affinity,
                "service_account_name": service_account_name, "image_pull_secrets": image_pull_secrets,
                "env_from": env_from, "priority_class_name": priority_class_name, "shm_size": shm_size}  # fmt: skip
-        given = {k for k, v in {"image": image, "command": command, "args": args, "env": env, "container_resources": container_resources,
-                                "machine_type": machine_type, "spec": spec, **pod}.items() if v is not None}  # fmt: skip
+        given = {k for k, v in {"image": image, "command": command, "args": args, "env": env,
+                                "container_resources": container_resources, "machine_type": machine_type, "spec": spec,
+                                **pod}.items() if v is not None}  # fmt: skip
         if self.job is not None and given:
             raise ValueError(f"give either job= or the conveniences ({', '.join(sorted(given))}), not both")
         if self.job is None and not image and not (self.job_template or self.cluster_job_template):
@@ -364,7 +380,7 @@ class AscendJobOperator(TypedJobOperator):
 
     kind = "AscendJob"
     container_name = "ascend"
-    template_fields: ClassVar[tuple[str, ...]] = (*TypedJobOperator.template_fields, "framework")
+    template_fields: Sequence[str] = (*TypedJobOperator.template_fields, "framework")
     LEADERS: ClassVar[dict[str, str]] = {"pytorch": "Master", "tensorflow": "Chief", "mindspore": "Scheduler"}
 
     def __init__(self, *, framework: str = "pytorch", npus: int = 0, npu_resource: str = "huawei.com/Ascend910",
@@ -404,7 +420,7 @@ class AscendJobOperator(TypedJobOperator):
 
 
 OPERATORS: dict[str, type[T9kJobOperator]] = {
-    op.kind: op  # type: ignore[misc]
+    op.kind: op
     for op in (GenericJobOperator, PyTorchTrainingJobOperator, TensorFlowTrainingJobOperator, XGBoostTrainingJobOperator,
                ColossalAIJobOperator, DeepSpeedJobOperator, MPIJobOperator, BeamJobOperator, AscendJobOperator)
 }  # fmt: skip

@@ -34,12 +34,9 @@ READ_IDLE = 10.0
 
 def replica_pods(job: Obj | None) -> list[str]:
     """Every replica pod the job's status names, in its order."""
-    out = []
-    for task in ((job or {}).get("status") or {}).get("tasks") or []:
-        for replica in task.get("status") or []:
-            if replica.get("name"):
-                out.append(str(replica["name"]))
-    return out
+    return [str(replica["name"])
+            for task in ((job or {}).get("status") or {}).get("tasks") or []
+            for replica in task.get("status") or [] if replica.get("name")]  # fmt: skip
 
 
 def pods_to_follow(job: Obj, log_replicas: str, max_pods: int) -> list[str] | None:

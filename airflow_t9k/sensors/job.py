@@ -2,8 +2,9 @@
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from datetime import datetime, timedelta, timezone
-from typing import Any, ClassVar
+from typing import Any
 
 from airflow.sdk import BaseSensorOperator
 from airflow.sdk.configuration import conf
@@ -41,7 +42,7 @@ class T9kJobSensor(BaseSensorOperator):
         job usually belongs to another task, which already shows them)
     """
 
-    template_fields: ClassVar[tuple[str, ...]] = ("name", "namespace", "label_selector", "kind", "target_phases",
+    template_fields: Sequence[str] = ("name", "namespace", "label_selector", "kind", "target_phases",
                                                   "kubernetes_conn_id")  # fmt: skip
 
     def __init__(
@@ -91,7 +92,7 @@ class T9kJobSensor(BaseSensorOperator):
     def _namespace(self) -> str:
         return self.namespace or self.hook.get_namespace() or "default"
 
-    def _job(self) -> dict | None:
+    def _job(self) -> dict[str, Any] | None:
         if self.name is not None:
             return self.hook.get_job(self.kind, self.name, self._namespace())
         found = self.hook.list_jobs(self.kind, self._namespace(), self.label_selector or "")
@@ -105,7 +106,7 @@ class T9kJobSensor(BaseSensorOperator):
     def poke(self, context: Any) -> bool:
         return self._check(self._job())
 
-    def _check(self, job: dict | None) -> bool:
+    def _check(self, job: dict[str, Any] | None) -> bool:
         state = interpret(job)
         self.log.info("%s %s: %s", self.kind, self.name or self.label_selector, state.summary())
         if job is None:
@@ -144,7 +145,7 @@ class T9kJobSensor(BaseSensorOperator):
             timeout=timedelta(seconds=self.timeout) if self.timeout else None,
         )  # fmt: skip
 
-    def execute_complete(self, context: Any, event: dict) -> None:
+    def execute_complete(self, context: Any, event: dict[str, Any]) -> None:
         phase = event.get("phase")
         if phase in self.targets:
             return

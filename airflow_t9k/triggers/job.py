@@ -24,7 +24,7 @@ import asyncio
 import time
 from collections.abc import AsyncIterator
 from datetime import datetime
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from airflow.triggers.base import BaseTrigger, TriggerEvent
 
@@ -46,7 +46,9 @@ from airflow_t9k.triggers import records, shared_watch
 from airflow_t9k.triggers.forward import ForwardMixin
 from airflow_t9k.triggers.lookup import LookupFailed, wait_for_match
 from airflow_t9k.triggers.outcome import LAST_READ, OutcomeMixin
-from airflow_t9k.triggers.records import Connection, Forwarding, JobRef, WaitPolicy
+
+if TYPE_CHECKING:
+    from airflow_t9k.triggers.records import Connection, Forwarding, JobRef, WaitPolicy
 
 Obj = dict[str, Any]
 RECHECK = 2.0  # seconds between GETs while the watch has not (yet) seen a job that exists
@@ -96,7 +98,7 @@ class T9kJobTrigger(OutcomeMixin, ForwardMixin, BaseTrigger):
         forwarding: Forwarding | Obj | None = None,
         **flat: Any,  # the flat shape of earlier versions (and of config_dict/connection_extras)
     ) -> None:
-        super().__init__()
+        super().__init__()  # type: ignore[no-untyped-call]  # Airflow's BaseTrigger.__init__, unannotated
         self.job, self.connection, self.policy, self.forwarding, self._legacy = records.from_kwargs(
             {"job": job, "connection": connection, "policy": policy, "forwarding": forwarding, **flat}
         )
@@ -184,7 +186,7 @@ class T9kJobTrigger(OutcomeMixin, ForwardMixin, BaseTrigger):
         path = job_path(resource_for(self.kind), self.namespace)
         try:
             watch = await shared_watch.acquire(self._watch_key(), self.make_hook, path, self.kind)
-        except Exception as exc:  # bad kubeconfig, missing connection, unreadable file
+        except Exception as exc:  # noqa: BLE001 - bad kubeconfig, missing connection, unreadable file
             who = AsyncT9kHook.identity(self.make_hook())
             return self._event("error", None, f"cannot load the Kubernetes configuration of {who}: {exc}")
         if not self.name:  # a sensor given labels: first the one job they name

@@ -4,11 +4,14 @@ it to appear: the deferred sensor's first step when it was given labels instead 
 from __future__ import annotations
 
 import asyncio
-from typing import Any
+import contextlib
+from typing import TYPE_CHECKING, Any
 
 from airflow_t9k.api import selector
 from airflow_t9k.k8s.errors import is_permanent
-from airflow_t9k.triggers.shared_watch import SharedWatch
+
+if TYPE_CHECKING:
+    from airflow_t9k.triggers.shared_watch import SharedWatch
 
 Obj = dict[str, Any]
 
@@ -38,9 +41,8 @@ async def wait_for_match(watch: SharedWatch, namespace: str, label_selector: str
                                        "it must match one")  # fmt: skip
                 if found:
                     return found[0]
-            try:  # a new match wakes it at once; the timeout only rechecks the watch's health
+            # a new match wakes it at once; the timeout only rechecks the watch's health
+            with contextlib.suppress(asyncio.TimeoutError):
                 await asyncio.wait_for(arriving.get(), 2.0)
-            except asyncio.TimeoutError:
-                pass
     finally:
         watch.unsubscribe_matching(arriving)

@@ -115,7 +115,7 @@ def from_kwargs(kwargs: Obj) -> tuple[JobRef, Connection, WaitPolicy, Forwarding
         if home in given:
             raise TypeError(f"T9kJobTrigger got {key!r} both flat and inside {home!r}")
         parts[home][key] = value
-    records = []
+    records: list[Any] = []
     for key, cls in RECORDS.items():
         value = given.get(key)
         records.append(value if isinstance(value, cls) else _build(cls, value if value is not None else parts[key]))

@@ -11,7 +11,7 @@ from airflow.sdk import DAG
 from airflow.sdk.exceptions import TaskDeferred
 
 from airflow_t9k.operators.job import job_name
-from tests.integration.test_operator_trigger import conn, first_event, make_op  # noqa: F401
+from tests.integration.test_operator_trigger import conn, first_event, make_op  # noqa: F401 - fixtures
 from tests.support.task import context
 
 
@@ -48,4 +48,5 @@ async def test_a_label_selector_matching_two_jobs_ends_the_deferred_sensor_with_
         make_op(deferrable=False, wait_for_completion=False).execute(context(run_id=run_id))
     _, trigger = _deferred_sensor(namespace=jobs.ns, label_selector="airflow-t9k.io/dag-id=dag")
     event = (await first_event(trigger, timeout=30)).payload
-    assert event["status"] == "error" and "matches 2 jobs" in event["message"]
+    assert event["status"] == "error"
+    assert "matches 2 jobs" in event["message"]

@@ -50,7 +50,7 @@ def test_the_flag_lets_the_platform_expose_it(jobs, controller_factory):
 
 
 @pytest.mark.parametrize("scope", sorted(EXTERNAL))
-def test_the_admission_policy_refuses_an_exposed_beamjob(jobs, policy, api_client, cluster, namespace, tmp_path, scope):  # noqa: F811
+def test_the_admission_policy_refuses_an_exposed_beamjob(jobs, policy, api_client, cluster, namespace, tmp_path, scope):
     _effective(jobs)
     author = _author(api_client, cluster, namespace, tmp_path)
     job = beam(f"bj-{uuid.uuid4().hex[:6]}", jobManager={"accessScope": scope})

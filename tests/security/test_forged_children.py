@@ -10,13 +10,16 @@ deleted."""
 from __future__ import annotations
 
 import uuid
+from typing import TYPE_CHECKING
 
 from kubernetes import client
 
 from tests.builders import generic, pytorch
 from tests.security.test_ssh_launch import _edit_identity
 from tests.support.cluster import wait_until
-from tests.support.jobs import Jobs
+
+if TYPE_CHECKING:
+    from tests.support.jobs import Jobs
 
 FORGED_RESULT = "forged result: model s3://attacker/model"
 GJ = "GenericJob"
@@ -59,7 +62,8 @@ def test_a_pod_forged_in_the_jobs_namespace_before_its_replica_is_refused(
     message = _failed(jobs, GJ, "victim")
     assert "Pod victim-worker-0 already exists and was not created by the controller for this job" in message, message
     status = jobs.get(GJ, "victim")["status"]
-    assert FORGED_RESULT not in str(status.get("result")) and FORGED_RESULT not in str(status.get("tasks")), status
+    assert FORGED_RESULT not in str(status.get("result")), status
+    assert FORGED_RESULT not in str(status.get("tasks")), status
     assert core.read_namespaced_pod("victim-worker-0", namespace).metadata.uid  # not the controller's to delete
 
 
@@ -96,8 +100,8 @@ def test_a_pre_made_service_of_a_replicas_name_is_refused(
     which unpickles what it is sent): one the attacker made first would send it elsewhere."""
     tenant = _edit_identity(core, api_client, cluster, namespace, tmp_path)
     victim = _victim(jobs, "victim")
-    tenant.create_namespaced_service(namespace, {"metadata": {"name": "victim-worker-0"},
-                                                 "spec": {"selector": {"app": "attacker"}, "ports": [{"port": 29500}]}})  # fmt: skip
+    premade = {"metadata": {"name": "victim-worker-0"}, "spec": {"selector": {"app": "attacker"}, "ports": [{"port": 29500}]}}
+    tenant.create_namespaced_service(namespace, premade)
     controller_factory()
     message = _failed(jobs, GJ, "victim")
     assert "Service victim-worker-0 already exists and was not created by the controller for this job" in message, message
@@ -140,4 +144,5 @@ def test_a_same_named_job_of_another_kind_cannot_take_the_others_replicas(jobs, 
     assert f"its controller is GenericJob twin (uid {first['metadata']['uid']})" in message, message
     assert jobs.phase(GJ, "twin") == "Running"
     pod = jobs.core.read_namespaced_pod("twin-worker-0", jobs.ns)
-    assert pod.metadata.owner_references[0].uid == first["metadata"]["uid"] and not pod.metadata.deletion_timestamp
+    assert pod.metadata.owner_references[0].uid == first["metadata"]["uid"]
+    assert not pod.metadata.deletion_timestamp

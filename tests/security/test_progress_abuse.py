@@ -44,7 +44,8 @@ def test_a_line_sequence_with_an_infinite_eta_does_not_stall_the_job(cluster, jo
         time.sleep(2.2)
     done = jobs.wait_phase(GJ, "eta", "Succeeded", "Failed", timeout=40)  # the pod ends; the pass that sees it must run
     assert done["status"]["phase"] == "Succeeded", done["status"]
-    assert done["status"]["progress"]["epoch"] == 3e-300 and "eta" not in done["status"]["progress"]
+    assert done["status"]["progress"]["epoch"] == 3e-300
+    assert "eta" not in done["status"]["progress"]
     assert not any(c["type"] == "ReconcileError" and c["status"] == "True" for c in done["status"]["conditions"])
     assert controller.metrics().get("reconcile_error", 0) == 0
 

@@ -60,9 +60,11 @@ def test_a_job_naming_a_template_and_claiming_it_merged_gets_it_merged(jobs, aut
     pod = jobs.pods("claims-ref")["claims-ref-worker-0"]
     assert pod.spec.containers[0].image == "approved:1"
     done = jobs.get("GenericJob", "claims-ref")
-    assert done["status"]["template"]["name"] == "approved" and done["status"]["template"]["kind"] == "T9kJobTemplate"
+    assert done["status"]["template"]["name"] == "approved"
+    assert done["status"]["template"]["kind"] == "T9kJobTemplate"
     resolved = jobs.condition("GenericJob", "claims-ref", "TemplateResolved")
-    assert resolved["status"] == "True" and "T9kJobTemplate" in resolved["message"], resolved
+    assert resolved["status"] == "True", resolved
+    assert "T9kJobTemplate" in resolved["message"], resolved
 
 
 def test_a_cluster_template_for_another_team_is_refused(jobs, author, templates, controller, namespace):
@@ -74,5 +76,6 @@ def test_a_cluster_template_for_another_team_is_refused(jobs, author, templates,
     author.create(job)
     done = jobs.wait_phase("GenericJob", "borrow", "Failed", timeout=30)
     failed = next(c for c in done["status"]["conditions"] if c["type"] == "Failed")
-    assert failed["reason"] == "TemplateNotAllowed" and namespace in failed["message"], failed
+    assert failed["reason"] == "TemplateNotAllowed", failed
+    assert namespace in failed["message"], failed
     assert jobs.pods("borrow") == {}

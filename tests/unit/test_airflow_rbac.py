@@ -83,7 +83,8 @@ def test_dag_authors_read_no_configmap_across_the_cluster():
     wide = _cluster_wide("rbac-airflow-cluster.yaml")
     assert not any(res in ("configmaps", "secrets") for _, res, _ in wide), wide
     evidence = next(d for d in _docs("rbac-airflow-cluster.yaml") if d["kind"] == "RoleBinding")
-    assert evidence["roleRef"]["name"] == "airflow-t9k-evidence" and evidence["metadata"]["namespace"] == "ml-jobs"
+    assert evidence["roleRef"]["name"] == "airflow-t9k-evidence"
+    assert evidence["metadata"]["namespace"] == "ml-jobs"
 
 
 UI = "rbac-airflow-ui.yaml"

@@ -43,6 +43,7 @@ __all__ = ["SSH_SECRET_STATUS", "STEPS", "plan", "rejected", "ssh_secret_recorde
 
 STEPS: tuple[Step, ...] = (
     Step("deleting", admit.deleting),  # a job being deleted: nothing to write
+    Step("legacy", admit.legacy),  # conditions an earlier version wrote, renamed as the seeds name them
     Step("template", admit.resolve_template),  # docs/templates.md
     Step("shape", admit.shape),  # validation; the size Kueue admitted
     Step("observe", admit.observe_replicas),  # each replica's pod and restarts

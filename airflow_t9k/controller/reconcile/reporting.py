@@ -29,11 +29,13 @@ import json
 import math
 from dataclasses import replace
 from datetime import datetime, timezone
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
-from airflow_t9k.controller.reconcile.actions import Plan
-from airflow_t9k.controller.reconcile.observe import Observed
 from airflow_t9k.controller.reconcile.status import FINISHED, timestamp
+
+if TYPE_CHECKING:
+    from airflow_t9k.controller.reconcile.actions import Plan
+    from airflow_t9k.controller.reconcile.observe import Observed
 
 Obj = dict[str, Any]
 
@@ -79,6 +81,22 @@ def latest(report: Obj) -> Obj:
             out[name] = values[key]
     if values.get("metrics"):
         out["metrics"] = dict(values["metrics"])
+    # How far, from the steps (or epochs) when their total is known, else as the program said
+    # (Kubeflow Trainer's progressPercentage); its own ETA waits for progress_status, which
+    # prefers the rate the history shows.
+    pct = percent(out)
+    if pct is None and isinstance(values.get("percent"), (int, float)):
+        pct = round(min(max(float(values["percent"]), 0.0), 100.0), 1)
+    if pct is not None:
+        out["percent"] = pct
+    reported = values.get("eta_seconds")
+    if (
+        isinstance(reported, (int, float))
+        and not isinstance(reported, bool)
+        and math.isfinite(reported)
+        and 0 <= reported <= MAX_ETA
+    ):
+        out["etaSeconds"] = int(reported)  # an infinite or absurd one is none (it failed every pass of the job)
     if report.get("time"):
         out["reportedAt"] = str(report["time"])
     return out
@@ -154,10 +172,10 @@ def eta_seconds(values: Obj, points: list[Obj]) -> float | None:
         run = run[start:]
         if len(run) < 2:
             return None
-        end_t = _parse(run[-1]["time"])
-        assert end_t is not None
-        ref = next((p for p in run[:-1] if (end_t - _parse(p["time"])).total_seconds() <= ETA_WINDOW), run[-2])  # type: ignore[operator]
-        seconds = (end_t - _parse(ref["time"])).total_seconds()  # type: ignore[operator]
+        stamped = [(t, p) for p in run if (t := _parse(p["time"])) is not None]  # every one of run (filtered above)
+        end_t = stamped[-1][0]
+        ref_t, ref = next(((t, p) for t, p in stamped[:-1] if (end_t - t).total_seconds() <= ETA_WINDOW), stamped[-2])
+        seconds = (end_t - ref_t).total_seconds()
         moved = float(run[-1][done]) - float(ref[done])
         if seconds <= 0 or moved <= 0:
             return None
@@ -176,13 +194,13 @@ def _size(obj: Obj) -> int:
 def progress_status(old: Obj | None, report: Obj, interval: float, now: datetime, running: bool) -> Obj:
     """The new ``status.progress`` for the report's values (rate limit already decided)."""
     values = latest(report)
-    pct = percent(values)
-    if pct is not None:
-        values["percent"] = pct
+    reported_eta = values.pop("etaSeconds", None)  # the program's own (Trainer's estimatedRemainingSeconds)
     values["summary"] = summary(values)
     values["updated"] = timestamp(now)
     hist = history((old or {}).get("history"), values, interval)
     eta = eta_seconds(values, hist["points"]) if running else None
+    if eta is None and running and reported_eta is not None:
+        eta = float(reported_eta)
     if eta is not None:
         values["eta"], values["etaSeconds"] = duration(eta), int(round(eta))
     values["history"] = hist
@@ -194,7 +212,7 @@ def progress_status(old: Obj | None, report: Obj, interval: float, now: datetime
 
 
 def _same(old: Obj, new: Obj) -> bool:
-    keys = ("replica", "reportedAt", "metrics") + tuple(name for _, name in LATEST)
+    keys = ("replica", "reportedAt", "metrics", "percent") + tuple(name for _, name in LATEST)
     return all(old.get(k) == new.get(k) for k in keys)
 
 

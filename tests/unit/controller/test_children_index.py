@@ -18,8 +18,9 @@ def pod(name: str, owner_uid: str = "u1", owner_kind: str = "GenericJob", ns: st
         uid: str | None = None, created: str = "2026-01-01T12:00:05Z") -> dict:  # fmt: skip
     ref = {"apiVersion": "batch.tensorstack.dev/v1beta1", "kind": owner_kind, "name": owner_name, "uid": owner_uid,
            "controller": True}  # fmt: skip
-    return {"apiVersion": "v1", "kind": "Pod", "metadata": {"name": name, "namespace": ns, "uid": uid or f"p-{name}",
-            "resourceVersion": "5", "ownerReferences": [ref], "creationTimestamp": created}, "status": {"phase": "Pending"}}  # fmt: skip
+    meta = {"name": name, "namespace": ns, "uid": uid or f"p-{name}", "resourceVersion": "5", "ownerReferences": [ref],
+            "creationTimestamp": created}  # fmt: skip
+    return {"apiVersion": "v1", "kind": "Pod", "metadata": meta, "status": {"phase": "Pending"}}
 
 
 @pytest.fixture
@@ -69,7 +70,8 @@ async def test_a_create_answered_after_the_watch_saw_the_pod_deleted_does_not_br
     controller.executor.kube = Answers(created)
     informer.resource_version = "7"  # the watch is past it: ADDED (5) and DELETED (6) came and went
     await controller.executor._create("ns", pod("j-worker-0"))
-    assert informer.get(("ns", "j-worker-0")) is None and controller.children == {}
+    assert informer.get(("ns", "j-worker-0")) is None
+    assert controller.children == {}
     informer.resource_version = "4"  # the watch is behind it: cache and index it now
     await controller.executor._create("ns", pod("j-worker-0"))
     assert informer.get(("ns", "j-worker-0")) is not None

@@ -29,7 +29,7 @@ class FakeInformer:
             self.cancelled = True
             raise
 
-    def get(self, key):  # noqa: ANN001, ANN201
+    def get(self, key):
         return self.cache.get(key)
 
 
@@ -48,10 +48,13 @@ async def test_a_namespace_is_watched_while_managed_and_its_jobs_planned_once_li
     await watches.wait_synced()
     await asyncio.sleep(0)
     assert [(i.kind, i.ns) for i in made] == [("Pod", "team-a"), ("ConfigMap", "team-a")]
-    assert listed == ["team-a"] and watches.synced("team-a") and not watches.synced("team-b")
+    assert listed == ["team-a"]
+    assert watches.synced("team-a")
+    assert not watches.synced("team-b")
     watches.stop("team-a")
     await asyncio.sleep(0)
-    assert all(i.cancelled for i in made) and watches.get("Pod", "team-a") is None
+    assert all(i.cancelled for i in made)
+    assert watches.get("Pod", "team-a") is None
     await watches.close()
 
 
@@ -73,7 +76,8 @@ async def test_the_runner_starts_and_stops_watches_as_namespaces_are_labelled(mo
 
     label("team-a", {"airflow-t9k.io/jobs": "enabled"}, "ADDED")
     label("flood", {}, "ADDED")  # a namespace it does not manage: nothing of it is watched
-    assert controller.per_namespace.watching("team-a") and not controller.per_namespace.watching("flood")  # type: ignore[union-attr]
+    assert controller.per_namespace.watching("team-a")
+    assert not controller.per_namespace.watching("flood")
     assert controller.informer_for("Pod", "team-a").ns == "team-a"  # type: ignore[attr-defined]
     assert controller.informer_for("Pod", "flood").get(("flood", "x")) is None  # an empty stand-in
     label("team-a", {})  # unlabelled: its watches stop

@@ -18,7 +18,8 @@ def child(uid: str, created: str = "2026-01-01T12:00:05Z", owner: str = "Generic
 
 def test_the_decision_goes_on_record_before_the_create_and_keeps_its_first_time():
     status = deciding({"phase": "Running"}, [("Pod", "j-worker-0")], "2026-01-01T12:00:00Z")
-    assert record(status) == {"Pod": {"j-worker-0": {"at": "2026-01-01T12:00:00Z"}}} and status["phase"] == "Running"
+    assert record(status) == {"Pod": {"j-worker-0": {"at": "2026-01-01T12:00:00Z"}}}
+    assert status["phase"] == "Running"
     again = deciding(status, [("Pod", "j-worker-0"), ("Service", "j-worker-0")], "2026-01-01T12:00:09Z")
     assert record(again)["Pod"]["j-worker-0"] == {"at": "2026-01-01T12:00:00Z"}  # a decision from a pass that stopped
     replaced = deciding({"created": {"Pod": {"j-worker-0": {"uid": "old"}}}}, [("Pod", "j-worker-0")], "2026-01-01T13:00:00Z")
@@ -88,8 +89,10 @@ async def test_a_child_of_the_name_not_created_for_the_job_fails_it_naming_its_o
     children: dict = {}
     problem = await controller.executor._create("ns", manifest, job, children)
     if refused:
-        assert problem is not None and "was not created by the controller for this job" in problem
+        assert problem is not None
+        assert "was not created by the controller for this job" in problem
         assert "its controller is GenericJob j (uid u1)" in problem
         assert children == {"Pod": {"j-worker-0": "refused:forged"}}  # on record as refused
     else:
-        assert problem is None and children == {"Pod": {"j-worker-0": existing["metadata"]["uid"]}}
+        assert problem is None
+        assert children == {"Pod": {"j-worker-0": existing["metadata"]["uid"]}}

@@ -12,12 +12,14 @@ from tests.builders import NOW
 
 TEMPLATE = {"apiVersion": "batch.tensorstack.dev/v1beta1", "kind": "T9kJobTemplate",
             "metadata": {"name": "t", "namespace": "ns", "uid": "tu", "resourceVersion": "7"},
-            "spec": {"jobKind": "GenericJob", "template": {"spec": {"containers": [{"name": "main", "image": "img"}]}}}}  # fmt: skip
+            "spec": {"jobKind": "GenericJob",
+                     "template": {"spec": {"containers": [{"name": "main", "image": "img"}]}}}}  # fmt: skip
 
 
 def job(created: timedelta = timedelta(0), **status: object) -> dict:
     return {"apiVersion": "batch.tensorstack.dev/v1beta1", "kind": "GenericJob",
-            "metadata": {"name": "j", "namespace": "ns", "uid": "ju", "creationTimestamp": (NOW - created).strftime("%Y-%m-%dT%H:%M:%SZ")},
+            "metadata": {"name": "j", "namespace": "ns", "uid": "ju",
+                         "creationTimestamp": (NOW - created).strftime("%Y-%m-%dT%H:%M:%SZ")},
             "spec": {"templateRef": {"name": "t"}, "replicaSpecs": [{"type": "worker", "replicas": 2}]},
             **({"status": status} if status else {})}  # fmt: skip
 
@@ -47,27 +49,29 @@ def test_the_merged_job_is_planned_from_its_spec_alone_and_says_where_it_came_fr
     pod = next(a.manifest for a in p.actions if isinstance(a, Create) and a.kind == "Pod")
     assert pod["spec"]["containers"][0]["image"] == "img"
     resolved = next(c for c in p.status["conditions"] if c["type"] == "TemplateResolved")
-    assert (
-        resolved["status"] == "True"
-        and "GenericJob" not in resolved["message"]
-        and "ns/t (resourceVersion 7)" in resolved["message"]
-    )
+    assert resolved["status"] == "True"
+    assert "GenericJob" not in resolved["message"]
+    assert "ns/t (resourceVersion 7)" in resolved["message"]
 
 
 def test_a_missing_template_is_waited_for_then_fails_the_job():
     waiting = plan(job(timedelta(seconds=10)), Observed(template_wait=30), NOW)
-    assert waiting.actions == () and waiting.status["phase"] == "Pending"
+    assert waiting.actions == ()
+    assert waiting.status["phase"] == "Pending"
     cond = next(c for c in waiting.status["conditions"] if c["type"] == "TemplateResolved")
     assert (cond["status"], cond["reason"]) == ("False", "TemplateNotFound")
     assert "T9kJobTemplate ns/t does not exist" in cond["message"]
-    assert waiting.requeue_after == 20 and [e.reason for e in waiting.events] == ["Pending", "TemplateNotFound"]
+    assert waiting.requeue_after == 20
+    assert [e.reason for e in waiting.events] == ["Pending", "TemplateNotFound"]
     again = plan(job(timedelta(seconds=11), **waiting.status), Observed(template_wait=30), NOW)
     assert again.events == ()  # said once
 
     failed = plan(job(timedelta(seconds=30), **waiting.status), Observed(template_wait=30), NOW)
-    assert failed.status["phase"] == "Failed" and failed.actions == ()
+    assert failed.status["phase"] == "Failed"
+    assert failed.actions == ()
     cond = next(c for c in failed.status["conditions"] if c["type"] == "Failed")
-    assert cond["reason"] == "TemplateNotFound" and "create it, or name another template" in cond["message"]
+    assert cond["reason"] == "TemplateNotFound"
+    assert "create it, or name another template" in cond["message"]
     assert plan(job(timedelta(seconds=99), **failed.status), Observed(template=TEMPLATE), NOW).actions == ()  # over
 
 
@@ -75,9 +79,9 @@ def test_a_template_for_another_kind_fails_the_job_as_an_invalid_spec():
     other = {**TEMPLATE, "spec": {**TEMPLATE["spec"], "jobKind": "MPIJob"}}
     p = plan(job(), Observed(template=other), NOW)
     cond = next(c for c in p.status["conditions"] if c["type"] == "Failed")
-    assert (
-        p.status["phase"] == "Failed" and cond["reason"] == "InvalidSpec" and "is for MPIJob, not GenericJob" in cond["message"]
-    )
+    assert p.status["phase"] == "Failed"
+    assert cond["reason"] == "InvalidSpec"
+    assert "is for MPIJob, not GenericJob" in cond["message"]
 
 
 def test_a_deprecated_template_is_used_with_a_warning():
@@ -91,7 +95,8 @@ def test_a_deprecated_template_is_used_with_a_warning():
     )
     later = plan(stored(p), Observed(), NOW)
     cond = next(c for c in later.status["conditions"] if c["type"] == "TemplateResolved")
-    assert cond["reason"] == "Deprecated" and "use t2" in cond["message"]
+    assert cond["reason"] == "Deprecated"
+    assert "use t2" in cond["message"]
 
 
 def test_a_job_that_sets_its_own_template_annotation_is_not_resolved_by_it():
@@ -103,7 +108,8 @@ def test_a_job_that_sets_its_own_template_annotation_is_not_resolved_by_it():
                                                                  "uid": "x", "resourceVersion": "1"})}  # fmt: skip
     assert unresolved(forged)
     p = plan(forged, Observed(template=TEMPLATE), NOW)
-    assert [type(a) for a in p.actions] == [WriteSpec] and p.actions[0].record["name"] == "t"
+    assert [type(a) for a in p.actions] == [WriteSpec]
+    assert p.actions[0].record["name"] == "t"
     assert json.loads(p.actions[0].job["metadata"]["annotations"][ANNOTATION])["name"] == "t"  # the real record
     untemplated = job()
     del untemplated["spec"]["templateRef"]
@@ -116,8 +122,9 @@ def test_a_job_that_sets_its_own_template_annotation_is_not_resolved_by_it():
 
 def test_a_job_the_controller_resolved_before_the_record_moved_to_status_stays_resolved():
     legacy = apply_template(job(), TEMPLATE)
-    legacy["status"] = {"phase": "Running", "conditions": [{"type": "TemplateResolved", "status": "True", "reason": "Resolved",
-                                                            "message": "m", "lastTransitionTime": "2026-01-01T00:00:00Z"}]}  # fmt: skip
+    said = {"type": "TemplateResolved", "status": "True", "reason": "Resolved", "message": "m",
+            "lastTransitionTime": "2026-01-01T00:00:00Z"}  # fmt: skip
+    legacy["status"] = {"phase": "Running", "conditions": [said]}
     assert not unresolved(legacy)
     assert not any(isinstance(a, WriteSpec) for a in plan(legacy, Observed(template=TEMPLATE), NOW).actions)
 
@@ -130,9 +137,12 @@ def test_a_cluster_template_limited_to_some_namespaces_fails_a_job_elsewhere():
     j = job()
     j["spec"]["templateRef"] = {"name": "gpu", "kind": "ClusterT9kJobTemplate"}
     p = plan(j, Observed(template=CLUSTER_TEMPLATE), NOW)
-    assert p.status["phase"] == "Failed" and p.actions == ()
+    assert p.status["phase"] == "Failed"
+    assert p.actions == ()
     cond = next(c for c in p.status["conditions"] if c["type"] == "Failed")
-    assert cond["reason"] == "TemplateNotAllowed" and "allowedNamespaces" in cond["message"] and "ns" in cond["message"]
+    assert cond["reason"] == "TemplateNotAllowed"
+    assert "allowedNamespaces" in cond["message"]
+    assert "ns" in cond["message"]
     j["metadata"]["namespace"] = "team-a"
     assert [type(a) for a in plan(j, Observed(template=CLUSTER_TEMPLATE), NOW).actions] == [WriteSpec]
     open_to_all = {**CLUSTER_TEMPLATE, "spec": {k: v for k, v in CLUSTER_TEMPLATE["spec"].items() if k != "allowedNamespaces"}}

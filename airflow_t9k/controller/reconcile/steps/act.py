@@ -11,7 +11,7 @@ from airflow_t9k.controller.reconcile.observe import is_deleting
 from airflow_t9k.controller.reconcile.passstate import PassState, uid_of
 from airflow_t9k.controller.reconcile.progress import finish, progress, root_cause
 from airflow_t9k.controller.reconcile.status import failure_detail
-from airflow_t9k.kinds.base import ANNOTATION_RESTARTS
+from airflow_t9k.kinds.base import ANNOTATION_RESTARTS, UNLIMITED
 
 
 def end_job(p: PassState) -> PassState:
@@ -79,9 +79,10 @@ def replicas(p: PassState) -> PassState:
             actions.append(Delete("Pod", s.slot.pod_name, uid_of(s.pod)))
             what = "failed with " + failure_detail(s.pod) if s.phase == "Failed" else "completed"
             record(sb, s.slot.pod_name, uid_of(s.pod) or "", what, counted=True, exit_code=s.exit_code)
+            count = f"{s.restarts}, no limit" if policy.limit >= UNLIMITED else f"{s.restarts}/{policy.limit}"
             p.events.append(
                 Emit("Warning" if s.phase == "Failed" else "Normal", "ReplicaRestarting",
-                     f"Replica {s.slot.pod_name} {what}; restarting ({s.restarts}/{policy.limit}, policy {policy.policy}).")
+                     f"Replica {s.slot.pod_name} {what}; restarting ({count}, policy {policy.policy}).")
             )  # fmt: skip
     # Pods of replicas that no longer exist in the spec (e.g. replicas lowered).
     actions += [Delete("Pod", n, uid_of(pod)) for n, pod in p.observed.pods.items() if n not in wanted and not is_deleting(pod)]

@@ -5,6 +5,7 @@ from __future__ import annotations
 from airflow_t9k.controller.reconcile import queueing, template
 from airflow_t9k.controller.reconcile.desired import check_names, slots
 from airflow_t9k.controller.reconcile.passstate import PassState, invalid
+from airflow_t9k.controller.reconcile.progress import rename_legacy
 from airflow_t9k.controller.reconcile.slotstate import recorded_restarts, slot_state
 from airflow_t9k.kinds.base import InvalidSpec
 from airflow_t9k.kinds.templates import unresolved
@@ -13,6 +14,12 @@ from airflow_t9k.kinds.templates import unresolved
 def deleting(p: PassState) -> PassState:
     """A job being deleted: garbage collection takes its children; the pass writes nothing."""
     return p.end(keep_status=True) if p.job["metadata"].get("deletionTimestamp") else p
+
+
+def legacy(p: PassState) -> PassState:
+    """Conditions an earlier version of this controller wrote, in the seeds' names (``Initialized`` -> ``Initializing``)."""
+    rename_legacy(p.sb)
+    return p
 
 
 def resolve_template(p: PassState) -> PassState:

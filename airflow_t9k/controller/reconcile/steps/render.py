@@ -14,9 +14,10 @@ def render(p: PassState) -> PassState:
     try:
         resumed = p.sb.condition("Paused") is not None
         inputs = p.kind.pod_inputs(p.job, p.observed)
+        push = p.observed.progress_push  # the progress endpoint every replica is given (reconcile/push.py)
         p.rendered = (
             {} if inputs is None else
-            {s.slot.pod_name: build_pod(p.kind, p.job, s.slot, 0, resumed, inputs) for s in p.states if s.pod is None}
+            {s.slot.pod_name: build_pod(p.kind, p.job, s.slot, 0, resumed, inputs, push) for s in p.states if s.pod is None}
         )  # fmt: skip
     except InvalidSpec as exc:
         return invalid(p, str(exc))

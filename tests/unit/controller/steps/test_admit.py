@@ -93,3 +93,25 @@ def test_observe(pods, recorded, restarts, restart_recorded):
     assert (s.pod is not None, s.restarts, s.restart_recorded) == (bool(pods), restarts, restart_recorded)
     assert not p.ended
     assert p.sb.now == NOW
+
+
+def _c(type_: str, status: str, reason: str) -> dict:
+    return {"type": type_, "status": status, "reason": reason, "message": "m", "lastTransitionTime": "2026-11-25T10:00:00Z"}
+
+
+@pytest.mark.parametrize(
+    ("old", "new"),
+    [
+        ([_c("Running", "True", "-")], [_c("Running", "True", "-")]),
+        # Renamed in place, its time kept; the old reason word becomes the seeds' "-".
+        ([_c("Initialized", "True", "Initialized"), _c("Running", "True", "-")],
+         [_c("Initializing", "True", "-"), _c("Running", "True", "-")]),
+        ([_c("Initialized", "False", "Creating")], [_c("Initializing", "False", "Creating")]),
+        # Both (a pass of each version): the old one goes.
+        ([_c("Initialized", "True", "Initialized"), _c("Initializing", "True", "-")], [_c("Initializing", "True", "-")]),
+    ],
+)  # fmt: skip
+def test_legacy(old, new):
+    p = admit.legacy(state(generic(), status={"phase": "Running", "conditions": old}))
+    assert p.sb.new["conditions"] == new
+    assert not p.ended

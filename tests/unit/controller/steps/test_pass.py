@@ -9,7 +9,7 @@ from airflow_t9k.controller.reconcile.plan import STEPS
 from tests.builders import generic
 from tests.unit.controller.steps.state import state
 
-ORDER = ["deleting", "template", "shape", "observe", "finished", "render", "scheduler", "pause", "admission", "gang",
+ORDER = ["deleting", "legacy", "template", "shape", "observe", "finished", "render", "scheduler", "pause", "admission", "gang",
          "start", "deadline", "verdict", "children", "end", "group-restart", "replicas", "failures", "tasks", "wake",
          "seal", "usage", "progress", "public"]  # fmt: skip
 
