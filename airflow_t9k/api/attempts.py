@@ -12,6 +12,8 @@ from __future__ import annotations
 
 from typing import Any
 
+from airflow_t9k.api.identity import checked
+
 Obj = dict[str, Any]
 ATTEMPTS_KEY = "t9k_jobs"
 MAX_ATTEMPTS = 20  # the last tries kept: a task retried more than this shows its latest
@@ -24,8 +26,8 @@ def parse(value: Any) -> list[Obj]:
     for e in value if isinstance(value, list) else []:
         if not isinstance(e, dict) or isinstance(e.get("try"), bool) or not isinstance(e.get("try"), int):
             continue
-        if all(isinstance(e.get(k), str) and e.get(k) for k in FIELDS):
-            out.append({"try": e["try"], **{k: e[k] for k in FIELDS}})
+        if (identity := checked(e)) is not None:  # its fields go into request paths (api/identity.py)
+            out.append({"try": e["try"], **identity})
     return sorted(out, key=lambda e: e["try"])
 
 

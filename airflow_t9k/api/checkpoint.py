@@ -82,6 +82,19 @@ def parse(value: Any) -> Checkpoint:
     return Checkpoint(volume, _relative(value.get("path") or ""), _mount_path(value.get("mount_path", DEFAULT_MOUNT_PATH)))
 
 
+def warning(checkpoint: Checkpoint) -> str | None:
+    """What the task log says about a volume that gets around the job's isolation (None: nothing)."""
+    host = checkpoint.volume.get("hostPath")
+    if host is None:
+        return None
+    path = host.get("path") if isinstance(host, dict) else None
+    return (f"checkpoint volume hostPath {path!r} mounts a directory of whichever node each replica runs on, read-write: "
+            "it is not isolated by namespace (every job on that node naming the same path shares the files, another "
+            "team's included, and the node's own files are reachable), a replica moved to another node finds nothing, "
+            "and the shipped admission policy and Pod Security baseline refuse it. Use a PersistentVolumeClaim "
+            "(docs/checkpoints.md).")  # fmt: skip
+
+
 def _source(raw: Any) -> Obj:
     if not isinstance(raw, dict):
         raise ValueError(

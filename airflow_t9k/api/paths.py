@@ -20,6 +20,12 @@ CHILDREN = {
 }
 
 
+# Every read of a pod's log names a byte limit (the API server's limitBytes), so a replica that
+# prints one endless line, or gigabytes, costs the reader a bounded answer. The API server cuts
+# the answer there; the reader says nothing is lost silently where it shows it.
+LOG_LIMIT_BYTES = 8 * 1024 * 1024
+
+
 def _path(base: str, plural: str, namespace: str | None, name: str | None, sub: str | None) -> str:
     parts = [base]
     if namespace:

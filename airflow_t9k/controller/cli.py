@@ -6,6 +6,7 @@ import argparse
 import asyncio
 import logging
 import os
+import re
 import signal
 import socket
 import sys
@@ -30,6 +31,7 @@ from airflow_t9k.kinds.base import LABEL_MANAGED_BY, LABEL_PART_OF, MANAGED_BY
 from airflow_t9k.kinds.registry import KINDS
 
 log = logging.getLogger("airflow_t9k.controller")
+NAMESPACE_NAME = re.compile(r"^[a-z0-9]([-a-z0-9]{0,61}[a-z0-9])?$")
 SA_NAMESPACE = Path("/var/run/secrets/kubernetes.io/serviceaccount/namespace")
 
 
@@ -50,6 +52,10 @@ def add_controller_parser(sub: Any) -> None:
         "namespaces it matches (needs list/watch on namespaces). kube-system, kube-public, "
         "kube-node-lease and the controller's own namespace are never reconciled, selector or not",
     )
+    p.add_argument("--exclude-namespace", action="append", dest="exclude_namespaces", default=[], metavar="NAME",
+                   help="never reconcile jobs in this namespace (repeat for several), besides kube-system, kube-public, "
+                        "kube-node-lease and the controller's own: e.g. Airflow's namespace, whose Secrets a job's pod "
+                        "could mount. Jobs there get NamespaceNotManaged")  # fmt: skip
     p.add_argument("--workers", type=int, default=4, help="jobs reconciled concurrently (default 4)")
     p.add_argument(
         "--coalesce-status",
@@ -126,6 +132,10 @@ def add_controller_parser(sub: Any) -> None:
         help="how long from its creation a job waits for a job template it names and that does not exist "
         "(it may be applied after the job), before it fails with TemplateNotFound (default 30)",
     )
+    p.add_argument("--allow-beam-external-service", action="store_true",
+                   help="let a BeamJob's jobManager.accessScope NodePort, VPC or External make a NodePort or "
+                        "LoadBalancer Service: it opens Flink's unauthenticated REST API outside the cluster. Off by "
+                        "default: such a job fails (docs/kinds.md)")  # fmt: skip
     p.add_argument("--force", action="store_true", help="start even where another controller seems to own the CRDs")
     p.add_argument("--queueing", choices=["auto", "kueue", "off"], default="auto",
                    help="admission of jobs that name a queue through Kueue's Workload API (docs/queueing.md): auto "
@@ -206,7 +216,10 @@ def make_scope(args: argparse.Namespace) -> Scope:
         selector = parse_selector(args.namespace_selector) if args.namespace_selector else None
     except SelectorError as exc:
         raise RefuseToStart(f"--namespace-selector: {exc}") from None
-    return Scope(own=own_namespace(), selector=selector)
+    bad = [n for n in args.exclude_namespaces if not NAMESPACE_NAME.match(n)]
+    if bad:
+        raise RefuseToStart(f"--exclude-namespace: {', '.join(map(repr, bad))} is not a namespace name")
+    return Scope(own=own_namespace(), selector=selector, exclude=frozenset(args.exclude_namespaces))
 
 
 def lease_namespace(args: argparse.Namespace) -> str:
@@ -277,6 +290,7 @@ async def main_async(args: argparse.Namespace) -> int:
             template_wait=args.template_wait,
             progress_interval=max(args.progress_interval, 0.0),
             progress_streams=args.progress_streams,
+            beam_external_service=args.allow_beam_external_service,
             progress_push=push[0] if push else None,
             push_rate=args.progress_push_rate,
             push_burst=args.progress_push_burst,
@@ -300,6 +314,9 @@ async def main_async(args: argparse.Namespace) -> int:
         for sig in (signal.SIGTERM, signal.SIGINT):
             loop.add_signal_handler(sig, task.cancel)
         where = ", ".join(args.namespaces) or "all namespaces"
+        overlap = sorted(set(args.namespaces) & set(scope.excluded()))
+        if overlap:
+            log.warning("-n %s: never reconciled (excluded); its jobs get %s", ", ".join(overlap), "NamespaceNotManaged")
         log.info("controller started: reconciling %s in %s (never %s; selector %s), %d workers, queueing %s",
                  ", ".join(k for k in kinds if k in KINDS), where, ", ".join(scope.excluded()),
                  scope.selector.text if scope.selector else "none", args.workers, queueing)  # fmt: skip

@@ -525,13 +525,17 @@ TEMPLATE_RULES = [
 # declared here are declared only so that TEMPLATE_RULES can refuse them.
 JOB_SPEC_PART = obj({"replicaSpecs": arr(OPEN), "templateRef": OPEN, "worker": obj({"template": OPEN}, open_=True),
                      "jobTemplate": obj({"spec": obj({"template": OPEN}, open_=True)}, open_=True)}, open_=True)  # fmt: skip
-TEMPLATE_SPEC = obj(
-    {"jobKind": enum(*RESOURCES), "description": string(maxLength=2048), "deprecated": boolean(),
-     "deprecationMessage": string(maxLength=1024), "template": POD_TEMPLATE,
-     "replicaTemplates": obj(additionalProperties=POD_TEMPLATE, maxProperties=16), "jobSpec": JOB_SPEC_PART},
-    ["jobKind"],
-    **validations(TEMPLATE_RULES),
-)  # fmt: skip
+TEMPLATE_FIELDS: S = {
+    "jobKind": enum(*RESOURCES), "description": string(maxLength=2048), "deprecated": boolean(),
+    "deprecationMessage": string(maxLength=1024), "template": POD_TEMPLATE,
+    "replicaTemplates": obj(additionalProperties=POD_TEMPLATE, maxProperties=16), "jobSpec": JOB_SPEC_PART,
+}  # fmt: skip
+TEMPLATE_SPEC = obj(TEMPLATE_FIELDS, ["jobKind"], **validations(TEMPLATE_RULES))
+# A cluster template may be limited to some namespaces (kinds/templates.py allowed_in): one that
+# brings a team's service account or volumes is not every namespace's to name. Absent: every namespace.
+ALLOWED_NAMESPACES = arr(string(pattern=DNS_LABEL, maxLength=63), maxItems=1024, **{"x-kubernetes-list-type": "set"})
+CLUSTER_TEMPLATE_SPEC = obj({**TEMPLATE_FIELDS, "allowedNamespaces": ALLOWED_NAMESPACES}, ["jobKind"],
+                            **validations(TEMPLATE_RULES))  # fmt: skip
 TEMPLATE_COLUMNS = [
     {"name": "Job-Kind", "type": "string", "jsonPath": ".spec.jobKind"},
     {"name": "Deprecated", "type": "boolean", "jsonPath": ".spec.deprecated"},
@@ -540,7 +544,8 @@ TEMPLATE_COLUMNS = [
 
 
 def template_crd(resource: JobResource, scope: str) -> S:
-    schema = obj({"apiVersion": string(), "kind": string(), "metadata": obj(), "spec": TEMPLATE_SPEC}, ["spec"])
+    spec = CLUSTER_TEMPLATE_SPEC if scope == "Cluster" else TEMPLATE_SPEC
+    schema = obj({"apiVersion": string(), "kind": string(), "metadata": obj(), "spec": spec}, ["spec"])
     return envelope(resource, scope, ["t9k"], schema, {"additionalPrinterColumns": TEMPLATE_COLUMNS})
 
 

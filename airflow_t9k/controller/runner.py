@@ -10,6 +10,7 @@ from dataclasses import dataclass, field
 from datetime import datetime, timezone
 from typing import TYPE_CHECKING, Any, cast
 
+from airflow_t9k.api import ownership
 from airflow_t9k.api.outcome import interpret
 from airflow_t9k.api.paths import child_path, job_path
 from airflow_t9k.api.resources import RESOURCES, TEMPLATE_RESOURCES, resource_for
@@ -20,7 +21,8 @@ from airflow_t9k.controller.reconcile import Emit, Observed, Plan, plan
 from airflow_t9k.controller.reconcile.status import bounded
 from airflow_t9k.controller.reports import ProgressStreams
 from airflow_t9k.controller.scope import Scope
-from airflow_t9k.controller.slim import slim_for
+from airflow_t9k.controller.slim import body_for, slim_for
+from airflow_t9k.controller.watches import NamespaceWatches
 from airflow_t9k.k8s.client import UNDECODABLE, Kube
 from airflow_t9k.k8s.errors import Conflict
 from airflow_t9k.k8s.informer import Informer
@@ -45,6 +47,9 @@ REPORT_AFTER_FAILURES = 3  # failed passes in a row before the job gets a condit
 # CPU seconds (the planning thread's own, so waiting for the GIL does not count) under which a
 # job's next plan runs on the event loop instead of in a thread.
 INLINE_PLAN_SECONDS = 0.005
+# Items per answer when listing children: anyone may put our label on a 1 MiB ConfigMap, and a
+# page of 500 of them would be 500 MB in one response (k8s/informer.py).
+CHILD_PAGE = {"ConfigMap": 10}  # items per list answer by kind; 100 for the others
 
 log = logging.getLogger(__name__)
 
@@ -78,6 +83,8 @@ class Settings:
     progress_push: PushTarget | None = None
     push_rate: float = 1.0
     push_burst: float = 10.0
+    # Whether a BeamJob may ask for a NodePort or LoadBalancer Service (kinds/beam.py EXTERNAL_SCOPES).
+    beam_external_service: bool = False
 
 
 def detail_only(old: Obj, result: Plan) -> bool:
@@ -122,10 +129,15 @@ class Controller:
         self.scopes = settings.namespaces or [""]
         self.informers: dict[tuple[str, str], Informer] = {}
         self.children: dict[str, set[tuple[str, str, str]]] = {}  # owner uid -> {(kind, ns, name)}
-        selector = f"{LABEL_MANAGED_BY}={MANAGED_BY}"
         # Workloads are watched only where Kueue's API is served (and --queueing allows it).
         self.kueue = settings.queueing in ("kueue", "auto")
         self.child_kinds = CHILD_KINDS + (("Workload",) if self.kueue else ()) + (("PodGroup",) if settings.volcano else ())
+        # With a namespace selector, children are watched in managed namespaces only (watches.py).
+        self.per_namespace = (
+            NamespaceWatches(self._child_informer, self.child_kinds, self._requeue_namespace)
+            if settings.scope.selector is not None else None
+        )  # fmt: skip
+        self._placeholders: dict[str, Informer] = {}
         for ns in self.scopes:
             for kind in settings.kinds:
                 path = job_path(resource_for(kind), ns or None)
@@ -133,13 +145,8 @@ class Controller:
                     kube, path, kind=kind, handler=self._on_job, watch_timeout=settings.watch_timeout,
                     on_recovered=self._requeue_all, transform=slim_for(kind),
                 )  # fmt: skip
-            for kind in self.child_kinds:
-                self.informers[(kind, ns)] = Informer(
-                    kube, child_path(kind, ns or None), kind=kind, label_selector=selector,
-                    handler=self._on_child, watch_timeout=settings.watch_timeout, on_recovered=self._requeue_all,
-                    transform=slim_for(kind),  # the cache keeps what the controller reads (slim.py)
-                    keep=self._owned,  # and only what one of its jobs owns: anyone can copy our label
-                )  # fmt: skip
+            for kind in self.child_kinds if self.per_namespace is None else ():
+                self.informers[(kind, ns)] = self._child_informer(kind, ns)
             # Job templates: where a job's template comes from, once (reconcile/template.py).
             self.informers[(NAMESPACED, ns)] = Informer(
                 kube, job_path(TEMPLATE_RESOURCES[NAMESPACED], ns or None), kind=NAMESPACED, handler=self._on_template,
@@ -178,7 +185,22 @@ class Controller:
                        if settings.progress_push is not None else None)  # fmt: skip
         self._elector: LeaderElector | None = None
 
+    def _child_informer(self, kind: str, ns: str) -> Informer:
+        return Informer(
+            self.kube, child_path(kind, ns or None), kind=kind, label_selector=f"{LABEL_MANAGED_BY}={MANAGED_BY}",
+            handler=self._on_child, watch_timeout=self.settings.watch_timeout, on_recovered=self._requeue_all,
+            transform=slim_for(kind),  # the cache keeps what the controller reads (slim.py)
+            keep=self._owned,  # and only what one of its jobs owns: anyone can copy our label
+            page=CHILD_PAGE.get(kind, 100),
+            body=body_for(kind),  # and only what it reads of them (slim.py)
+        )  # fmt: skip
+
     def informer_for(self, kind: str, namespace: str) -> Informer:
+        if self.per_namespace is not None and kind in self.child_kinds:
+            found = self.per_namespace.get(kind, namespace)
+            if found is None:  # a namespace not watched: an empty cache that is never run
+                found = self._placeholders.setdefault(kind, Informer(self.kube, child_path(kind), kind=kind))
+            return found
         return self.informers[(kind, namespace if namespace in self.scopes else "")]
 
     # -- what the progress endpoint asks (push_server.Host) ------------------------------------
@@ -250,6 +272,18 @@ class Controller:
 
     def _on_namespace(self, event: str, obj: Obj) -> None:
         ns = obj["metadata"].get("name")
+        if self.per_namespace is not None and ns:
+            listed = not self.settings.namespaces or ns in self.settings.namespaces  # -n narrows it further
+            if event != "DELETED" and listed and self.why_not_managed(ns) is None:
+                self.per_namespace.start(ns)
+            elif self.per_namespace.watching(ns):
+                self.per_namespace.stop(ns)
+                for owned in self.children.values():  # what its caches held is gone with them
+                    owned.difference_update({e for e in owned if e[1] == ns})
+        self._requeue_namespace(ns)
+
+    def _requeue_namespace(self, ns: str) -> None:
+        """Plan again every job of ``ns`` (its labels changed, or its children are now listed)."""
         for (kind, _), informer in list(self.informers.items()):
             if kind in RESOURCES:
                 for job_ns, name in list(informer.cache):
@@ -285,14 +319,39 @@ class Controller:
             labels = None if cached is None else dict(cached["metadata"].get("labels") or {})
         return self.settings.scope.why_not(namespace, labels)
 
-    def observed(self, job: Obj) -> Observed:
+    def owned_children(self, job: Obj) -> tuple[dict[str, dict[str, Obj]], dict[str, dict[str, str]]]:
+        """The job's children, by kind and name, and those of them whose uid is not on record
+        yet (to record: api/ownership.py). A child counts only in the job's own namespace, with
+        the job's kind and name in its controller reference as well as its uid, and when the
+        job's status says the controller created it: a pod with a forged reference, made in
+        another namespace (racing the garbage collector) or in this one, is none of the job's."""
+        meta = job["metadata"]
+        status = job.get("status")
         found: dict[str, dict[str, Obj]] = {k: {} for k in self.child_kinds}
-        for kind, ns, name in self.children.get(job["metadata"]["uid"], ()):
-            if kind not in found:
+        adopt: dict[str, dict[str, str]] = {}
+        for kind, ns, name in self.children.get(meta["uid"], ()):
+            if kind not in found or ns != meta["namespace"]:
                 continue
             obj = self.informer_for(kind, ns).get((ns, name))
-            if obj is not None:
-                found[kind][name] = obj
+            if obj is None:
+                continue
+            ref = next(
+                (r for r in obj["metadata"].get("ownerReferences") or [] if isinstance(r, dict) and r.get("controller")), {}
+            )
+            if (ref.get("kind"), ref.get("name"), ref.get("uid")) != (job["kind"], meta["name"], meta["uid"]):
+                continue
+            why = ownership.verdict(status, kind, name, obj)
+            if why is None:
+                self.metrics["child_not_owned"] += 1
+                continue
+            if why != "recorded":
+                adopt.setdefault(kind, {})[name] = str(obj["metadata"].get("uid"))
+            found[kind][name] = obj
+        return found, adopt
+
+    def observed(self, job: Obj, found: dict[str, dict[str, Obj]] | None = None) -> Observed:
+        if found is None:
+            found = self.owned_children(job)[0]
         no_secrets: dict[str, Obj] = {}
         children = (found["Pod"], found["Service"], found["ConfigMap"], no_secrets, found["Job"])
         key = (job["kind"], job["metadata"]["namespace"], job["metadata"]["name"])
@@ -302,6 +361,7 @@ class Controller:
         more: dict[str, Any] = {"volcano": self.settings.volcano, "podgroups": found.get("PodGroup", {}),
                 "template": self.template_of(job), "template_wait": self.settings.template_wait,
                 "report": report, "progress_interval": self.settings.progress_interval,
+                "beam_external_service": self.settings.beam_external_service,
                 "progress_push": self.settings.progress_push}  # fmt: skip
         if not self.kueue:
             return Observed(*children, queueing=self.settings.queueing, **more)
@@ -336,20 +396,27 @@ class Controller:
                 self.reports.sync(key, job, {}, managed=False)
             await self.executor.not_managed(job, why)
             return
+        if self.per_namespace is not None and not self.per_namespace.synced(ns):
+            # Its children are not listed yet: planning now would create what exists. The
+            # namespace's informers queue its jobs again once they have listed.
+            self.per_namespace.start(ns)
+            self.metrics["waiting_for_namespace_watch"] += 1
+            return
         job = await self.executor.managed(job)
-        result = await self._plan(key, job)
+        found, adopt = self.owned_children(job)
+        result = await self._plan(key, job, found)
         if result.requeue_after is not None:
             self.queue.add_after(key, result.requeue_after)
-        if self._hold(key, job, result):
+        if not adopt and self._hold(key, job, result):
             self.metrics["status_held"] += 1
             return
         self._held.pop(key, None)
-        await self.executor.apply(job, result)
+        await self.executor.apply(job, result, adopted=adopt)
 
-    async def _plan(self, key: JobKey, job: Obj) -> Plan:
+    async def _plan(self, key: JobKey, job: Obj, found: dict[str, dict[str, Obj]] | None = None) -> Plan:
         """Plan on the loop a job whose last plan was quick; any other (a new job, thousands of
         replicas, a huge template) in a thread, so the watches and the other workers go on."""
-        args = (job, self.observed(job), datetime.now(timezone.utc))
+        args = (job, self.observed(job, found), datetime.now(timezone.utc))
         if self.reports is not None:  # the reporting replica's log followed while it runs; never waits
             self.reports.sync(key, job, args[1].pods)
         if key in self._quick_plans:
@@ -408,16 +475,20 @@ class Controller:
         except Exception as err:  # noqa: BLE001 - the API may be what fails; the retries go on regardless
             log.warning("could not report the reconcile error on %s: %s", key, bounded(repr(err), 300))
 
+    def _all_informers(self) -> list[tuple[str, str, Informer]]:
+        watched = self.per_namespace.all() if self.per_namespace is not None else []
+        return [(k, ns, i) for (k, ns), i in sorted(self.informers.items())] + watched
+
     def synced(self) -> bool:
-        return all(i.synced.is_set() for i in self.informers.values())
+        return all(i.synced.is_set() for _, _, i in self._all_informers())
 
     def healthy(self) -> bool:
-        return self.synced() and all(i.healthy for i in self.informers.values())
+        return self.synced() and all(i.healthy for _, _, i in self._all_informers())
 
     def unhealthy(self) -> list[str]:
         """The watches keeping the controller from being ready, for /readyz."""
         return [f"{k}/{ns or '*'}: {'failing' if i.synced.is_set() else 'not synced'}"
-                for (k, ns), i in sorted(self.informers.items()) if not (i.synced.is_set() and i.healthy)]  # fmt: skip
+                for k, ns, i in self._all_informers() if not (i.synced.is_set() and i.healthy)]  # fmt: skip
 
     def _requeue_all(self) -> None:
         """Every cached job again: after a failed watch or a change of leader, work may have been missed."""
@@ -454,6 +525,8 @@ class Controller:
         try:
             # Children first, so the first pass over each job sees the pods it already has.
             await asyncio.gather(*(i.synced.wait() for i in self.informers.values()))
+            if self.per_namespace is not None:  # started by the Namespace informer's list
+                await self.per_namespace.wait_synced()
             log.info("caches synced: %d jobs", sum(len(i.cache) for (k, _), i in self.informers.items() if k in RESOURCES))
             if elector is None:
                 tasks += self._start_workers()
@@ -468,6 +541,8 @@ class Controller:
             for t in tasks:
                 t.cancel()
             await asyncio.gather(*tasks, return_exceptions=True)
+            if self.per_namespace is not None:
+                await self.per_namespace.close()
             if self.reports is not None:
                 await self.reports.close()
             if elector is not None:

@@ -55,6 +55,30 @@ def _keeper(top: tuple[str, ...] = (), spec: tuple[str, ...] = ()) -> Transform:
     return slim
 
 
+# ConfigMaps whose data the core reads: the hostfiles and rank tables it compares with what it
+# wants (a rescale patches them). Their names, as the kinds make them (kinds/ssh_launch.py,
+# kinds/deepspeed.py, kinds/ascend_ranktable.py). Any other ConfigMap is cached without its
+# data: the evidence ConfigMap (up to 1 MiB, never read back by the controller; only its
+# existence counts), and anything else carrying our label.
+DATA_SUFFIXES = ("-hostfile", "-deepspeed")
+DATA_PREFIXES = ("rings-config-",)
+
+
+def _data_read(obj: Obj) -> bool:
+    name = str(((obj.get("metadata") or {}).get("name")) or "")
+    return name.endswith(DATA_SUFFIXES) or name.startswith(DATA_PREFIXES)
+
+
+def _slim_configmap(obj: Obj) -> Obj:
+    return _keeper(top=("data",) if _data_read(obj) else ())(obj)
+
+
+def body_for(kind: str) -> Callable[[Obj], bool] | None:
+    """Which objects of ``kind`` an informer reads past their kind and metadata (None: all):
+    a ConfigMap whose data the cache would drop is never decoded past its metadata."""
+    return _data_read if kind == "ConfigMap" else None
+
+
 def _slim_pod(out: Obj, pod: Obj) -> Obj:
     annotations = (out.get("metadata") or {}).get("annotations")
     if isinstance(annotations, dict):
@@ -80,8 +104,9 @@ SLIM: dict[str, Transform] = {
     # spec.clusterIP: AscendJob hands the leader Service's cluster IP to every pod
     # (Kind.pod_inputs). Services are otherwise only looked up by name and deleted by uid.
     "Service": _keeper(spec=("clusterIP",)),
-    # data: compared with the wanted data (a hostfile after a rescale) to decide a Patch.
-    "ConfigMap": _keeper(top=("data",)),
+    # data: compared with the wanted data (a hostfile after a rescale) to decide a Patch; of
+    # the hostfiles only (DATA_SUFFIXES, DATA_PREFIXES).
+    "ConfigMap": _slim_configmap,
     # Nothing but its existence: the SSH key Secret is created once. Its data (a private
     # key) is not worth holding in the controller's memory either.
     "Secret": _keeper(),

@@ -25,7 +25,7 @@ from kubernetes.client.exceptions import ApiException
 from kubernetes_asyncio import client as async_client
 
 from airflow_t9k.api.evidence import evidence_name
-from airflow_t9k.api.paths import child_path, job_path
+from airflow_t9k.api.paths import LOG_LIMIT_BYTES, child_path, job_path
 from airflow_t9k.api.resources import resource_for
 from airflow_t9k.k8s.client import Kube
 from airflow_t9k.k8s.errors import ApiError, Forbidden, NotFound, NotServed, Unauthorized, Unreachable, from_response
@@ -238,6 +238,7 @@ class T9kHook(KubernetesHook):
         ``timestamps`` (to tell lines already streamed from new ones)."""
         path = child_path("Pod", namespace, pod, "log")
         query: list[tuple[str, Any]] = [("tailLines", lines)] if lines is not None else []
+        query.append(("limitBytes", LOG_LIMIT_BYTES))  # bounded whatever the replica printed
         if timestamps:
             query.append(("timestamps", "true"))
         try:
@@ -383,6 +384,7 @@ class AsyncT9kHook(AsyncKubernetesHook):
     async def read_log_tail(self, pod: str, namespace: str, lines: int | None, timestamps: bool = False) -> str:
         kube = await self.kube()
         query: dict[str, Any] = {"tailLines": lines} if lines is not None else {}
+        query["limitBytes"] = LOG_LIMIT_BYTES  # bounded whatever the replica printed
         if timestamps:
             query["timestamps"] = "true"
         try:

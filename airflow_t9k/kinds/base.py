@@ -24,6 +24,10 @@ LABEL_JOB = f"{LABEL_PREFIX}/job-name"
 LABEL_KIND = f"{LABEL_PREFIX}/job-kind"
 LABEL_TYPE = f"{LABEL_PREFIX}/replica-type"
 LABEL_RANK = f"{LABEL_PREFIX}/replica-index"
+# The job's uid on its pods and in its Services' selectors: a pod someone else made with the
+# job's name, kind, type and rank labels is not selected by the job's Service (it would take the
+# replica's rendezvous address: torch elastic's c10d store unpickles what it is sent).
+LABEL_UID = f"{LABEL_PREFIX}/job-uid"
 LABEL_MANAGED_BY = "app.kubernetes.io/managed-by"
 MANAGED_BY = "airflow-t9k"
 # On our CRDs beside managed-by: the Helm chart's CRDs say managed-by=Helm (what lets a later
@@ -63,6 +67,8 @@ class Children(Protocol):
     def services(self) -> Mapping[str, Obj]: ...
     @property
     def jobs(self) -> Mapping[str, Obj]: ...
+    @property
+    def beam_external_service(self) -> bool: ...
 
 
 class InvalidSpec(Exception):
@@ -231,6 +237,10 @@ class JobKind:
 
     def customize_pod(self, job: Obj, spec: ReplicaSpec, rank: int, pod: Obj) -> None:
         """Inject the kind's env, volumes and command into ``pod`` (in place)."""
+
+    def check_allowed(self, job: Obj, observed: Children) -> None:
+        """Raise InvalidSpec for what this controller was not started to allow (its flags, which
+        ``observed`` carries), before anything of the job exists."""
 
     def pod_inputs(self, job: Obj, observed: Children) -> Obj | None:
         """Values pods need from children that must exist first (e.g. a Service's cluster IP).

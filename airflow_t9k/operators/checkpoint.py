@@ -62,6 +62,8 @@ class CheckpointMixin:
     def _apply_checkpoint(self, job: Obj, ti: Any) -> None:
         """Mount, env and grace period on every replica of ``job`` (in place)."""
         found = self._checkpoint_of(ti)
+        if found is not None and (why := ckpt.warning(found[0])) is not None:
+            self.log.warning("%s", why)
         try:
             ckpt.apply(job, attempt=int(getattr(ti, "try_number", 0) or 0), checkpoint=found[0] if found else None,
                        directory=found[1] if found else None, grace_seconds=self.termination_grace_period)  # fmt: skip

@@ -21,6 +21,8 @@ from airflow.models.xcom import XComModel
 from sqlalchemy import select
 
 from airflow_t9k.api.attempts import ATTEMPTS_KEY, parse
+from airflow_t9k.api.identity import FIELDS as IDENTITY_FIELDS
+from airflow_t9k.api.identity import checked
 from airflow_t9k.links import XCOM_IDENTITY
 
 if TYPE_CHECKING:
@@ -28,24 +30,23 @@ if TYPE_CHECKING:
 
 Obj = dict[str, Any]
 TaskKey = tuple[str, str, str, int]  # (dag_id, run_id, task_id, map_index)
-IDENTITY_FIELDS = ("kind", "namespace", "name", "uid")
 MAX_TRIES = 10  # earlier tries shown in the tab, the latest
 
 
 @dataclass(frozen=True)
 class TaskRecord:
     """``identity``: the job the task recorded (None when it has submitted none yet);
-    ``try_number``: the task instance's current try."""
+    ``try_number``: the task instance's current try; ``team``: its DAG's team."""
 
     identity: Obj | None
     try_number: int = 0
+    team: str | None = None  # the DAG's Airflow team, read only when [t9k] team_namespaces is set
 
 
 def _identity(value: Any) -> Obj | None:
-    """The recorded identity when it names all of kind, namespace, name and uid as strings."""
-    if not isinstance(value, dict) or not all(isinstance(value.get(k), str) and value.get(k) for k in IDENTITY_FIELDS):
-        return None
-    return {k: value[k] for k in IDENTITY_FIELDS}
+    """The recorded identity when it is well formed (api/identity.py: a kind we know, a DNS
+    namespace and name, a uid), None otherwise: its fields go into request paths."""
+    return checked(value)
 
 
 def _decoded(row: Any) -> Any:
@@ -70,6 +71,20 @@ def task_record(session: Session, key: TaskKey) -> TaskRecord | None:
         .limit(1)
     ).first()
     return TaskRecord(identity=_identity(_decoded(row)) if row is not None else None, try_number=int(found.try_number or 0))
+
+
+def team_of(session: Session, dag_id: str) -> str | None:
+    """The Airflow team owning the DAG (its bundle's team with ``[core] multi_team``), None when none."""
+    from airflow.models.dag import DagModel
+
+    return DagModel.get_team_name(dag_id, session=session)
+
+
+def teams_of(session: Session, dag_ids: set[str]) -> dict[str, str | None]:
+    """The team of each DAG, in one query (DAGs of no team are left out)."""
+    from airflow.models.dag import DagModel
+
+    return DagModel.get_dag_id_to_team_name_mapping(sorted(dag_ids), session=session) if dag_ids else {}
 
 
 def earlier_tries(session: Session, key: TaskKey, current_try: int) -> list[Obj]:

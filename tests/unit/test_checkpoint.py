@@ -187,3 +187,22 @@ def test_a_malformed_template_is_left_for_the_api_server_to_name(template, kept)
     job = {"kind": "GenericJob", "spec": {"replicaSpecs": [{"type": "worker", "template": template}]}}
     ckpt.apply(job, attempt=1, checkpoint=ckpt.parse("ckpt"), directory="d", grace_seconds=5)
     assert kept(job["spec"]["replicaSpecs"][0]["template"]["spec"])
+
+
+@pytest.mark.parametrize(
+    ("given", "warned"),
+    [
+        ({"volume": {"hostPath": {"path": "/data"}}}, True),  # issue 29, 8: not isolated by namespace
+        ({"volume": {"nfs": {"server": "nas", "path": "/export"}}}, False),
+        ("claim/dir", False),
+    ],
+)
+def test_a_host_path_checkpoint_is_warned_about(given, warned):
+    from airflow_t9k.api.checkpoint import warning
+
+    why = warning(ckpt.parse(given))
+    assert (why is not None) is warned
+    if warned:
+        assert "'/data'" in why
+        assert "not isolated by namespace" in why
+        assert "PersistentVolumeClaim" in why

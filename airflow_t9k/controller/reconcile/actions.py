@@ -83,9 +83,12 @@ class KeepEvidence:
 @dataclass(frozen=True)
 class WriteSpec:
     """Replace the job itself (PUT with its cached resourceVersion): ``job`` is the job with its
-    template merged in and recorded (reconcile/template.py). Nothing else happens in that pass."""
+    template merged in and recorded (reconcile/template.py). Nothing else happens in that pass.
+    ``record`` (which template, at which resourceVersion) goes into the job's status right after
+    the spec is written: what says the job is merged (kinds/templates.py merged_record)."""
 
     job: Obj
+    record: Obj | None = None
 
 
 @dataclass(frozen=True)

@@ -12,6 +12,7 @@ from airflow_t9k.kinds.base import (
     LABEL_MANAGED_BY,
     LABEL_RANK,
     LABEL_TYPE,
+    LABEL_UID,
     MANAGED_BY,
     InvalidSpec,
     JobKind,
@@ -58,7 +59,11 @@ def job_labels(job: Obj) -> dict[str, str]:
 
 
 def replica_selector(job: Obj, rtype: str, rank: int) -> dict[str, str]:
-    return {LABEL_JOB: job["metadata"]["name"], LABEL_KIND: job["kind"], LABEL_TYPE: rtype, LABEL_RANK: str(rank)}
+    """The labels one replica's pod carries and its Service selects (the job's uid among them)."""
+    out = {LABEL_JOB: job["metadata"]["name"], LABEL_KIND: job["kind"], LABEL_TYPE: rtype, LABEL_RANK: str(rank)}
+    if job["metadata"].get("uid"):
+        out[LABEL_UID] = str(job["metadata"]["uid"])
+    return out
 
 
 def owner_reference(job: Obj) -> Obj:

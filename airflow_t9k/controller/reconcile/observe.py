@@ -43,9 +43,12 @@ class Observed:
     # The controller's progress endpoint (--progress-endpoint), whose URL, CA and token every
     # replica gets (reconcile/push.py); None: the push path is off.
     progress_push: PushTarget | None = None
+    # --allow-beam-external-service: a BeamJob may ask for a NodePort or LoadBalancer Service (kinds/beam.py).
+    beam_external_service: bool = False
 
     @classmethod
-    def of(cls, *objects: Obj, queueing: str = "off", local_queues: Collection[str] = (), volcano: bool = False) -> Observed:
+    def of(cls, *objects: Obj, queueing: str = "off", local_queues: Collection[str] = (), volcano: bool = False,
+           beam_external_service: bool = False) -> Observed:  # fmt: skip
         """Build from a flat list of objects (convenient in tests and in the cache)."""
         by_kind: dict[str, dict[str, Obj]] = {k: {} for k in ("Pod", "Service", "ConfigMap", "Secret", "Job", "Workload",
                                                                "ResourceFlavor", "PriorityClass", "PodGroup")}  # fmt: skip
@@ -54,7 +57,7 @@ class Observed:
             by_kind[kind][o["metadata"]["name"]] = o
         return cls(by_kind["Pod"], by_kind["Service"], by_kind["ConfigMap"], by_kind["Secret"], by_kind["Job"],
                    by_kind["Workload"], queueing, tuple(local_queues), by_kind["ResourceFlavor"], by_kind["PriorityClass"],
-                   volcano, by_kind["PodGroup"])  # fmt: skip
+                   volcano, by_kind["PodGroup"], beam_external_service=beam_external_service)  # fmt: skip
 
     def of_kind(self, kind: str) -> Mapping[str, Obj]:
         return {"Pod": self.pods, "Service": self.services, "ConfigMap": self.configmaps, "Secret": self.secrets,

@@ -818,3 +818,29 @@ def test_tensorboard_and_mlflow_links_are_templated_and_pushed_at_submission(mon
     assert TensorBoardLink().get_link(o, ti_key=None) == "https://tb/2026-11-25/train-abc"
     assert MLflowLink().get_link(o, ti_key=None) == "https://mlflow/runs/manual__1"
     assert MLflowLink().get_link(op(), ti_key=None) == ""  # no URL given: no link
+
+
+@pytest.mark.parametrize(
+    ("recorded", "link"),
+    [
+        ({**IDENTITY, "server": "https://k8s:6443/"},
+         "https://k8s:6443/apis/batch.tensorstack.dev/v1beta1/namespaces/ml/pytorchtrainingjobs/train-abc"),
+        # Attacks (issue 29): the task's own code pushes t9k_job; its fields would become the link's path.
+        ({**IDENTITY, "namespace": "../../../api/v1/namespaces/kube-system/secrets#"}, ""),
+        ({**IDENTITY, "name": "x?watch=true"}, ""),
+        ({**IDENTITY, "kind": "Secret"}, ""),
+        ({**IDENTITY, "uid": "u/../1"}, ""),
+        ({**IDENTITY, "server": "javascript:alert(1)//"},
+         "/apis/batch.tensorstack.dev/v1beta1/namespaces/ml/pytorchtrainingjobs/train-abc"),
+        ("train-abc", ""),
+        (None, ""),
+    ],
+    ids=["ok", "namespace-path", "name-query", "unknown-kind", "uid-path", "server-not-http", "not-a-dict", "none"],
+)  # fmt: skip
+def test_the_job_link_uses_only_a_well_formed_record(recorded, link):
+    from airflow_t9k.links import recorded_url, tool_url
+
+    assert recorded_url(recorded) == link
+    if isinstance(recorded, dict) and not link.startswith("https://k8s"):
+        # A tool's link gets none of a malformed record's fields.
+        assert tool_url("https://tb/{namespace}/{name}", recorded) == ("https://tb/ml/train-abc" if link else "https://tb//")

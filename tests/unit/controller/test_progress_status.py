@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import itertools
 import json
+from datetime import datetime, timezone
 from typing import Any
 
 import pytest
@@ -305,3 +306,33 @@ def test_the_same_pushed_report_again_changes_nothing():
     for later in (1, 30, 3000):
         status, wait = fold(first, dict(first), report(0, **values), 10, at(later))
         assert (status, wait) == (first, None)
+
+
+@pytest.mark.parametrize(
+    ("earlier", "latest", "total"),
+    [
+        (1e-300, 2e-300, 1e308),  # a rate of 1e-300 epochs a second: infinite
+        (0, 5e-324, 1.0),  # the smallest float: the rate underflows to zero
+        (0.0, 1e-9, 1e12),  # finite but past any use (thousands of years)
+    ],
+    ids=["infinite", "underflow", "absurd"],
+)
+def test_a_line_sequence_that_makes_the_eta_infinite_shows_none_and_plans_on(earlier, latest, total):
+    """Issue 29, 8: before, the status' ETA was int(round(inf)) and every pass of the job failed."""
+    from airflow_t9k.controller.reconcile.reporting import progress_status
+
+    old = {"history": {"every": 10, "points": [{"time": "2026-01-01T00:00:00Z", "epoch": 0},
+                                                {"time": "2026-01-01T00:00:30Z", "epoch": earlier}]}}  # fmt: skip
+    report = {"replica": "r", "time": "2026-01-01T00:01:00Z", "values": {"epoch": latest, "total_epochs": total}}
+    out = progress_status(old, report, 10, datetime(2026, 1, 1, 0, 1, tzinfo=timezone.utc), running=True)
+    assert "eta" not in out
+    assert "etaSeconds" not in out
+    assert out["epoch"] == latest
+
+
+@pytest.mark.parametrize("eta", [float("inf"), 1e308, -5.0, float("nan")])
+def test_a_reported_eta_that_is_no_estimate_is_none(eta):
+    """Issue 29, 8: the program's own ETA (a pushed report) is bounded as the measured one is."""
+    status, _ = fold(RUNNING, RUNNING, report(0, percent=10, eta_seconds=eta), 10, at(0))
+    assert "eta" not in status["progress"]
+    assert "etaSeconds" not in status["progress"]

@@ -36,6 +36,7 @@ def shape(p: PassState) -> PassState:
     """An invalid spec fails the job, naming the problem; else its replicas' slots, at the size Kueue admitted."""
     try:
         p.kind.validate(p.job)
+        p.kind.check_allowed(p.job, p.observed)  # what the controller's flags allow (BeamJob's external Service)
         check_names(p.kind, p.job)
         p.job = queueing.admitted_shape(p.kind, p.job, p.observed)
         p.slots = slots(p.kind, p.job)

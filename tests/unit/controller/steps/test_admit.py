@@ -7,7 +7,7 @@ import pytest
 from airflow_t9k.controller.reconcile.actions import Delete, WriteSpec
 from airflow_t9k.controller.reconcile.observe import Observed
 from airflow_t9k.controller.reconcile.steps import admit
-from airflow_t9k.kinds.templates import apply_template
+from airflow_t9k.kinds.templates import apply_template, record_of
 from tests.builders import NOW, generic, pod, service
 from tests.unit.controller.steps.state import condition, state
 from tests.unit.controller.test_plan_templates import TEMPLATE
@@ -41,7 +41,9 @@ def test_template_missing_waits_with_a_condition_and_a_requeue():
 
 
 def test_template_already_merged_is_noted_and_the_pass_goes_on():
-    p = admit.resolve_template(state(apply_template(templated(), TEMPLATE)))
+    merged = apply_template(templated(), TEMPLATE)
+    merged["status"] = {"template": record_of(TEMPLATE)}  # the controller's record of the merge (issue 29)
+    p = admit.resolve_template(state(merged))
     assert not p.ended
     assert condition(p, "TemplateResolved") == ("True", "Resolved")
 
