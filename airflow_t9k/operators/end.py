@@ -35,6 +35,7 @@ class EndMixin:
     _try_number: int
     _record_lineage: Any
     _emit_assets: Any
+    _delivered: Any
 
     def execute_complete(self, context: Any, event: Obj) -> Obj:
         self._try_number = int(getattr(context["ti"], "try_number", 0) or 0)
@@ -59,8 +60,8 @@ class EndMixin:
         ti.xcom_push(key="phase", value=event.get("phase"))
         ti.xcom_push(key="summary", value=state.summary())
         ours = self._recorded(context, event)
-        if status in ("success", "failed") and ours.get("uid"):
-            self._consume(ours)
+        if status == "failed" and ours.get("uid"):
+            self._consume(ours)  # a later try runs the job anew; a success is marked once delivered (below)
         if not event.get("logs_printed"):  # an event from before the failed logs were printed by the wait
             for pod, tail in (event.get("logs") or {}).items():
                 self.log.info("--- last %d log lines of failed replica %s ---\n%s", self.log_tail_lines, pod, tail)
@@ -81,8 +82,10 @@ class EndMixin:
             if result is not None:
                 ti.xcom_push(key="result", value=result)
             self._emit_assets(context, result, ours)  # outlets' events carry the result (operators/assets.py)
+            # Last of what the try delivers: from here a retry of this series delivers it again.
+            self._delivered(context.get("task_state_store"), ours, event)
             if self.delete_on_finish in ("always", "on_success"):
-                self._delete(ours)
+                self._clean_up(ours)
             return {k: event.get(k) for k in ("kind", "name", "namespace", "uid", "phase")} | {
                 "summary": state.summary(),
                 "result": result,
@@ -101,7 +104,7 @@ class EndMixin:
                                            "a retry cannot fix the image or the pod's configuration)")  # fmt: skip
             raise AirflowTaskTimeout(event.get("message") or "timed out")
         if self.delete_on_finish == "always":
-            self._delete(ours)
+            self._clean_up(ours)
         order = event.get("failed_first") or []
         replicas = ", ".join([str(r["pod"]) for r in order] or list(state.failed_replicas))  # the first to fail first
         detail = f"; failed replicas: {replicas}" if replicas else ""
@@ -164,6 +167,16 @@ class EndMixin:
                              "in the job's status, result_from='auto'", name)  # fmt: skip
             return None
         return parse_result(message_of(pod, container, prefer=(kind.main_container(pod.get("spec") or {}) or {}).get("name")))
+
+    def _clean_up(self, ident: Obj) -> None:
+        """``delete_on_finish``: a job the task has finished with goes; one that cannot be deleted
+        (no delete right, the API server failing) stays, with a warning, and the task's outcome
+        is the job's, not the clean-up's."""
+        try:
+            self._delete(ident)
+        except ApiError as exc:
+            self.log.warning("could not delete %s %s/%s (delete_on_finish=%r): %s; it stays until deleted otherwise",
+                             ident["kind"], ident["namespace"], ident["name"], self.delete_on_finish, exc.message)  # fmt: skip
 
     def _delete(self, ident: Obj) -> None:
         if self._delete_exact(ident["kind"], ident["name"], ident["namespace"], ident.get("uid")):

@@ -36,6 +36,7 @@ from airflow_t9k.api.attempts import ATTEMPTS_KEY
 from airflow_t9k.api.attempts import record as record_attempt
 from airflow_t9k.api.outcome import interpret
 from airflow_t9k.api.queueing import with_queue
+from airflow_t9k.api.rerun import SUBMISSION, first_try
 from airflow_t9k.api.resources import resource_for
 from airflow_t9k.api.result import parse_source
 from airflow_t9k.api.retry import check_codes
@@ -279,6 +280,7 @@ class T9kJobOperator(SubmitMixin, WaitMixin, CheckpointMixin, AssetsMixin, Linea
         self._identity: Obj | None = None
         self._waited = False  # the wait has returned its event
         self._try_number = 0
+        self._series_start = 0
 
     # -- templating: only a top-level ``job`` string may name a file -------------------------
     # Airflow applies template_ext to every templated string, also inside dicts and lists, so
@@ -395,11 +397,18 @@ class T9kJobOperator(SubmitMixin, WaitMixin, CheckpointMixin, AssetsMixin, Linea
 
     # -- execute -----------------------------------------------------------------------------
     def execute(self, context: Any) -> Obj:
-        self._try_number = int(getattr(context["ti"], "try_number", 0) or 0)
+        ti = context["ti"]
+        self._try_number = int(getattr(ti, "try_number", 0) or 0)
+        # The first try since the task's first run or its last Clear: retries after it never train a
+        # job that succeeded again (api/rerun.py).
+        self._series_start = first_try(self._try_number, getattr(ti, "max_tries", None), self.retries)
         job = copy.deepcopy(self.rendered_job) if isinstance(self.rendered_job, dict) else self.render_job(context)
         meta = job["metadata"]
         store = context.get("task_state_store")
-        current = self._reattach(store, job) or self._submit(job)
+        found = self._find(store, job)
+        if found.delivered is not None:  # a success this series delivered, its job deleted since
+            return self._deliver_again(context, found.delivered)
+        current = found.job or self._submit(job, store, found.recorded)
         identity = {
             "kind": job["kind"],
             "name": current["metadata"]["name"],  # a re-run's is <name>-t<try>
@@ -409,7 +418,8 @@ class T9kJobOperator(SubmitMixin, WaitMixin, CheckpointMixin, AssetsMixin, Linea
         }
         self._identity = identity
         if store is not None:
-            store.set(STATE_KEY, identity)
+            nonce = (current["metadata"].get("annotations") or {}).get(SUBMISSION)
+            store.set(STATE_KEY, {**identity, **({"nonce": nonce} if nonce else {})})
             # Which job each try ran, for the T9k Job tab's earlier attempts (api/attempts.py).
             store.set(ATTEMPTS_KEY, record_attempt(store.get(ATTEMPTS_KEY), self._try_number, identity))
         context["ti"].xcom_push(key=XCOM_IDENTITY, value=identity)
@@ -428,5 +438,14 @@ class T9kJobOperator(SubmitMixin, WaitMixin, CheckpointMixin, AssetsMixin, Linea
         if self.deferrable:
             self.defer(trigger=self._trigger(identity, deadline), method_name="execute_complete")
         event = self._wait_sync(identity, deadline)
+        self._waited = True
+        return self._finish(context, event)
+
+    def _deliver_again(self, context: Any, event: Obj) -> Obj:
+        """End as the try that delivered ``event`` did: the same XComs, result and asset events."""
+        identity = {k: event.get(k) for k in ("kind", "name", "namespace", "uid")}
+        self._identity = {**identity, "server": self.hook.api_client.configuration.host}
+        context["ti"].xcom_push(key=XCOM_IDENTITY, value=self._identity)
+        self._push_checkpoint_location(context)
         self._waited = True
         return self._finish(context, event)

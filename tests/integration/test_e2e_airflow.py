@@ -96,7 +96,7 @@ def test_clearing_a_succeeded_task_runs_the_job_again(e2e, api_client):
     # cleared and never scheduled again (what made this test flaky; Airflow's race, not ours).
     wait_until(lambda: stack.run_state("t9k_e2e_defer", run_id) == "success", timeout=60, what="the run ended")
     first = _job_of(api_client, ns, run_id)
-    assert first["metadata"]["annotations"]["airflow-t9k.io/consumed-by-try"] == "1"
+    assert first["metadata"]["annotations"]["airflow-t9k.io/delivered-by-try"] == "1"
     _clear(stack, "t9k_e2e_defer", run_id)
     wait_until(lambda: stack.ti("t9k_e2e_defer", run_id)[1] == 2, timeout=60, what="the cleared task's second try")
     states = stack.states_until("t9k_e2e_defer", run_id, {"success", "failed"}, timeout=180)
@@ -108,7 +108,7 @@ def test_clearing_a_succeeded_task_runs_the_job_again(e2e, api_client):
     }
     second = runs[f"{first['metadata']['name']}-t2"]  # the re-run, beside the first run, which stays
     assert second["metadata"]["uid"] != first["metadata"]["uid"] and len(runs) == 2
-    assert second["metadata"]["annotations"]["airflow-t9k.io/consumed-by-try"] == "2"
+    assert second["metadata"]["annotations"]["airflow-t9k.io/delivered-by-try"] == "2"
 
 
 def test_a_mapped_sweep_runs_one_job_per_map_index_with_its_own_result(e2e, api_client):

@@ -216,7 +216,8 @@ def test_execute_complete_success_returns_identity_and_pushes_phase():
     ev = event("success", phase="Succeeded", state={"phase": "Succeeded", "message": "done", "aggregate": {"succeeded": 2}})
     o = finishing_op()
     out = o.execute_complete(c, ev)
-    assert o.hook.calls == [("patch", "j", {"metadata": {"uid": "u", "annotations": {"airflow-t9k.io/consumed-by-try": "1"}}})]
+    # A success is marked delivered, last of what the try delivers (api/rerun.py).
+    assert o.hook.calls == [("patch", "j", {"metadata": {"uid": "u", "annotations": {"airflow-t9k.io/delivered-by-try": "1"}}})]
     assert out["phase"] == "Succeeded" and out["uid"] == "u"
     assert c["ti"].xcom["phase"] == "Succeeded"
     assert c["ti"].xcom["summary"] == "phase Succeeded (succeeded 2): done"
@@ -475,13 +476,13 @@ def test_finish_deletes_only_the_uid_this_task_recorded(status, delete_on_finish
     assert all(c[2]["metadata"]["uid"] == "ours" for c in o.hook.calls if c[0] == "patch")
 
 
-@pytest.mark.parametrize(("status", "consumed"), [("success", True), ("failed", True), ("error", False), ("timeout", False)])
-def test_a_try_that_finishes_with_the_job_marks_it_consumed(status, consumed):
+@pytest.mark.parametrize(("status", "mark"), [("success", "delivered"), ("failed", "consumed"), ("error", None), ("timeout", None)])
+def test_a_try_marks_a_failure_consumed_and_a_success_delivered(status, mark):
     o = finishing_op(on_kill_action="pause")
     with pytest.raises(BaseException) if status != "success" else __import__("contextlib").nullcontext():  # noqa: PT011
         o.execute_complete(ctx(), event(status))
-    marks = [c[2]["metadata"]["annotations"] for c in o.hook.calls if c[0] == "patch"]
-    assert ({"airflow-t9k.io/consumed-by-try": "1"} in marks) is consumed
+    marks = [k for c in o.hook.calls if c[0] == "patch" for k in c[2]["metadata"].get("annotations", {}) if k.endswith("-by-try")]
+    assert marks == ([f"airflow-t9k.io/{mark}-by-try"] if mark else [])
 
 
 def test_a_timeout_with_pause_marks_the_pause_as_the_tasks():
@@ -656,24 +657,13 @@ def test_container_resources_of_another_type_fail_at_dag_parse():
         op(container_resources=["2 CPUs"])
 
 
-# -- a re-run runs beside the consumed job, under this try's name (point 5) --------------------
-@pytest.mark.parametrize(
-    ("name", "try_number", "expected"),
-    [("train-0123456789", 2, "train-0123456789-t2"),
-     ("train-0123456789-t2", 3, "train-0123456789-t2-t3"),  # the store pointed at try 2's re-run
-     ("train-0123456789-t3", 3, None)],  # this try's own re-run was consumed by this try: never loop
-    ids=["first-rerun", "rerun-of-a-rerun", "own-name"],
-)  # fmt: skip
-def test_a_rerun_gets_this_trys_own_name(name, try_number, expected):
-    o = op()
-    o._try_number = try_number
-    job = {"kind": "GenericJob", "metadata": {"name": name, "namespace": "ml"}}
-    if expected is None:
-        with pytest.raises(AirflowException, match="already run and consumed by this try"):
-            o._rerun_of(job)
-    else:
-        assert o._rerun_of(job)["metadata"]["name"] == expected
-        assert job["metadata"]["name"] == name  # the rendered job itself is left as it was
+# -- a re-run runs beside the job an earlier try took, under this try's name (point 5) --------
+def test_a_rerun_tries_this_trys_own_names_in_order():
+    from airflow_t9k.api.rerun import MAX_RERUN_NAMES, rerun_names
+
+    names = rerun_names("train-0123456789", 3)
+    assert names[:4] == ["train-0123456789", "train-0123456789-t3", "train-0123456789-t3-2", "train-0123456789-t3-3"]
+    assert len(names) == len(set(names)) == MAX_RERUN_NAMES
 
 
 USED = {"phase": "Succeeded", "startTime": "2026-11-25T12:00:00Z",

@@ -1,0 +1,20 @@
+"""DAGs for test_e2e_delivery.py: retries that must never train a job that succeeded again."""
+
+from __future__ import annotations
+
+import os
+from datetime import datetime, timedelta
+
+from airflow.sdk import DAG
+
+from airflow_t9k.operators.kinds import GenericJobOperator
+
+START = datetime(2026, 1, 1)
+
+# The workers' identity may create, read, watch and patch jobs but not delete them: the clean-up
+# after success fails, which must not fail the task (and so must not make its retries train again).
+with DAG("t9k_no_delete", start_date=START, schedule=None, catchup=False):
+    GenericJobOperator(task_id="train", image="busybox", replicas=1, deferrable=False, retries=2,
+                       retry_delay=timedelta(seconds=1), delete_on_finish="on_success",
+                       config_file=os.environ.get("T9K_E2E_NO_DELETE_KUBECONFIG"),
+                       pod_annotations={"sim.t9k.test/duration": "3s", "sim.t9k.test/message": '{"metric": 0.77}'})  # fmt: skip

@@ -1,0 +1,72 @@
+"""Retries under a real Airflow (scheduler, LocalExecutor workers, triggerer) and the local
+cluster: a training that succeeded is never run again (issue 28, point 1).
+
+- an Airflow identity that may not delete jobs, with ``delete_on_finish="on_success"`` and
+  retries: the clean-up's 403 is a warning, the task succeeds on its first try with the job's
+  result, and the namespace holds one job (it used to fail each try after marking the job
+  consumed, so each retry trained again under ``-t<try>``).
+"""
+
+from __future__ import annotations
+
+import json
+import uuid
+from collections.abc import Iterator
+from pathlib import Path
+
+import pytest
+from kubernetes import client
+
+from tests.support.airflow import AirflowStack
+from tests.support.cluster import wait_until
+from tests.support.controller import ControllerProcess
+from tests.support.rbac import airflow_rules, token_kubeconfig
+
+DAGS = Path(__file__).resolve().parent / "e2e_delivery_dags"
+
+
+@pytest.fixture(scope="module")
+def e2e(cluster, api_client, crds, tmp_path_factory) -> Iterator[tuple[AirflowStack, str]]:
+    core = client.CoreV1Api(api_client)
+    ns = f"t9k-deliver-{uuid.uuid4().hex[:6]}"
+    core.create_namespace({"metadata": {"name": ns}})
+    wait_until(lambda: bool(core.list_namespaced_service_account(ns).items), what="default serviceaccount")
+    home = tmp_path_factory.mktemp("airflow-e2e-delivery")
+    rules = airflow_rules(("create", "get", "list", "watch", "patch"))  # no delete
+    no_delete = token_kubeconfig(api_client, cluster.kubeconfig, ns, "no-delete", rules, home / "no-delete-kubeconfig")
+    controller = ControllerProcess(cluster.kubeconfig, ns, home).start()
+    stack = AirflowStack(home, cluster.kubeconfig, ns, dags=DAGS, env={"T9K_E2E_NO_DELETE_KUBECONFIG": str(no_delete)})
+    try:
+        stack.start()
+        yield stack, ns
+    finally:
+        stack.stop()
+        controller.stop()
+        core.delete_namespace(ns)
+
+
+def _jobs(api_client, ns: str, run_id: str) -> list[dict]:
+    items = client.CustomObjectsApi(api_client).list_namespaced_custom_object(
+        "batch.tensorstack.dev", "v1beta1", ns, "genericjobs"
+    )["items"]
+    return [j for j in items if j["metadata"]["annotations"].get("airflow-t9k.io/run-id") == run_id]
+
+
+def _xcom(stack: AirflowStack, dag_id: str, run_id: str, key: str) -> object:
+    entry = stack.api("GET", f"dags/{dag_id}/dagRuns/{run_id}/taskInstances/train/xcomEntries/{key}")
+    return json.loads(entry["value"]) if isinstance(entry["value"], str) else entry["value"]
+
+
+def test_an_identity_that_may_not_delete_ends_with_one_job_and_its_result(e2e, api_client):
+    stack, ns = e2e
+    run_id = stack.trigger("t9k_no_delete")
+    states = stack.states_until("t9k_no_delete", run_id, {"success", "failed"}, timeout=240)
+    log = stack.task_log("t9k_no_delete", run_id)
+    assert states[-1] == "success", (states, log[-4000:])
+    assert stack.ti("t9k_no_delete", run_id)[1] == 1  # no retry was needed
+    jobs = _jobs(api_client, ns, run_id)
+    assert len(jobs) == 1, [j["metadata"]["name"] for j in jobs]
+    assert jobs[0]["metadata"]["annotations"]["airflow-t9k.io/delivered-by-try"] == "1"
+    assert _xcom(stack, "t9k_no_delete", run_id, "result") == {"metric": 0.77}
+    assert "could not delete GenericJob" in log, log[-4000:]
+    assert "may not delete genericjobs.batch.tensorstack.dev" in log, log[-4000:]
