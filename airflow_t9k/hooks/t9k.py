@@ -220,13 +220,17 @@ class T9kHook(KubernetesHook):
         out = self._request("GET", child_path("Pod", namespace), query=[("labelSelector", f"{JOB_NAME_LABEL}={name}")])
         return list(out.get("items") or [])
 
-    def read_log_tail(self, pod: str, namespace: str, lines: int | None, timestamps: bool = False) -> str:
-        """The last ``lines`` lines of the pod's log (None: all of it), each line stamped with
-        ``timestamps`` (to tell lines already streamed from new ones)."""
+    def read_log_tail(self, pod: str, namespace: str, lines: int | None, timestamps: bool = False,
+                      since: str | None = None) -> str:  # fmt: skip
+        """The last ``lines`` lines of the pod's log (None: all of it), from ``since`` (an RFC 3339
+        ``sinceTime``) on, each line stamped with ``timestamps`` (to tell lines already streamed
+        from new ones)."""
         path = child_path("Pod", namespace, pod, "log")
         query: list[tuple[str, Any]] = [("tailLines", lines)] if lines is not None else []
         if timestamps:
             query.append(("timestamps", "true"))
+        if since:
+            query.append(("sinceTime", since))
         try:
             with self._boundary("GET", path):
                 resp = self.api_client.call_api(
@@ -366,11 +370,14 @@ class AsyncT9kHook(AsyncKubernetesHook):
         except NotFound:
             return None
 
-    async def read_log_tail(self, pod: str, namespace: str, lines: int | None, timestamps: bool = False) -> str:
+    async def read_log_tail(self, pod: str, namespace: str, lines: int | None, timestamps: bool = False,
+                            since: str | None = None) -> str:  # fmt: skip
         kube = await self.kube()
         query: dict[str, Any] = {"tailLines": lines} if lines is not None else {}
         if timestamps:
             query["timestamps"] = "true"
+        if since:
+            query["sinceTime"] = since
         try:
             resp = await kube._send("GET", child_path("Pod", namespace, pod, "log"), query=query)
             text = (await resp.read()).decode(errors="replace")

@@ -4,8 +4,9 @@ Which replicas: by default the one whose success decides the job (the master, ch
 launcher or rank 0: where a training script's progress is printed once, not N times), or all
 of them (``log_replicas="all"``, at most ``max_followed_pods``). The deferred wait follows them
 in the trigger; the worker-side wait follows them here, one thread per pod, each line once
-(after a reconnect the lines up to the last timestamp are skipped), at most ``max_log_lines``
-lines in all. When the job failed, the failed replicas' logs follow, the first to fail first
+(every line of a stream; after a reconnect exactly the lines already sent are skipped,
+``api/logcursor.py``), at most ``max_log_lines`` lines in all. When the job failed, the failed
+replicas' logs follow, the first to fail first
 and named as the root cause, within ``max_followed_pods`` replicas and ``max_log_lines`` lines
 again (``api/failed.py``); the trigger prints them the same way from the triggerer.
 """
@@ -14,11 +15,11 @@ from __future__ import annotations
 
 import logging
 import threading
-from datetime import datetime
 from typing import Any
 
 from airflow_t9k.api.evidence import KeptLogs
 from airflow_t9k.api.failed import FailedLogs, first_failed, print_lines, unavailable
+from airflow_t9k.api.logcursor import Cursor, split
 from airflow_t9k.api.paths import child_path
 from airflow_t9k.kinds.registry import KINDS
 
@@ -68,7 +69,7 @@ class LogFollower:
         self.stop_event = threading.Event()
         self.lock = threading.Lock()
         self.threads: dict[str, threading.Thread] = {}
-        self.last_seen: dict[str, str] = {}  # pod -> stamp of the last line forwarded
+        self.last_seen: dict[str, Cursor] = {}  # pod -> where its forwarded lines stand
 
     def update(self, job: Obj) -> None:
         """Start following every pod to follow that the job's status now names."""
@@ -99,12 +100,14 @@ class LogFollower:
             return True
 
     def _follow(self, pod: str) -> None:
-        last = ""
+        cursor = self.last_seen.setdefault(pod, Cursor())
         path = child_path("Pod", self.namespace, pod, "log")
         while not self.stop_event.is_set():
             query: list[tuple[str, Any]] = [("follow", "true"), ("timestamps", "true")]
-            if last:
-                query.append(("sinceTime", datetime.fromisoformat(last[:19]).strftime("%Y-%m-%dT%H:%M:%SZ")))
+            since = cursor.since()
+            if since:
+                query.append(("sinceTime", since))
+            skip = cursor.resume()  # a reopened stream replays its last second: skip exactly what was sent
             try:
                 resp = self.hook.api_client.call_api(path, "GET", query_params=query, auth_settings=["BearerToken"],
                                                      _preload_content=False, _request_timeout=(10, READ_IDLE))  # fmt: skip
@@ -115,14 +118,13 @@ class LogFollower:
                 for raw in resp:
                     if self.stop_event.is_set():
                         return
-                    stamp, _, text = raw.decode(errors="replace").rstrip("\n").partition(" ")
-                    if last and stamp <= last:
-                        continue  # already forwarded before a reconnect
-                    last = stamp
+                    stamp, text = split(raw.decode(errors="replace"))
+                    if not skip.fresh(stamp):
+                        continue  # forwarded before the reconnect
                     if not self._take():
                         return
                     self.log.info("[%s] %s", pod, text)
-                    self.last_seen[pod] = stamp
+                    cursor.sent(stamp)
             except Exception:  # noqa: BLE001, S110 - the stream broke or was idle READ_IDLE: reopen it
                 pass
             finally:
@@ -131,7 +133,7 @@ class LogFollower:
 
 
 def print_failed_logs(hook: Any, job: Obj, log: logging.Logger, *, max_lines: int | None, max_pods: int, tail_lines: int,
-                      streamed: dict[str, str] | None = None) -> Obj:  # fmt: skip
+                      streamed: dict[str, Cursor] | None = None) -> Obj:  # fmt: skip
     """Print the failed replicas' logs into the task log, the first to fail first; what the
     final event carries about them (``FailedLogs.report``). A replica whose pod is gone (clean-up
     deleted it) is printed from the evidence the controller kept (``KeptLogs``)."""
@@ -145,17 +147,18 @@ def print_failed_logs(hook: Any, job: Obj, log: logging.Logger, *, max_lines: in
     kept = KeptLogs(job, log)
     plan = FailedLogs(first_failed(job, pods), max_lines, max_pods, tail_lines, dict(streamed or {}))
 
-    def read(pod: str, lines: int | None) -> tuple[str, str | None]:
-        text = hook.read_log_tail(pod, ns, lines, timestamps=True) if live is None or pod in live else ""
+    def read(pod: str, lines: int | None, since: str | None = None) -> tuple[str, str | None]:
+        text = hook.read_log_tail(pod, ns, lines, timestamps=True, since=since) if live is None or pod in live else ""
         if text and not unavailable(text):
             return text, None
         return kept.instead(pod, text, lambda: hook.get_evidence(job["metadata"]["name"], ns))
 
     while (step := plan.next_read()) is not None:
         pod, asked = step
-        text, kept_in = read(pod, asked)
+        text, kept_in = read(pod, asked, plan.since(pod))  # a streamed replica: from its last streamed second
         lines = plan.add(pod, text, asked, kept_in)
-        print_lines(log, plan.header(pod, len(lines)), lines)
+        if lines is not None:  # None: the plan reads this log again with more lines
+            print_lines(log, plan.header(pod, len(lines)), lines)
     if plan.skipped():
         log.info("--- not printed (max_followed_pods or max_log_lines): the logs of %s ---", ", ".join(plan.skipped()))
     if (need := plan.tail_read()) is not None:

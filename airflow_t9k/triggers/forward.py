@@ -1,7 +1,7 @@
 """What the trigger forwards into the task log while it waits: the Kubernetes Events of the job
 and its pods (from a shared watch, once each, at most ``max_forwarded``) and its replicas' log
-lines (one ``follow=true`` stream per replica, no polling; each line once, also across a
-reconnect; at most ``max_log_lines``)."""
+lines (one ``follow=true`` stream per replica, no polling; every line of a stream, and after a
+reconnect exactly the lines not sent yet, ``api/logcursor.py``; at most ``max_log_lines``)."""
 
 from __future__ import annotations
 
@@ -9,6 +9,7 @@ import asyncio
 from datetime import datetime
 from typing import Any
 
+from airflow_t9k.api.logcursor import Cursor, instant, since_time, split
 from airflow_t9k.api.paths import child_path
 from airflow_t9k.k8s.errors import is_permanent
 from airflow_t9k.triggers import shared_watch
@@ -30,7 +31,7 @@ class ForwardMixin:
     name: str
     namespace: str
     forwarding: Forwarding
-    _streamed: dict[str, str]
+    _streamed: dict[str, Cursor]
 
     _watch_key: Any  # the trigger's: (connection, kubeconfig, context, ...) -> one shared watch
     make_hook: Any
@@ -80,7 +81,7 @@ class ForwardMixin:
         """Follow every running replica's log (one stream each, no polling); each line once."""
         waiter = watch.subscribe(self.name)
         followers: dict[str, tuple[str, asyncio.Task[None]]] = {}  # pod -> (uid, task)
-        last_seen = self._streamed  # pod -> timestamp of the last forwarded line (failed logs skip those)
+        last_seen = self._streamed  # pod -> where its forwarded lines stand (failed logs skip those)
         budget = [self.forwarding.max_log_lines]
         try:
             await watch.synced()
@@ -102,12 +103,15 @@ class ForwardMixin:
                 task.cancel()
             await asyncio.gather(*(t for _, t in followers.values()), return_exceptions=True)
 
-    async def _follow(self, watch: shared_watch.SharedWatch, pod: str, last_seen: dict[str, str], budget: list[int]) -> None:
+    async def _follow(self, watch: shared_watch.SharedWatch, pod: str, last_seen: dict[str, Cursor], budget: list[int]) -> None:
         kube = await watch.hook.kube()
-        since = last_seen.get(pod) or self.forwarding.events_since
+        cursor = last_seen.setdefault(pod, Cursor())
         query: dict[str, Any] = {"follow": True, "timestamps": True}
+        deferred = instant(self.forwarding.events_since or "")
+        since = cursor.since() or (since_time(deferred) if deferred is not None else None)
         if since:
-            query["sinceTime"] = datetime.fromisoformat(since.replace("Z", "+00:00")).strftime("%Y-%m-%dT%H:%M:%SZ")
+            query["sinceTime"] = since
+        skip = cursor.resume()  # a reopened stream replays its last second: skip exactly what was sent
         try:
             resp = await kube._send("GET", child_path("Pod", self.namespace, pod, "log"), query=query, timeout=None)
         except OSError as exc:
@@ -118,14 +122,14 @@ class ForwardMixin:
                 self.log.debug("cannot follow the log of %s: HTTP %s", pod, resp.status)
                 return
             async for raw in resp.content:
-                stamp, _, text = raw.decode(errors="replace").rstrip("\n").partition(" ")
-                if pod in last_seen and stamp <= last_seen[pod]:
+                stamp, text = split(raw.decode(errors="replace"))
+                if not skip.fresh(stamp):
                     continue  # already forwarded before a reconnect
-                last_seen[pod] = stamp
                 if budget[0] <= 0:
                     return
                 budget[0] -= 1
                 self.log.info("[%s] %s", pod, text)
+                cursor.sent(stamp)
                 if budget[0] == 0:
                     self.log.info("[logs] forwarded %d log lines; not forwarding more", self.forwarding.max_log_lines)
                     return

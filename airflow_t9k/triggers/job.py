@@ -29,6 +29,7 @@ from typing import Any
 from airflow.triggers.base import BaseTrigger, TriggerEvent
 
 from airflow_t9k.api import queueing
+from airflow_t9k.api.logcursor import Cursor
 from airflow_t9k.api.outcome import interpret
 from airflow_t9k.api.paths import job_path
 from airflow_t9k.api.progress import note as progress_note
@@ -102,7 +103,7 @@ class T9kJobTrigger(OutcomeMixin, ForwardMixin, BaseTrigger):
         )
         self._last_job: Obj | None = None
         self._last_failure: str = ""
-        self._streamed: dict[str, str] = {}  # pod -> stamp of the last log line forwarded
+        self._streamed: dict[str, Cursor] = {}  # pod -> where its forwarded log lines stand
         self._fired = False
 
     # The job's identity, read everywhere (and ``name`` learnt from a label selector's match).

@@ -10,6 +10,7 @@ from airflow.triggers.base import TriggerEvent
 
 from airflow_t9k.api.evidence import KeptLogs
 from airflow_t9k.api.failed import FailedLogs, first_failed, print_lines, unavailable
+from airflow_t9k.api.logcursor import Cursor
 from airflow_t9k.api.outcome import interpret
 from airflow_t9k.api.runmode import pause_patch
 from airflow_t9k.api.startup import startup_error, startup_failure, waiting_detail
@@ -37,7 +38,7 @@ class OutcomeMixin:
     _note_failure: Any
     _last_job: Obj | None
     _last_failure: str
-    _streamed: dict[str, str]
+    _streamed: dict[str, Cursor]
     _fired: bool
 
     async def _at_deadline(self) -> TriggerEvent:
@@ -139,10 +140,12 @@ class OutcomeMixin:
                 first_failed(job, pods), f.max_log_lines, f.max_followed_pods, f.log_tail_lines, dict(self._streamed)
             )
 
-            async def read(pod: str, lines: int | None) -> tuple[str, str | None]:
+            async def read(pod: str, lines: int | None, since: str | None = None) -> tuple[str, str | None]:
                 # A pod clean-up deleted: the lines the controller kept of it (operators/logs.py).
                 text = (
-                    await hook.read_log_tail(pod, self.namespace, lines, timestamps=True) if live is None or pod in live else ""
+                    await hook.read_log_tail(pod, self.namespace, lines, timestamps=True, since=since)
+                    if live is None or pod in live
+                    else ""
                 )
                 if text and not unavailable(text):
                     return text, None
@@ -155,9 +158,10 @@ class OutcomeMixin:
 
             while (step := plan.next_read()) is not None:
                 pod, asked = step
-                text, kept_in = await read(pod, asked)
+                text, kept_in = await read(pod, asked, plan.since(pod))  # a streamed replica: from its last streamed second
                 lines = plan.add(pod, text, asked, kept_in)
-                print_lines(self.log, plan.header(pod, len(lines)), lines)
+                if lines is not None:  # None: the plan reads this log again with more lines
+                    print_lines(self.log, plan.header(pod, len(lines)), lines)
             if plan.skipped():
                 self.log.info(
                     "--- not printed (max_followed_pods or max_log_lines): the logs of %s ---", ", ".join(plan.skipped())
