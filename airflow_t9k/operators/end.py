@@ -11,7 +11,7 @@ from airflow_t9k.api.failed import root_cause
 from airflow_t9k.api.outcome import JobState, describe_usage, interpret
 from airflow_t9k.api.result import message_of, parse_source
 from airflow_t9k.api.result import parse as parse_result
-from airflow_t9k.api.retry import permanent
+from airflow_t9k.api.retry import permanent, startup_permanent
 from airflow_t9k.api.runmode import pause_patch
 from airflow_t9k.k8s.errors import ApiError
 from airflow_t9k.kinds.registry import get_kind
@@ -99,9 +99,12 @@ class EndMixin:
             except ApiError as exc:  # the cluster may be what timed out; the task still ends
                 self.log.warning("could not %s %s %s/%s after the %s: %s", self.on_kill_action, ours["kind"],
                                  ours["namespace"], ours["name"], status, exc.message)  # fmt: skip
-            if status == "startup_error":  # not a timeout: the job cannot start, and a retry would not either
-                raise AirflowFailException(f"{event.get('message') or 'the job cannot start'} (not retried: "
-                                           "a retry cannot fix the image or the pod's configuration)")  # fmt: skip
+            if status == "startup_error":  # the job cannot start: a retry may (a registry's limit), unless it surely cannot
+                text = event.get("message") or "the job cannot start"
+                why_not = startup_permanent(event.get("waiting"), text)
+                if why_not:
+                    raise AirflowFailException(f"{text}\nnot retried: {why_not}")
+                raise AirflowException(text)
             raise AirflowTaskTimeout(event.get("message") or "timed out")
         if self.delete_on_finish == "always":
             self._clean_up(ours)

@@ -121,8 +121,9 @@ class T9kJobOperator(SubmitMixin, WaitMixin, CheckpointMixin, AssetsMixin, Linea
     :param log_tail_lines: lines of the first failed replica's log (the root cause) quoted in
         the task's error
     :param permanent_exit_codes: exit codes of the first failed replica that fail the task
-        without spending its retries (``AirflowFailException``); by default those the replica's
-        ``ExitCode`` restart policy would not retry (docs/disruptions.md)
+        without spending its retries (``AirflowFailException``); by default none: every exit code
+        spends the retries the DAG asked for, whatever the job's restart policy thinks of it
+        (docs/disruptions.md)
     :param evidence_log_lines: log lines per replica the controller keeps in the job's
         ``<name>-evidence`` ConfigMap when ``cleanUpPolicy`` deletes its pods (default 50, at most 500)
     :param result_from: where the job's result comes from: ``"auto"`` (default) reads the

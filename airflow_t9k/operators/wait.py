@@ -133,8 +133,8 @@ class WaitMixin:
         due, next_in = self._startup_errors.observe(job, time.time())
         if due:
             detail = waiting_detail(self.hook.list_replica_pods(identity["name"], identity["namespace"]), due)
-            return self._event_from(job, "startup_error", startup_error(identity["kind"], identity["namespace"], identity["name"],
-                                                                        self.startup_error_grace, due, detail))  # fmt: skip
+            message = startup_error(identity["kind"], identity["namespace"], identity["name"], self.startup_error_grace, due, detail)
+            return {**self._event_from(job, "startup_error", message), "waiting": due}
         if next_in is not None:
             remaining = next_in if remaining is None else min(remaining, next_in)
         progress = progress_note(job)

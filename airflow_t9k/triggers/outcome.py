@@ -100,6 +100,7 @@ class OutcomeMixin:
             "startup_error",
             job,
             startup_error(self.kind, self.namespace, self.name, self.policy.startup_error_grace, due, detail),
+            {"waiting": dict(due)},  # which reasons: a retry may fix a pull error, not an invalid image name
         )
 
     def _event(self, status: str, job: Obj | None, message: str, failed: Obj | None = None) -> TriggerEvent:
