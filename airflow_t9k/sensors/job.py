@@ -126,6 +126,11 @@ class T9kJobSensor(BaseSensorOperator):
                 parse_selector(self.label_selector)  # a bad one fails here, not in the triggerer
             except ValueError as exc:
                 raise AirflowException(str(exc)) from None
+        # One read on the worker first, as Airflow's own deferrable sensors do: a job already at a
+        # target phase ends the task here (a trigger firing within a second of the deferral meets
+        # apache/airflow#72716), one that ended elsewhere fails it here.
+        if self._check(self._job()):
+            return None
         deadline = datetime.now(timezone.utc) + timedelta(seconds=self.timeout) if self.timeout else None
         self.defer(
             trigger=T9kJobTrigger(

@@ -26,6 +26,7 @@ from collections.abc import AsyncIterator
 from datetime import datetime
 from typing import Any
 
+from airflow.sdk.configuration import conf
 from airflow.triggers.base import BaseTrigger, TriggerEvent
 
 from airflow_t9k.api import queueing
@@ -54,10 +55,24 @@ RECHECK = 2.0  # seconds between GETs while the watch has not (yet) seen a job t
 BACKSTOP = 5.0  # seconds past the deadline at which any state is cut short
 
 
+HOLD = 10.0  # [t9k] deferral_hold_seconds: past the 5 s the deferring process's exit came late
+
+
 def _parse_time(value: str | None) -> float | None:
     if not value:
         return None
     return datetime.fromisoformat(value.replace("Z", "+00:00")).timestamp()
+
+
+def hold_left(deferred_at: str | None, hold: float, now: float) -> float:
+    """Seconds to hold an event until ``hold`` seconds after the deferral (0: none)."""
+    try:
+        start = _parse_time(deferred_at)
+    except ValueError:
+        return 0.0
+    if start is None or hold <= 0:
+        return 0.0
+    return max(0.0, min(start + hold - now, hold))
 
 
 class T9kJobTrigger(OutcomeMixin, ForwardMixin, BaseTrigger):
@@ -165,7 +180,20 @@ class T9kJobTrigger(OutcomeMixin, ForwardMixin, BaseTrigger):
         # From here on the job's end (or the timeout) is the task's to handle: a kill arriving
         # now (Mark success, Clear) must not delete or pause a job that has already ended.
         self._fired = True
+        await self._hold()
         yield event
+
+    async def _hold(self) -> None:
+        """Hold the event until ``[t9k] deferral_hold_seconds`` after the task deferred: Airflow
+        3.3's scheduler can fail a try resumed before it read the deferring process's exit
+        (apache/airflow#72716; that exit came up to 5 s late in the end-to-end tests). Only a job
+        that ends within that window waits; a retry would deliver it anyway (api/rerun.py)."""
+        hold = conf.getfloat("t9k", "deferral_hold_seconds", fallback=HOLD)
+        left = hold_left(self.forwarding.events_since, hold, time.time())
+        if left > 0:
+            self.log.info("the event came within %gs of the deferral ([t9k] deferral_hold_seconds): holding it %.1fs more, "
+                          "past Airflow's stale defer-exit race (apache/airflow#72716)", hold, left)  # fmt: skip
+            await asyncio.sleep(left)
 
     async def _bounded(self) -> TriggerEvent:
         """The wait, cut short a little after the deadline whatever state it is in."""

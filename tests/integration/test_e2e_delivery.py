@@ -5,6 +5,9 @@ cluster: a training that succeeded is never run again (issue 28, point 1).
   retries: the clean-up's 403 is a warning, the task succeeds on its first try with the job's
   result, and the namespace holds one job (it used to fail each try after marking the job
   consumed, so each retry trained again under ``-t<try>``).
+- a job that ends a second after its task deferred: the real triggerer holds the event until
+  ``[t9k] deferral_hold_seconds`` after the deferral (point 4, apache/airflow#72716);
+- a deferrable sensor on a job that has already ended ends on the worker, never deferred.
 """
 
 from __future__ import annotations
@@ -70,3 +73,25 @@ def test_an_identity_that_may_not_delete_ends_with_one_job_and_its_result(e2e, a
     assert _xcom(stack, "t9k_no_delete", run_id, "result") == {"metric": 0.77}
     assert "could not delete GenericJob" in log, log[-4000:]
     assert "may not delete genericjobs.batch.tensorstack.dev" in log, log[-4000:]
+
+
+def test_an_event_within_seconds_of_the_deferral_is_held(e2e):
+    stack, _ = e2e
+    run_id = stack.trigger("t9k_hold")
+    states = stack.states_until("t9k_hold", run_id, {"success", "failed"}, timeout=180)
+    log = stack.task_log("t9k_hold", run_id)
+    assert states[-1] == "success", (states, log[-4000:])
+    assert "the event came within 10s of the deferral ([t9k] deferral_hold_seconds): holding it" in log, log[-4000:]
+
+
+def test_a_deferrable_sensor_on_an_ended_job_ends_on_the_worker(e2e):
+    stack, _ = e2e
+    run_id = stack.trigger("t9k_sensor_done")
+    wait_until(lambda: stack.tis("t9k_sensor_done", run_id).get("wait", (None,))[0] in ("success", "failed"), timeout=180,
+               interval=1, what="the sensor ended")  # fmt: skip
+    assert stack.tis("t9k_sensor_done", run_id)["wait"][:2] == ("success", 1)
+    sensor_log = "".join(
+        f.read_text() for f in (stack.home / "logs" / "dag_id=t9k_sensor_done" / f"run_id={run_id}").glob("task_id=wait/*.log")
+    )
+    assert "GenericJob" in sensor_log, sensor_log[-3000:]
+    assert "Pausing task as DEFERRED" not in sensor_log, sensor_log[-3000:]

@@ -8,6 +8,7 @@ from datetime import datetime, timedelta
 from airflow.sdk import DAG
 
 from airflow_t9k.operators.kinds import GenericJobOperator
+from airflow_t9k.sensors.job import T9kJobSensor
 
 START = datetime(2026, 1, 1)
 
@@ -18,3 +19,17 @@ with DAG("t9k_no_delete", start_date=START, schedule=None, catchup=False):
                        retry_delay=timedelta(seconds=1), delete_on_finish="on_success",
                        config_file=os.environ.get("T9K_E2E_NO_DELETE_KUBECONFIG"),
                        pod_annotations={"sim.t9k.test/duration": "3s", "sim.t9k.test/message": '{"metric": 0.77}'})  # fmt: skip
+
+# A job that ends a second after its task deferred: the trigger holds its event until
+# [t9k] deferral_hold_seconds (10 s) after the deferral, past apache/airflow#72716.
+with DAG("t9k_hold", start_date=START, schedule=None, catchup=False):
+    GenericJobOperator(task_id="train", image="busybox", replicas=1, deferrable=True, log_events=False,
+                       pod_annotations={"sim.t9k.test/duration": "1s"})  # fmt: skip
+
+# A deferrable sensor on a job that has already ended reads it once on the worker and ends there.
+with DAG("t9k_sensor_done", start_date=START, schedule=None, catchup=False):
+    done = GenericJobOperator(task_id="train", image="busybox", replicas=1, deferrable=False,
+                              pod_annotations={"sim.t9k.test/duration": "1s"})  # fmt: skip
+    wait = T9kJobSensor(task_id="wait", kind="GenericJob", deferrable=True, timeout=300,
+                        name="{{ ti.xcom_pull(task_ids='train', key='t9k_job')['name'] }}")  # fmt: skip
+    done >> wait
