@@ -46,7 +46,7 @@ from airflow_t9k.k8s.aio import within
 from airflow_t9k.k8s.errors import ApiError, is_permanent
 from airflow_t9k.triggers import records, shared_watch
 from airflow_t9k.triggers.forward import ForwardMixin
-from airflow_t9k.triggers.lookup import LookupFailed, wait_for_match
+from airflow_t9k.triggers.lookup import LookupFailed, chosen, matcher, wait_for_match
 from airflow_t9k.triggers.outcome import LAST_READ, OutcomeMixin
 from airflow_t9k.triggers.records import Connection, Forwarding, JobRef, WaitPolicy
 
@@ -227,6 +227,8 @@ class T9kJobTrigger(OutcomeMixin, ForwardMixin, BaseTrigger):
                 raise
         changed = watch.subscribe(self.name)
         helpers = []
+        if self.job.label_selector:  # a newer try's job of the followed task wakes the wait, which follows it
+            helpers.append(asyncio.create_task(self._wake_on_matches(watch, changed)))
         if self.forwarding.log_events:
             helpers.append(asyncio.create_task(self._forward_events()))
         if self.forwarding.stream_logs:
@@ -243,6 +245,35 @@ class T9kJobTrigger(OutcomeMixin, ForwardMixin, BaseTrigger):
             watch.unsubscribe(self.name, changed)
             await shared_watch.release(watch)
 
+    async def _wake_on_matches(self, watch: shared_watch.SharedWatch, changed: asyncio.Event) -> None:
+        arriving = watch.subscribe_matching(matcher(self.namespace, self.job.label_selector or ""))
+        try:
+            while True:
+                await arriving.get()
+                changed.set()
+        finally:
+            watch.unsubscribe_matching(arriving)
+
+    def _follow_newest(self, watch: shared_watch.SharedWatch, changed: asyncio.Event) -> str | None:
+        """A sensor given labels follows the newest try's job of the task they name: a retry's
+        job that appeared since is followed from now on. An error message when the matches are
+        ambiguous, or when the job followed is gone and nothing matches any more."""
+        try:
+            found = chosen(watch, matcher(self.namespace, self.job.label_selector or ""), self.job.label_selector or "")
+        except LookupFailed as exc:
+            return str(exc)
+        if found is None:
+            return None if self._last_job is None else f"{self.kind} {self.namespace}/{self.name} was deleted after it was seen"
+        name = str(found["metadata"]["name"])
+        if name != self.name:
+            self.log.info("following %s %s/%s, the newest try's job matching %r, instead of %s", self.kind, self.namespace,
+                          name, self.job.label_selector, self.name)  # fmt: skip
+            watch.unsubscribe(self.name, changed)
+            self.name = name
+            watch.subscribe(name, changed)
+            self._last_job = None
+        return None
+
     async def _wait(self, watch: shared_watch.SharedWatch, changed: asyncio.Event) -> TriggerEvent:
         deadline = _parse_time(self.policy.deadline)
         last_phase = None
@@ -256,8 +287,22 @@ class T9kJobTrigger(OutcomeMixin, ForwardMixin, BaseTrigger):
             if failure is not None and is_permanent(failure):
                 return self._event("error", self._last_job, str(getattr(failure, "message", failure)))
             self._note_failure(failure)
+            if self.job.label_selector and watch.is_synced() and (why := self._follow_newest(watch, changed)):
+                return self._event("error", self._last_job, why)
             job = watch.get(self.namespace, self.name) if watch.is_synced() else None
-            if watch.is_synced() and job is None and self.policy.wait_for_creation:
+            if watch.is_synced() and job is None and self.policy.wait_for_creation and self._last_job is not None:
+                # Seen, now gone: a sensor would otherwise wait out its timeout for a job that will not come back.
+                try:
+                    job = await watch.hook.get_job(self.kind, self.name, self.namespace)
+                    if job is None:
+                        return self._event("error", self._last_job, f"{self.kind} {self.namespace}/{self.name} was deleted "
+                                           "after it was seen")  # fmt: skip
+                except ApiError as exc:
+                    if is_permanent(exc):
+                        return self._event("error", self._last_job, exc.message)
+                    self._note_failure(exc)
+                wake_in = RECHECK  # the watch has not caught up with what the GET saw, or the GET failed
+            elif watch.is_synced() and job is None and self.policy.wait_for_creation:
                 pass  # the sensor waits for the job to appear: its creation wakes this wait
             elif watch.is_synced() and job is None:
                 # A watch that has not seen a new job yet is not proof that it is gone.
