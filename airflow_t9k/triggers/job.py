@@ -21,6 +21,7 @@ ends (``outcome``), and finding a job by labels (``lookup``).
 from __future__ import annotations
 
 import asyncio
+import logging
 import time
 from collections.abc import AsyncIterator
 from datetime import datetime
@@ -51,6 +52,7 @@ from airflow_t9k.triggers.outcome import LAST_READ, OutcomeMixin
 from airflow_t9k.triggers.records import Connection, Forwarding, JobRef, WaitPolicy
 
 Obj = dict[str, Any]
+log = logging.getLogger(__name__)
 RECHECK = 2.0  # seconds between GETs while the watch has not (yet) seen a job that exists
 BACKSTOP = 5.0  # seconds past the deadline at which any state is cut short
 
@@ -113,9 +115,10 @@ class T9kJobTrigger(OutcomeMixin, ForwardMixin, BaseTrigger):
         **flat: Any,  # the flat shape of earlier versions (and of config_dict/connection_extras)
     ) -> None:
         super().__init__()
-        self.job, self.connection, self.policy, self.forwarding, self._legacy = records.from_kwargs(
+        self.job, self.connection, self.policy, self.forwarding, self._legacy, self._notes = records.from_kwargs(
             {"job": job, "connection": connection, "policy": policy, "forwarding": forwarding, **flat}
         )
+        records.warn(self._notes, log)  # the triggerer's own log; the task log hears it when the trigger runs
         self._last_job: Obj | None = None
         self._last_failure: str = ""
         self._streamed: dict[str, Cursor] = {}  # pod -> where its forwarded log lines stand
@@ -146,6 +149,7 @@ class T9kJobTrigger(OutcomeMixin, ForwardMixin, BaseTrigger):
         return (
             f"{type(self).__module__}.{type(self).__qualname__}",
             {
+                records.VERSION_KEY: records.VERSION,
                 "job": records.to_dict(self.job),
                 "connection": records.to_dict(self.connection),
                 "policy": records.to_dict(self.policy),
@@ -197,6 +201,7 @@ class T9kJobTrigger(OutcomeMixin, ForwardMixin, BaseTrigger):
 
     async def _bounded(self) -> TriggerEvent:
         """The wait, cut short a little after the deadline whatever state it is in."""
+        records.warn(self._notes, self.log)
         deadline = _parse_time(self.policy.deadline)
         try:
             if deadline is None:

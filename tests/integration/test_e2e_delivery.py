@@ -7,12 +7,15 @@ cluster: a training that succeeded is never run again (issue 28, point 1).
   consumed, so each retry trained again under ``-t<try>``).
 - a job that ends a second after its task deferred: the real triggerer holds the event until
   ``[t9k] deferral_hold_seconds`` after the deferral (point 4, apache/airflow#72716);
-- a deferrable sensor on a job that has already ended ends on the worker, never deferred.
+- a deferrable sensor on a job that has already ended ends on the worker, never deferred;
+- a trigger row a newer worker wrote (a field and a record this version does not know, a higher
+  ``version``) loads on this triggerer with a warning, and its task goes on (point 6).
 """
 
 from __future__ import annotations
 
 import json
+import subprocess
 import uuid
 from collections.abc import Iterator
 from pathlib import Path
@@ -20,7 +23,7 @@ from pathlib import Path
 import pytest
 from kubernetes import client
 
-from tests.support.airflow import AirflowStack
+from tests.support.airflow import AIRFLOW, AirflowStack
 from tests.support.cluster import wait_until
 from tests.support.controller import ControllerProcess
 from tests.support.rbac import airflow_rules, token_kubeconfig
@@ -95,3 +98,39 @@ def test_a_deferrable_sensor_on_an_ended_job_ends_on_the_worker(e2e):
     )
     assert "GenericJob" in sensor_log, sensor_log[-3000:]
     assert "Pausing task as DEFERRED" not in sensor_log, sensor_log[-3000:]
+
+
+# A newer worker's row: a field the WaitPolicy does not know, a record of its own, a higher version.
+REWRITE = """
+from airflow.models.trigger import Trigger
+from airflow.utils.session import create_session
+from sqlalchemy import select
+
+with create_session() as session:
+    rows = [t for t in session.scalars(select(Trigger)) if t.classpath.endswith("T9kJobTrigger")]
+    assert len(rows) == 1, rows
+    kwargs = rows[0].kwargs
+    kwargs["policy"] = {**kwargs["policy"], "retry_budget": 3}
+    kwargs["tracing"] = {"span": "abc"}
+    kwargs["version"] = 3
+    rows[0].kwargs = kwargs
+"""
+
+
+def test_a_trigger_row_a_newer_worker_wrote_loads_on_this_triggerer_with_a_warning(e2e):
+    stack, _ = e2e
+    stack.terminate("triggerer")
+    try:
+        run_id = stack.trigger("t9k_upgrade")
+        wait_until(lambda: stack.ti("t9k_upgrade", run_id)[0] == "deferred", timeout=120, interval=0.5, what="deferred")
+        python = str(Path(AIRFLOW).parent / "python")
+        out = subprocess.run([python, "-c", REWRITE], env=stack.env, capture_output=True, text=True, timeout=120, check=False)
+        assert out.returncode == 0, out.stdout + out.stderr
+    finally:
+        stack.launch("triggerer")
+    states = stack.states_until("t9k_upgrade", run_id, {"success", "failed"}, timeout=180)
+    log = stack.task_log("t9k_upgrade", run_id)
+    assert states[-1] == "success", (states, log[-4000:])
+    expected = ("T9kJobTrigger written by version 3 of airflow-t9k (this triggerer runs version 2); "
+                "ignored: WaitPolicy fields retry_budget; key 'tracing'")  # fmt: skip
+    assert expected in log, log[-4000:]

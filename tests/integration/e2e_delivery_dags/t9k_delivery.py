@@ -33,3 +33,8 @@ with DAG("t9k_sensor_done", start_date=START, schedule=None, catchup=False):
     wait = T9kJobSensor(task_id="wait", kind="GenericJob", deferrable=True, timeout=300,
                         name="{{ ti.xcom_pull(task_ids='train', key='t9k_job')['name'] }}")  # fmt: skip
     done >> wait
+
+# Deferred while no triggerer runs; the test rewrites its trigger row as a newer worker would.
+with DAG("t9k_upgrade", start_date=START, schedule=None, catchup=False):
+    GenericJobOperator(task_id="train", image="busybox", replicas=1, deferrable=True, log_events=False,
+                       pod_annotations={"sim.t9k.test/duration": "5s"})  # fmt: skip
