@@ -12,7 +12,7 @@ from typing import Any
 from airflow_t9k.api.logcursor import Cursor, instant, since_time, split
 from airflow_t9k.api.paths import child_path
 from airflow_t9k.k8s.errors import is_permanent
-from airflow_t9k.triggers import shared_watch
+from airflow_t9k.triggers import cursors, shared_watch
 from airflow_t9k.triggers.records import Forwarding
 
 Obj = dict[str, Any]
@@ -82,7 +82,10 @@ class ForwardMixin:
         waiter = watch.subscribe(self.name)
         followers: dict[str, tuple[str, asyncio.Task[None]]] = {}  # pod -> (uid, task)
         last_seen = self._streamed  # pod -> where its forwarded lines stand (failed logs skip those)
+        for pod, cursor in (await cursors.load(self)).items():  # where a triggerer before a restart left them
+            last_seen.setdefault(pod, cursor)
         budget = [self.forwarding.max_log_lines]
+        saver = asyncio.create_task(cursors.keep_saved(self, last_seen))
         try:
             await watch.synced()
             while budget[0] > 0:
@@ -102,6 +105,8 @@ class ForwardMixin:
             for _, task in followers.values():
                 task.cancel()
             await asyncio.gather(*(t for _, t in followers.values()), return_exceptions=True)
+            saver.cancel()
+            await asyncio.gather(saver, return_exceptions=True)
 
     async def _follow(self, watch: shared_watch.SharedWatch, pod: str, last_seen: dict[str, Cursor], budget: list[int]) -> None:
         kube = await watch.hook.kube()

@@ -9,13 +9,16 @@ cluster: a training that succeeded is never run again (issue 28, point 1).
   ``[t9k] deferral_hold_seconds`` after the deferral (point 4, apache/airflow#72716);
 - a deferrable sensor on a job that has already ended ends on the worker, never deferred;
 - a trigger row a newer worker wrote (a field and a record this version does not know, a higher
-  ``version``) loads on this triggerer with a warning, and its task goes on (point 6).
+  ``version``) loads on this triggerer with a warning, and its task goes on (point 6);
+- a triggerer restart resumes a replica's log where the trigger left it (its XCom
+  ``t9k_log_cursor``), not from the deferral: each line reaches the task log once (point 7).
 """
 
 from __future__ import annotations
 
 import json
 import subprocess
+import time
 import uuid
 from collections.abc import Iterator
 from pathlib import Path
@@ -134,3 +137,47 @@ def test_a_trigger_row_a_newer_worker_wrote_loads_on_this_triggerer_with_a_warni
     expected = ("T9kJobTrigger written by version 3 of airflow-t9k (this triggerer runs version 2); "
                 "ignored: WaitPolicy fields retry_budget; key 'tracing'")  # fmt: skip
     assert expected in log, log[-4000:]
+
+
+def _append_lines(cluster, *lines: str) -> list[str]:
+    """Lines appended to kwok's pod-log file, each with its own stamp; the stamps."""
+    from datetime import datetime, timezone
+
+    now = datetime.now(timezone.utc).strftime("%Y-%m-%dT%H:%M:%S")
+    stamps = [f"{now}.{i + 1:09d}Z" for i in range(len(lines))]
+    with open(cluster.kubeconfig.parent / "pod-logs" / "all.log", "a") as f:
+        f.writelines(f"{stamp} stdout F {line}\n" for stamp, line in zip(stamps, lines, strict=True))
+    return stamps
+
+
+def _cursor(stack: AirflowStack, dag_id: str, run_id: str) -> dict:
+    try:
+        return _xcom(stack, dag_id, run_id, "t9k_log_cursor") or {}  # type: ignore[return-value]
+    except Exception:  # noqa: BLE001 - not written yet (404)
+        return {}
+
+
+def test_a_triggerer_restart_resumes_the_log_where_it_was(e2e, cluster, api_client):
+    from airflow_t9k.api.logcursor import instant
+
+    stack, ns = e2e
+    marker = uuid.uuid4().hex[:8]
+    run_id = stack.trigger("t9k_log_resume")
+    wait_until(lambda: stack.ti("t9k_log_resume", run_id)[0] == "deferred", timeout=120, interval=0.5, what="deferred")
+    wait_until(lambda: any((j.get("status") or {}).get("phase") == "Running" for j in _jobs(api_client, ns, run_id)),
+               timeout=60, what="the job running")  # fmt: skip
+    time.sleep(3)  # the trigger attaches to the replica's log
+    stamps = _append_lines(cluster, *[f"before {i} {marker}" for i in range(3)])
+    # The trigger saved where the log stands (every 5 s while it moves).
+    wait_until(lambda: any(c.get("at") == instant(stamps[-1]) for c in _cursor(stack, "t9k_log_resume", run_id).values()),
+               timeout=30, interval=1, what="the log cursor saved")  # fmt: skip
+    stack.terminate("triggerer")
+    stack.launch("triggerer")
+    wait_until(stack.healthy, timeout=60, interval=1, what="the triggerer back")
+    time.sleep(5)  # the new triggerer picks the trigger up and attaches again
+    _append_lines(cluster, *[f"after {i} {marker}" for i in range(2)])
+    states = stack.states_until("t9k_log_resume", run_id, {"success", "failed"}, timeout=180)
+    log = stack.task_log("t9k_log_resume", run_id)
+    assert states[-1] == "success", (states, log[-4000:])
+    for line in [f"before {i} {marker}" for i in range(3)] + [f"after {i} {marker}" for i in range(2)]:
+        assert log.count(line) == 1, (line, log.count(line), log[-4000:])

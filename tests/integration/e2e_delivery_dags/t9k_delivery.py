@@ -38,3 +38,8 @@ with DAG("t9k_sensor_done", start_date=START, schedule=None, catchup=False):
 with DAG("t9k_upgrade", start_date=START, schedule=None, catchup=False):
     GenericJobOperator(task_id="train", image="busybox", replicas=1, deferrable=True, log_events=False,
                        pod_annotations={"sim.t9k.test/duration": "5s"})  # fmt: skip
+
+# A long job whose log the test appends to around a restart of the triggerer.
+with DAG("t9k_log_resume", start_date=START, schedule=None, catchup=False):
+    GenericJobOperator(task_id="train", image="busybox", replicas=1, deferrable=True, log_events=False,
+                       pod_annotations={"sim.t9k.test/duration": "45s"})  # fmt: skip
