@@ -216,7 +216,7 @@ class T9kJobOperator(SubmitMixin, WaitMixin, CheckpointMixin, AssetsMixin, Linea
         self.cluster_job_template = cluster_template
         self.tensorboard_url = tensorboard_url
         self.mlflow_url = mlflow_url
-        self._check_asset_args(asset_from_result, wait_for_completion)
+        self._check_asset_args(asset_from_result, wait_for_completion, result_from)
         self.asset_from_result = asset_from_result
         self._lineage: Obj | None = None
         # Exit codes of the first failed replica that fail the task without its retries (api/retry.py).
