@@ -40,6 +40,7 @@ class CheckpointMixin:
     checkpoint: Any
     termination_grace_period: int | None
     log: Any
+    _push: Any
 
     def _init_checkpoint(self, checkpoint: Any, termination_grace_period: float | timedelta | None) -> None:
         # Checked when the DAG is parsed unless templated; then again when rendered.
@@ -74,7 +75,7 @@ class CheckpointMixin:
             where = ckpt.location(*found)
             self.log.info("checkpoints of this task: %s at %s in the volume, mounted at %s (%s)", where["volume"],
                           where["sub_path"], where["mount_path"], ckpt.ENV_DIR)  # fmt: skip
-            context["ti"].xcom_push(key=XCOM_LOCATION, value=where)
+            self._push(context["ti"], XCOM_LOCATION, where)
 
     def _finish(self, context: Any, event: Obj) -> Obj:
         self._finishing_ti = context["ti"]
@@ -88,5 +89,5 @@ class CheckpointMixin:
         ti = getattr(self, "_finishing_ti", None)
         if reported is not None and ti is not None:
             self.log.info("the job ended with checkpoint %s", reported)
-            ti.xcom_push(key=XCOM_CHECKPOINT, value=reported)
+            self._push(ti, XCOM_CHECKPOINT, reported)
         return result

@@ -36,6 +36,7 @@ class EndMixin:
     _record_lineage: Any
     _emit_assets: Any
     _delivered: Any
+    _push: Any
 
     def execute_complete(self, context: Any, event: Obj) -> Obj:
         self._try_number = int(getattr(context["ti"], "try_number", 0) or 0)
@@ -57,8 +58,8 @@ class EndMixin:
                             "failed_replicas": tuple((event.get("state") or {}).get("failed_replicas") or ()),
                             "root_cause": dict((event.get("state") or {}).get("root_cause") or {})})  # fmt: skip
         ti = context["ti"]
-        ti.xcom_push(key="phase", value=event.get("phase"))
-        ti.xcom_push(key="summary", value=state.summary())
+        self._push(ti, "phase", event.get("phase"))
+        self._push(ti, "summary", state.summary())
         ours = self._recorded(context, event)
         if status == "failed" and ours.get("uid"):
             self._consume(ours)  # a later try runs the job anew; a success is marked once delivered (below)
@@ -68,11 +69,11 @@ class EndMixin:
         result = self._result(event) if status in ("success", "failed") else None
         usage = (event.get("state") or {}).get("usage")
         if status in ("success", "failed") and usage:  # what the job used (status.usage, docs/usage.md)
-            ti.xcom_push(key="usage", value=usage)
+            self._push(ti, "usage", usage)
             self.log.info("%s %s used: %s", event.get("kind"), event.get("name"), describe_usage(usage))
         metrics = (event.get("state") or {}).get("metrics")
         if status in ("success", "failed") and metrics:  # what the replica reported last (status.progress, docs/progress.md)
-            ti.xcom_push(key="metrics", value=metrics)
+            self._push(ti, "metrics", metrics)
             self.log.info(
                 "%s %s reported last: %s", event.get("kind"), event.get("name"), (event.get("state") or {}).get("progress")
             )
@@ -80,7 +81,7 @@ class EndMixin:
         if status == "success":
             self.log.info("%s %s succeeded: %s", event.get("kind"), event.get("name"), state.summary())
             if result is not None:
-                ti.xcom_push(key="result", value=result)
+                self._push(ti, "result", result)
             self._emit_assets(context, result, ours)  # outlets' events carry the result (operators/assets.py)
             # Last of what the try delivers: from here a retry of this series delivers it again.
             self._delivered(context.get("task_state_store"), ours, event)

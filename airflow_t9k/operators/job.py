@@ -158,9 +158,10 @@ class T9kJobOperator(SubmitMixin, WaitMixin, CheckpointMixin, AssetsMixin, Linea
     """
 
     # ``rendered_job`` is the manifest as it will be submitted, for the Rendered Template view.
-    template_fields: ClassVar[tuple[str, ...]] = ("job", "namespace", "kubernetes_conn_id", "queue_name", "checkpoint",
-                                                  "job_template", "cluster_job_template", "rendered_job",
-                                                  "tensorboard_url", "mlflow_url")  # fmt: skip
+    # ``config_file`` and ``cluster_context`` as KubernetesPodOperator templates them.
+    template_fields: ClassVar[tuple[str, ...]] = ("job", "namespace", "kubernetes_conn_id", "config_file", "cluster_context",
+                                                  "queue_name", "checkpoint", "job_template", "cluster_job_template",
+                                                  "rendered_job", "tensorboard_url", "mlflow_url")  # fmt: skip
     template_ext: ClassVar[tuple[str, ...]] = (".yaml", ".yml", ".json")
     template_fields_renderers: ClassVar[dict[str, str]] = {"job": "yaml", "rendered_job": "yaml"}
     operator_extra_links = (T9kJobLink(), *TOOL_LINKS)
@@ -396,6 +397,12 @@ class T9kJobOperator(SubmitMixin, WaitMixin, CheckpointMixin, AssetsMixin, Linea
         op.render_template_fields(dry_run_context(op))
         print(yaml.safe_dump(op.rendered_job, sort_keys=False))
 
+    def _push(self, ti: Any, key: str, value: Any) -> None:
+        """An XCom of this task's, unless ``do_xcom_push=False``: then it pushes nothing (no job
+        identity, result, usage or metrics; Airflow then leaves out the return value too)."""
+        if self.do_xcom_push:
+            ti.xcom_push(key=key, value=value)
+
     # -- execute -----------------------------------------------------------------------------
     def execute(self, context: Any) -> Obj:
         ti = context["ti"]
@@ -423,10 +430,10 @@ class T9kJobOperator(SubmitMixin, WaitMixin, CheckpointMixin, AssetsMixin, Linea
             store.set(STATE_KEY, {**identity, **({"nonce": nonce} if nonce else {})})
             # Which job each try ran, for the T9k Job tab's earlier attempts (api/attempts.py).
             store.set(ATTEMPTS_KEY, record_attempt(store.get(ATTEMPTS_KEY), self._try_number, identity))
-        context["ti"].xcom_push(key=XCOM_IDENTITY, value=identity)
+        self._push(context["ti"], XCOM_IDENTITY, identity)
         for link in TOOL_LINKS:  # there while the job runs; Airflow pushes them again when the task ends
             if url := tool_url(getattr(self, link.attribute, None), identity):
-                context["ti"].xcom_push(key=link.xcom_key, value=url)
+                self._push(context["ti"], link.xcom_key, url)
         self._push_checkpoint_location(context)
         if not self.wait_for_completion:
             self._consume(identity)  # this try is done with it: a Clear submits anew once it ends
@@ -446,7 +453,7 @@ class T9kJobOperator(SubmitMixin, WaitMixin, CheckpointMixin, AssetsMixin, Linea
         """End as the try that delivered ``event`` did: the same XComs, result and asset events."""
         identity = {k: event.get(k) for k in ("kind", "name", "namespace", "uid")}
         self._identity = {**identity, "server": self.hook.api_client.configuration.host}
-        context["ti"].xcom_push(key=XCOM_IDENTITY, value=self._identity)
+        self._push(context["ti"], XCOM_IDENTITY, self._identity)
         self._push_checkpoint_location(context)
         self._waited = True
         return self._finish(context, event)

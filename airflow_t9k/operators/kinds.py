@@ -370,8 +370,11 @@ class AscendJobOperator(TypedJobOperator):
     def __init__(self, *, framework: str = "pytorch", npus: int = 0, npu_resource: str = "huawei.com/Ascend910",
                  restart_policy: str = "Never", **kwargs: Any) -> None:  # fmt: skip
         super().__init__(**kwargs)
-        if framework not in self.LEADERS:
-            raise ValueError(f"framework must be one of {', '.join(self.LEADERS)}, got {framework!r}")
+        if not _templated(framework):  # a template is checked once rendered (``_leader``)
+            try:
+                self._leader(framework)
+            except AirflowException as exc:
+                raise ValueError(str(exc)) from None
         if not isinstance(npus, int) or npus < 0:
             raise ValueError(f"npus must be a non-negative integer, got {npus!r}")
         if not _templated(self.replicas) and _replicas(self.replicas) < 2:
@@ -380,6 +383,11 @@ class AscendJobOperator(TypedJobOperator):
         self.npus = npus
         self.npu_resource = npu_resource
         self.restart_policy = restart_policy
+
+    def _leader(self, framework: Any) -> str:
+        if framework not in self.LEADERS:
+            raise AirflowException(f"framework must be one of {', '.join(self.LEADERS)}, got {framework!r}")
+        return self.LEADERS[framework]
 
     def base_job(self) -> Obj:
         job = super().base_job()
@@ -400,7 +408,7 @@ class AscendJobOperator(TypedJobOperator):
         def replica(n: int) -> Obj:
             return {"replicas": n, "restartPolicy": self.restart_policy, "template": copy.deepcopy(template)}
 
-        return {"replicaSpecs": {self.LEADERS[self.framework]: replica(1), "Worker": replica(self.replica_count - 1)}}
+        return {"replicaSpecs": {self._leader(self.framework): replica(1), "Worker": replica(self.replica_count - 1)}}
 
 
 OPERATORS: dict[str, type[T9kJobOperator]] = {

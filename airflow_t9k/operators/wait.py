@@ -65,6 +65,7 @@ class WaitMixin:
                 max_followed_pods=self.max_followed_pods,
                 follow_pods=tuple(self._follow_pods) if self._follow_pods is not None else None,
                 log_tail_lines=self.log_tail_lines,
+                save_log_cursor=self.do_xcom_push,
             ),
         )
 

@@ -22,6 +22,8 @@ SAVE_EVERY = 5.0
 
 
 def _ti_key(trigger: Any) -> Any | None:
+    if not getattr(getattr(trigger, "forwarding", None), "save_log_cursor", True):
+        return None  # do_xcom_push=False: the task pushes no XCom, and its trigger neither
     ti = getattr(trigger, "task_instance", None)
     return ti if ti is not None and all(getattr(ti, k, None) is not None for k in ("dag_id", "task_id", "run_id")) else None
 

@@ -75,6 +75,7 @@ class Forwarding:
     max_followed_pods: int = 8  # replicas followed at once; and failed replicas whose logs are printed
     follow_pods: tuple[str, ...] | None = None  # None: every running replica
     log_tail_lines: int = 50  # lines of the first failed replica's log quoted in the event's message
+    save_log_cursor: bool = True  # keep where the logs stand in XCom t9k_log_cursor (not with do_xcom_push=False)
 
 
 # 1: the four records (no key); 2: ``version`` written, unknown fields ignored. Raise it whenever a

@@ -783,3 +783,50 @@ def test_tensorboard_and_mlflow_links_are_templated_and_pushed_at_submission(mon
     assert TensorBoardLink().get_link(o, ti_key=None) == "https://tb/2026-11-25/train-abc"
     assert MLflowLink().get_link(o, ti_key=None) == "https://mlflow/runs/manual__1"
     assert MLflowLink().get_link(op(), ti_key=None) == ""  # no URL given: no link
+
+
+# -- do_xcom_push=False pushes nothing (issue 28, point 7) -------------------------------------
+@pytest.mark.parametrize("status", ["success", "failed"])
+def test_do_xcom_push_false_pushes_nothing(status):
+    c = ctx()
+    state = {"phase": "Succeeded" if status == "success" else "Failed", "result_message": '{"metric": 0.9, "checkpoint": "s3://c"}',
+             "usage": {"runs": 1}, "metrics": {"loss": 0.1}}  # fmt: skip
+    complete(finishing_op(do_xcom_push=False), c, event(status, phase=state["phase"], state=state))
+    assert c["ti"].xcom == {}
+    complete(finishing_op(), c, event(status, phase=state["phase"], state=state))
+    pushed = {"phase", "summary", "usage", "metrics", "checkpoint"} | ({"result"} if status == "success" else set())
+    assert pushed <= set(c["ti"].xcom)  # by default, all of them
+
+
+# -- templated as KubernetesPodOperator templates them; AscendJob framework, TI name (issue 28, point 7) --
+def test_config_file_and_cluster_context_are_templated(tmp_path):
+    from airflow_t9k.sensors.job import T9kJobSensor
+
+    for cls in (GenericJobOperator, T9kJobOperator, T9kJobSensor):
+        assert {"config_file", "cluster_context"} <= set(cls.template_fields), cls
+    o = op(config_file="{{ params.kc }}", cluster_context="{{ params.ctx }}", namespace="ml")
+    o.render_template_fields({**ctx(), "params": {"kc": str(tmp_path / "team-a.yaml"), "ctx": "team-a"}})
+    assert (o.config_file, o.cluster_context) == (str(tmp_path / "team-a.yaml"), "team-a")  # a .yaml path is not read as a template
+    assert (o.hook.config_file, o.hook.cluster_context) == (str(tmp_path / "team-a.yaml"), "team-a")
+
+
+def test_an_ascend_jobs_framework_may_be_a_template():
+    o = op(AscendJobOperator, framework="{{ params.fw }}", replicas=2)
+    o.render_template_fields({**ctx(), "params": {"fw": "mindspore"}})
+    assert set(o.rendered_job["spec"]["replicaSpecs"]) == {"Scheduler", "Worker"}
+    bad = op(AscendJobOperator, framework="{{ params.fw }}", replicas=2)
+    with pytest.raises(AirflowException, match="framework must be one of"):
+        bad.render_template_fields({**ctx(), "params": {"fw": "jax"}})
+    with pytest.raises(ValueError, match="framework must be one of"):
+        op(AscendJobOperator, framework="jax", replicas=2)
+
+
+def test_a_ti_jobs_name_may_be_a_template():
+    from tests.unit.airflow.test_ti_operator import ti_op
+
+    o = ti_op(name="{{ params.name }}")
+    o.render_template_fields({**ctx(), "params": {"name": "nightly-7"}})
+    assert o.rendered_job["metadata"]["name"] == "nightly-7"
+    bad = ti_op(name="{{ params.name }}")
+    with pytest.raises(AirflowException, match="must be a Kubernetes object name"):
+        bad.render_template_fields({**ctx(), "params": {"name": "Not_A_Name"}})

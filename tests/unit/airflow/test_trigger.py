@@ -17,7 +17,8 @@ KWARGS = {
     "policy": {"deadline": "2026-11-25T12:00:00+00:00", "startup_timeout": 300.0, "startup_error_grace": 120.0,
                "queue_timeout": None, "target_phases": ["Running"], "wait_for_creation": False, "on_kill_action": "pause"},
     "forwarding": {"log_events": True, "max_forwarded": 100, "events_since": "2026-11-25T11:00:00+00:00", "stream_logs": True,
-                   "max_log_lines": 500, "max_followed_pods": 4, "follow_pods": None, "log_tail_lines": 20},
+                   "max_log_lines": 500, "max_followed_pods": 4, "follow_pods": None, "log_tail_lines": 20,
+                   "save_log_cursor": True},
 }  # fmt: skip
 
 # The same trigger as the version before the records stored it: one flat kwarg per argument,
