@@ -21,7 +21,9 @@ from typing import Any
 import aiohttp
 import urllib3
 from airflow.providers.cncf.kubernetes.hooks.kubernetes import AsyncKubernetesHook, KubernetesHook
+from airflow.sdk.exceptions import AirflowException, AirflowNotFoundException
 from kubernetes.client.exceptions import ApiException
+from kubernetes.config import ConfigException
 from kubernetes_asyncio import client as async_client
 
 from airflow_t9k.api.evidence import evidence_name
@@ -129,11 +131,49 @@ def describe_pending(pods: list[Obj], events: list[Obj]) -> str:
     return text if len(text) <= MAX_REASON else text[: MAX_REASON - 3] + "..."
 
 
+class KubeConfigError(AirflowException):
+    """The hook cannot load its Kubernetes configuration; the message names whose and the fix."""
+
+
+def config_fix(exc: BaseException) -> str:
+    """What to do about an exception loading a Kubernetes configuration, in one sentence."""
+    text = str(exc)
+    if isinstance(exc, AirflowNotFoundException) or "isn't defined" in text:
+        return ("create that kubernetes connection (Admin > Connections, or an AIRFLOW_CONN_<ID> variable) on the workers "
+                "and the triggerer, or pass the kubernetes_conn_id of one that exists")  # fmt: skip
+    if "Service host/port is not set" in text:
+        return "in_cluster is set but this process does not run in a pod: unset in_cluster and give a kubeconfig"
+    if "context" in text.lower():
+        return "set cluster_context= (or the connection's cluster_context) to one of the kubeconfig's contexts"
+    if isinstance(exc, (FileNotFoundError, IsADirectoryError)) or "No configuration found" in text or "does not exist" in text:
+        return ("point config_file= (or the connection's kube_config_path) at a kubeconfig readable on this machine: "
+                "mount the same file on the workers and the triggerer")  # fmt: skip
+    return "check the connection's kubeconfig (kube_config_path, kube_config, in_cluster, cluster_context)"
+
+
 class T9kHook(KubernetesHook):
     """Create, read, patch and delete T9k jobs of any kind; list their pods, logs and events."""
 
     hook_name = "T9k Jobs (Kubernetes)"
     side = "worker"
+
+    def _config_error(self, exc: BaseException) -> KubeConfigError:
+        cause = str(exc).strip() or type(exc).__name__
+        return KubeConfigError(f"{self.identity()} cannot load its Kubernetes configuration ({cause}); {config_fix(exc)}")
+
+    def get_conn(self) -> Any:
+        """The provider's client; a configuration it cannot load raised as one sentence naming
+        the connection and the fix, not the client library's ConfigException."""
+        try:
+            return super().get_conn()
+        except (ConfigException, AirflowNotFoundException, FileNotFoundError, IsADirectoryError) as exc:
+            raise self._config_error(exc) from None
+
+    def get_namespace(self) -> str | None:
+        try:
+            return super().get_namespace()
+        except AirflowNotFoundException as exc:
+            raise self._config_error(exc) from None
 
     def identity(self) -> str:
         """Whose credentials, for messages: the side, and where its configuration comes from."""

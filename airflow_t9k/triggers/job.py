@@ -42,7 +42,7 @@ from airflow_t9k.api.startup import (  # noqa: F401 - startup_remaining/startup_
     startup_failure,
     startup_remaining,
 )
-from airflow_t9k.hooks.t9k import AsyncT9kHook
+from airflow_t9k.hooks.t9k import AsyncT9kHook, config_fix
 from airflow_t9k.k8s.aio import within
 from airflow_t9k.k8s.errors import ApiError, is_permanent
 from airflow_t9k.triggers import records, shared_watch
@@ -220,7 +220,7 @@ class T9kJobTrigger(OutcomeMixin, ForwardMixin, BaseTrigger):
             watch = await shared_watch.acquire(self._watch_key(), self.make_hook, path, self.kind)
         except Exception as exc:  # bad kubeconfig, missing connection, unreadable file
             who = AsyncT9kHook.identity(self.make_hook())
-            return self._event("error", None, f"cannot load the Kubernetes configuration of {who}: {exc}")
+            return self._event("error", None, f"cannot load the Kubernetes configuration of {who}: {exc}; {config_fix(exc)}")
         if not self.name:  # a sensor given labels: first the one job they name
             try:
                 self.name = await wait_for_match(watch, self.namespace, self.job.label_selector or "")
