@@ -11,7 +11,9 @@ cluster: a training that succeeded is never run again (issue 28, point 1).
 - a trigger row a newer worker wrote (a field and a record this version does not know, a higher
   ``version``) loads on this triggerer with a warning, and its task goes on (point 6);
 - a triggerer restart resumes a replica's log where the trigger left it (its XCom
-  ``t9k_log_cursor``), not from the deferral: each line reaches the task log once (point 7).
+  ``t9k_log_cursor``), not from the deferral: each line reaches the task log once (point 7);
+- ``airflow dags test`` with a fixed date, three times (one run id): each run submits its job
+  under the next free name instead of failing on the third (point 7).
 """
 
 from __future__ import annotations
@@ -181,3 +183,17 @@ def test_a_triggerer_restart_resumes_the_log_where_it_was(e2e, cluster, api_clie
     assert states[-1] == "success", (states, log[-4000:])
     for line in [f"before {i} {marker}" for i in range(3)] + [f"after {i} {marker}" for i in range(2)]:
         assert log.count(line) == 1, (line, log.count(line), log[-4000:])
+
+
+def test_the_same_run_id_run_three_times_takes_the_next_free_name(e2e, api_client):
+    stack, ns = e2e
+    run_id = "manual__2026-01-01T00:00:00+00:00"
+    for _ in range(3):
+        out = subprocess.run([AIRFLOW, "dags", "test", "t9k_dags_test", "2026-01-01"], env=stack.env, capture_output=True,
+                             text=True, timeout=300, check=False)  # fmt: skip
+        text = out.stdout + out.stderr
+        assert out.returncode == 0, text[-4000:]
+        assert "DagRun Finished" in text and "state=success" in text, text[-4000:]
+    names = sorted(j["metadata"]["name"] for j in _jobs(api_client, ns, run_id))
+    base = names[0]
+    assert names == [base, f"{base}-t1", f"{base}-t1-2"], names
