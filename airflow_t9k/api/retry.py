@@ -20,12 +20,12 @@ from airflow_t9k.api.outcome import JobState
 Obj = dict[str, Any]
 
 
-def check_codes(codes: Collection[int] | None) -> frozenset[int] | None:
-    """``permanent_exit_codes`` as given to an operator, checked."""
+def check_codes(codes: Collection[int] | None, name: str = "permanent_exit_codes") -> frozenset[int] | None:
+    """``permanent_exit_codes`` (or ``skip_on_exit_code``) as given to an operator, checked."""
     if codes is None:
         return None
     if isinstance(codes, (str, bytes)) or not all(isinstance(c, int) and not isinstance(c, bool) and 0 < c < 256 for c in codes):
-        raise ValueError(f"permanent_exit_codes must be exit codes (integers 1-255), got {codes!r}")
+        raise ValueError(f"{name} must be exit codes (integers 1-255), got {codes!r}")
     return frozenset(codes)
 
 

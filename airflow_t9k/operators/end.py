@@ -5,7 +5,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from airflow.sdk.exceptions import AirflowException, AirflowFailException, AirflowTaskTimeout
+from airflow.sdk.exceptions import AirflowException, AirflowFailException, AirflowSkipException, AirflowTaskTimeout
 
 from airflow_t9k.api.failed import root_cause
 from airflow_t9k.api.outcome import JobState, describe_usage, interpret
@@ -30,6 +30,7 @@ class EndMixin:
     on_kill_action: str
     log_tail_lines: int
     permanent_exit_codes: frozenset[int] | None
+    skip_on_exit_code: frozenset[int] | None
     _identity: Obj | None
     _waited: bool
     _try_number: int
@@ -123,6 +124,9 @@ class EndMixin:
             detail += f"; root cause: replica {cause['replica']} failed first ({cause.get('detail', '')})"
         tails = "".join(f"\n--- last lines of {p} ---\n{t}" for p, t in (event.get("logs") or {}).items())
         text = f"{event.get('kind')} {event.get('namespace')}/{event.get('name')}: {event.get('message')}{detail}{tails}"
+        code = state.root_cause.get("exitCode")
+        if self.skip_on_exit_code and isinstance(code, int) and code in self.skip_on_exit_code:
+            raise AirflowSkipException(f"{text}\nskipped: the first failed replica exited with {code}, in skip_on_exit_code")
         why_not = permanent(state, self.permanent_exit_codes)
         if why_not:  # retrying cannot help: fail now and keep the retries (and the GPUs) for what can
             raise AirflowFailException(f"{text}\nnot retried: {why_not}")

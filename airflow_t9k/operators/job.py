@@ -124,6 +124,8 @@ class T9kJobOperator(SubmitMixin, WaitMixin, CheckpointMixin, AssetsMixin, Linea
         without spending its retries (``AirflowFailException``); by default none: every exit code
         spends the retries the DAG asked for, whatever the job's restart policy thinks of it
         (docs/disruptions.md)
+    :param skip_on_exit_code: an exit code (or several) of the first failed replica that skips the
+        task instead of failing it (``AirflowSkipException``), as KubernetesPodOperator's
     :param evidence_log_lines: log lines per replica the controller keeps in the job's
         ``<name>-evidence`` ConfigMap when ``cleanUpPolicy`` deletes its pods (default 50, at most 500)
     :param result_from: where the job's result comes from: ``"auto"`` (default) reads the
@@ -198,6 +200,7 @@ class T9kJobOperator(SubmitMixin, WaitMixin, CheckpointMixin, AssetsMixin, Linea
         priority_class: str | None = None,
         queue_timeout: float | timedelta | None = None,
         permanent_exit_codes: Collection[int] | None = None,
+        skip_on_exit_code: int | Collection[int] | None = None,
         evidence_log_lines: int | None = None,
         checkpoint: str | Obj | None = None,
         termination_grace_period: float | timedelta | None = None,
@@ -222,6 +225,9 @@ class T9kJobOperator(SubmitMixin, WaitMixin, CheckpointMixin, AssetsMixin, Linea
         self._lineage: Obj | None = None
         # Exit codes of the first failed replica that fail the task without its retries (api/retry.py).
         self.permanent_exit_codes = check_codes(permanent_exit_codes)
+        # As KubernetesPodOperator's: the task is skipped, not failed, for these exit codes.
+        self.skip_on_exit_code = check_codes([skip_on_exit_code] if isinstance(skip_on_exit_code, int) else skip_on_exit_code,
+                                             "skip_on_exit_code")  # fmt: skip
         if evidence_log_lines is not None and (isinstance(evidence_log_lines, bool) or not isinstance(evidence_log_lines, int)
                                                or evidence_log_lines < 0):  # fmt: skip
             raise ValueError(f"evidence_log_lines must be a non-negative integer, got {evidence_log_lines!r}")

@@ -376,6 +376,13 @@ POD_KW = {
     "env_from": [{"secretRef": {"name": "creds"}}],
     "priority_class_name": "high",
     "shm_size": "2Gi",
+    # What KubernetesPodOperator users reach for (issue 28, point 8): Pod Security ``restricted`` needs the first two.
+    "security_context": {"runAsNonRoot": True, "seccompProfile": {"type": "RuntimeDefault"}},
+    "container_security_context": {"allowPrivilegeEscalation": False, "capabilities": {"drop": ["ALL"]}},
+    "init_containers": [{"name": "fetch", "image": "busybox", "command": ["sh", "-c", "true"]}],
+    "host_aliases": [{"ip": "10.0.0.5", "hostnames": ["registry.internal"]}],
+    "runtime_class_name": "nvidia",
+    "scheduler_name": "volcano",
 }  # fmt: skip
 
 
@@ -396,6 +403,11 @@ def test_pod_level_options_reach_every_replica_of_every_kind(kind):
         assert spec["tolerations"] == POD_KW["tolerations"] and spec["nodeSelector"] == {"pool": "gpu"}
         assert spec["affinity"] == POD_KW["affinity"] and spec["serviceAccountName"] == "trainer"
         assert spec["imagePullSecrets"] == [{"name": "reg1"}, {"name": "reg2"}] and spec["priorityClassName"] == "high"
+        assert spec["securityContext"] == POD_KW["security_context"]
+        assert c["securityContext"] == POD_KW["container_security_context"]
+        assert spec["initContainers"] == [{**POD_KW["init_containers"][0], "env": [ATTEMPT]}]  # every container gets T9K_ATTEMPT
+        assert spec["hostAliases"] == POD_KW["host_aliases"]
+        assert (spec["runtimeClassName"], spec["schedulerName"]) == ("nvidia", "volcano")
         assert t["metadata"] == {"labels": {"team": "ml"}, "annotations": {"note": "x", "sim": "1"}}
     assert job["metadata"]["labels"]["team"] == "ml" and job["metadata"]["annotations"]["note"] == "x"
 
@@ -412,6 +424,10 @@ def test_pod_level_options_accept_kubernetes_client_models():
                 match_expressions=[k.V1NodeSelectorRequirement(key="zone", operator="In", values=["a"])]))])),
         image_pull_secrets=[k.V1LocalObjectReference(name="reg")],
         env_from=[k.V1EnvFromSource(config_map_ref=k.V1ConfigMapEnvSource(name="cfg"))],
+        security_context=k.V1PodSecurityContext(run_as_non_root=True, fs_group=1000),
+        container_security_context=k.V1SecurityContext(read_only_root_filesystem=True),
+        init_containers=[k.V1Container(name="fetch", image="busybox")],
+        host_aliases=[k.V1HostAlias(ip="10.0.0.5", hostnames=["registry.internal"])],
     ).render_job(ctx())  # fmt: skip
     t = _templates(job)[0]
     assert t["spec"]["volumes"] == [{"name": "data", "persistentVolumeClaim": {"claimName": "pvc"}}]
@@ -420,6 +436,10 @@ def test_pod_level_options_accept_kubernetes_client_models():
     assert t["spec"]["affinity"]["nodeAffinity"]["preferredDuringSchedulingIgnoredDuringExecution"][0]["weight"] == 1
     assert t["spec"]["imagePullSecrets"] == [{"name": "reg"}]
     assert t["spec"]["containers"][0]["envFrom"] == [{"configMapRef": {"name": "cfg"}}]
+    assert t["spec"]["securityContext"] == {"runAsNonRoot": True, "fsGroup": 1000}
+    assert t["spec"]["containers"][0]["securityContext"] == {"readOnlyRootFilesystem": True}
+    assert t["spec"]["initContainers"] == [{"name": "fetch", "image": "busybox", "env": [ATTEMPT]}]
+    assert t["spec"]["hostAliases"] == [{"ip": "10.0.0.5", "hostnames": ["registry.internal"]}]
     yaml.safe_dump(job)  # plain data all the way down
 
 

@@ -102,3 +102,19 @@ def test_evidence_log_lines_are_checked(bad):
 
     with pytest.raises(ValueError):
         op(GenericJobOperator, image="busybox", evidence_log_lines=bad)
+
+
+@pytest.mark.parametrize(("skip", "code", "skipped"), [(3, 3, True), ([3, 4], 4, True), (3, 1, False), (None, 3, False)])
+def test_skip_on_exit_code_skips_as_kubernetes_pod_operator_does(skip, code, skipped):
+    from airflow.sdk.exceptions import AirflowSkipException
+
+    cause = {"replica": "j-worker-1", "exitCode": code, "detail": f"container main exit code {code}"}
+    ev = event("failed", phase="Failed", state={"phase": "Failed", "failed_replicas": ["j-worker-1"], "root_cause": cause})
+    with pytest.raises(AirflowException) as exc:
+        finishing_op(skip_on_exit_code=skip).execute_complete(ctx(), ev)
+    assert isinstance(exc.value, AirflowSkipException) is skipped
+
+
+def test_skip_on_exit_code_is_checked():
+    with pytest.raises(ValueError, match="skip_on_exit_code must be exit codes"):
+        finishing_op(skip_on_exit_code=[0])
