@@ -140,6 +140,11 @@ class T9kJobOperator(SubmitMixin, WaitMixin, CheckpointMixin, AssetsMixin, Linea
         task and map index gets its own directory, ``<path>/<dag>/<run>/<task>[/map-<i>]``, the
         same for replica restarts, retries and Clears (docs/checkpoints.md). Templated. A
         result ``{"checkpoint": ...}`` is pushed as XCom ``checkpoint``
+    :param checkpoint_scope: ``"run"`` (default): one checkpoint directory per DAG run, task and
+        map index, which retries and Clears resume from; ``"try"``: each try that submits a job
+        gets its own (``.../try-<n>``), so a Clear after fixing upstream data trains from scratch.
+        Either way the program gets ``T9K_RERUN`` (0 for the task's first job in its DAG run, n for
+        the n-th run anew beside earlier ones) to decide for itself
     :param asset_from_result: a key of the job's (dict) result whose value is an asset URI (e.g.
         ``"model_uri"``): when the job succeeds, that asset gets an event through each ``AssetAlias``
         in ``outlets`` (required), with the same extra as below. Every ``Asset`` in ``outlets``
@@ -203,6 +208,7 @@ class T9kJobOperator(SubmitMixin, WaitMixin, CheckpointMixin, AssetsMixin, Linea
         skip_on_exit_code: int | Collection[int] | None = None,
         evidence_log_lines: int | None = None,
         checkpoint: str | Obj | None = None,
+        checkpoint_scope: str = "run",
         termination_grace_period: float | timedelta | None = None,
         asset_from_result: str | None = None,
         template: str | None = None,
@@ -232,7 +238,8 @@ class T9kJobOperator(SubmitMixin, WaitMixin, CheckpointMixin, AssetsMixin, Linea
                                                or evidence_log_lines < 0):  # fmt: skip
             raise ValueError(f"evidence_log_lines must be a non-negative integer, got {evidence_log_lines!r}")
         self.evidence_log_lines = evidence_log_lines
-        self._init_checkpoint(_plain(checkpoint) if isinstance(checkpoint, dict) else checkpoint, termination_grace_period)
+        self._init_checkpoint(_plain(checkpoint) if isinstance(checkpoint, dict) else checkpoint, termination_grace_period,
+                              checkpoint_scope)  # fmt: skip
         if priority is not None and (isinstance(priority, bool) or not isinstance(priority, int)):
             raise ValueError(f"priority must be an integer, got {priority!r}")
         if min_available is not None and (

@@ -22,6 +22,7 @@ from typing import Any
 
 from airflow.sdk.exceptions import AirflowException
 
+from airflow_t9k.api import checkpoint as ckpt
 from airflow_t9k.api.attempts import ATTEMPTS_KEY
 from airflow_t9k.api.attempts import parse as parse_attempts
 from airflow_t9k.api.rerun import SUBMISSION, rerun_names, take_again
@@ -110,12 +111,15 @@ class SubmitMixin:
         durably, then done). A name taken by a job this task did not record is never adopted."""
         meta = job["metadata"]
         base = meta["name"]
-        for name in rerun_names(base, self._try_number):
+        for index, name in enumerate(rerun_names(base, self._try_number)):
             for _ in range(3):  # a job deleted between our create and our read: try the name again
                 attempt = copy.deepcopy(job)
                 nonce = uuid.uuid4().hex
                 attempt["metadata"]["name"] = name
                 attempt["metadata"].setdefault("annotations", {})[SUBMISSION] = nonce
+                # Which run anew of this task in its DAG run this is: the jobs it recorded before, or
+                # the names taken before this one (a run id reused without its state store).
+                ckpt.set_env(attempt, ckpt.ENV_RERUN, str(max(len(recorded), index)))
                 if store is not None:
                     store.set(SUBMITTING_KEY, {"kind": job["kind"], "name": name, "namespace": meta["namespace"], "nonce": nonce})
                 try:
