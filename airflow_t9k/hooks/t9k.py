@@ -26,7 +26,7 @@ from kubernetes.client.exceptions import ApiException
 from kubernetes.config import ConfigException
 from kubernetes_asyncio import client as async_client
 
-from airflow_t9k.api.evidence import evidence_name
+from airflow_t9k.api.evidence import controlled_by, evidence_name
 from airflow_t9k.api.paths import child_path, job_path
 from airflow_t9k.api.resources import resource_for
 from airflow_t9k.k8s.client import Kube
@@ -256,9 +256,11 @@ class T9kHook(KubernetesHook):
         except NotFound:
             return None
 
-    def list_replica_pods(self, name: str, namespace: str) -> list[Obj]:
+    def list_replica_pods(self, name: str, namespace: str, owner_uid: str | None = None) -> list[Obj]:
+        """The job's replica pods; with ``owner_uid``, only those whose controller is that job:
+        anyone who may create pods can label one with the job's name."""
         out = self._request("GET", child_path("Pod", namespace), query=[("labelSelector", f"{JOB_NAME_LABEL}={name}")])
-        return list(out.get("items") or [])
+        return owned(list(out.get("items") or []), owner_uid)
 
     def read_log_tail(self, pod: str, namespace: str, lines: int | None, timestamps: bool = False,
                       since: str | None = None) -> str:  # fmt: skip
@@ -293,18 +295,37 @@ class T9kHook(KubernetesHook):
         out = self._request("GET", child_path("Event", namespace), query=[("fieldSelector", f"involvedObject.name={name}")])
         return list(out.get("items") or [])
 
-    def pending_reason(self, name: str, namespace: str) -> str:
+    def pending_reason(self, name: str, namespace: str, owner_uid: str | None = None) -> str:
         """Why the job's replicas have not started (scheduler conditions and Warning Events)."""
         events = self._request("GET", child_path("Event", namespace), query=[("fieldSelector", "type=Warning")])
-        return describe_pending(self.list_replica_pods(name, namespace), _about(name, events))
+        pods = self.list_replica_pods(name, namespace, owner_uid)
+        return describe_pending(pods, _about(name, events, _uids(owner_uid, pods)))
 
 
-def _about(name: str, events: Obj) -> list[Obj]:
-    """The Events of the job and of its replica pods, by the pods' ``<job>-`` name prefix."""
+def owned(pods: list[Obj], owner_uid: str | None) -> list[Obj]:
+    """``pods`` whose controller is the job with ``owner_uid`` (all of them without one)."""
+    return pods if not owner_uid else [p for p in pods if controlled_by(p, owner_uid)]
+
+
+def _uids(owner_uid: str | None, pods: list[Obj]) -> set[str] | None:
+    if not owner_uid:
+        return None
+    return {owner_uid, *(str((p.get("metadata") or {}).get("uid")) for p in pods)}
+
+
+def _about(name: str, events: Obj, uids: set[str] | None = None) -> list[Obj]:
+    """The Events of the job and of its replica pods: by ``involvedObject.uid`` (``uids``: the job's
+    and its own pods'), since anyone who may create Events can name any object in one; without
+    ``uids``, by the pods' ``<job>-`` name prefix."""
     out = []
     for ev in events.get("items") or []:
-        involved = str((ev.get("involvedObject") or {}).get("name") or "")
-        if involved == name or involved.startswith(f"{name}-"):
+        involved = ev.get("involvedObject") or {}
+        if uids is not None:
+            if involved.get("uid") in uids:
+                out.append(ev)
+            continue
+        name_ = str(involved.get("name") or "")
+        if name_ == name or name_.startswith(f"{name}-"):
             out.append(ev)
     return out
 
@@ -386,21 +407,28 @@ class AsyncT9kHook(AsyncKubernetesHook):
         async with self._boundary("PATCH", path):
             return await (await self.kube()).patch(path, body=patch)
 
-    async def list_replica_pods(self, name: str, namespace: str) -> list[Obj]:
+    async def list_replica_pods(self, name: str, namespace: str, owner_uid: str | None = None) -> list[Obj]:
         kube = await self.kube()
         path = child_path("Pod", namespace)
         async with self._boundary("GET", path):
             pods = await kube.get(path, query={"labelSelector": f"{JOB_NAME_LABEL}={name}"})
-        return list(pods.get("items") or [])
+        return owned(list(pods.get("items") or []), owner_uid)
 
-    async def pending_reason(self, name: str, namespace: str) -> str:
+    async def get_pod(self, name: str, namespace: str) -> Obj | None:
+        path = child_path("Pod", namespace, name)
+        try:
+            async with self._boundary("GET", path):
+                return await (await self.kube()).get(path)
+        except NotFound:
+            return None
+
+    async def pending_reason(self, name: str, namespace: str, owner_uid: str | None = None) -> str:
         kube = await self.kube()
-        pods_path, events_path = child_path("Pod", namespace), child_path("Event", namespace)
-        async with self._boundary("GET", pods_path):
-            pods = await kube.get(pods_path, query={"labelSelector": f"{JOB_NAME_LABEL}={name}"})
+        events_path = child_path("Event", namespace)
+        pods = await self.list_replica_pods(name, namespace, owner_uid)
         async with self._boundary("GET", events_path):
             events = await kube.get(events_path, query={"fieldSelector": "type=Warning"})
-        return describe_pending(list(pods.get("items") or []), _about(name, events))
+        return describe_pending(pods, _about(name, events, _uids(owner_uid, pods)))
 
     async def get_evidence(self, name: str, namespace: str) -> Obj | None:
         path = child_path("ConfigMap", namespace, evidence_name(name))

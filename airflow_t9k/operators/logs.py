@@ -17,7 +17,7 @@ import logging
 import threading
 from typing import Any
 
-from airflow_t9k.api.evidence import KeptLogs
+from airflow_t9k.api.evidence import KeptLogs, controlled_by
 from airflow_t9k.api.failed import FailedLogs, first_failed, print_lines, unavailable
 from airflow_t9k.api.logcursor import Cursor, split
 from airflow_t9k.api.paths import child_path
@@ -61,8 +61,9 @@ class LogFollower:
     """Follows replica logs from the worker while the task waits there (threads, stopped at the end)."""
 
     def __init__(self, hook: Any, namespace: str, log: logging.Logger, max_lines: int | None, max_pods: int,
-                 pods: list[str] | None) -> None:  # fmt: skip
+                 pods: list[str] | None, owner_uid: str | None = None) -> None:  # fmt: skip
         self.hook, self.namespace, self.log = hook, namespace, log
+        self.owner_uid = owner_uid  # a pod of that name is followed only while the job is its controller
         self.budget = max_lines
         self.max_pods = max_pods
         self.fixed = pods
@@ -88,6 +89,15 @@ class LogFollower:
         self.stop_event.wait(grace)
         self.stop_event.set()
 
+    def _ours(self, pod: str) -> bool:
+        """Whether the pod of that name is the job's own replica (its controller is the job):
+        a pod made under a replica's name by someone else is not followed."""
+        try:
+            found = self.hook.get_pod(pod, self.namespace)
+        except Exception:  # noqa: BLE001 - unreachable: try again later
+            return False
+        return found is not None and controlled_by(found, self.owner_uid)
+
     def _take(self) -> bool:
         with self.lock:
             if self.budget is None:
@@ -108,6 +118,9 @@ class LogFollower:
             if since:
                 query.append(("sinceTime", since))
             skip = cursor.resume()  # a reopened stream replays its last second: skip exactly what was sent
+            if self.owner_uid and not self._ours(pod):
+                self.stop_event.wait(RETRY)
+                continue
             try:
                 resp = self.hook.api_client.call_api(path, "GET", query_params=query, auth_settings=["BearerToken"],
                                                      _preload_content=False, _request_timeout=(10, READ_IDLE))  # fmt: skip
@@ -139,7 +152,7 @@ def print_failed_logs(hook: Any, job: Obj, log: logging.Logger, *, max_lines: in
     deleted it) is printed from the evidence the controller kept (``KeptLogs``)."""
     ns = job["metadata"]["namespace"]
     try:
-        pods = hook.list_replica_pods(job["metadata"]["name"], ns)
+        pods = hook.list_replica_pods(job["metadata"]["name"], ns, job["metadata"].get("uid"))  # its own, not look-alikes
         live: set[str] | None = {str(p["metadata"]["name"]) for p in pods}
     except Exception as exc:  # noqa: BLE001 - the order then comes from the job's status alone
         log.warning("could not list the replicas to order their failures: %s", exc)

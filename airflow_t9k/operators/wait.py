@@ -77,7 +77,8 @@ class WaitMixin:
         """
         self._startup_errors = StartupErrors(self.startup_error_grace)
         self._logs = (LogFollower(self.hook, identity["namespace"], self.log, self.max_log_lines, self.max_followed_pods,
-                                  self._follow_pods) if self.stream_logs and self.max_log_lines else None)  # fmt: skip
+                                  self._follow_pods, owner_uid=identity["uid"])
+                      if self.stream_logs and self.max_log_lines else None)  # fmt: skip
         try:
             return self._wait_sync_loop(identity, deadline)
         finally:
@@ -126,15 +127,17 @@ class WaitMixin:
             return self._event_from(job, "timeout", f"timed out waiting for {identity['name']} ({state.summary()})")
         startup_left = startup_remaining(job, self.startup_timeout)
         if startup_left is not None and startup_left <= 0:
-            reason = self.hook.pending_reason(identity["name"], identity["namespace"])
+            reason = self.hook.pending_reason(identity["name"], identity["namespace"], identity["uid"])
             return self._event_from(job, "timeout", startup_failure(identity["kind"], identity["namespace"], identity["name"],
                                                                     self.startup_timeout, reason))  # fmt: skip
         if startup_left is not None:
             remaining = startup_left if remaining is None else min(remaining, startup_left)
         due, next_in = self._startup_errors.observe(job, time.time())
         if due:
-            detail = waiting_detail(self.hook.list_replica_pods(identity["name"], identity["namespace"]), due)
-            message = startup_error(identity["kind"], identity["namespace"], identity["name"], self.startup_error_grace, due, detail)
+            detail = waiting_detail(self.hook.list_replica_pods(identity["name"], identity["namespace"], identity["uid"]), due)
+            message = startup_error(
+                identity["kind"], identity["namespace"], identity["name"], self.startup_error_grace, due, detail
+            )
             return {**self._event_from(job, "startup_error", message), "waiting": due}
         if next_in is not None:
             remaining = next_in if remaining is None else min(remaining, next_in)

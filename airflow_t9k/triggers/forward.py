@@ -9,6 +9,7 @@ import asyncio
 from datetime import datetime
 from typing import Any
 
+from airflow_t9k.api.evidence import controlled_by
 from airflow_t9k.api.logcursor import Cursor, instant, since_time, split
 from airflow_t9k.api.paths import child_path
 from airflow_t9k.k8s.errors import is_permanent
@@ -35,10 +36,37 @@ class ForwardMixin:
 
     _watch_key: Any  # the trigger's: (connection, kubeconfig, context, ...) -> one shared watch
     make_hook: Any
+    _owner_uid: Any
+    _last_job: Obj | None
 
     def _about_this_job(self, ev: Obj) -> bool:
+        """A cheap first cut by name; ``_is_ours`` decides by uid."""
         name = str((ev.get("involvedObject") or {}).get("name") or "")
         return name == self.name or name.startswith(f"{self.name}-")
+
+    async def _is_ours(self, ev: Obj, hook: Any, known: set[str], refused: set[str]) -> bool:
+        """Whether the Event is about the job or one of its own pods, by ``involvedObject.uid``:
+        anyone who may create Events can name any object in one (a co-tenant's "fix" in the task
+        log). A pod uid not known yet is looked up once among the job's own pods."""
+        owner = self._owner_uid(self._last_job)
+        uid = str((ev.get("involvedObject") or {}).get("uid") or "")
+        if not owner or not uid:
+            return False
+        known.add(owner)
+        if uid in known:
+            return True
+        if uid in refused:
+            return False
+        try:
+            pods = await hook.list_replica_pods(self.name, self.namespace, owner)
+        except Exception as exc:  # noqa: BLE001 - unreachable: the Event waits for the next one's lookup
+            self.log.debug("could not list the replicas to check an Event: %s", exc)
+            return False
+        known.update(str((p.get("metadata") or {}).get("uid")) for p in pods)
+        if uid in known:
+            return True
+        refused.add(uid)
+        return False
 
     async def _forward_events(self) -> None:
         """Log new Events of the job and its replica pods, once each, at most ``max_forwarded``."""
@@ -55,10 +83,15 @@ class ForwardMixin:
                     return
                 await asyncio.sleep(0.5)
             # What the shared watch already holds, in order; then each new one as it comes.
+            known: set[str] = set()
+            refused: set[str] = set()
             for ev in sorted(filter(self._about_this_job, watch.objects()), key=_event_order):
-                self._forward_event(ev, seen, since, budget)
+                if await self._is_ours(ev, watch.hook, known, refused):
+                    self._forward_event(ev, seen, since, budget)
             while budget[0] > 0:
-                self._forward_event(await arriving.get(), seen, since, budget)
+                ev = await arriving.get()
+                if await self._is_ours(ev, watch.hook, known, refused):
+                    self._forward_event(ev, seen, since, budget)
         finally:
             watch.unsubscribe_matching(arriving)
             await shared_watch.release(watch)
@@ -110,6 +143,17 @@ class ForwardMixin:
 
     async def _follow(self, watch: shared_watch.SharedWatch, pod: str, last_seen: dict[str, Cursor], budget: list[int]) -> None:
         kube = await watch.hook.kube()
+        # The log is read by the pod's name: only while the pod of that name is the job's own
+        # replica (its controller is the job), not one someone else made under that name.
+        owner = self._owner_uid(self._last_job or watch.get(self.namespace, self.name))
+        try:
+            found = await watch.hook.get_pod(pod, self.namespace)
+        except Exception as exc:  # noqa: BLE001 - unreachable: the next change of the job tries again
+            self.log.debug("cannot check the pod %s: %s", pod, exc)
+            return
+        if found is None or not owner or not controlled_by(found, owner):
+            self.log.debug("not following %s: not a replica of %s %s", pod, self.name, owner)
+            return
         cursor = last_seen.setdefault(pod, Cursor())
         query: dict[str, Any] = {"follow": True, "timestamps": True}
         deferred = instant(self.forwarding.events_since or "")

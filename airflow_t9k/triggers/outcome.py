@@ -84,7 +84,7 @@ class OutcomeMixin:
 
     async def _startup_timeout(self, watch: shared_watch.SharedWatch, job: Obj) -> TriggerEvent:
         try:
-            reason = await watch.hook.pending_reason(self.name, self.namespace)
+            reason = await watch.hook.pending_reason(self.name, self.namespace, self._owner_uid(job))
         except ApiError as exc:
             reason = f"(the reason could not be read: {exc.message})"
         return self._event(
@@ -93,7 +93,8 @@ class OutcomeMixin:
 
     async def _startup_error(self, watch: shared_watch.SharedWatch, job: Obj, due: dict[str, str]) -> TriggerEvent:
         try:
-            detail = waiting_detail(await watch.hook.list_replica_pods(self.name, self.namespace), due)  # the kubelet's words
+            pods = await watch.hook.list_replica_pods(self.name, self.namespace, self._owner_uid(job))
+            detail = waiting_detail(pods, due)  # the kubelet's words
         except ApiError as exc:
             detail = f"(the detail could not be read: {exc.message})"
         return self._event(
@@ -102,6 +103,11 @@ class OutcomeMixin:
             startup_error(self.kind, self.namespace, self.name, self.policy.startup_error_grace, due, detail),
             {"waiting": dict(due)},  # which reasons: a retry may fix a pull error, not an invalid image name
         )
+
+    def _owner_uid(self, job: Obj | None) -> str | None:
+        """The uid pods and Events must belong to: the one this trigger was given, else (a
+        sensor's) the job's as the watch saw it."""
+        return self.uid or ((job or {}).get("metadata") or {}).get("uid")
 
     def _event(self, status: str, job: Obj | None, message: str, failed: Obj | None = None) -> TriggerEvent:
         """The one event; ``failed``: what ``_failed_logs`` found (the order of failure, the
@@ -131,7 +137,7 @@ class OutcomeMixin:
         hook = self.make_hook()
         try:
             try:
-                pods = await hook.list_replica_pods(self.name, self.namespace)
+                pods = await hook.list_replica_pods(self.name, self.namespace, self._owner_uid(job))
                 live: set[str] | None = {str(p["metadata"]["name"]) for p in pods}
             except Exception as exc:  # noqa: BLE001 - the order then comes from the job's status alone
                 self.log.warning("could not list the replicas to order their failures: %s", exc)
