@@ -34,7 +34,9 @@ class AssetsMixin:
     asset_from_result: str | None
     log: Any
 
-    def _check_asset_args(self, asset_from_result: str | None, wait_for_completion: bool, result_from: str | None = "auto") -> None:
+    def _check_asset_args(
+        self, asset_from_result: str | None, wait_for_completion: bool, result_from: str | None = "auto"
+    ) -> None:
         """Refused when the DAG is parsed: outlets that would be updated before the job ran (an
         asset event at submission says the model changed before it was trained), and an asset
         named by a result the task does not read."""

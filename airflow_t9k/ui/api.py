@@ -213,7 +213,7 @@ def without_kept_logs(answer: Obj) -> Obj:
     the job and each earlier attempt): they are task logs, for users who may read task logs
     (the ``/log`` endpoint serves them to those)."""
     for holder in [answer.get("job") or {}, *(answer.get("attempts") or [])]:
-        for replica in ((holder.get("kept") or {}).get("replicas") or []):
+        for replica in (holder.get("kept") or {}).get("replicas") or []:
             if isinstance(replica, dict) and replica.get("log") is not None:
                 replica["log"] = None
     return answer

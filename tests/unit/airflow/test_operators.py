@@ -496,7 +496,9 @@ def test_finish_deletes_only_the_uid_this_task_recorded(status, delete_on_finish
     assert all(c[2]["metadata"]["uid"] == "ours" for c in o.hook.calls if c[0] == "patch")
 
 
-@pytest.mark.parametrize(("status", "mark"), [("success", "delivered"), ("failed", "consumed"), ("error", None), ("timeout", None)])
+@pytest.mark.parametrize(
+    ("status", "mark"), [("success", "delivered"), ("failed", "consumed"), ("error", None), ("timeout", None)]
+)
 def test_a_try_marks_a_failure_consumed_and_a_success_delivered(status, mark):
     o = finishing_op(on_kill_action="pause")
     with pytest.raises(BaseException) if status != "success" else __import__("contextlib").nullcontext():  # noqa: PT011
@@ -826,7 +828,10 @@ def test_config_file_and_cluster_context_are_templated(tmp_path):
         assert {"config_file", "cluster_context"} <= set(cls.template_fields), cls
     o = op(config_file="{{ params.kc }}", cluster_context="{{ params.ctx }}", namespace="ml")
     o.render_template_fields({**ctx(), "params": {"kc": str(tmp_path / "team-a.yaml"), "ctx": "team-a"}})
-    assert (o.config_file, o.cluster_context) == (str(tmp_path / "team-a.yaml"), "team-a")  # a .yaml path is not read as a template
+    assert (o.config_file, o.cluster_context) == (
+        str(tmp_path / "team-a.yaml"),
+        "team-a",
+    )  # a .yaml path is not read as a template
     assert (o.hook.config_file, o.hook.cluster_context) == (str(tmp_path / "team-a.yaml"), "team-a")
 
 

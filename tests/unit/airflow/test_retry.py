@@ -18,7 +18,7 @@ def _state(reason: str = "Failed", **cause: object) -> JobState:
     ("state", "codes", "retry_helps"),
     [
         (_state("InvalidSpec"), None, False),
-        # The ExitCode restart policy calls 1 permanent inside the job; Airflow's retries are the DAG author's (issue 28, point 3).
+        # ExitCode calls 1 permanent inside the job; Airflow's retries are the DAG author's (issue 28, point 3).
         (_state(replica="j-worker-0", exitCode=1, permanent=True), None, True),
         (_state(replica="j-worker-0", exitCode=134, permanent=True), None, True),  # an NCCL abort
         (_state(replica="j-worker-0", exitCode=137, permanent=False), None, True),
@@ -29,8 +29,8 @@ def _state(reason: str = "Failed", **cause: object) -> JobState:
         (_state(), None, True),  # no root cause recorded (an older controller)
         (_state(replica="j-worker-0", exitCode="1"), frozenset({1}), True),  # not an int: never guessed
     ],
-    ids=["invalid-spec", "exitcode-permanent", "nccl-abort", "exitcode-signal", "no-policy-opinion", "task-list", "task-list-wins",
-         "deadline", "no-root-cause", "malformed"],
+    ids=["invalid-spec", "exitcode-permanent", "nccl-abort", "exitcode-signal", "no-policy-opinion", "task-list",
+         "task-list-wins", "deadline", "no-root-cause", "malformed"],
 )  # fmt: skip
 def test_which_failures_a_retry_can_help(state, codes, retry_helps):
     assert (permanent(state, codes) is None) is retry_helps
