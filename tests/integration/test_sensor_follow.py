@@ -33,6 +33,7 @@ def _sensor(**kw):
 
 
 def _deferred(sensor):
+    sensor.deferrable = True
     with pytest.raises(TaskDeferred) as exc:
         sensor.execute({"run_id": RUN})
     return exc.value.trigger
