@@ -15,11 +15,12 @@ from __future__ import annotations
 
 import logging
 import threading
+import time
 from typing import Any
 
 from airflow_t9k.api.evidence import KeptLogs, controlled_by
 from airflow_t9k.api.failed import FailedLogs, first_failed, print_lines, unavailable
-from airflow_t9k.api.logcursor import Cursor, split
+from airflow_t9k.api.logcursor import Cursor, since_time, split
 from airflow_t9k.api.paths import child_path
 from airflow_t9k.kinds.registry import KINDS
 
@@ -31,6 +32,7 @@ RETRY = 2.0  # seconds before opening a replica's log again (not started yet, or
 # A silent stream is reopened after this long: the thread then sees that the wait is over.
 # (Closing a response from another thread blocks on the TLS socket a reader holds.)
 READ_IDLE = 10.0
+START_MARGIN = 5.0  # seconds before the wait began that the first read of a replica's log goes back
 
 
 def replica_pods(job: Obj | None) -> list[str]:
@@ -64,6 +66,10 @@ class LogFollower:
                  pods: list[str] | None, owner_uid: str | None = None) -> None:  # fmt: skip
         self.hook, self.namespace, self.log = hook, namespace, log
         self.owner_uid = owner_uid  # a pod of that name is followed only while the job is its controller
+        # From a little before the wait began, as the trigger follows from its deferral: a try that
+        # reattaches does not print again what the try before it printed; the margin allows for
+        # a node's clock a few seconds behind the worker's (a new job's pods start after this).
+        self.started = since_time(time.time_ns() - int(START_MARGIN * 1e9))
         self.budget = max_lines
         self.max_pods = max_pods
         self.fixed = pods
@@ -114,9 +120,7 @@ class LogFollower:
         path = child_path("Pod", self.namespace, pod, "log")
         while not self.stop_event.is_set():
             query: list[tuple[str, Any]] = [("follow", "true"), ("timestamps", "true")]
-            since = cursor.since()
-            if since:
-                query.append(("sinceTime", since))
+            query.append(("sinceTime", cursor.since() or self.started))
             skip = cursor.resume()  # a reopened stream replays its last second: skip exactly what was sent
             if self.owner_uid and not self._ours(pod):
                 self.stop_event.wait(RETRY)
