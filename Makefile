@@ -1,8 +1,8 @@
-# The two commands of the README: `make demo` and `make test`.
+# The commands of the README: `make demo`, `make check` (before every `make test`) and `make test`.
 VENV := .venv
 PIP := $(VENV)/bin/pip
 
-.PHONY: setup demo demo-real test unit real chaos cluster-up cluster-down
+.PHONY: setup demo demo-real check lint test unit real chaos cluster-up cluster-down
 
 $(VENV)/.installed: pyproject.toml
 	python3 -m venv $(VENV)
@@ -18,6 +18,15 @@ demo: setup
 # The retraining pipeline with a real 2-replica DDP training on the local cluster's real node.
 demo-real: setup
 	REAL=1 scripts/demo.sh
+
+# The inner loop, no cluster: format, lint, types, then the unit tests on every core (docs/testing.md).
+check: lint
+	$(VENV)/bin/pytest -q -ra -n auto -m "not integration"
+
+lint: setup
+	$(VENV)/bin/ruff format --check .
+	$(VENV)/bin/ruff check .
+	$(VENV)/bin/mypy
 
 test: setup
 	$(VENV)/bin/pytest -q -ra --durations=25

@@ -11,7 +11,9 @@ def get_provider_info() -> dict[str, Any]:
     return {
         "package-name": "airflow-t9k",
         "name": "T9k Jobs",
-        "description": "Run T9k distributed training jobs (GenericJob, PyTorchTrainingJob, ...) and MindCluster AscendJobs from Airflow.",
+        "description": (
+            "Run T9k distributed training jobs (GenericJob, PyTorchTrainingJob, ...) and MindCluster AscendJobs from Airflow."
+        ),
         "versions": [__version__],
         "integrations": [{"integration-name": "T9k Jobs", "tags": ["software"]}],
         "operators": [
@@ -34,7 +36,9 @@ def get_provider_info() -> dict[str, Any]:
                         "default": "",
                     },
                     "ui_kubernetes_conn_id": {
-                        "description": "The kubernetes connection the api-server's T9k UI reads and changes jobs with (docs/ui.md).",
+                        "description": (
+                            "The kubernetes connection the api-server's T9k UI reads and changes jobs with (docs/ui.md)."
+                        ),
                         "version_added": "0.1.0",
                         "type": "string",
                         "example": "kubernetes_t9k",

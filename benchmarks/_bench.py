@@ -403,7 +403,8 @@ def pod_capacity(cluster: Cluster, need: int, allow_extra: bool = True) -> Itera
                 res = {"cpu": "256", "memory": "2Ti", "pods": str(BENCH_NODE_PODS)}
                 cluster.request("POST", "/api/v1/nodes", {
                     "metadata": {"name": name, "annotations": {"kwok.x-k8s.io/node": "fake"},
-                                 "labels": {"kubernetes.io/hostname": name, "kubernetes.io/os": "linux", "type": "kwok", "bench": "scaling"}},
+                                 "labels": {"kubernetes.io/hostname": name, "kubernetes.io/os": "linux", "type": "kwok",
+                                            "bench": "scaling"}},
                     "status": {"capacity": res, "allocatable": res}}, ok=(201, 409))  # fmt: skip
                 added.append(name)
             wait_for("extra kwok nodes Ready", lambda: node_capacity(cluster) >= need, 120, 0.5)

@@ -81,7 +81,8 @@ def run(cluster: Cluster, who: str, n: int, inflight: int, log_dir: Path, timeou
         host = host_busy_seconds() - host0
         watch.stop()
         return {"who": who, "n": n, "submit_s": last - first, "running_from_first_s": max(rec.pod_running.values()) - first,
-                "running_after_last_s": max(rec.pod_running.values()) - last, "host_cpu_s": host, "waited_s": done - first}  # fmt: skip
+                "running_after_last_s": max(rec.pod_running.values()) - last, "host_cpu_s": host,
+                "waited_s": done - first}  # fmt: skip
     finally:
         if ctrl:
             ctrl.stop()
@@ -108,7 +109,8 @@ def main() -> int:
             results.append(r)
             print(f"round {rnd + 1} {who:8}: submit {r['submit_s']:6.2f} s, every pod Running {r['running_from_first_s']:6.2f} s "
                   f"after the first POST ({r['running_after_last_s']:6.2f} s after the last)", flush=True)  # fmt: skip
-    med = {w: {k: median([r[k] for r in results if r["who"] == w]) for k in ("submit_s", "running_from_first_s", "running_after_last_s", "host_cpu_s")}
+    med = {w: {k: median([r[k] for r in results if r["who"] == w]) for k in ("submit_s", "running_from_first_s",
+                                                                             "running_after_last_s", "host_cpu_s")}
            for w in ("ceiling", "ours")}  # fmt: skip
     print(f"\nMachine: {machine()}\n")
     print(f"N = {args.jobs}: {4 * args.jobs} pods + {4 * args.jobs} Services; medians over {args.rounds} rounds\n")

@@ -24,11 +24,11 @@ from pathlib import Path
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 
-from kubernetes import client, config  # noqa: E402
+from kubernetes import client, config
 
-from tests.support.controller import ControllerProcess  # noqa: E402
-from tests.support.jobs import install_crds  # noqa: E402
-from tests.support.kubelet import terminal_status  # noqa: E402
+from tests.support.controller import ControllerProcess
+from tests.support.jobs import install_crds
+from tests.support.kubelet import terminal_status
 
 METRIC = re.compile(r"^apiserver_request_total\{(?P<labels>[^}]*)\} (?P<value>[0-9.e+]+)$")
 WRITE_VERBS = {"POST", "PUT", "PATCH", "DELETE"}
@@ -106,7 +106,8 @@ def main() -> int:
     try:
         before = request_counts(api)
         with ThreadPoolExecutor(16) as pool:
-            list(pool.map(lambda i: custom.create_namespaced_custom_object(group, version, ns, plural, job_body(f"j{i}", args.replicas)),
+            list(pool.map(lambda i: custom.create_namespaced_custom_object(group, version, ns, plural,
+                                                                           job_body(f"j{i}", args.replicas)),
                           range(args.jobs)))  # fmt: skip
         submitted = time.monotonic()
         pods_at = wait_for("every pod", lambda: len(core.list_namespaced_pod(ns).items) >= total_pods, 300)

@@ -29,7 +29,7 @@ from pathlib import Path
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT / "benchmarks"))
 
-from _bench import Cluster, Ours, Watch, machine, median, pct, table, wait_for  # noqa: E402
+from _bench import Cluster, Ours, Watch, machine, median, pct, table, wait_for
 
 KUEUE = "/apis/kueue.x-k8s.io/v1beta2"
 
@@ -63,7 +63,7 @@ def measure(cluster: Cluster, ns: str, n: int) -> list[float]:
             t0 = time.monotonic()
             cluster.request("POST", f"/apis/batch.tensorstack.dev/v1beta1/namespaces/{ns}/genericjobs", job(name))
             with seen:
-                if not seen.wait_for(lambda: name in first_pod, timeout=60):
+                if not seen.wait_for(lambda name=name: name in first_pod, timeout=60):
                     raise SystemExit(f"{ns}/{name}: no pod within 60 s")
             delays.append(first_pod[name] - t0)
     finally:

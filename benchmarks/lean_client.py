@@ -122,7 +122,8 @@ def main() -> None:
     cluster = Cluster(args.kubeconfig)
     idle = [idle_controller_rss(cluster) for _ in range(min(args.rounds, 3))]
     print(
-        f"controller ready and idle (one kind, one empty namespace): VmRSS {statistics.median(idle):.1f} MB (median of {len(idle)})"
+        f"controller ready and idle (one kind, one empty namespace): VmRSS {statistics.median(idle):.1f} MB (median of "
+        f"{len(idle)})"
     )
 
     sys.path.insert(0, source)
@@ -132,7 +133,7 @@ def main() -> None:
     assert decode(raw) == json.loads(raw)
     results = []
     for name, fn in (("json.loads", json.loads), ("client.decode", decode)):
-        best = min(timeit.repeat(lambda: fn(raw), number=args.decodes, repeat=5)) / args.decodes
+        best = min(timeit.repeat(lambda fn=fn: fn(raw), number=args.decodes, repeat=5)) / args.decodes
         results.append([name, round(best * 1e6, 1)])
     print(f"\npod JSON: {len(raw)} bytes; best of 5 x {args.decodes} decodes")
     print(table(["decoder", "us per pod"], results))

@@ -28,11 +28,11 @@ ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 sys.path.insert(0, str(ROOT / "benchmarks"))
 
-from controller_throughput import peak_rss_mb, request_counts, wait_for  # noqa: E402
-from kubernetes import client, config  # noqa: E402
+from controller_throughput import peak_rss_mb, request_counts, wait_for
+from kubernetes import client, config
 
-from tests.support.controller import ControllerProcess  # noqa: E402
-from tests.support.jobs import install_crds  # noqa: E402
+from tests.support.controller import ControllerProcess
+from tests.support.jobs import install_crds
 
 GROUP, VERSION, PLURAL = "batch.tensorstack.dev", "v1beta1", "genericjobs"
 
@@ -40,7 +40,8 @@ GROUP, VERSION, PLURAL = "batch.tensorstack.dev", "v1beta1", "genericjobs"
 def job_body(name: str) -> dict:
     return {"apiVersion": f"{GROUP}/{VERSION}", "kind": "GenericJob", "metadata": {"name": name},
             "spec": {"replicaSpecs": [{"type": "worker", "replicas": 1,
-                                       "template": {"spec": {"containers": [{"name": "main", "image": "busybox"}]}}}]}}  # fmt: skip
+                                       "template": {"spec": {"containers": [{"name": "main",
+                                                                             "image": "busybox"}]}}}]}}  # fmt: skip
 
 
 def cpu_seconds(pid: int) -> float:
@@ -117,7 +118,8 @@ def main() -> int:
     print(f"reports:                             {args.rate:g} lines/s per replica for {elapsed:.1f} s "
           f"({(lines1 - lines0) / elapsed:.0f} lines/s parsed by the controller)")  # fmt: skip
     print(f"job status writes (API server):      {writes} in {elapsed:.1f} s = {writes / elapsed:.2f} /s "
-          f"(bound: {bound} = {bound / elapsed:.2f} /s; in the long run jobs / --progress-interval = {args.jobs / args.interval:.2f} /s)")  # fmt: skip
+          f"(bound: {bound} = {bound / elapsed:.2f} /s; in the long run jobs / --progress-interval = "
+          f"{args.jobs / args.interval:.2f} /s)")  # fmt: skip
     print(f"per job:                             {writes / args.jobs:.1f} writes in {elapsed:.0f} s; "
           f"{args.rate * elapsed:.0f} reports each")  # fmt: skip
     print(f"controller CPU:                      {(cpu1 - cpu0) / elapsed * 100:.1f}% of one core; peak RSS {rss:.1f} MB")

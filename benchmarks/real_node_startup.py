@@ -97,7 +97,8 @@ def job_round(api: client.ApiClient) -> tuple[float, float]:
     core.create_namespace({"metadata": {"name": ns}})
     install_crds(api)
     proc = subprocess.Popen([sys.executable, "-m", "airflow_t9k.cli", "controller", "--kubeconfig", str(KUBECONFIG), "-n", ns,
-                             "--health-port", "0", "--metrics-port", "0"], cwd=ROOT, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)  # fmt: skip
+                             "--health-port", "0", "--metrics-port", "0"], cwd=ROOT, stdout=subprocess.DEVNULL,
+                            stderr=subprocess.DEVNULL)  # fmt: skip
     try:
         while not core.list_namespaced_service_account(ns).items:
             time.sleep(0.2)
@@ -107,7 +108,8 @@ def job_round(api: client.ApiClient) -> tuple[float, float]:
         template = {"spec": {**PLACEMENT, "terminationGracePeriodSeconds": 1, "containers": [container]}}
         t0 = time.time()
         jobs.create({"apiVersion": "batch.tensorstack.dev/v1beta1", "kind": "PyTorchTrainingJob", "metadata": {"name": "j"},
-                     "spec": {"replicaSpecs": [{"type": "worker", "replicas": 2, "restartPolicy": "Never", "template": template}]}})  # fmt: skip
+                     "spec": {"replicaSpecs": [{"type": "worker", "replicas": 2, "restartPolicy": "Never",
+                                                "template": template}]}})  # fmt: skip
         running = succeeded = None
         deadline = t0 + 300
         while time.time() < deadline and succeeded is None:

@@ -63,7 +63,8 @@ def top_costs(raw: Path, limit: int = 15) -> str:
             incl[f] += int(count)
     rows = [[f, 100 * c / total, 100 * incl[f] / total] for f, c in own.most_common(limit)]
     rows2 = [[f, 100 * c / total] for f, c in incl.most_common(limit + 25)
-             if not f.startswith(("<module>", "run (", "_run_once", "run_forever", "run_until_complete", "main ("))][:limit]  # fmt: skip
+             if not f.startswith(("<module>", "run (", "_run_once", "run_forever", "run_until_complete",
+                                  "main ("))][:limit]  # fmt: skip
     return (
         f"{total} samples (100 Hz, the thread holding the GIL)\n\n"
         + table(["function (own time)", "own %", "inclusive %"], rows)
@@ -166,7 +167,8 @@ def main() -> int:
             results.append(r)
             with (log_dir / "scaling.jsonl").open("a") as f:
                 f.write(json.dumps(r) + "\n")
-            print(f"N={n}: every job Running {r['running_from_first_s']:.1f} s after the first submission, RSS {r['rss_mb']:.0f} MB, "
+            print(f"N={n}: every job Running {r['running_from_first_s']:.1f} s after the first submission, "
+                  f"RSS {r['rss_mb']:.0f} MB, "
                   f"pod end -> status p50 {r['p50_ms']:.0f} ms p99 {r['p99_ms']:.0f} ms", flush=True)  # fmt: skip
     print(f"\nMachine: {machine()}\n")
     print(table(["jobs", "pods", "submit (s)", "first submission -> every pod exists (s)", "-> every job Running (s)",
@@ -174,7 +176,8 @@ def main() -> int:
                  "pod end -> status p50 (ms)", "p99 (ms)", "max (ms)", "status writes / job", "failed"],
                 [[r["n"], 4 * r["n"], r["submit_s"], r["pods_exist_s"], r["running_from_first_s"],
                   1000 * r["running_from_first_s"] / r["n"], r["rss_mb"],
-                  1024 * (r["rss_mb"] - results[0]["rss_mb"]) / (r["n"] - results[0]["n"]) if r is not results[0] else float("nan"),
+                  (1024 * (r["rss_mb"] - results[0]["rss_mb"]) / (r["n"] - results[0]["n"])
+                   if r is not results[0] else float("nan")),
                   r["cpu_s"], 1000 * r["cpu_s"] / r["n"], r["p50_ms"], r["p99_ms"], r["max_ms"],
                   r["status_writes_per_job"], r["failed"]] for r in results]))  # fmt: skip
     print("(RSS per job: the growth over the smallest N, divided by the extra jobs)")

@@ -7,8 +7,9 @@ Runs our controller on one PyTorchTrainingJob of 1 master + 3 workers (the templ
 vs_kubeflow.py and scaling.py: kwok ends each pod Succeeded 20 s after it runs), reads its pods
 (Running, then Succeeded) and Services as the API server serves them, and measures with
 tracemalloc the Python heap that 1,000 copies of each take, decoded by the controller's own
-decoder (``k8s.client.decode``) and shaped as the cache would hold them: whole, without metadata.managedFields (the cache until session 4), and through
-``slim_for(kind)`` (controller/slim.py). Prints KB per object and per job of 4 pods + 4 Services.
+decoder (``k8s.client.decode``) and shaped as the cache would hold them: whole, without
+metadata.managedFields (the cache until session 4), and through ``slim_for(kind)``
+(controller/slim.py). Prints KB per object and per job of 4 pods + 4 Services.
 """
 
 from __future__ import annotations
@@ -100,7 +101,8 @@ def main() -> int:
         slim_json = sum(len(json.dumps(slim_for(kind)(copy.deepcopy(o)))) for o in objs) / len(objs) / 1024
         per[what] = sizes
         rows.append([what, len(objs), sum(map(len, text)) / len(text) / 1024, slim_json,
-                     sizes["whole"], sizes["no managedFields"], sizes["slim_for"], sizes["no managedFields"] / sizes["slim_for"]])  # fmt: skip
+                     sizes["whole"], sizes["no managedFields"], sizes["slim_for"],
+                     sizes["no managedFields"] / sizes["slim_for"]])  # fmt: skip
     print(table(["object", "n", "JSON (KB)", "slim JSON (KB)", "heap whole (KB)", "heap no managedFields (KB)",
                  "heap slim_for (KB)", "no managedFields / slim"], rows))  # fmt: skip
     for pods in ("Pod (Running)", "Pod (Succeeded)"):

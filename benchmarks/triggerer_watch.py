@@ -132,16 +132,16 @@ def write_json(path: Path, data: Any) -> None:
 
 
 async def measure(args: argparse.Namespace) -> None:
-    names = json.loads(Path(args.names_file).read_text())
+    names = json.loads(await asyncio.to_thread(Path(args.names_file).read_text))
     out = Path(args.out_dir)
     fired: Fired = {}
     received: dict[str, float] = {}
     if args.mode == "idle":
         # A triggerer with no triggers still has Airflow and the provider loaded: the baseline
         # for RSS per trigger.
-        import airflow.providers.cncf.kubernetes.hooks.kubernetes  # noqa: F401
+        import airflow.providers.cncf.kubernetes.hooks.kubernetes  # noqa: F401 - loaded for the RSS baseline
 
-        import airflow_t9k.triggers.job  # noqa: F401
+        import airflow_t9k.triggers.job  # noqa: F401 - loaded for the RSS baseline
 
         tasks: list[asyncio.Task] = []
     else:
@@ -297,8 +297,8 @@ def run_mode(args: argparse.Namespace, cluster: Any, mode: str, ns: str, names: 
                 proc.kill()
                 proc.wait()
     fired: dict[str, list] = ends["fired"]
-    answered = {n: t[1] for n, t in zip(names, times)}
-    sent = {n: t[0] for n, t in zip(names, times)}
+    answered = {n: t[1] for n, t in zip(names, times, strict=False)}
+    sent = {n: t[0] for n, t in zip(names, times, strict=False)}
     # When the write happened: the earlier of its answer and the driver's watch seeing it
     # (both come after the commit; either may be late when this process is busy).
     written = {n: min(answered[n], watch.seen.get(n, answered[n])) for n in names}
@@ -329,7 +329,8 @@ def run_size(args: argparse.Namespace, cluster: Any, n: int, env: dict) -> dict[
     names = [f"j{i}" for i in range(n)]
     (work / "names.json").write_text(json.dumps(names))
     body = {"apiVersion": f"{GROUP}/{VERSION}", "kind": "GenericJob",
-            "spec": {"replicaSpecs": [{"type": "worker", "template": {"spec": {"containers": [{"name": "c", "image": "i"}]}}}]}}  # fmt: skip
+            "spec": {"replicaSpecs": [{"type": "worker",
+                                       "template": {"spec": {"containers": [{"name": "c", "image": "i"}]}}}]}}  # fmt: skip
     results: dict[str, dict] = {}
     cluster.create_namespace(ns)
     try:
@@ -367,7 +368,8 @@ def report(args: argparse.Namespace, runs: dict[int, dict[str, dict]]) -> None:
             if mode in r:
                 m = r[mode]
                 per = (m["rss_mb"] - r["idle"]["rss_mb"]) / n if mode != "idle" else nan
-                rows.append([n, mode, m["requests_per_second"], m["job_requests_per_second"], m["alive"] if mode != "idle" else "-",
+                rows.append([n, mode, m["requests_per_second"], m["job_requests_per_second"],
+                             m["alive"] if mode != "idle" else "-",
                              m["rss_mb"], per, m["cpu_percent"], f"{m['fired']}/{n}" if "fired" in m else "-",
                              m.get("p50", nan), m.get("p99", nan), m.get("max", nan), m.get("p99_from_sent", nan),
                              m.get("cpu_seconds_end", nan)])  # fmt: skip

@@ -25,13 +25,13 @@ from pathlib import Path
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 
-from kubernetes import client, config  # noqa: E402
+from kubernetes import client, config
 
-from airflow_t9k.ui.reader import CACHE_SECONDS  # noqa: E402
-from tests.support.airflow import AirflowStack  # noqa: E402
-from tests.support.cluster import LOCAL_KUBECONFIG, wait_until  # noqa: E402
-from tests.support.jobs import install_crds  # noqa: E402
-from tests.support.ui import Api, team_env  # noqa: E402
+from airflow_t9k.ui.reader import CACHE_SECONDS
+from tests.support.airflow import AirflowStack
+from tests.support.cluster import LOCAL_KUBECONFIG, wait_until
+from tests.support.jobs import install_crds
+from tests.support.ui import Api, team_env
 
 DAGS = 10
 A = "airflow-t9k.io"
@@ -47,7 +47,8 @@ def job_body(i: int) -> tuple[dict, dict]:
     }  # fmt: skip
     body = {"apiVersion": "batch.tensorstack.dev/v1beta1", "kind": "GenericJob", "metadata": meta,
             "spec": {"replicaSpecs": [{"type": "worker", "replicas": 2,
-                                       "template": {"spec": {"containers": [{"name": "main", "image": "busybox"}]}}}]}}  # fmt: skip
+                                       "template": {"spec": {"containers": [{"name": "main",
+                                                                             "image": "busybox"}]}}}]}}  # fmt: skip
     now = "2026-01-01T00:00:00Z"
     status = {"phase": "Running", "startTime": now, "aggregate": {"running": 2, "succeeded": 0, "failed": 0},
               "tasks": [{"type": "worker", "restartCount": 0, "status": [{"name": f"bench-{i:04d}-worker-{r}", "phase": "Running",

@@ -40,13 +40,15 @@ def _mpi(name: str) -> Obj:
 def _deepspeed(name: str) -> Obj:
     return {"apiVersion": T9K, "kind": "DeepSpeedJob", "metadata": _meta(name),
             "spec": {"config": {"run": {"python": ["train.py"]}},
-                     "worker": {"replicas": 2, "template": {"spec": {"containers": [{"name": "worker", "image": "ds:1"}]}}}}}  # fmt: skip
+                     "worker": {"replicas": 2,
+                                "template": {"spec": {"containers": [{"name": "worker", "image": "ds:1"}]}}}}}  # fmt: skip
 
 
 def _beam(name: str) -> Obj:
     return {"apiVersion": T9K, "kind": "BeamJob", "metadata": _meta(name),
             "spec": {"flinkClusterTemplate": {"spec": {"image": {"name": "flink:1"}, "taskManager": {"replicas": 1}}},
-                     "jobTemplate": {"spec": {"template": {"spec": {"containers": [{"name": "submit", "image": "beam"}]}}}}}}  # fmt: skip
+                     "jobTemplate": {"spec": {"template": {"spec": {"containers": [{"name": "submit",
+                                                                                    "image": "beam"}]}}}}}}  # fmt: skip
 
 
 def _ascend(name: str) -> Obj:

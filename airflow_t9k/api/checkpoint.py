@@ -210,7 +210,8 @@ def apply(job: Obj, *, attempt: int | None, checkpoint: Checkpoint | None = None
                 continue
             taken = [m for m in given if isinstance(m, dict) and str(m.get("mountPath", "")).rstrip("/") == checkpoint.mount_path]
             if taken:
-                raise ValueError(f"container {c.get('name')!r} already mounts {taken[0].get('name')!r} at {checkpoint.mount_path}; "
+                raise ValueError(f"container {c.get('name')!r} already mounts {taken[0].get('name')!r} at "
+                                 f"{checkpoint.mount_path}; "
                                  "give checkpoint a different mount_path")  # fmt: skip
             mount: Obj = {"name": VOLUME_NAME, "mountPath": checkpoint.mount_path}
             if directory:

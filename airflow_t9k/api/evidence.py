@@ -67,7 +67,8 @@ class KeptLogs:
         self.logs = {}
 
     def lookup(self, pod: str, text: str) -> tuple[str, str | None]:
-        assert self.logs is not None
+        if self.logs is None:
+            raise RuntimeError("lookup() before take() or failed_to_read()")
         if pod in self.logs:
             return self.logs[pod], self.name
         return text or f"(log not available: the pod is gone and {self.name} kept no lines of it)", None

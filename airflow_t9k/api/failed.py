@@ -184,7 +184,7 @@ class FailedLogs:
             if not sure and retried is None:
                 self._again = (pod, (asked or 0) + cursor.count)  # one more read, with the lines sent at that stamp
                 return None
-            if not sure:  # still inside that run: what remains unsent is at least what was first asked
+            if not sure and retried is not None:  # still inside that run: what remains unsent is at least what was first asked
                 fresh = [t for _, t in read][-(retried[1] - cursor.count) :]
             if retried is not None:
                 asked = retried[1] - cursor.count

@@ -30,8 +30,8 @@ def task_identity(job: Obj) -> tuple[str, ...] | None:
 def try_of(job: Obj) -> int:
     value = ((job.get("metadata") or {}).get("labels") or {}).get(f"{LABEL}/try-number")
     try:
-        return int(value)
-    except (TypeError, ValueError):
+        return int(str(value))
+    except ValueError:
         return 0
 
 

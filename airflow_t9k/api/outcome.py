@@ -158,7 +158,8 @@ def usage_of(status: Obj | None) -> Obj:
 def describe_usage(usage: Obj) -> str:
     """'nvidia.com/gpu 0.05 h (0.02 h wasted by restarts), 180 cpu-s, wall 103 s' for a task log."""
     wasted = usage.get("wasted_accelerator_seconds") or {}
-    parts = [f"{name} {float(sec) / 3600:.4g} h" + (f" ({float(wasted[name]) / 3600:.4g} h wasted by restarts)" if wasted.get(name) else "")
+    parts = [f"{name} {float(sec) / 3600:.4g} h"
+             + (f" ({float(wasted[name]) / 3600:.4g} h wasted by restarts)" if wasted.get(name) else "")
              for name, sec in (usage.get("accelerator_seconds") or {}).items()]  # fmt: skip
     parts.append(f"{usage.get('cpu_seconds', 0)} cpu-s")
     if "wall_seconds" in usage:

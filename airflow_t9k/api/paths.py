@@ -2,7 +2,10 @@
 
 from __future__ import annotations
 
-from airflow_t9k.api.resources import JobResource
+from typing import TYPE_CHECKING
+
+if TYPE_CHECKING:
+    from airflow_t9k.api.resources import JobResource
 
 # Children and what the controller records, by kind: (API prefix, plural).
 CHILDREN = {

@@ -114,6 +114,12 @@ def parse_line(line: str | bytes) -> Obj | None:
             return None
     else:
         raw = _pairs(rest)
+    return parse_values(raw)
+
+
+def parse_values(raw: Any) -> Obj | None:
+    """The report in one object of values (a line's JSON or pairs, or a pushed body's): the
+    reserved keys where valid, every other finite number a metric; None when nothing is valid."""
     if not isinstance(raw, dict):
         return None
     report: Obj = {}
@@ -212,6 +218,6 @@ def note(job: Obj | None) -> tuple[str, str] | None:
     controller's write time, so each write is logged once; None without progress."""
     progress = ((job or {}).get("status") or {}).get("progress")
     text = describe(progress)
-    if not text:
+    if not text or progress is None:
         return None
     return str(progress.get("updated") or ""), text

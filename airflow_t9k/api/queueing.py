@@ -42,7 +42,7 @@ def admission(job: Obj | None) -> Obj | None:
 def waiting(job: Obj | None) -> bool:
     """In a queue: Kueue has not admitted the job (or evicted it)."""
     c = admission(job)
-    return bool(c) and c.get("status") != "True"
+    return c is not None and bool(c) and c.get("status") != "True"
 
 
 def note(job: Obj | None) -> str | None:

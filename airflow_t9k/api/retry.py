@@ -13,9 +13,10 @@ deadline, a timeout, and an image that could not be pulled (a registry's rate li
 from __future__ import annotations
 
 from collections.abc import Collection
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
-from airflow_t9k.api.outcome import JobState
+if TYPE_CHECKING:
+    from airflow_t9k.api.outcome import JobState
 
 Obj = dict[str, Any]
 

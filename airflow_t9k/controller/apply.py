@@ -14,7 +14,7 @@ import os
 from collections import Counter
 from collections.abc import Callable
 from datetime import datetime, timezone
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from airflow_t9k.api.outcome import interpret
 from airflow_t9k.api.paths import child_path, job_path
@@ -26,9 +26,11 @@ from airflow_t9k.controller.reconcile.plan import SSH_SECRET_STATUS, rejected
 from airflow_t9k.controller.reconcile.status import StatusBuilder, bounded
 from airflow_t9k.controller.scope import NOT_MANAGED
 from airflow_t9k.controller.ssh import ssh_secret_data
-from airflow_t9k.k8s.client import Kube
 from airflow_t9k.k8s.errors import AlreadyExists, Conflict, Forbidden, Invalid, NotFound
-from airflow_t9k.k8s.informer import Informer
+
+if TYPE_CHECKING:
+    from airflow_t9k.k8s.client import Kube
+    from airflow_t9k.k8s.informer import Informer
 
 Obj = dict[str, Any]
 COMPONENT = "airflow-t9k-controller"
@@ -364,7 +366,7 @@ class Executor:
         try:
             await self.kube.create(child_path("Event", meta["namespace"]), body=body)
             self.metrics["event"] += 1
-        except Exception as exc:  # an Event is best effort; never fail a reconcile for it
+        except Exception as exc:  # noqa: BLE001 - an Event is best effort; never fail a reconcile for it
             log.warning("could not record event %s on %s/%s: %s", event.reason, meta["namespace"], meta["name"], exc)
 
 

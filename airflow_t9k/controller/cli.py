@@ -17,6 +17,8 @@ from typing import Any
 from airflow_t9k.api.resources import RESOURCES, TEMPLATE_RESOURCES, resource_for
 from airflow_t9k.controller.leader import LeaderElector
 from airflow_t9k.controller.metrics import InstrumentedKube, Metrics
+from airflow_t9k.controller.push_server import ProgressEndpoint, serve_push
+from airflow_t9k.controller.push_setup import BadFlags, add_push_arguments, follow_certificates, push_setup
 from airflow_t9k.controller.runner import Controller, Settings
 from airflow_t9k.controller.scope import Scope, SelectorError, parse_selector
 from airflow_t9k.controller.serve import serve_all
@@ -71,8 +73,10 @@ def add_controller_parser(sub: Any) -> None:
         type=int,
         default=200,
         metavar="N",
-        help="replica logs followed at once for progress, on their own connections (default 200)",
+        help="replica logs followed at once for progress, on their own connections (default 200); 0 follows none "
+        "(progress only by the push path, --progress-endpoint)",
     )
+    add_push_arguments(p)
     p.add_argument("--health-port", type=int, default=8081,
                    help="port for /healthz (alive) and /readyz (caches synced); 0 disables")  # fmt: skip
     p.add_argument("--health-address", default="0.0.0.0", help="address for the health endpoint")
@@ -248,7 +252,8 @@ async def main_async(args: argparse.Namespace) -> int:
         try:
             elector = make_elector(args, InstrumentedKube(transport, instruments), instruments)
             scope = make_scope(args)
-        except RefuseToStart as exc:
+            push = push_setup(args)
+        except (RefuseToStart, BadFlags) as exc:
             log.error("%s", exc)
             return 2
         if elector is not None:
@@ -264,12 +269,24 @@ async def main_async(args: argparse.Namespace) -> int:
             template_wait=args.template_wait,
             progress_interval=max(args.progress_interval, 0.0),
             progress_streams=args.progress_streams,
+            progress_push=push[0] if push else None,
+            push_rate=args.progress_push_rate,
+            push_burst=args.progress_push_burst,
         )
-        if settings.progress_interval > 0:  # log streams on their own connection pool (controller/reports.py)
+        if settings.progress_interval > 0 and settings.progress_streams > 0:  # log streams on their own pool (reports.py)
             log_kube = InstrumentedKube(await load_transport(args.kubeconfig, args.context), instruments)
         controller = Controller(kube, settings, instruments, log_kube=log_kube)
         servers = await serve_all(controller, (args.health_address, args.health_port),
                                   (args.metrics_address, args.metrics_port))  # fmt: skip
+        certs = None
+        if push is not None:
+            endpoint = ProgressEndpoint(controller, log_kube or kube, kinds=kinds, audience=args.progress_audience)
+            servers.append(await serve_push(endpoint, args.progress_address, args.progress_port, push[1].context))
+            certs = asyncio.create_task(follow_certificates(controller, push[1])) if push[1].files else None
+            log.info("progress endpoint %s: listening on %s:%d, TLS %s, token audience %s", push[0].endpoint,
+                     args.progress_address, args.progress_port,
+                     "from " + ", ".join(push[1].files) if push[1].files else "from a CA made at start (in memory)",
+                     args.progress_audience)  # fmt: skip
         task = asyncio.create_task(controller.run(elector=elector))
         loop = asyncio.get_running_loop()
         for sig in (signal.SIGTERM, signal.SIGINT):
@@ -284,6 +301,9 @@ async def main_async(args: argparse.Namespace) -> int:
             await task
         except asyncio.CancelledError:
             log.info("controller stopped")
+        finally:
+            if certs is not None:
+                certs.cancel()
         return 0
     finally:
         for server in servers:
@@ -319,5 +339,5 @@ def loop_runner(choice: str) -> Callable[[Coroutine[Any, Any, int]], int]:
         if choice == "uvloop":
             raise RefuseToStart("--event-loop=uvloop, but uvloop is not installed: pip install uvloop") from None
         return asyncio.run
-    log.debug("event loop: uvloop %s", uvloop.__version__)
+    log.debug("event loop: uvloop %s", uvloop.__version__)  # type: ignore[attr-defined]  # uvloop re-exports it implicitly
     return uvloop.run

@@ -99,21 +99,25 @@ def rule(expression: str, message: str) -> S:
     return {"x-kubernetes-validations": [{"rule": expression, "message": message}]}
 
 
+def validations(rules: list[S]) -> S:
+    return {"x-kubernetes-validations": rules}
+
+
 # Seed 000's mode table: runMode.elastic is no field of any kind (Elastic is spec.elastic).
 RUN_MODE = obj(
     {
         "debug": obj({"enabled": boolean(), "replicaSpecs": arr(obj(MODE_ENTRY, ["type"]))}),
         "pause": obj(
             {"enabled": boolean(), "resumeSpecs": arr(obj({**MODE_ENTRY, "args": STRINGS}, ["type"]))},
-            **{
-                "x-kubernetes-validations": [
+            **validations(
+                [
                     {
                         "rule": "has(self.resumeSpecs) == has(oldSelf.resumeSpecs) && "
                         "(!has(self.resumeSpecs) || self.resumeSpecs == oldSelf.resumeSpecs)",
                         "message": "runMode.pause.resumeSpecs is immutable; set it before pausing",
                     }
                 ]
-            },
+            ),
         ),
         "elastic": OPEN,  # declared only so the rule below can reject it
     },
@@ -153,10 +157,10 @@ TRAINING_RESTART = enum("Never", "OnFailure", "Always", "ExitCode")
 ELASTIC = obj(
     {"enabled": boolean(), "minReplicas": integer(1, maximum=MAX_REPLICAS_PER_TYPE),
      "maxReplicas": integer(1, maximum=MAX_REPLICAS_PER_TYPE), "expectedReplicas": integer(0)},
-    **{"x-kubernetes-validations": [
+    **validations([
         {"rule": "!has(self.minReplicas) || !has(self.maxReplicas) || self.minReplicas <= self.maxReplicas",
          "message": "elastic.minReplicas must not exceed elastic.maxReplicas"},
-    ]},
+    ]),
 )  # fmt: skip
 
 
@@ -185,7 +189,7 @@ SPECS: dict[str, S] = {
                         **{"x-kubernetes-list-type": "map", "x-kubernetes-list-map-keys": ["name"]},
                     )
                 }
-            ),  # fmt: skip
+            ),
             cleanUpPolicy=CLEANUP,
         ),
         ["replicaSpecs"],
@@ -203,7 +207,7 @@ SPECS: dict[str, S] = {
                     "extraOptions": STRINGS,
                 },
                 open_=True,
-            ),  # fmt: skip
+            ),
             elastic=ELASTIC,
             tensorboardSpec=OPEN,
         ),
@@ -244,7 +248,7 @@ SPECS: dict[str, S] = {
                     "template": POD_TEMPLATE,
                 },
                 ["command"],
-            ),  # fmt: skip
+            ),
             runPolicy=obj({"cleanUpWorkers": boolean()}),
         ),
         ["worker"],
@@ -316,15 +320,15 @@ SPECS: dict[str, S] = {
         },  # declared only so the rule below can reject it
         None,
         open_=True,
-        **{
-            "x-kubernetes-validations": [
+        **validations(
+            [
                 {
                     "rule": "!has(self.runMode)",
                     "message": "BeamJob supports only Immediate mode: Debug and Pause (runMode) are not available",
                 },
             ]
-        },
-    ),  # fmt: skip
+        ),
+    ),
     "AscendJob": obj(
         {
             "replicaSpecs": obj(
@@ -334,8 +338,8 @@ SPECS: dict[str, S] = {
                 ),
                 minProperties=1,
                 maxProperties=4,
-                **{
-                    "x-kubernetes-validations": [
+                **validations(
+                    [
                         {
                             "rule": "self.all(t, t in ['Master', 'Scheduler', 'Chief', 'Worker'])",
                             "message": "replicaSpecs keys must be Master, Scheduler, Chief or Worker",
@@ -345,7 +349,7 @@ SPECS: dict[str, S] = {
                             "message": TOTAL_RULE,
                         },
                     ]
-                },
+                ),
             ),
             "runPolicy": obj(
                 {
@@ -364,7 +368,7 @@ SPECS: dict[str, S] = {
         },
         ["replicaSpecs"],
         open_=True,
-    ),  # fmt: skip
+    ),
 }
 
 PRINTER_COLUMNS = [
@@ -403,7 +407,8 @@ def _with_mode_table(kind: str, spec: S) -> S:
 TEMPLATE_REF = obj({"name": string(minLength=1, maxLength=253), "kind": enum(*TEMPLATE_RESOURCES)}, ["name"])
 IMMUTABLE_REF = {"rule": "has(self.templateRef) == has(oldSelf.templateRef) && "
                          "(!has(self.templateRef) || self.templateRef == oldSelf.templateRef)",
-                 "message": "spec.templateRef is immutable: the job was merged with its template when it was created"}  # fmt: skip
+                 "message": "spec.templateRef is immutable: the job was merged with its template when it was "
+                            "created"}  # fmt: skip
 
 
 def _whole(t: str) -> str:
@@ -414,20 +419,22 @@ def _whole(t: str) -> str:
 # (the CRDs required these before job templates; a job that names one may leave them to it).
 WHOLE_PODS: dict[str, tuple[str, str]] = {
     "replicaSpecs": ("self.replicaSpecs.all(r, has(r.template) && " + _whole("r.template") + ")",
-                     "replicaSpecs[].template: Required value: each replica type needs a pod template with at least one "
-                     "container in spec.containers"),
-    "AscendJob": ("self.replicaSpecs.all(k, has(self.replicaSpecs[k].template) && " + _whole("self.replicaSpecs[k].template") + ")",
-                  "replicaSpecs.<type>.template: Required value: each replica type needs a pod template with at least one "
-                  "container in spec.containers"),
+                     ("replicaSpecs[].template: Required value: each replica type needs a pod template with at least one "
+                      "container in spec.containers")),
+    "AscendJob": ("self.replicaSpecs.all(k, has(self.replicaSpecs[k].template) && "
+                  + _whole("self.replicaSpecs[k].template") + ")",
+                  ("replicaSpecs.<type>.template: Required value: each replica type needs a pod template with at least one "
+                   "container in spec.containers")),
     "worker": ("has(self.worker.template) && " + _whole("self.worker.template"),
                "worker.template: Required value: the workers need a pod template with at least one container in spec.containers"),
-    "ColossalAIJob": ("has(self.launcher) && has(self.launcher.image) && has(self.worker.template) && " + _whole("self.worker.template"),
-                      "launcher.image and worker.template: Required value: the launcher needs an image, the workers a pod "
-                      "template with at least one container in spec.containers"),
+    "ColossalAIJob": ("has(self.launcher) && has(self.launcher.image) && has(self.worker.template) && "
+                      + _whole("self.worker.template"),
+                      ("launcher.image and worker.template: Required value: the launcher needs an image, the workers a pod "
+                       "template with at least one container in spec.containers")),
     "BeamJob": ("has(self.flinkClusterTemplate) && has(self.jobTemplate) && has(self.jobTemplate.spec.template) && "
                 + _whole("self.jobTemplate.spec.template"),
-                "flinkClusterTemplate and jobTemplate.spec.template: Required value: the Flink cluster needs its template, "
-                "the submit job a pod template with at least one container in spec.containers"),
+                ("flinkClusterTemplate and jobTemplate.spec.template: Required value: the Flink cluster needs its template, "
+                 "the submit job a pod template with at least one container in spec.containers")),
 }  # fmt: skip
 POD_HOLDER = {"GenericJob": "replicaSpecs", "PyTorchTrainingJob": "replicaSpecs", "TensorFlowTrainingJob": "replicaSpecs",
               "XGBoostTrainingJob": "replicaSpecs", "DeepSpeedJob": "worker", "MPIJob": "worker",
@@ -447,10 +454,11 @@ def crd(resource: JobResource, spec_schema: S) -> S:
     schema = obj(
         {"apiVersion": string(), "kind": string(), "metadata": obj(), "spec": spec_schema, "status": OPEN},
         ["spec"],
-        **{"x-kubernetes-validations": [
+        **validations([
             {"rule": "self.metadata.name.size() <= 63",
-             "message": "metadata.name must be at most 63 characters: it becomes a label value and part of pod and service names"},
-        ]},
+             "message": "metadata.name must be at most 63 characters: it becomes a label value and part of pod and "
+                        "service names"},
+        ]),
     )  # fmt: skip
     version = {
         "subresources": {"status": {}, **({"scale": SCALE[resource.kind]} if resource.kind in SCALE else {})},
@@ -507,7 +515,8 @@ TEMPLATE_RULES = [
      "message": f"{', '.join(SINGLE_POD)} have one pod template: give it in spec.template, not spec.replicaTemplates"},
     {"rule": "!has(self.jobSpec) || (!has(self.jobSpec.replicaSpecs) && !has(self.jobSpec.templateRef) && "
              "!(has(self.jobSpec.worker) && has(self.jobSpec.worker.template)) && "
-             "!(has(self.jobSpec.jobTemplate) && has(self.jobSpec.jobTemplate.spec) && has(self.jobSpec.jobTemplate.spec.template)))",
+             "!(has(self.jobSpec.jobTemplate) && has(self.jobSpec.jobTemplate.spec) && "
+             "has(self.jobSpec.jobTemplate.spec.template)))",
      "message": "spec.jobSpec holds no pods and no replica counts (replicaSpecs, worker.template, jobTemplate.spec.template) and "
                 "no templateRef: pod defaults go in spec.template and spec.replicaTemplates; the job says how many replicas run"},
 ]  # fmt: skip
@@ -520,7 +529,7 @@ TEMPLATE_SPEC = obj(
      "deprecationMessage": string(maxLength=1024), "template": POD_TEMPLATE,
      "replicaTemplates": obj(additionalProperties=POD_TEMPLATE, maxProperties=16), "jobSpec": JOB_SPEC_PART},
     ["jobKind"],
-    **{"x-kubernetes-validations": TEMPLATE_RULES},
+    **validations(TEMPLATE_RULES),
 )  # fmt: skip
 TEMPLATE_COLUMNS = [
     {"name": "Job-Kind", "type": "string", "jsonPath": ".spec.jobKind"},

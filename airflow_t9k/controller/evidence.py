@@ -6,12 +6,14 @@ from __future__ import annotations
 import asyncio
 import json
 import logging
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
-from airflow_t9k.controller.reconcile.actions import KeepEvidence
 from airflow_t9k.controller.reconcile.evidence import MAX_EVENTS, MAX_LOG_BYTES
 from airflow_t9k.controller.reconcile.status import bounded
 from airflow_t9k.k8s.errors import ApiError
+
+if TYPE_CHECKING:
+    from airflow_t9k.controller.reconcile.actions import KeepEvidence
 
 Obj = dict[str, Any]
 log = logging.getLogger(__name__)

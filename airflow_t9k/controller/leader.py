@@ -17,11 +17,13 @@ import random
 import time
 from collections.abc import Callable
 from datetime import datetime, timezone
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from airflow_t9k.k8s.aio import within
-from airflow_t9k.k8s.client import Kube
 from airflow_t9k.k8s.errors import AlreadyExists, Conflict, NotFound
+
+if TYPE_CHECKING:
+    from airflow_t9k.k8s.client import Kube
 
 Obj = dict[str, Any]
 JITTER = 1.2  # client-go's JitterFactor for candidates' retries
@@ -122,7 +124,7 @@ class LeaderElector:
             return await within(self.try_acquire_or_renew(), timeout)
         except asyncio.TimeoutError:
             log.warning("lease %s/%s: no answer within %.1fs", self.namespace, self.name, timeout)
-        except Exception as exc:  # the API is unreachable or refused: a failed attempt, like client-go
+        except Exception as exc:  # noqa: BLE001 - the API is unreachable or refused: a failed attempt, like client-go
             log.warning("lease %s/%s: %s", self.namespace, self.name, exc)
             self._lease = None
         return False
@@ -181,5 +183,5 @@ class LeaderElector:
         try:
             await within(self.kube.replace(self.path, body={**self._lease, "spec": spec}), 2)
             log.info("lease %s/%s released", self.namespace, self.name)
-        except (asyncio.TimeoutError, Exception) as exc:
+        except Exception as exc:  # noqa: BLE001 - no answer or any failure: the lease then expires on its own
             log.warning("could not release lease %s/%s: %s", self.namespace, self.name, exc)

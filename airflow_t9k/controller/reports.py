@@ -22,16 +22,18 @@ from __future__ import annotations
 import asyncio
 import logging
 from collections.abc import Callable, Hashable, Mapping
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from airflow_t9k.api.outcome import interpret
 from airflow_t9k.api.paths import child_path
 from airflow_t9k.api.progress import MARKER, MAX_LINE, merge, parse_line
 from airflow_t9k.controller.reconcile.observe import is_deleting
 from airflow_t9k.controller.reconcile.reporting import LATEST, PROGRESS
-from airflow_t9k.k8s.client import Kube
-from airflow_t9k.kinds.base import Obj
 from airflow_t9k.kinds.registry import KINDS
+
+if TYPE_CHECKING:
+    from airflow_t9k.k8s.client import Kube
+    from airflow_t9k.kinds.base import Obj
 
 log = logging.getLogger(__name__)
 

@@ -8,15 +8,14 @@ import time
 from collections import Counter
 from dataclasses import dataclass, field
 from datetime import datetime, timezone
-from typing import Any
+from typing import TYPE_CHECKING, Any, cast
 
 from airflow_t9k.api.outcome import interpret
 from airflow_t9k.api.paths import child_path, job_path
 from airflow_t9k.api.resources import RESOURCES, TEMPLATE_RESOURCES, resource_for
 from airflow_t9k.controller.apply import Executor
-from airflow_t9k.controller.leader import LeaderElector
 from airflow_t9k.controller.metrics import Metrics, TimedQueue
-from airflow_t9k.controller.queue import WorkQueue
+from airflow_t9k.controller.pushed import PushedReports, newest
 from airflow_t9k.controller.reconcile import Emit, Observed, Plan, plan
 from airflow_t9k.controller.reconcile.status import bounded
 from airflow_t9k.controller.reports import ProgressStreams
@@ -28,10 +27,15 @@ from airflow_t9k.k8s.informer import Informer
 from airflow_t9k.kinds.base import LABEL_MANAGED_BY, MANAGED_BY
 from airflow_t9k.kinds.templates import CLUSTER, NAMESPACED, unresolved, wanted
 
+if TYPE_CHECKING:
+    from airflow_t9k.controller.leader import LeaderElector
+    from airflow_t9k.controller.queue import WorkQueue
+    from airflow_t9k.controller.reconcile.push import PushTarget
+
 Obj = dict[str, Any]
 JobKey = tuple[str, str, str]  # (kind, namespace, name)
 # Secrets are not watched: the controller may only create them (deploy/rbac-*.yaml); a job's
-# status records the SSH Secret made for it (reconcile/plan.py ssh_secret_recorded).
+# status records the SSH Secret made for it (reconcile/steps/children.py ssh_secret_recorded).
 CHILD_KINDS = ("Pod", "Service", "ConfigMap", "Job")
 KUEUE = "/apis/kueue.x-k8s.io/v1beta2"
 # Kueue's cluster-scoped objects that admission reads: kind -> path
@@ -68,12 +72,18 @@ class Settings:
     # (0: no log is followed, no progress kept), and how many replica logs are followed at once.
     progress_interval: float = 10.0
     progress_streams: int = 200
+    # The progress endpoint (--progress-endpoint; docs/progress.md, "The push path"): what every
+    # replica is given to reach it (None: off), and the requests a second and at once a job's
+    # replicas may push.
+    progress_push: PushTarget | None = None
+    push_rate: float = 1.0
+    push_burst: float = 10.0
 
 
 def detail_only(old: Obj, result: Plan) -> bool:
     """A status change that may wait: the job's phase (as operators, triggers and sensors read
     it) stays, only detail moved (a pod started or ended, counts, a condition such as
-    Initialized), and the pass has nothing else to do.
+    Initializing), and the pass has nothing else to do.
 
     A new phase and a pass that acts are written at once, status first. The pods of a job
     change within moments of each other, so one write a little later carries them all, and a
@@ -83,7 +93,7 @@ def detail_only(old: Obj, result: Plan) -> bool:
         return False
     try:
         return interpret({"status": result.status}).phase == interpret({"status": old}).phase
-    except Exception:  # a status someone else wrote malformed: write ours at once
+    except Exception:  # noqa: BLE001 - a status someone else wrote malformed: write ours at once
         return False
 
 
@@ -160,11 +170,28 @@ class Controller:
         self._held: dict[JobKey, float] = {}  # job -> when its held status write is due (loop time)
         self._quick_plans: set[JobKey] = set()  # jobs whose last plan took at most INLINE_PLAN_SECONDS
         self._background: set[asyncio.Task[None]] = set()
+        # --progress-streams 0 follows no log (with the push path: progress by push only).
+        follow = settings.progress_interval > 0 and settings.progress_streams > 0
         self.reports = (ProgressStreams(log_kube or kube, self.queue.add, self.metrics, settings.progress_interval,
-                                        settings.progress_streams) if settings.progress_interval > 0 else None)  # fmt: skip
+                                        settings.progress_streams) if follow else None)  # fmt: skip
+        self.pushed = (PushedReports(self.queue.add, settings.progress_interval, settings.push_rate, settings.push_burst)
+                       if settings.progress_push is not None else None)  # fmt: skip
+        self._elector: LeaderElector | None = None
 
     def informer_for(self, kind: str, namespace: str) -> Informer:
         return self.informers[(kind, namespace if namespace in self.scopes else "")]
+
+    # -- what the progress endpoint asks (push_server.Host) ------------------------------------
+    def leading(self) -> bool:
+        """Whether this replica's passes write statuses now: caches synced, and the lease held."""
+        return self.synced() and (self._elector is None or self._elector.valid())
+
+    def cached_job(self, kind: str, namespace: str, name: str) -> Obj | None:
+        informer = self.informers.get((kind, namespace if namespace in self.scopes else ""))
+        return None if informer is None else informer.get((namespace, name))
+
+    def cached_pod(self, namespace: str, name: str) -> Obj | None:
+        return self.cached_job("Pod", namespace, name)
 
     # -- events -> keys ---------------------------------------------------------------------
     def _on_job(self, event: str, obj: Obj) -> None:
@@ -266,12 +293,16 @@ class Controller:
             obj = self.informer_for(kind, ns).get((ns, name))
             if obj is not None:
                 found[kind][name] = obj
-        children = (found["Pod"], found["Service"], found["ConfigMap"], {}, found["Job"])
+        no_secrets: dict[str, Obj] = {}
+        children = (found["Pod"], found["Service"], found["ConfigMap"], no_secrets, found["Job"])
         key = (job["kind"], job["metadata"]["namespace"], job["metadata"]["name"])
-        report = self.reports.report(key, job["metadata"].get("uid")) if self.reports is not None else None
-        more = {"volcano": self.settings.volcano, "podgroups": found.get("PodGroup", {}),
+        uid = job["metadata"].get("uid")
+        report = newest(self.reports.report(key, uid) if self.reports is not None else None,
+                        self.pushed.report(key, uid) if self.pushed is not None else None)  # fmt: skip
+        more: dict[str, Any] = {"volcano": self.settings.volcano, "podgroups": found.get("PodGroup", {}),
                 "template": self.template_of(job), "template_wait": self.settings.template_wait,
-                "report": report, "progress_interval": self.settings.progress_interval}  # fmt: skip
+                "report": report, "progress_interval": self.settings.progress_interval,
+                "progress_push": self.settings.progress_push}  # fmt: skip
         if not self.kueue:
             return Observed(*children, queueing=self.settings.queueing, **more)
         ns = job["metadata"]["namespace"]
@@ -293,6 +324,8 @@ class Controller:
             self._quick_plans.discard(key)
             if self.reports is not None:
                 self.reports.forget(key)
+            if self.pushed is not None:
+                self.pushed.forget(key)
             return
         self.metrics["reconcile"] += 1
         why = self.why_not_managed(ns)
@@ -345,9 +378,9 @@ class Controller:
 
     async def _worker(self) -> None:
         while True:
-            key = await self.queue.get()
+            key = cast("JobKey", await self.queue.get())  # the queue holds job keys only
             try:
-                await self.reconcile(key)  # type: ignore[arg-type]
+                await self.reconcile(key)
                 if self.queue.failures(key) >= REPORT_AFTER_FAILURES:
                     await self._report(key, None)
                 self.queue.forget(key)
@@ -372,7 +405,7 @@ class Controller:
             return
         try:
             await self.executor.report_error(job, exc, REPORT_AFTER_FAILURES)
-        except Exception as err:  # the API may be what fails; the retries go on regardless
+        except Exception as err:  # noqa: BLE001 - the API may be what fails; the retries go on regardless
             log.warning("could not report the reconcile error on %s: %s", key, bounded(repr(err), 300))
 
     def synced(self) -> bool:
@@ -412,8 +445,11 @@ class Controller:
                 await asyncio.gather(*workers, return_exceptions=True)
                 if self.reports is not None:  # the next leader follows the logs
                     await self.reports.close()
+                if self.pushed is not None:  # and takes the pushes, starting from the statuses
+                    self.pushed.clear()
 
     async def run(self, ready: asyncio.Event | None = None, elector: LeaderElector | None = None) -> None:
+        self._elector = elector
         tasks = [asyncio.create_task(i.run(), name=f"informer-{k}") for k, i in self.informers.items()]
         try:
             # Children first, so the first pass over each job sees the pods it already has.

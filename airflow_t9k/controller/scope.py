@@ -12,8 +12,14 @@ runner says why on the job, once.
 from __future__ import annotations
 
 from dataclasses import dataclass
+from typing import TYPE_CHECKING
 
-from airflow_t9k.api.selector import Selector, SelectorError, parse_selector  # noqa: F401  (cli and tests import them from here)
+# cli and tests import them from here: re-exported.
+from airflow_t9k.api.selector import SelectorError as SelectorError
+from airflow_t9k.api.selector import parse_selector as parse_selector
+
+if TYPE_CHECKING:
+    from airflow_t9k.api.selector import Selector
 
 SYSTEM_NAMESPACES = ("kube-system", "kube-public", "kube-node-lease")
 NOT_MANAGED = "NamespaceNotManaged"  # the condition type and Event reason on a job left alone

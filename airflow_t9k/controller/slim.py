@@ -27,6 +27,8 @@ from __future__ import annotations
 from collections.abc import Callable
 from typing import Any
 
+from airflow_t9k.controller.reconcile.push import CA_ANNOTATION, URL_ANNOTATION
+
 Obj = dict[str, Any]
 Transform = Callable[[Obj], Obj]
 
@@ -54,6 +56,10 @@ def _keeper(top: tuple[str, ...] = (), spec: tuple[str, ...] = ()) -> Transform:
 
 
 def _slim_pod(out: Obj, pod: Obj) -> Obj:
+    annotations = (out.get("metadata") or {}).get("annotations")
+    if isinstance(annotations, dict):
+        for key in (CA_ANNOTATION, URL_ANNOTATION):  # a kilobyte per pod, for the pod's own files only
+            annotations.pop(key, None)
     spec = pod.get("spec")
     if isinstance(spec, dict) and isinstance(spec.get("containers"), list):
         out["spec"] = {"containers": [{k: c[k] for k in ("name", "resources") if k in c}
@@ -61,7 +67,8 @@ def _slim_pod(out: Obj, pod: Obj) -> Obj:
     return out
 
 
-# Why each key stays (besides metadata, kept for every kind as said above):
+# Why each key stays (besides metadata, kept for every kind as said above; a pod's copy of the
+# progress endpoint's CA, reconcile/push.py, is the one annotation left out):
 SLIM: dict[str, Transform] = {
     # status, all of it: phase (rules, clean-up, Beam's "cluster running"), reason (Evicted),
     # containerStatuses' states with exit codes, reasons and termination messages (restart

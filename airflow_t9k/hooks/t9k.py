@@ -16,7 +16,7 @@ import asyncio
 import contextlib
 import json
 from collections.abc import AsyncIterator, Iterator
-from typing import Any
+from typing import Any, Protocol
 
 import aiohttp
 import urllib3
@@ -126,7 +126,7 @@ def describe_pending(pods: list[Obj], events: list[Obj]) -> str:
     if not by_reason:
         job_warnings = [w for n, w in warnings.items() if n and not any(n == p["metadata"]["name"] for p in pods)]
         return "; ".join(job_warnings)[:MAX_REASON] or "no replica pod is pending; the job has not reported Running yet"
-    text = "; ".join(f"{', '.join(names[:3])}{' and %d more' % (len(names) - 3) if len(names) > 3 else ''}: {reason}"
+    text = "; ".join(f"{', '.join(names[:3])}{f' and {len(names) - 3} more' if len(names) > 3 else ''}: {reason}"
                      for reason, names in by_reason.items())  # fmt: skip
     return text if len(text) <= MAX_REASON else text[: MAX_REASON - 3] + "..."
 
@@ -149,6 +149,19 @@ def config_fix(exc: BaseException) -> str:
         return ("point config_file= (or the connection's kube_config_path) at a kubeconfig readable on this machine: "
                 "mount the same file on the workers and the triggerer")  # fmt: skip
     return "check the connection's kubeconfig (kube_config_path, kube_config, in_cluster, cluster_context)"
+
+
+class _Identified(Protocol):
+    """What ``identity`` reads: both hooks have it (the async one borrows the method)."""
+
+    @property
+    def side(self) -> str: ...
+    @property
+    def config_file(self) -> str | None: ...
+    @property
+    def conn_id(self) -> Any: ...
+    @property
+    def in_cluster(self) -> Any: ...
 
 
 class T9kHook(KubernetesHook):
@@ -175,7 +188,7 @@ class T9kHook(KubernetesHook):
         except AirflowNotFoundException as exc:
             raise self._config_error(exc) from None
 
-    def identity(self) -> str:
+    def identity(self: _Identified) -> str:
         """Whose credentials, for messages: the side, and where its configuration comes from."""
         source = f"kubeconfig {self.config_file}" if self.config_file else f"connection {self.conn_id!r}"
         if self.in_cluster:
@@ -207,7 +220,7 @@ class T9kHook(KubernetesHook):
         with self._boundary("GET", ""):
             return fn(*args, **kwargs)
 
-    def _request(self, method: str, path: str, body: Any = None, query: list | None = None,
+    def _request(self, method: str, path: str, body: Any = None, query: list[tuple[str, str]] | None = None,
                  content_type: str = "application/json") -> Obj:  # fmt: skip
         with self._boundary(method, path):
             resp = self.api_client.call_api(
@@ -350,10 +363,11 @@ class AsyncT9kHook(AsyncKubernetesHook):
         # (the operator's argument) comes first, as in the sync hook.
         if field_name == "kube_config_path" and self.config_file:
             return self.config_file
-        return await super()._get_field(field_name)
+        return await super()._get_field(field_name)  # type: ignore[no-untyped-call]  # Airflow's, unannotated
 
     async def kube(self) -> Kube:
-        await self._load_config()  # no-op for static credentials; refreshes exec tokens
+        # A no-op for static credentials; refreshes exec tokens.
+        await self._load_config()  # type: ignore[no-untyped-call]  # Airflow's, unannotated
         if self._kube is None:
             self._kube = Kube(async_client.ApiClient(configuration=self.client_configuration))
         return self._kube

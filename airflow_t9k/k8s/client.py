@@ -14,7 +14,7 @@ import json
 import logging
 import re
 import sys
-from collections.abc import AsyncIterator, Callable
+from collections.abc import AsyncGenerator, AsyncIterator, Callable
 from typing import TYPE_CHECKING, Any, Protocol
 from urllib.parse import urlencode
 
@@ -25,7 +25,7 @@ from airflow_t9k.k8s.errors import from_response
 try:
     from msgspec.json import decode as _fast_decode
 except ImportError:  # pragma: no cover - msgspec is a dependency; json.loads still works
-    _fast_decode = json.loads
+    _fast_decode = json.loads  # type: ignore[assignment]  # called with one argument, as msgspec's is
 
 if TYPE_CHECKING:
     import aiohttp
@@ -74,7 +74,7 @@ def decode(raw: str | bytes) -> Any:
     if sys.getrecursionlimit() <= FAST_MAX_DEPTH or _openings(raw) <= FAST_MAX_DEPTH:
         try:
             return _fast_decode(raw)
-        except Exception:  # noqa: BLE001 - json.loads below decides what the input is
+        except Exception:  # noqa: BLE001, S110 - json.loads below decides what the input is
             pass
     try:
         return json.loads(raw)
@@ -266,7 +266,7 @@ class Kube:
 
     def __init__(self, api: Transport | ApiClient) -> None:
         """``api``: a transport, or a ``kubernetes_asyncio`` ApiClient (the hooks pass theirs)."""
-        self.transport: Transport = ApiClientTransport(api) if hasattr(api, "call_api") else api  # type: ignore[arg-type,assignment]
+        self.transport: Transport = ApiClientTransport(api) if hasattr(api, "call_api") else api  # type: ignore[arg-type]  # hasattr() narrows to ApiClient; mypy cannot see it
         self.skipped: list[dict[str, str]] = []  # identities of objects too deep to decode
 
     async def close(self) -> None:
@@ -393,7 +393,7 @@ class Kube:
             resp.release()
 
     async def watch(self, path: str, *, query: dict[str, Any], timeout_seconds: int = 300,
-                    on_open: Callable[[], None] | None = None) -> AsyncIterator[Obj]:  # fmt: skip
+                    on_open: Callable[[], None] | None = None) -> AsyncGenerator[Obj, None]:  # fmt: skip
         """Watch events as dicts until the server ends the stream; ``on_open`` once it is accepted."""
         params = {**query, "watch": True, "allowWatchBookmarks": True, "timeoutSeconds": timeout_seconds}
         resp = await self._send("GET", path, query=params, timeout=None)

@@ -68,8 +68,9 @@ class Backoff:
 def retry_after(exc: BaseException) -> float | None:
     """The Retry-After a 429/5xx Status carries in details.retryAfterSeconds, if any."""
     details = (getattr(exc, "body", None) or {}).get("details") or {}
+    value = details.get("retryAfterSeconds")
     try:
-        return float(details.get("retryAfterSeconds"))
+        return float(value) if value is not None else None
     except (TypeError, ValueError):
         return None
 
@@ -205,8 +206,8 @@ class Informer:
         for item in items:
             if not self._kept(item):
                 continue
-            item = self._shaped(item)
-            fresh[key_of(item)] = item
+            shaped = self._shaped(item)
+            fresh[key_of(shaped)] = shaped
         gone = [obj for key, obj in self.cache.items() if key not in fresh]
         self.cache = fresh
         self.resource_version = rv
@@ -229,7 +230,7 @@ class Informer:
                 need_list = True
             except asyncio.CancelledError:
                 raise
-            except Exception as exc:  # any failure: back off and resume, never give up watching
+            except Exception as exc:  # noqa: BLE001 - any failure: back off and resume, never give up watching
                 self.healthy = False
                 need_list = need_list or needs_relist(exc)
                 delay = self.backoff.next(retry_after(exc))

@@ -316,7 +316,7 @@ class AscendJob(JobKind):
             for t in (((job.get("spec") or {}).get("replicaSpecs")) or {})
         }
         status = kubeflow_status.from_core(job, core, restarting, now, selectors)
-        events = []
+        events: list[tuple[str, str, str]] = []
         if (job.get("status") or {}).get("conditions"):
             return status, events  # said on the first pass only
         policy = run_policy(job).get("schedulingPolicy") or {}
@@ -328,16 +328,16 @@ class AscendJob(JobKind):
             dropped = (" The pods asked for scheduler 'volcano', which does not exist here, so they go to the default "
                        "scheduler instead of staying Pending for ever.") if wants_volcano else ""  # fmt: skip
             events.append(("Warning", "GangSchedulingNotEnforced",
-                           f"runPolicy.schedulingPolicy {gang or {}} is recorded, but this cluster serves no Volcano PodGroups "
-                           "(scheduling.volcano.sh/v1beta1) and the job is not admitted through a Kueue LocalQueue: "
-                           "minAvailable is not enforced and the queue is only a pod label (volcano.sh/queue-name)."
-                           f"{dropped}"))  # fmt: skip
+                           (f"runPolicy.schedulingPolicy {gang or {}} is recorded, but this cluster serves no Volcano PodGroups "
+                            "(scheduling.volcano.sh/v1beta1) and the job is not admitted through a Kueue LocalQueue: "
+                            "minAvailable is not enforced and the queue is only a pod label (volcano.sh/queue-name)."
+                            f"{dropped}")))  # fmt: skip
         ignored = [k for k in IGNORED_RUN_POLICY if k in run_policy(job)]
         if ignored:
             events.append(("Warning", "RunPolicyIgnored",
-                           f"runPolicy.{', runPolicy.'.join(ignored)} accepted and ignored: MindCluster calls them "
-                           "meaningless and to be removed (seed 002). The job has no deadline and is not deleted "
-                           "after it ends."))  # fmt: skip
+                           (f"runPolicy.{', runPolicy.'.join(ignored)} accepted and ignored: MindCluster calls them "
+                            "meaningless and to be removed (seed 002). The job has no deadline and is not deleted "
+                            "after it ends.")))  # fmt: skip
         return status, events
 
 

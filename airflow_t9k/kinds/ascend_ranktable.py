@@ -15,8 +15,10 @@ from __future__ import annotations
 
 import json
 from collections.abc import Mapping
+from typing import TYPE_CHECKING
 
-from airflow_t9k.kinds.base import Obj
+if TYPE_CHECKING:
+    from airflow_t9k.kinds.base import Obj
 
 CONFIGMAP_PREFIX = "rings-config-"
 KEY = "hccl.json"

@@ -11,9 +11,10 @@ import copy
 from collections.abc import Mapping
 from dataclasses import dataclass, field
 from datetime import datetime
-from typing import Any, ClassVar, Protocol
+from typing import TYPE_CHECKING, Any, ClassVar, Protocol
 
-from airflow_t9k.api.resources import JobResource
+if TYPE_CHECKING:
+    from airflow_t9k.api.resources import JobResource
 
 Obj = dict[str, Any]
 Rule = dict[str, list[int]]
@@ -36,6 +37,10 @@ TRAINING_RESTART_POLICIES = (*RESTART_POLICIES, "ExitCode")
 RETRYABLE_EXIT_CODES = frozenset({130, 137, 143, 138})
 DEFAULT_RESTART_LIMIT = 3
 UNLIMITED = 2**31 - 1
+# cleanUpPolicy when a job gives none (GenericJob's spec, the training kinds' runPolicy). Seed 001:
+# the controller cleans up once a job succeeds or fails, so it stops using the cluster; None is
+# for debugging, and Unfinished beats All in most cases (ended replicas use nothing and keep their logs).
+DEFAULT_CLEANUP_POLICY = "Unfinished"
 DEBUG_COMMAND = ["sleep", "inf"]
 # Ceilings on replicas, enforced by the CRDs at admission and again by validate() (for CRDs
 # applied by hand). Far above any real training job on one cluster, far below what floods
@@ -331,7 +336,9 @@ def mode_entries(job: Obj, mode: str) -> list[Obj]:
 
 
 def parse_restart_policy(raw: Any) -> RestartPolicy:
-    """GenericJob's ``{policy, limit}``; absent means no restarts."""
+    """GenericJob's ``{policy, limit}``; absent means no restarts. Without ``limit``, ``OnFailure``
+    restarts 3 times and ``Always`` without end: seed 001 warns that ``Always`` "may keep the
+    GenericJob from ever stopping", which a silent limit would contradict."""
     if raw is None:
         return RestartPolicy("Never", 0)
     if isinstance(raw, str):
@@ -339,7 +346,7 @@ def parse_restart_policy(raw: Any) -> RestartPolicy:
     policy = raw.get("policy", "OnFailure")
     if policy not in RESTART_POLICIES:
         raise InvalidSpec(f"restartPolicy.policy must be one of {', '.join(RESTART_POLICIES)}, got {policy!r}")
-    limit = raw.get("limit", DEFAULT_RESTART_LIMIT if policy != "Never" else 0)
+    limit = raw.get("limit", {"Never": 0, "Always": UNLIMITED}.get(policy, DEFAULT_RESTART_LIMIT))
     if not isinstance(limit, int) or limit < 0:
         raise InvalidSpec(f"restartPolicy.limit must be a non-negative integer, got {limit!r}")
     return RestartPolicy(policy, limit)

@@ -227,7 +227,8 @@ class BeamJob(JobKind):
         job_up = bool(submit) and not (_condition(submit, "Complete") or _condition(submit, "Failed"))
         for type_, value, yes, no in (
             ("ClusterRunning", cluster_up, "The JobManager and every TaskManager run.", "Not every Flink cluster pod runs."),
-            ("JobRunning", job_up, f"The submit job {self.submit_name(job)} runs.", f"The submit job {self.submit_name(job)} does not run."),
+            ("JobRunning", job_up, f"The submit job {self.submit_name(job)} runs.",
+             f"The submit job {self.submit_name(job)} does not run."),
         ):  # fmt: skip
             conditions.append(_flag(old.get(type_), type_, value, yes if value else no, now))
         status["conditions"] = conditions

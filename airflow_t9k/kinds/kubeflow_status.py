@@ -45,7 +45,8 @@ def to_core(status: Obj | None) -> Obj | None:
             core_conditions.append({**{k: c[k] for k in ("status", "reason", "message", "lastTransitionTime") if k in c},
                                     "type": internal})  # fmt: skip
     if core.get("phase") in ("Running", "Succeeded", "Failed"):
-        core_conditions.append({"type": "Initialized", "status": "True", "reason": "Initialized", "message": ""})
+        # The core's "initialized" condition (controller/reconcile/progress.py), so it is not set again.
+        core_conditions.append({"type": "Initializing", "status": "True", "reason": "-", "message": ""})
     core["conditions"] = core_conditions
     return core
 

@@ -2,8 +2,9 @@
 
 There is no launcher in the spec: the launcher pod is the worker template (same image) with
 its ``mpi-worker`` container's resources replaced by LAUNCHER_RESOURCES (or
-``spec.launcher.resources``, our extension) and its command replaced by ``<mpiHome>/bin/mpirun --hostfile ... --mca k v ... <extraMPIArgs>
-<worker.cmd>``, run once every worker answers over SSH. The hostfile gives each worker
+``spec.launcher.resources``, our extension) and its command replaced by
+``<mpiHome>/bin/mpirun --hostfile ... --mca k v ... <extraMPIArgs> <worker.cmd>``, run once every
+worker answers over SSH. The hostfile gives each worker
 ``slots=<GPUs of the worker container>`` (1 without GPUs). The workers' container must be
 named ``mpi-worker``; its own command is replaced by sshd.
 """

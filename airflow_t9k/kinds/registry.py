@@ -2,8 +2,9 @@
 
 from __future__ import annotations
 
+from typing import TYPE_CHECKING
+
 from airflow_t9k.kinds.ascend import AscendJob
-from airflow_t9k.kinds.base import JobKind
 from airflow_t9k.kinds.beam import BeamJob
 from airflow_t9k.kinds.colossalai import ColossalAIJob
 from airflow_t9k.kinds.deepspeed import DeepSpeedJob
@@ -12,6 +13,9 @@ from airflow_t9k.kinds.mpi import MPIJob
 from airflow_t9k.kinds.pytorch import PyTorchTrainingJob
 from airflow_t9k.kinds.tensorflow import TensorFlowTrainingJob
 from airflow_t9k.kinds.xgboost import XGBoostTrainingJob
+
+if TYPE_CHECKING:
+    from airflow_t9k.kinds.base import JobKind
 
 KINDS: dict[str, JobKind] = {
     k.resource.kind: k

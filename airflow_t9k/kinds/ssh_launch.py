@@ -51,7 +51,8 @@ def wait_for_ssh(hostfile: str) -> str:
         f"for h in $(cut -d' ' -f1 {hostfile}); do "
         'until ssh -o BatchMode=yes -o ConnectTimeout=3 "$h" true 2>/dev/null; do '
         'if [ "$limit" -gt 0 ] && [ "$SECONDS" -ge "$limit" ]; then '
-        f'echo "t9k: worker $h did not answer over SSH within ${{limit}}s ({SSH_WAIT_ENV}); giving up" >&2; exit {SSH_WAIT_EXIT}; fi; '
+        f'echo "t9k: worker $h did not answer over SSH within ${{limit}}s ({SSH_WAIT_ENV}); giving up" >&2; '
+        f"exit {SSH_WAIT_EXIT}; fi; "
         'echo "waiting for $h"; sleep 2; done; done'
     )
 
@@ -107,7 +108,8 @@ def failed_worker(pods: Mapping[str, Obj], launcher: str, workers: list[str]) ->
         pod = pods.get(name)
         if pod and not pod["metadata"].get("deletionTimestamp") and (pod.get("status") or {}).get("phase") == "Failed":
             return ("Failed", "WorkerFailed",
-                    f"Worker {name} failed ({pod_failure(pod)}) before the launcher finished; the job cannot run without it.")  # fmt: skip
+                    (f"Worker {name} failed ({pod_failure(pod)}) before the launcher finished; "
+                     "the job cannot run without it."))  # fmt: skip
     return None
 
 
@@ -210,7 +212,8 @@ class SSHLaunchKind(JobKind):
         volumes.append(ssh_volume(self.ssh_secret_name(job), LAUNCHER_FILES if spec.type == LAUNCHER else SSHD_FILES))
         mounts = [{"name": "t9k-ssh", "mountPath": ssh[self.auth_mount_key]}]
         main = self.main_container(pod_spec)
-        assert main is not None  # validate() guarantees it
+        if main is None:
+            raise RuntimeError(f"{spec.type} has no main container; validate() should have refused the job")
         if spec.type == LAUNCHER:
             volumes.append({"name": "t9k-hostfile", "configMap": {"name": self.hostfile_name(job)}})
             mounts.append({"name": "t9k-hostfile", "mountPath": HOSTFILE_DIR, "readOnly": True})

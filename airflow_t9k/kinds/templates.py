@@ -195,10 +195,11 @@ def apply_template(job: Obj, template: Obj) -> Obj:
 def _check_whole(pod: Any, rtype: str, name: str) -> None:
     spec = pod.get("spec") if isinstance(pod, dict) else None
     containers = spec.get("containers") if isinstance(spec, dict) else None
-    if not containers:
+    if not containers or not isinstance(spec, dict):
         raise TemplateError(f"replica type {rtype} has no container: neither the job nor {name} gives one")
     for group in ("initContainers", "containers"):
         for c in spec.get(group) or []:
             if isinstance(c, dict) and not c.get("image"):
-                raise TemplateError(f"container {c.get('name')!r} of replica type {rtype} has no image: neither the job nor "
-                                    f"{name} gives one (a template's container applies to the job's of the same name)")  # fmt: skip
+                raise TemplateError(f"container {c.get('name')!r} of replica type {rtype} has no image: "
+                                    f"neither the job nor {name} gives one "
+                                    "(a template's container applies to the job's of the same name)")  # fmt: skip

@@ -85,12 +85,12 @@ class CheckpointMixin:
 
     def _finish(self, context: Any, event: Obj) -> Obj:
         self._finishing_ti = context["ti"]
-        return super()._finish(context, event)  # type: ignore[misc]
+        return super()._finish(context, event)  # type: ignore[misc]  # a mixin: EndMixin's, later in the operator's MRO
 
     def _result(self, event: Obj) -> Any:
         """The result (EndMixin's); a checkpoint it reports goes to XCom ``checkpoint``, for a
         failed job too (its retry resumes from there)."""
-        result = super()._result(event)  # type: ignore[misc]
+        result = super()._result(event)  # type: ignore[misc]  # a mixin: EndMixin's, later in the operator's MRO
         reported = ckpt.reported(result)
         ti = getattr(self, "_finishing_ti", None)
         if reported is not None and ti is not None:

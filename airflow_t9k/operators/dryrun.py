@@ -10,7 +10,7 @@ from typing import Any
 class _Placeholder(str):
     """Stands for an XCom in a dry run: prints as ``<xcom:task:key>``, one shell word, and can be indexed."""
 
-    def __getitem__(self, key: Any) -> _Placeholder:  # type: ignore[override]
+    def __getitem__(self, key: Any) -> _Placeholder:
         return _Placeholder(f"{str(self)[:-1]}.{key}>")
 
     def __getattr__(self, name: str) -> _Placeholder:

@@ -3,6 +3,7 @@ start), the result, clean-up, and what a kill does to the job."""
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from typing import Any
 
 from airflow.sdk.exceptions import AirflowException, AirflowFailException, AirflowSkipException, AirflowTaskTimeout
@@ -36,8 +37,14 @@ class EndMixin:
     _try_number: int
     _record_lineage: Any
     _emit_assets: Any
-    _delivered: Any
-    _push: Any
+    _delivered: Callable[[Any, Obj, Obj], None]
+    _push: Callable[[Any, str, Any], None]
+
+    # The operator's other parts (operators/submit.py, operators/wait.py).
+    _consume: Callable[[Obj], None]
+    _event_from: Callable[..., Obj]
+    _delete_exact: Callable[[str, str, str, str | None], bool]
+    _patch_exact: Callable[[Obj, Obj], Obj | None]
 
     def execute_complete(self, context: Any, event: Obj) -> Obj:
         self._try_number = int(getattr(context["ti"], "try_number", 0) or 0)

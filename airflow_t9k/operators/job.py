@@ -23,9 +23,9 @@ module holds the arguments, templating and ``execute``.
 from __future__ import annotations
 
 import copy
-from collections.abc import Collection
+from collections.abc import Collection, Sequence
 from datetime import timedelta
-from typing import Any, ClassVar
+from typing import TYPE_CHECKING, Any, ClassVar, cast
 
 import yaml
 from airflow.sdk import BaseOperator
@@ -63,6 +63,9 @@ from airflow_t9k.operators.manifest import (  # noqa: F401 - also imported from 
 )
 from airflow_t9k.operators.submit import SubmitMixin
 from airflow_t9k.operators.wait import WaitMixin
+
+if TYPE_CHECKING:
+    from airflow.sdk import Context
 
 Obj = dict[str, Any]
 
@@ -166,10 +169,10 @@ class T9kJobOperator(SubmitMixin, WaitMixin, CheckpointMixin, AssetsMixin, Linea
 
     # ``rendered_job`` is the manifest as it will be submitted, for the Rendered Template view.
     # ``config_file`` and ``cluster_context`` as KubernetesPodOperator templates them.
-    template_fields: ClassVar[tuple[str, ...]] = ("job", "namespace", "kubernetes_conn_id", "config_file", "cluster_context",
-                                                  "queue_name", "checkpoint", "job_template", "cluster_job_template",
-                                                  "rendered_job", "tensorboard_url", "mlflow_url")  # fmt: skip
-    template_ext: ClassVar[tuple[str, ...]] = (".yaml", ".yml", ".json")
+    template_fields: Sequence[str] = ("job", "namespace", "kubernetes_conn_id", "config_file", "cluster_context",
+                                      "queue_name", "checkpoint", "job_template", "cluster_job_template",
+                                      "rendered_job", "tensorboard_url", "mlflow_url")  # fmt: skip
+    template_ext: Sequence[str] = (".yaml", ".yml", ".json")
     template_fields_renderers: ClassVar[dict[str, str]] = {"job": "yaml", "rendered_job": "yaml"}
     operator_extra_links = (T9kJobLink(), *TOOL_LINKS)
     ui_color = "#c9e4f7"
@@ -318,7 +321,7 @@ class T9kJobOperator(SubmitMixin, WaitMixin, CheckpointMixin, AssetsMixin, Linea
         if parent is not self:  # a nested object's fields (Airflow renders inside them too)
             return super()._do_render_template_fields(parent, template_fields, context, jinja_env, seen_oids)
         self._load_job_file(jinja_env)
-        self.template_ext = ()  # type: ignore[misc]
+        self.template_ext = ()
         try:
             super()._do_render_template_fields(parent, template_fields, context, jinja_env, seen_oids)
         finally:
@@ -407,7 +410,7 @@ class T9kJobOperator(SubmitMixin, WaitMixin, CheckpointMixin, AssetsMixin, Linea
         run, with a placeholder run (``manual__dry-run``) and placeholders for XComs."""
         op = copy.deepcopy(self)
         op.resolve_template_files()
-        op.render_template_fields(dry_run_context(op))
+        op.render_template_fields(cast("Context", dry_run_context(op)))  # placeholders stand in for a run's context
         print(yaml.safe_dump(op.rendered_job, sort_keys=False))
 
     def _push(self, ti: Any, key: str, value: Any) -> None:

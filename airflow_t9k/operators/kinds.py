@@ -11,12 +11,14 @@ docs/templates.md) ``image`` may be left out: the template's container of the sa
 from __future__ import annotations
 
 import copy
+from collections.abc import Sequence
 from typing import Any, ClassVar
 
 from airflow.sdk.exceptions import AirflowException
 
 from airflow_t9k.api.machine import InvalidMachineType, parse_machine_type
-from airflow_t9k.operators.job import T9kJobOperator, _plain, split_command
+from airflow_t9k.operators.job import T9kJobOperator
+from airflow_t9k.operators.manifest import _plain, split_command
 from airflow_t9k.operators.pod import POD_OPTIONS, SHM_VOLUME, pod_template, shm  # noqa: F401 - SHM_VOLUME: its old home
 
 Obj = dict[str, Any]
@@ -37,11 +39,24 @@ def _replicas(value: Any) -> int:
 
 
 class TypedJobOperator(T9kJobOperator):
-    template_fields: ClassVar[tuple[str, ...]] = (
+    template_fields: Sequence[str] = (
         *T9kJobOperator.template_fields, "image", "command", "args", "env", "spec", "replicas", "machine_type",
         "container_resources", "pod_annotations", *POD_OPTIONS,
     )  # fmt: skip
     container_name: ClassVar[str] = "main"
+    # Set from POD_OPTIONS in __init__.
+    labels: dict[str, Any] | None
+    annotations: dict[str, Any] | None
+    volumes: Any
+    volume_mounts: Any
+    tolerations: Any
+    node_selector: dict[str, str] | None
+    affinity: Obj | None
+    service_account_name: str | None
+    image_pull_secrets: Any
+    env_from: Any
+    priority_class_name: str | None
+    shm_size: str | None
 
     def __init__(
         self,
@@ -83,8 +98,9 @@ class TypedJobOperator(T9kJobOperator):
                "security_context": security_context, "container_security_context": container_security_context,
                "init_containers": init_containers, "host_aliases": host_aliases,
                "runtime_class_name": runtime_class_name, "scheduler_name": scheduler_name}  # fmt: skip
-        given = {k for k, v in {"image": image, "command": command, "args": args, "env": env, "container_resources": container_resources,
-                                "machine_type": machine_type, "spec": spec, **pod}.items() if v is not None}  # fmt: skip
+        given = {k for k, v in {"image": image, "command": command, "args": args, "env": env,
+                                "container_resources": container_resources, "machine_type": machine_type, "spec": spec,
+                                **pod}.items() if v is not None}  # fmt: skip
         if self.job is not None and given:
             raise ValueError(f"give either job= or the conveniences ({', '.join(sorted(given))}), not both")
         if self.job is None and not image and not (self.job_template or self.cluster_job_template):
@@ -310,7 +326,7 @@ class AscendJobOperator(TypedJobOperator):
 
     kind = "AscendJob"
     container_name = "ascend"
-    template_fields: ClassVar[tuple[str, ...]] = (*TypedJobOperator.template_fields, "framework")
+    template_fields: Sequence[str] = (*TypedJobOperator.template_fields, "framework")
     LEADERS: ClassVar[dict[str, str]] = {"pytorch": "Master", "tensorflow": "Chief", "mindspore": "Scheduler"}
 
     def __init__(self, *, framework: str = "pytorch", npus: int = 0, npu_resource: str = "huawei.com/Ascend910",
@@ -358,7 +374,7 @@ class AscendJobOperator(TypedJobOperator):
 
 
 OPERATORS: dict[str, type[T9kJobOperator]] = {
-    op.kind: op  # type: ignore[misc]
+    op.kind: op
     for op in (GenericJobOperator, PyTorchTrainingJobOperator, TensorFlowTrainingJobOperator, XGBoostTrainingJobOperator,
                ColossalAIJobOperator, DeepSpeedJobOperator, MPIJobOperator, BeamJobOperator, AscendJobOperator)
 }  # fmt: skip

@@ -37,12 +37,9 @@ START_MARGIN = 5.0  # seconds before the wait began that the first read of a rep
 
 def replica_pods(job: Obj | None) -> list[str]:
     """Every replica pod the job's status names, in its order."""
-    out = []
-    for task in ((job or {}).get("status") or {}).get("tasks") or []:
-        for replica in task.get("status") or []:
-            if replica.get("name"):
-                out.append(str(replica["name"]))
-    return out
+    return [str(replica["name"])
+            for task in ((job or {}).get("status") or {}).get("tasks") or []
+            for replica in task.get("status") or [] if replica.get("name")]  # fmt: skip
 
 
 def pods_to_follow(job: Obj, log_replicas: str, max_pods: int) -> list[str] | None:

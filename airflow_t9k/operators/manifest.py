@@ -16,7 +16,9 @@ import yaml
 from airflow.sdk.exceptions import AirflowException
 
 from airflow_t9k.api.excerpt import is_excerpt, problems
-from airflow_t9k.api.rerun import CONSUMED_BY, DELIVERED_BY, SUBMISSION  # noqa: F401 - their home before
+from airflow_t9k.api.rerun import CONSUMED_BY as CONSUMED_BY  # re-exported: its home before
+from airflow_t9k.api.rerun import DELIVERED_BY as DELIVERED_BY
+from airflow_t9k.api.rerun import SUBMISSION as SUBMISSION
 
 Obj = dict[str, Any]
 

@@ -3,7 +3,8 @@
 
 from __future__ import annotations
 
-from typing import Any
+import contextlib
+from typing import Any, ClassVar
 from urllib.parse import urlsplit
 
 from airflow.providers.common.compat.openlineage.facet import Dataset, RunFacet
@@ -31,7 +32,7 @@ class T9kJobRunFacet(RunFacet):
     replicas: dict[str, int] = field(factory=dict)
     usage: dict[str, Any] | None = field(default=None)
 
-    _additional_skip_redact = ["kind", "namespace", "name", "uid", "phase", "images", "replicas"]
+    _additional_skip_redact: ClassVar[list[str]] = ["kind", "namespace", "name", "uid", "phase", "images", "replicas"]
 
     @staticmethod
     def _get_schema() -> str:
@@ -58,7 +59,7 @@ def dataset(asset: Asset) -> Dataset:
     return Dataset(namespace=f"{parts.scheme}://{parts.netloc}", name=parts.path.lstrip("/") or "/")
 
 
-def lineage_facets(op: Any, task_instance: Any) -> OperatorLineage:
+def lineage_facets(op: Any, task_instance: Any) -> OperatorLineage[Dataset, RunFacet]:
     recorded: Obj = getattr(op, "_lineage", None) or {}
     inputs = [dataset(a) for a in op.inlets or () if isinstance(a, Asset)]
     outputs = [dataset(a) for a in op.outlets or () if isinstance(a, Asset)]
@@ -71,10 +72,8 @@ def lineage_facets(op: Any, task_instance: Any) -> OperatorLineage:
         and isinstance(result.get(key), str)
         and any(isinstance(o, AssetAlias) for o in op.outlets or ())
     ):
-        try:
+        with contextlib.suppress(ValueError, TypeError):  # the task failed on it already; nothing to report
             outputs.append(dataset(Asset(uri=result[key])))
-        except (ValueError, TypeError):
-            pass  # the task failed on it already; nothing to report
     images, replicas = job_shape(getattr(op, "rendered_job", None))
     job = recorded.get("job") or {}
     facet = T9kJobRunFacet(kind=job.get("kind"), namespace=job.get("namespace"), name=job.get("name"), uid=job.get("uid"),

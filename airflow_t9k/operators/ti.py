@@ -21,13 +21,15 @@ state, createTime, startTime, endTime, message).
 from __future__ import annotations
 
 import re
-from typing import Any, ClassVar
+from collections.abc import Sequence
+from typing import Any
 
-from airflow.exceptions import AirflowException
+from airflow.sdk.exceptions import AirflowException
 
 from airflow_t9k.api.machine import InvalidMachineType, parse_machine_type
 from airflow_t9k.api.outcome import true_condition
-from airflow_t9k.operators.job import STATE_KEY, T9kJobOperator, split_command
+from airflow_t9k.operators.job import T9kJobOperator
+from airflow_t9k.operators.manifest import STATE_KEY, split_command
 
 Obj = dict[str, Any]
 
@@ -53,7 +55,10 @@ def default_runtime(gpus: bool) -> str:
 def no_image_message(runtime: str) -> str:
     """Why a runtime has no image, and what to pass instead."""
     if runtime.startswith("tiaserv-"):
-        return f"runtime {runtime!r} is a TI serving environment (seed 004), not a training one; use a tf-*, tia-* or tfplus-* runtime"
+        return (
+            f"runtime {runtime!r} is a TI serving environment (seed 004), not a training one; "
+            "use a tf-*, tia-* or tfplus-* runtime"
+        )
     fix = f"pass runtime_images={{{runtime!r}: '<image>'}}"
     if runtime.startswith(("tia-", "tfplus-")):
         return (f"runtime {runtime!r} has no image: tia-* and tfplus-* are Tencent Cloud's own images (TensorFlow with mxnet, "
@@ -71,8 +76,8 @@ def package_mounts(package_dir: list[str]) -> tuple[list[Obj], list[Obj], list[s
     volumes: list[Obj] = []
     mounts: list[Obj] = []
     paths: list[str] = []
-    for i, entry in enumerate(package_dir):
-        entry = str(entry)
+    for i, given in enumerate(package_dir):
+        entry = str(given)
         if entry.startswith("pvc://"):
             claim, _, sub = entry[len("pvc://") :].partition("/")
             if not _DNS_SUBDOMAIN.match(claim) or ".." in sub.split("/"):
@@ -143,7 +148,7 @@ class TIJobOperator(T9kJobOperator):
     :param runtime_images: ``runtimeVersion`` -> image, consulted before the default ``tf-*`` map
     """
 
-    template_fields: ClassVar[tuple[str, ...]] = (*T9kJobOperator.template_fields, "command", "args", "ti_name")
+    template_fields: Sequence[str] = (*T9kJobOperator.template_fields, "command", "args", "ti_name")
     kind = "TensorFlowTrainingJob"
 
     def __init__(
@@ -181,7 +186,8 @@ class TIJobOperator(T9kJobOperator):
             raise ValueError("command is required (the TI start command)")
         _words(args, "args")
         self.machine_resources = {role: self._resources(role, t) for role, t in
-                          (("master", master_type), ("worker", worker_type), ("parameter server", parameter_server_type))}  # fmt: skip
+                          (("master", master_type), ("worker", worker_type),
+                           ("parameter server", parameter_server_type))}  # fmt: skip
         if runtime_version is None:
             runtime_version = default_runtime(any(r.get("limits", {}).get(GPU) for r in self.machine_resources.values()))
         self.image = (runtime_images or {}).get(runtime_version) or default_runtime_image(runtime_version)

@@ -30,6 +30,23 @@ class WaitMixin:
     log: Any
     execution_timeout: Any
     _identity: Obj | None
+    # Set by T9kJobOperator.__init__ (operators/job.py).
+    timeout: float | None
+    kubernetes_conn_id: str | None
+    config_file: str | None
+    cluster_context: str | None
+    in_cluster: bool | None
+    startup_timeout: float | None
+    startup_error_grace: float | None
+    queue_timeout: float | None
+    on_kill_action: str
+    log_events: bool
+    stream_logs: bool
+    max_log_lines: int
+    max_followed_pods: int
+    _follow_pods: list[str] | None
+    log_tail_lines: int
+    do_xcom_push: bool  # BaseOperator's
 
     def _deadline(self, context: Any) -> float | None:
         candidates = []
@@ -49,7 +66,7 @@ class WaitMixin:
                 config_file=self.config_file,
                 cluster_context=self.cluster_context,
                 in_cluster=self.in_cluster,
-            ),  # fmt: skip
+            ),
             policy=WaitPolicy(
                 deadline=datetime.fromtimestamp(deadline, timezone.utc).isoformat() if deadline else None,
                 startup_timeout=self.startup_timeout,
@@ -174,7 +191,8 @@ class WaitMixin:
             if follower is not None:
                 follower.stop()  # its last lines first; then nothing streamed interleaves with these
             failed = print_failed_logs(self.hook, job, self.log, max_lines=self.max_log_lines, max_pods=self.max_followed_pods,
-                                       tail_lines=self.log_tail_lines, streamed=follower.last_seen if follower else None)  # fmt: skip
+                                       tail_lines=self.log_tail_lines,
+                                       streamed=follower.last_seen if follower else None)  # fmt: skip
         meta = (job or {}).get("metadata") or {}
         return {
             "status": status,

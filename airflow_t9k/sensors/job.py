@@ -6,8 +6,9 @@ an error rather than the sensor's timeout."""
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from datetime import datetime, timedelta, timezone
-from typing import Any, ClassVar
+from typing import Any
 
 from airflow.sdk import BaseSensorOperator
 from airflow.sdk.configuration import conf
@@ -50,8 +51,8 @@ class T9kJobSensor(BaseSensorOperator):
         job usually belongs to another task, which already shows them)
     """
 
-    template_fields: ClassVar[tuple[str, ...]] = ("name", "namespace", "label_selector", "task", "kind", "target_phases",
-                                                  "kubernetes_conn_id", "config_file", "cluster_context")  # fmt: skip
+    template_fields: Sequence[str] = ("name", "namespace", "label_selector", "task", "kind", "target_phases",
+                                      "kubernetes_conn_id", "config_file", "cluster_context")  # fmt: skip
 
     def __init__(
         self,
@@ -74,7 +75,7 @@ class T9kJobSensor(BaseSensorOperator):
         super().__init__(**kwargs)
         if [name, label_selector, task].count(None) != 2:
             raise ValueError("give exactly one of name=, label_selector= or task=")
-        if task is not None and (isinstance(task, str) or not 2 <= len(task) <= 4):
+        if task is not None and (not isinstance(task, (tuple, list)) or not 2 <= len(task) <= 4):
             raise ValueError(f"task must be (dag_id, task_id[, run_id[, map_index]]), got {task!r}")
         self.kind = kind
         self.name = name
@@ -121,7 +122,7 @@ class T9kJobSensor(BaseSensorOperator):
                   "map-index": str(index) if index >= 0 else "none"}  # fmt: skip
         return task_selector(labels)
 
-    def _job(self) -> dict | None:
+    def _job(self) -> dict[str, Any] | None:
         if self.name is not None:
             return self.hook.get_job(self.kind, self.name, self._namespace())
         selector = self._selector() or ""
@@ -134,7 +135,7 @@ class T9kJobSensor(BaseSensorOperator):
         self._run_id = self._run_id or _run_id(context)
         return self._check(self._job())
 
-    def _check(self, job: dict | None) -> bool:
+    def _check(self, job: dict[str, Any] | None) -> bool:
         state = interpret(job)
         self.log.info("%s %s: %s", self.kind, self.name or self._selector(), state.summary())
         if job is None:
@@ -185,7 +186,7 @@ class T9kJobSensor(BaseSensorOperator):
             timeout=timedelta(seconds=self.timeout) if self.timeout else None,
         )  # fmt: skip
 
-    def execute_complete(self, context: Any, event: dict) -> None:
+    def execute_complete(self, context: Any, event: dict[str, Any]) -> None:
         phase = event.get("phase")
         if phase in self.targets:
             return

@@ -7,14 +7,16 @@ from __future__ import annotations
 
 import asyncio
 from datetime import datetime
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from airflow_t9k.api.evidence import controlled_by
 from airflow_t9k.api.logcursor import Cursor, instant, since_time, split
 from airflow_t9k.api.paths import child_path
 from airflow_t9k.k8s.errors import is_permanent
 from airflow_t9k.triggers import cursors, shared_watch
-from airflow_t9k.triggers.records import Forwarding
+
+if TYPE_CHECKING:
+    from airflow_t9k.triggers.records import Forwarding
 
 Obj = dict[str, Any]
 
@@ -30,8 +32,12 @@ class ForwardMixin:
 
     log: Any
     name: str
-    namespace: str
     forwarding: Forwarding
+    if TYPE_CHECKING:  # a read-only property of T9kJobTrigger
+
+        @property
+        def namespace(self) -> str: ...
+
     _streamed: dict[str, Cursor]
 
     _watch_key: Any  # the trigger's: (connection, kubeconfig, context, ...) -> one shared watch
@@ -188,12 +194,9 @@ class ForwardMixin:
 
 def _running_replicas(job: Obj | None) -> list[tuple[str, str]]:
     """(pod name, pod uid) of every replica the job's status reports Running."""
-    out = []
-    for task in ((job or {}).get("status") or {}).get("tasks") or []:
-        for replica in task.get("status") or []:
-            if replica.get("phase") == "Running" and replica.get("name"):
-                out.append((str(replica["name"]), str(replica.get("uid") or "")))
-    return out
+    return [(str(replica["name"]), str(replica.get("uid") or ""))
+            for task in ((job or {}).get("status") or {}).get("tasks") or []
+            for replica in task.get("status") or [] if replica.get("phase") == "Running" and replica.get("name")]  # fmt: skip
 
 
 def _event_order(ev: Obj) -> tuple[str, int]:

@@ -25,13 +25,12 @@ import logging
 import time
 from collections.abc import AsyncIterator
 from datetime import datetime
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from airflow.sdk.configuration import conf
 from airflow.triggers.base import BaseTrigger, TriggerEvent
 
 from airflow_t9k.api import queueing
-from airflow_t9k.api.logcursor import Cursor
 from airflow_t9k.api.outcome import interpret
 from airflow_t9k.api.paths import job_path
 from airflow_t9k.api.progress import note as progress_note
@@ -49,7 +48,10 @@ from airflow_t9k.triggers import records, shared_watch
 from airflow_t9k.triggers.forward import ForwardMixin
 from airflow_t9k.triggers.lookup import LookupFailed, chosen, matcher, wait_for_match
 from airflow_t9k.triggers.outcome import LAST_READ, OutcomeMixin
-from airflow_t9k.triggers.records import Connection, Forwarding, JobRef, WaitPolicy
+
+if TYPE_CHECKING:
+    from airflow_t9k.api.logcursor import Cursor
+    from airflow_t9k.triggers.records import Connection, Forwarding, JobRef, WaitPolicy
 
 Obj = dict[str, Any]
 log = logging.getLogger(__name__)
@@ -114,7 +116,7 @@ class T9kJobTrigger(OutcomeMixin, ForwardMixin, BaseTrigger):
         forwarding: Forwarding | Obj | None = None,
         **flat: Any,  # the flat shape of earlier versions (and of config_dict/connection_extras)
     ) -> None:
-        super().__init__()
+        super().__init__()  # type: ignore[no-untyped-call]  # Airflow's BaseTrigger.__init__, unannotated
         self.job, self.connection, self.policy, self.forwarding, self._legacy, self._notes = records.from_kwargs(
             {"job": job, "connection": connection, "policy": policy, "forwarding": forwarding, **flat}
         )
@@ -218,7 +220,7 @@ class T9kJobTrigger(OutcomeMixin, ForwardMixin, BaseTrigger):
         path = job_path(resource_for(self.kind), self.namespace)
         try:
             watch = await shared_watch.acquire(self._watch_key(), self.make_hook, path, self.kind)
-        except Exception as exc:  # bad kubeconfig, missing connection, unreadable file
+        except Exception as exc:  # noqa: BLE001 - bad kubeconfig, missing connection, unreadable file
             who = AsyncT9kHook.identity(self.make_hook())
             return self._event("error", None, f"cannot load the Kubernetes configuration of {who}: {exc}; {config_fix(exc)}")
         if not self.name:  # a sensor given labels: first the one job they name

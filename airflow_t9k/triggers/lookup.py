@@ -5,13 +5,16 @@ The one match, or the newest try's job when the matches are one task's jobs (``a
 from __future__ import annotations
 
 import asyncio
+import contextlib
 from collections.abc import Callable
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from airflow_t9k.api import selector
 from airflow_t9k.api.follow import Ambiguous, choose
 from airflow_t9k.k8s.errors import is_permanent
-from airflow_t9k.triggers.shared_watch import SharedWatch
+
+if TYPE_CHECKING:
+    from airflow_t9k.triggers.shared_watch import SharedWatch
 
 Obj = dict[str, Any]
 
@@ -51,9 +54,8 @@ async def wait_for_match(watch: SharedWatch, namespace: str, label_selector: str
                 found = chosen(watch, ours, label_selector)
                 if found is not None:
                     return str(found["metadata"]["name"])
-            try:  # a new match wakes it at once; the timeout only rechecks the watch's health
+            # a new match wakes it at once; the timeout only rechecks the watch's health
+            with contextlib.suppress(asyncio.TimeoutError):
                 await asyncio.wait_for(arriving.get(), 2.0)
-            except asyncio.TimeoutError:
-                pass
     finally:
         watch.unsubscribe_matching(arriving)

@@ -4,20 +4,22 @@ the last bounded read at the deadline, the startup failures, and what a user's k
 from __future__ import annotations
 
 import asyncio
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from airflow.triggers.base import TriggerEvent
 
 from airflow_t9k.api.evidence import KeptLogs
 from airflow_t9k.api.failed import FailedLogs, first_failed, print_lines, unavailable
-from airflow_t9k.api.logcursor import Cursor
 from airflow_t9k.api.outcome import interpret
 from airflow_t9k.api.runmode import pause_patch
 from airflow_t9k.api.startup import startup_error, startup_failure, waiting_detail
 from airflow_t9k.k8s.aio import within
 from airflow_t9k.k8s.errors import ApiError
-from airflow_t9k.triggers import shared_watch
-from airflow_t9k.triggers.records import Forwarding, JobRef, WaitPolicy
+
+if TYPE_CHECKING:
+    from airflow_t9k.api.logcursor import Cursor
+    from airflow_t9k.triggers import shared_watch
+    from airflow_t9k.triggers.records import Forwarding, JobRef, WaitPolicy
 
 Obj = dict[str, Any]
 LAST_READ = 5.0  # seconds the one read of the job at the deadline may take (and its log tails as long)
@@ -27,12 +29,18 @@ class OutcomeMixin:
     """Part of ``T9kJobTrigger``: its event, the deadline's last read, and the kill."""
 
     log: Any
-    kind: str
     name: str
-    namespace: str
-    uid: str | None
     job: JobRef
     policy: WaitPolicy
+    if TYPE_CHECKING:  # read-only properties of T9kJobTrigger
+
+        @property
+        def kind(self) -> str: ...
+        @property
+        def namespace(self) -> str: ...
+        @property
+        def uid(self) -> str | None: ...
+
     forwarding: Forwarding
     make_hook: Any
     _note_failure: Any
@@ -187,7 +195,8 @@ class OutcomeMixin:
         if self.policy.on_kill_action in ("none", "keep"):
             return
         if self._fired:
-            self.log.info("not %s %s %s/%s on kill: the trigger had already reported it", "deleting" if self.policy.on_kill_action == "delete"
+            self.log.info("not %s %s %s/%s on kill: the trigger had already reported it",
+                          "deleting" if self.policy.on_kill_action == "delete"
                           else "pausing", self.kind, self.namespace, self.name)  # fmt: skip
             return
         hook = self.make_hook()

@@ -133,7 +133,7 @@ def from_kwargs(kwargs: Obj) -> tuple[JobRef, Connection, WaitPolicy, Forwarding
         if home in given:
             raise TypeError(f"T9kJobTrigger got {key!r} both flat and inside {home!r}")
         parts[home][key] = value
-    records = []
+    records: list[Any] = []
     for key, cls in RECORDS.items():
         value = given.get(key)
         if isinstance(value, cls):

@@ -14,12 +14,14 @@ from __future__ import annotations
 import asyncio
 import logging
 from collections.abc import Callable, Hashable
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
-from airflow_t9k.hooks.t9k import AsyncT9kHook
 from airflow_t9k.k8s.client import UNDECODABLE
 from airflow_t9k.k8s.errors import Gone
 from airflow_t9k.k8s.informer import Informer
+
+if TYPE_CHECKING:
+    from airflow_t9k.hooks.t9k import AsyncT9kHook
 
 Obj = dict[str, Any]
 log = logging.getLogger(__name__)
@@ -86,7 +88,7 @@ class SharedWatch:
                 waiter.set()
 
     def _on_event(self, event: str, obj: Obj) -> None:
-        name = (obj.get("metadata") or {}).get("name")
+        name = (obj.get("metadata") or {}).get("name") or ""
         for waiter in self.subscribers.get(name, ()):
             waiter.set()
         if event not in ("DELETED", UNDECODABLE):
@@ -116,20 +118,22 @@ class SharedWatch:
     def unsubscribe_matching(self, queue: asyncio.Queue[Obj]) -> None:
         self.matchers.pop(queue, None)
 
+    def _started(self) -> Informer:
+        if self.informer is None:
+            raise RuntimeError(f"the shared watch of {self.path} is used before it started")
+        return self.informer
+
     async def synced(self) -> None:
-        assert self.informer is not None
-        await self.informer.synced.wait()
+        await self._started().synced.wait()
 
     def is_synced(self) -> bool:
         return self.informer is not None and self.informer.synced.is_set()
 
     def get(self, namespace: str, name: str) -> Obj | None:
-        assert self.informer is not None
-        return self.informer.get((namespace, name))
+        return self._started().get((namespace, name))
 
     def objects(self) -> list[Obj]:
-        assert self.informer is not None
-        return list(self.informer.cache.values())
+        return list(self._started().cache.values())
 
     async def stop(self) -> None:
         if self.task is not None:

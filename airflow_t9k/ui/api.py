@@ -78,7 +78,7 @@ edit_ti = Depends(requires_access_dag("PUT", DagAccessEntity.TASK_INSTANCE))
 def hook_transport(hook: Any) -> Any:
     """The hook's API client and error translation, answering JSON or (``raw``) text."""
 
-    def request(method: str, path: str, *, body: Any = None, query: list | None = None,
+    def request(method: str, path: str, *, body: Any = None, query: list[tuple[str, str]] | None = None,
                 content_type: str = "application/json", raw: bool = False) -> Any:  # fmt: skip
         try:
             api_client = hook.api_client

@@ -43,5 +43,5 @@ class _OnRead:
 
 class T9kUiPlugin(AirflowPlugin):
     name = "airflow_t9k_ui"
-    fastapi_apps = _OnRead(_apps)  # type: ignore[assignment]
-    react_apps = [NAV, TAB]
+    fastapi_apps = _OnRead(_apps)
+    react_apps = [NAV, TAB]  # noqa: RUF012 - Airflow reads a plugin's parts from class attributes, as lists

@@ -16,15 +16,17 @@ from __future__ import annotations
 
 import json
 from dataclasses import dataclass
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from airflow.models.taskinstance import TaskInstance
 from airflow.models.xcom import XComModel
 from sqlalchemy import select
-from sqlalchemy.orm import Session
 
 from airflow_t9k.api.attempts import ATTEMPTS_KEY, parse
 from airflow_t9k.links import XCOM_IDENTITY
+
+if TYPE_CHECKING:
+    from sqlalchemy.orm import Session
 
 Obj = dict[str, Any]
 TaskKey = tuple[str, str, str, int]  # (dag_id, run_id, task_id, map_index)
@@ -59,7 +61,7 @@ def task_record(session: Session, key: TaskKey) -> TaskRecord | None:
     found = session.execute(
         select(ti.task_id, ti.try_number)
         .where(ti.dag_id == dag_id, ti.run_id == run_id, ti.task_id == task_id, ti.map_index == map_index)
-        .limit(1)  # fmt: skip
+        .limit(1)
     ).first()
     if found is None:
         return None
@@ -67,7 +69,7 @@ def task_record(session: Session, key: TaskKey) -> TaskRecord | None:
     row = session.execute(
         select(x.value)
         .where(x.key == XCOM_IDENTITY, x.dag_id == dag_id, x.run_id == run_id, x.task_id == task_id, x.map_index == map_index)
-        .limit(1)  # fmt: skip
+        .limit(1)
     ).first()
     return TaskRecord(identity=_identity(_decoded(row)) if row is not None else None, try_number=int(found.try_number or 0))
 

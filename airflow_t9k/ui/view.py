@@ -9,7 +9,9 @@ import json
 from datetime import datetime, timezone
 from typing import Any
 
-from airflow_t9k.api.evidence import EVIDENCE_SUFFIX, controlled_by  # noqa: F401 - the UI's names for them
+# The UI's names for them: re-exported.
+from airflow_t9k.api.evidence import EVIDENCE_SUFFIX as EVIDENCE_SUFFIX
+from airflow_t9k.api.evidence import controlled_by as controlled_by
 from airflow_t9k.api.outcome import usage_of
 from airflow_t9k.api.runmode import PAUSED_BY
 
@@ -116,9 +118,11 @@ def usage(job: Obj, now: datetime) -> Obj | None:
     running = [r for r in (((status.get("usage") or {}).get("open")) or {}).values() if isinstance(r, dict)]
     for run in running:
         start = _time(run.get("start"))
-        for name, n in (run.get("accelerators") or {}).items() if start else ():
+        if start is None:
+            continue
+        for name, n in (run.get("accelerators") or {}).items():
             if isinstance(n, (int, float)):
-                seconds[str(name)] = seconds.get(str(name), 0.0) + n * max((now - start).total_seconds(), 0.0)  # type: ignore[operator]
+                seconds[str(name)] = seconds.get(str(name), 0.0) + n * max((now - start).total_seconds(), 0.0)
     wasted = sum(float(v) for v in totals["wasted_accelerator_seconds"].values())
     return {"accelerator_hours": round(sum(seconds.values()) / 3600, 4),
             "by_resource": {k: round(v / 3600, 4) for k, v in sorted(seconds.items())},
@@ -243,8 +247,8 @@ def replica(pod: Obj) -> Obj:
 
 def _finished(status: Obj) -> str | None:
     ends = [((cs.get("state") or {}).get("terminated") or {}).get("finishedAt") for cs in status.get("containerStatuses") or []]
-    ends = [e for e in ends if e]
-    return max(ends) if ends else None
+    done: list[str] = [e for e in ends if e]
+    return max(done) if done else None
 
 
 def replicas(pods: list[Obj]) -> list[Obj]:
@@ -316,14 +320,14 @@ def kept(data: Obj, live: set[str]) -> Obj | None:
     message, and the kept log lines; the job's Events as they were. None when nothing is gone."""
     summary = _json(data.get("summary.json"))
     summary = summary if isinstance(summary, dict) else {}
-    reported = summary.get("replicas") if isinstance(summary.get("replicas"), dict) else {}
+    reported: Obj = summary["replicas"] if isinstance(summary.get("replicas"), dict) else {}
     logged = {k[: -len(".log")] for k in data if k.endswith(".log")}
     names = sorted((set(reported) | logged) - live)[:KEPT_REPLICAS]
     if not names:
         return None
     replicas_out = []
     for name in names:
-        rep = reported.get(name) if isinstance(reported.get(name), dict) else {}
+        rep: Obj = reported[name] if isinstance(reported.get(name), dict) else {}
         containers = [c for c in rep.get("containers") or [] if isinstance(c, dict)][:16]
         replicas_out.append({
             "pod": name, "phase": _text(rep.get("phase"), 40),
@@ -349,7 +353,7 @@ def kept(data: Obj, live: set[str]) -> Obj | None:
                 "time": _text(e.get("time"), 40),
             }
             for e in kept_events
-        ],  # fmt: skip
+        ],
     }
 
 
@@ -395,12 +399,14 @@ def progress(status: Obj) -> Obj | None:
                                                          ("totalEpochs", "total_epochs"), ("percent", "percent"),
                                                          ("etaSeconds", "eta_seconds"))}  # fmt: skip
     out.update({name: _text(p.get(key), 64) for key, name in (("summary", "summary"), ("eta", "eta"), ("replica", "replica"),
-                                                              ("updated", "updated"), ("reportedAt", "reported_at"))})  # fmt: skip
+                                                              ("updated", "updated"),
+                                                              ("reportedAt", "reported_at"))})  # fmt: skip
     out["metrics"] = _metrics(p.get("metrics"), PROGRESS_METRICS)
     points = ((p.get("history") or {}).get("points") if isinstance(p.get("history"), dict) else None) or []
     out["history"] = [{"time": _text(pt.get("time"), 40), "step": _num(pt.get("step")), "epoch": _num(pt.get("epoch")),
                        "metrics": _metrics(pt.get("metrics"), CHART_METRICS)}
-                      for pt in points[-PROGRESS_POINTS:] if isinstance(pt, dict) and isinstance(pt.get("time"), str) and _time(pt["time"])]  # fmt: skip
+                      for pt in points[-PROGRESS_POINTS:]
+                      if isinstance(pt, dict) and isinstance(pt.get("time"), str) and _time(pt["time"])]  # fmt: skip
     return out
 
 
@@ -431,7 +437,10 @@ def scale_error(job: Obj, replicas: Any) -> str | None:
     """Why ``expectedReplicas`` cannot be set to ``replicas`` (None when it can)."""
     spec = elastic(job)
     if spec is None:
-        return f"{job.get('kind')} {(job.get('metadata') or {}).get('name')} is not an Elastic job; only Elastic PyTorchTrainingJob and DeepSpeedJob scale"
+        return (
+            f"{job.get('kind')} {(job.get('metadata') or {}).get('name')} is not an Elastic job; "
+            "only Elastic PyTorchTrainingJob and DeepSpeedJob scale"
+        )
     if isinstance(replicas, bool) or not isinstance(replicas, int):
         return f"replicas must be a whole number, not {replicas!r}"
     low = int(spec.get("minReplicas", 1))

@@ -8,7 +8,7 @@ from __future__ import annotations
 
 import pytest
 
-from tests.integration.conftest import controller, controller_factory, crds, jobs  # noqa: F401
+from tests.integration.conftest import controller, controller_factory, crds, jobs  # noqa: F401 - fixtures
 
 FIGURES: list[str] = []
 

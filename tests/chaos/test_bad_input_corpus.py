@@ -319,9 +319,11 @@ def failed_cases() -> list[Case]:
     # Env names may hold any printable ASCII but '=' (RelaxedEnvironmentVariableValidation).
     huge_env = [{"name": "BAD=" + HUGE, "value": "1"}]
     return [
-        Case("gj-rule-unknown-type", edit("GenericJob", "gj-rule-unknown-type", lambda b: b["spec"].update(successRules=[{"chief": [0]}])),
+        Case("gj-rule-unknown-type",
+             edit("GenericJob", "gj-rule-unknown-type", lambda b: b["spec"].update(successRules=[{"chief": [0]}])),
              "failed", "names replica type 'chief'"),
-        Case("gj-var-unknown-type", gj_cmd("gj-var-unknown-type", "echo", "$(replicas[ps])"), "failed", "names replica type 'ps'"),
+        Case("gj-var-unknown-type", gj_cmd("gj-var-unknown-type", "echo", "$(replicas[ps])"), "failed",
+             "names replica type 'ps'"),
         # One undeclared port name takes seed 001's implied 2222; two cannot both be it.
         Case("gj-var-no-port", gj_cmd("gj-var-no-port", "echo", "$(service.port[http])", "$(service.port[grpc])"), "failed",
              "neither spec.service.ports nor a"),
@@ -330,12 +332,15 @@ def failed_cases() -> list[Case]:
         Case("gj-600k-env-name", on_main("GenericJob", "gj-600k-env-name", env=huge_env), "failed", "rejected Pod"),
         Case("gj-all-zero", generic_types("gj-all-zero", ("a", 0), ("b", 0)), "failed", "nothing to run"),
         Case("gj-debug-unknown", edit("GenericJob", "gj-debug-unknown",
-                                      lambda b: b["spec"].update(runMode={"debug": {"enabled": True, "replicaSpecs": [{"type": "chief"}]}})),
+                                      lambda b: b["spec"].update(runMode={"debug": {"enabled": True,
+                                                                                    "replicaSpecs": [{"type": "chief"}]}})),
              "failed", "runMode.debug"),
         Case("pt-elastic-no-torchrun", edit("PyTorchTrainingJob", "pt-elastic-no-torchrun",
-                                            lambda b: b["spec"].update(elastic={"enabled": True, "minReplicas": 1, "maxReplicas": 2})),
+                                            lambda b: b["spec"].update(elastic={"enabled": True, "minReplicas": 1,
+                                                                                "maxReplicas": 2})),
              "failed", "elastic mode needs torchrun"),
-        Case("pt-bad-container-name", on_main("PyTorchTrainingJob", "pt-bad-container-name", name="PyTorch_Main"), "failed", "rejected Pod"),
+        Case("pt-bad-container-name", on_main("PyTorchTrainingJob", "pt-bad-container-name", name="PyTorch_Main"), "failed",
+             "rejected Pod"),
         Case("pt-600k-image", on_main("PyTorchTrainingJob", "pt-600k-image", image=" " + HUGE), "failed", "rejected Pod"),
         Case("tf-no-tf-container", on_main("TensorFlowTrainingJob", "tf-no-tf-container", name="trainer"), "failed",
              "container named 'tensorflow'"),
@@ -346,7 +351,8 @@ def failed_cases() -> list[Case]:
         Case("xgb-bad-volume", edit("XGBoostTrainingJob", "xgb-bad-volume",
                                    lambda b: main(b).update(volumeMounts=[{"name": "missing", "mountPath": "/data"}])),
              "failed", "rejected Pod"),
-        Case("mpi-no-cmd", edit("MPIJob", "mpi-no-cmd", lambda b: b["spec"]["worker"].pop("cmd")), "failed", "spec.worker.cmd is required"),
+        Case("mpi-no-cmd", edit("MPIJob", "mpi-no-cmd", lambda b: b["spec"]["worker"].pop("cmd")), "failed",
+             "spec.worker.cmd is required"),
         Case("mpi-no-worker-container", on_main("MPIJob", "mpi-no-worker-container", name="other"), "failed",
              "container named 'mpi-worker'"),
         Case("cai-no-worker-container", on_main("ColossalAIJob", "cai-no-worker-container", name="other"), "failed",
@@ -355,7 +361,8 @@ def failed_cases() -> list[Case]:
              "failed", "contains a comma"),
         Case("ds-no-run", edit("DeepSpeedJob", "ds-no-run", lambda b: b["spec"].update(config={"run": {}})),
              "failed", "spec.config.run needs exactly one"),
-        Case("ds-autotune-maybe", edit("DeepSpeedJob", "ds-autotune-maybe", lambda b: b["spec"]["config"].update(autotune="maybe")),
+        Case("ds-autotune-maybe",
+             edit("DeepSpeedJob", "ds-autotune-maybe", lambda b: b["spec"]["config"].update(autotune="maybe")),
              "failed", "autotune must be none, run or tune"),
         Case("ds-zero-slots", edit("DeepSpeedJob", "ds-zero-slots", lambda b: b["spec"]["config"].update(slotsPerWorker=0)),
              "failed", "slotsPerWorker must be an integer >= 1"),
@@ -372,7 +379,8 @@ def failed_cases() -> list[Case]:
         Case("ac-milli-npu", edit("AscendJob", "ac-milli-npu",
                                   lambda b: main(b).update(resources={"limits": {"huawei.com/Ascend910": "1500m"}})),
              "failed", "whole number of NPUs"),
-        Case("ac-600k-env-name", edit("AscendJob", "ac-600k-env-name", lambda b: main(b).update(env=huge_env)), "failed", "rejected Pod"),
+        Case("ac-600k-env-name", edit("AscendJob", "ac-600k-env-name", lambda b: main(b).update(env=huge_env)), "failed",
+             "rejected Pod"),
     ]  # fmt: skip
 
 
@@ -389,21 +397,28 @@ def runs_cases() -> list[Case]:
         main(b).update(hostile=deep(3000))))  # fmt: skip
     annotated = edit("XGBoostTrainingJob", "xgb-annotations", lambda b: (
         b["metadata"].update(annotations={"example.com/unknown": "kept", "x" * 60 + ".example.com/long": "y" * 1000}),
-        [t.setdefault("metadata", {}).update(annotations={"example.com/pod-note": "ünïcode ✓"}) for t in templates(b)]))  # fmt: skip
+        [t.setdefault("metadata", {}).update(annotations={"example.com/pod-note": "ünïcode ✓"})
+         for t in templates(b)]))  # fmt: skip
     return [
         Case("gj-shell-subst", on_main("GenericJob", "gj-shell-subst", command=["sh", "-c", f"exec {SUBST} train.py"]), "runs",
              check=command_has(SUBST)),
-        Case("pt-shell-subst", on_main("PyTorchTrainingJob", "pt-shell-subst", command=["bash", "-c", f"{SUBST} -m train"]), "runs",
+        Case("pt-shell-subst", on_main("PyTorchTrainingJob", "pt-shell-subst", command=["bash", "-c", f"{SUBST} -m train"]),
+             "runs",
              check=command_has(SUBST)),
-        Case("mpi-shell-subst", edit("MPIJob", "mpi-shell-subst", lambda b: b["spec"]["worker"].update(cmd=["sh", "-c", f"{SUBST} x.py"])),
+        Case("mpi-shell-subst",
+             edit("MPIJob", "mpi-shell-subst", lambda b: b["spec"]["worker"].update(cmd=["sh", "-c", f"{SUBST} x.py"])),
              "runs"),
-        Case("gj-arith-subst", on_main("GenericJob", "gj-arith-subst", command=["sh", "-c", "echo $(($(rank)+1)) $$HOME $(HOME)"]),
+        Case("gj-arith-subst",
+             on_main("GenericJob", "gj-arith-subst", command=["sh", "-c", "echo $(($(rank)+1)) $$HOME $(HOME)"]),
              "runs", check=command_has("echo $((0+1)) $$HOME $(HOME)")),
-        Case("gj-100k-env", on_main("GenericJob", "gj-100k-env", env=[{"name": "BIG", "value": BIG}]), "runs", check=env_is("BIG", BIG)),
+        Case("gj-100k-env", on_main("GenericJob", "gj-100k-env", env=[{"name": "BIG", "value": BIG}]), "runs",
+             check=env_is("BIG", BIG)),
         Case("gj-112k-unterminated", on_main("GenericJob", "gj-112k-unterminated", env=[{"name": "OPEN", "value": UNTERMINATED}]),
              "runs", check=env_is("OPEN", UNTERMINATED)),
-        Case("ds-100k-env", on_main("DeepSpeedJob", "ds-100k-env", env=[{"name": "BIG", "value": BIG}]), "runs", check=env_is("BIG", BIG)),
-        Case("tf-unicode-env", on_main("TensorFlowTrainingJob", "tf-unicode-env", env=[{"name": "NOTE", "value": UNICODE}]), "runs",
+        Case("ds-100k-env", on_main("DeepSpeedJob", "ds-100k-env", env=[{"name": "BIG", "value": BIG}]), "runs",
+             check=env_is("BIG", BIG)),
+        Case("tf-unicode-env", on_main("TensorFlowTrainingJob", "tf-unicode-env", env=[{"name": "NOTE", "value": UNICODE}]),
+             "runs",
              check=env_is("NOTE", UNICODE)),
         Case("ac-unicode-100k", edit("AscendJob", "ac-unicode-100k",
                                      lambda b: main(b).update(env=[{"name": "NOTE", "value": UNICODE * 3000}])),
@@ -417,16 +432,22 @@ def runs_cases() -> list[Case]:
         Case("tf-zero-ps", edit("TensorFlowTrainingJob", "tf-zero-ps", lambda b: b["spec"]["replicaSpecs"].append(
             {**copy.deepcopy(b["spec"]["replicaSpecs"][0]), "type": "ps", "replicas": 0})), "runs", check=pod_count(2)),
         Case("gj-deep-template", deep_template, "runs", check=template_pruned),
-        Case("pt-deep-tensorboard", edit("PyTorchTrainingJob", "pt-deep-tensorboard", lambda b: b["spec"].update(tensorboardSpec=deep(3000))),
+        Case("pt-deep-tensorboard",
+             edit("PyTorchTrainingJob", "pt-deep-tensorboard", lambda b: b["spec"].update(tensorboardSpec=deep(3000))),
              "runs"),
-        Case("ds-deep-config", edit("DeepSpeedJob", "ds-deep-config", lambda b: b["spec"]["config"].update(hostile=deep(3000))), "runs"),
-        Case("ac-deep-runpolicy", edit("AscendJob", "ac-deep-runpolicy", lambda b: b["spec"].update(runPolicy={"extra": deep(3000)})),
+        Case("ds-deep-config", edit("DeepSpeedJob", "ds-deep-config", lambda b: b["spec"]["config"].update(hostile=deep(3000))),
+             "runs"),
+        Case("ac-deep-runpolicy",
+             edit("AscendJob", "ac-deep-runpolicy", lambda b: b["spec"].update(runPolicy={"extra": deep(3000)})),
              "runs", check=kept(("spec", "runPolicy", "extra"))),
-        Case("beam-unknown-field", edit("BeamJob", "beam-unknown-field", lambda b: b["spec"].update(futureField={"x": [1, "two", None]})),
+        Case("beam-unknown-field",
+             edit("BeamJob", "beam-unknown-field", lambda b: b["spec"].update(futureField={"x": [1, "two", None]})),
              "runs", check=kept(("spec", "futureField"))),
-        Case("mpi-odd-mca", edit("MPIJob", "mpi-odd-mca", lambda b: b["spec"].update(mca={"btl": "^openib", "x": "ü $(y) ;|&"})), "runs"),
+        Case("mpi-odd-mca", edit("MPIJob", "mpi-odd-mca", lambda b: b["spec"].update(mca={"btl": "^openib", "x": "ü $(y) ;|&"})),
+             "runs"),
         Case("pt-unknown-runpolicy", edit("PyTorchTrainingJob", "pt-unknown-runpolicy",
-                                          lambda b: b["spec"].update(runPolicy={"schedulingPolicy": {"x": 1}, "future": True})), "runs"),
+                                          lambda b: b["spec"].update(runPolicy={"schedulingPolicy": {"x": 1}, "future": True})),
+             "runs"),
     ]  # fmt: skip
 
 
@@ -490,7 +511,10 @@ def judge(case: Case, obj: Obj, pods: list[Any]) -> tuple[bool, str | None]:
     if phase not in ("Running", "Succeeded"):
         return (
             False,
-            f"never Running (phase {phase}, conditions {[c.get('type') for c in (obj.get('status') or {}).get('conditions') or []]})",
+            (
+                f"never Running (phase {phase}, conditions "
+                f"{[c.get('type') for c in (obj.get('status') or {}).get('conditions') or []]})"
+            ),
         )
     problem = case.check(obj, pods) if case.check else None
     return problem is None, problem
@@ -621,11 +645,15 @@ def run_corpus(jobs: Any, controller: Any, figures: Callable[[str], None]) -> No
     counts = {cls: sum(c.cls == cls for c in CORPUS) for cls in ("admission", "failed", "runs")}
     figures(f"corpus: {len(CORPUS)} cases ({', '.join(f'{k} {v}' for k, v in counts.items())}) over {len(KINDS)} kinds; "
             f"applied in {applied:.1f}s, {len(settled_at)}/{len(admitted)} admitted settled, the last after "
-            f"{max(settled_at.values(), default=0):.1f}s ({max(settled_at, key=settled_at.get, default='-')}); {len(problems)} mismatched"
+            f"{max(settled_at.values(), default=0):.1f}s ({max(settled_at, key=settled_at.get, default='-')}); {len(problems)} "
+            "mismatched"
             + (f" ({', '.join(sorted(problems))})" if problems else ""))  # fmt: skip
     figures(f"healthy jobs: {first.figure()}; {busy.figure()}")
     alive = controller.proc.poll() is None
     classes = {c.id: c.cls for c in CORPUS} | {"healthy-first": "healthy", "healthy-busy": "healthy"}
-    assert not problems and alive, f"controller alive: {alive}\n" + "\n".join(
+    assert not problems, f"controller alive: {alive}\n" + "\n".join(
+        f"{cid} [{classes[cid]}]: {p}" for cid, p in sorted(problems.items())
+    )
+    assert alive, f"controller alive: {alive}\n" + "\n".join(
         f"{cid} [{classes[cid]}]: {p}" for cid, p in sorted(problems.items())
     )

@@ -69,7 +69,7 @@ def test_kill_loop_with_conflicting_edits_runs_no_replica_twice(jobs, controller
     ok_names = [f"ok-{i}" for i in range(JOBS_PER_SHAPE)]
     editor = LabelEditor(jobs, fail_names + ok_names)
     controller = controller_factory()
-    for f, o in zip(fail_names, ok_names):
+    for f, o in zip(fail_names, ok_names, strict=True):
         jobs.create(failing(f))
         jobs.create(succeeding(o))
     editor.start()

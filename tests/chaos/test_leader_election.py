@@ -62,7 +62,8 @@ def test_leader_killed_under_load_standby_takes_over_without_duplicates(api_clie
     pods = PodCreations(jobs.core, namespace)
     try:
         leader, standby = two_controllers(controller_factory, namespace)
-        assert not leads(standby, LEASE) and writes(standby) == 0  # the standby only watches
+        assert not leads(standby, LEASE)
+        assert writes(standby) == 0
         for i in range(3):
             jobs.create(generic(f"pre{i}", 4))
         for i in range(3):
@@ -120,9 +121,11 @@ def test_paused_leader_does_not_act_after_its_lease_passed(api_client, jobs, nam
               f"{write_requests(old) - before:.0f} times, {m.get('airflow_t9k_leader_fenced_writes_total', 0):.0f} writes "
               f"refused by its fence; pods created {pods.created()}")  # fmt: skip
         assert write_requests(old) == before  # not one write request after waking, not even to its lease
-        assert not leads(old, LEASE) and leads(new, LEASE)
+        assert not leads(old, LEASE)
+        assert leads(new, LEASE)
         assert holder(api_client, namespace) == identity(new) != identity(old)
-        assert old.proc.poll() is None and old.probe("/readyz") == 200  # alive, caches warm, standing by
+        assert old.proc.poll() is None
+        assert old.probe("/readyz") == 200
         assert pods.duplicates() == {}
         assert pods.created() == 3 + 5
         assert jobs.phase("GenericJob", "before") == "Succeeded"
@@ -138,7 +141,8 @@ def test_clean_shutdown_hands_over_at_once(api_client, jobs, namespace, controll
     leader, standby = two_controllers(controller_factory, namespace)
     leader.stop()
     stopped = time.monotonic()
-    assert leader.proc.returncode == 0 and "released" in leader.tail(20)
+    assert leader.proc.returncode == 0
+    assert "released" in leader.tail(20)
     wait_until(lambda: leads(standby, LEASE), timeout=15, what="the standby taking over")
     took = time.monotonic() - stopped
     figures(f"handover after SIGTERM: {took:.1f}s")

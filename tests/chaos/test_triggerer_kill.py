@@ -77,7 +77,7 @@ class JobWatch:
                     rv = ev["object"]["metadata"]["resourceVersion"]
                     if self._stop.is_set():
                         break
-            except Exception:  # the API server is away: list again once it answers
+            except Exception:  # noqa: BLE001 - the API server is away: list again once it answers
                 rv = None
                 self._stop.wait(0.5)
             finally:

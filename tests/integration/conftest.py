@@ -4,12 +4,15 @@ from __future__ import annotations
 
 from collections.abc import Iterator
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 import pytest
 
-from tests.support.cluster import LocalCluster
 from tests.support.controller import ControllerProcess
 from tests.support.jobs import Jobs, install_crds
+
+if TYPE_CHECKING:
+    from tests.support.cluster import LocalCluster
 
 LOG_DIR = Path(__file__).resolve().parents[2] / ".local-cluster" / "test-logs"
 

@@ -49,7 +49,7 @@ def run_dag(airflow_home, cluster, namespace, controller):
         args = [str(AIRFLOW), "dags", "test", dag_id]
         if conf:
             args += ["--conf", json.dumps(conf)]
-        return subprocess.run(args, env=env, capture_output=True, text=True, timeout=300)
+        return subprocess.run(args, check=False, env=env, capture_output=True, text=True, timeout=300)
 
     return run
 
@@ -57,13 +57,15 @@ def run_dag(airflow_home, cluster, namespace, controller):
 def ok(result: subprocess.CompletedProcess[str]) -> str:
     out = result.stdout + result.stderr
     assert result.returncode == 0, out[-4000:]
-    assert "DagRun Finished" in out and "state=success" in out, out[-4000:]
+    assert "DagRun Finished" in out, out[-4000:]
+    assert "state=success" in out, out[-4000:]
     return out
 
 
 @pytest.mark.parametrize(
     "dag_id",
-    ["example_genericjob", "example_pytorch", "example_tensorflow", "example_xgboost", "example_colossalai", "example_ti", "example_mpi", "example_ascend", "example_beam",
+    ["example_genericjob", "example_pytorch", "example_tensorflow", "example_xgboost", "example_colossalai", "example_ti",
+     "example_mpi", "example_ascend", "example_beam",
      "example_deepspeed", "example_pod_options",
      "example_yaml_and_sensor"],
 )  # fmt: skip
@@ -77,7 +79,8 @@ def test_retraining_pipeline_promotes_then_keeps(run_dag, jobs, airflow_home):
     first = ok(run_dag("retraining_pipeline", candidate_metric=0.99))
     assert "promoted model with metric 0.9900" in first
     pt = jobs.api.list_namespaced_custom_object("batch.tensorstack.dev", "v1beta1", jobs.ns, "pytorchtrainingjobs")["items"]
-    assert len(pt) == 1 and pt[0]["status"]["phase"] == "Succeeded"
+    assert len(pt) == 1
+    assert pt[0]["status"]["phase"] == "Succeeded"
     # cleanUpPolicy Unfinished may remove a replica still running when the master finished;
     # the master (rank 0) has succeeded and stays.
     master = jobs.pods(pt[0]["metadata"]["name"])[f"{pt[0]['metadata']['name']}-worker-0"]
@@ -90,11 +93,13 @@ def test_retraining_pipeline_promotes_then_keeps(run_dag, jobs, airflow_home):
 
     with sqlite3.connect(airflow_home / "airflow.db") as db:
         rows = db.execute("select e.extra from asset_event e join asset a on a.id = e.asset_id "
-                          "where a.uri = 's3://models/clicks-ranker' and e.source_dag_id = 'retraining_pipeline' order by e.id").fetchall()  # fmt: skip
+                          "where a.uri = 's3://models/clicks-ranker' and e.source_dag_id = 'retraining_pipeline' "
+                          "order by e.id").fetchall()  # fmt: skip
     extras = [json.loads(r[0]) for r in rows][-2:]
     assert [e["metric"] for e in extras] == [0.99, 0.5], extras
     assert all(e["model_uri"].startswith("s3://models/clicks-ranker/manual__") for e in extras), extras
-    assert extras[0]["t9k_job"]["name"] == pt[0]["metadata"]["name"] and extras[0]["t9k_job"]["kind"] == "PyTorchTrainingJob"
+    assert extras[0]["t9k_job"]["name"] == pt[0]["metadata"]["name"]
+    assert extras[0]["t9k_job"]["kind"] == "PyTorchTrainingJob"
 
 
 def test_failing_job_fails_the_task_with_the_reason(run_dag, jobs):
@@ -102,7 +107,8 @@ def test_failing_job_fails_the_task_with_the_reason(run_dag, jobs):
     out = result.stdout + result.stderr
     assert "state=failed" in out
     assert 'The job is failed with rule: { "worker": [1] }' in out
-    assert "failed replicas:" in out and "-worker-1" in out
+    assert "failed replicas:" in out
+    assert "-worker-1" in out
     assert "exit code 137 (OOMKilled)" in out
     assert "torch.cuda.OutOfMemoryError: CUDA out of memory" in out  # the replica's termination message
 
@@ -110,11 +116,16 @@ def test_failing_job_fails_the_task_with_the_reason(run_dag, jobs):
 def test_pod_options_example_puts_volume_toleration_and_shm_on_every_replica(run_dag, jobs, airflow_home):
     ok(run_dag("example_pod_options"))
     [job] = jobs.api.list_namespaced_custom_object("batch.tensorstack.dev", "v1beta1", jobs.ns, "pytorchtrainingjobs")["items"]
-    pods = jobs.pods(job["metadata"]["name"])
-    assert len(pods) == 2
+    name = job["metadata"]["name"]
+    pods = jobs.pods(name)
+    # cleanUpPolicy's default (Unfinished) may delete the replica still running when the master
+    # finished; the master (rank 0) has succeeded and stays.
+    assert f"{name}-worker-0" in pods
+    assert set(pods) <= {f"{name}-worker-0", f"{name}-worker-1"}
     for pod in pods.values():
         volumes = {v.name: v for v in pod.spec.volumes}
-        assert volumes["data"].empty_dir is not None and volumes["airflow-t9k-shm"].empty_dir.medium == "Memory"
+        assert volumes["data"].empty_dir is not None
+        assert volumes["airflow-t9k-shm"].empty_dir.medium == "Memory"
         assert {m.mount_path for m in pod.spec.containers[0].volume_mounts} >= {"/data", "/dev/shm"}
         assert any(t.key == "nvidia.com/gpu" for t in pod.spec.tolerations)
         assert pod.spec.containers[0].command[:2] == ["python", "train.py"]

@@ -57,7 +57,7 @@ def _apply_rbac(api_client, cluster, namespace: str, manifest: str, tmp_path: Pa
     docs = [d for d in yaml.safe_load_all(text) if d]
     core = client.CoreV1Api(api_client)
     kubeconfigs = {}
-    for role, sa in accounts.items():
+    for sa in accounts.values():
         core.create_namespaced_service_account(namespace, {"metadata": {"name": sa}})
     utils.create_from_yaml(api_client, yaml_objects=docs)
     for role, sa in accounts.items():
@@ -104,8 +104,10 @@ def test_operator_submits_waits_reads_logs_and_deletes_with_exactly_this_rbac(id
     # The failed replica's log was read (pods/log) rather than "(log not available: ...)", and its
     # pod listed (pods list) to name it the root cause with how its container ended.
     text = str(exc.value)
-    assert f"--- last lines of {name}-worker-1 ---\n" in text and "log not available" not in text, text
-    assert f"root cause: replica {name}-worker-1 failed first (at " in text and "container main exit code 3" in text, text
+    assert f"--- last lines of {name}-worker-1 ---\n" in text, text
+    assert "log not available" not in text, text
+    assert f"root cause: replica {name}-worker-1 failed first (at " in text, text
+    assert "container main exit code 3" in text, text
     wait_until(lambda: _gone(jobs, name), what="job deleted with the worker's identity")
 
     # Deferred: the worker submits, the triggerer (its own identity) watches the job and its Events.
@@ -145,7 +147,8 @@ def test_exactly_what_is_granted_is_allowed(identities, jobs, controller):
     jobs.wait_phase("GenericJob", ident["name"], "Running")
     jobs.core.create_namespaced_secret(jobs.ns, {"metadata": {"name": "db-password"}, "stringData": {"password": "x"}})
     pod, ns = f"{ident['name']}-worker-0", jobs.ns
-    for role, kubeconfig in identities.kubeconfigs.items():
+
+    def check(role, kubeconfig):  # a function, so the lambdas below close over this role's clients
         core = client.CoreV1Api(config.new_client_from_config(config_file=str(kubeconfig)))
         custom = client.CustomObjectsApi(core.api_client)
         allowed = {
@@ -153,18 +156,22 @@ def test_exactly_what_is_granted_is_allowed(identities, jobs, controller):
             "list pods": lambda: core.list_namespaced_pod(ns),
             "read a pod's log": lambda: core.read_namespaced_pod_log(pod, ns),
             "list Events": lambda: core.list_namespaced_event(ns),
-            "watch Events": lambda: core.list_namespaced_event(ns, watch=True, timeout_seconds=1, _preload_content=False).release_conn(),
+            "watch Events": lambda: core.list_namespaced_event(ns, watch=True, timeout_seconds=1,
+                                                               _preload_content=False).release_conn(),
             "watch jobs": lambda: custom.list_namespaced_custom_object("batch.tensorstack.dev", "v1beta1", ns, "genericjobs",
-                                                                       watch=True, timeout_seconds=1, _preload_content=False).release_conn(),
+                                                                       watch=True, timeout_seconds=1,
+                                                                       _preload_content=False).release_conn(),
             "list AscendJobs": lambda: custom.list_namespaced_custom_object("mindxdl.gitee.com", "v1", ns, "ascendjobs"),
         }  # fmt: skip
         refused = {
             "delete a pod": lambda: core.delete_namespaced_pod(pod, ns),
-            "create a pod": lambda: core.create_namespaced_pod(ns, {"metadata": {"name": "x"}, "spec": {"containers": [{"name": "x", "image": "x"}]}}),
+            "create a pod": lambda: core.create_namespaced_pod(ns, {"metadata": {"name": "x"},
+                                                                    "spec": {"containers": [{"name": "x", "image": "x"}]}}),
             "patch a pod": lambda: core.patch_namespaced_pod(pod, ns, {"metadata": {"labels": {"x": "y"}}}),
             "read a Secret": lambda: core.read_namespaced_secret("db-password", ns),
             "list Secrets": lambda: core.list_namespaced_secret(ns),
-            "create an Event": lambda: core.create_namespaced_event(ns, {"metadata": {"name": "x"}, "involvedObject": {}, "reason": "x", "message": "x"}),
+            "create an Event": lambda: core.create_namespaced_event(ns, {"metadata": {"name": "x"}, "involvedObject": {},
+                                                                         "reason": "x", "message": "x"}),
             "write a job's status": lambda: custom.patch_namespaced_custom_object_status(
                 "batch.tensorstack.dev", "v1beta1", ns, "genericjobs", ident["name"], {"status": {"phase": "Succeeded"}}),
             "list Services": lambda: core.list_namespaced_service(ns),
@@ -178,5 +185,8 @@ def test_exactly_what_is_granted_is_allowed(identities, jobs, controller):
             lambda: custom.list_namespaced_custom_object("batch.tensorstack.dev", "v1beta1", "default", "genericjobs")
         )
         assert elsewhere == (403 if identities.manifest == "rbac-airflow-namespace.yaml" else 200), role
+
+    for role, kubeconfig in identities.kubeconfigs.items():
+        check(role, kubeconfig)
     assert jobs.phase("GenericJob", ident["name"]) == "Running"
     assert len(jobs.pods(ident["name"])) == 2

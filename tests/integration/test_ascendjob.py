@@ -56,12 +56,14 @@ def test_seed_example_runs_with_the_leader_service_ip_and_succeeds(jobs, control
     # The seed's podAntiAffinity selects on job-name: the two replicas land on different nodes.
     assert pods[f"{name}-master-0"].spec.node_name != pods[f"{name}-worker-0"].spec.node_name
     svc = jobs.core.read_namespaced_service(f"{name}-master-0", jobs.ns)
-    assert svc.spec.cluster_ip not in (None, "None") and [(p.name, p.port) for p in svc.spec.ports] == [("ascendjob-port", 2222)]
+    assert svc.spec.cluster_ip not in (None, "None")
+    assert [(p.name, p.port) for p in svc.spec.ports] == [("ascendjob-port", 2222)]
     master, worker = env(pods[f"{name}-master-0"]), env(pods[f"{name}-worker-0"])
     for e, rank in ((master, "0"), (worker, "1")):
         assert (e["MASTER_ADDR"], e["MASTER_PORT"], e["RANK"]) == (svc.spec.cluster_ip, "2222", rank)
         assert (e["WORLD_SIZE"], e["LOCAL_WORLD_SIZE"], e["LOCAL_RANK"]) == ("4", "2", "0,1")  # 2 NPUs x 2 pods
-        assert e["XDL_IP"] == "status.hostIP" and e["ASCEND_VISIBLE_DEVICES"] == "metadata.annotations['huawei.com/Ascend910']"
+        assert e["XDL_IP"] == "status.hostIP"
+        assert e["ASCEND_VISIBLE_DEVICES"] == "metadata.annotations['huawei.com/Ascend910']"
         assert e["MINDX_TASK_ID"] == created["metadata"]["uid"]
     assert pods[f"{name}-worker-0"].metadata.labels["job-name"] == name
     assert status["replicaStatuses"]["Master"]["active"] == 1
@@ -72,7 +74,8 @@ def test_seed_example_runs_with_the_leader_service_ip_and_succeeds(jobs, control
     assert conditions(jobs, name).get("Succeeded") is None  # every pod must succeed (seed 002)
     set_pod_terminated(jobs.core, jobs.ns, f"{name}-worker-0", phase="Succeeded", exit_code=0)
     done = jobs.wait_condition(KIND, name, "Succeeded")["status"]
-    assert done["conditions"][-1]["type"] == "Succeeded" and done["completionTime"]
+    assert done["conditions"][-1]["type"] == "Succeeded"
+    assert done["completionTime"]
     assert conditions(jobs, name)["Running"] == "False"
 
 
@@ -88,7 +91,8 @@ def test_restart_then_backoff_exhausted(jobs, controller):
     jobs.reasons("ac", "ReplicaRestarting")
     set_pod_terminated(jobs.core, jobs.ns, "ac-worker-1", phase="Failed", exit_code=1)
     failed = jobs.wait_condition(KIND, "ac", "Failed")["status"]
-    assert failed["backoffCount"] == 1 and '{ "Worker": [1] }' in failed["conditions"][-1]["message"]
+    assert failed["backoffCount"] == 1
+    assert '{ "Worker": [1] }' in failed["conditions"][-1]["message"]
     # cleanPodPolicy's default, Running (seed 002; MindCluster's handleFinishedJob): the Master
     # stops holding its NPUs, the failed worker stays with its logs.
     wait_until(lambda: "ac-master-0" not in jobs.live_pods("ac"), timeout=30, what="master cleaned up")
@@ -110,7 +114,8 @@ def test_mindspore_environment(jobs, controller):
     jobs.create(small("ms", "mindspore"))
     jobs.wait_condition(KIND, "ms", "Running")
     pods = jobs.pods("ms")
-    assert env(pods["ms-scheduler-0"])["MS_ROLE"] == "MS_SCHED" and env(pods["ms-scheduler-0"])["MS_SCHED_HOST"] == "status.podIP"
+    assert env(pods["ms-scheduler-0"])["MS_ROLE"] == "MS_SCHED"
+    assert env(pods["ms-scheduler-0"])["MS_SCHED_HOST"] == "status.podIP"
     worker = env(pods["ms-worker-1"])
     assert (worker["MS_ROLE"], worker["MS_NODE_RANK"], worker["MS_WORKER_NUM"]) == ("MS_WORKER", "1", "3")
     assert worker["MS_SCHED_HOST"] == jobs.core.read_namespaced_service("ms-scheduler-0", jobs.ns).spec.cluster_ip
@@ -149,7 +154,8 @@ def _no_framework():
 
 CONTROLLER = [
     ("no-framework-label", _no_framework(), "metadata.labels.framework must be one of"),
-    ("no-ascend-container", _with(small("bad"), ["spec", "replicaSpecs", "Worker", "template", "spec", "containers", 0, "name"], "main"),
+    ("no-ascend-container",
+     _with(small("bad"), ["spec", "replicaSpecs", "Worker", "template", "spec", "containers", 0, "name"], "main"),
      "needs a container named 'ascend'"),
     ("two-masters", _with(small("bad"), ["spec", "replicaSpecs", "Master", "replicas"], 2), "Master.replicas must be 1"),
     ("type-of-another-framework", _with(small("bad"), ["metadata", "labels", "framework"], "tensorflow"),
@@ -162,7 +168,8 @@ def test_failed_with_a_condition_while_other_jobs_run(jobs, controller, case, bo
     jobs.create(small("healthy"))
     jobs.create(body)
     failed = jobs.wait_condition(KIND, "bad", "Failed")["status"]["conditions"][-1]
-    assert failed["reason"] == "InvalidSpec" and needle in failed["message"], failed
+    assert failed["reason"] == "InvalidSpec", failed
+    assert needle in failed["message"], failed
     assert jobs.pods("bad") == {}
     jobs.wait_condition(KIND, "healthy", "Running")
     assert controller.proc.poll() is None
@@ -175,7 +182,10 @@ def test_rank_table_completes_once_the_device_plugin_has_annotated_every_pod(job
 
     jobs.create(small("rt"))
     jobs.wait_condition(KIND, "rt", "Running")
-    cm = lambda: json.loads(jobs.core.read_namespaced_config_map("rings-config-rt", jobs.ns).data["hccl.json"])  # noqa: E731
+
+    def cm():
+        return json.loads(jobs.core.read_namespaced_config_map("rings-config-rt", jobs.ns).data["hccl.json"])
+
     assert cm() == {"status": "initializing", "version": "1.0"}
     pods = jobs.pods("rt")
     assert {n: p.metadata.annotations["hccl/rankIndex"] for n, p in pods.items()} == {
@@ -193,5 +203,6 @@ def test_rank_table_completes_once_the_device_plugin_has_annotated_every_pod(job
         jobs.core.patch_namespaced_pod(name, jobs.ns, {"metadata": {"annotations": {
             "ascend.kubectl.kubernetes.io/ascend-910-configuration": json.dumps(info)}}})  # fmt: skip
     table = wait_until(lambda: cm()["status"] == "completed" and cm(), timeout=30, what="rank table completed")
-    assert table["server_count"] == "3" and [s["device"][0]["rank_id"] for s in table["server_list"]] == ["0", "1", "2"]
+    assert table["server_count"] == "3"
+    assert [s["device"][0]["rank_id"] for s in table["server_list"]] == ["0", "1", "2"]
     assert [s["container_ip"] for s in table["server_list"]] == [jobs.pods("rt")[n].status.pod_ip for n in sorted(pods)]

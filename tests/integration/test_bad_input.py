@@ -64,9 +64,11 @@ ADMISSION = [
     ("no-replica-specs", generic(replicaSpecs=[]), "replicaSpecs"),
     ("colossalai-no-launcher", without(colossal(), "spec", "launcher"), "launcher"),
     ("colossalai-relative-sshd", colossal(ssh={"authMountPath": "/root/.ssh", "sshdPath": "usr/sbin/sshd"}), "sshdPath"),
-    ("colossalai-zero-proc", colossal(worker={**manifest("colossalaijob-example")["spec"]["worker"], "procPerWorker": 0}), "procPerWorker"),
+    ("colossalai-zero-proc", colossal(worker={**manifest("colossalaijob-example")["spec"]["worker"], "procPerWorker": 0}),
+     "procPerWorker"),
     ("pytorch-elastic-min-above-max", {"apiVersion": "batch.tensorstack.dev/v1beta1", "kind": "PyTorchTrainingJob",
-                                       "metadata": {"name": "bad"}, "spec": {"elastic": {"enabled": True, "minReplicas": 4, "maxReplicas": 2},
+                                       "metadata": {"name": "bad"},
+                                       "spec": {"elastic": {"enabled": True, "minReplicas": 4, "maxReplicas": 2},
                                        "replicaSpecs": generic()["spec"]["replicaSpecs"]}}, "minReplicas"),
 ]  # fmt: skip
 
@@ -81,7 +83,8 @@ def test_changing_resume_specs_is_rejected(jobs):
     jobs.create(generic(runMode={"pause": pause}))
     with pytest.raises(ApiException) as exc:
         jobs.patch("GenericJob", "bad", {"spec": {"runMode": {"pause": {"resumeSpecs": [{"type": "worker", "command": ["b"]}]}}}})
-    assert exc.value.status == 422 and "resumeSpecs is immutable" in exc.value.body
+    assert exc.value.status == 422
+    assert "resumeSpecs is immutable" in exc.value.body
     jobs.patch("GenericJob", "bad", {"spec": {"runMode": {"pause": {"enabled": True}}}})  # toggling stays allowed
 
 
@@ -96,10 +99,13 @@ CONTROLLER = [
     ("port-variables-without-service", _cmd("echo", "$(service.port[http])", "$(service.port[grpc])"),
      "names ports http, grpc that neither spec.service.ports nor a container port declares"),
     ("host-variable-rank-out-of-range", _cmd("echo", "$(service.worker[9].host)"), "$(service.worker[9].host) names rank 9"),
-    ("debug-spec-for-unknown-type", generic(runMode={"debug": {"enabled": True, "replicaSpecs": [{"type": "chief"}]}}), "runMode.debug"),
-    ("pod-rejected-by-api-server", with_replica(template={"spec": {"containers": [{"name": "main"}]}}), "rejected Pod bad-worker-0"),
+    ("debug-spec-for-unknown-type", generic(runMode={"debug": {"enabled": True, "replicaSpecs": [{"type": "chief"}]}}),
+     "runMode.debug"),
+    ("pod-rejected-by-api-server", with_replica(template={"spec": {"containers": [{"name": "main"}]}}),
+     "rejected Pod bad-worker-0"),
     ("colossalai-no-worker-container",
-     colossal(worker={**manifest("colossalaijob-example")["spec"]["worker"], "template": {"spec": {"containers": [{"name": "x", "image": "i"}]}}}),
+     colossal(worker={**manifest("colossalaijob-example")["spec"]["worker"],
+                      "template": {"spec": {"containers": [{"name": "x", "image": "i"}]}}}),
      "container named 'worker'"),
 ]  # fmt: skip
 

@@ -27,7 +27,8 @@ def beam(name="bj", cleanup=True, submit_spec=None, **cluster):
             "jobTemplate": {"spec": {**(submit_spec or {}), "template": {"spec": {
                 "containers": [{"name": "submit-job", "image": "t9kpublic/apache_beam_python3.7_sdk:2.22.0",
                                 "command": ["python3"],
-                                "args": ["-m", "apache_beam.examples.wordcount", "--runner=FlinkRunner", "--output=/tmp/counts"]}],
+                                "args": ["-m", "apache_beam.examples.wordcount", "--runner=FlinkRunner",
+                                         "--output=/tmp/counts"]}],
                 "restartPolicy": "OnFailure" if not submit_spec else "Never"}}}},
             "runPolicy": {"cleanUpCluster": cleanup},
         },
@@ -44,14 +45,15 @@ def test_manual_example_runs_the_cluster_then_the_submit_job_and_cleans_up(jobs,
     running = jobs.wait_phase(KIND, "bj", "Running")["status"]
     assert sorted(n for n in jobs.live_pods("bj") if "flinkcluster" in n) == [JM, TM0, TM1]
     jm = jobs.pods("bj")[JM].spec.containers[0]
-    assert (
-        jm.args == ["jobmanager"] and {e.name: e.value for e in jm.env}["JOB_MANAGER_RPC_ADDRESS"] == "bj-flinkcluster-jobmanager"
-    )
+    assert jm.args == ["jobmanager"]
+    assert {e.name: e.value for e in jm.env}["JOB_MANAGER_RPC_ADDRESS"] == "bj-flinkcluster-jobmanager"
     svc = jobs.core.read_namespaced_service("bj-flinkcluster-jobmanager", jobs.ns)
-    assert svc.spec.cluster_ip not in (None, "None") and [p.port for p in svc.spec.ports] == [6123, 6124, 6125, 8081]
+    assert svc.spec.cluster_ip not in (None, "None")
+    assert [p.port for p in svc.spec.ports] == [6123, 6124, 6125, 8081]
     assert running["jobURL"] == f"http://bj-flinkcluster-jobmanager.{jobs.ns}.svc:8081"
     tm = jobs.core.read_namespaced_service(TM1, jobs.ns)
-    assert tm.spec.cluster_ip == "None" and [p.port for p in tm.spec.ports] == [6121, 6122]
+    assert tm.spec.cluster_ip == "None"
+    assert [p.port for p in tm.spec.ports] == [6121, 6122]
     batch = client.BatchV1Api(jobs.core.api_client)
     wait_until(lambda: len(submit_pods(jobs)) == 1, what="submit pod created by the Job controller")
     submit = batch.read_namespaced_job("bj-batchjob", jobs.ns)
@@ -78,7 +80,8 @@ def test_submit_job_failure_fails_the_beam_job_and_keeps_the_cluster(jobs, contr
     set_pod_terminated(jobs.core, jobs.ns, submit_pods(jobs)[0].metadata.name, phase="Failed", exit_code=1)
     jobs.wait_phase(KIND, "bj", "Failed")
     failed = jobs.condition(KIND, "bj", "Failed")
-    assert failed["reason"] == "BackoffLimitExceeded" and "bj-batchjob failed" in failed["message"]
+    assert failed["reason"] == "BackoffLimitExceeded"
+    assert "bj-batchjob failed" in failed["message"]
     assert {JM, TM0, TM1} <= set(jobs.live_pods("bj"))  # cleanUpCluster false keeps it
 
 
@@ -100,7 +103,8 @@ def _with_cluster(**fields):
 
 
 ADMISSION = [
-    ("run-mode", {**beam("bad"), "spec": {**beam("bad")["spec"], "runMode": {"debug": {"enabled": True}}}}, "supports only Immediate mode"),
+    ("run-mode", {**beam("bad"), "spec": {**beam("bad")["spec"], "runMode": {"debug": {"enabled": True}}}},
+     "supports only Immediate mode"),
     ("no-image-name", _with_cluster(image={"pullPolicy": "Always"}), "image.name"),
     ("no-taskmanagers", _with_cluster(taskManager={"replicas": 0}), "taskManager.replicas"),
     ("access-scope", _with_cluster(jobManager={"accessScope": "Everywhere"}), "accessScope"),
@@ -122,6 +126,7 @@ def test_a_submit_job_the_api_server_refuses_fails_the_beam_job(jobs, controller
     jobs.create(beam("healthy"))
     jobs.wait_phase(KIND, "bad", "Failed")
     failed = jobs.condition(KIND, "bad", "Failed")
-    assert failed["reason"] == "InvalidSpec" and "rejected Job bad-batchjob" in failed["message"]
+    assert failed["reason"] == "InvalidSpec"
+    assert "rejected Job bad-batchjob" in failed["message"]
     jobs.wait_phase(KIND, "healthy", "Running")
     assert controller.proc.poll() is None

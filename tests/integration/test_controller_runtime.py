@@ -57,7 +57,9 @@ def test_work_done_while_the_controller_was_down_is_picked_up(jobs, controller_f
     set_pod_terminated(jobs.core, jobs.ns, "gj-worker-1", phase="Failed", exit_code=143)
     jobs.create(generic("late", 2))
     second = controller_factory()
-    wait_until(lambda: (jobs.live_pods("gj").get("gj-worker-1") or client.V1Pod(metadata=client.V1ObjectMeta(uid=before["gj-worker-1"]))).metadata.uid != before["gj-worker-1"], timeout=30, what="restart of worker-1")  # fmt: skip
+    wait_until(lambda: (jobs.live_pods("gj").get("gj-worker-1")
+                        or client.V1Pod(metadata=client.V1ObjectMeta(uid=before["gj-worker-1"]))).metadata.uid
+               != before["gj-worker-1"], timeout=30, what="restart of worker-1")  # fmt: skip
     jobs.wait_phase("GenericJob", "late", "Running")
     after = jobs.live_pods("gj")
     assert sorted(after) == ["gj-worker-0", "gj-worker-1", "gj-worker-2"]
@@ -96,15 +98,19 @@ def test_kind_flag_leaves_ascendjobs_to_mindcluster(api_client, jobs, controller
     name = "ascendjobs.mindxdl.gitee.com"
     with crd_owned_by(api_client, name, "mindcluster"):
         refused = controller_factory(wait=False)
-        assert refused.wait_exit(30) == 3 and f"CRD {name} was not installed by airflow-t9k" in refused.tail()
+        assert refused.wait_exit(30) == 3
+        assert f"CRD {name} was not installed by airflow-t9k" in refused.tail()
         only_generic = controller_factory("--kind", "GenericJob")
-        acjob = {"apiVersion": "mindxdl.gitee.com/v1", "kind": "AscendJob", "metadata": {"name": "ac", "labels": {"framework": "pytorch"}},
-                 "spec": {"replicaSpecs": {"Master": {"template": {"spec": {"containers": [{"name": "ascend", "image": "i"}]}}}}}}  # fmt: skip
+        acjob = {"apiVersion": "mindxdl.gitee.com/v1", "kind": "AscendJob",
+                 "metadata": {"name": "ac", "labels": {"framework": "pytorch"}},
+                 "spec": {"replicaSpecs": {"Master": {"template": {"spec": {"containers": [{"name": "ascend",
+                                                                                            "image": "i"}]}}}}}}  # fmt: skip
         jobs.create(acjob)
         jobs.create(generic("gj", 1))
         jobs.wait_phase("GenericJob", "gj", "Running")
         assert "reconciling GenericJob in" in only_generic.tail()
-        assert jobs.get("AscendJob", "ac").get("status") is None and jobs.pods("ac") == {}
+        assert jobs.get("AscendJob", "ac").get("status") is None
+        assert jobs.pods("ac") == {}
 
 
 def _rbac_kubeconfig(api_client, cluster, namespace, manifest: str, tmp_path) -> tuple[Path, list]:
@@ -142,7 +148,8 @@ def _run_jobs_to_success(jobs):
     }
     Templates(jobs.api.api_client, jobs.ns).create(template("rbac-template", "GenericJob", pod))
     jobs.create({"apiVersion": "batch.tensorstack.dev/v1beta1", "kind": "GenericJob", "metadata": {"name": "rbac-templated"},
-                 "spec": {"templateRef": {"name": "rbac-template"}, "replicaSpecs": [{"type": "worker", "replicas": 1}]}})  # fmt: skip
+                 "spec": {"templateRef": {"name": "rbac-template"},
+                          "replicaSpecs": [{"type": "worker", "replicas": 1}]}})  # fmt: skip
     jobs.wait_phase("GenericJob", "rbac", "Succeeded")
     jobs.wait_phase("GenericJob", "rbac-templated", "Succeeded")
     jobs.reasons("rbac", "Succeeded")
@@ -179,12 +186,14 @@ def test_held_replica_detail_lands_without_another_event(jobs, controller):
     write is then due on its own: here nothing else happens once three pods have ended."""
     job = generic("held", 3, annotations={"sim.t9k.test/duration": "3s"})
     long = {**job["spec"]["replicaSpecs"][0], "type": "long", "replicas": 1,
-            "template": {"metadata": {"annotations": {}}, "spec": {"containers": [{"name": "main", "image": "busybox"}]}}}  # fmt: skip
+            "template": {"metadata": {"annotations": {}},
+                         "spec": {"containers": [{"name": "main", "image": "busybox"}]}}}  # fmt: skip
     job["spec"]["replicaSpecs"].append(long)
     jobs.create(job)
     jobs.wait_phase("GenericJob", "held", "Running")
     wait_until(lambda: jobs.get("GenericJob", "held")["status"]["aggregate"]["succeeded"] == 3, timeout=60,
                what="three ended replicas in status")  # fmt: skip
     status = jobs.get("GenericJob", "held")["status"]
-    assert status["phase"] == "Running" and status["aggregate"]["running"] == 1
+    assert status["phase"] == "Running"
+    assert status["aggregate"]["running"] == 1
     assert controller.metrics().get("status_held", 0) >= 1

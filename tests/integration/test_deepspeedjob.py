@@ -14,7 +14,8 @@ KIND = "DeepSpeedJob"
 def example(**spec):
     return {
         "apiVersion": "batch.tensorstack.dev/v1beta1", "kind": KIND, "metadata": {"name": "ds"},
-        "spec": {"config": {"slotsPerWorker": 1, "run": {"python": ["/workspace/train.py", "--deepspeed", "--deepspeed_config=/workspace/ds.json"]}},
+        "spec": {"config": {"slotsPerWorker": 1,
+                            "run": {"python": ["/workspace/train.py", "--deepspeed", "--deepspeed_config=/workspace/ds.json"]}},
                  "worker": {"replicas": 3, "restartPolicy": "OnFailure", "template": {"spec": {"containers": [
                      {"name": "worker", "image": "deepspeed/deepspeed:v0.14.0", "env": [{"name": "NCCL_DEBUG", "value": "WARN"}],
                       "resources": {"limits": {"nvidia.com/gpu": "1"}}}]}}},
@@ -126,5 +127,6 @@ def test_elastic_scale_subresource_rewrites_the_hostfile_and_relaunches(jobs, co
     wait_until(lambda: scale_status()["replicas"] == 2, timeout=10, what="scale status at 2 replicas")
     assert "job-name=ds" in scale_status()["selector"]
     status = jobs.get(KIND, "ds")["status"]
-    assert status["backoffCount"] == 0 and status["phase"] == "Running"
+    assert status["backoffCount"] == 0
+    assert status["phase"] == "Running"
     jobs.reasons("ds", "ReplicaRecreated")

@@ -27,7 +27,8 @@ def gjob(name: str, replicas: int = 2, node_selector: dict | None = None) -> dic
     return {
         "apiVersion": "batch.tensorstack.dev/v1beta1", "kind": GJ, "metadata": {"name": name},
         "spec": {"successRules": [], "failureRules": [{"worker": [0]}],
-                 "replicaSpecs": [{"type": "worker", "replicas": replicas, "restartPolicy": {"policy": "Never"}, "template": {"spec": spec}}]},
+                 "replicaSpecs": [{"type": "worker", "replicas": replicas, "restartPolicy": {"policy": "Never"},
+                                   "template": {"spec": spec}}]},
     }  # fmt: skip
 
 
@@ -57,7 +58,9 @@ def test_an_eviction_through_the_api_replaces_the_replica_without_spending_a_res
     wait_until(lambda: replaced(jobs, "ev", "ev-worker-0", old), timeout=60, what="ev-worker-0 replaced")
     jobs.wait_phase(GJ, "ev", "Running")
     [entry] = wait_until(lambda: history(jobs, GJ, "ev"), what="restart history")
-    assert entry["replica"] == "ev-worker-0" and entry["podUID"] == old and entry["counted"] is False
+    assert entry["replica"] == "ev-worker-0"
+    assert entry["podUID"] == old
+    assert entry["counted"] is False
     assert entry["cause"].startswith("EvictionByEvictionAPI")
     assert restart_counts(jobs, GJ, "ev") == [0, 0]
     assert "ReplicaDisrupted" in [e.reason for e in jobs.events("ev")]
@@ -84,10 +87,10 @@ def kwok_node(name: str, pool: str) -> client.V1Node:
             name=name,
             annotations={"kwok.x-k8s.io/node": "fake"},
             labels={"kubernetes.io/hostname": name, "type": "kwok", "t9k.test/pool": pool},
-        ),  # fmt: skip
+        ),
         status=client.V1NodeStatus(
             capacity={"cpu": "8", "memory": "32Gi", "pods": "110"}, allocatable={"cpu": "8", "memory": "32Gi", "pods": "110"}
-        ),  # fmt: skip
+        ),
     )
 
 
@@ -110,7 +113,8 @@ def test_a_replica_whose_node_is_lost_comes_back_elsewhere_without_spending_a_re
         assert back.metadata.uid != first.metadata.uid
         jobs.wait_phase(GJ, "nl", "Running", timeout=30)
         [entry] = wait_until(lambda: history(jobs, GJ, "nl"), what="restart history")
-        assert entry["cause"].startswith("DeletionByPodGC") and entry["counted"] is False
+        assert entry["cause"].startswith("DeletionByPodGC")
+        assert entry["counted"] is False
         assert restart_counts(jobs, GJ, "nl") == [0]
     finally:
         for n in nodes:
@@ -144,6 +148,7 @@ def test_a_fixed_world_launch_restarts_every_replica_together_when_one_is_evicte
     wait_until(all_new, timeout=60, what="launcher and both workers replaced")
     jobs.wait_phase("MPIJob", "mg", "Running")
     [entry] = history(jobs, "MPIJob", "mg")
-    assert entry["replica"] == "mg-worker-1 (whole group)" and entry["cause"].startswith("EvictionByEvictionAPI")
+    assert entry["replica"] == "mg-worker-1 (whole group)"
+    assert entry["cause"].startswith("EvictionByEvictionAPI")
     assert restart_counts(jobs, "MPIJob", "mg") == [0, 0, 0]
     assert "GroupRestarting" in [e.reason for e in jobs.events("mg")]

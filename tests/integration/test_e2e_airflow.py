@@ -49,9 +49,11 @@ def test_task_defers_the_triggerer_watches_and_the_task_resumes(e2e, api_client)
     run_id = stack.trigger("t9k_e2e_defer")
     states = stack.states_until("t9k_e2e_defer", run_id, {"success", "failed"})
     assert states[-1] == "success", states
-    assert "deferred" in states and states.index("deferred") < len(states) - 1
+    assert "deferred" in states
+    assert states.index("deferred") < len(states) - 1
     job = _job_of(api_client, ns, run_id)
-    assert job is not None and job["status"]["phase"] == "Succeeded"
+    assert job is not None
+    assert job["status"]["phase"] == "Succeeded"
 
 
 def test_task_killed_while_deferred_leaves_no_job_running(e2e, api_client):
@@ -107,7 +109,8 @@ def test_clearing_a_succeeded_task_runs_the_job_again(e2e, api_client):
         if j["metadata"]["annotations"].get("airflow-t9k.io/run-id") == run_id
     }
     second = runs[f"{first['metadata']['name']}-t2"]  # the re-run, beside the first run, which stays
-    assert second["metadata"]["uid"] != first["metadata"]["uid"] and len(runs) == 2
+    assert second["metadata"]["uid"] != first["metadata"]["uid"]
+    assert len(runs) == 2
     assert second["metadata"]["annotations"]["airflow-t9k.io/delivered-by-try"] == "2"
 
 
@@ -124,8 +127,9 @@ def test_a_mapped_sweep_runs_one_job_per_map_index_with_its_own_result(e2e, api_
     assert set(states().values()) == {"success"}, (states(), stack.task_log("t9k_e2e_sweep", run_id)[-3000:])
     jobs = [j for j in _jobs(api_client, ns) if j["metadata"]["annotations"].get("airflow-t9k.io/run-id") == run_id]
     by_index = {int(j["metadata"]["annotations"]["airflow-t9k.io/map-index"]): j for j in jobs}
-    assert sorted(by_index) == [0, 1, 2, 3] and len({j["metadata"]["name"] for j in jobs}) == 4
-    for index, lr in zip(range(4), (0.1, 0.03, 0.01, 0.003)):
+    assert sorted(by_index) == [0, 1, 2, 3]
+    assert len({j["metadata"]["name"] for j in jobs}) == 4
+    for index, lr in enumerate((0.1, 0.03, 0.01, 0.003)):
         container = by_index[index]["spec"]["replicaSpecs"][0]["template"]["spec"]["containers"][0]
         assert container["command"][-1] == "--deepspeed_config=ds.json"
         xcom = stack.api("GET", f"dags/t9k_e2e_sweep/dagRuns/{run_id}/taskInstances/job/xcomEntries/result?map_index={index}")
@@ -142,7 +146,8 @@ def _clear(stack: AirflowStack, dag_id: str, run_id: str) -> None:
 
     body = {"dry_run": False, "dag_run_id": run_id, "task_ids": ["job"], "only_failed": False, "reset_dag_runs": True}
     req = urllib.request.Request(f"http://127.0.0.1:{stack.port}/api/v2/dags/{dag_id}/clearTaskInstances",
-                                 data=json.dumps(body).encode(), method="POST", headers={"Content-Type": "application/json"})  # fmt: skip
+                                 data=json.dumps(body).encode(), method="POST",
+                                 headers={"Content-Type": "application/json"})  # fmt: skip
 
     def send() -> None:
         with urllib.request.urlopen(req, timeout=10) as r:
@@ -170,7 +175,7 @@ def _task_process(ti_id: str) -> int:
 
 
 def test_a_permanent_exit_code_fails_the_task_at_once_and_another_spends_its_retries(e2e, api_client):
-    stack, ns = e2e
+    stack, _ns = e2e
     run_id = stack.trigger("t9k_e2e_permanent")
 
     def ended() -> dict | None:
@@ -184,6 +189,7 @@ def test_a_permanent_exit_code_fails_the_task_at_once_and_another_spends_its_ret
     # the DAG's retries are spent (issue 28, point 3).
     assert (tis["exit_one"][0], tis["exit_one"][1]) == ("failed", 3), tis
     log = stack.task_log("t9k_e2e_permanent", run_id)
-    assert "not retried:" in log and "which this task's permanent_exit_codes call permanent" in log
+    assert "not retried:" in log
+    assert "which this task's permanent_exit_codes call permanent" in log
     assert re.search(r"root cause: replica \S+ failed first \([^)]*exit code 3\b", log), log[-3000:]
     assert re.search(r"root cause: replica \S+ failed first \([^)]*exit code 137\b", log), log[-3000:]

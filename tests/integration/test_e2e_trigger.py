@@ -31,7 +31,8 @@ def _limited_kubeconfig(api_client, cluster, ns: str, path: Path) -> None:
     name = "no-list"
     core.create_namespaced_service_account(ns, {"metadata": {"name": name}})
     rbac.create_namespaced_role(ns, {"metadata": {"name": name}, "rules": [
-        {"apiGroups": ["batch.tensorstack.dev"], "resources": ["genericjobs"], "verbs": ["get", "create", "patch", "delete"]}]})  # fmt: skip
+        {"apiGroups": ["batch.tensorstack.dev"], "resources": ["genericjobs"],
+         "verbs": ["get", "create", "patch", "delete"]}]})  # fmt: skip
     rbac.create_namespaced_role_binding(ns, {
         "metadata": {"name": name}, "roleRef": {"apiGroup": "rbac.authorization.k8s.io", "kind": "Role", "name": name},
         "subjects": [{"kind": "ServiceAccount", "name": name, "namespace": ns}]})  # fmt: skip
@@ -73,7 +74,8 @@ def test_a_triggerer_that_may_not_list_ends_the_deferred_task_saying_so(e2e, api
     stack, ns, limited = e2e
     run_id = stack.trigger("t9k_e2e_forbidden")
     states = stack.states_until("t9k_e2e_forbidden", run_id, {"success", "failed"}, timeout=120)
-    assert states[-1] == "failed" and "deferred" in states, states
+    assert states[-1] == "failed", states
+    assert "deferred" in states, states
     log = stack.task_log("t9k_e2e_forbidden", run_id)
     expect = f"the triggerer's identity (kubeconfig {limited}) may not list genericjobs.batch.tensorstack.dev in namespace {ns}"
     assert expect in log, log[-3000:]
@@ -85,10 +87,12 @@ def test_a_job_that_cannot_be_scheduled_fails_after_startup_timeout(e2e, api_cli
     run_id = stack.trigger("t9k_e2e_startup")
     started = time.monotonic()
     states = stack.states_until("t9k_e2e_startup", run_id, {"success", "failed"}, timeout=120)
-    assert states[-1] == "failed" and "deferred" in states, states
+    assert states[-1] == "failed", states
+    assert "deferred" in states, states
     assert time.monotonic() - started < 90  # not the 600 s timeout
     log = stack.task_log("t9k_e2e_startup", run_id)
-    assert "did not start within startup_timeout=15s" in log and "Insufficient nvidia.com/gpu" in log, log[-3000:]
+    assert "did not start within startup_timeout=15s" in log, log[-3000:]
+    assert "Insufficient nvidia.com/gpu" in log, log[-3000:]
     wait_until(lambda: _jobs(api_client, ns, run_id) == [], what="the unschedulable job deleted (on_kill_action=delete)")
 
 

@@ -52,7 +52,8 @@ def _jobs(api_client, ns: str, run_id: str) -> dict[str, dict]:
 
 def _triggers(stack: AirflowStack, run_id: str) -> dict[str, tuple[str, int | None]]:
     """task id -> (state, id of the triggerer running its trigger)."""
-    rows = stack._query("select ti.task_id, ti.state, t.triggerer_id from task_instance ti left join trigger t on t.id = ti.trigger_id "
+    rows = stack._query("select ti.task_id, ti.state, t.triggerer_id from task_instance ti "
+                        "left join trigger t on t.id = ti.trigger_id "
                         "where ti.dag_id = ? and ti.run_id = ?", DAG_ID, run_id)  # fmt: skip
     return {task: (state, who) for task, state, who in rows}
 
@@ -114,9 +115,12 @@ def test_a_trigger_started_after_its_deadline_reports_what_the_job_did(late, api
 
     logs = {t: _log(stack, run_id, t) for t in TASKS}
     after = {t: _jobs(api_client, ns, run_id).get(t) for t in TASKS}
-    assert "timed out" not in logs["succeeds"] and "succeeded: phase Succeeded" in logs["succeeds"], logs["succeeds"][-3000:]
-    assert after["succeeds"] is not None and after["succeeds"]["metadata"]["uid"] == jobs["succeeds"]["metadata"]["uid"]  # kept
-    assert "timed out" not in logs["fails"] and "root cause: replica" in logs["fails"], logs["fails"][-3000:]
+    assert "timed out" not in logs["succeeds"], logs["succeeds"][-3000:]
+    assert "succeeded: phase Succeeded" in logs["succeeds"], logs["succeeds"][-3000:]
+    assert after["succeeds"] is not None
+    assert after["succeeds"]["metadata"]["uid"] == jobs["succeeds"]["metadata"]["uid"]
+    assert "timed out" not in logs["fails"], logs["fails"][-3000:]
+    assert "root cause: replica" in logs["fails"], logs["fails"][-3000:]
     # The trigger itself reported the end (and printed the failed replica's log from the triggerer):
     # not the task's own re-read of a job it was told had timed out.
     for task in ("succeeds", "fails"):

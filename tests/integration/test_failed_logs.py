@@ -21,7 +21,7 @@ from airflow.sdk import DAG
 from airflow.sdk.exceptions import AirflowException, TaskDeferred
 
 from airflow_t9k.operators.job import T9kJobOperator
-from tests.integration.test_operator_trigger import _append_pod_log, conn, first_event  # noqa: F401
+from tests.integration.test_operator_trigger import _append_pod_log, conn, first_event  # noqa: F401 - fixtures
 from tests.support.task import Store, context
 
 # Failure order b, c, a: three seconds apart, as finishedAt has one-second resolution.
@@ -74,7 +74,8 @@ def test_the_failed_replicas_logs_come_first_failed_first_and_bounded(conn, clus
         with pytest.raises(AirflowException) as exc:
             op.execute_complete(context(store), event)
         errors.append(exc.value)
-    assert len(errors) == 1 and isinstance(errors[0], AirflowException), errors
+    assert len(errors) == 1, errors
+    assert isinstance(errors[0], AirflowException), errors
     pods = {t: f"{name}-{t}-0" for t in DURATIONS}
     job = jobs.get("GenericJob", name)
     ended = {r["name"]: r["containers"][0]["finishedAt"] for task in job["status"]["tasks"] for r in task["status"]}
@@ -84,8 +85,10 @@ def test_the_failed_replicas_logs_come_first_failed_first_and_bounded(conn, clus
     out = _messages(capsys.readouterr().out)
     headers = [i for i, m in enumerate(out) if m.startswith("--- log of failed replica ")]
     assert [out[i].split()[5] for i in headers] == [pods["b"], pods["c"]], [out[i] for i in headers]
-    assert "(failed first: the root cause at " in out[headers[0]] and "container main exit code 3" in out[headers[0]]
-    assert "failed later" in out[headers[1]] and out[headers[0]].endswith("its last 3 lines ---")
+    assert "(failed first: the root cause at " in out[headers[0]]
+    assert "container main exit code 3" in out[headers[0]]
+    assert "failed later" in out[headers[1]]
+    assert out[headers[0]].endswith("its last 3 lines ---")
     for start in headers:
         assert out[start + 1 : start + 4] == [f"step {i} {marker}" for i in (2, 3, 4)], out[start : start + 5]
     assert any(m.startswith("--- not printed (max_followed_pods or max_log_lines): the logs of " + pods["a"]) for m in out)

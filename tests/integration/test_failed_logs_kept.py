@@ -25,7 +25,7 @@ from airflow_t9k.hooks.t9k import T9kHook
 from airflow_t9k.operators.job import T9kJobOperator
 from airflow_t9k.operators.logs import print_failed_logs
 from tests.integration.test_failed_logs import _messages
-from tests.integration.test_operator_trigger import _append_pod_log, conn, first_event  # noqa: F401
+from tests.integration.test_operator_trigger import _append_pod_log, conn, first_event  # noqa: F401 - fixtures
 from tests.support.cluster import wait_until
 from tests.support.task import Store, context
 
@@ -35,7 +35,8 @@ def _op(**kw) -> T9kJobOperator:
     job = {"kind": "GenericJob", "spec": {
         "cleanUpPolicy": "All", "failureRules": [{"worker": [0]}], "successRules": [{"worker": [0, 1]}],
         "replicaSpecs": [{"type": "worker", "replicas": 2, "restartPolicy": {"policy": "Never"},
-                          "template": {"metadata": {"annotations": sim}, "spec": {"containers": [{"name": "main", "image": "busybox"}]}}}]}}  # fmt: skip
+                          "template": {"metadata": {"annotations": sim},
+                                       "spec": {"containers": [{"name": "main", "image": "busybox"}]}}}]}}  # fmt: skip
     with DAG("dag", start_date=datetime(2026, 1, 1), schedule=None):
         return T9kJobOperator(task_id="train", job=job, log_events=False, stream_logs=False, result_from=None,
                               evidence_log_lines=200, log_tail_lines=2, **kw)  # fmt: skip
@@ -74,10 +75,10 @@ def test_the_task_log_prints_the_kept_lines_once_the_pods_are_gone(conn, cluster
     # Deferred: the trigger finds the job ended and its pods gone.
     event = asyncio.run(first_event(trigger, timeout=60)).payload
     header, body = _printed(capsys.readouterr().out, pod)
-    assert event["status"] == "failed" and [r["pod"] for r in event["failed_first"]] == [pod]
-    assert "(failed first: the root cause" in header and header.endswith(
-        f"kept in the evidence record {name}-evidence (the pod is gone) ---"
-    ), header
+    assert event["status"] == "failed"
+    assert [r["pod"] for r in event["failed_first"]] == [pod]
+    assert "(failed first: the root cause" in header, header
+    assert header.endswith(f"kept in the evidence record {name}-evidence (the pod is gone) ---"), header
     assert body[-3:] == want, body[-5:]
     assert event["logs"] == {pod: "\n".join(want[-2:])}  # the error's last lines come from the record too
 
@@ -103,11 +104,11 @@ def test_the_task_log_prints_the_kept_lines_once_the_pods_are_gone(conn, cluster
     log.setLevel(logging.INFO)
     report = print_failed_logs(T9kHook(), job, log, max_lines=100, max_pods=2, tail_lines=2)
     text = "\n".join(records)
-    assert f"forged line {marker}" not in text and "forged" not in str(report), text
+    assert f"forged line {marker}" not in text, text
+    assert "forged" not in str(report), text
     assert f"ConfigMap {name}-evidence is not this job's evidence record" in text, text
-    assert (
-        f"--- log of failed replica {pod} (failed first: the root cause" in text and "kept in the evidence record" not in text
-    ), text
+    assert f"--- log of failed replica {pod} (failed first: the root cause" in text, text
+    assert "kept in the evidence record" not in text, text
 
 
 def _gone(jobs, name: str) -> bool:

@@ -169,7 +169,8 @@ def test_ascend_without_volcano_runs_on_the_default_scheduler_and_says_so(jobs, 
             1000,
         )
     reasons = jobs.reasons("acsched", "GangSchedulingNotEnforced")
-    assert "GangSchedulingNotEnforced" in reasons and "RunPolicyIgnored" not in reasons
+    assert "GangSchedulingNotEnforced" in reasons
+    assert "RunPolicyIgnored" not in reasons
 
 
 def test_ascend_deadline_is_ignored_with_one_warning_and_clean_pod_policy_applies(jobs, controller):
@@ -196,7 +197,8 @@ def test_a_pod_reported_unknown_makes_the_job_unknown_until_it_reports_again(job
     jobs.core.patch_namespaced_pod_status("unk-worker-1", jobs.ns, {"status": {"phase": "Unknown"}})
     jobs.wait_phase("GenericJob", "unk", "Unknown", timeout=30)
     running = jobs.condition("GenericJob", "unk", "Running")
-    assert running["reason"] == "Unknown" and "unk-worker-1" in running["message"]
+    assert running["reason"] == "Unknown"
+    assert "unk-worker-1" in running["message"]
     jobs.core.patch_namespaced_pod_status("unk-worker-1", jobs.ns, {"status": {"phase": "Running"}})
     jobs.wait_phase("GenericJob", "unk", "Running", timeout=30)
 

@@ -9,7 +9,7 @@ import asyncio
 import pytest
 from airflow.sdk.exceptions import TaskDeferred
 
-from tests.integration.test_operator_trigger import _trigger_for, conn, first_event, make_op  # noqa: F401
+from tests.integration.test_operator_trigger import _trigger_for, conn, first_event, make_op  # noqa: F401 - fixtures
 from tests.support.task import context
 
 
@@ -22,7 +22,8 @@ async def test_a_deferred_kill_with_keep_leaves_the_job_running(conn, jobs, cont
     task.cancel()
     await asyncio.sleep(2)  # a delete or a pause would show by now
     job = jobs.get("GenericJob", trigger.name)
-    assert job["metadata"]["uid"] == trigger.uid and job["status"]["phase"] == "Running"
+    assert job["metadata"]["uid"] == trigger.uid
+    assert job["status"]["phase"] == "Running"
 
 
 def test_a_worker_side_kill_with_keep_leaves_the_job_running(conn, jobs, controller):

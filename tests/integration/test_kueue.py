@@ -7,6 +7,7 @@ started through the project's script when it is not running, as the cluster fixt
 
 from __future__ import annotations
 
+import contextlib
 import subprocess
 import time
 from collections.abc import Iterator
@@ -24,7 +25,7 @@ GK = "GenericJob"
 
 
 def kueue_running() -> bool:
-    return subprocess.run([str(SCRIPT), "kueue", "status"], capture_output=True).returncode == 0
+    return subprocess.run([str(SCRIPT), "kueue", "status"], check=False, capture_output=True).returncode == 0
 
 
 @pytest.fixture(scope="session")
@@ -58,10 +59,8 @@ def queue(kueue, custom, namespace) -> Iterator[str]:
     finally:
         if not kueue_running():  # a test that stopped Kueue and failed before starting it again
             subprocess.run([str(SCRIPT), "kueue", "up"], check=False)
-        try:
+        with contextlib.suppress(ApiException):
             custom.delete_cluster_custom_object(*KUEUE, "clusterqueues", cq, propagation_policy="Background")
-        except ApiException:
-            pass
 
 
 def gjob(name: str, replicas: int = 3, duration: str | None = "4s", priority: int | None = None, queue: str = "gpu") -> dict:
@@ -135,7 +134,8 @@ def test_a_higher_priority_job_preempts_a_running_lower_one_which_finishes_after
     jobs.create(gjob("high", duration="3s", priority=100))
     # The Event stays; the condition's Evicted reason lasts only until the pods are gone.
     evicted = wait_until(lambda: [e for e in jobs.events("low") if e.reason == "Evicted"], timeout=30, what="low evicted")
-    assert "Preempted" in evicted[0].message and evicted[0].type == "Normal"
+    assert "Preempted" in evicted[0].message
+    assert evicted[0].type == "Normal"
     wait_until(lambda: jobs.live_pods("low") == {}, timeout=30, what="low's pods deleted")
     assert jobs.phase(GK, "low") == "Pending"  # the preemptor runs 3 s: low waits in its queue meanwhile
     assert (jobs.condition(GK, "low", "Admitted") or {}).get("status") == "False"
@@ -148,9 +148,8 @@ def test_a_higher_priority_job_preempts_a_running_lower_one_which_finishes_after
     assert pod_creations(jobs, "low").isdisjoint(first_pods)  # ran again, from new pods
     assert restarts(jobs, "low") == 0  # an eviction spends no restart
     [entry] = jobs.get(GK, "low")["status"]["restartHistory"]  # but it is on record, with its cause
-    assert (entry["replica"], entry["counted"]) == ("all replicas", False) and entry["cause"].startswith(
-        "Evicted by Kueue (Preempted)"
-    )
+    assert (entry["replica"], entry["counted"]) == ("all replicas", False)
+    assert entry["cause"].startswith("Evicted by Kueue (Preempted)")
 
 
 def test_an_ascendjob_with_queue_and_min_available_is_admitted_partially_and_runs_at_that_size(jobs, queue, controller, custom):
@@ -212,7 +211,8 @@ def test_kueue_stopped_while_jobs_wait_no_pod_appears_and_admission_resumes_when
         jobs.create(gjob("late", duration="2s"))  # its Workload cannot even be created: the webhook is down
         deadline = time.monotonic() + 8
         while time.monotonic() < deadline:
-            assert jobs.pods("waiting") == {} and jobs.pods("late") == {}, "a pod exists without admission"
+            assert jobs.pods("waiting") == {}, "a pod exists without admission"
+            assert jobs.pods("late") == {}, "a pod exists without admission"
             time.sleep(0.3)
         assert workload(custom, jobs.ns, "genericjob-late") is None
         assert jobs.phase(GK, "late") in (None, "Pending")
@@ -304,7 +304,8 @@ def test_queueing_off_runs_a_queued_job_without_kueue_and_says_why(jobs, queue, 
     jobs.wait_phase(GK, "plain", "Succeeded", timeout=30)
     assert workload(custom, jobs.ns, "genericjob-plain") is None
     cond = jobs.condition(GK, "plain", "QueueAdmission")
-    assert (cond["status"], cond["reason"]) == ("False", "NotEnforced") and "--queueing=off" in cond["message"]
+    assert (cond["status"], cond["reason"]) == ("False", "NotEnforced")
+    assert "--queueing=off" in cond["message"]
 
 
 def test_auto_without_a_localqueue_of_that_name_records_the_queue_only(jobs, queue, controller, custom):

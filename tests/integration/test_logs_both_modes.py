@@ -12,7 +12,7 @@ import uuid
 import pytest
 from airflow.sdk.exceptions import TaskDeferred
 
-from tests.integration.test_operator_trigger import _append_pod_log, conn, first_event, make_op  # noqa: F401
+from tests.integration.test_operator_trigger import _append_pod_log, conn, first_event, make_op  # noqa: F401 - fixtures
 from tests.support.task import Store, context
 
 
@@ -39,12 +39,13 @@ def test_the_worker_side_wait_streams_replica_logs(conn, cluster, jobs, controll
         _append_pod_log(cluster, f"epoch 1 loss 0.9 {marker}", f"epoch 2 loss 0.5 {marker}")
     finally:
         worker.join(60)
-    assert outcome and outcome[0]["phase"] == "Succeeded"
+    assert outcome
+    assert outcome[0]["phase"] == "Succeeded"
     lines = _forwarded(capsys.readouterr().out, marker)
     for suffix in expected_pods:
         pod = f"{name}-{suffix}"
-        assert [line for line in lines if line.startswith(f"[{pod}]")] == [f"[{pod}] epoch 1 loss 0.9 {marker}",
-                                                                           f"[{pod}] epoch 2 loss 0.5 {marker}"], lines  # fmt: skip
+        assert [line for line in lines if line.startswith(f"[{pod}]")] == [
+            f"[{pod}] epoch 1 loss 0.9 {marker}", f"[{pod}] epoch 2 loss 0.5 {marker}"], lines  # fmt: skip
     assert len(lines) == 2 * len(expected_pods)  # only those replicas, each line once
 
 
@@ -63,4 +64,5 @@ async def test_the_deferred_wait_follows_only_the_deciding_replica_by_default(co
     _append_pod_log(cluster, f"step {marker}")
     assert (await task).payload["status"] == "success"
     out = [line for line in capsys.readouterr().out.splitlines() if marker in line]
-    assert len(out) == 1 and f"[{trigger.name}-worker-0]" in out[0], out
+    assert len(out) == 1, out
+    assert f"[{trigger.name}-worker-0]" in out[0], out

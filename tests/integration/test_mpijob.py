@@ -16,11 +16,13 @@ def example(**spec):
     return {
         "apiVersion": "batch.tensorstack.dev/v1beta1", "kind": KIND, "metadata": {"name": "mpi"},
         "spec": {
-            "worker": {"replicas": 5, "extraMPIArgs": ["-N", "3", "--enable-recovery", "--max-restarts", "100", "--allow-run-as-root", "-bind-to", "none"],
+            "worker": {"replicas": 5, "extraMPIArgs": ["-N", "3", "--enable-recovery", "--max-restarts", "100",
+                                                       "--allow-run-as-root", "-bind-to", "none"],
                        "cmd": ["./random_walk", "20", "40", "2"],
                        "template": {"spec": {"containers": [{"name": "mpi-worker", "image": "t9kpublic/mpi-tutorial:2021022-2",
                                                              "resources": {"limits": {"cpu": "100m", "nvidia.com/gpu": "1"}}}]}}},
-            "mca": {"btl": "^openib"}, "ssh": {"sshAuthMountPath": "/root/.ssh", "sshdPath": "/usr/sbin/sshd"}, "mpiHome": "/usr/local",
+            "mca": {"btl": "^openib"}, "ssh": {"sshAuthMountPath": "/root/.ssh", "sshdPath": "/usr/sbin/sshd"},
+                 "mpiHome": "/usr/local",
             **spec,
         },
     }  # fmt: skip
@@ -104,5 +106,6 @@ def test_the_launcher_asks_for_modest_resources_not_the_workers_gpus(jobs, contr
     # The pods are created together; the listing may catch the launcher before the worker.
     wait_until(lambda: {"mpires-launcher", "mpires-worker-0"} <= set(jobs.pods("mpires")), timeout=30, what="launcher and worker")
     launcher = jobs.pods("mpires")["mpires-launcher"].spec.containers[0].resources
-    assert launcher.limits == {"cpu": "1", "memory": "1Gi"} and launcher.requests == {"cpu": "100m", "memory": "128Mi"}
+    assert launcher.limits == {"cpu": "1", "memory": "1Gi"}
+    assert launcher.requests == {"cpu": "100m", "memory": "128Mi"}
     assert jobs.pods("mpires")["mpires-worker-0"].spec.containers[0].resources.limits["nvidia.com/gpu"] == "1"

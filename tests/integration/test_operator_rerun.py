@@ -16,7 +16,7 @@ from airflow.sdk.exceptions import AirflowException, AirflowTaskTimeout, TaskDef
 
 from airflow_t9k.operators.job import T9kJobOperator
 from airflow_t9k.operators.kinds import GenericJobOperator
-from tests.integration.test_operator_trigger import _gone, conn, first_event, make_op  # noqa: F401
+from tests.integration.test_operator_trigger import _gone, conn, first_event, make_op  # noqa: F401 - fixtures
 from tests.support.cluster import wait_until
 from tests.support.task import Store, context
 
@@ -34,7 +34,8 @@ def _stranger(jobs, name):
     """Another object that took the name: no airflow-t9k identity, runs until deleted."""
     container = {"name": "main", "image": "busybox"}
     return jobs.create({"apiVersion": "batch.tensorstack.dev/v1beta1", "kind": "GenericJob", "metadata": {"name": name},
-                        "spec": {"replicaSpecs": [{"type": "worker", "replicas": 1, "template": {"spec": {"containers": [container]}}}]}})  # fmt: skip
+                        "spec": {"replicaSpecs": [{"type": "worker", "replicas": 1,
+                                                   "template": {"spec": {"containers": [container]}}}]}})  # fmt: skip
 
 
 def _paused(job):
@@ -49,13 +50,16 @@ def test_clearing_a_succeeded_task_runs_the_job_again(conn, jobs, controller, st
     assert first["phase"] == "Succeeded"
     assert jobs.get("GenericJob", first["name"])["metadata"]["annotations"][DELIVERED] == "1"
     again = make_op(sim=DONE, deferrable=False).execute(context(store if store_kept else Store(), try_number=2))
-    assert again["phase"] == "Succeeded" and again["name"] == f"{first['name']}-t2" and again["uid"] != first["uid"]
+    assert again["phase"] == "Succeeded"
+    assert again["name"] == f"{first['name']}-t2"
+    assert again["uid"] != first["uid"]
     assert _uids(jobs) == sorted([first["uid"], again["uid"]])  # the first run stays, as its try's record
     assert jobs.get("GenericJob", again["name"])["metadata"]["annotations"][DELIVERED] == "2"
     owners = {ref.uid for pod in jobs.pods(again["name"]).values() for ref in pod.metadata.owner_references or []}
     assert owners == {again["uid"]}
     third = make_op(sim=DONE, deferrable=False).execute(context(store if store_kept else Store(), try_number=3))
-    assert third["name"] == f"{first['name']}-t3" and len(_uids(jobs)) == 3
+    assert third["name"] == f"{first['name']}-t3"
+    assert len(_uids(jobs)) == 3
 
 
 # -- point 5: a retry does not wait for the failed attempt's pods, and keeps them -------------
@@ -108,7 +112,8 @@ def test_retry_resumes_a_job_paused_by_a_timeout_but_not_one_paused_by_hand(conn
         make_op(deferrable=True, on_kill_action="pause").execute(context(store, try_number=2))
     assert exc.value.trigger.uid == uid
     resumed = jobs.wait_phase("GenericJob", name, "Resuming", "Running")
-    assert not _paused(resumed) and "airflow-t9k.io/paused-by" not in resumed["metadata"].get("annotations", {})
+    assert not _paused(resumed)
+    assert "airflow-t9k.io/paused-by" not in resumed["metadata"].get("annotations", {})
 
     by_hand = Store()
     with pytest.raises(TaskDeferred) as exc:
@@ -146,14 +151,16 @@ def test_a_kill_leaves_a_replacement_of_the_same_name_alone(conn, jobs, controll
     stranger = _stranger(jobs, ident["name"])
     op.on_kill()
     now = jobs.get("GenericJob", ident["name"])
-    assert now["metadata"]["uid"] == stranger["metadata"]["uid"] and not _paused(now)
+    assert now["metadata"]["uid"] == stranger["metadata"]["uid"]
+    assert not _paused(now)
 
 
 # -- explicit names: a scheduled DAG runs every time ------------------------------------------
 def _named_op(**kw):
     job = {"kind": "GenericJob", "metadata": {"name": "nightly"},
            "spec": {"replicaSpecs": [{"type": "worker", "replicas": 1,
-                                      "template": {"metadata": {"annotations": DONE}, "spec": {"containers": [{"name": "m", "image": "busybox"}]}}}]}}  # fmt: skip
+                                      "template": {"metadata": {"annotations": DONE},
+                                                   "spec": {"containers": [{"name": "m", "image": "busybox"}]}}}]}}  # fmt: skip
     with DAG("dag", start_date=datetime(2026, 1, 1), schedule=None):
         return T9kJobOperator(task_id="train", job=job, deferrable=False, **kw)
 
@@ -161,7 +168,8 @@ def _named_op(**kw):
 def test_a_job_with_an_explicit_name_runs_on_every_dag_run(conn, jobs, controller):
     runs = [_named_op().execute(context(run_id=f"scheduled__2026-11-2{i}")) for i in (1, 2)]
     assert [r["phase"] for r in runs] == ["Succeeded", "Succeeded"]
-    assert runs[0]["name"] != runs[1]["name"] and all(r["name"].startswith("nightly-") for r in runs)
+    assert runs[0]["name"] != runs[1]["name"]
+    assert all(r["name"].startswith("nightly-") for r in runs)
     assert len(_uids(jobs)) == 2
 
 
@@ -194,7 +202,8 @@ def test_volume_toleration_and_shared_memory_reach_every_replica_pod(conn, jobs,
         shm = volumes["airflow-t9k-shm"].empty_dir
         assert (shm.medium, shm.size_limit) == ("Memory", "1Gi")
         mounts = {m.mount_path: m.name for m in pod.spec.containers[0].volume_mounts}
-        assert mounts["/data"] == "data" and mounts["/dev/shm"] == "airflow-t9k-shm"
+        assert mounts["/data"] == "data"
+        assert mounts["/dev/shm"] == "airflow-t9k-shm"
         assert any(t.key == "nvidia.com/gpu" and t.effect == "NoSchedule" for t in pod.spec.tolerations)
         assert pod.metadata.labels["team"] == "ml"
 
@@ -206,7 +215,8 @@ def test_kubernetes_pod_operator_model_types_reach_the_pods(conn, jobs, controll
         op = GenericJobOperator(
             task_id="train", image="busybox", replicas=1, deferrable=False, wait_for_completion=False,
             container_resources=k.V1ResourceRequirements(limits={"cpu": "1", "nvidia.com/gpu": "1"}, requests={"cpu": 0.5}),
-            env=[k.V1EnvVar(name="POD", value_from=k.V1EnvVarSource(field_ref=k.V1ObjectFieldSelector(field_path="metadata.name")))],
+            env=[k.V1EnvVar(name="POD",
+                            value_from=k.V1EnvVarSource(field_ref=k.V1ObjectFieldSelector(field_path="metadata.name")))],
             affinity=k.V1Affinity(node_affinity=k.V1NodeAffinity(preferred_during_scheduling_ignored_during_execution=[
                 k.V1PreferredSchedulingTerm(weight=1, preference=k.V1NodeSelectorTerm(
                     match_expressions=[k.V1NodeSelectorRequirement(key="type", operator="In", values=["kwok"])]))])),

@@ -40,7 +40,8 @@ def test_defers_with_a_trigger_for_exactly_the_submitted_job(conn, jobs, control
     trigger = exc.value.trigger
     ident = ctx["task_state_store"]["t9k_job"]
     job = jobs.get("GenericJob", ident["name"])
-    assert isinstance(trigger, T9kJobTrigger) and exc.value.method_name == "execute_complete"
+    assert isinstance(trigger, T9kJobTrigger)
+    assert exc.value.method_name == "execute_complete"
     assert (trigger.name, trigger.namespace, trigger.uid) == (ident["name"], jobs.ns, job["metadata"]["uid"])
     assert trigger.policy.deadline is not None
     assert ctx["ti"].xcom["t9k_job"]["uid"] == job["metadata"]["uid"]  # pushed before deferring
@@ -67,7 +68,8 @@ def test_a_name_conflict_never_adopts_a_job_the_task_did_not_record(conn, jobs, 
     with pytest.raises(TaskDeferred) as second:
         make_op(deferrable=True).execute(context())  # the same task, run id and try, a fresh state store
     name = first.value.trigger.name
-    assert second.value.trigger.name == f"{name}-t1" and second.value.trigger.uid != first.value.trigger.uid
+    assert second.value.trigger.name == f"{name}-t1"
+    assert second.value.trigger.uid != first.value.trigger.uid
     with pytest.raises(TaskDeferred) as third:
         make_op(deferrable=True).execute(context())
     assert third.value.trigger.name == f"{name}-t1-2"  # the next free name, not a failure
@@ -88,7 +90,8 @@ def test_sync_wait_succeeds_and_deletes_on_success(conn, jobs, controller):
     ctx = context()
     out = make_op(sim={"sim.t9k.test/duration": "1s"}, deferrable=False, delete_on_finish="on_success").execute(ctx)
     assert out["phase"] == "Succeeded"
-    wait_until(lambda: jobs.api.list_namespaced_custom_object("batch.tensorstack.dev", "v1beta1", jobs.ns, "genericjobs")["items"] == [],
+    wait_until(lambda: jobs.api.list_namespaced_custom_object("batch.tensorstack.dev", "v1beta1", jobs.ns,
+                                                              "genericjobs")["items"] == [],
                what="job deleted on success")  # fmt: skip
 
 
@@ -149,7 +152,8 @@ async def test_trigger_reports_failure_with_replica_log_tails(conn, cluster, job
     if not cluster.external:  # kwok serves the local cluster's pod-log file: the tail is its end
         last = (cluster.kubeconfig.parent / "pod-logs" / "all.log").read_text().splitlines()[-1]
         assert tail.splitlines()[-1] == last.split(" ", 3)[3], tail
-    assert tail and "log not available" not in tail
+    assert tail
+    assert "log not available" not in tail
 
 
 @pytest.mark.asyncio
@@ -160,7 +164,8 @@ async def test_trigger_reports_a_deleted_job(conn, jobs, controller):
     assert not task.done()  # still waiting: the job runs
     jobs.delete("GenericJob", trigger.name)
     event = (await task).payload
-    assert event["status"] == "error" and "was deleted" in event["message"]
+    assert event["status"] == "error"
+    assert "was deleted" in event["message"]
 
 
 @pytest.mark.asyncio

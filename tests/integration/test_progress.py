@@ -8,6 +8,7 @@ the T9k Job tab: tests/integration/test_ui.py."""
 from __future__ import annotations
 
 import asyncio
+import itertools
 import json
 import threading
 import time
@@ -17,7 +18,7 @@ import pytest
 from airflow.sdk.exceptions import TaskDeferred
 from kubernetes import watch
 
-from tests.integration.test_operator_trigger import conn, first_event, make_op  # noqa: F401
+from tests.integration.test_operator_trigger import conn, first_event, make_op  # noqa: F401 - fixtures
 from tests.support.cluster import wait_until
 from tests.support.task import Store, context
 
@@ -44,7 +45,7 @@ def table(jobs, name: str) -> dict[str, object]:
         _preload_content=False,
     )  # fmt: skip
     out = json.loads(r.data)
-    return dict(zip([c["name"] for c in out["columnDefinitions"]], out["rows"][0]["cells"]))
+    return dict(zip([c["name"] for c in out["columnDefinitions"]], out["rows"][0]["cells"], strict=True))
 
 
 class ProgressWrites:
@@ -103,23 +104,28 @@ def test_progress_reaches_status_kubectl_the_task_log_and_xcom(conn, cluster, jo
             "60% 120/200",
         )
         assert p["metrics"] == {"loss": round(2 / 121, 4), "acc": 0.48}
-        assert p["eta"] and 0 < p["etaSeconds"] < 60, p  # ~20 steps/s measured, 80 to go
-        assert 2 <= len(p["history"]["points"]) <= 50 and p["history"]["points"][-1]["step"] == 120
+        assert p["eta"], p
+        assert 0 < p["etaSeconds"] < 60, p  # ~20 steps/s measured, 80 to go
+        assert 2 <= len(p["history"]["points"]) <= 50
+        assert p["history"]["points"][-1]["step"] == 120
         assert len(json.dumps(p)) < 8192
         row = table(jobs, name)
-        assert row["Progress"] == "60% 120/200" and row["ETA"] == p["eta"], row
+        assert row["Progress"] == "60% 120/200", row
+        assert row["ETA"] == p["eta"], row
         append_log(cluster, report(200))  # the last line before the end
         jobs.wait_phase(GJ, name, "Succeeded", timeout=40)
         worker.join(60)
     finally:
         writes.stop()
-    assert outcome and outcome[0]["phase"] == "Succeeded"
+    assert outcome
+    assert outcome[0]["phase"] == "Succeeded"
     final = jobs.get(GJ, name)["status"]["progress"]
-    assert (final["step"], final["percent"], final["metrics"]["acc"]) == (200, 100.0, 0.8) and "eta" not in final
+    assert (final["step"], final["percent"], final["metrics"]["acc"]) == (200, 100.0, 0.8)
+    assert "eta" not in final
     # Rate-limited: writes while it ran at least INTERVAL apart (the pass that ends the job takes the latest at once).
     stamps = [datetime.fromisoformat(u.replace("Z", "+00:00")) for phase, u, _ in writes.seen if phase == "Running"]
     assert len(stamps) >= 2, writes.seen
-    assert all((b - a).total_seconds() >= INTERVAL for a, b in zip(stamps, stamps[1:])), writes.seen
+    assert all((b - a).total_seconds() >= INTERVAL for a, b in itertools.pairwise(stamps)), writes.seen
     assert len(writes.seen) <= 12, writes.seen  # 13 reports and garbage; far fewer writes
     assert controller.metrics()["progress_line_ignored"] >= 12
     # XCom metrics beside the result; the task log shows the lines and the progress as it changed
@@ -145,7 +151,7 @@ async def test_the_deferred_wait_logs_the_progress_and_its_event_carries_the_met
     trigger = exc.value.trigger
     task = asyncio.create_task(first_event(trigger))
     await asyncio.to_thread(jobs.wait_phase, GJ, trigger.name, "Running")
-    while controller.metrics().get("progress_stream_open", 0) < 1:
+    while controller.metrics().get("progress_stream_open", 0) < 1:  # noqa: ASYNC110 - another process's /metrics
         await asyncio.sleep(0.2)
     for step in (50, 100, 150):
         await asyncio.sleep(0.6)

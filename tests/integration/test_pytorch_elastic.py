@@ -14,7 +14,8 @@ def elastic(expected=3, low=2, high=5):
         "spec": {"torchrunConfig": {"enabled": True, "procPerNode": "1", "maxRestarts": 5},
                  "elastic": {"enabled": True, "minReplicas": low, "maxReplicas": high, "expectedReplicas": expected},
                  "replicaSpecs": [{"type": "worker", "replicas": expected, "restartPolicy": "ExitCode",
-                                   "template": {"spec": {"containers": [{"name": "pytorch", "image": "pytorch:2", "command": ["python"],
+                                   "template": {"spec": {"containers": [{"name": "pytorch", "image": "pytorch:2",
+                                                                         "command": ["python"],
                                                                          "args": ["train.py"]}]}}}]},
     }  # fmt: skip
 
@@ -32,7 +33,9 @@ def test_scale_subresource_adds_and_removes_pods_within_bounds(jobs, controller)
     jobs.wait_phase(KIND, "el", "Running")
     assert live(jobs) == ["el-worker-0", "el-worker-1", "el-worker-2"]
     cmd = jobs.pods("el")["el-worker-1"].spec.containers[0].command
-    assert cmd[:2] == ["torchrun", "--nnodes=2:5"] and "--rdzv_endpoint=el-worker-0:23456" in cmd and cmd[-1] == "train.py"
+    assert cmd[:2] == ["torchrun", "--nnodes=2:5"]
+    assert "--rdzv_endpoint=el-worker-0:23456" in cmd
+    assert cmd[-1] == "train.py"
 
     scale(jobs, 5)
     wait_until(lambda: live(jobs) == [f"el-worker-{i}" for i in range(5)], what="scaled up to 5")
@@ -41,7 +44,8 @@ def test_scale_subresource_adds_and_removes_pods_within_bounds(jobs, controller)
     scale(jobs, 9)  # above maxReplicas: clamped
     wait_until(lambda: live(jobs) == [f"el-worker-{i}" for i in range(5)], what="clamped to 5")
     got = jobs.api.get_namespaced_custom_object_scale(GROUP, VERSION, jobs.ns, PLURAL, "el")
-    wait_until(lambda: jobs.api.get_namespaced_custom_object_scale(GROUP, VERSION, jobs.ns, PLURAL, "el")["status"].get("replicas") == 5,
+    wait_until(lambda: jobs.api.get_namespaced_custom_object_scale(GROUP, VERSION, jobs.ns, PLURAL,
+                                                                   "el")["status"].get("replicas") == 5,
                what="scale status")  # fmt: skip
     assert got["spec"]["replicas"] == 9
     selector = jobs.api.get_namespaced_custom_object_scale(GROUP, VERSION, jobs.ns, PLURAL, "el")["status"]["selector"]

@@ -25,7 +25,8 @@ def test_pods_forbidden_by_a_quota_give_a_condition_and_one_event_then_the_job_r
                timeout=60, what="ReconcileError condition")  # fmt: skip
     cond = jobs.condition("GenericJob", "held", "ReconcileError")
     assert cond["reason"] == "ReconcileFailing"
-    assert "exceeded quota" in cond["message"] and len(cond["message"]) <= 2048
+    assert "exceeded quota" in cond["message"]
+    assert len(cond["message"]) <= 2048
     assert jobs.phase("GenericJob", "held") == "Pending"  # not Failed: the spec is fine
     wait_until(lambda: "ReconcileFailing" in [e.reason for e in jobs.events("held")], what="Warning Event")
     core.delete_namespaced_resource_quota("no-pods", jobs.ns)

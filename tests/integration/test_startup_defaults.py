@@ -13,7 +13,7 @@ import pytest
 from airflow.sdk.exceptions import AirflowException, AirflowFailException, TaskDeferred
 
 from airflow_t9k.triggers.job import T9kJobTrigger
-from tests.integration.test_operator_trigger import _gone, conn, first_event, make_op  # noqa: F401
+from tests.integration.test_operator_trigger import _gone, conn, first_event, make_op  # noqa: F401 - fixtures
 from tests.support.cluster import wait_until
 from tests.support.kubelet import set_pod_waiting
 from tests.support.task import Store, context
@@ -35,7 +35,9 @@ async def test_an_image_error_fails_the_deferred_task_after_the_grace(conn, jobs
     trigger = exc.value.trigger
     _pull_fails(jobs, trigger.name)
     event = (await first_event(trigger, timeout=30)).payload
-    assert event["status"] == "startup_error" and "ImagePullBackOff" in event["message"] and PULL in event["message"]
+    assert event["status"] == "startup_error"
+    assert "ImagePullBackOff" in event["message"]
+    assert PULL in event["message"]
     with pytest.raises(AirflowException, match="cannot start") as failed:
         make_op(deferrable=True, node_selector=NOWHERE, startup_error_grace=2).execute_complete(context(store), event)
     assert "startup_error_grace" in str(failed.value)
@@ -60,8 +62,11 @@ def test_an_image_error_fails_the_worker_side_wait_after_the_grace(conn, jobs, c
     wait_until(lambda: "t9k_job" in store, what="the job submitted")
     _pull_fails(jobs, store["t9k_job"]["name"])
     worker.join(60)
-    assert not worker.is_alive() and len(outcome) == 1
-    assert isinstance(outcome[0], AirflowException) and "ImagePullBackOff" in str(outcome[0]) and PULL in str(outcome[0])
+    assert not worker.is_alive()
+    assert len(outcome) == 1
+    assert isinstance(outcome[0], AirflowException)
+    assert "ImagePullBackOff" in str(outcome[0])
+    assert PULL in str(outcome[0])
     assert not isinstance(outcome[0], AirflowFailException), outcome[0]  # retried (issue 28, point 3)
     wait_until(lambda: _gone(jobs, store["t9k_job"]["name"]), what="the job that cannot start deleted")
 
@@ -83,4 +88,5 @@ async def test_startup_timeout_applies_again_after_a_pause_and_resume(conn, jobs
                             deadline=(datetime.now(timezone.utc) + timedelta(seconds=40)).isoformat(),
                             log_events=False, stream_logs=False)  # fmt: skip
     event = (await first_event(trigger, timeout=60)).payload
-    assert event["status"] == "timeout" and "did not start within startup_timeout=3s" in event["message"], event["message"]
+    assert event["status"] == "timeout", event["message"]
+    assert "did not start within startup_timeout=3s" in event["message"], event["message"]

@@ -14,7 +14,7 @@ from kubernetes.client.exceptions import ApiException
 
 from airflow_t9k.kinds.templates import ANNOTATION
 from airflow_t9k.operators.kinds import GenericJobOperator, PyTorchTrainingJobOperator
-from tests.integration.test_operator_trigger import conn  # noqa: F401
+from tests.integration.test_operator_trigger import conn  # noqa: F401 - fixtures
 from tests.support.cluster import wait_until
 from tests.support.kubelet import set_pod_terminated
 from tests.support.task import context
@@ -50,7 +50,8 @@ def templated_job(name: str, ref: dict, **replica: object) -> dict:
             "spec": {"templateRef": ref, "replicaSpecs": [
                 {"type": "master", "replicas": 1},
                 {"type": "worker", "replicas": 2, "template": {"spec": {"containers": [
-                    {"name": "main", "command": ["python", "train.py"], "env": [{"name": "LR", "value": "0.5"}]}]}}, **replica}]}}  # fmt: skip
+                    {"name": "main", "command": ["python", "train.py"], "env": [{"name": "LR", "value": "0.5"}]}]}},
+                 **replica}]}}  # fmt: skip
 
 
 # -- admission ---------------------------------------------------------------------------------
@@ -66,7 +67,7 @@ BAD = [
             "spec": {"template": POD},
         },
         "jobKind: Required value",
-    ),  # fmt: skip
+    ),
     ("an unknown job kind", template("x", "FooJob", POD), "Unsupported value"),
     ("nothing to give", template("x", "GenericJob"), "gives at least one of"),
     (
@@ -118,7 +119,8 @@ def test_a_job_may_leave_its_pods_to_a_template_only_when_it_names_one(jobs, tem
     assert "Unsupported value" in jobs.rejected(templated_job("bad-kind", {"name": "t", "kind": "PodTemplate"}))
     with pytest.raises(ApiException) as exc:
         jobs.patch("GenericJob", "named", {"spec": {"templateRef": {"name": "other"}}})
-    assert exc.value.status == 422 and "spec.templateRef is immutable" in exc.value.body
+    assert exc.value.status == 422
+    assert "spec.templateRef is immutable" in exc.value.body
 
 
 # -- merged once, before any pod ----------------------------------------------------------------
@@ -131,25 +133,32 @@ def test_a_job_naming_a_template_gets_the_merged_pods(jobs, templates, controlle
     record = json.loads(job["metadata"]["annotations"][ANNOTATION])
     assert record == {"kind": "T9kJobTemplate", "name": "torch-a100", "namespace": jobs.ns, "uid": tmpl["metadata"]["uid"],
                       "resourceVersion": tmpl["metadata"]["resourceVersion"]}  # fmt: skip
-    assert job["spec"]["cleanUpPolicy"] == "All" and job["spec"]["templateRef"] == {"name": "torch-a100"}
+    assert job["spec"]["cleanUpPolicy"] == "All"
+    assert job["spec"]["templateRef"] == {"name": "torch-a100"}
     pods = jobs.pods("merged")
     assert sorted(pods) == ["merged-master-0", "merged-worker-0", "merged-worker-1"]
     for name, pod in pods.items():
         c = pod.spec.containers[0]
-        assert (
-            c.image == "torch:2.4" and pod.spec.service_account_name == "default" and pod.spec.node_selector == {"type": "kwok"}
-        )
-        assert any(t.key == "nvidia.com/gpu" for t in pod.spec.tolerations) and pod.metadata.labels["team"] == "ml"
+        assert c.image == "torch:2.4"
+        assert pod.spec.service_account_name == "default"
+        assert pod.spec.node_selector == {"type": "kwok"}
+        assert any(t.key == "nvidia.com/gpu" for t in pod.spec.tolerations)
+        assert pod.metadata.labels["team"] == "ml"
         assert {v.name: v.empty_dir.medium for v in pod.spec.volumes if v.empty_dir} == {"airflow-t9k-shm": "Memory"}
         assert {m.mount_path for m in c.volume_mounts} >= {"/dev/shm"}
         env = {e.name: e.value for e in c.env or []}
         if "worker" in name:  # the job's own command and LR, the template's NCCL_DEBUG; a GPU for workers only
-            assert c.command == ["python", "train.py"] and env["LR"] == "0.5" and env["NCCL_DEBUG"] == "WARN"
+            assert c.command == ["python", "train.py"]
+            assert env["LR"] == "0.5"
+            assert env["NCCL_DEBUG"] == "WARN"
             assert c.resources.limits == {"cpu": "4", "memory": "8Gi", "nvidia.com/gpu": "1"}
         else:
-            assert c.command is None and env["LR"] == "0.1" and c.resources.limits == {"cpu": "4", "memory": "8Gi"}
+            assert c.command is None
+            assert env["LR"] == "0.1"
+            assert c.resources.limits == {"cpu": "4", "memory": "8Gi"}
     resolved = jobs.condition("GenericJob", "merged", "TemplateResolved")
-    assert resolved["status"] == "True" and f"T9kJobTemplate {jobs.ns}/torch-a100" in resolved["message"]
+    assert resolved["status"] == "True"
+    assert f"T9kJobTemplate {jobs.ns}/torch-a100" in resolved["message"]
     assert "TemplateResolved" in jobs.reasons("merged", "TemplateResolved")
 
 
@@ -158,7 +167,8 @@ def test_a_cluster_template_serves_every_namespace(jobs, templates, controller):
     pod = {"metadata": {"annotations": {SIM: "1s"}}, "spec": {"containers": [{"name": "pytorch", "image": "torch:cluster"}]}}
     templates.create(template(name, "PyTorchTrainingJob", pod, cluster=True))
     job = {"apiVersion": "batch.tensorstack.dev/v1beta1", "kind": "PyTorchTrainingJob", "metadata": {"name": "pt"},
-           "spec": {"templateRef": {"name": name, "kind": "ClusterT9kJobTemplate"}, "replicaSpecs": [{"type": "worker", "replicas": 2}]}}  # fmt: skip
+           "spec": {"templateRef": {"name": name, "kind": "ClusterT9kJobTemplate"},
+                    "replicaSpecs": [{"type": "worker", "replicas": 2}]}}  # fmt: skip
     jobs.create(job)
     done = jobs.wait_phase("PyTorchTrainingJob", "pt", "Succeeded")
     assert json.loads(done["metadata"]["annotations"][ANNOTATION])["kind"] == "ClusterT9kJobTemplate"
@@ -171,14 +181,16 @@ def test_a_template_edit_after_submission_touches_neither_the_running_job_nor_it
     before = jobs.wait_phase("GenericJob", "kept", "Running")
     pods = jobs.pods("kept")
     templates.patch("torch-a100", {"spec": {"template": {"spec": {"containers": [{"name": "main", "image": "torch:2.5",
-                                                                                   "env": [{"name": "NCCL_DEBUG", "value": "INFO"}]}]}}}})  # fmt: skip
+                                                                                   "env": [{"name": "NCCL_DEBUG",
+                                                                                            "value": "INFO"}]}]}}}})  # fmt: skip
     # A job created after the edit gets it: the controller has seen the new template.
     jobs.create(templated_job("after", {"name": "torch-a100"}))
     jobs.wait_phase("GenericJob", "after", "Running")
     assert {p.spec.containers[0].image for p in jobs.pods("after").values()} == {"torch:2.5"}
 
     after = jobs.get("GenericJob", "kept")
-    assert after["spec"] == before["spec"] and after["metadata"]["annotations"] == before["metadata"]["annotations"]
+    assert after["spec"] == before["spec"]
+    assert after["metadata"]["annotations"] == before["metadata"]["annotations"]
     assert after["metadata"]["generation"] == before["metadata"]["generation"]
     now = jobs.pods("kept")
     assert {n: p.metadata.uid for n, p in now.items()} == {n: p.metadata.uid for n, p in pods.items()}
@@ -187,10 +199,12 @@ def test_a_template_edit_after_submission_touches_neither_the_running_job_nor_it
     # A replica restarted after the edit, and after the template is gone, runs as submitted.
     templates.delete("torch-a100")
     set_pod_terminated(core, jobs.ns, "kept-worker-1", phase="Failed", exit_code=1)
-    wait_until(lambda: (p := jobs.live_pods("kept").get("kept-worker-1")) is not None and p.metadata.uid != pods["kept-worker-1"].metadata.uid,
+    wait_until(lambda: (p := jobs.live_pods("kept").get("kept-worker-1")) is not None
+               and p.metadata.uid != pods["kept-worker-1"].metadata.uid,
                timeout=30, what="kept-worker-1 restarted")  # fmt: skip
     again = jobs.pods("kept")["kept-worker-1"].spec.containers[0]
-    assert again.image == "torch:2.4" and {e.name: e.value for e in again.env}["NCCL_DEBUG"] == "WARN"
+    assert again.image == "torch:2.4"
+    assert {e.name: e.value for e in again.env}["NCCL_DEBUG"] == "WARN"
     assert jobs.get("GenericJob", "kept")["spec"] == before["spec"]
 
 
@@ -204,7 +218,8 @@ def test_a_missing_template_is_waited_for_then_fails_the_job(jobs, templates, co
     wait_until(lambda: (jobs.condition("GenericJob", "never", "TemplateResolved") or {}).get("reason") == "TemplateNotFound",
                timeout=10, what="the waiting condition")  # fmt: skip
     waiting = jobs.condition("GenericJob", "never", "TemplateResolved")
-    assert waiting["status"] == "False" and f"T9kJobTemplate {jobs.ns}/nowhere does not exist" in waiting["message"]
+    assert waiting["status"] == "False"
+    assert f"T9kJobTemplate {jobs.ns}/nowhere does not exist" in waiting["message"]
     assert jobs.phase("GenericJob", "never") == "Pending"
     # Applied after the job (kubectl apply -f dir/ in any order): the job waits for it.
     templates.create(a100("late-template"))
@@ -212,8 +227,10 @@ def test_a_missing_template_is_waited_for_then_fails_the_job(jobs, templates, co
 
     failed = jobs.wait_phase("GenericJob", "never", "Failed", timeout=20)
     cond = next(c for c in failed["status"]["conditions"] if c["type"] == "Failed")
-    assert cond["reason"] == "TemplateNotFound" and "nowhere does not exist (waited 6s" in cond["message"]
-    assert jobs.pods("never") == {} and ANNOTATION not in (failed["metadata"].get("annotations") or {})
+    assert cond["reason"] == "TemplateNotFound"
+    assert "nowhere does not exist (waited 6s" in cond["message"]
+    assert jobs.pods("never") == {}
+    assert ANNOTATION not in (failed["metadata"].get("annotations") or {})
     assert "TemplateNotFound" in jobs.reasons("never", "TemplateNotFound")
 
 
@@ -225,10 +242,8 @@ def test_a_deprecated_template_is_used_with_a_warning(jobs, templates, controlle
     assert jobs.condition("GenericJob", "dep", "TemplateResolved")["reason"] == "Deprecated"
     jobs.reasons("dep", "TemplateDeprecated")
     [event] = [e for e in jobs.events("dep") if e.reason == "TemplateDeprecated"]
-    assert (
-        event.type == "Warning"
-        and event.message == f"T9kJobTemplate {jobs.ns}/old is deprecated: use torch-h100 (retired in March)"
-    )
+    assert event.type == "Warning"
+    assert event.message == f"T9kJobTemplate {jobs.ns}/old is deprecated: use torch-h100 (retired in March)"
 
 
 def test_a_template_the_merged_job_cannot_pass_admission_with_fails_it(jobs, templates, controller):
@@ -237,18 +252,19 @@ def test_a_template_the_merged_job_cannot_pass_admission_with_fails_it(jobs, tem
     jobs.create(templated_job("refused", {"name": "bad-spec"}))
     failed = jobs.wait_phase("GenericJob", "refused", "Failed")
     cond = next(c for c in failed["status"]["conditions"] if c["type"] == "Failed")
-    assert (
-        cond["reason"] == "InvalidSpec" and "merged with its template" in cond["message"] and "cleanUpPolicy" in cond["message"]
-    )
+    assert cond["reason"] == "InvalidSpec"
+    assert "merged with its template" in cond["message"]
+    assert "cleanUpPolicy" in cond["message"]
     assert jobs.pods("refused") == {}
 
 
 # -- the operator --------------------------------------------------------------------------------
 
 
-def test_an_operator_submits_with_template_and_overrides_what_it_must(conn, jobs, templates, controller):  # noqa: F811
+def test_an_operator_submits_with_template_and_overrides_what_it_must(conn, jobs, templates, controller):
     pod = {"metadata": {"annotations": {SIM: "1s"}},
-           "spec": {"containers": [{"name": "pytorch", "image": "torch:2.4", "env": [{"name": "NCCL_DEBUG", "value": "WARN"}]}]}}  # fmt: skip
+           "spec": {"containers": [{"name": "pytorch", "image": "torch:2.4",
+                                    "env": [{"name": "NCCL_DEBUG", "value": "WARN"}]}]}}  # fmt: skip
     templates.create(template("torch-a100", "PyTorchTrainingJob", pod))
     with DAG("dag", start_date=datetime(2026, 1, 1), schedule=None):
         op = PyTorchTrainingJobOperator(task_id="train", template="torch-a100", replicas=2, command=["python", "train.py"],
@@ -259,11 +275,13 @@ def test_an_operator_submits_with_template_and_overrides_what_it_must(conn, jobs
     assert job["spec"]["templateRef"] == {"name": "torch-a100", "kind": "T9kJobTemplate"}
     [worker] = job["spec"]["replicaSpecs"]
     container = worker["template"]["spec"]["containers"][0]
-    assert worker["replicas"] == 2 and container["image"] == "torch:2.4" and container["command"] == ["python", "train.py"]
+    assert worker["replicas"] == 2
+    assert container["image"] == "torch:2.4"
+    assert container["command"] == ["python", "train.py"]
     assert {"name": "NCCL_DEBUG", "value": "INFO"} in container["env"]
 
 
-def test_an_operator_naming_a_missing_template_fails_the_task_with_the_reason(conn, jobs, templates, controller_factory):  # noqa: F811
+def test_an_operator_naming_a_missing_template_fails_the_task_with_the_reason(conn, jobs, templates, controller_factory):
     from airflow.sdk.exceptions import AirflowException
 
     controller_factory("--template-wait", "1")
@@ -285,7 +303,5 @@ def test_the_example_template_and_job_apply_as_shipped(jobs, templates, controll
     jobs.create(yaml.safe_load((here / "pytorch-from-template.yaml").read_text()))
     wait_until(lambda: len(jobs.pods("resnet-from-template")) == 2, timeout=30, what="the example's two workers")
     pod = jobs.pods("resnet-from-template")["resnet-from-template-worker-0"]
-    assert (
-        pod.spec.containers[0].image.startswith("pytorch/pytorch:")
-        and pod.spec.containers[0].resources.limits["nvidia.com/gpu"] == "8"
-    )
+    assert pod.spec.containers[0].image.startswith("pytorch/pytorch:")
+    assert pod.spec.containers[0].resources.limits["nvidia.com/gpu"] == "8"

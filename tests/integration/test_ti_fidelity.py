@@ -14,7 +14,7 @@ from tests.support.task import context
 SEED_COMMAND = "python /scripts/tf_cnn_benchmarks/tf_cnn_benchmarks.py --model resnet50 --batch_size 32 --variable_update tfplus"
 
 
-def test_seed_tfplus_distributed_example_runs_three_workers_and_reports_like_ti(conn, jobs, controller):  # noqa: F811
+def test_seed_tfplus_distributed_example_runs_three_workers_and_reports_like_ti(conn, jobs, controller):
     # tictl job create test73 --command="..." --runtime=tfplus-1.6.0-gpu --wcount=3 --workertype=0U0G2P
     with DAG("dag", start_date=datetime(2026, 1, 1), schedule=None):
         op = TIJobOperator(task_id="train", command=SEED_COMMAND, runtime_version="tfplus-1.6.0-gpu", worker_count=3,
@@ -34,12 +34,15 @@ def test_seed_tfplus_distributed_example_runs_three_workers_and_reports_like_ti(
     assert pod.spec.containers[0].resources.limits == {"nvidia.com/gpu": "2"}
     report = ctx["ti"].xcom["ti_job"]
     assert (report["name"], report["state"], report["namespace"]) == (name, "Succeeded", jobs.ns)
-    assert report["cluster"] and report["cluster"].startswith("https://")
-    assert report["createTime"] and report["startTime"] and report["endTime"]
+    assert report["cluster"]
+    assert report["cluster"].startswith("https://")
+    assert report["createTime"]
+    assert report["startTime"]
+    assert report["endTime"]
     assert report["createTime"] <= report["startTime"] <= report["endTime"]
 
 
-def test_name_default_runtime_and_package_dir_reach_the_pods(conn, jobs, controller):  # noqa: F811
+def test_name_default_runtime_and_package_dir_reach_the_pods(conn, jobs, controller):
     """Seed 004's name as the job's name, runtimeVersion left out, and a package on a claim that is
     the command's working directory: the API server takes the pods as the controller builds them."""
     # The claim does not exist here, so the pod is not scheduled: submit without waiting, and
@@ -51,7 +54,8 @@ def test_name_default_runtime_and_package_dir_reach_the_pods(conn, jobs, control
     assert out["name"] == "test73"
     wait_until(lambda: "test73-chief-0" in jobs.pods("test73"), timeout=30, what="chief pod")
     container = jobs.pods("test73")["test73-chief-0"].spec.containers[0]
-    assert container.image == "tensorflow/tensorflow:1.7.0-py3" and container.working_dir == "/ti/packages/0"
+    assert container.image == "tensorflow/tensorflow:1.7.0-py3"
+    assert container.working_dir == "/ti/packages/0"
     assert [(m.name, m.mount_path, m.sub_path) for m in container.volume_mounts if m.name.startswith("ti-")] == [
         ("ti-package-0", "/ti/packages/0", "mnist")
     ]

@@ -137,7 +137,8 @@ async def test_missing_crd_ends_the_wait_at_once_saying_how_to_install_it(conn, 
     trigger = T9kJobTrigger(kind=unserved_kind, name="j", namespace=namespace)  # no deadline at all
     event = await first_event(trigger, timeout=15)
     assert event["status"] == "error"
-    assert "the API server does not serve nosuchjobs.nosuch.t9k.test" in event["message"] and INSTALL in event["message"]
+    assert "the API server does not serve nosuchjobs.nosuch.t9k.test" in event["message"]
+    assert INSTALL in event["message"]
 
 
 def test_missing_crd_and_unreachable_server_in_the_sync_hook(conn, cluster, namespace, unserved_kind, tmp_path):
@@ -152,7 +153,8 @@ def test_missing_crd_and_unreachable_server_in_the_sync_hook(conn, cluster, name
         f"cannot reach the Kubernetes API server at {server} (connection refused); check that the cluster is up "
         f"and that the worker's identity (kubeconfig {path}) points at it"
     )
-    assert exc.value.__cause__ is None and exc.value.__suppress_context__  # no urllib3 traceback under it
+    assert exc.value.__cause__ is None
+    assert exc.value.__suppress_context__
 
 
 def test_unreachable_server_fails_the_operator_with_one_sentence(cluster, tmp_path):
@@ -213,7 +215,9 @@ async def test_deferred_sensor_ends_when_the_job_reaches_running(conn, jobs, con
     with pytest.raises(TaskDeferred) as exc:
         sensor.execute({})
     trigger = exc.value.trigger
-    assert trigger.policy.target_phases == ("Running",) and not trigger.forwarding.stream_logs and trigger.namespace == jobs.ns
+    assert trigger.policy.target_phases == ("Running",)
+    assert not trigger.forwarding.stream_logs
+    assert trigger.namespace == jobs.ns
     started = time.monotonic()
     event = await first_event(trigger, timeout=30)
     assert (event["status"], event["phase"]) == ("success", "Running")
@@ -283,11 +287,9 @@ async def test_a_trigger_with_a_kubeconfig_path_reads_it_on_the_triggerer(cluste
                  config_file=str(cluster.kubeconfig), deferrable=True)  # fmt: skip
     trigger = deferred(op)
     kwargs = trigger.serialize()[1]
-    assert (
-        kwargs["connection"]["config_file"] == str(cluster.kubeconfig)
-        and "config_dict" not in kwargs
-        and "connection_extras" not in kwargs
-    )
+    assert kwargs["connection"]["config_file"] == str(cluster.kubeconfig)
+    assert "config_dict" not in kwargs
+    assert "connection_extras" not in kwargs
     event = await first_event(trigger, timeout=60)
     assert (event["status"], event["phase"]) == ("success", "Succeeded")
 
@@ -301,4 +303,5 @@ async def test_events_the_triggerer_may_not_list_are_skipped_once_and_the_wait_g
     event = await first_event(deferred(op), timeout=60)
     assert (event["status"], event["phase"]) == ("success", "Succeeded")
     skipped = [line for line in capsys.readouterr().out.splitlines() if "not forwarding the job's Events" in line]
-    assert len(skipped) == 1 and f"may not list events in namespace {namespace}" in skipped[0], skipped
+    assert len(skipped) == 1, skipped
+    assert f"may not list events in namespace {namespace}" in skipped[0], skipped

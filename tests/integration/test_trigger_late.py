@@ -13,14 +13,15 @@ from datetime import datetime, timedelta, timezone
 
 import pytest
 
-from tests.integration.test_operator_trigger import _trigger_for, conn, first_event, make_op  # noqa: F401
+from tests.integration.test_operator_trigger import _trigger_for, conn, first_event, make_op  # noqa: F401 - fixtures
 from tests.support.task import Store, context
 
 LONG_AGO = (datetime.now(timezone.utc) - timedelta(minutes=10)).isoformat()
 
 
 @pytest.mark.asyncio
-@pytest.mark.parametrize(("sim", "status", "phase"), [({}, "success", "Succeeded"), ({"sim.t9k.test/fail-pods": ".*"}, "failed", "Failed")],
+@pytest.mark.parametrize(("sim", "status", "phase"),
+                         [({}, "success", "Succeeded"), ({"sim.t9k.test/fail-pods": ".*"}, "failed", "Failed")],
                          ids=["succeeded", "failed"])  # fmt: skip
 async def test_a_trigger_started_past_its_deadline_reports_how_the_job_ended(conn, jobs, controller, sim, status, phase):
     trigger = _trigger_for(

@@ -41,7 +41,8 @@ class Ui:
         run_id = f"ui-{uuid.uuid4().hex[:8]}"
         wait_until(lambda: self.stack._dag_known(dag_id), timeout=60, interval=1, what=f"{dag_id} parsed")
         for method, path, body in [("PATCH", f"/api/v2/dags/{dag_id}", {"is_paused": False}),
-                                   ("POST", f"/api/v2/dags/{dag_id}/dagRuns", {"dag_run_id": run_id, "logical_date": None})]:  # fmt: skip
+                                   ("POST", f"/api/v2/dags/{dag_id}/dagRuns",
+                                    {"dag_run_id": run_id, "logical_date": None})]:  # fmt: skip
             status, answer = self.api.call(method, path, "admin", body=body)
             assert status in (200, 201), (path, status, answer)
         return run_id
@@ -78,7 +79,12 @@ def ui(cluster, api_client, crds, tmp_path_factory) -> Iterator[Ui]:
         for dag_id in ("t9k_ui_a", "t9k_ui_pause", "t9k_ui_b"):
             ui.runs[dag_id] = ui.trigger(dag_id)
         for dag_id, run_id in ui.runs.items():
-            wait_until(lambda: ui.phase(dag_id, run_id) == "Running", timeout=90, interval=1, what=f"{dag_id} job running")
+            wait_until(
+                lambda dag_id=dag_id, run_id=run_id: ui.phase(dag_id, run_id) == "Running",
+                timeout=90,
+                interval=1,
+                what=f"{dag_id} job running",
+            )
         yield ui
     finally:
         stack.stop()
@@ -119,14 +125,16 @@ def test_a_user_without_access_to_the_dag_gets_403(ui):
         status, body = ui.api.call("GET", path, "bob")
         assert status == 403, (path, body)
     status, body = ui.api.call("GET", ui.task_path("t9k_ui_b"), "bob")
-    assert status == 200 and body["job"]["task"]["dag_id"] == "t9k_ui_b"
+    assert status == 200
+    assert body["job"]["task"]["dag_id"] == "t9k_ui_b"
 
 
 def test_detail_has_replicas_with_ranks_events_and_a_log(ui):
     status, body = ui.api.call("GET", ui.task_path("t9k_ui_a"), "alice")
     assert status == 200, body
     job = body["job"]
-    assert job["kind"] == "GenericJob" and job["namespace"] == ui.ns
+    assert job["kind"] == "GenericJob"
+    assert job["namespace"] == ui.ns
     assert job["task"] == {"dag_id": "t9k_ui_a", "run_id": ui.runs["t9k_ui_a"], "task_id": "train", "map_index": -1}
     replicas = job["replica_table"]
     assert [(r["type"], r["rank"]) for r in replicas] == [("worker", 0), ("worker", 1), ("worker", 2)], replicas
@@ -134,11 +142,14 @@ def test_detail_has_replicas_with_ranks_events_and_a_log(ui):
     assert any(e["reason"] for e in job["events"]), job["events"]
     assert any(c["type"] == "Running" for c in job["conditions"]) or job["phase"] in ("Running", "Succeeded"), job
     status, text = ui.api.call("GET", ui.task_path("t9k_ui_a", f"/log?pod={replicas[0]['pod']}"), "alice")
-    assert status == 200 and isinstance(text, str) and text.strip(), text
+    assert status == 200, text
+    assert isinstance(text, str), text
+    assert text.strip(), text
     status, body = ui.api.call("GET", ui.task_path("t9k_ui_a", "/log?pod=kube-apiserver"), "alice")
     assert status == 404, body  # only the job's own replicas
     status, body = ui.api.call("GET", f"/t9k/api/dags/t9k_ui_a/runs/{ui.runs['t9k_ui_a']}/tasks/nope/job", "alice")
-    assert status == 404 and "no task instance" in body["detail"], body  # Airflow has no such task instance
+    assert status == 404, body
+    assert "no task instance" in body["detail"], body  # Airflow has no such task instance
 
 
 def test_pause_and_resume_for_editors_only(ui):
@@ -147,16 +158,19 @@ def test_pause_and_resume_for_editors_only(ui):
     assert status == 403, body
     assert ui.phase(dag, ui.runs[dag]) == "Running"
     status, body = ui.api.call("POST", ui.task_path(dag, "/pause"), "carol", body={})
-    assert status == 200 and body["done"] == "paused", body
+    assert status == 200, body
+    assert body["done"] == "paused", body
     wait_until(lambda: ui.phase(dag, ui.runs[dag]) == "Paused", timeout=30, what="job paused")
     assert "airflow-t9k.io/paused-by" not in ui.job(dag, ui.runs[dag])["metadata"]["annotations"]  # a person paused it
     status, body = ui.api.call("POST", ui.task_path(dag, "/resume"), "alice", body={})
     assert status == 403, body
     status, body = ui.api.call("POST", ui.task_path(dag, "/resume"), "carol", body={})
-    assert status == 200 and body["done"] == "resumed", body
+    assert status == 200, body
+    assert body["done"] == "resumed", body
     wait_until(lambda: ui.phase(dag, ui.runs[dag]) == "Running", timeout=30, what="job running again")
     status, body = ui.api.call("POST", ui.task_path(dag, "/scale"), "carol", body={"replicas": 2})
-    assert status == 422 and "not an Elastic job" in body["detail"], body
+    assert status == 422, body
+    assert "not an Elastic job" in body["detail"], body
 
 
 def _cleaned_up(ui: Ui) -> tuple[str, dict]:
@@ -185,10 +199,13 @@ def test_after_clean_up_the_tab_shows_what_was_kept_and_the_root_cause(ui):
     assert (c["exit_code"], c["message"]) == (3, "loss is nan at step 812"), c
     assert all(r["log"] and r["log"].strip() for r in kept["replicas"]), kept  # kwok's log, as kept
     assert "Failed" in [e["reason"] for e in kept["events"]], kept["events"]
-    assert job["root_cause"]["replica"] == worker0 and kept["root_cause"]["replica"] == worker0, job["root_cause"]
+    assert job["root_cause"]["replica"] == worker0, job["root_cause"]
+    assert kept["root_cause"]["replica"] == worker0, job["root_cause"]
     assert isinstance(job["restart_history"], list)
     status, text = ui.api.call("GET", path + f"/log?pod={worker0}&lines=5", "alice")
-    assert status == 200 and text.startswith("(kept at clean-up") and 0 < len(text.splitlines()) <= 6, text
+    assert status == 200, text
+    assert text.startswith("(kept at clean-up"), text
+    assert 0 < len(text.splitlines()) <= 6, text
     assert text.splitlines()[-1] == kept["replicas"][0]["log"].splitlines()[-1]
     status, body = ui.api.call("GET", path + f"/log?pod={worker0}", "bob")
     assert status == 403, body  # the kept log is a task log: behind the DAG's access like the live one
@@ -211,7 +228,7 @@ def test_an_evidence_configmap_the_job_does_not_control_is_ignored(ui):
     core = client.CoreV1Api(ui.objects.api_client)
     other = ui.job("t9k_ui_pause", ui.runs["t9k_ui_pause"])["metadata"]  # a real owner, so the GC keeps the forgery
     forged_pod = f"{name}-worker-9"
-    data = {"summary.json": '{"phase": "Failed", "replicas": {"%s": {"phase": "Failed", "containers": []}}}' % forged_pod,
+    data = {"summary.json": f'{{"phase": "Failed", "replicas": {{"{forged_pod}": {{"phase": "Failed", "containers": []}}}}}}',
             f"{forged_pod}.log": "forged\n", "events.json": "[]"}  # fmt: skip
     ref = {"apiVersion": "batch.tensorstack.dev/v1beta1", "kind": "GenericJob"}
     controlled_by_other = [{**ref, "name": other["name"], "uid": other["uid"], "controller": True}]
@@ -222,7 +239,8 @@ def test_an_evidence_configmap_the_job_does_not_control_is_ignored(ui):
         for refs in (controlled_by_other, owned_not_controlled):
             _set_owners(core, ui.ns, f"{name}-evidence", refs)
             status, body = ui.api.call("GET", ui.task_path(dag), "alice")
-            assert status == 200 and body["job"]["kept"] is None, body["job"]["kept"]
+            assert status == 200, body["job"]["kept"]
+            assert body["job"]["kept"] is None, body["job"]["kept"]
             status, body = ui.api.call("GET", ui.task_path(dag, f"/log?pod={forged_pod}"), "alice")
             assert status == 404, body
         # The same ConfigMap with the job as its controller is used: what the controller writes.
@@ -330,16 +348,19 @@ def test_scale_an_elastic_job_within_bounds_then_delete_it(ui):
 
     assert ui.api.call("POST", path + "/scale", "alice", body={"replicas": 3})[0] == 403
     status, body = ui.api.call("POST", path + "/scale", "carol", body={"replicas": 3})
-    assert status == 200 and "spec.replicas=3" in body["message"], body
+    assert status == 200, body
+    assert "spec.replicas=3" in body["message"], body
     assert expected() == 3
     status, body = ui.api.call("POST", path + "/scale", "carol", body={"replicas": 4})
-    assert status == 422 and "maxReplicas 3" in body["detail"], body
+    assert status == 422, body
+    assert "maxReplicas 3" in body["detail"], body
     assert expected() == 3
     wait_until(lambda: len(ui.api.call("GET", path, "alice")[1]["job"]["replica_table"]) == 3, timeout=30, what="three replicas")
 
     assert ui.api.call("POST", path + "/delete", "alice", body={})[0] == 403
     status, body = ui.api.call("POST", path + "/delete", "carol", body={})
-    assert status == 200 and body["done"] == "deleted", body
+    assert status == 200, body
+    assert body["done"] == "deleted", body
     wait_until(lambda: ui.api.call("GET", path, "alice")[1]["job"] is None, timeout=30, what="job gone")
 
 
@@ -389,10 +410,12 @@ def test_the_tab_lists_earlier_tries_with_their_jobs_root_cause_and_evidence(ui)
         "present",
         "Failed",
     ), first
-    assert first["root_cause"]["replica"] == f"{base}-worker-0" and first["root_cause"]["exit_code"] == 3, first["root_cause"]
+    assert first["root_cause"]["replica"] == f"{base}-worker-0", first["root_cause"]
+    assert first["root_cause"]["exit_code"] == 3, first["root_cause"]
     kept = first["kept"]
     [c] = kept["replicas"][0]["containers"]
-    assert kept["replicas"][0]["pod"] == f"{base}-worker-0" and (c["exit_code"], c["message"]) == (
+    assert kept["replicas"][0]["pod"] == f"{base}-worker-0", kept
+    assert (c["exit_code"], c["message"]) == (
         3,
         "loss is nan at step 812",
     ), kept
@@ -407,7 +430,8 @@ def test_the_tab_lists_earlier_tries_with_their_jobs_root_cause_and_evidence(ui)
     ui.objects.create_namespaced_custom_object("batch.tensorstack.dev", "v1beta1", ui.ns, "genericjobs", fake)
     try:
         status, again = ui.api.call("GET", path, "alice")
-        assert status == 200 and [(a["try"], a["name"]) for a in again["attempts"]] == [(1, base)], again["attempts"]
+        assert status == 200, again["attempts"]
+        assert [(a["try"], a["name"]) for a in again["attempts"]] == [(1, base)], again["attempts"]
         assert again["job"]["name"] == job["name"]
     finally:
         ui.objects.delete_namespaced_custom_object("batch.tensorstack.dev", "v1beta1", ui.ns, "genericjobs", f"{base}-t9")
@@ -483,9 +507,13 @@ def test_browser_the_tab_draws_the_metrics_the_replica_reports(ui, browser):
         ) from None
     xcom = f"/api/v2/dags/{dag}/dagRuns/{run}/taskInstances/train/xcomEntries/metrics"
     status, body = ui.api.call("GET", xcom, "admin")
-    assert status == 200 and body["value"]["step"] == 200 and body["value"]["acc"] == 0.8, body
+    assert status == 200, body
+    assert body["value"]["step"] == 200, body
+    assert body["value"]["acc"] == 0.8, body
     status, body = ui.api.call("GET", f"/api/v2/dags/{dag}/dagRuns/{run}/taskInstances/train/links", "admin")
-    assert status == 200 and body["extra_links"]["TensorBoard"] == f"http://tensorboard.example/?run={run_id}&job={name}", body
+    assert status == 200, body
+    assert body["extra_links"]["TensorBoard"] == f"http://tensorboard.example/?run={run_id}&job={name}", body
     assert not body["extra_links"].get("MLflow"), body  # no URL given: no link
     log = ui.stack.task_log(dag, run_id)
-    assert f"{name}: progress step " in log and "reported last: step 200/200 (100%)" in log, log[-3000:]
+    assert f"{name}: progress step " in log, log[-3000:]
+    assert "reported last: step 200/200 (100%)" in log, log[-3000:]

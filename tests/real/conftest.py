@@ -35,4 +35,4 @@ def real_node(core) -> str:
 def real(api_client, namespace, real_node, jobs) -> Iterator[RealPods]:
     """The test namespace with the test programs as ConfigMap ``code`` (mounted at /code)."""
     ensure_code(jobs.core, namespace)
-    yield RealPods(jobs.core, namespace)
+    return RealPods(jobs.core, namespace)

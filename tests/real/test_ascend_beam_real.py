@@ -84,7 +84,8 @@ def test_ascend_pytorch_replicas_see_mindclusters_environment(jobs, controller, 
     assert master["MINDX_TASK_ID"] == done["metadata"]["uid"]
     # The seed's own downward-API variable: the node's address, resolved by the kubelet.
     assert master["XDL_IP"] == "10.88.0.1"
-    assert master_ip.startswith("10.88.") and master_ip != "10.88.0.1"
+    assert master_ip.startswith("10.88.")
+    assert master_ip != "10.88.0.1"
 
 
 def test_ascend_mindspore_scheduler_address_is_its_own_pod_ip(jobs, controller, real):

@@ -84,7 +84,8 @@ def test_a_deleted_replica_resumes_from_its_checkpoint_with_the_same_result(jobs
     real.core.delete_namespaced_pod("cut-master-0", real.ns)
     reader.join(timeout=60)
     saved = [int(m.group(1)) for ln in lines if (m := re.match(r"SIGTERM: saved step (\d+)", ln))]
-    assert saved and saved[0] >= 16, lines[-20:]  # the grace period was time enough for one last checkpoint
+    assert saved, lines[-20:]
+    assert saved[0] >= 16, lines[-20:]  # the grace period was time enough for one last checkpoint
 
     done = real.finished(jobs, KIND, "cut", ["cut-master-0", "cut-worker-0"], timeout=300)
     assert done["status"]["phase"] == "Succeeded", real.describe("cut-master-0", "cut-worker-0")
@@ -123,8 +124,9 @@ def claim(core, namespace, host_dir) -> Iterator[str]:
     try:
         core.create_namespaced_persistent_volume_claim(namespace, client.V1PersistentVolumeClaim(
             metadata=client.V1ObjectMeta(name="ckpt"),
-            spec=client.V1PersistentVolumeClaimSpec(access_modes=["ReadWriteMany"], storage_class_name="", volume_name=pv,
-                                                    resources=client.V1VolumeResourceRequirements(requests={"storage": "1Gi"}))))  # fmt: skip
+            spec=client.V1PersistentVolumeClaimSpec(
+                access_modes=["ReadWriteMany"], storage_class_name="", volume_name=pv,
+                resources=client.V1VolumeResourceRequirements(requests={"storage": "1Gi"}))))  # fmt: skip
         wait_until(lambda: core.read_namespaced_persistent_volume_claim("ckpt", namespace).status.phase == "Bound", timeout=60,
                    what="the checkpoint claim bound")  # fmt: skip
         yield "ckpt"
@@ -132,7 +134,7 @@ def claim(core, namespace, host_dir) -> Iterator[str]:
         core.delete_persistent_volume(pv)
 
 
-def test_an_airflow_retry_resumes_from_the_checkpoint(run_dag, jobs, real, claim, host_dir):  # noqa: F811
+def test_an_airflow_retry_resumes_from_the_checkpoint(run_dag, jobs, real, claim, host_dir):
     out = ok(run_dag("t9k_checkpoint_real"))
     # Try 1: rank 0 failed at step 20, after the checkpoint of epoch 2 (step 16); Airflow retried.
     assert "failing at step 20 on attempt 1" in out, out[-4000:]
@@ -147,12 +149,15 @@ def test_an_airflow_retry_resumes_from_the_checkpoint(run_dag, jobs, real, claim
     # The job's result named its last checkpoint; XCom ``checkpoint`` carries it.
     assert report["xcom_checkpoint"] == train["checkpoint"] == f"step-{STEPS:06d}.pt"
     # Try 2 ran its own job (<name>-t2), told T9K_ATTEMPT=2, in the directory try 1 wrote.
-    tried = {j["metadata"]["name"]: j for j in jobs.api.list_namespaced_custom_object("batch.tensorstack.dev", "v1beta1", jobs.ns,
-                                                                                      "pytorchtrainingjobs")["items"]}  # fmt: skip
+    tried = {j["metadata"]["name"]: j
+             for j in jobs.api.list_namespaced_custom_object("batch.tensorstack.dev", "v1beta1", jobs.ns,
+                                                             "pytorchtrainingjobs")["items"]}  # fmt: skip
     second = next(j for n, j in tried.items() if n.endswith("-t2"))
     env = {e["name"]: e.get("value") for e in second["spec"]["replicaSpecs"][0]["template"]["spec"]["containers"][0]["env"]}
-    assert env["T9K_ATTEMPT"] == "2" and env["T9K_CHECKPOINT_DIR"] == "/t9k/checkpoint"
+    assert env["T9K_ATTEMPT"] == "2"
+    assert env["T9K_CHECKPOINT_DIR"] == "/t9k/checkpoint"
     sub_path = report["location"]["sub_path"]
-    assert sub_path.startswith("airflow/t9k_checkpoint_real/") and sub_path.endswith("/train")
+    assert sub_path.startswith("airflow/t9k_checkpoint_real/")
+    assert sub_path.endswith("/train")
     assert (host_dir / sub_path / f"step-{STEPS:06d}.pt").exists()
     assert sorted(p.name for p in (host_dir / sub_path).glob("step-*.pt"))[0] >= "step-000032.pt"  # the newest three are kept

@@ -48,7 +48,8 @@ def test_a_real_kubelet_eviction_is_replaced_without_spending_a_restart(jobs, co
         status = done["status"]
         assert status["phase"] == "Succeeded", real.describe("evicted-worker-0")
         [entry] = status["restartHistory"]
-        assert entry["replica"] == "evicted-worker-0" and entry["counted"] is False
+        assert entry["replica"] == "evicted-worker-0"
+        assert entry["counted"] is False
         assert entry["cause"].startswith("Evicted: Usage of EmptyDir volume"), entry
         assert [e["restartCount"] for t in status["tasks"] for e in t["status"]] == [0]
         assert "second run after the eviction" in real.log("evicted-worker-0")

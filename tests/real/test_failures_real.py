@@ -51,7 +51,8 @@ def test_exit_code_policy_restarts_138_and_not_3(jobs, controller, real):
     jobs.create(training("code138", ["exit", "138"], backoff=1))
     failed3 = real.finished(jobs, "PyTorchTrainingJob", "code3", ["code3-worker-0"], timeout=120)
     failed138 = real.finished(jobs, "PyTorchTrainingJob", "code138", ["code138-worker-0"], timeout=180)
-    assert failed3["status"]["phase"] == "Failed" and failed138["status"]["phase"] == "Failed"
+    assert failed3["status"]["phase"] == "Failed"
+    assert failed138["status"]["phase"] == "Failed"
     # 3 is a permanent failure: no restart; 138 asks for one: the replica ran twice.
     assert real.terminated("code3-worker-0").exit_code == 3
     assert restarts(jobs, "code3") == 0

@@ -25,7 +25,8 @@ def test_mpirun_over_ssh_runs_an_allreduce_on_every_worker(jobs, controller, rea
     assert done["status"]["phase"] == "Succeeded", real.describe(*pods)
     log = real.log("mpi-launcher")
     # mpirun's output comes back to the launcher: both ranks, each on its own worker pod.
-    assert "rank 0/2" in log and "rank 1/2" in log, log
+    assert "rank 0/2" in log, log
+    assert "rank 1/2" in log, log
     assert log.count("allreduce=3") == 2, log
     hosts = json.loads(next(ln for ln in log.splitlines() if ln.startswith("hosts "))[6:])
     assert hosts == ["mpi-worker-0", "mpi-worker-1"], log

@@ -19,7 +19,8 @@ STEPS = 30
 def test_a_real_programs_progress_lines_reach_the_status(jobs, controller_factory, real):
     controller_factory("--progress-interval", "2")
     template = on_real_node({"spec": {"containers": [{"name": "main", "command": py("progress.py", str(STEPS), "0.4"),
-                                                      "resources": {"limits": {"cpu": "200m", "memory": "200Mi"}}}]}})  # fmt: skip
+                                                      "resources": {"limits": {"cpu": "200m",
+                                                                               "memory": "200Mi"}}}]}})  # fmt: skip
     jobs.create({"apiVersion": "batch.tensorstack.dev/v1beta1", "kind": "GenericJob", "metadata": {"name": "prog"},
                  "spec": {"replicaSpecs": [{"type": "worker", "replicas": 1, "template": template}]}})  # fmt: skip
     seen: list[dict] = []
@@ -50,5 +51,6 @@ def test_a_real_programs_progress_lines_reach_the_status(jobs, controller_factor
     running = [s for s in seen if s["step"] < STEPS]
     assert len(running) >= 3, seen  # live while it ran (12 s at a write per 2 s at most)
     assert any(s.get("eta") for s in running), seen
-    assert 3 <= len(p["history"]["points"]) <= 50 and p["history"]["points"][-1]["step"] == STEPS
+    assert 3 <= len(p["history"]["points"]) <= 50
+    assert p["history"]["points"][-1]["step"] == STEPS
     assert "T9K_PROGRESS step=oops" in real.log("prog-worker-0")

@@ -47,7 +47,8 @@ def test_ddp_from_injected_environment(jobs, controller, real):
     assert {r["world"] for r in got.values()} == {"2"}
     assert got["ddp-master-0"]["checksum"] == got["ddp-worker-0"]["checksum"]
     first = re.search(r"epoch 0 loss ([\d.]+)", real.log("ddp-master-0"))
-    assert first and float(got["ddp-master-0"]["loss"]) < float(first.group(1)) / 10
+    assert first
+    assert float(got["ddp-master-0"]["loss"]) < float(first.group(1)) / 10
     # MASTER_ADDR was the master's Service name, resolved by the cluster's DNS.
     assert "master=ddp-master-0:23456" in real.log("ddp-worker-0")
     # The program's termination message is the job's result.

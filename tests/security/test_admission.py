@@ -11,7 +11,7 @@ import copy
 import uuid
 from collections.abc import Iterator
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import pytest
 import yaml
@@ -20,7 +20,9 @@ from kubernetes.client.exceptions import ApiException
 
 from tests.kind_jobs import minimal
 from tests.support.cluster import wait_until
-from tests.support.jobs import Jobs
+
+if TYPE_CHECKING:
+    from tests.support.jobs import Jobs
 
 POLICY = Path(__file__).resolve().parents[2] / "deploy" / "optional" / "admission-policy.yaml"
 KINDS = ["GenericJob", "MPIJob", "AscendJob", "BeamJob", "PyTorchTrainingJob"]
@@ -93,7 +95,8 @@ def _effective(jobs: Jobs) -> None:
 def test_the_admission_policy_refuses_the_escape(jobs, policy, kind, attack):
     _effective(jobs)
     why = _refusal(jobs, attacked(kind, attack))
-    assert why is not None and why.startswith("403"), why
+    assert why is not None, why
+    assert why.startswith("403"), why
     assert policy in why
 
 
@@ -134,5 +137,7 @@ def test_the_admission_policy_checks_what_a_job_template_brings(api_client, jobs
                  "spec": {"templateRef": {"name": "host"}, "replicaSpecs": [{"type": "worker", "replicas": 1}]}})  # fmt: skip
     done = jobs.wait_phase("GenericJob", "via-template", "Failed", timeout=30)
     failed = next(c for c in done["status"]["conditions"] if c["type"] == "Failed")
-    assert "refused the job merged with its template" in failed["message"] and policy in failed["message"], failed
-    assert "hostPath" in failed["message"] and jobs.pods("via-template") == {}
+    assert "refused the job merged with its template" in failed["message"], failed
+    assert policy in failed["message"], failed
+    assert "hostPath" in failed["message"]
+    assert jobs.pods("via-template") == {}

@@ -34,7 +34,8 @@ def _edit_identity(core: client.CoreV1Api, api_client, cluster, namespace: str, 
 def test_an_mpijob_refuses_a_co_tenants_pre_made_secret(jobs, controller, core, api_client, cluster, namespace, tmp_path):
     tenant = _edit_identity(core, api_client, cluster, namespace, tmp_path)
     data = {"config": EVIL_CONFIG, "id_ed25519": "attacker's key", "authorized_keys": "ssh-ed25519 AAAA attacker"}
-    tenant.create_namespaced_secret(namespace, {"metadata": {"name": "mpi-ssh", "labels": {"app.kubernetes.io/managed-by": "airflow-t9k"}},
+    tenant.create_namespaced_secret(namespace,
+                                    {"metadata": {"name": "mpi-ssh", "labels": {"app.kubernetes.io/managed-by": "airflow-t9k"}},
                                                 "stringData": data})  # fmt: skip
     jobs.create(example())
     job = jobs.wait_phase("MPIJob", "mpi", "Failed", timeout=30)

@@ -10,17 +10,21 @@ import json
 import urllib.error
 import urllib.request
 import uuid
+from typing import TYPE_CHECKING
 
 import pytest
 from kubernetes import client, config
 
 from tests.integration.test_airflow_rbac import _apply_rbac
-from tests.integration.test_ui import Ui, ui  # noqa: F401 - the module-scoped Airflow stack
+from tests.integration.test_ui import ui  # noqa: F401 - the module-scoped Airflow stack
 from tests.support.cluster import wait_until
+
+if TYPE_CHECKING:
+    from tests.integration.test_ui import Ui
 
 
 @pytest.fixture(scope="module")
-def tenant(ui: Ui, cluster, api_client, tmp_path_factory):  # noqa: F811
+def tenant(ui: Ui, cluster, api_client, tmp_path_factory):
     """A co-tenant's worker identity in the UI's namespace (token of a ServiceAccount bound to
     the shipped namespace-scoped Role)."""
     kubeconfigs, _ = _apply_rbac(api_client, cluster, ui.ns, "rbac-airflow-namespace.yaml", tmp_path_factory.mktemp("rbac"))
@@ -42,26 +46,29 @@ def _forge(tenant, ui: Ui, dag_id: str, task_id: str = "train") -> dict:
     return tenant.create_namespaced_custom_object("batch.tensorstack.dev", "v1beta1", ui.ns, "genericjobs", body)
 
 
-def test_a_forged_job_is_never_shown_or_acted_on(ui: Ui, tenant):  # noqa: F811
+def test_a_forged_job_is_never_shown_or_acted_on(ui: Ui, tenant):
     dag = "t9k_ui_pause"
     real = ui.job(dag, ui.runs[dag])
     forged = _forge(tenant, ui, dag)
     status, body = ui.api.call("GET", "/t9k/api/jobs", "carol")
     assert status == 200, body
     names = {r["name"] for r in body["jobs"] if r["namespace"] == ui.ns}
-    assert real["metadata"]["name"] in names and forged["metadata"]["name"] not in names
+    assert real["metadata"]["name"] in names
+    assert forged["metadata"]["name"] not in names
     status, body = ui.api.call("GET", ui.task_path(dag), "carol")
-    assert status == 200 and body["job"]["uid"] == real["metadata"]["uid"], body
+    assert status == 200, body
+    assert body["job"]["uid"] == real["metadata"]["uid"], body
     # carol's Delete acts on the job her task recorded, never on the newer forged one.
     status, body = ui.api.call("POST", ui.task_path(dag, "/pause"), "carol", body={})
-    assert status == 200 and body["name"] == real["metadata"]["name"], body
+    assert status == 200, body
+    assert body["name"] == real["metadata"]["name"], body
     forged_now = ui.objects.get_namespaced_custom_object("batch.tensorstack.dev", "v1beta1", ui.ns, "genericjobs",
                                                          forged["metadata"]["name"])  # fmt: skip
     assert not ((forged_now["spec"].get("runMode") or {}).get("pause") or {}).get("enabled")
     ui.api.call("POST", ui.task_path(dag, "/resume"), "carol", body={})
 
 
-def test_a_task_airflow_does_not_know_is_404_for_anyone(ui: Ui, tenant):  # noqa: F811
+def test_a_task_airflow_does_not_know_is_404_for_anyone(ui: Ui, tenant):
     """With multi_team, a DAG id Airflow does not know carries no team: the access check alone
     let anyone open a forged job under it."""
     status, body = ui.api.call("GET", "/t9k/api/dags/no_such_dag/runs/r/tasks/train/job", "bob")
@@ -87,7 +94,7 @@ def _phase(ui: Ui, name: str) -> str | None:
     return (job.get("status") or {}).get("phase")
 
 
-def test_a_cross_site_form_post_is_refused_and_the_pages_own_post_is_not(ui: Ui):  # noqa: F811
+def test_a_cross_site_form_post_is_refused_and_the_pages_own_post_is_not(ui: Ui):
     dag = "t9k_ui_pause"
     path = ui.task_path(dag, "/pause")
     status, body = ui.api.call("GET", ui.task_path(dag), "carol")
@@ -103,11 +110,12 @@ def test_a_cross_site_form_post_is_refused_and_the_pages_own_post_is_not(ui: Ui)
     assert _raw_post(ui, path, "carol", same, b"{}") == 200  # the cookie itself is accepted
     wait_until(lambda: _phase(ui, name) == "Paused", timeout=30, what="paused by the page's own POST")
     status, body = ui.api.call("GET", "/api/v2/eventLogs?event=t9k.paused", "admin")
-    assert status == 200 and any(e["owner"] == "carol" and e["dag_id"] == dag for e in body["event_logs"]), body
+    assert status == 200, body
+    assert any(e["owner"] == "carol" and e["dag_id"] == dag for e in body["event_logs"]), body
     ui.api.call("POST", ui.task_path(dag, "/resume"), "carol", body={})
 
 
-def test_events_and_pods_of_another_object_with_a_similar_name_do_not_leak(ui: Ui, api_client):  # noqa: F811
+def test_events_and_pods_of_another_object_with_a_similar_name_do_not_leak(ui: Ui, api_client):
     dag = "t9k_ui_a"
     real = ui.job(dag, ui.runs[dag])
     name = real["metadata"]["name"]

@@ -54,7 +54,7 @@ class AirflowStack:
         self.procs: dict[str, subprocess.Popen[bytes]] = {}
 
     def cli(self, *args: str) -> str:
-        out = subprocess.run([AIRFLOW, *args], env=self.env, capture_output=True, text=True, timeout=120)
+        out = subprocess.run([AIRFLOW, *args], check=False, env=self.env, capture_output=True, text=True, timeout=120)
         assert out.returncode == 0, out.stdout + out.stderr
         return out.stdout
 
@@ -75,10 +75,8 @@ class AirflowStack:
     def kill(self, name: str) -> None:
         """SIGKILL a component and every process of its group, as when its node dies."""
         p = self.procs[name]
-        try:
+        with contextlib.suppress(ProcessLookupError):
             os.killpg(p.pid, signal.SIGKILL)
-        except ProcessLookupError:
-            pass
         p.wait(10)
 
     def terminate(self, name: str, grace: float = 30) -> None:
@@ -106,10 +104,8 @@ class AirflowStack:
 
     def stop(self) -> None:
         for p in self.procs.values():  # each component leads its own session: stop it and its workers
-            try:
+            with contextlib.suppress(ProcessLookupError):
                 os.killpg(p.pid, signal.SIGTERM)
-            except ProcessLookupError:
-                pass
         for p in self.procs.values():
             try:
                 p.wait(20)

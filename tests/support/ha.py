@@ -5,11 +5,12 @@ from __future__ import annotations
 import threading
 import time
 from collections import defaultdict
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from kubernetes import client, watch
 
-from tests.support.controller import ControllerProcess
+if TYPE_CHECKING:
+    from tests.support.controller import ControllerProcess
 
 
 def leader_flags(namespace: str, lease: str) -> tuple[str, ...]:
@@ -26,7 +27,8 @@ def leads(ctrl: ControllerProcess, lease: str) -> bool:
 def generic(name: str, replicas: int) -> dict[str, Any]:
     return {"apiVersion": "batch.tensorstack.dev/v1beta1", "kind": "GenericJob", "metadata": {"name": name},
             "spec": {"replicaSpecs": [{"type": "worker", "replicas": replicas,
-                                       "template": {"spec": {"containers": [{"name": "main", "image": "busybox"}]}}}]}}  # fmt: skip
+                                       "template": {"spec": {"containers": [{"name": "main",
+                                                                             "image": "busybox"}]}}}]}}  # fmt: skip
 
 
 class PodCreations:
@@ -67,7 +69,7 @@ class PodCreations:
                             self.uids[p.metadata.name].add(p.metadata.uid)
                     rv = pods.metadata.resource_version
                 time.sleep(0.5)
-            except Exception:  # the API server restarting under the outage test: watch again
+            except Exception:  # noqa: BLE001 - the API server restarting under the outage test: watch again
                 time.sleep(0.5)
 
     def count(self, name: str) -> int:

@@ -43,9 +43,11 @@ def refused(create: Callable[[Obj], Obj], body: Obj) -> str:
     try:
         create(body)
     except ApiException as exc:
-        assert exc.status == 422, exc.body
-        return str(exc.body)
-    raise AssertionError(f"the API server accepted {body['kind']} {body['metadata'].get('name')}")
+        status, text = exc.status, str(exc.body)
+    else:
+        raise AssertionError(f"the API server accepted {body['kind']} {body['metadata'].get('name')}")
+    assert status == 422, text
+    return text
 
 
 class Jobs:

@@ -8,9 +8,10 @@ stages are too coarse.
 from __future__ import annotations
 
 from datetime import datetime, timezone
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
-from kubernetes import client
+if TYPE_CHECKING:
+    from kubernetes import client
 
 # Reasons a kubelet puts on the container (the first two) or on the pod (Evicted).
 CONTAINER_REASONS = {"Error", "OOMKilled", "Completed", "ContainerCannotRun", "DeadlineExceeded"}

@@ -3,9 +3,12 @@
 from __future__ import annotations
 
 from collections.abc import Callable
+from typing import TYPE_CHECKING
 
 from tests.support.cluster import wait_until
-from tests.support.jobs import Jobs
+
+if TYPE_CHECKING:
+    from tests.support.jobs import Jobs
 
 
 def debug_pause_resume(jobs: Jobs, kind: str, name: str, check_debug: Callable[[dict], None],

@@ -4,6 +4,7 @@ and comes back, as a network partition looks to a client, without touching the r
 
 from __future__ import annotations
 
+import contextlib
 import socket
 import threading
 
@@ -47,10 +48,8 @@ class CuttableProxy:
             pass
         finally:
             for s in (src, dst):
-                try:
+                with contextlib.suppress(OSError):
                     s.shutdown(socket.SHUT_RDWR)
-                except OSError:
-                    pass
 
     def cut(self) -> None:
         """Drop every open connection and refuse new ones until ``restore``."""

@@ -73,7 +73,8 @@ def test_kept_logs_reads_the_record_once_and_says_when_it_is_forged(caplog):
         for pod in ("train-1-worker-0", "train-1-worker-1"):
             text, source = kept.instead(pod, "(log not available: gone)", lambda: calls.append(1) or forged)
             assert (text, source) == ("(log not available: gone)", None)
-    assert len(calls) == 1 and "is not this job's evidence record" in caplog.text
+    assert len(calls) == 1
+    assert "is not this job's evidence record" in caplog.text
     ok = KeptLogs(JOB, logging.getLogger("t"))
     good = {"metadata": {"ownerReferences": [CONTROLLER]}, "data": DATA}
     assert ok.instead("train-1-worker-0", "", lambda: good) == ("a\nb\n", "train-1-evidence")

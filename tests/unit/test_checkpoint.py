@@ -20,7 +20,8 @@ PVC = {"persistentVolumeClaim": {"claimName": "ckpt"}}
         ({"claim": "ckpt", "path": "/exp/"}, None, None, None),  # absolute: an error, below
         ({"claim": "ckpt", "path": "exp//./a/"}, PVC, "exp/a", "/t9k/checkpoint"),
         ({"claim": "ckpt", "mount_path": "/ckpt/"}, PVC, "", "/ckpt"),
-        ({"volume": {"nfs": {"server": "nas", "path": "/x"}}, "path": "p"}, {"nfs": {"server": "nas", "path": "/x"}}, "p", "/t9k/checkpoint"),
+        ({"volume": {"nfs": {"server": "nas", "path": "/x"}}, "path": "p"}, {"nfs": {"server": "nas", "path": "/x"}}, "p",
+         "/t9k/checkpoint"),
         # A whole Volume (what V1Volume becomes): its name is replaced by ours.
         ({"volume": {"name": "mine", "hostPath": {"path": "/data"}}}, {"hostPath": {"path": "/data"}}, "", "/t9k/checkpoint"),
     ],
@@ -69,9 +70,8 @@ def test_task_dir_is_readable_and_has_no_try_number():
     assert ckpt.task_dir("dag", "manual_1", "train", 3) == "dag/manual_1/train/map-3"
     # ':' and '+' are made safe, and the part then carries a digest of what it was.
     part = ckpt.task_dir("dag", RUN, "train").split("/")[1]
-    assert (
-        part.startswith("scheduled__2026-11-25T00_00_00_00_00-") and len(part) == len("scheduled__2026-11-25T00_00_00_00_00-") + 8
-    )
+    assert part.startswith("scheduled__2026-11-25T00_00_00_00_00-")
+    assert len(part) == len("scheduled__2026-11-25T00_00_00_00_00-") + 8
 
 
 @pytest.mark.parametrize(
@@ -89,7 +89,9 @@ def test_task_dirs_differ_where_the_task_differs(other):
 @pytest.mark.parametrize("text", [".", "..", "a/b", "x" * 300])
 def test_a_part_is_always_one_safe_path_component(text):
     parts = ckpt.task_dir(text, "r", "t").split("/")
-    assert len(parts) == 3 and parts[0] not in (".", "..") and len(parts[0]) <= ckpt.PART_LIMIT + 9
+    assert len(parts) == 3
+    assert parts[0] not in (".", "..")
+    assert len(parts[0]) <= ckpt.PART_LIMIT + 9
 
 
 def _t(*containers: str, init: str | None = None) -> dict:
@@ -139,7 +141,8 @@ def test_apply_without_checkpoint_only_tells_the_attempt():
     ckpt.apply(job, attempt=3)
     spec = job["spec"]["worker"]["template"]["spec"]
     assert spec["containers"][0]["env"] == [{"name": "T9K_ATTEMPT", "value": "3"}]  # ours replaces a stale one
-    assert "volumes" not in spec and "terminationGracePeriodSeconds" not in spec
+    assert "volumes" not in spec
+    assert "terminationGracePeriodSeconds" not in spec
 
 
 @pytest.mark.parametrize(

@@ -35,5 +35,5 @@ def test_terminal_status(phase, code, reason, container_reason, pod_reason):
 
 @pytest.mark.parametrize("kwargs", [{"phase": "Running", "exit_code": 0}, {"phase": "Failed", "exit_code": 1, "reason": "Bogus"}])
 def test_terminal_status_rejects_bad_input(kwargs):
-    with pytest.raises(ValueError):
+    with pytest.raises(ValueError, match="a terminal phase is Succeeded or Failed|unknown reason"):
         terminal_status(pod("a"), **kwargs)

@@ -69,13 +69,15 @@ def test_parse_line_takes_bytes_with_invalid_utf8():
 def test_at_most_max_metrics_names_per_line():
     line = "T9K_PROGRESS " + " ".join(f"m{i}={i}" for i in range(MAX_METRICS + 5))
     report = parse_line(line)
-    assert report is not None and list(report["metrics"]) == [f"m{i}" for i in range(MAX_METRICS)]
+    assert report is not None
+    assert list(report["metrics"]) == [f"m{i}" for i in range(MAX_METRICS)]
 
 
 MERGES = [
     # (state, report, merged)
     (None, {"step": 1, "metrics": {"loss": 1.0}}, {"step": 1, "metrics": {"loss": 1.0}}),
-    ({"step": 1, "total_steps": 10, "metrics": {"loss": 1.0}}, {"step": 2}, {"step": 2, "total_steps": 10, "metrics": {"loss": 1.0}}),
+    ({"step": 1, "total_steps": 10, "metrics": {"loss": 1.0}}, {"step": 2},
+     {"step": 2, "total_steps": 10, "metrics": {"loss": 1.0}}),
     ({"step": 2, "metrics": {"loss": 1.0}}, {"metrics": {"val_acc": 0.7}}, {"step": 2, "metrics": {"loss": 1.0, "val_acc": 0.7}}),
     ({"metrics": {"loss": 1.0}}, {"metrics": {"loss": 0.5}}, {"metrics": {"loss": 0.5}}),
     ({"step": 9}, {"step": 1}, {"step": 1}),  # a restart from scratch: the count goes back

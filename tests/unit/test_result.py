@@ -52,7 +52,8 @@ def test_beam_has_no_decisive_replica():
 
 def _pod(*containers: tuple[str, str | None]) -> dict:
     return {"status": {"containerStatuses": [
-        {"name": n, "state": {"terminated": {"exitCode": 0, **({"message": m} if m is not None else {})}}} for n, m in containers]}}  # fmt: skip
+        {"name": n, "state": {"terminated": {"exitCode": 0, **({"message": m} if m is not None else {})}}} for n,
+                                             m in containers]}}  # fmt: skip
 
 
 @pytest.mark.parametrize(

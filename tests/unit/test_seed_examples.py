@@ -65,14 +65,16 @@ def test_every_printed_block_is_here_and_classified():
 @pytest.mark.parametrize("name", sorted(REFUSED))
 def test_an_excerpt_is_refused_naming_the_fix(name):
     found = check_text(text(name))
-    assert found and all(REFUSED[name] in line for line in found), found
+    assert found, found
+    assert all(REFUSED[name] in line for line in found), found
 
 
 @pytest.mark.parametrize("name", WHOLE)
 def test_a_whole_example_is_accepted_and_starts(name):
     assert check_text(text(name)) == []
     first = run(job(name))
-    assert first.status.get("phase") != "Failed" and first.creates()
+    assert first.status.get("phase") != "Failed"
+    assert first.creates()
 
 
 def test_seed001_generic_example_worker_0_decides():
@@ -114,7 +116,8 @@ def test_excerpts_completed_with_their_seeds_example_behave_as_the_seeds_say():
     assert debug["command"] == ["/usr/bin/sshd"]
     # seed 001 pause: no replica runs
     paused = run(completed("seed001-10.yaml", "seed001-01.yaml"))
-    assert paused.status["phase"] == "Paused" and pods(paused) == {}
+    assert paused.status["phase"] == "Paused"
+    assert pods(paused) == {}
     # seed 001 service: the port is exposed on every replica's Service
     exposed = job("seed001-07.yaml")
     exposed["spec"]["replicaSpecs"][0]["template"] = job("seed001-01.yaml")["spec"]["replicaSpecs"][0]["template"]

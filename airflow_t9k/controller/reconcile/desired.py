@@ -4,6 +4,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
+from airflow_t9k.controller.reconcile.push import PushTarget, inject
 from airflow_t9k.kinds.base import (
     ANNOTATION_RESTARTS,
     LABEL_JOB,
@@ -129,7 +130,9 @@ def mode_override(kind: JobKind, job: Obj, rtype: str, resumed: bool) -> ModeOve
     return None
 
 
-def build_pod(kind: JobKind, job: Obj, slot: Slot, restarts: int, resumed: bool, inputs: Obj | None = None) -> Obj:
+def build_pod(kind: JobKind, job: Obj, slot: Slot, restarts: int, resumed: bool, inputs: Obj | None = None,
+              push: PushTarget | None = None) -> Obj:  # fmt: skip
+    """``push``: the controller's progress endpoint, whose URL, CA and token every container gets (reconcile/push.py)."""
     template = deep(slot.spec.template)
     tmeta = template.get("metadata") or {}
     pod_spec = template.get("spec") or {}
@@ -153,6 +156,7 @@ def build_pod(kind: JobKind, job: Obj, slot: Slot, restarts: int, resumed: bool,
     override = mode_override(kind, job, slot.type, resumed)
     if override:
         apply_override(kind, pod_spec, override)
+    inject(kind, job, pod, push)
     restart_count_env(pod_spec)
     return pod
 

@@ -15,12 +15,15 @@ from __future__ import annotations
 
 import json
 from datetime import datetime
+from typing import TYPE_CHECKING
 
 from airflow_t9k.controller.reconcile.actions import Action, Delete, KeepEvidence
 from airflow_t9k.controller.reconcile.desired import build_extra
-from airflow_t9k.controller.reconcile.observe import Observed
 from airflow_t9k.controller.reconcile.status import RESULT_LIMIT, StatusBuilder, bounded, container_summaries
 from airflow_t9k.kinds.base import ANNOTATION_EVIDENCE_LINES, Obj
+
+if TYPE_CHECKING:
+    from airflow_t9k.controller.reconcile.observe import Observed
 
 SUFFIX = "-evidence"
 ANNOTATION_LINES = ANNOTATION_EVIDENCE_LINES
@@ -59,7 +62,8 @@ def keep_first(job: Obj, observed: Observed, sb: StatusBuilder, actions: list[Ac
                "rootCause": sb.new.get("rootCause"), "restartHistory": sb.new.get("restartHistory") or [],
                "replicas": replicas}  # fmt: skip
     manifest = build_extra(job, {"apiVersion": "v1", "kind": "ConfigMap", "metadata": {"name": evidence_name(job)},
-                                 "data": {SUMMARY_KEY: bounded(json.dumps(summary, sort_keys=True), 8 * RESULT_LIMIT)}})  # fmt: skip
+                                 "data": {SUMMARY_KEY: bounded(json.dumps(summary, sort_keys=True),
+                                                               8 * RESULT_LIMIT)}})  # fmt: skip
     return [KeepEvidence(manifest, pods, log_lines(job)), *(a for a in actions if a not in pod_deletes)]
 
 

@@ -4,7 +4,10 @@ from __future__ import annotations
 
 from collections.abc import Collection, Mapping
 from dataclasses import dataclass, field
-from typing import Any
+from typing import TYPE_CHECKING, Any
+
+if TYPE_CHECKING:
+    from airflow_t9k.controller.reconcile.push import PushTarget
 
 Obj = dict[str, Any]
 
@@ -37,6 +40,9 @@ class Observed:
     # ``progress_interval`` seconds (reconcile/reporting.py).
     report: Obj | None = None
     progress_interval: float = 10.0
+    # The controller's progress endpoint (--progress-endpoint), whose URL, CA and token every
+    # replica gets (reconcile/push.py); None: the push path is off.
+    progress_push: PushTarget | None = None
 
     @classmethod
     def of(cls, *objects: Obj, queueing: str = "off", local_queues: Collection[str] = (), volcano: bool = False) -> Observed:

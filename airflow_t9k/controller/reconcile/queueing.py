@@ -20,14 +20,16 @@ from __future__ import annotations
 import copy
 from dataclasses import dataclass, field
 from datetime import datetime
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from airflow_t9k.controller.reconcile.actions import Action, Create, Delete, Emit, ReplaceStatus
 from airflow_t9k.controller.reconcile.desired import build_pod, child_meta, scheduler_settings, slots
 from airflow_t9k.controller.reconcile.disruption import record
 from airflow_t9k.controller.reconcile.observe import Observed, is_deleting
 from airflow_t9k.controller.reconcile.status import StatusBuilder, bounded, timestamp
-from airflow_t9k.kinds.base import JobKind, Obj
+
+if TYPE_CHECKING:
+    from airflow_t9k.kinds.base import JobKind, Obj
 
 API_VERSION = "kueue.x-k8s.io/v1beta2"
 CONDITION = "Admitted"  # on the job: False while it waits in its queue, True once Kueue admitted it
@@ -226,7 +228,7 @@ def gate(kind: JobKind, job: Obj, observed: Observed, sb: StatusBuilder) -> Gate
     queue = queue_name(job)
     name = workload_name(job)
     wl = observed.workloads.get(name)
-    live_pods = [Delete("Pod", n, _uid(p)) for n, p in observed.pods.items() if not is_deleting(p)]
+    live_pods: list[Action] = [Delete("Pod", n, _uid(p)) for n, p in observed.pods.items() if not is_deleting(p)]
     if wl is None or is_deleting(wl):
         fields, problem = priority(job, observed)
         if problem is not None:

@@ -28,11 +28,13 @@ from __future__ import annotations
 import json
 from dataclasses import replace
 from datetime import datetime, timezone
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
-from airflow_t9k.controller.reconcile.actions import Plan
-from airflow_t9k.controller.reconcile.observe import Observed
 from airflow_t9k.controller.reconcile.status import FINISHED, timestamp
+
+if TYPE_CHECKING:
+    from airflow_t9k.controller.reconcile.actions import Plan
+    from airflow_t9k.controller.reconcile.observe import Observed
 
 Obj = dict[str, Any]
 
@@ -74,6 +76,16 @@ def latest(report: Obj) -> Obj:
             out[name] = values[key]
     if values.get("metrics"):
         out["metrics"] = dict(values["metrics"])
+    # How far, from the steps (or epochs) when their total is known, else as the program said
+    # (Kubeflow Trainer's progressPercentage); its own ETA waits for progress_status, which
+    # prefers the rate the history shows.
+    pct = percent(out)
+    if pct is None and isinstance(values.get("percent"), (int, float)):
+        pct = round(min(max(float(values["percent"]), 0.0), 100.0), 1)
+    if pct is not None:
+        out["percent"] = pct
+    if isinstance(values.get("eta_seconds"), (int, float)):
+        out["etaSeconds"] = int(values["eta_seconds"])
     if report.get("time"):
         out["reportedAt"] = str(report["time"])
     return out
@@ -149,10 +161,10 @@ def eta_seconds(values: Obj, points: list[Obj]) -> float | None:
         run = run[start:]
         if len(run) < 2:
             return None
-        end_t = _parse(run[-1]["time"])
-        assert end_t is not None
-        ref = next((p for p in run[:-1] if (end_t - _parse(p["time"])).total_seconds() <= ETA_WINDOW), run[-2])  # type: ignore[operator]
-        seconds = (end_t - _parse(ref["time"])).total_seconds()  # type: ignore[operator]
+        stamped = [(t, p) for p in run if (t := _parse(p["time"])) is not None]  # every one of run (filtered above)
+        end_t = stamped[-1][0]
+        ref_t, ref = next(((t, p) for t, p in stamped[:-1] if (end_t - t).total_seconds() <= ETA_WINDOW), stamped[-2])
+        seconds = (end_t - ref_t).total_seconds()
         moved = float(run[-1][done]) - float(ref[done])
         if seconds <= 0 or moved <= 0:
             return None
@@ -167,13 +179,13 @@ def _size(obj: Obj) -> int:
 def progress_status(old: Obj | None, report: Obj, interval: float, now: datetime, running: bool) -> Obj:
     """The new ``status.progress`` for the report's values (rate limit already decided)."""
     values = latest(report)
-    pct = percent(values)
-    if pct is not None:
-        values["percent"] = pct
+    reported_eta = values.pop("etaSeconds", None)  # the program's own (Trainer's estimatedRemainingSeconds)
     values["summary"] = summary(values)
     values["updated"] = timestamp(now)
     hist = history((old or {}).get("history"), values, interval)
     eta = eta_seconds(values, hist["points"]) if running else None
+    if eta is None and running and reported_eta is not None:
+        eta = float(reported_eta)
     if eta is not None:
         values["eta"], values["etaSeconds"] = duration(eta), int(round(eta))
     values["history"] = hist
@@ -185,7 +197,7 @@ def progress_status(old: Obj | None, report: Obj, interval: float, now: datetime
 
 
 def _same(old: Obj, new: Obj) -> bool:
-    keys = ("replica", "reportedAt", "metrics") + tuple(name for _, name in LATEST)
+    keys = ("replica", "reportedAt", "metrics", "percent") + tuple(name for _, name in LATEST)
     return all(old.get(k) == new.get(k) for k in keys)
 
 
@@ -210,7 +222,7 @@ def fold(old_status: Obj | None, new_status: Obj, report: Obj | None, interval: 
 
 
 def with_progress(job: Obj, old: Obj | None, plan: Plan, observed: Observed, now: datetime) -> Plan:
-    """The plan with ``status.progress`` folded in (``plan.plan`` calls this once, on the core
+    """The plan with ``status.progress`` folded in (the pass's step ``progress`` calls this once, on the core
     status ``old``). Not for a job being deleted: its pass writes nothing."""
     if job["metadata"].get("deletionTimestamp") or (observed.report is None and PROGRESS not in (old or {})):
         return plan

@@ -5,12 +5,15 @@ written, whichever is higher (decisions are recorded before the pod is deleted).
 from __future__ import annotations
 
 from dataclasses import dataclass
+from typing import TYPE_CHECKING
 
-from airflow_t9k.controller.reconcile.desired import Slot
 from airflow_t9k.controller.reconcile.disruption import disruption
 from airflow_t9k.controller.reconcile.observe import Observed, is_deleting, pod_phase
-from airflow_t9k.controller.reconcile.status import StatusBuilder
 from airflow_t9k.kinds.base import ANNOTATION_RESTARTS, Obj
+
+if TYPE_CHECKING:
+    from airflow_t9k.controller.reconcile.desired import Slot
+    from airflow_t9k.controller.reconcile.status import StatusBuilder
 
 
 @dataclass

@@ -17,13 +17,16 @@ from __future__ import annotations
 
 import json
 from datetime import datetime
+from typing import TYPE_CHECKING
 
 from airflow_t9k.controller.reconcile.actions import Emit, Plan, WriteSpec
-from airflow_t9k.controller.reconcile.observe import Observed
 from airflow_t9k.controller.reconcile.progress import finish
 from airflow_t9k.controller.reconcile.status import FINISHED, StatusBuilder
-from airflow_t9k.kinds.base import Obj
 from airflow_t9k.kinds.templates import ANNOTATION, TemplateError, apply_template, deprecation, describe, wanted
+
+if TYPE_CHECKING:
+    from airflow_t9k.controller.reconcile.observe import Observed
+    from airflow_t9k.kinds.base import Obj
 
 CONDITION = "TemplateResolved"
 
@@ -57,7 +60,8 @@ def _missing(sb: StatusBuilder, job: Obj, what: str, wait: float, now: datetime)
     waited = (now - datetime.fromisoformat(str(created).replace("Z", "+00:00"))).total_seconds() if created else 0.0
     if waited >= wait:
         finish(sb, "Failed", "TemplateNotFound",
-               f"{what} does not exist (waited {wait:g}s from the job's creation): create it, or name another template.")  # fmt: skip
+               f"{what} does not exist (waited {wait:g}s from the job's creation): "
+               "create it, or name another template.")  # fmt: skip
         return Plan(status=sb.new)
     sb.new.setdefault("phase", "Pending")
     message = f"{what} does not exist; the job waits for it until {wait:g}s after its creation, then fails."

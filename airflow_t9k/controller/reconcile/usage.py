@@ -150,11 +150,11 @@ def account(old: Obj | None, new: Obj, pods: Mapping[str, Obj], deleted: Iterabl
             "cpu": _tidy(cpu),
         }
     for uid in sorted(ledger["open"]):
-        pod = by_uid.get(uid)
-        if not (ending or pod is None or uid in going or is_deleting(pod)):
+        live = by_uid.get(uid)
+        if not (ending or live is None or uid in going or is_deleting(live)):
             continue
         run = ledger["open"].pop(uid)
-        end = (_times(pod)[1] if pod is not None else None) or timestamp(now)
+        end = (_times(live)[1] if live is not None else None) or timestamp(now)
         seconds = _seconds(str(run.get("start")), end)
         accelerators = {str(k): float(v) for k, v in (run.get("accelerators") or {}).items()}
         _add(ledger["accelerators"], accelerators, seconds)
@@ -162,7 +162,7 @@ def account(old: Obj | None, new: Obj, pods: Mapping[str, Obj], deleted: Iterabl
         ledger["runs"] += 1
         if not ending:
             _add(ledger["wasted"], accelerators, seconds)
-        if pod is not None:
+        if live is not None:
             ledger["closed"].append(uid)
     ledger["closed"] = [u for u in ledger["closed"] if u in by_uid]
     # Accelerator-seconds of every resource seen, so a job that used none says 0 for none.
@@ -178,7 +178,7 @@ def account(old: Obj | None, new: Obj, pods: Mapping[str, Obj], deleted: Iterabl
 
 
 def with_usage(job: Obj, old: Obj | None, plan: Plan, observed: Observed, now: datetime) -> Plan:
-    """The plan with its status' usage accounted (``plan.plan`` calls this once, on the core
+    """The plan with its status' usage accounted (the pass's step ``usage`` calls this once, on the core
     status ``old``). Not for a job being deleted: its pass writes nothing."""
     if (old or {}).get("phase") in FINISHED or job["metadata"].get("deletionTimestamp"):
         return plan

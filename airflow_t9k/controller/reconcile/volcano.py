@@ -16,10 +16,14 @@ job and ``Observed``.
 
 from __future__ import annotations
 
+from typing import TYPE_CHECKING
+
 from airflow_t9k.controller.reconcile.actions import Action, Create, Delete
 from airflow_t9k.controller.reconcile.desired import child_meta
 from airflow_t9k.controller.reconcile.observe import Observed, is_deleting
-from airflow_t9k.kinds.base import JobKind, Obj
+
+if TYPE_CHECKING:
+    from airflow_t9k.kinds.base import JobKind, Obj
 
 API_VERSION = "scheduling.volcano.sh/v1beta1"
 GROUP_ANNOTATION = "scheduling.k8s.io/group-name"

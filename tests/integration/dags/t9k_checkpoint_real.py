@@ -35,7 +35,8 @@ def job(**env: str) -> dict[str, Any]:
                          "nodeSelector": {"t9k.test/real": "true"},
                          "tolerations": [{"key": "t9k.test/real", "operator": "Exists", "effect": "NoSchedule"}]}}  # fmt: skip
     return {"kind": "PyTorchTrainingJob",
-            "spec": {"replicaSpecs": [{"type": "worker", "replicas": 2, "restartPolicy": "Never", "template": template}]}}  # fmt: skip
+            "spec": {"replicaSpecs": [{"type": "worker", "replicas": 2, "restartPolicy": "Never",
+                                       "template": template}]}}  # fmt: skip
 
 
 with DAG("t9k_checkpoint_real", start_date=datetime(2026, 1, 1), schedule=None, catchup=False, params={"claim": "ckpt"}):
@@ -50,7 +51,8 @@ with DAG("t9k_checkpoint_real", start_date=datetime(2026, 1, 1), schedule=None, 
         got = {t: ti.xcom_pull(task_ids=t)["result"] for t in ("train", "uninterrupted")}
         reported = ti.xcom_pull(task_ids="train", key="checkpoint")
         print("checkpoint compare: " + json.dumps({"results": got, "xcom_checkpoint": reported,
-                                                    "location": ti.xcom_pull(task_ids="train", key="checkpoint_location")}))  # fmt: skip
+                                                    "location": ti.xcom_pull(task_ids="train",
+                                                                             key="checkpoint_location")}))  # fmt: skip
         if (got["train"]["loss"], got["train"]["checksum"]) != (got["uninterrupted"]["loss"], got["uninterrupted"]["checksum"]):
             raise ValueError(f"the resumed training ended elsewhere: {got}")
         return "resumed training matches"

@@ -15,7 +15,8 @@ with DAG("t9k_failing", start_date=datetime(2026, 1, 1), schedule=None, catchup=
         replicas=2,
         pod_annotations={"sim.t9k.test/duration": "1s", "sim.t9k.test/fail-pods": "-worker-1$", "sim.t9k.test/exit-code": "137",
                          "sim.t9k.test/reason": "OOMKilled",
-                         "sim.t9k.test/message": "Traceback (most recent call last): torch.cuda.OutOfMemoryError: CUDA out of memory"},
+                         "sim.t9k.test/message": "Traceback (most recent call last): torch.cuda.OutOfMemoryError: CUDA out of "
+                                                 "memory"},
         spec={"successRules": [{"worker": [0, 1]}], "failureRules": [{"worker": [1]}]},
         deferrable=True,
     )  # fmt: skip

@@ -23,7 +23,8 @@ with DAG("t9k_asset_train", start_date=START, schedule=None, catchup=False, para
         # scheduler has read the deferral, and the scheduler then fails the resumed task (Airflow's
         # race, see e2e_dags/t9k_e2e.py; seen here once with 3 s).
         pod_annotations={"sim.t9k.test/duration": "20s",
-                         "sim.t9k.test/message": '{"metric": {{ params.metric }}, "model_uri": "s3://t9k-e2e/models/churn/{{ run_id }}"}'},
+                         "sim.t9k.test/message": '{"metric": {{ params.metric }}, '
+                                                 '"model_uri": "s3://t9k-e2e/models/churn/{{ run_id }}"}'},
     )  # fmt: skip
 
 

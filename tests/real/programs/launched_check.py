@@ -22,7 +22,8 @@ total = torch.tensor([float(rank + 1)])
 dist.all_reduce(total)
 master = f"{os.environ.get('MASTER_ADDR')}:{os.environ.get('MASTER_PORT')}"
 print(
-    f"result host={socket.gethostname()} rank={rank} world={world} local_rank={local_rank} master={master} allreduce={total.item():g}",
+    f"result host={socket.gethostname()} rank={rank} world={world} local_rank={local_rank} master={master} "
+    f"allreduce={total.item():g}",
     flush=True,
 )
 dist.destroy_process_group()

@@ -43,12 +43,12 @@ def test_every_operator_mounts_the_checkpoint_in_every_replica(kind):
     )
     job = render(o, run_id="manual_1")
     templates = pod_templates(job)
-    assert templates and all(t["spec"]["terminationGracePeriodSeconds"] == 120 for t in templates)
+    assert templates
+    assert all(t["spec"]["terminationGracePeriodSeconds"] == 120 for t in templates)
     assert all(t["spec"]["volumes"][-1] == {"name": VOLUME, "persistentVolumeClaim": {"claimName": "ckpt"}} for t in templates)
     found = mounts(job)
-    assert found and all(
-        m == {"name": VOLUME, "mountPath": "/t9k/checkpoint", "subPath": "exp/dag/manual_1/train"} for _, m, _ in found
-    )
+    assert found
+    assert all(m == {"name": VOLUME, "mountPath": "/t9k/checkpoint", "subPath": "exp/dag/manual_1/train"} for _, m, _ in found)
     assert all(env["T9K_CHECKPOINT_DIR"] == "/t9k/checkpoint" and env["T9K_ATTEMPT"] == "1" for _, _, env in found)
 
 
@@ -56,7 +56,8 @@ def test_the_directory_is_the_same_for_every_try_and_differs_by_map_index():
     o = op(PyTorchTrainingJobOperator, command="python t.py", replicas=2, checkpoint={"claim": "ckpt"})
     by_try = {n: mounts(render(o, try_number=n, map_index=4)) for n in (1, 2, 7)}
     sub_paths = {m["subPath"] for found in by_try.values() for _, m, _ in found}
-    assert len(sub_paths) == 1 and sub_paths.pop().endswith("/train/map-4")
+    assert len(sub_paths) == 1
+    assert sub_paths.pop().endswith("/train/map-4")
     assert {n: {env["T9K_ATTEMPT"] for _, _, env in found} for n, found in by_try.items()} == {1: {"1"}, 2: {"2"}, 7: {"7"}}
     by_index = {i: mounts(render(o, map_index=i))[0][1]["subPath"] for i in (-1, 0, 1)}
     assert len(set(by_index.values())) == 3, by_index
@@ -65,7 +66,8 @@ def test_the_directory_is_the_same_for_every_try_and_differs_by_map_index():
 def test_a_job_given_whole_gets_it_too_and_the_checkpoint_may_be_templated():
     job = {"kind": "GenericJob", "spec": {"replicaSpecs": [
         {"type": "worker", "replicas": 2, "template": {"spec": {"containers": [{"name": "m", "image": "img"}],
-                                                                  "initContainers": [{"name": "restore", "image": "img"}]}}}]}}  # fmt: skip
+                                                                  "initContainers": [{"name": "restore",
+                                                                                      "image": "img"}]}}}]}}  # fmt: skip
     o = op(T9kJobOperator, job=job, checkpoint={"claim": "{{ params.claim }}", "path": "runs", "mount_path": "/ckpt"})
     o.render_template_fields({"ti": FakeTI(), "params": {"claim": "team-ckpt"}})
     rendered = o.rendered_job
@@ -79,7 +81,8 @@ def test_a_job_given_whole_gets_it_too_and_the_checkpoint_may_be_templated():
 def test_without_checkpoint_only_the_attempt_is_told():
     job = render(op(GenericJobOperator, command="python t.py"), try_number=3)
     [(_, mount, env)] = mounts(job)
-    assert mount is None and env == {"T9K_ATTEMPT": "3"}
+    assert mount is None
+    assert env == {"T9K_ATTEMPT": "3"}
     assert "terminationGracePeriodSeconds" not in pod_templates(job)[0]["spec"]
 
 
@@ -137,7 +140,11 @@ def test_the_controllers_pods_keep_the_mount_and_learn_their_restart_count(kind)
         assert pod["spec"]["terminationGracePeriodSeconds"] == 45, name
         mount = mounts(job)[0][1]  # the operator's, as submitted
         for c in containers:
-            assert mount in c["volumeMounts"] and {"name": "T9K_CHECKPOINT_DIR", "value": "/t9k/checkpoint"} in c["env"], (
+            assert mount in c["volumeMounts"], (
+                name,
+                c,
+            )
+            assert {"name": "T9K_CHECKPOINT_DIR", "value": "/t9k/checkpoint"} in c["env"], (
                 name,
                 c,
             )

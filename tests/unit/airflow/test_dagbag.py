@@ -9,7 +9,8 @@ from airflow.dag_processing.dagbag import DagBag
 ROOT = Path(__file__).resolve().parents[3]
 EXPECTED = {
     "example_genericjob", "example_pytorch", "example_tensorflow", "example_xgboost", "example_colossalai",
-    "example_deepspeed", "example_mpi", "example_beam", "example_yaml_and_sensor", "retraining_pipeline", "example_ti", "example_ascend",
+    "example_deepspeed", "example_mpi", "example_beam", "example_yaml_and_sensor", "retraining_pipeline", "example_ti",
+            "example_ascend",
     "example_pod_options", "example_queue", "retraining_pipeline_real", "retraining_evaluation",
 }  # fmt: skip
 
@@ -24,14 +25,16 @@ def test_every_example_dag_imports_without_errors(monkeypatch):
             "better_than_production", "evaluate", "keep_production", "prepare_data", "promote", "train"]  # fmt: skip
     # The real one runs on the real node, with its program mounted; the kwok one never goes there.
     real = bag.dags["retraining_pipeline_real"].get_task("train")
-    assert real.node_selector == {"t9k.test/real": "true"} and real.image == "localhost/airflow-t9k/train:1"
+    assert real.node_selector == {"t9k.test/real": "true"}
+    assert real.image == "localhost/airflow-t9k/train:1"
     assert not bag.dags["retraining_pipeline"].get_task("train").node_selector
     # Asset-aware: train reads the data asset and updates the model asset; evaluation is scheduled on it.
     from airflow.sdk import Asset
 
     for dag_id in ("retraining_pipeline", "retraining_pipeline_real"):
         train = bag.dags[dag_id].get_task("train")
-        assert train.inlets == [Asset("s3://ml-data/clicks")] and train.outlets == [Asset("s3://models/clicks-ranker")]
+        assert train.inlets == [Asset("s3://ml-data/clicks")]
+        assert train.outlets == [Asset("s3://models/clicks-ranker")]
     assert list(bag.dags["retraining_evaluation"].timetable.asset_condition.objects) == [Asset("s3://models/clicks-ranker")]
 
 
@@ -54,7 +57,8 @@ def test_an_example_dag_copied_alone_into_a_dag_folder_imports(tmp_path):
     (site / "airflow_t9k").symlink_to(ROOT / "airflow_t9k")
     env = {**{k: v for k, v in os.environ.items() if k != "PYTHONPATH"}, "PYTHONPATH": str(site)}
     code = ("import json, sys; from airflow.dag_processing.dagbag import DagBag; b = DagBag(dag_folder=sys.argv[1]); "
-            "print(json.dumps({'errors': {k: str(v)[-300:] for k, v in b.import_errors.items()}, 'dags': sorted(b.dags)}))")  # fmt: skip
+            "print(json.dumps({'errors': {k: str(v)[-300:] for k, v in b.import_errors.items()}, "
+            "'dags': sorted(b.dags)}))")  # fmt: skip
     out = subprocess.run(
         [sys.executable, "-c", code, str(tmp_path)], cwd=tmp_path, env=env, capture_output=True, text=True, check=True
     )

@@ -26,7 +26,8 @@ def _job(*replicas: dict) -> dict:
 
 
 def _pod(name: str, *containers: tuple[str, int, str]) -> dict:
-    statuses = [{"name": c, "state": {"terminated": {"exitCode": code, "finishedAt": at, **({"reason": "OOMKilled"} if code == 137 else {})}}}
+    statuses = [{"name": c, "state": {"terminated": {"exitCode": code, "finishedAt": at,
+                                                     **({"reason": "OOMKilled"} if code == 137 else {})}}}
                 for c, code, at in containers]  # fmt: skip
     return {"metadata": {"name": name}, "status": {"containerStatuses": statuses}}
 
@@ -73,7 +74,8 @@ def _caused(job: dict, replica: str, **more) -> dict:
          ["w-0", "w-1"]),
         # not a usable name: the job's own order
         (_caused(_job(_replica("w-0", finished=T2), _replica("w-1", finished=T1)), ""), [], ["w-1", "w-0"]),
-        ({"status": {"tasks": _job(_replica("w-0", finished=T2), _replica("w-1", finished=T1))["status"]["tasks"], "rootCause": "w-0"}},
+        ({"status": {"tasks": _job(_replica("w-0", finished=T2), _replica("w-1", finished=T1))["status"]["tasks"],
+                     "rootCause": "w-0"}},
          [], ["w-1", "w-0"]),
     ],
     ids=["controller-names-another", "agreeing", "named-not-failed-now", "empty-name", "not-a-dict"],
@@ -146,8 +148,8 @@ def test_lines_already_streamed_are_not_printed_again_but_stay_in_the_tail():
     assert plan.since("a") == "2026-11-26T10:00:00Z"
     assert plan.add("a", text, 100) == ["line 4", "line 5"]
     assert (
-        plan.header("a", 2)
-        == f"--- log of failed replica a (failed first: the root cause at {T1}): 2 lines, the lines streamed above not repeated ---"
+        plan.header("a", 2) == f"--- log of failed replica a (failed first: the root cause at {T1}): 2 lines, "
+        "the lines streamed above not repeated ---"
     )
     assert plan.report()["logs"] == {"a": "line 2\nline 3\nline 4\nline 5"}
 
@@ -157,7 +159,8 @@ def test_the_root_causes_tail_is_read_on_its_own_when_the_budget_did_not_cover_i
     assert plan.next_read() is None
     assert plan.tail_read() == ("a", 5)
     plan.set_tail(_log(5))
-    assert plan.tail_read() is None and plan.report()["logs"] == {"a": "line 0\nline 1\nline 2\nline 3\nline 4"}
+    assert plan.tail_read() is None
+    assert plan.report()["logs"] == {"a": "line 0\nline 1\nline 2\nline 3\nline 4"}
     covered = FailedLogs(REPLICAS, 300, 8, tail_lines=5)
     covered.add("a", _log(10), 100)
     assert covered.tail_read() is None  # the first read already had its last lines

@@ -41,8 +41,10 @@ def _not_served() -> ApiError:
             JOBS,
             False,
             NotServed,
-            "the API server does not serve genericjobs.batch.tensorstack.dev (404 for the resource type): its CRD is not "
-            "installed; install the CRDs: airflow-t9k crds | kubectl apply --server-side -f -",
+            (
+                "the API server does not serve genericjobs.batch.tensorstack.dev (404 for the resource type): its CRD is not "
+                "installed; install the CRDs: airflow-t9k crds | kubectl apply --server-side -f -"
+            ),
         ),
         (
             from_response(403, "{}"),
@@ -70,7 +72,10 @@ def _not_served() -> ApiError:
             JOBS,
             False,
             Unreachable,
-            f"cannot reach the Kubernetes API server at https://127.0.0.1:1 (connection refused); check that the cluster is up and that {WHO} points at it",
+            (
+                "cannot reach the Kubernetes API server at https://127.0.0.1:1 (connection refused); "
+                f"check that the cluster is up and that {WHO} points at it"
+            ),
         ),
     ],
     ids=["crd-missing", "list-403", "watch-403", "get-403", "create-403", "delete-403", "401", "unreachable"],
@@ -83,7 +88,8 @@ def test_explain_names_cause_and_fix(exc, method, path, watch, cls, says):
 
 def test_explain_leaves_other_errors_as_they_are():
     err = from_response(404, json.dumps({"message": "x not found", "details": {"name": "x"}}))
-    assert explain(err, "GET", f"{JOBS}/x", WHO) is err and type(err) is NotFound
+    assert explain(err, "GET", f"{JOBS}/x", WHO) is err
+    assert type(err) is NotFound
 
 
 def pod(name, phase="Pending", cond=None, waiting=None):

@@ -30,7 +30,8 @@ def test_replica_pods_come_from_the_jobs_status_in_order():
     assert replica_pods(None) == []
 
 
-@pytest.mark.parametrize(("kwargs", "error"), [({"log_replicas": "some"}, "log_replicas"), ({"max_log_lines": -1}, "max_log_lines"),
+@pytest.mark.parametrize(("kwargs", "error"),
+                         [({"log_replicas": "some"}, "log_replicas"), ({"max_log_lines": -1}, "max_log_lines"),
                                                ({"max_followed_pods": "8"}, "max_followed_pods")])  # fmt: skip
 def test_bad_log_settings_fail_at_dag_parse(kwargs, error):
     with pytest.raises(ValueError, match=error):

@@ -66,14 +66,16 @@ def test_job_name_is_deterministic_and_distinct(args, other):
 @pytest.mark.parametrize("task_id", ["train", "Train_Model.v2", "0-leading-digits", "x" * 200, "___", "group.sub_task"])
 def test_job_name_is_a_short_dns_label(task_id):
     name = job_name("dag", "manual__2026:+00", task_id, 3)
-    assert DNS_1035.match(name) and len(name) <= 35  # leaves room for -<type>-<rank> Service names
+    assert DNS_1035.match(name)
+    assert len(name) <= 35
 
 
 def test_render_labels_and_annotates_the_job_with_its_task():
     job = op().render_job(ctx(run_id="scheduled__2026-11-25T00:00:00+00:00", map_index=2))
     labels, annotations = job["metadata"]["labels"], job["metadata"]["annotations"]
     assert labels["airflow-t9k.io/run-id"] == "scheduled__2026-11-25T00_00_00_00_00"
-    assert labels["airflow-t9k.io/map-index"] == "2" and labels["airflow-t9k.io/try-number"] == "1"
+    assert labels["airflow-t9k.io/map-index"] == "2"
+    assert labels["airflow-t9k.io/try-number"] == "1"
     assert annotations["airflow-t9k.io/run-id"] == "scheduled__2026-11-25T00:00:00+00:00"
     assert all(re.match(r"^[A-Za-z0-9]([-A-Za-z0-9_.]*[A-Za-z0-9])?$", v) for v in labels.values())
     assert job["metadata"]["namespace"] == "ml"
@@ -93,7 +95,8 @@ def test_explicit_name_gets_a_per_run_suffix_unless_told_not_to(name_suffix, run
     names = [o.render_job(ctx(run_id=run))["metadata"]["name"] for run in run_ids]
     assert names == [expected(run) for run in run_ids]
     if name_suffix:
-        assert names[0] != names[1] and all(n.startswith("mine-") and DNS_1035.match(n) for n in names)
+        assert names[0] != names[1]
+        assert all(n.startswith("mine-") and DNS_1035.match(n) for n in names)
 
 
 def test_yaml_string_job_is_parsed():
@@ -130,7 +133,9 @@ def test_every_kind_operator_builds_a_job_of_its_kind(kind):
              pod_annotations={"a": "b"}).render_job(ctx())  # fmt: skip
     assert job["kind"] == kind
     text = yaml.safe_dump(job)
-    assert "image: img" in text and "nvidia.com/gpu: '1'" in text and "a: b" in text
+    assert "image: img" in text
+    assert "nvidia.com/gpu: '1'" in text
+    assert "a: b" in text
 
 
 def test_pytorch_operator_spec():
@@ -170,7 +175,8 @@ def test_only_the_job_field_is_read_as_a_template_file(tmp_path):
 
 def event(status, **extra):
     base = {"status": status, "kind": "GenericJob", "name": "j", "namespace": "ml", "uid": "u", "phase": None,
-            "message": "m", "state": {"phase": None, "message": "", "reason": "", "aggregate": {}, "failed_replicas": []}, "logs": {}}  # fmt: skip
+            "message": "m", "state": {"phase": None, "message": "", "reason": "", "aggregate": {}, "failed_replicas": []},
+            "logs": {}}  # fmt: skip
     base.update(extra)
     return base
 
@@ -181,7 +187,8 @@ class RecordingHook:
     def __init__(self, current=None):
         self.calls: list[tuple] = []
         # What a GET of the job returns: by default it still runs.
-        self.current = current if current is not None else {"kind": "GenericJob", "metadata": {"name": "j", "namespace": "ml", "uid": "u"},
+        self.current = current if current is not None else {"kind": "GenericJob",
+                                                            "metadata": {"name": "j", "namespace": "ml", "uid": "u"},
                                                             "status": {"phase": "Running"}}  # fmt: skip
 
     def get_job(self, kind, name, namespace):
@@ -218,7 +225,8 @@ def test_execute_complete_success_returns_identity_and_pushes_phase():
     out = o.execute_complete(c, ev)
     # A success is marked delivered, last of what the try delivers (api/rerun.py).
     assert o.hook.calls == [("patch", "j", {"metadata": {"uid": "u", "annotations": {"airflow-t9k.io/delivered-by-try": "1"}}})]
-    assert out["phase"] == "Succeeded" and out["uid"] == "u"
+    assert out["phase"] == "Succeeded"
+    assert out["uid"] == "u"
     assert c["ti"].xcom["phase"] == "Succeeded"
     assert c["ti"].xcom["summary"] == "phase Succeeded (succeeded 2): done"
 
@@ -230,7 +238,9 @@ def test_execute_complete_failure_names_replicas_and_log_tails(status):
     with pytest.raises(AirflowException) as exc:
         finishing_op().execute_complete(ctx(), ev)
     text = str(exc.value)
-    assert 'rule: {"worker": [1]}' in text and "failed replicas: j-worker-1" in text and "Traceback: boom" in text
+    assert 'rule: {"worker": [1]}' in text
+    assert "failed replicas: j-worker-1" in text
+    assert "Traceback: boom" in text
 
 
 def test_dry_run_prints_the_rendered_job(capsys):
@@ -258,11 +268,13 @@ def test_job_link(template, expected):
 def test_ascend_operator_builds_a_job_the_controller_accepts(framework, leader):
     job = op(AscendJobOperator, framework=framework, command=["bash", "t.sh"], replicas=3, npus=2,
              restart_policy="ExitCode").render_job(ctx())  # fmt: skip
-    assert job["apiVersion"] == "mindxdl.gitee.com/v1" and job["metadata"]["labels"]["framework"] == framework
+    assert job["apiVersion"] == "mindxdl.gitee.com/v1"
+    assert job["metadata"]["labels"]["framework"] == framework
     specs = job["spec"]["replicaSpecs"]
     assert {t: s["replicas"] for t, s in specs.items()} == {leader: 1, "Worker": 2}
     container = specs["Worker"]["template"]["spec"]["containers"][0]
-    assert container["name"] == "ascend" and container["resources"]["limits"] == {"huawei.com/Ascend910": 2}
+    assert container["name"] == "ascend"
+    assert container["resources"]["limits"] == {"huawei.com/Ascend910": 2}
     KINDS["AscendJob"].validate({**job, "metadata": {**job["metadata"], "uid": "u"}})  # raises InvalidSpec if not
 
 
@@ -306,7 +318,8 @@ def test_a_command_string_is_split_like_a_shell(command, args, expected_command,
     c = op(PyTorchTrainingJobOperator, command=command, args=args).render_job(ctx())["spec"]["replicaSpecs"][0]["template"][
         "spec"
     ]["containers"][0]
-    assert c["command"] == expected_command and c.get("args") == expected_args
+    assert c["command"] == expected_command
+    assert c.get("args") == expected_args
 
 
 def test_a_command_string_goes_whole_into_launcher_kinds():
@@ -330,7 +343,8 @@ def test_dry_run_reads_the_template_file_and_renders_like_a_run(capsys, monkeypa
     bag.dags["example_yaml_and_sensor"].get_task("submit").dry_run()
     printed = yaml.safe_load(capsys.readouterr().out)
     worker = printed["spec"]["replicaSpecs"][0]
-    assert printed["kind"] == "GenericJob" and worker["replicas"] == 2  # params.workers rendered
+    assert printed["kind"] == "GenericJob"
+    assert worker["replicas"] == 2
     assert worker["template"]["spec"]["containers"][0]["command"][-1] == "manual__dry-run"
 
 
@@ -400,16 +414,20 @@ def test_pod_level_options_reach_every_replica_of_every_kind(kind):
         ]
         assert c["volumeMounts"] == [{"name": "data", "mountPath": "/data"}, {"name": "airflow-t9k-shm", "mountPath": "/dev/shm"}]
         assert c["envFrom"] == [{"secretRef": {"name": "creds"}}]
-        assert spec["tolerations"] == POD_KW["tolerations"] and spec["nodeSelector"] == {"pool": "gpu"}
-        assert spec["affinity"] == POD_KW["affinity"] and spec["serviceAccountName"] == "trainer"
-        assert spec["imagePullSecrets"] == [{"name": "reg1"}, {"name": "reg2"}] and spec["priorityClassName"] == "high"
+        assert spec["tolerations"] == POD_KW["tolerations"]
+        assert spec["nodeSelector"] == {"pool": "gpu"}
+        assert spec["affinity"] == POD_KW["affinity"]
+        assert spec["serviceAccountName"] == "trainer"
+        assert spec["imagePullSecrets"] == [{"name": "reg1"}, {"name": "reg2"}]
+        assert spec["priorityClassName"] == "high"
         assert spec["securityContext"] == POD_KW["security_context"]
         assert c["securityContext"] == POD_KW["container_security_context"]
         assert spec["initContainers"] == [{**POD_KW["init_containers"][0], "env": [ATTEMPT]}]  # every container gets T9K_ATTEMPT
         assert spec["hostAliases"] == POD_KW["host_aliases"]
         assert (spec["runtimeClassName"], spec["schedulerName"]) == ("nvidia", "volcano")
         assert t["metadata"] == {"labels": {"team": "ml"}, "annotations": {"note": "x", "sim": "1"}}
-    assert job["metadata"]["labels"]["team"] == "ml" and job["metadata"]["annotations"]["note"] == "x"
+    assert job["metadata"]["labels"]["team"] == "ml"
+    assert job["metadata"]["annotations"]["note"] == "x"
 
 
 def test_pod_level_options_accept_kubernetes_client_models():
@@ -468,7 +486,8 @@ def test_templated_conveniences_render_into_the_final_manifest():
     assert rs["template"]["metadata"]["annotations"] == {"run": "manual__7"}
     assert rs["template"]["spec"]["tolerations"] == [{"key": "gpu", "operator": "Exists"}]
     assert o.rendered_job["metadata"]["name"] == job_name("dag", "manual__7", "train", -1)
-    assert "rendered_job" in o.template_fields and o.template_fields_renderers["rendered_job"] == "yaml"
+    assert "rendered_job" in o.template_fields
+    assert o.template_fields_renderers["rendered_job"] == "yaml"
 
 
 @pytest.mark.parametrize(("params", "error"), [({"n": "0"}, "positive integer"), ({"n": "many"}, "positive integer")])
@@ -501,7 +520,7 @@ def test_finish_deletes_only_the_uid_this_task_recorded(status, delete_on_finish
 )
 def test_a_try_marks_a_failure_consumed_and_a_success_delivered(status, mark):
     o = finishing_op(on_kill_action="pause")
-    with pytest.raises(BaseException) if status != "success" else __import__("contextlib").nullcontext():  # noqa: PT011
+    with pytest.raises(BaseException) if status != "success" else __import__("contextlib").nullcontext():  # noqa: PT011 - any end but success raises
         o.execute_complete(ctx(), event(status))
     marks = [k for c in o.hook.calls if c[0] == "patch" for k in c[2]["metadata"].get("annotations", {}) if k.endswith("-by-try")]
     assert marks == ([f"airflow-t9k.io/{mark}-by-try"] if mark else [])
@@ -511,7 +530,7 @@ def test_a_timeout_with_pause_marks_the_pause_as_the_tasks():
     o = finishing_op(on_kill_action="pause")
     with pytest.raises(AirflowTaskTimeout):
         o.execute_complete(ctx(), event("timeout"))
-    [(verb, name, patch)] = o.hook.calls
+    [(_verb, _name, patch)] = o.hook.calls
     assert patch == {"metadata": {"uid": "u", "annotations": {"airflow-t9k.io/paused-by": "timeout of try 1"}},
                      "spec": {"runMode": {"pause": {"enabled": True}}}}  # fmt: skip
 
@@ -519,9 +538,11 @@ def test_a_timeout_with_pause_marks_the_pause_as_the_tasks():
 @pytest.mark.parametrize(
     ("job", "expected"),
     [
-        ({"spec": {"runMode": {"pause": {"enabled": True}}}, "metadata": {"annotations": {"airflow-t9k.io/paused-by": "kill of try 1"}}}, True),
+        ({"spec": {"runMode": {"pause": {"enabled": True}}},
+          "metadata": {"annotations": {"airflow-t9k.io/paused-by": "kill of try 1"}}}, True),
         ({"spec": {"runMode": {"pause": {"enabled": True}}}, "metadata": {}}, False),  # paused by a person
-        ({"spec": {"runMode": {"pause": {"enabled": False}}}, "metadata": {"annotations": {"airflow-t9k.io/paused-by": "x"}}}, False),
+        ({"spec": {"runMode": {"pause": {"enabled": False}}}, "metadata": {"annotations": {"airflow-t9k.io/paused-by": "x"}}},
+         False),
         ({"spec": {}, "metadata": {}}, False),
     ],
     ids=["ours", "by-hand", "resumed", "never"],
@@ -641,8 +662,10 @@ def _k8s():
 
 @pytest.mark.parametrize(
     ("kwargs", "where", "expected"),
-    [({"container_resources": lambda k: k.V1ResourceRequirements(limits={"cpu": "2", "nvidia.com/gpu": "1"}, requests={"cpu": 0.5})},
-      lambda t: t["spec"]["containers"][0]["resources"], {"limits": {"cpu": "2", "nvidia.com/gpu": "1"}, "requests": {"cpu": "0.5"}}),
+    [({"container_resources": lambda k: k.V1ResourceRequirements(limits={"cpu": "2", "nvidia.com/gpu": "1"},
+                                                                 requests={"cpu": 0.5})},
+      lambda t: t["spec"]["containers"][0]["resources"],
+      {"limits": {"cpu": "2", "nvidia.com/gpu": "1"}, "requests": {"cpu": "0.5"}}),
      ({"env": lambda k: [k.V1EnvVar(name="A", value="1"), k.V1EnvVar(name="P", value_from=k.V1EnvVarSource(
          field_ref=k.V1ObjectFieldSelector(field_path="metadata.name")))]},
       lambda t: t["spec"]["containers"][0]["env"],
@@ -721,7 +744,8 @@ def test_template_sends_the_reference_and_leaves_the_image_to_it():
     ).render_job(ctx())
     assert job["spec"]["templateRef"] == {"name": "torch-a100", "kind": "T9kJobTemplate"}
     [worker] = job["spec"]["replicaSpecs"]
-    assert worker["replicas"] == 4 and worker["template"]["spec"]["containers"] == [
+    assert worker["replicas"] == 4
+    assert worker["template"]["spec"]["containers"] == [
         {"name": "pytorch", "command": ["python", "train.py"], "env": [{"name": "T9K_ATTEMPT", "value": "1"}]}
     ]
     cluster = op(GenericJobOperator, image=None, cluster_template="{{ ti.task_id }}-t").render_job(ctx())
@@ -737,7 +761,8 @@ def test_template_sends_the_reference_and_leaves_the_image_to_it():
         T9kJobOperator, job={"kind": "GenericJob", "spec": {"replicaSpecs": [{"type": "w", "replicas": 1}]}}, template="mine"
     )
     assert same.render_job(ctx())["spec"]["templateRef"] == {"name": "mine", "kind": "T9kJobTemplate"}
-    assert "job_template" in T9kJobOperator.template_fields and "cluster_job_template" in GenericJobOperator.template_fields
+    assert "job_template" in T9kJobOperator.template_fields
+    assert "cluster_job_template" in GenericJobOperator.template_fields
 
 
 REPORTED = {**USED, "progress": {"replica": "j-worker-0", "step": 1000, "totalSteps": 1000, "epoch": 3, "percent": 100.0,

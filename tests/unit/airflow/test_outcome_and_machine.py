@@ -13,7 +13,8 @@ def job(status):
 
 
 FAILED = {"phase": "Failed", "conditions": [{"type": "Failed", "status": "True", "reason": "FailureRule", "message": "rule x"}],
-          "tasks": [{"type": "worker", "status": [{"name": "j-worker-0", "phase": "Failed"}, {"name": "j-worker-1", "phase": "Running"}]}],
+          "tasks": [{"type": "worker",
+                     "status": [{"name": "j-worker-0", "phase": "Failed"}, {"name": "j-worker-1", "phase": "Running"}]}],
           "aggregate": {"failed": 1, "running": 1, "pending": 0}}  # fmt: skip
 
 
@@ -23,9 +24,11 @@ FAILED = {"phase": "Failed", "conditions": [{"type": "Failed", "status": "True",
         (None, None, False, False, "the job does not exist"),
         (job({}), None, False, False, ""),
         (job({"phase": "Running"}), "Running", False, False, ""),
-        (job({"phase": "Succeeded", "conditions": [{"type": "Completed", "status": "True", "message": "done"}]}), "Succeeded", True, True, "done"),
+        (job({"phase": "Succeeded", "conditions": [{"type": "Completed", "status": "True", "message": "done"}]}), "Succeeded",
+         True, True, "done"),
         (job(FAILED), "Failed", True, False, "rule x"),
-        (job({"phase": "Paused", "conditions": [{"type": "Paused", "status": "True", "message": "paused"}]}), "Paused", False, False, "paused"),
+        (job({"phase": "Paused", "conditions": [{"type": "Paused", "status": "True", "message": "paused"}]}), "Paused", False,
+         False, "paused"),
         (job({"conditions": [{"type": "Succeeded", "status": "True", "message": "ok"}]}), "Succeeded", True, True, "ok"),
         (job({"conditions": [{"type": "Failed", "status": "True", "message": "bad"}]}), "Failed", True, False, "bad"),
         (job({"conditions": [{"type": "Running", "status": "True"}]}), "Running", False, False, ""),
@@ -33,7 +36,8 @@ FAILED = {"phase": "Failed", "conditions": [{"type": "Failed", "status": "True",
                              {"type": "Restarting", "status": "True"}]}), "Restarting", False, False, ""),
         (job({"conditions": [{"type": "Created", "status": "True"}]}), "Created", False, False, ""),
     ],
-    ids=["missing", "no-status", "running", "succeeded", "failed", "paused", "ascend-succeeded", "ascend-failed", "ascend-running",
+    ids=["missing", "no-status", "running", "succeeded", "failed", "paused", "ascend-succeeded", "ascend-failed",
+         "ascend-running",
          "ascend-restarting", "ascend-created"],
 )  # fmt: skip
 def test_interpret(obj, phase, terminal, succeeded, message):

@@ -103,7 +103,7 @@ def test_nothing_given_changes_nothing():
 
 def test_the_trigger_carries_queue_timeout_through_serialization():
     trigger = T9kJobTrigger(kind="GenericJob", name="j", namespace="ml", queue_timeout=120.0)
-    classpath, kwargs = trigger.serialize()
+    _classpath, kwargs = trigger.serialize()
     assert kwargs["policy"]["queue_timeout"] == 120.0
     assert T9kJobTrigger(**json.loads(json.dumps(kwargs))).policy.queue_timeout == 120.0
     assert T9kJobTrigger(kind="GenericJob", name="j", namespace="ml").serialize()[1]["policy"]["queue_timeout"] is None

@@ -100,7 +100,7 @@ def test_evidence_log_lines_are_checked(bad):
     from airflow_t9k.operators.kinds import GenericJobOperator
     from tests.unit.airflow.test_operators import op
 
-    with pytest.raises(ValueError):
+    with pytest.raises(ValueError, match="evidence_log_lines must be a non-negative integer"):
         op(GenericJobOperator, image="busybox", evidence_log_lines=bad)
 
 

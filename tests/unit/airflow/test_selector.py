@@ -28,4 +28,5 @@ def test_a_selector_the_api_server_would_refuse_is_an_error(bad):
 
 
 def test_no_labels_is_an_empty_set():
-    assert parse("!app")(None) and not parse("app")(None)
+    assert parse("!app")(None)
+    assert not parse("app")(None)

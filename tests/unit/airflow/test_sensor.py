@@ -36,7 +36,7 @@ def test_it_does_not_stream_the_replicas_logs_by_default():
         (["Running", "Succeeded"], ("Running", "Succeeded")),
         ("Running, Succeeded", ("Running", "Succeeded")),
         ("Succeeded", ("Succeeded",)),
-    ],  # fmt: skip
+    ],
 )
 def test_target_phases_as_rendered(given, targets):
     assert _phases(given) == targets

@@ -30,7 +30,8 @@ async def test_matching_subscribers_get_only_their_objects_and_name_subscribers_
     assert woken.is_set()
     watch.unsubscribe_matching(q_mine)
     watch._on_event("ADDED", event("e6", "train-abc"))
-    assert q_mine.empty() and watch.matchers == {q_theirs: theirs._about_this_job}
+    assert q_mine.empty()
+    assert watch.matchers == {q_theirs: theirs._about_this_job}
 
 
 def test_unsubscribing_thousands_of_matching_subscribers_is_linear():
@@ -46,4 +47,5 @@ def test_unsubscribing_thousands_of_matching_subscribers_is_linear():
         watch.unsubscribe_matching(q)
     assert time.process_time() - start < 1.0
     watch._on_event("ADDED", event("e1", "any"))
-    assert queues[-1].qsize() == 1 and all(q.empty() for q in queues[:-1])
+    assert queues[-1].qsize() == 1
+    assert all(q.empty() for q in queues[:-1])

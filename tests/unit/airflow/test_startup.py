@@ -44,7 +44,8 @@ def test_startup_timeout_applies_again_after_a_resume(the_job, left):
     [(job("Pending", waiting={"j-worker-0": "ImagePullBackOff"}), {"j-worker-0": "ImagePullBackOff"}),
      (job("Pending", waiting={"j-worker-0": "ErrImagePull", "j-worker-1": "ContainerCreating"}), {"j-worker-0": "ErrImagePull"}),
      (job(None, waiting={"j-worker-0": "InvalidImageName"}), {"j-worker-0": "InvalidImageName"}),
-     (job("Resuming", resumed=CREATED, waiting={"j-worker-0": "CreateContainerConfigError"}), {"j-worker-0": "CreateContainerConfigError"}),
+     (job("Resuming", resumed=CREATED, waiting={"j-worker-0": "CreateContainerConfigError"}),
+      {"j-worker-0": "CreateContainerConfigError"}),
      (job("Running", waiting={"j-worker-1": "ImagePullBackOff"}), {}),  # a restart of a running job: not startup's
      (job("Pending", waiting={"j-worker-0": "ContainerCreating"}), {})],
     ids=["backoff", "one-of-two", "no-phase-yet", "resuming", "running", "creating"],

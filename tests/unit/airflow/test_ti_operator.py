@@ -21,7 +21,8 @@ def ti_op(**kw):
 
 def test_ti_job_becomes_a_tensorflow_job_with_chief_workers_and_ps():
     job = ti_op(master_type="1U2G1P", worker_type="2U8G1P", parameter_server_type="1U2G0P", worker_count=3,
-                parameter_server_count=2, args=["--epochs", "3"], package_dir=["pvc://code/mnist", "/data"]).render_job(ctx())  # fmt: skip
+                parameter_server_count=2, args=["--epochs", "3"],
+                package_dir=["pvc://code/mnist", "/data"]).render_job(ctx())  # fmt: skip
     assert job["kind"] == "TensorFlowTrainingJob"
     specs = {s["type"]: s for s in job["spec"]["replicaSpecs"]}
     assert {t: s["replicas"] for t, s in specs.items()} == {"chief": 1, "worker": 3, "ps": 2}
@@ -84,7 +85,8 @@ def test_malformed_input_is_an_error_before_submission(kwargs, error):
 
 
 @pytest.mark.parametrize(("phase", "state"), [(None, "Created"), ("Pending", "Created"), ("Running", "Running"),
-                                              ("Succeeded", "Succeeded"), ("Failed", "Failed"), ("Paused", "Running")])  # fmt: skip
+                                              ("Succeeded", "Succeeded"), ("Failed", "Failed"),
+                                              ("Paused", "Running")])  # fmt: skip
 def test_ti_state_names(phase, state):
     assert ti_state(phase) == state
 
@@ -208,7 +210,8 @@ def test_ti_report_in_xcom():
 def test_name_is_the_jobs_exact_name_as_in_ti():
     assert ti_op(name="test73").render_job(ctx())["metadata"]["name"] == "test73"
     suffixed = ti_op(name="test73", name_suffix=True).render_job(ctx())["metadata"]["name"]
-    assert suffixed.startswith("test73-") and suffixed != "test73"
+    assert suffixed.startswith("test73-")
+    assert suffixed != "test73"
 
 
 @pytest.mark.parametrize(
@@ -244,7 +247,8 @@ def test_a_package_dir_in_the_image_is_the_working_directory_without_volumes():
     container = ti_op(package_dir=["/workspace/code"]).render_job(ctx())["spec"]["replicaSpecs"][0]["template"]["spec"][
         "containers"
     ][0]
-    assert container["workingDir"] == "/workspace/code" and "volumeMounts" not in container
+    assert container["workingDir"] == "/workspace/code"
+    assert "volumeMounts" not in container
 
 
 def test_cluster_is_the_connection_to_run_on_and_is_reported():

@@ -13,7 +13,8 @@ from airflow_t9k.triggers.job import T9kJobTrigger
 # The stored shape: four records, each a dict of primitives (airflow_t9k.triggers.records).
 KWARGS = {
     "job": {"kind": "PyTorchTrainingJob", "namespace": "ml", "name": "train-0123456789", "uid": "uid-1", "label_selector": None},
-    "connection": {"kubernetes_conn_id": "k8s", "config_file": "/etc/airflow/kubeconfig", "cluster_context": "ctx", "in_cluster": False},
+    "connection": {"kubernetes_conn_id": "k8s", "config_file": "/etc/airflow/kubeconfig", "cluster_context": "ctx",
+                   "in_cluster": False},
     "policy": {"deadline": "2026-11-25T12:00:00+00:00", "startup_timeout": 300.0, "startup_error_grace": 120.0,
                "queue_timeout": None, "target_phases": ["Running"], "wait_for_creation": False, "on_kill_action": "pause"},
     "forwarding": {"log_events": True, "max_forwarded": 100, "events_since": "2026-11-25T11:00:00+00:00", "stream_logs": True,

@@ -42,5 +42,6 @@ def test_the_admission_policy_matches_every_kind_on_create_and_update():
     covered = {(g, r) for rule in rules for g in rule["apiGroups"] for r in rule["resources"]}
     assert covered == {(res.group, res.plural) for res in RESOURCES.values()}
     assert all(set(rule["operations"]) == {"CREATE", "UPDATE"} for rule in rules)
-    assert policy["spec"]["failurePolicy"] == "Fail" and binding["spec"]["validationActions"] == ["Deny"]
+    assert policy["spec"]["failurePolicy"] == "Fail"
+    assert binding["spec"]["validationActions"] == ["Deny"]
     assert binding["spec"]["policyName"] == policy["metadata"]["name"]

@@ -65,7 +65,8 @@ async def test_a_create_answered_after_the_watch_saw_the_pod_deleted_does_not_br
     controller.executor.kube = Answers(created)
     informer.resource_version = "7"  # the watch is past it: ADDED (5) and DELETED (6) came and went
     await controller.executor._create("ns", pod("j-worker-0"))
-    assert informer.get(("ns", "j-worker-0")) is None and controller.children == {}
+    assert informer.get(("ns", "j-worker-0")) is None
+    assert controller.children == {}
     informer.resource_version = "4"  # the watch is behind it: cache and index it now
     await controller.executor._create("ns", pod("j-worker-0"))
     assert informer.get(("ns", "j-worker-0")) is not None

@@ -68,7 +68,8 @@ def _job(kind: str, policy: str) -> Obj:
 
 
 @pytest.mark.parametrize("how", ["kubelet", "kubelet-old"])
-@pytest.mark.parametrize(("kind", "policy"), [("GenericJob", "Never"), ("GenericJob", "OnFailure"), ("PyTorchTrainingJob", "ExitCode"),
+@pytest.mark.parametrize(("kind", "policy"),
+                         [("GenericJob", "Never"), ("GenericJob", "OnFailure"), ("PyTorchTrainingJob", "ExitCode"),
                                               ("PyTorchTrainingJob", "Never")])  # fmt: skip
 def test_an_evicted_replica_is_replaced_without_spending_a_restart(how, kind, policy):
     p = run(_job(kind, policy), disrupted("j-worker-0", how), pod("j-worker-1"), status={"phase": "Running"})
@@ -77,7 +78,9 @@ def test_an_evicted_replica_is_replaced_without_spending_a_restart(how, kind, po
     entry = next(e for t in p.status["tasks"] for e in t["status"] if e["name"] == "j-worker-0")
     assert entry["restartCount"] == 0
     [h] = _history(p)
-    assert h["replica"] == "j-worker-0" and h["counted"] is False and h["podUID"] == "uid-j-worker-0"
+    assert h["replica"] == "j-worker-0"
+    assert h["counted"] is False
+    assert h["podUID"] == "uid-j-worker-0"
     assert h["cause"].startswith(disruption(disrupted("j-worker-0", how)) + ": ")
     assert any(e.reason == "ReplicaDisrupted" for e in p.events)
     # Not a replica failure either.
@@ -98,7 +101,8 @@ def test_a_pod_taken_by_the_eviction_api_is_recorded_once_and_left_to_go():
     # Gone: created again under the same count.
     back = run(job, pod("j-worker-1"), status=again.status)
     created = [a for a in back.actions if isinstance(a, Create) and a.kind == "Pod" and a.name == "j-worker-0"]
-    assert created and created[0].manifest["metadata"]["annotations"]["batch.tensorstack.dev/restart-count"] == "0"
+    assert created
+    assert created[0].manifest["metadata"]["annotations"]["batch.tensorstack.dev/restart-count"] == "0"
 
 
 def test_a_disruption_never_fails_a_job_whose_policy_is_never():
@@ -124,14 +128,15 @@ def test_the_history_is_bounded():
     p = run(job, disrupted("j-worker-0", "kubelet"), pod("j-worker-1"), status={"phase": "Running", "restartHistory": old})
     history = _history(p)
     assert len(history) == HISTORY_LIMIT
-    assert history[-1]["podUID"] == "uid-j-worker-0" and history[0]["podUID"] == "u1"
+    assert history[-1]["podUID"] == "uid-j-worker-0"
+    assert history[0]["podUID"] == "u1"
 
 
 def _cai_observed(worker0: Obj) -> list[Obj]:
     return [pod("cai-launcher", rtype="launcher"), worker0, pod("cai-worker-1"), service("cai-worker-0"), service("cai-worker-1")]
 
 
-@pytest.mark.parametrize("how,deleting", [("kubelet", False), ("eviction-api", True), ("node-gone", True)])
+@pytest.mark.parametrize(("how", "deleting"), [("kubelet", False), ("eviction-api", True), ("node-gone", True)])
 def test_a_fixed_world_launch_restarts_as_a_group_counted_never(how, deleting):
     job = colossal()
     p = run(job, *_cai_observed(disrupted("cai-worker-0", how, deleting)), status={"phase": "Running"})
@@ -140,7 +145,8 @@ def test_a_fixed_world_launch_restarts_as_a_group_counted_never(how, deleting):
     expected = ["cai-launcher", "cai-worker-1"] + ([] if deleting else ["cai-worker-0"])
     assert deleted == sorted(expected)
     [h] = _history(p)
-    assert h["replica"] == "cai-worker-0 (whole group)" and h["counted"] is False
+    assert h["replica"] == "cai-worker-0 (whole group)"
+    assert h["counted"] is False
     assert all(e["restartCount"] == 0 for t in p.status["tasks"] for e in t["status"])
     assert [e.reason for e in p.events if e.reason == "GroupRestarting"] == ["GroupRestarting"]
 
@@ -175,7 +181,9 @@ def test_the_root_cause_is_the_replica_that_failed_first_not_the_last_noticed():
     p = run(job, *observed, status={"phase": "Running"})
     assert p.status["phase"] == "Failed"
     cause = p.status["rootCause"]
-    assert cause["replica"] == "pt-worker-0" and cause["exitCode"] == 3 and cause["finishedAt"] == "2026-11-25T11:59:40Z"
+    assert cause["replica"] == "pt-worker-0"
+    assert cause["exitCode"] == 3
+    assert cause["finishedAt"] == "2026-11-25T11:59:40Z"
     assert cond(p, "ReplicaFailure")["message"].startswith("Replicas failed: pt-worker-0: ")
 
 

@@ -25,13 +25,16 @@ def test_the_finishing_pass_keeps_the_evidence_and_holds_the_pods():
     p = run(job, *observed, status={"phase": "Running"}, evidence_kept=False)
     assert p.status["phase"] == "Failed"
     [keep] = [a for a in p.actions if isinstance(a, KeepEvidence)]
-    assert keep.name == "j-evidence" and sorted(keep.pods) == ["j-worker-0", "j-worker-1"] and keep.lines == DEFAULT_LINES
+    assert keep.name == "j-evidence"
+    assert sorted(keep.pods) == ["j-worker-0", "j-worker-1"]
+    assert keep.lines == DEFAULT_LINES
     assert p.deletes("Pod") == []  # not before the ConfigMap is seen
     assert sorted(p.deletes("Service")) == ["j-worker-0", "j-worker-1"]
     owner = keep.manifest["metadata"]["ownerReferences"][0]
     assert (owner["kind"], owner["name"], owner["controller"]) == ("GenericJob", "j", True)
     summary = json.loads(keep.manifest["data"]["summary.json"])
-    assert summary["phase"] == "Failed" and summary["rootCause"]["replica"] == "j-worker-0"
+    assert summary["phase"] == "Failed"
+    assert summary["rootCause"]["replica"] == "j-worker-0"
     [container] = summary["replicas"]["j-worker-0"]["containers"]
     assert (container["exitCode"], container["message"]) == (3, "loss is nan")
 
@@ -48,7 +51,8 @@ def test_a_repeated_pass_before_the_configmap_is_seen_asks_again_and_deletes_not
     job, observed = finished()
     first = run(job, *observed, status={"phase": "Running"}, evidence_kept=False)
     again = run(job, *observed, status=first.status, evidence_kept=False)  # a create answered AlreadyExists is fine
-    assert [a.name for a in again.actions if isinstance(a, KeepEvidence)] == ["j-evidence"] and again.deletes("Pod") == []
+    assert [a.name for a in again.actions if isinstance(a, KeepEvidence)] == ["j-evidence"]
+    assert again.deletes("Pod") == []
 
 
 def test_evidence_that_cannot_be_kept_holds_clean_up_back_for_a_minute_only():

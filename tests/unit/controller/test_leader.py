@@ -81,14 +81,18 @@ async def test_one_leader_renewing_keeps_the_other_out_and_a_dead_one_is_replace
     await until(lambda: a.valid())
     tb = asyncio.create_task(b.run())
     await asyncio.sleep(1.5)  # two lease durations: a renews all along, so b never gets in
-    assert a.valid() and not b.leading and set(store.writes) == {"a"}
-    assert store.obj["spec"]["leaseDurationSeconds"] == 1 and store.obj["spec"]["leaseTransitions"] == 0
+    assert a.valid()
+    assert not b.leading
+    assert set(store.writes) == {"a"}
+    assert store.obj["spec"]["leaseDurationSeconds"] == 1
+    assert store.obj["spec"]["leaseTransitions"] == 0
     ta.cancel()  # a dies without releasing
     died = time.monotonic()
     await until(lambda: b.valid())
     took = time.monotonic() - died
     assert 0.8 - 0.1 <= took <= 0.8 + 3 * 0.12 + 0.2  # a lease duration after a's last renewal, give or take a retry
-    assert store.obj["spec"]["holderIdentity"] == "b" and store.obj["spec"]["leaseTransitions"] == 1
+    assert store.obj["spec"]["holderIdentity"] == "b"
+    assert store.obj["spec"]["leaseTransitions"] == 1
     tb.cancel()
     await asyncio.gather(ta, tb, return_exceptions=True)
 
@@ -103,7 +107,8 @@ async def test_a_leader_cut_off_from_the_api_stops_before_anyone_can_take_over()
     store.down = True  # partitioned: a cannot renew, nor anyone reach the API yet
     await until(lambda: a.lost.is_set(), timeout=2)
     stopped = time.monotonic()
-    assert not a.valid() and not a.leading
+    assert not a.valid()
+    assert not a.leading
     # It stopped by its renew deadline, before the lease duration after which another may take over.
     assert stopped - renewed <= 0.5 + 0.15 < 0.8
     store.down = False

@@ -53,12 +53,14 @@ async def test_liveness_does_not_depend_on_the_caches_readiness_does():
         resp = await http.get("/readyz")
         assert resp.status == 503
         text = await resp.text()
-        assert "GenericJob/ns: not synced" in text and "Pod/ns: not synced" in text
+        assert "GenericJob/ns: not synced" in text
+        assert "Pod/ns: not synced" in text
         for informer in controller.informers.values():
             informer.synced.set()
         controller.informers[("Pod", "ns")].healthy = False  # a watch failing after the sync
         resp = await http.get("/readyz")
-        assert resp.status == 503 and (await resp.text()).strip().endswith("Pod/ns: failing")
+        assert resp.status == 503
+        assert (await resp.text()).strip().endswith("Pod/ns: failing")
         assert (await http.get("/healthz")).status == 200
         controller.informers[("Pod", "ns")].healthy = True
         assert (await http.get("/readyz")).status == 200
@@ -86,10 +88,12 @@ async def test_metrics_keep_our_counters_and_add_controller_runtime_names():
     controller.informers[("Pod", "ns")].synced.set()
     async with TestClient(TestServer(app_for(controller))) as http:
         resp = await http.get("/metrics")
-        assert resp.status == 200 and resp.headers["Content-Type"].startswith("text/plain")
+        assert resp.status == 200
+        assert resp.headers["Content-Type"].startswith("text/plain")
         m = parse_metrics(await resp.text())
     await controller.kube.close()
-    assert m["create.Pod"] == 4 and m["status_write"] == 1  # what the benchmarks and tests read
+    assert m["create.Pod"] == 4
+    assert m["status_write"] == 1
     assert m['controller_runtime_reconcile_total{controller="t9kjob",result="success"}'] == 1
     assert m['controller_runtime_reconcile_total{controller="t9kjob",result="error"}'] == 1
     assert m['controller_runtime_reconcile_total{controller="t9kjob",result="requeue"}'] == 1
@@ -141,7 +145,8 @@ async def test_instrumented_client_counts_by_code_and_refuses_writes_behind_the_
         return sum(v for k, v in m.items() if k.startswith("rest_client_requests_total{")
                    and f'code="{code}"' in k and f'method="{method}"' in k and 'host="127.0.0.1:' in k)  # fmt: skip
 
-    assert requests("404", "GET") == 2 and requests("201", "POST") == 1
+    assert requests("404", "GET") == 2
+    assert requests("201", "POST") == 1
     assert requests("200", "PUT") == requests("200", "DELETE") == 0
     assert m['airflow_t9k_api_writes_total{resource="configmaps",verb="create"}'] == 1
     assert m["airflow_t9k_leader_fenced_writes_total"] == 2

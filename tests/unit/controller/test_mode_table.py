@@ -42,7 +42,8 @@ def test_elastic_fields_never_scale_a_kind_without_elastic_mode(kind, replicas):
     job["spec"]["elastic"] = {"enabled": True, "expectedReplicas": replicas, "minReplicas": replicas, "maxReplicas": replicas}
     assert [s.replicas for s in KINDS[kind].replica_specs(job)] == [s["replicas"] for s in job["spec"]["replicaSpecs"]]
     failed = plan(job, Observed(), NOW)
-    assert failed.status["phase"] == "Failed" and failed.actions == ()
+    assert failed.status["phase"] == "Failed"
+    assert failed.actions == ()
 
 
 def _spec_schema(kind: str) -> dict:

@@ -57,9 +57,11 @@ def conditions(status: dict) -> dict[str, str]:
 
 def test_the_leader_service_comes_first_and_pods_wait_for_its_cluster_ip():
     first = run(ascend())
-    assert first.creates("Service") == ["ac-master-0"] and first.creates("Pod") == []
+    assert first.creates("Service") == ["ac-master-0"]
+    assert first.creates("Pod") == []
     svc = next(a.manifest for a in first.actions if isinstance(a, Create) and a.kind == "Service")
-    assert svc["kind"] == "Service" and "clusterIP" not in svc["spec"]  # a cluster IP, not headless
+    assert svc["kind"] == "Service"
+    assert "clusterIP" not in svc["spec"]
     assert svc["spec"]["ports"] == [{"name": "ascendjob-port", "port": 2222, "targetPort": 2222, "protocol": "TCP"}]
     assert conditions(first.status) == {"Created": "True"}
     assert "phase" not in first.status
@@ -90,7 +92,8 @@ POD_IP = {"fieldRef": {"fieldPath": "status.podIP"}}
 def test_framework_environment(framework, pod_name, expected):
     env = env_of(run(ascend(framework), leader_service(framework), status={"conditions": []}), pod_name)
     assert {k: env.get(k) for k in expected} == expected
-    assert env["MINDX_TASK_ID"] == "uid-ac" and env["HostNetwork"] == "false"
+    assert env["MINDX_TASK_ID"] == "uid-ac"
+    assert env["HostNetwork"] == "false"
 
 
 def test_pods_carry_kubeflow_labels_the_port_and_a_cpu_only_pod_counts_as_one_process():
@@ -100,12 +103,14 @@ def test_pods_carry_kubeflow_labels_the_port_and_a_cpu_only_pod_counts_as_one_pr
     assert {k: labels[k] for k in ("job-name", "replica-type", "replica-index", "volcano.sh/queue-name")} == {
         "job-name": "ac", "replica-type": "worker", "replica-index": "1", "volcano.sh/queue-name": "q1"}  # fmt: skip
     assert manifest["spec"]["containers"][0]["ports"] == [{"name": "ascendjob-port", "containerPort": 2222}]
-    assert env_of(p, "ac-worker-1")["WORLD_SIZE"] == "3" and env_of(p, "ac-worker-1")["LOCAL_RANK"] == "0"
+    assert env_of(p, "ac-worker-1")["WORLD_SIZE"] == "3"
+    assert env_of(p, "ac-worker-1")["LOCAL_RANK"] == "0"
 
 
 def test_a_lone_mindspore_worker_needs_no_service():
     p = run(ascend("mindspore", ("Worker", 1), npus=1))
-    assert p.creates("Pod") == ["ac-worker-0"] and p.creates("Service") == []
+    assert p.creates("Pod") == ["ac-worker-0"]
+    assert p.creates("Service") == []
     env = env_of(p, "ac-worker-0")
     assert "MS_SCHED_HOST" not in env
     assert (env["MS_ROLE"], env["MS_WORKER_NUM"], env["MS_NODE_RANK"], env["NPU_POD"]) == ("MS_WORKER", "1", "0", "true")
@@ -159,7 +164,9 @@ def test_invalid_specs_fail_with_a_condition_and_touch_nothing(job, needle):
     p = run(job)
     assert p.actions == ()
     failed = next(c for c in p.status["conditions"] if c["type"] == "Failed")
-    assert failed["status"] == "True" and failed["reason"] == "InvalidSpec" and needle in failed["message"]
+    assert failed["status"] == "True"
+    assert failed["reason"] == "InvalidSpec"
+    assert needle in failed["message"]
     assert conditions(p.status)["Created"] == "True"
 
 
@@ -193,14 +200,16 @@ def test_replica_outcomes(policy, worker, backoff, outcome):
     assert got[outcome] == "True"
     assert p.status["conditions"][-1]["type"] == outcome  # the latest change is last (kubectl's State column)
     if outcome == "Restarting":
-        assert got["Running"] == "False" and p.deletes("Pod") == ["ac-worker-1"]
+        assert got["Running"] == "False"
+        assert p.deletes("Pod") == ["ac-worker-1"]
     if outcome == "Failed":
         assert p.status["completionTime"] == "2026-11-25T12:00:00Z"
         # cleanPodPolicy's default, Running (seed 002): the Master and worker 0 stop holding NPUs;
         # the failed worker stays for its logs.
         assert p.deletes("Pod") == ["ac-master-0", "ac-worker-0"]
         assert p.status["replicaStatuses"]["Worker"] == {
-            "active": 1, "succeeded": 0, "failed": 1, "labelSelector": {"matchLabels": {"job-name": "ac", "replica-type": "worker"}}}  # fmt: skip
+            "active": 1, "succeeded": 0, "failed": 1, "labelSelector": {"matchLabels": {"job-name": "ac",
+                                                                                        "replica-type": "worker"}}}  # fmt: skip
 
 
 def test_success_needs_every_pod_and_clean_pod_policy_none_keeps_pods():
@@ -209,7 +218,8 @@ def test_success_needs_every_pod_and_clean_pod_policy_none_keeps_pods():
     done = [apod("ac-master-0", "Succeeded", 0), apod("ac-worker-0", "Succeeded", 0)]
     assert conditions(run(job, leader_service(), *done, apod("ac-worker-1"), status=status).status).get("Succeeded") is None
     p = run(job, leader_service(), *done, apod("ac-worker-1", "Succeeded", 0), status=status)
-    assert conditions(p.status)["Succeeded"] == "True" and conditions(p.status)["Running"] == "False"
+    assert conditions(p.status)["Succeeded"] == "True"
+    assert conditions(p.status)["Running"] == "False"
     assert p.deletes() == []
     assert "successfully" in p.status["conditions"][-1]["message"]
 
@@ -262,7 +272,8 @@ def test_meaningless_run_policy_fields_are_accepted_ignored_and_said_once(run_po
     job = ascend(runPolicy=run_policy)
     first = run(job, leader_service())
     warned = [e for e in first.events if e.reason == "RunPolicyIgnored"]
-    assert len(warned) == 1 and warned[0].type == "Warning"
+    assert len(warned) == 1
+    assert warned[0].type == "Warning"
     assert all(f"runPolicy.{k}" in warned[0].message for k in run_policy if k != "cleanPodPolicy")
     assert "cleanPodPolicy" not in warned[0].message  # applied when the job ends, not ignored
     status = running(job)
@@ -309,7 +320,8 @@ def test_a_templates_own_scheduler_and_priority_win():
 
 def test_no_scheduler_fields_leave_the_pods_on_the_default_scheduler():
     pod_ = _pods(run(ascend(), leader_service()))["ac-master-0"]
-    assert "schedulerName" not in pod_["spec"] and "priorityClassName" not in pod_["spec"]
+    assert "schedulerName" not in pod_["spec"]
+    assert "priorityClassName" not in pod_["spec"]
 
 
 @pytest.mark.parametrize(
@@ -338,4 +350,5 @@ def test_a_finished_job_is_cleaned_up_as_mindclusters_handle_finished_job(clean,
 
 def test_an_unknown_clean_pod_policy_is_refused():
     p = run(ascend(runPolicy={"cleanPodPolicy": "Sometimes"}))
-    assert conditions(p.status)["Failed"] == "True" and "cleanPodPolicy must be one of" in p.status["conditions"][-1]["message"]
+    assert conditions(p.status)["Failed"] == "True"
+    assert "cleanPodPolicy must be one of" in p.status["conditions"][-1]["message"]

@@ -37,7 +37,8 @@ def test_the_podgroup_is_created_first_with_the_jobs_labels_and_the_gang():
     job["metadata"]["annotations"] = {"team": "a"}
     p = go(job, leader_service())
     created = next(a.manifest for a in p.actions if isinstance(a, Create) and a.kind == "PodGroup")
-    assert created["metadata"]["name"] == PG and created["metadata"]["labels"]["framework"] == "pytorch"
+    assert created["metadata"]["name"] == PG
+    assert created["metadata"]["labels"]["framework"] == "pytorch"
     assert created["metadata"]["annotations"] == {"team": "a"}
     assert created["metadata"]["ownerReferences"][0]["uid"] == "uid-ac"
     # The leader and one worker: 2 pods of 2 NPUs each.
@@ -57,9 +58,11 @@ def test_pods_wait_until_volcano_takes_the_group_in(phase, pods):
 
 
 def test_the_podgroup_goes_when_the_job_ends():
-    status = go(ascend(), leader_service(), podgroup("Running"), *(apod(n) for n in ("ac-master-0", "ac-worker-0", "ac-worker-1")),
+    status = go(ascend(), leader_service(), podgroup("Running"),
+                *(apod(n) for n in ("ac-master-0", "ac-worker-0", "ac-worker-1")),
                 status={"conditions": [{"type": "Created", "status": "True"}]}).status  # fmt: skip
-    p = go(ascend(), leader_service(), podgroup("Running"), apod("ac-master-0"), apod("ac-worker-0"), apod("ac-worker-1", "Failed", 1),
+    p = go(ascend(), leader_service(), podgroup("Running"), apod("ac-master-0"), apod("ac-worker-0"),
+           apod("ac-worker-1", "Failed", 1),
            status=status)  # fmt: skip
     assert p.deletes("PodGroup") == [PG]
 
@@ -67,7 +70,8 @@ def test_the_podgroup_goes_when_the_job_ends():
 def test_kueue_admits_the_gang_instead_of_a_podgroup():
     job = ascend(runPolicy={"schedulingPolicy": {"queue": "npu"}})
     p = go(job, leader_service(), queueing="auto", local_queues=("npu",))
-    assert p.creates("Workload") == ["ascendjob-ac"] and p.creates("PodGroup") == []
+    assert p.creates("Workload") == ["ascendjob-ac"]
+    assert p.creates("PodGroup") == []
 
 
 def test_without_volcano_no_pod_is_stranded_on_a_missing_scheduler_and_the_job_says_so():
@@ -77,7 +81,8 @@ def test_without_volcano_no_pod_is_stranded_on_a_missing_scheduler_and_the_job_s
     for pod in pods_of(p).values():
         assert "schedulerName" not in pod["spec"]
     warning = next(e for e in p.events if e.reason == "GangSchedulingNotEnforced")
-    assert "serves no Volcano PodGroups" in warning.message and "go to the default scheduler" in warning.message
+    assert "serves no Volcano PodGroups" in warning.message
+    assert "go to the default scheduler" in warning.message
 
 
 def test_another_scheduler_is_left_as_the_user_asked():

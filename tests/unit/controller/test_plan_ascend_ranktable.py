@@ -16,7 +16,8 @@ DEVICE = "ascend.kubectl.kubernetes.io/ascend-910-configuration"
 def with_devices(p: dict, host: str, ip: str, first_device: int) -> dict:
     p["metadata"]["annotations"][DEVICE] = json.dumps({
         "pod_name": p["metadata"]["name"], "server_id": host, "host_ip": host,
-        "devices": [{"device_id": str(first_device + i), "device_ip": f"192.168.100.{first_device + i}"} for i in range(2)]})  # fmt: skip
+        "devices": [{"device_id": str(first_device + i),
+                     "device_ip": f"192.168.100.{first_device + i}"} for i in range(2)]})  # fmt: skip
     p["status"]["podIP"] = ip
     return p
 
@@ -50,10 +51,13 @@ def test_the_table_initializes_until_every_npu_pod_has_its_devices_and_ip():
 
 
 def test_the_completed_table_orders_servers_and_ranks_as_the_operator_does():
-    pods = [with_devices(apod("ac-worker-1"), "10.0.0.3", "10.244.2.5", 0), with_devices(apod("ac-master-0"), "10.0.0.1", "10.244.0.5", 0),
+    pods = [with_devices(apod("ac-worker-1"), "10.0.0.3", "10.244.2.5", 0),
+            with_devices(apod("ac-master-0"), "10.0.0.1", "10.244.0.5", 0),
             with_devices(apod("ac-worker-0"), "10.0.0.2", "10.244.1.5", 4)]  # fmt: skip
     table = configmap(run(ascend(), leader_service(), *pods))
-    assert table["status"] == "completed" and table["server_count"] == "3" and table["version"] == "1.0"
+    assert table["status"] == "completed"
+    assert table["server_count"] == "3"
+    assert table["version"] == "1.0"
     assert [s["container_ip"] for s in table["server_list"]] == ["10.244.0.5", "10.244.1.5", "10.244.2.5"]
     assert table["server_list"][1] == {
         "device": [{"device_id": "4", "device_ip": "192.168.100.4", "rank_id": "2"},

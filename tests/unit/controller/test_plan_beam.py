@@ -28,7 +28,8 @@ def beam(cleanup: bool | None = None, **cluster) -> dict:
         "spec": {
             "flinkClusterTemplate": {"spec": spec},
             "jobTemplate": {"spec": {"template": {"spec": {"containers": [
-                {"name": "submit-job", "image": "beam", "command": ["python3"], "args": ["-m", "apache_beam.examples.wordcount"]}]}}}},
+                {"name": "submit-job", "image": "beam", "command": ["python3"],
+                 "args": ["-m", "apache_beam.examples.wordcount"]}]}}}},
         },
     }  # fmt: skip
     if cleanup is not None:
@@ -65,7 +66,9 @@ def manifest(p, name, kind="Pod"):
 
 def test_first_pass_creates_the_flink_cluster_but_not_the_submit_job():
     p = run(beam())
-    assert p.creates("Pod") == [JM, TM0, TM1] and p.creates("Service") == [SVC, TM0, TM1] and p.creates("Job") == []
+    assert p.creates("Pod") == [JM, TM0, TM1]
+    assert p.creates("Service") == [SVC, TM0, TM1]
+    assert p.creates("Job") == []
     assert p.status["phase"] == "Initializing"
     jm = manifest(p, JM)["spec"]["containers"][0]
     assert (jm["name"], jm["image"], jm["args"]) == ("jobmanager", "t9kpublic/flink:1.10.1", ["jobmanager"])
@@ -80,11 +83,14 @@ def test_first_pass_creates_the_flink_cluster_but_not_the_submit_job():
     assert env["JOB_MANAGER_RPC_ADDRESS"] == SVC
     assert env["FLINK_PROPERTIES"] == f"jobmanager.rpc.address: {SVC}\ntaskmanager.numberOfTaskSlots: 1\n"
     tm = manifest(p, TM1)["spec"]["containers"][0]
-    assert tm["args"] == ["taskmanager"] and [x["containerPort"] for x in tm["ports"]] == [6121, 6122]
+    assert tm["args"] == ["taskmanager"]
+    assert [x["containerPort"] for x in tm["ports"]] == [6121, 6122]
     service = manifest(p, SVC, "Service")["spec"]
-    assert "clusterIP" not in service and [x["port"] for x in service["ports"]] == [6123, 6124, 6125, 8081]
+    assert "clusterIP" not in service
+    assert [x["port"] for x in service["ports"]] == [6123, 6124, 6125, 8081]
     tm_svc = manifest(p, TM1, "Service")["spec"]
-    assert tm_svc["clusterIP"] == "None" and [x["port"] for x in tm_svc["ports"]] == [6121, 6122]
+    assert tm_svc["clusterIP"] == "None"
+    assert [x["port"] for x in tm_svc["ports"]] == [6121, 6122]
     assert cond(p, "ClusterRunning")["status"] == "False"
 
 
@@ -98,9 +104,11 @@ def test_access_scope_decides_the_service_type(scope, fields):
 def test_the_submit_job_follows_once_the_cluster_runs():
     assert run(beam(), fpod(JM), fpod(TM0, "Pending"), fpod(TM1), *CLUSTER[3:]).creates("Job") == []
     p = run(beam(), *CLUSTER, status={"phase": "Initializing"})
-    assert p.creates("Job") == ["b-batchjob"] and p.status["phase"] == "Running"
+    assert p.creates("Job") == ["b-batchjob"]
+    assert p.status["phase"] == "Running"
     job = manifest(p, "b-batchjob")
-    assert job["apiVersion"] == "batch/v1" and job["metadata"]["ownerReferences"][0]["kind"] == "BeamJob"
+    assert job["apiVersion"] == "batch/v1"
+    assert job["metadata"]["ownerReferences"][0]["kind"] == "BeamJob"
     template = job["spec"]["template"]
     assert template["spec"]["restartPolicy"] == "OnFailure"
     assert template["metadata"]["labels"]["batch.tensorstack.dev/job-name"] == "b"
@@ -120,9 +128,11 @@ def test_the_submit_job_completing_decides_success_and_clean_up(cleanup, deleted
     assert cond(running, "JobRunning")["status"] == "True"
     assert running.status["jobStatus"] == [{"phase": "Running", "reference": {"name": "b-batchjob", "uid": "uid-batch"}}]
     p = run(beam(cleanup), *CLUSTER, submit("Complete", active=0), status=running.status)
-    assert p.status["phase"] == "Succeeded" and cond(p, "Completed")["reason"] == "JobComplete"
+    assert p.status["phase"] == "Succeeded"
+    assert cond(p, "Completed")["reason"] == "JobComplete"
     assert p.deletes() == deleted
-    assert cond(p, "JobRunning")["status"] == "False" and p.status["jobStatus"][0]["phase"] == "Succeeded"
+    assert cond(p, "JobRunning")["status"] == "False"
+    assert p.status["jobStatus"][0]["phase"] == "Succeeded"
 
 
 def test_the_submit_job_failing_fails_the_beam_job_with_its_reason():
@@ -130,9 +140,8 @@ def test_the_submit_job_failing_fails_the_beam_job_with_its_reason():
     p = run(beam(), *CLUSTER, failed, status={"phase": "Running"})
     assert p.status["phase"] == "Failed"
     c = cond(p, "Failed")
-    assert (
-        c["reason"] == "BackoffLimitExceeded" and "b-batchjob failed: Job has reached the specified backoff limit" in c["message"]
-    )
+    assert c["reason"] == "BackoffLimitExceeded"
+    assert "b-batchjob failed: Job has reached the specified backoff limit" in c["message"]
 
 
 @pytest.mark.parametrize("phase", ["Failed", "Succeeded"])
@@ -146,9 +155,11 @@ def test_cluster_pods_come_back_whenever_they_end(phase):
         submit(),
         status={"phase": "Running"},
     )
-    assert p.deletes("Pod") == [TM0] and p.status["phase"] == "Running"
+    assert p.deletes("Pod") == [TM0]
+    assert p.status["phase"] == "Running"
     many = run(beam(), fpod(JM), {**fpod(TM0, "Failed", 137), "metadata": {**fpod(TM0)["metadata"],
-               "annotations": {"batch.tensorstack.dev/restart-count": "500"}}}, fpod(TM1), *CLUSTER[3:], status={"phase": "Running"})  # fmt: skip
+               "annotations": {"batch.tensorstack.dev/restart-count": "500"}}}, fpod(TM1), *CLUSTER[3:],
+               status={"phase": "Running"})  # fmt: skip
     assert many.deletes("Pod") == [TM0]
 
 
@@ -171,8 +182,10 @@ def _no_submit_container(job):
 )
 def test_invalid_specs_fail_with_a_condition(job, needle):
     p = run(copy.deepcopy(job))
-    assert p.actions == () and p.status["phase"] == "Failed"
-    assert cond(p, "Failed")["reason"] == "InvalidSpec" and needle in cond(p, "Failed")["message"]
+    assert p.actions == ()
+    assert p.status["phase"] == "Failed"
+    assert cond(p, "Failed")["reason"] == "InvalidSpec"
+    assert needle in cond(p, "Failed")["message"]
 
 
 def test_a_settled_status_is_not_rewritten_and_initializing_reads_back_as_pending():
@@ -180,4 +193,5 @@ def test_a_settled_status_is_not_rewritten_and_initializing_reads_back_as_pendin
     assert run(beam(), status=first.status).status["phase"] == "Initializing"
     running = run(beam(), *CLUSTER, submit(), status={"phase": "Running"})
     again = run(beam(), *CLUSTER, submit(), status=running.status)
-    assert again.status == running.status and again.actions == ()
+    assert again.status == running.status
+    assert again.actions == ()

@@ -119,7 +119,8 @@ def test_torch_args_become_extra_launch_args(torch_args, extra):
 def test_torch_args_with_a_comma_are_refused():
     job = colossal(worker={**colossal()["spec"]["worker"], "torchArgs": ["--rdzv_conf", "a=1,b=2"]})
     failed = cond(run(job), "Failed")
-    assert failed["reason"] == "InvalidSpec" and "contains a comma" in failed["message"]
+    assert failed["reason"] == "InvalidSpec"
+    assert "contains a comma" in failed["message"]
 
 
 def test_status_lists_launcher_and_worker_tasks():
@@ -127,7 +128,7 @@ def test_status_lists_launcher_and_worker_tasks():
     assert [t["type"] for t in p.status["tasks"]] == ["launcher", "worker"]
     assert [r["name"] for r in p.status["tasks"][1]["status"]] == [W0, W1]
     assert p.status["phase"] == "Running"
-    assert cond(p, "Initialized")["status"] == "False"  # secret, hostfile and services not observed yet
+    assert cond(p, "Initializing")["status"] == "False"  # secret, hostfile and services not observed yet
 
 
 def test_pause_deletes_launcher_and_workers():

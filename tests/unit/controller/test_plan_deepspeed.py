@@ -20,7 +20,8 @@ def ds(workers=2, config=None, **spec):
         "spec": {"config": config,
                  "worker": {"replicas": workers, "template": {"spec": {"containers": [
                      {"name": "worker", "image": "ds:1", "env": [{"name": "NCCL_DEBUG", "value": "INFO"},
-                                                                 {"name": "TOKEN", "valueFrom": {"secretKeyRef": {"name": "s", "key": "k"}}}]}]}}},
+                                                                 {"name": "TOKEN",
+                                                                  "valueFrom": {"secretKeyRef": {"name": "s", "key": "k"}}}]}]}}},
                  **spec},
     }  # fmt: skip
 
@@ -31,14 +32,16 @@ def manifests(p, kind):
 
 def test_children_and_reserved_paths():
     p = run(ds())
-    assert p.creates("Pod") == ["ds-worker-0", "ds-worker-1"] and p.creates("Service") == ["ds-worker-0", "ds-worker-1"]
+    assert p.creates("Pod") == ["ds-worker-0", "ds-worker-1"]
+    assert p.creates("Service") == ["ds-worker-0", "ds-worker-1"]
     assert [a.name for a in p.actions if isinstance(a, CreateSSHSecret)] == ["ds-ssh"]
     cm = manifests(p, "ConfigMap")["ds-deepspeed"]["data"]
     # The env values stay in the pod spec: no ConfigMap holds them (more people read ConfigMaps than jobs' Secrets).
     assert cm == {"hostfile": "ds-worker-0 slots=4\nds-worker-1 slots=4\n"}
     mounts = {m["mountPath"] for m in manifests(p, "Pod")["ds-worker-1"]["spec"]["containers"][0]["volumeMounts"]}
     assert mounts == {"/root/.ssh", "/t9k/hostfile"}
-    files = {n: {i["key"] for v in manifests(p, "Pod")[n]["spec"]["volumes"] if v["name"] == "t9k-ssh" for i in v["secret"]["items"]}
+    files = {n: {i["key"] for v in manifests(p, "Pod")[n]["spec"]["volumes"] if v["name"] == "t9k-ssh"
+                 for i in v["secret"]["items"]}
              for n in ("ds-worker-0", "ds-worker-1")}  # fmt: skip
     assert files == {
         "ds-worker-0": {"id_ed25519", "config", "known_hosts", "authorized_keys", "ssh_host_ed25519_key"},
@@ -59,9 +62,11 @@ def test_worker_0_launches_deepspeed_others_run_sshd():
     ]
     script = pods["ds-worker-0"]["spec"]["containers"][0]["command"][2]
     assert script.startswith(
-        "set -e; /usr/sbin/sshd -h /root/.ssh/ssh_host_ed25519_key -o StrictModes=no; : > /root/.deepspeed_env; for n in NCCL_DEBUG; do"
+        "set -e; /usr/sbin/sshd -h /root/.ssh/ssh_host_ed25519_key -o StrictModes=no; : > /root/.deepspeed_env; for n in "
+        "NCCL_DEBUG; do"
     )
-    assert "INFO" not in script and "TOKEN" not in script  # names of plain values only, read from the pod's own env
+    assert "INFO" not in script
+    assert "TOKEN" not in script
     assert "for h in $(cut -d' ' -f1 /t9k/hostfile)" in script
     assert script.endswith(
         "exec deepspeed --hostfile /t9k/hostfile --launcher pdsh train.py --deepspeed --deepspeed_config=ds.json"
@@ -73,7 +78,8 @@ def test_worker_0_launches_deepspeed_others_run_sshd():
     [
         ({"run": {"module": ["pkg.train", "--x"]}}, "deepspeed --hostfile /t9k/hostfile --launcher pdsh --module pkg.train --x"),
         ({"run": {"exec": ["bash", "run.sh"]}, "localRank": False, "autotune": "tune", "otherArgs": ["--master_port=29600"]},
-         "deepspeed --hostfile /t9k/hostfile --launcher pdsh --no_local_rank --autotuning tune --master_port=29600 --no_python bash run.sh"),
+         ("deepspeed --hostfile /t9k/hostfile --launcher pdsh --no_local_rank --autotuning tune --master_port=29600 --no_python "
+          "bash run.sh")),
         ({"customCommand": "deepspeed --num_gpus 2 t.py", "run": {"python": ["ignored.py"]}}, "exec deepspeed --num_gpus 2 t.py"),
     ],
     ids=["module", "exec-with-options", "custom"],
@@ -92,7 +98,8 @@ def test_disable_custom_env():
 def test_worker_0_decides_and_restarts_use_the_backoff():
     job = ds(runPolicy={"backoffLimit": 1})
     p = run(job, pod("ds-worker-0"), pod("ds-worker-1", "Failed", 1), status={"phase": "Running"})
-    assert p.deletes("Pod") == ["ds-worker-1"] and p.status["backoffCount"] == 1
+    assert p.deletes("Pod") == ["ds-worker-1"]
+    assert p.status["backoffCount"] == 1
     assert (
         run(job, pod("ds-worker-0", "Succeeded", 0), pod("ds-worker-1"), status={"phase": "Running"}).status["phase"]
         == "Succeeded"
@@ -117,7 +124,8 @@ def test_debug_keeps_sshd_on_every_worker():
 )  # fmt: skip
 def test_bad_input(kwargs, needle):
     p = run(ds(**kwargs))
-    assert p.status["phase"] == "Failed" and needle in cond(p, "Failed")["message"]
+    assert p.status["phase"] == "Failed"
+    assert needle in cond(p, "Failed")["message"]
 
 
 def elastic(expected, low=1, high=4):
@@ -171,5 +179,7 @@ def test_rescale_rewrites_the_hostfile_and_recreates_only_the_launcher(before, a
 def test_a_steady_elastic_job_touches_nothing():
     pods, cm, status = _running(elastic(3), 3)
     p = run(elastic(3), *pods, cm, status={**status, "phase": "Running"})
-    assert p.deletes() == [] and p.patches() == [] and p.creates("Pod") == []
+    assert p.deletes() == []
+    assert p.patches() == []
+    assert p.creates("Pod") == []
     assert p.status["elastic"]["currentReplicas"] == 3

@@ -16,7 +16,8 @@ W0, W1 = "job-worker-0", "job-worker-1"
 
 def _recorded(restarts: int, phase: str = "Running") -> dict:
     return {"phase": phase, "tasks": [{"type": "worker", "restartCount": restarts,
-                                       "status": [{"name": W0, "restartCount": restarts}, {"name": W1, "restartCount": 0}]}]}  # fmt: skip
+                                       "status": [{"name": W0, "restartCount": restarts},
+                                                  {"name": W1, "restartCount": 0}]}]}  # fmt: skip
 
 
 @pytest.mark.parametrize(

@@ -21,7 +21,7 @@ def test_new_job_creates_every_replica_and_is_pending():
     assert p.creates("Pod") == [W0, W1]
     assert p.status["phase"] == "Pending"
     assert p.status["aggregate"]["creating"] == 2
-    assert cond(p, "Initialized")["status"] == "False"
+    assert cond(p, "Initializing")["status"] == "False"
     assert [e.reason for e in p.events] == ["Pending"]
 
 
@@ -42,7 +42,7 @@ def test_all_pods_running_makes_the_job_running_and_initialized():
     p = run(generic(), pod(W0), pod(W1), *SVC)
     assert p.actions == ()
     assert p.status["phase"] == "Running"
-    assert cond(p, "Initialized")["status"] == "True"
+    assert cond(p, "Initializing")["status"] == "True"
     assert cond(p, "Running")["status"] == "True"
     assert p.status["aggregate"]["running"] == 2
 
@@ -56,7 +56,8 @@ def test_same_observation_twice_changes_nothing():
     first = run(job, pod(W0), pod(W1), *SVC)
     second = run(job, pod(W0), pod(W1), *SVC, status=first.status)
     assert second.status == first.status
-    assert second.actions == () and second.events == ()
+    assert second.actions == ()
+    assert second.events == ()
 
 
 # -- success and failure rules ------------------------------------------------------------
@@ -147,7 +148,8 @@ def test_exhausted_restarts_fail_the_job_by_default_rules():
     job = restart(generic(), "OnFailure", 1)
     p = run(job, pod(W0, "Failed", 1, restarts=1), pod(W1), status={"phase": "Running"})
     assert p.status["phase"] == "Failed"
-    assert p.deletes("Pod") == []
+    # Nothing is restarted; the default clean-up (Unfinished) deletes the replica still running.
+    assert p.deletes("Pod") == [W1]
 
 
 # -- clean-up ---------------------------------------------------------------------------
@@ -155,8 +157,8 @@ def test_exhausted_restarts_fail_the_job_by_default_rules():
 
 @pytest.mark.parametrize(
     ("policy", "pods_deleted", "services_deleted"),
-    [("All", [W0, W1], [W0, W1]), ("Unfinished", [W1], [W0, W1]), ("None", [], []), (None, [], [])],
-    ids=["all", "unfinished", "none", "default-none"],
+    [("All", [W0, W1], [W0, W1]), ("Unfinished", [W1], [W0, W1]), ("None", [], []), (None, [W1], [W0, W1])],
+    ids=["all", "unfinished", "none", "default-unfinished"],
 )
 def test_cleanup_policy_on_finish(policy, pods_deleted, services_deleted):
     spec = {**RULES, "service": {"ports": [{"name": "http", "port": 2222}]}}
@@ -409,7 +411,8 @@ def test_a_pod_whose_state_cannot_be_obtained_makes_the_job_unknown(phases, phas
     assert p.status["phase"] == phase
     assert cond(p, "Running")["status"] == running
     if phase == "Unknown":
-        assert W1 in cond(p, "Running")["message"] and p.deletes() == []  # nothing is decided or deleted blind
+        assert W1 in cond(p, "Running")["message"]
+        assert p.deletes() == []
 
 
 def test_the_job_leaves_unknown_when_its_pods_report_again():

@@ -113,6 +113,8 @@ def test_only_pods_about_to_be_created_are_rendered():
     edited["spec"]["replicaSpecs"][0]["template"]["spec"]["containers"][0]["command"] = ["echo", "$(replicas[ps])"]
     svc = (service("job-worker-0"), service("job-worker-1"))
     running = run(edited, pod("job-worker-0"), pod("job-worker-1"), *svc, status={"phase": "Running"})
-    assert running.status["phase"] == "Running" and running.actions == ()
+    assert running.status["phase"] == "Running"
+    assert running.actions == ()
     recreate = run(edited, pod("job-worker-0"), *svc, status={"phase": "Running"})
-    assert recreate.status["phase"] == "Failed" and "names replica type 'ps'" in cond(recreate, "Failed")["message"]
+    assert recreate.status["phase"] == "Failed"
+    assert "names replica type 'ps'" in cond(recreate, "Failed")["message"]

@@ -39,9 +39,11 @@ def test_children_launcher_workers_services_secret_hostfile():
 
 def test_launcher_runs_mpirun_after_waiting_for_workers():
     launcher = manifests(run(mpi()), "Pod")["m-launcher"]["spec"]["containers"][0]
-    assert launcher["image"] == "mpi:1" and launcher["command"][:2] == ["bash", "-c"]
+    assert launcher["image"] == "mpi:1"
+    assert launcher["command"][:2] == ["bash", "-c"]
     assert launcher["command"][2].endswith(
-        "exec /opt/openmpi/bin/mpirun --hostfile /etc/t9k/hostfile --mca btl '^openib' --mca pml ob1 -N 3 --allow-run-as-root ./random_walk 20"
+        "exec /opt/openmpi/bin/mpirun --hostfile /etc/t9k/hostfile --mca btl '^openib' --mca pml ob1 -N 3 --allow-run-as-root "
+        "./random_walk 20"
     )
     assert "ssh -o BatchMode=yes" in launcher["command"][2]
 
@@ -98,15 +100,18 @@ def test_debug_defaults_launcher_sleeps_workers_keep_sshd():
 
 @pytest.mark.parametrize(
     ("change", "needle"),
-    [({"worker": {"replicas": 1, "cmd": ["x"], "template": {"spec": {"containers": [{"name": "w", "image": "i"}]}}}}, "named 'mpi-worker'"),
-     ({"worker": {"replicas": 1, "template": {"spec": {"containers": [{"name": "mpi-worker", "image": "i"}]}}}}, "spec.worker.cmd is required"),
+    [({"worker": {"replicas": 1, "cmd": ["x"], "template": {"spec": {"containers": [{"name": "w", "image": "i"}]}}}},
+      "named 'mpi-worker'"),
+     ({"worker": {"replicas": 1, "template": {"spec": {"containers": [{"name": "mpi-worker", "image": "i"}]}}}},
+      "spec.worker.cmd is required"),
      ({"ssh": {"sshdPath": "sshd"}}, "absolute path"),
      ({"mca": {"btl": 1}}, "spec.mca")],
     ids=["container", "cmd", "sshd", "mca"],
 )  # fmt: skip
 def test_bad_input(change, needle):
     p = run(mpi(**change))
-    assert p.status["phase"] == "Failed" and needle in cond(p, "Failed")["message"]
+    assert p.status["phase"] == "Failed"
+    assert needle in cond(p, "Failed")["message"]
 
 
 @pytest.mark.parametrize(

@@ -23,7 +23,8 @@ def test_ranks_follow_replica_spec_order_and_master_is_first_type(name, rank):
     env = env_of(run(pytorch()), name)
     assert env["RANK"] == env["PET_NODE_RANK"] == rank
     assert env["WORLD_SIZE"] == env["PET_NNODES"] == "3"
-    assert env["MASTER_ADDR"] == "pt-master-0" and env["MASTER_PORT"] == "23456"
+    assert env["MASTER_ADDR"] == "pt-master-0"
+    assert env["MASTER_PORT"] == "23456"
 
 
 def test_every_replica_gets_a_service_for_the_master_port():
@@ -54,7 +55,9 @@ def test_backoff_limit_is_shared_across_replicas():
     job = pytorch(runPolicy={"backoffLimit": 2})
     # two restarts already spent, one by each worker: none left for anyone
     p = run(job, pod(M, "Failed", 137, restarts=0), pod(W0, restarts=1), pod(W1, restarts=1), status={"phase": "Running"})
-    assert p.deletes("Pod") == []
+    # The master is not restarted; the default clean-up (Unfinished) deletes the workers still running.
+    assert p.deletes("Pod") == [W0, W1]
+    assert not any(e.reason == "ReplicaRestarting" for e in p.events)
     assert p.status["phase"] == "Failed"
     assert p.status["backoffCount"] == 2
 
@@ -77,10 +80,12 @@ def test_active_deadline_fails_the_job_and_requeues_until_then():
     job = pytorch(runPolicy={"activeDeadlineSeconds": 60, "cleanUpPolicy": "All"})
     started = (NOW - timedelta(seconds=20)).strftime("%Y-%m-%dT%H:%M:%SZ")
     early = run(job, pod(M), pod(W0), pod(W1), status={"phase": "Running", "startTime": started})
-    assert early.status["phase"] == "Running" and early.requeue_after == pytest.approx(40)
+    assert early.status["phase"] == "Running"
+    assert early.requeue_after == pytest.approx(40)
     late = (NOW - timedelta(seconds=61)).strftime("%Y-%m-%dT%H:%M:%SZ")
     p = run(job, pod(M), pod(W0), pod(W1), status={"phase": "Running", "startTime": late})
-    assert p.status["phase"] == "Failed" and cond(p, "Failed")["reason"] == "DeadlineExceeded"
+    assert p.status["phase"] == "Failed"
+    assert cond(p, "Failed")["reason"] == "DeadlineExceeded"
     assert p.deletes("Pod") == [M, W0, W1]
 
 
@@ -95,7 +100,8 @@ def test_active_deadline_fails_the_job_and_requeues_until_then():
 )  # fmt: skip
 def test_unsupported_or_bad_settings_fail_clearly(spec, needle):
     p = run(pytorch(**spec))
-    assert p.status["phase"] == "Failed" and needle in cond(p, "Failed")["message"]
+    assert p.status["phase"] == "Failed"
+    assert needle in cond(p, "Failed")["message"]
 
 
 def elastic_job(expected=None, low=2, high=5, replicas=3):
@@ -142,6 +148,7 @@ def test_elastic_scale_down_deletes_the_highest_ranks_and_reports_for_the_scale_
     p = run(elastic_job(expected=3), *running, status={"phase": "Running"})
     assert p.deletes("Pod") == ["pt-worker-3", "pt-worker-4"]
     assert p.status["elastic"] == {"currentReplicas": 3,  # the two being removed are no longer replicas
-                                   "selector": "batch.tensorstack.dev/job-name=pt,batch.tensorstack.dev/job-kind=PyTorchTrainingJob"}  # fmt: skip
+                                   "selector": "batch.tensorstack.dev/job-name=pt,"
+                                               "batch.tensorstack.dev/job-kind=PyTorchTrainingJob"}  # fmt: skip
     up = run(elastic_job(expected=5), *running[:3], status={"phase": "Running"})
     assert up.creates("Pod") == ["pt-worker-3", "pt-worker-4"]

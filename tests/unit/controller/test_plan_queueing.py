@@ -106,7 +106,8 @@ def test_a_named_queue_goes_through_kueue_only_where_it_is_served_and_chosen(mod
 
 def test_a_job_without_a_queue_never_gets_a_workload():
     p = go(generic(), mode="kueue")
-    assert p.creates("Workload") == [] and p.creates("Pod") == [W0, W1]
+    assert p.creates("Workload") == []
+    assert p.creates("Pod") == [W0, W1]
 
 
 # -- the Workload -----------------------------------------------------------------------------
@@ -162,7 +163,8 @@ def test_an_unknown_priority_class_waits_with_a_clear_condition_and_creates_noth
     assert p.actions == ()
     assert p.requeue_after == 10.0
     admitted = next(c for c in p.status["conditions"] if c["type"] == "Admitted")
-    assert admitted["reason"] == "PriorityClassNotFound" and "'nope'" in admitted["message"]
+    assert admitted["reason"] == "PriorityClassNotFound"
+    assert "'nope'" in admitted["message"]
 
 
 # -- waiting, admission, eviction, end ---------------------------------------------------------
@@ -178,7 +180,8 @@ def test_a_pending_workload_holds_every_pod_back_and_the_condition_carries_kueue
 
 def test_a_workload_kueue_has_not_seen_yet_waits_too():
     p = go(queued(), wl())
-    assert p.actions == () and "waiting for Kueue" in cond(p, "Admitted")["message"]
+    assert p.actions == ()
+    assert "waiting for Kueue" in cond(p, "Admitted")["message"]
 
 
 def test_admission_creates_the_pods_on_the_assigned_flavor_with_one_normal_event():
@@ -207,9 +210,8 @@ def test_eviction_deletes_the_pods_without_spending_a_restart_and_the_job_waits_
     assert [t["restartCount"] for t in p.status["tasks"]] == [1]  # unchanged: an eviction is not a failure
     assert [(e.type, e.reason) for e in p.events if e.reason == "Evicted"] == [("Normal", "Evicted")]
     [entry] = p.status["restartHistory"]
-    assert (entry["replica"], entry["counted"]) == ("all replicas", False) and entry["cause"].startswith(
-        "Evicted by Kueue (Preempted)"
-    )
+    assert (entry["replica"], entry["counted"]) == ("all replicas", False)
+    assert entry["cause"].startswith("Evicted by Kueue (Preempted)")
     again = go(queued(), evicted, pod(W0, restarts=1, deleting=True), pod(W1, deleting=True), status=p.status)
     assert again.status["restartHistory"] == [entry]  # the same eviction, seen again: recorded once
 
@@ -233,7 +235,8 @@ def test_once_the_pods_are_gone_the_reservation_is_released_as_kueue_expects(rea
 def test_released_but_not_yet_readmitted_waits_with_kueues_message():
     released = release(wl(*ADMITTED, PREEMPTED, admission=ADMISSION), "Preempted", "m", NOW)
     p = go(queued(), released, status=running_status())
-    assert p.actions == () and cond(p, "Admitted")["status"] == "False"
+    assert p.actions == ()
+    assert cond(p, "Admitted")["status"] == "False"
 
 
 def test_the_end_of_the_job_marks_the_workload_finished_once():
@@ -254,19 +257,23 @@ def test_pause_gives_the_quota_back_and_resume_queues_again():
     paused_job = queued()
     paused_job["spec"]["runMode"] = {"pause": {"enabled": True}}
     p = go(paused_job, wl(*ADMITTED, admission=ADMISSION), pod(W0), pod(W1), status=running_status())
-    assert sorted(p.deletes("Pod")) == [W0, W1] and p.deletes("Workload") == [WL]
+    assert sorted(p.deletes("Pod")) == [W0, W1]
+    assert p.deletes("Workload") == [WL]
     resumed = go(queued(), status=p.status)
-    assert resumed.creates("Workload") == [WL] and resumed.creates("Pod") == []
+    assert resumed.creates("Workload") == [WL]
+    assert resumed.creates("Pod") == []
 
 
 def test_a_finished_workload_of_a_running_job_is_replaced():
     p = go(queued(), wl(*ADMITTED, ("Finished", "True", "Succeeded", "x"), admission=ADMISSION), pod(W0), status=running_status())
-    assert p.deletes("Workload") == [WL] and p.deletes("Pod") == [W0]
+    assert p.deletes("Workload") == [WL]
+    assert p.deletes("Pod") == [W0]
 
 
 def test_pods_found_without_admission_are_deleted():
     p = go(queued(), wl(PENDING), pod(W0), status=running_status())
-    assert p.deletes("Pod") == [W0] and p.creates("Pod") == []
+    assert p.deletes("Pod") == [W0]
+    assert p.creates("Pod") == []
     assert not [a for a in p.actions if isinstance(a, Delete) and a.kind == "Workload"]
 
 
@@ -299,7 +306,8 @@ def test_t9k_scheduler_defaults_to_queue_default_and_priority_50(t9k, queues, wo
     job = generic("job", ("worker", 2), scheduler={"t9kScheduler": t9k})
     p = go(job, mode="auto", queues=queues)
     if workload_queue is None:  # no LocalQueue "default": recorded on the pods, as the seed's scheduler would read them
-        assert p.creates("Workload") == [] and _labels(p, W0) == ("default", "50")
+        assert p.creates("Workload") == []
+        assert _labels(p, W0) == ("default", "50")
         assert "queue 'default', priority 50" in cond(p, "QueueAdmission")["message"]
         return
     spec = the(p, "Workload")["spec"]
@@ -308,7 +316,9 @@ def test_t9k_scheduler_defaults_to_queue_default_and_priority_50(t9k, queues, wo
 
 def test_a_job_without_t9k_scheduler_uses_the_default_scheduler_even_with_a_default_localqueue():
     p = go(generic("job", ("worker", 2)), mode="auto", queues=("default",))  # seed 001: no spec.scheduler, no queue
-    assert p.creates("Workload") == [] and p.creates("Pod") == [W0, W1] and _labels(p, W0) == (None, None)
+    assert p.creates("Workload") == []
+    assert p.creates("Pod") == [W0, W1]
+    assert _labels(p, W0) == (None, None)
 
 
 def test_colossalai_puts_only_its_workers_in_the_queue_as_seed_003_says():
@@ -322,4 +332,5 @@ def test_colossalai_puts_only_its_workers_in_the_queue_as_seed_003_says():
     first = go(job, admitted, mode="auto")
     p = go(job, admitted, *(service(f"cai-worker-{i}") for i in range(2)), mode="auto", status=first.status)
     assert sorted(p.creates("Pod")) == ["cai-launcher", "cai-worker-0", "cai-worker-1"]
-    assert _labels(p, "cai-worker-0") == ("gpu", "50") and _labels(p, "cai-launcher") == (None, None)
+    assert _labels(p, "cai-worker-0") == ("gpu", "50")
+    assert _labels(p, "cai-launcher") == (None, None)

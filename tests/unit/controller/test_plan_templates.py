@@ -12,12 +12,14 @@ from tests.builders import NOW
 
 TEMPLATE = {"apiVersion": "batch.tensorstack.dev/v1beta1", "kind": "T9kJobTemplate",
             "metadata": {"name": "t", "namespace": "ns", "uid": "tu", "resourceVersion": "7"},
-            "spec": {"jobKind": "GenericJob", "template": {"spec": {"containers": [{"name": "main", "image": "img"}]}}}}  # fmt: skip
+            "spec": {"jobKind": "GenericJob",
+                     "template": {"spec": {"containers": [{"name": "main", "image": "img"}]}}}}  # fmt: skip
 
 
 def job(created: timedelta = timedelta(0), **status: object) -> dict:
     return {"apiVersion": "batch.tensorstack.dev/v1beta1", "kind": "GenericJob",
-            "metadata": {"name": "j", "namespace": "ns", "uid": "ju", "creationTimestamp": (NOW - created).strftime("%Y-%m-%dT%H:%M:%SZ")},
+            "metadata": {"name": "j", "namespace": "ns", "uid": "ju",
+                         "creationTimestamp": (NOW - created).strftime("%Y-%m-%dT%H:%M:%SZ")},
             "spec": {"templateRef": {"name": "t"}, "replicaSpecs": [{"type": "worker", "replicas": 2}]},
             **({"status": status} if status else {})}  # fmt: skip
 
@@ -39,27 +41,29 @@ def test_the_merged_job_is_planned_from_its_spec_alone_and_says_where_it_came_fr
     pod = next(a.manifest for a in p.actions if isinstance(a, Create) and a.kind == "Pod")
     assert pod["spec"]["containers"][0]["image"] == "img"
     resolved = next(c for c in p.status["conditions"] if c["type"] == "TemplateResolved")
-    assert (
-        resolved["status"] == "True"
-        and "GenericJob" not in resolved["message"]
-        and "ns/t (resourceVersion 7)" in resolved["message"]
-    )
+    assert resolved["status"] == "True"
+    assert "GenericJob" not in resolved["message"]
+    assert "ns/t (resourceVersion 7)" in resolved["message"]
 
 
 def test_a_missing_template_is_waited_for_then_fails_the_job():
     waiting = plan(job(timedelta(seconds=10)), Observed(template_wait=30), NOW)
-    assert waiting.actions == () and waiting.status["phase"] == "Pending"
+    assert waiting.actions == ()
+    assert waiting.status["phase"] == "Pending"
     cond = next(c for c in waiting.status["conditions"] if c["type"] == "TemplateResolved")
     assert (cond["status"], cond["reason"]) == ("False", "TemplateNotFound")
     assert "T9kJobTemplate ns/t does not exist" in cond["message"]
-    assert waiting.requeue_after == 20 and [e.reason for e in waiting.events] == ["Pending", "TemplateNotFound"]
+    assert waiting.requeue_after == 20
+    assert [e.reason for e in waiting.events] == ["Pending", "TemplateNotFound"]
     again = plan(job(timedelta(seconds=11), **waiting.status), Observed(template_wait=30), NOW)
     assert again.events == ()  # said once
 
     failed = plan(job(timedelta(seconds=30), **waiting.status), Observed(template_wait=30), NOW)
-    assert failed.status["phase"] == "Failed" and failed.actions == ()
+    assert failed.status["phase"] == "Failed"
+    assert failed.actions == ()
     cond = next(c for c in failed.status["conditions"] if c["type"] == "Failed")
-    assert cond["reason"] == "TemplateNotFound" and "create it, or name another template" in cond["message"]
+    assert cond["reason"] == "TemplateNotFound"
+    assert "create it, or name another template" in cond["message"]
     assert plan(job(timedelta(seconds=99), **failed.status), Observed(template=TEMPLATE), NOW).actions == ()  # over
 
 
@@ -67,9 +71,9 @@ def test_a_template_for_another_kind_fails_the_job_as_an_invalid_spec():
     other = {**TEMPLATE, "spec": {**TEMPLATE["spec"], "jobKind": "MPIJob"}}
     p = plan(job(), Observed(template=other), NOW)
     cond = next(c for c in p.status["conditions"] if c["type"] == "Failed")
-    assert (
-        p.status["phase"] == "Failed" and cond["reason"] == "InvalidSpec" and "is for MPIJob, not GenericJob" in cond["message"]
-    )
+    assert p.status["phase"] == "Failed"
+    assert cond["reason"] == "InvalidSpec"
+    assert "is for MPIJob, not GenericJob" in cond["message"]
 
 
 def test_a_deprecated_template_is_used_with_a_warning():
@@ -83,4 +87,5 @@ def test_a_deprecated_template_is_used_with_a_warning():
     )
     later = plan(p.actions[0].job, Observed(), NOW)
     cond = next(c for c in later.status["conditions"] if c["type"] == "TemplateResolved")
-    assert cond["reason"] == "Deprecated" and "use t2" in cond["message"]
+    assert cond["reason"] == "Deprecated"
+    assert "use t2" in cond["message"]

@@ -61,7 +61,8 @@ def test_tf_master(types, pods, phase):
 )
 def test_bad_input(job, needle):
     p = run(job)
-    assert p.status["phase"] == "Failed" and needle in cond(p, "Failed")["message"]
+    assert p.status["phase"] == "Failed"
+    assert needle in cond(p, "Failed")["message"]
 
 
 def test_xgboost_environment():
@@ -75,6 +76,7 @@ def test_xgboost_environment():
 def test_xgboost_master_decides_and_restarts_share_backoff():
     job = xgb(("master", 1), ("worker", 2), runPolicy={"backoffLimit": 1})
     first = run(job, pod("xg-master-0"), pod("xg-worker-0", "Failed", 1), pod("xg-worker-1"), status={"phase": "Running"})
-    assert first.deletes("Pod") == ["xg-worker-0"] and first.status["backoffCount"] == 1
+    assert first.deletes("Pod") == ["xg-worker-0"]
+    assert first.status["backoffCount"] == 1
     done = run(job, pod("xg-master-0", "Succeeded", 0), pod("xg-worker-0"), pod("xg-worker-1"), status={"phase": "Running"})
     assert done.status["phase"] == "Succeeded"

@@ -50,7 +50,8 @@ BASE = {
     }},
     "Child": {"type": "object", "required": ["name"], "x-kubernetes-map-type": "atomic",
               "properties": {"name": {"type": "string", "default": ""}, "n": {"type": "integer", "format": "int32"}}},
-    "io.k8s.apimachinery.pkg.util.intstr.IntOrString": {"oneOf": [{"type": "integer"}, {"type": "string"}], "format": "int-or-string"},
+    "io.k8s.apimachinery.pkg.util.intstr.IntOrString": {"oneOf": [{"type": "integer"}, {"type": "string"}],
+                                                        "format": "int-or-string"},
     gen.QUANTITY: {"oneOf": [{"type": "string"}, {"type": "number"}]},
     gen.OBJECT_META: {"type": "object", "properties": {
         "name": {"type": "string"}, "labels": {"type": "object", "additionalProperties": {"type": "string", "default": ""}},
@@ -65,20 +66,23 @@ def test_refs_are_inlined_and_documentation_defaults_and_patch_hints_dropped():
         "properties": {"name": {"type": "string"}, "n": {"type": "integer", "format": "int32"}},
     }  # fmt: skip
     assert out["properties"]["names"] == {"type": "array", "items": {"type": "string"}, "x-kubernetes-list-type": "atomic"}
-    assert "description" not in json.dumps(out) and "default" not in json.dumps(out)
+    assert "description" not in json.dumps(out)
+    assert "default" not in json.dumps(out)
 
 
 def test_unions_become_int_or_string_and_quantity_keeps_its_grammar():
     props = gen.structural(BASE, "Root")["properties"]
     assert props["port"] == {"x-kubernetes-int-or-string": True, "anyOf": [{"type": "integer"}, {"type": "string"}]}
-    assert props["cpu"]["x-kubernetes-int-or-string"] is True and props["cpu"]["pattern"] == gen.QUANTITY_PATTERN
+    assert props["cpu"]["x-kubernetes-int-or-string"] is True
+    assert props["cpu"]["pattern"] == gen.QUANTITY_PATTERN
 
 
 def test_embedded_object_meta_keeps_only_what_a_template_may_set():
     # managedFields (whose FieldsV1 is not even in the input) and uid are left out, not followed.
     meta = gen.structural(BASE, "Root")["properties"]["metadata"]
     assert meta == {"type": "object", "properties": {"name": {"type": "string"},
-                                                      "labels": {"type": "object", "additionalProperties": {"type": "string"}}}}  # fmt: skip
+                                                      "labels": {"type": "object",
+                                                                 "additionalProperties": {"type": "string"}}}}  # fmt: skip
 
 
 @pytest.mark.parametrize(
@@ -94,7 +98,8 @@ def test_quantity_pattern(quantity, ok):
 def _map_list(key_prop: dict, required: list[str]) -> dict:
     return {"Root": {"type": "object", "properties": {"items": {
         "type": "array", "x-kubernetes-list-type": "map", "x-kubernetes-list-map-keys": ["key"],
-        "items": {"type": "object", "required": required, "properties": {"key": key_prop, "v": {"type": "string"}}}}}}}  # fmt: skip
+        "items": {"type": "object", "required": required,
+                  "properties": {"key": key_prop, "v": {"type": "string"}}}}}}}  # fmt: skip
 
 
 @pytest.mark.parametrize(
@@ -106,7 +111,8 @@ def _map_list(key_prop: dict, required: list[str]) -> dict:
 def test_list_map_keys_keep_a_default_only_where_the_crd_needs_one(key_prop, required, kept_default):
     out = gen.structural(_map_list(key_prop, required), "Root")
     key = out["properties"]["items"]["items"]["properties"]["key"]
-    assert key.get("default") == kept_default and "x-keep-default" not in json.dumps(out)
+    assert key.get("default") == kept_default
+    assert "x-keep-default" not in json.dumps(out)
 
 
 @pytest.mark.parametrize(
@@ -116,11 +122,14 @@ def test_list_map_keys_keep_a_default_only_where_the_crd_needs_one(key_prop, req
         ({"Root": {"type": "object", "properties": {"a": ref("A")}}, "A": {"type": "object", "properties": {"r": ref("Root")}}},
          "recursive type"),
         ({"Root": {"type": "object", "properties": {"a": {"type": "string", "x-new-thing": 1}}}}, "unknown key 'x-new-thing'"),
-        ({"Root": {"type": "object", "properties": {"a": {"oneOf": [{"type": "string"}, {"type": "boolean"}]}}}}, "not int-or-string"),
+        ({"Root": {"type": "object", "properties": {"a": {"oneOf": [{"type": "string"}, {"type": "boolean"}]}}}},
+         "not int-or-string"),
         ({"Root": {"type": "object", "properties": {"a": {"format": "int32"}}}}, "untyped node"),
         ({"Root": {"type": "object", "properties": {"a": ref("Missing")}}}, "unknown type Missing"),
-        ({"Root": {"type": "object", "properties": {"a": {"allOf": [{"$ref": REF + "Root"}, {"type": "object"}]}}}}, "allOf other than"),
-        ({"Root": {"type": "object", "properties": {"s": {"type": "array", "items": {"type": "object"}, "x-kubernetes-list-type": "set"}}}},
+        ({"Root": {"type": "object", "properties": {"a": {"allOf": [{"$ref": REF + "Root"}, {"type": "object"}]}}}},
+         "allOf other than"),
+        ({"Root": {"type": "object",
+                   "properties": {"s": {"type": "array", "items": {"type": "object"}, "x-kubernetes-list-type": "set"}}}},
          "set of non-scalars"),
     ],
     ids=["map-key-neither-required-nor-defaulted", "recursion", "unknown-key", "other-union", "untyped", "dangling-ref",
@@ -164,7 +173,8 @@ def _nodes(schema: dict, path: str = ""):
 @pytest.mark.parametrize("name", ["podtemplate.json", "jobspec.json"])
 def test_committed_schema_is_structural(name):
     schema = generated(name)
-    assert "$ref" not in json.dumps(schema) and "description" not in json.dumps(schema)
+    assert "$ref" not in json.dumps(schema)
+    assert "description" not in json.dumps(schema)
     nodes = list(_nodes(schema))
     assert len(nodes) > 500  # the whole Pod template, not a stub
     for path, node in nodes:
@@ -178,7 +188,8 @@ def test_committed_schema_is_structural(name):
 def test_committed_schema_has_what_admission_needs_to_refuse_malformed_templates():
     spec = generated("podtemplate.json")["properties"]["spec"]["properties"]
     container = spec["containers"]["items"]["properties"]
-    assert container["env"]["type"] == "array" and container["command"]["type"] == "array"
+    assert container["env"]["type"] == "array"
+    assert container["command"]["type"] == "array"
     assert spec["initContainers"]["type"] == "array"
     assert generated("podtemplate.json")["properties"]["metadata"]["properties"]["labels"]["type"] == "object"
     assert container["ports"]["x-kubernetes-list-map-keys"] == ["containerPort", "protocol"]
@@ -212,14 +223,18 @@ def test_every_crd_embeds_the_generated_pod_template_and_stays_small():
         assert size < 200_000, (kind, size)
     # A pod template may leave its pod out only where spec.templateRef names a job template that
     # gives it (docs/templates.md); every other job must hold whole pods, as before job templates.
-    assert "required" not in POD_TEMPLATE and "required" not in POD_TEMPLATE["properties"]["spec"]
+    assert "required" not in POD_TEMPLATE
+    assert "required" not in POD_TEMPLATE["properties"]["spec"]
     for kind, crd in crds.items():
         rules = crd["spec"]["versions"][0]["schema"]["openAPIV3Schema"]["properties"]["spec"]["x-kubernetes-validations"]
         whole = [r for r in rules if r["rule"].startswith("has(self.templateRef) || (")]
-        assert len(whole) == 1 and "size(" in whole[0]["rule"] and "Required value" in whole[0]["message"], kind
+        assert len(whole) == 1, kind
+        assert "size(" in whole[0]["rule"], kind
+        assert "Required value" in whole[0]["message"], kind
     for crd in template_crds():
         spec = crd["spec"]["versions"][0]["schema"]["openAPIV3Schema"]["properties"]["spec"]["properties"]
-        assert spec["template"] is POD_TEMPLATE and spec["replicaTemplates"]["additionalProperties"] is POD_TEMPLATE
+        assert spec["template"] is POD_TEMPLATE
+        assert spec["replicaTemplates"]["additionalProperties"] is POD_TEMPLATE
         assert len(json.dumps(crd, separators=(",", ":"))) < 200_000
     beam = crds["BeamJob"]["spec"]["versions"][0]["schema"]["openAPIV3Schema"]["properties"]["spec"]["properties"]
     assert beam["jobTemplate"]["properties"]["spec"] == JOB_SPEC

@@ -3,6 +3,7 @@ bounded, with a history for a chart and an ETA."""
 
 from __future__ import annotations
 
+import itertools
 import json
 from typing import Any
 
@@ -106,8 +107,9 @@ def test_history_stays_within_its_points_over_a_long_run_and_spans_it():
         h = history(h, {"reportedAt": ts(10 * i), "step": i, "metrics": {"loss": 1 / (i + 1)}}, 10)
     pts = h["points"]
     assert len(pts) <= HISTORY_POINTS
-    assert pts[0]["step"] == 0 and pts[-1]["step"] == 4999  # from the start of the run to now
-    gaps = [b["step"] - a["step"] for a, b in zip(pts, pts[1:])]
+    assert pts[0]["step"] == 0
+    assert pts[-1]["step"] == 4999
+    gaps = [b["step"] - a["step"] for a, b in itertools.pairwise(pts)]
     assert max(gaps[:-1]) <= 2 * min(gaps[:-1])  # evenly spread (the last gap may be shorter)
     assert h["every"] >= 5000 * 10 / HISTORY_POINTS
 
@@ -152,7 +154,8 @@ def test_nothing_new_changes_nothing_whatever_the_time():
     again = dict(first)
     for later in (1, 11, 1000):
         status, wait = fold(first, again, report(0, step=1, metrics={"loss": 1.0}), 10, at(later))
-        assert status is again and wait is None
+        assert status is again
+        assert wait is None
 
 
 def test_no_report_leaves_status_alone_and_a_controller_restart_loses_nothing():
@@ -175,10 +178,12 @@ def test_the_pass_that_ends_the_job_takes_the_latest_at_once_without_eta():
 def test_eta_is_dropped_when_the_phase_leaves_running():
     first, _ = fold(RUNNING, RUNNING, report(0, step=0, total_steps=100), 10, at(0))
     second, _ = fold(first, dict(first), report(10, step=10, total_steps=100), 10, at(10))
-    assert second["progress"]["eta"] == "1m30s" and second["progress"]["etaSeconds"] == 90
+    assert second["progress"]["eta"] == "1m30s"
+    assert second["progress"]["etaSeconds"] == 90
     paused = {**second, "phase": "Paused"}
     status, _ = fold(second, paused, None, 10, at(11))
-    assert "eta" not in status["progress"] and "etaSeconds" not in status["progress"]
+    assert "eta" not in status["progress"]
+    assert "etaSeconds" not in status["progress"]
     assert status["progress"]["step"] == 10
 
 
@@ -186,9 +191,11 @@ def test_a_finished_job_still_takes_lines_read_after_its_end_rate_limited():
     done = {"phase": "Succeeded"}
     first, _ = fold(done, dict(done), report(0, step=99), 10, at(0))
     status, wait = fold(first, dict(first), report(1, step=100), 10, at(2))
-    assert status["progress"]["step"] == 99 and wait == pytest.approx(8)
+    assert status["progress"]["step"] == 99
+    assert wait == pytest.approx(8)
     status, wait = fold(first, dict(first), report(1, step=100), 10, at(10))
-    assert status["progress"]["step"] == 100 and wait is None
+    assert status["progress"]["step"] == 100
+    assert wait is None
 
 
 # -- fold: bounded ----------------------------------------------------------------------------
@@ -203,7 +210,8 @@ def test_progress_stays_under_max_bytes_whatever_the_metrics():
         assert size <= MAX_BYTES, (i, size)
     hist = status["progress"]["history"]["points"]
     assert 2 <= len(hist) <= HISTORY_POINTS
-    assert hist[0]["step"] == 0 and hist[-1]["step"] == 399
+    assert hist[0]["step"] == 0
+    assert hist[-1]["step"] == 399
     assert len(status["progress"]["metrics"]) == 16
     assert all(len(p.get("metrics", {})) <= 8 for p in hist)
 
@@ -212,7 +220,8 @@ def test_typical_progress_keeps_fifty_points_in_a_few_kilobytes():
     status: Obj = dict(RUNNING)
     for i in range(1000):
         status, _ = fold(status, dict(status), report(10 * i, step=10 * i, total_steps=20_000, epoch=i // 100,
-                                                      metrics={"loss": 2 / (i + 1), "acc": i / 1000}), 10, at(10 * i))  # fmt: skip
+                                                      metrics={"loss": 2 / (i + 1), "acc": i / 1000}), 10,
+                         at(10 * i))  # fmt: skip
     assert len(status["progress"]["history"]["points"]) > HISTORY_POINTS // 2
     assert len(json.dumps(status["progress"])) < MAX_BYTES
 
@@ -227,7 +236,8 @@ def pod(name: str, phase: str = "Running") -> Obj:
         else {"terminated": {"exitCode": 0, "startedAt": ts(0), "finishedAt": ts(30)}}
     )
     return {"apiVersion": "v1", "kind": "Pod", "metadata": {"name": name, "namespace": "ns", "uid": f"uid-{name}",
-            "labels": {"batch.tensorstack.dev/replica-type": "worker"}, "annotations": {"batch.tensorstack.dev/restart-count": "0"}},
+            "labels": {"batch.tensorstack.dev/replica-type": "worker"},
+                                                            "annotations": {"batch.tensorstack.dev/restart-count": "0"}},
             "spec": {"containers": [{"name": "main", "image": "img"}]},
             "status": {"phase": phase, "containerStatuses": [{"name": "main", "state": state}]}}  # fmt: skip
 
@@ -237,15 +247,18 @@ def test_plan_writes_progress_with_the_pass_and_asks_to_come_back_for_values_tha
     observed = Observed.of(pod("job-worker-0"), pod("job-worker-1"))
     first = plan(job, observed, at(1))
     job["status"] = first.status
-    assert first.status["phase"] == "Running" and "progress" not in first.status
+    assert first.status["phase"] == "Running"
+    assert "progress" not in first.status
     with_values = Observed(observed.pods, report=report(2, step=10, total_steps=100), progress_interval=10)
     second = plan(job, with_values, at(2))
     assert second.status["progress"]["summary"] == "10% 10/100"
     job["status"] = second.status
     third = plan(job, Observed(observed.pods, report=report(4, step=20, total_steps=100), progress_interval=10), at(4))
-    assert third.status == second.status and third.requeue_after == pytest.approx(8)
+    assert third.status == second.status
+    assert third.requeue_after == pytest.approx(8)
     fourth = plan(job, Observed(observed.pods, report=report(4, step=20, total_steps=100), progress_interval=10), at(12))
-    assert fourth.status["progress"]["step"] == 20 and fourth.requeue_after is None
+    assert fourth.status["progress"]["step"] == 20
+    assert fourth.requeue_after is None
 
 
 def test_plan_of_a_job_being_deleted_writes_no_progress():
@@ -258,3 +271,37 @@ def test_plan_of_a_job_being_deleted_writes_no_progress():
 def test_ascendjob_keeps_progress_in_its_kubeflow_status():
     status = {"conditions": [{"type": "Running", "status": "True"}], "progress": {"step": 3}}
     assert to_core(status)["progress"] == {"step": 3}
+
+
+# -- what Kubeflow Trainer's body adds: the program's own percent and ETA -----------------------
+
+
+def test_a_reported_percent_without_steps_is_the_progress_column():
+    status, _ = fold(RUNNING, RUNNING, report(0, percent=45, metrics={"loss": 0.2}), 10, at(1))
+    p = status["progress"]
+    assert (p["percent"], p["summary"], p["metrics"]) == (45.0, "45%", {"loss": 0.2})
+
+
+def test_steps_with_a_total_win_over_a_reported_percent():
+    status, _ = fold(RUNNING, RUNNING, report(0, percent=99, step=30, total_steps=100), 10, at(1))
+    assert (status["progress"]["percent"], status["progress"]["summary"]) == (30.0, "30% 30/100")
+
+
+def test_a_reported_eta_is_used_only_while_no_rate_is_known_and_only_while_running():
+    first, _ = fold(RUNNING, RUNNING, report(0, percent=10, eta_seconds=900), 10, at(0))
+    assert (first["progress"]["eta"], first["progress"]["etaSeconds"]) == ("15m", 900)
+    # Steps with a total and two points of history: the measured rate wins.
+    a, _ = fold(RUNNING, RUNNING, report(0, step=0, total_steps=100, eta_seconds=5), 10, at(0))
+    b, _ = fold(a, dict(a), report(10, step=10, total_steps=100, eta_seconds=5), 10, at(10))
+    assert b["progress"]["etaSeconds"] == 90
+    done, _ = fold(first, {"phase": "Succeeded"}, report(5, percent=100, eta_seconds=0), 10, at(5))
+    assert "eta" not in done["progress"]
+    assert "etaSeconds" not in done["progress"]
+
+
+def test_the_same_pushed_report_again_changes_nothing():
+    values = {"percent": 45, "eta_seconds": 120, "step": 3, "metrics": {"loss": 0.2}}
+    first, _ = fold(RUNNING, RUNNING, report(0, **values), 10, at(0))
+    for later in (1, 30, 3000):
+        status, wait = fold(first, dict(first), report(0, **values), 10, at(later))
+        assert (status, wait) == (first, None)

@@ -51,7 +51,8 @@ def pod(name: str, uid: str | None = None, phase: str = "Running", started: str 
         state = {"running": {"startedAt": started}}
     elif started:
         state = {"terminated": {"exitCode": 0, "startedAt": started, "finishedAt": "2026-11-25T12:05:00Z"}}
-    return {"metadata": {"name": name, "uid": uid or f"uid-{name}"}, "spec": {"containers": [{"name": "main"}, {"name": "sidecar"}]},
+    return {"metadata": {"name": name, "uid": uid or f"uid-{name}"},
+            "spec": {"containers": [{"name": "main"}, {"name": "sidecar"}]},
             "status": {"phase": phase, "containerStatuses": [{"name": "main", "state": state}]}}  # fmt: skip
 
 
@@ -76,13 +77,15 @@ def test_reporting_pod_is_the_deciding_replica_once_started():
     assert reporting_pod(job, {}) is None
     default = generic("job", ("worker", 2))  # no success rule: every replica decides, rank 0 of the first type
     found = reporting_pod(default, pods(pod("job-worker-0")))
-    assert found is not None and found[1] == "main"
+    assert found is not None
+    assert found[1] == "main"
 
 
 def test_recorded_values_go_on_from_the_status():
     status = {"progress": {"step": 5, "totalSteps": 10, "epoch": 1, "metrics": {"loss": 0.5}, "summary": "50% 5/10"}}
     assert recorded_values(status) == {"step": 5, "total_steps": 10, "epoch": 1, "metrics": {"loss": 0.5}}
-    assert recorded_values({"progress": "x"}) == {} and recorded_values(None) == {}
+    assert recorded_values({"progress": "x"}) == {}
+    assert recorded_values(None) == {}
 
 
 @pytest.mark.asyncio
@@ -91,22 +94,26 @@ async def test_a_stream_opens_when_the_pod_starts_and_reports_what_it_read():
     job = generic("job", ("worker", 1))
     streams.sync(KEY, job, pods(pod("job-worker-0", started=None)))
     await settle()
-    assert logs.opened == [] and streams.report(KEY, "uid-job") is None
+    assert logs.opened == []
+    assert streams.report(KEY, "uid-job") is None
     streams.sync(KEY, job, pods(pod("job-worker-0")))
     logs.feed("job-worker-0", "2026-11-25T12:00:01.5Z hello", "2026-11-25T12:00:02.1Z T9K_PROGRESS step=1 total_steps=10 loss=2",
-              "2026-11-25T12:00:02.2Z T9K_PROGRESS {broken", '2026-11-25T12:00:03.0Z [rank0]: T9K_PROGRESS {"acc": 0.5}')  # fmt: skip
+              "2026-11-25T12:00:02.2Z T9K_PROGRESS {broken",
+              '2026-11-25T12:00:03.0Z [rank0]: T9K_PROGRESS {"acc": 0.5}')  # fmt: skip
     await settle()
     assert logs.opened == [
         ("job-worker-0", {"follow": True, "timestamps": True, "container": "main", "sinceTime": "2026-11-25T12:00:00Z"})
     ]
     assert streams.report(KEY, "uid-job") == {"replica": "job-worker-0", "time": "2026-11-25T12:00:03Z",
-                                              "values": {"step": 1, "total_steps": 10, "metrics": {"loss": 2, "acc": 0.5}}}  # fmt: skip
+                                              "values": {"step": 1, "total_steps": 10,
+                                                         "metrics": {"loss": 2, "acc": 0.5}}}  # fmt: skip
     assert streams.report(KEY, "another-uid") is None
     assert queued == [KEY]  # the first report at once; the second waits for the interval
     assert (counts["progress_line"], counts["progress_line_ignored"]) == (2, 1)
     streams.sync(KEY, job, pods(pod("job-worker-0")))  # later passes keep the one stream
     await settle()
-    assert len(logs.opened) == 1 and streams.active() == 1
+    assert len(logs.opened) == 1
+    assert streams.active() == 1
     await streams.close()
 
 
@@ -127,7 +134,7 @@ async def test_notifications_are_throttled_to_one_per_interval():
 @pytest.mark.asyncio
 async def test_a_reopened_stream_skips_lines_it_has_read(monkeypatch):
     monkeypatch.setattr(reports, "RETRY", (0.01, 0.01))
-    streams, logs, queued, counts = make(interval=0)
+    streams, logs, _queued, counts = make(interval=0)
     streams.sync(KEY, generic("job", ("worker", 1)), pods(pod("job-worker-0")))
     logs.feed("job-worker-0", "2026-11-25T12:00:05.100Z T9K_PROGRESS step=1", "2026-11-25T12:00:05.200Z T9K_PROGRESS step=2")
     logs.end("job-worker-0")  # the connection drops; the server replays from the second (sinceTime)
@@ -135,7 +142,8 @@ async def test_a_reopened_stream_skips_lines_it_has_read(monkeypatch):
               "2026-11-25T12:00:06.000Z T9K_PROGRESS step=3")  # fmt: skip
     await asyncio.sleep(0.1)
     assert [q.get("sinceTime") for _, q in logs.opened] == ["2026-11-25T12:00:00Z", "2026-11-25T12:00:05Z"]
-    assert counts["progress_line"] == 3 and streams.report(KEY, "uid-job")["values"] == {"step": 3}
+    assert counts["progress_line"] == 3
+    assert streams.report(KEY, "uid-job")["values"] == {"step": 3}
     await streams.close()
 
 
@@ -149,7 +157,8 @@ async def test_a_container_not_ready_for_logs_is_retried(monkeypatch):
     logs.refuse.clear()
     logs.feed("job-worker-0", "2026-11-25T12:00:01Z T9K_PROGRESS step=4")
     await asyncio.sleep(0.05)
-    assert len(logs.opened) >= 2 and streams.report(KEY, "uid-job")["values"] == {"step": 4}
+    assert len(logs.opened) >= 2
+    assert streams.report(KEY, "uid-job")["values"] == {"step": 4}
     await streams.close()
 
 
@@ -181,7 +190,8 @@ async def test_the_stream_stops_a_little_after_the_pod_ends_and_a_job_gone_is_fo
     await settle()
     assert streams.active() == 1
     await asyncio.sleep(0.1)
-    assert streams.active() == 0 and streams.report(KEY, "uid-job")["values"] == {"step": 100}
+    assert streams.active() == 0
+    assert streams.report(KEY, "uid-job")["values"] == {"step": 100}
     streams.sync(KEY, job, pods(pod("job-worker-0", phase="Succeeded")))  # the same ended pod: not opened again
     await settle()
     assert len(logs.opened) == 1
@@ -197,7 +207,8 @@ async def test_a_short_job_whose_pod_ended_before_any_pass_saw_it_run_is_read_on
     logs.feed("job-worker-0", "2026-11-25T12:00:01Z T9K_PROGRESS step=7 acc=0.9")
     streams.sync(KEY, job, pods(pod("job-worker-0", phase="Succeeded")))
     await asyncio.sleep(0.1)
-    assert streams.report(KEY, "uid-job")["values"] == {"step": 7, "metrics": {"acc": 0.9}} and streams.active() == 0
+    assert streams.report(KEY, "uid-job")["values"] == {"step": 7, "metrics": {"acc": 0.9}}
+    assert streams.active() == 0
 
 
 @pytest.mark.asyncio
@@ -206,7 +217,8 @@ async def test_a_job_that_had_ended_is_not_read_again_after_a_restart_of_the_con
     job = {**generic("job", ("worker", 1)), "status": {"phase": "Succeeded", "progress": {"replica": "job-worker-0", "step": 7}}}
     streams.sync(KEY, job, pods(pod("job-worker-0", phase="Succeeded")))
     await settle()
-    assert logs.opened == [] and streams.active() == 0
+    assert logs.opened == []
+    assert streams.active() == 0
 
 
 @pytest.mark.asyncio
@@ -214,7 +226,8 @@ async def test_a_running_job_is_followed_on_from_what_its_status_records():
     streams, logs, _, _ = make()
     job = {**generic("job", ("worker", 1)),
            "status": {"phase": "Running", "progress": {"replica": "job-worker-0", "step": 40, "totalSteps": 100,
-                                                       "metrics": {"loss": 0.5}, "reportedAt": "2026-11-25T12:30:00Z"}}}  # fmt: skip
+                                                       "metrics": {"loss": 0.5},
+                                                       "reportedAt": "2026-11-25T12:30:00Z"}}}  # fmt: skip
     streams.sync(KEY, job, pods(pod("job-worker-0")))
     logs.feed("job-worker-0", "2026-11-25T12:30:05Z T9K_PROGRESS step=41")
     await settle()
@@ -234,7 +247,8 @@ async def test_a_job_of_the_same_name_starts_from_nothing_and_an_unmanaged_names
     again["metadata"]["uid"] = "uid-other"
     streams.sync(KEY, again, pods(pod("job-worker-0", uid="other-pod")))
     await settle()
-    assert streams.report(KEY, "uid-other") is None and streams.active() == 1
+    assert streams.report(KEY, "uid-other") is None
+    assert streams.active() == 1
     streams.sync(KEY, again, {}, managed=False)
     await settle()
     assert streams.active() == 0
@@ -247,9 +261,11 @@ async def test_at_most_max_streams_are_open():
         key = ("GenericJob", "ns", f"j{n}")
         streams.sync(key, generic(f"j{n}", ("worker", 1)), pods(pod(f"j{n}-worker-0")))
     await settle()
-    assert streams.active() == 2 and counts["progress_stream_refused"] == 1
+    assert streams.active() == 2
+    assert counts["progress_stream_refused"] == 1
     streams.forget(("GenericJob", "ns", "j0"))
     streams.sync(("GenericJob", "ns", "j2"), generic("j2", ("worker", 1)), pods(pod("j2-worker-0")))
     await settle()
-    assert streams.active() == 2 and [p for p, _ in logs.opened] == ["j0-worker-0", "j1-worker-0", "j2-worker-0"]
+    assert streams.active() == 2
+    assert [p for p, _ in logs.opened] == ["j0-worker-0", "j1-worker-0", "j2-worker-0"]
     await streams.close()

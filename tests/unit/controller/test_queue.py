@@ -27,14 +27,16 @@ async def test_a_key_in_flight_is_not_handed_out_again_until_done():
     q.add("a")  # changed while being reconciled
     assert len(q) == 0
     q.done(key)
-    assert len(q) == 1 and await q.get() == "a"
+    assert len(q) == 1
+    assert await q.get() == "a"
 
 
 @pytest.mark.asyncio
 async def test_rate_limited_requeue_backs_off_and_forget_resets():
     q = WorkQueue()
     delays = [q.add_rate_limited("a") for _ in range(9)]
-    assert delays[:4] == [0.5, 1.0, 2.0, 4.0] and delays[-1] == 60.0
+    assert delays[:4] == [0.5, 1.0, 2.0, 4.0]
+    assert delays[-1] == 60.0
     q.forget("a")
     assert q.add_rate_limited("a") == 0.5
 

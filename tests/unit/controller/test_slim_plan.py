@@ -76,20 +76,24 @@ def served_pod(manifest: Obj, n: int, state: str) -> Obj:
     token = {"name": "kube-api-access-x7k2p", "projected": {"defaultMode": 420, "sources": [
         {"serviceAccountToken": {"expirationSeconds": 3607, "path": "token"}},
         {"configMap": {"name": "kube-root-ca.crt", "items": [{"key": "ca.crt", "path": "ca.crt"}]}},
-        {"downwardAPI": {"items": [{"path": "namespace", "fieldRef": {"apiVersion": "v1", "fieldPath": "metadata.namespace"}}]}}]}}  # fmt: skip
+        {"downwardAPI": {"items": [{"path": "namespace",
+                                    "fieldRef": {"apiVersion": "v1", "fieldPath": "metadata.namespace"}}]}}]}}  # fmt: skip
     spec["volumes"] = [*spec.get("volumes", []), token]
     for c in spec.get("containers", []) + spec.get("initContainers", []):
         c.setdefault("resources", {})
         c.update(terminationMessagePath="/dev/termination-log", terminationMessagePolicy="File", imagePullPolicy="Always")
-        c["volumeMounts"] = [*c.get("volumeMounts", []), {"name": token["name"], "readOnly": True,
-                                                           "mountPath": "/var/run/secrets/kubernetes.io/serviceaccount"}]  # fmt: skip
+        c["volumeMounts"] = [*c.get("volumeMounts", []),
+                             {"name": token["name"], "readOnly": True,
+                              "mountPath": "/var/run/secrets/kubernetes.io/serviceaccount"}]  # fmt: skip
     spec.update(terminationGracePeriodSeconds=30, dnsPolicy="ClusterFirst", serviceAccountName="default",
                 serviceAccount="default", nodeName=f"kwok-node-{n % 2}", securityContext={}, priority=0,
                 schedulerName=spec.get("schedulerName", "default-scheduler"), enableServiceLinks=True,
                 preemptionPolicy="PreemptLowerPriority",
                 tolerations=[*spec.get("tolerations", []),
-                             {"key": "node.kubernetes.io/not-ready", "operator": "Exists", "effect": "NoExecute", "tolerationSeconds": 300},
-                             {"key": "node.kubernetes.io/unreachable", "operator": "Exists", "effect": "NoExecute", "tolerationSeconds": 300}])  # fmt: skip
+                             {"key": "node.kubernetes.io/not-ready", "operator": "Exists", "effect": "NoExecute",
+                              "tolerationSeconds": 300},
+                             {"key": "node.kubernetes.io/unreachable", "operator": "Exists", "effect": "NoExecute",
+                              "tolerationSeconds": 300}])  # fmt: skip
     phase = {"Deleting": "Running", "Evicted": "Failed"}.get(state, state.partition(":")[0])
     status: Obj = {"phase": phase, "hostIP": "127.0.0.1", "hostIPs": [{"ip": "127.0.0.1"}], "podIP": f"10.244.0.{n}",
                    "podIPs": [{"ip": f"10.244.0.{n}"}], "startTime": STAMP, "qosClass": "BestEffort",
@@ -139,12 +143,16 @@ def served(manifest: Obj, n: int, state: Callable[[Obj], str]) -> Obj:
 def _job_status(state: str) -> Obj:
     if state == "Complete":
         return {"startTime": STAMP, "completionTime": STAMP, "succeeded": 1, "ready": 0, "terminating": 0,
-                "conditions": [{"type": t, "status": "True", "reason": "CompletionsReached", "message": "Reached expected number of succeeded pods",
-                                "lastProbeTime": STAMP, "lastTransitionTime": STAMP} for t in ("SuccessCriteriaMet", "Complete")]}  # fmt: skip
+                "conditions": [{"type": t, "status": "True", "reason": "CompletionsReached",
+                                "message": "Reached expected number of succeeded pods",
+                                "lastProbeTime": STAMP, "lastTransitionTime": STAMP} for t in ("SuccessCriteriaMet",
+                                                                                               "Complete")]}  # fmt: skip
     if state == "Failed":
         return {"startTime": STAMP, "failed": 7, "ready": 0, "terminating": 0,
-                "conditions": [{"type": t, "status": "True", "reason": "BackoffLimitExceeded", "message": "Job has reached the specified backoff limit",
-                                "lastProbeTime": STAMP, "lastTransitionTime": STAMP} for t in ("FailureTarget", "Failed")]}  # fmt: skip
+                "conditions": [{"type": t, "status": "True", "reason": "BackoffLimitExceeded",
+                                "message": "Job has reached the specified backoff limit",
+                                "lastProbeTime": STAMP, "lastTransitionTime": STAMP} for t in ("FailureTarget",
+                                                                                               "Failed")]}  # fmt: skip
     return {"startTime": STAMP, "active": 1, "ready": 1, "terminating": 0, "uncountedTerminatedPods": {}}
 
 
@@ -344,7 +352,7 @@ SCENARIOS = {
         expect=lambda p: phase("Succeeded")(p) and says(p, RESULT)),
     "pytorch-paused-then-resumed": Scenario(
         world(pytorch("pt")), then=(spec_change(["runMode"], {"pause": {"enabled": True}}), moves(("pt-worker-0", "Deleting")),
-                                    drop("Pod"), spec_change(["runMode"], {"pause": {"enabled": False}})),  # fmt: skip
+                                    drop("Pod"), spec_change(["runMode"], {"pause": {"enabled": False}})),
         expect=lambda p: p.creates("Pod") == ["pt-master-0", "pt-worker-0", "pt-worker-1"]),
     "pytorch-elastic": Scenario(world(with_mode(minimal("PyTorchTrainingJob", "el"), "elastic")), expect=phase("Running")),
     "pytorch-debug": Scenario(world(with_mode(minimal("PyTorchTrainingJob", "dbg"), "debug")), states("Failed:1"),
@@ -366,14 +374,17 @@ SCENARIOS = {
     "beam-submit-running-then-complete": Scenario(
         world(minimal("BeamJob", "b")), states("Running", b_batchjob="Active"),
         then=(moves(("b-batchjob", "Complete")),), expect=phase("Succeeded")),
-    "beam-submit-failed": Scenario(world(minimal("BeamJob", "b")), states("Running", b_batchjob="Failed"), expect=phase("Failed")),
+    "beam-submit-failed": Scenario(world(minimal("BeamJob", "b")), states("Running", b_batchjob="Failed"),
+                                   expect=phase("Failed")),
     "kueue-admitted": Scenario(
-        world(queued(), others=(with_managed_fields(FLAVOR),), queueing="kueue", queues=("gpu",)), states("Running", genericjob_job="Admitted"),
+        world(queued(), others=(with_managed_fields(FLAVOR),), queueing="kueue", queues=("gpu",)),
+                               states("Running", genericjob_job="Admitted"),
         expect=phase("Running")),
     "kueue-pending": Scenario(
         world(queued(), queueing="kueue", queues=("gpu",)), states("Running", genericjob_job="Pending"), expect=phase("Pending")),
     "kueue-evicted-then-released": Scenario(
-        world(queued(), others=(with_managed_fields(FLAVOR),), queueing="kueue", queues=("gpu",)), states("Running", genericjob_job="Admitted"),
+        world(queued(), others=(with_managed_fields(FLAVOR),), queueing="kueue", queues=("gpu",)),
+                                            states("Running", genericjob_job="Admitted"),
         then=(moves(("genericjob-job", "Evicted")), drop("Pod")),
         expect=lambda p: [type(a) for a in p.actions] == [ReplaceStatus]),
 }  # fmt: skip
@@ -403,4 +414,5 @@ def test_the_slim_children_are_smaller():
         objs = [o for (k, _), o in w.children.items() if k == kind]
         whole = sum(len(json.dumps(o)) for o in objs)
         slim = sum(len(json.dumps(slim_for(kind)(copy.deepcopy(o)))) for o in objs)
-        assert objs and slim < whole / 2, (kind, slim, whole)
+        assert objs, (kind, slim, whole)
+        assert slim < whole / 2, (kind, slim, whole)

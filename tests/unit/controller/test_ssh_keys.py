@@ -14,7 +14,8 @@ from airflow_t9k.controller.ssh import ssh_secret_data
 from airflow_t9k.kinds.ssh_launch import LAUNCHER_FILES, SSHD_FILES
 
 # OpenSSH's client tools are required (Debian: openssh-client); a missing one fails, not skips.
-assert shutil.which("ssh-keygen") and shutil.which("ssh"), "these tests need openssh-client (ssh, ssh-keygen)"
+assert shutil.which("ssh-keygen"), "these tests need openssh-client (ssh, ssh-keygen)"
+assert shutil.which("ssh"), "these tests need openssh-client (ssh, ssh-keygen)"
 
 
 @pytest.fixture
@@ -33,8 +34,11 @@ def _public(path: Path) -> str:
 def test_known_hosts_trusts_the_host_key_for_any_worker_name(ssh_dir: Path):
     host = _public(ssh_dir / "ssh_host_ed25519_key")
     for name in ("mpi-worker-0", "ds-worker-12.ns.svc"):
-        found = subprocess.run(["ssh-keygen", "-F", name, "-f", str(ssh_dir / "known_hosts")], capture_output=True, text=True)
-        assert found.returncode == 0 and host in found.stdout, found
+        found = subprocess.run(
+            ["ssh-keygen", "-F", name, "-f", str(ssh_dir / "known_hosts")], check=False, capture_output=True, text=True
+        )
+        assert found.returncode == 0, found
+        assert host in found.stdout, found
 
 
 def test_authorized_keys_is_the_users_key_and_the_two_keys_differ(ssh_dir: Path):
@@ -51,5 +55,7 @@ def test_the_client_config_checks_host_keys(ssh_dir: Path):
 
 def test_what_each_side_mounts():
     keys = set(ssh_secret_data())
-    assert set(LAUNCHER_FILES) <= keys and set(SSHD_FILES) <= keys
-    assert "id_ed25519" not in SSHD_FILES and "ssh_host_ed25519_key" not in LAUNCHER_FILES
+    assert set(LAUNCHER_FILES) <= keys
+    assert set(SSHD_FILES) <= keys
+    assert "id_ed25519" not in SSHD_FILES
+    assert "ssh_host_ed25519_key" not in LAUNCHER_FILES

@@ -39,6 +39,6 @@ CASES = [
 ]  # fmt: skip
 
 
-@pytest.mark.parametrize("what,old,result,expected", CASES, ids=[c[0] for c in CASES])
+@pytest.mark.parametrize(("what", "old", "result", "expected"), CASES, ids=[c[0] for c in CASES])
 def test_only_replica_detail_with_nothing_to_do_may_wait(what, old, result, expected):
     assert detail_only(old, result) is expected

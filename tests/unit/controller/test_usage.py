@@ -28,7 +28,8 @@ def gpu_pod(name: str, uid: str, start: float | None, end: float | None = None, 
     else:
         state = {"terminated": {"exitCode": code, "startedAt": ts(start), "finishedAt": ts(end)}}
         phase = "Succeeded" if code == 0 else "Failed"
-    meta: Obj = {"name": name, "namespace": "ns", "uid": uid, "annotations": {"batch.tensorstack.dev/restart-count": str(restarts)},
+    meta: Obj = {"name": name, "namespace": "ns", "uid": uid,
+                 "annotations": {"batch.tensorstack.dev/restart-count": str(restarts)},
                  "labels": {"batch.tensorstack.dev/replica-type": "worker"}}  # fmt: skip
     if deleting:
         meta["deletionTimestamp"] = ts(0)
@@ -36,7 +37,8 @@ def gpu_pod(name: str, uid: str, start: float | None, end: float | None = None, 
     if disrupted:
         status["conditions"] = [{"type": "DisruptionTarget", "status": "True", "reason": "EvictionByEvictionAPI"}]
     spec = {"initContainers": [{"name": "init", "resources": {"limits": {"nvidia.com/gpu": "8"}}}],
-            "containers": [{"name": "main", "image": "img", "resources": {"limits": limits or {"nvidia.com/gpu": "2", "cpu": "500m"}}}]}  # fmt: skip
+            "containers": [{"name": "main", "image": "img",
+                            "resources": {"limits": limits or {"nvidia.com/gpu": "2", "cpu": "500m"}}}]}  # fmt: skip
     return {"apiVersion": "v1", "kind": "Pod", "metadata": meta, "spec": spec, "status": status}
 
 
@@ -109,7 +111,8 @@ def test_a_pod_gone_while_open_is_counted_to_now_and_wasted():
     gone = account(first, first, {}, [], at(50))  # force-deleted: never seen ending
     assert gone["usage"]["accelerators"] == {"nvidia.com/gpu": 80}
     assert gone["usage"]["wasted"] == {"nvidia.com/gpu": 80}
-    assert gone["usage"]["open"] == {} and gone["usage"]["closed"] == []
+    assert gone["usage"]["open"] == {}
+    assert gone["usage"]["closed"] == []
 
 
 def test_a_closed_run_still_in_the_cache_counts_once():
@@ -154,7 +157,8 @@ def test_summary_for_readers():
     assert out == {"accelerator_seconds": {"nvidia.com/gpu": 3600}, "wasted_accelerator_seconds": {"nvidia.com/gpu": 0},
                    "cpu_seconds": 900, "runs": 1, "wall_seconds": 1860, "accelerator_hours": 1.0}  # fmt: skip
     assert interpret({"status": done}).usage == out  # the operator, trigger and UI read it the same way
-    assert usage_of({}) == {} and usage_of({"phase": "Running"}) == {}  # nothing ran: nothing to say
+    assert usage_of({}) == {}
+    assert usage_of({"phase": "Running"}) == {}
     assert usage_of({"usage": {"accelerators": "hostile", "runs": 1}})["accelerator_seconds"] == {}
 
 
@@ -200,7 +204,8 @@ def test_a_life_with_a_restart_counts_each_run_once(slim):
     p = _pass(job, restarted, 70, slim=slim)
     second = gpu_pod("train-worker-0", "run2", 72, limits={"nvidia.com/gpu": "2"}, restarts=1)
     p = _pass(job, p.status, 73, second, slim=slim)
-    assert list(p.status["usage"]["open"]) == ["run2"] and p.status["usage"]["closed"] == []
+    assert list(p.status["usage"]["open"]) == ["run2"]
+    assert p.status["usage"]["closed"] == []
     done = gpu_pod("train-worker-0", "run2", 72, 102, limits={"nvidia.com/gpu": "2"}, restarts=1)
     p = _pass(job, p.status, 103, done, slim=slim)
     assert p.status["phase"] == "Succeeded"

@@ -43,7 +43,8 @@ def test_deeper_objects_raise_with_what_could_be_read_of_them():
 @pytest.mark.parametrize(
     ("raw", "expected"),
     [
-        ('{"kind":"PodList","items":[],"metadata":{"continue":"abc","resourceVersion":"9"}}', {"continue": "abc", "resourceVersion": "9"}),
+        ('{"kind":"PodList","items":[],"metadata":{"continue":"abc","resourceVersion":"9"}}',
+         {"continue": "abc", "resourceVersion": "9"}),
         ('{"kind":"PodList","items":[],"metadata":{"resourceVersion":"9"}}\n', {"resourceVersion": "9"}),
         ('{"kind":"PodList","items":[]}', {}),
     ],
@@ -53,7 +54,10 @@ def test_list_metadata_is_read_from_the_end(raw, expected):
 
 
 def test_identify_reads_the_first_object_only():
-    raw = '{"type":"ADDED","object":{"apiVersion":"v1","kind":"GenericJob","metadata":{"name":"a","namespace":"n","uid":"u"},"spec":{"name":"b"}}}'
+    raw = (
+        '{"type":"ADDED","object":{"apiVersion":"v1","kind":"GenericJob",'
+        '"metadata":{"name":"a","namespace":"n","uid":"u"},"spec":{"name":"b"}}}'
+    )
     assert identify(raw) == {"kind": "GenericJob", "name": "a", "namespace": "n", "uid": "u"}
 
 
@@ -87,7 +91,8 @@ async def test_list_leaves_out_the_deep_item_and_keeps_the_rest():
         release.set()
         await stop(task)
     assert sorted(n for _, n in informer.cache) == ["a", "c"]
-    assert informer.synced.is_set() and watches == ["10"]
+    assert informer.synced.is_set()
+    assert watches == ["10"]
     assert (UNDECODABLE, "bad") in events
 
 
@@ -113,5 +118,6 @@ async def test_watch_skips_the_deep_event_and_keeps_watching():
         release.set()
         await stop(task)
     assert events == [(UNDECODABLE, "bad"), ("ADDED", "good")]
-    assert list(informer.cache) == [("ns", "good")] and healthy
+    assert list(informer.cache) == [("ns", "good")]
+    assert healthy
     assert informer.resource_version == "3"

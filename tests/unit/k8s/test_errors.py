@@ -69,7 +69,5 @@ def test_permanent_and_transient(exc, permanent, transient):
 
 def test_unreachable_names_the_host_and_the_cause():
     err = Unreachable("https://10.0.0.1:6443", "connection refused", "; check it")
-    assert (
-        err.status == 0
-        and str(err.message) == "cannot reach the Kubernetes API server at https://10.0.0.1:6443 (connection refused); check it"
-    )
+    assert err.status == 0
+    assert str(err.message) == "cannot reach the Kubernetes API server at https://10.0.0.1:6443 (connection refused); check it"

@@ -54,12 +54,14 @@ def test_backoff_resets():
         ),
         (
             504,
-            '{"reason":"Timeout","message":"Timeout: Too large resource version: 900, current: 850",'
-            '"details":{"causes":[{"reason":"ResourceVersionTooLarge","message":"Too large resource version"}],'
-            '"retryAfterSeconds":1}}',
+            (
+                '{"reason":"Timeout","message":"Timeout: Too large resource version: 900, current: 850",'
+                '"details":{"causes":[{"reason":"ResourceVersionTooLarge","message":"Too large resource version"}],'
+                '"retryAfterSeconds":1}}'
+            ),
             True,
             1.0,
-        ),  # fmt: skip
+        ),
         (500, '{"message":"boom"}', False, None),
         (503, "not json", False, None),
     ],
@@ -107,9 +109,11 @@ async def test_429_while_storage_initializes_is_retried_within_a_second_and_reco
             await asyncio.sleep(0.02)
         release.set()
         await stop(task)
-    assert calls["watch"] == 5 and calls["list"] == 1  # a 429 resumes the watch, it does not relist
+    assert calls["watch"] == 5
+    assert calls["list"] == 1
     # At most 4 x 1.2 s of back-off; doubling from 0.5 s (the old way) took 7.5 s.
-    assert recovered and recovered[0] - t0 < 5.5
+    assert recovered
+    assert recovered[0] - t0 < 5.5
     assert informer.healthy
 
 
@@ -137,7 +141,8 @@ async def test_too_large_resource_version_lists_again():
         task = await run_informer(informer, lambda: calls["watch"] >= 2)
         release.set()
         await stop(task)
-    assert calls["list"] == 2 and informer.resource_version == "200"
+    assert calls["list"] == 2
+    assert informer.resource_version == "200"
 
 
 @pytest.mark.asyncio
@@ -161,5 +166,6 @@ async def test_a_silent_watch_is_taken_for_dead_and_reopened():
         task = await run_informer(informer, lambda: calls["watch"] >= 3)
         release.set()
         await stop(task)
-    assert calls["watch"] >= 3 and informer.lists == 1  # resumed from the same resourceVersion, no relist
+    assert calls["watch"] >= 3
+    assert informer.lists == 1
     assert recovered  # each reopening counts as a recovery: jobs are looked at again

@@ -91,11 +91,13 @@ async def test_410_relists_and_drops_what_disappeared():
         task = await run_informer(informer, lambda: len(fake.watches) >= 3)
         fake.release.set()
         await stop(task)
-        assert fake.lists == 2 and informer.lists == 2
+        assert fake.lists == 2
+        assert informer.lists == 2
         assert fake.watches[:2] == ["10", "20"]  # the second watch starts from the relist
         assert sorted(n for _, n in informer.cache) == ["b"]
         assert ("DELETED", "a") in events  # gone while we were not watching
-        assert ("ADDED", "c") in events and ("DELETED", "c") in events
+        assert ("ADDED", "c") in events
+        assert ("DELETED", "c") in events
         assert fake.watches[2] == "21"  # resumes from the last event, without a third list
 
 
@@ -121,4 +123,5 @@ async def test_a_failed_watch_is_unhealthy_only_until_the_next_one_opens():
         healthy = informer.healthy
         release.set()
         await stop(task)
-    assert calls["watch"] == 2 and healthy  # healthy while the second watch is open
+    assert calls["watch"] == 2
+    assert healthy

@@ -60,12 +60,15 @@ CASES = [
      {"url": "https://10.0.0.1:6443", "headers": {}, "cert_data": base64.b64decode(B64), "key_data": base64.b64decode(B64)}),
     ("token wins over tokenFile", config(user={"token": SECRET, "tokenFile": "/nonexistent"}),
      {"url": "https://10.0.0.1:6443", "headers": AUTH}),
-    ("plain http without a token: no TLS settings read", config({"server": "http://127.0.0.1:8080", "certificate-authority": "x"}, user={}),
+    ("plain http without a token: no TLS settings read",
+     config({"server": "http://127.0.0.1:8080", "certificate-authority": "x"}, user={}),
      {"url": "http://127.0.0.1:8080", "headers": {}}),
     ("no user at all", config(user={}), {"url": "https://10.0.0.1:6443", "headers": {}}),
-    ("CA data wrapped over lines (a YAML block scalar)", config({"certificate-authority-data": B64[:20] + "\n" + B64[20:] + "\n"}),
+    ("CA data wrapped over lines (a YAML block scalar)",
+     config({"certificate-authority-data": B64[:20] + "\n" + B64[20:] + "\n"}),
      {"url": "https://10.0.0.1:6443", "headers": AUTH, "ca_data": base64.b64decode(B64).decode()}),
-    ("empty CA data: the file is used, as client-go", config({"certificate-authority-data": "", "certificate-authority": "ca.crt"}),
+    ("empty CA data: the file is used, as client-go",
+     config({"certificate-authority-data": "", "certificate-authority": "ca.crt"}),
      {"url": "https://10.0.0.1:6443", "headers": AUTH, "ca_file": "/etc/kube/ca.crt"}),
     ("empty client data: the files are used", config(user={"client-certificate-data": "", "client-certificate": "u.crt",
                                                             "client-key-data": "", "client-key": "u.key"}),
@@ -245,7 +248,9 @@ def test_token_file_relative_to_the_kubeconfig(tmp_path):
 def test_no_secret_in_repr():
     ep = kubeconfig.parse(config(user={"token": SECRET, "client-certificate-data": B64, "client-key-data": B64}),
                           BASE, None, "K")  # fmt: skip
-    assert SECRET not in repr(ep) and B64 not in repr(ep) and "not really" not in repr(ep)
+    assert SECRET not in repr(ep)
+    assert B64 not in repr(ep)
+    assert "not really" not in repr(ep)
 
 
 def test_unloadable_certificates_are_clear_errors_without_their_content(tmp_path):
@@ -278,5 +283,6 @@ def test_relative_paths_follow_the_kubeconfig_link_not_its_target(tmp_path):
     (tmp_path / "mount" / "..2026_x" / "tok").write_text(SECRET)
     (tmp_path / "mount" / "tok").symlink_to("..data/tok")
     ep = kubeconfig.load(str(tmp_path / "mount" / "config"), env={})
-    assert ep.token is not None and ep.token.path == os.path.join(str(tmp_path / "mount"), "tok")
+    assert ep.token is not None
+    assert ep.token.path == os.path.join(str(tmp_path / "mount"), "tok")
     assert ep.headers() == AUTH

@@ -223,7 +223,8 @@ def test_per_replica_type_templates_come_between_the_common_one_and_the_job():
 
 def test_the_job_records_the_template_and_its_resource_version_and_is_no_longer_unresolved():
     j = job(replicaSpecs=[{"type": "worker", "replicas": 1}])
-    assert unresolved(j) and wanted(j) == ("T9kJobTemplate", "ns", "torch-a100")
+    assert unresolved(j)
+    assert wanted(j) == ("T9kJobTemplate", "ns", "torch-a100")
     merged = apply_template(j, tmpl(template=pod(c(image="i")), deprecated=True, deprecationMessage="use torch-h100"))
     assert json.loads(merged["metadata"]["annotations"][ANNOTATION]) == {
         "kind": "T9kJobTemplate", "name": "torch-a100", "namespace": "ns", "uid": "u1", "resourceVersion": "42",
@@ -296,10 +297,12 @@ def test_the_example_template_and_job_merge_as_the_docs_say():
     merged = apply_template(j, t)
     [worker] = merged["spec"]["replicaSpecs"]
     container = worker["template"]["spec"]["containers"][0]
-    assert container["image"].startswith("pytorch/pytorch:") and container["command"][:2] == ["python", "train.py"]
+    assert container["image"].startswith("pytorch/pytorch:")
+    assert container["command"][:2] == ["python", "train.py"]
     assert container["env"] == [{"name": "NCCL_DEBUG", "value": "WARN"}, {"name": "OMP_NUM_THREADS", "value": "4"}]
     assert container["resources"]["limits"] == {"cpu": "32", "memory": "256Gi", "nvidia.com/gpu": 8}
-    assert worker["restartPolicy"] == "ExitCode" and merged["spec"]["runPolicy"]["backoffLimit"] == 2
+    assert worker["restartPolicy"] == "ExitCode"
+    assert merged["spec"]["runPolicy"]["backoffLimit"] == 2
 
 
 def test_airflow_t9k_check_merges_a_template_given_beside_the_job():

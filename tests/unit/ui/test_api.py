@@ -20,10 +20,11 @@ def test_a_missing_connection_is_a_503_naming_it():
     with pytest.raises(HTTPException) as err:
         hook_transport(BrokenHook())("GET", "/apis/batch.tensorstack.dev/v1beta1/genericjobs")
     assert err.value.status_code == 503
-    assert "k8s_missing" in err.value.detail and "ui_kubernetes_conn_id" in err.value.detail
+    assert "k8s_missing" in err.value.detail
+    assert "ui_kubernetes_conn_id" in err.value.detail
 
 
-@pytest.mark.parametrize("raw, expected", [(None, -1), ("3", 3), ("-1", -1), ("{MAP_INDEX}", -1), ("", -1)])
+@pytest.mark.parametrize(("raw", "expected"), [(None, -1), ("3", 3), ("-1", -1), ("{MAP_INDEX}", -1), ("", -1)])
 def test_map_index_from_the_ui(raw, expected):
     assert _map_index(raw) == expected
 
@@ -33,8 +34,9 @@ def test_loading_the_plugin_does_not_build_the_api_until_it_is_read():
     import sys
 
     code = ("import sys; from airflow_t9k.ui.plugin import T9kUiPlugin as P; a = 'airflow_t9k.ui.api' in sys.modules; "
-            "apps = P.fastapi_apps; print(a, 'airflow_t9k.ui.api' in sys.modules, apps[0]['url_prefix'], apps[0]['app'] is P().fastapi_apps[0]['app'])")  # fmt: skip
-    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=120)
+            "apps = P.fastapi_apps; print(a, 'airflow_t9k.ui.api' in sys.modules, apps[0]['url_prefix'], apps[0]['app'] is "
+            "P().fastapi_apps[0]['app'])")  # fmt: skip
+    out = subprocess.run([sys.executable, "-c", code], check=False, capture_output=True, text=True, timeout=120)
     assert out.stdout.splitlines()[-1].split() == ["False", "True", "/t9k", "True"], out.stdout + out.stderr
 
 
@@ -78,7 +80,8 @@ def test_a_kubernetes_api_that_never_answers_costs_the_ui_a_bounded_wait(monkeyp
     worker.join(timeout=10)
     server.close()
     assert not worker.is_alive(), "the call still waits for an API server that never answers"
-    assert outcome and "timed out" in str(outcome[0]).lower(), outcome
+    assert outcome, outcome
+    assert "timed out" in str(outcome[0]).lower(), outcome
 
 
 def test_the_endpoints_run_on_the_uis_own_threads():
@@ -104,7 +107,8 @@ def test_the_endpoints_run_on_the_uis_own_threads():
         return {"thread": threading.current_thread().name, "n": n, "tag": tag}
 
     body = TestClient(probe).get("/where", params={"n": "3", "tag": "x"}).json()
-    assert body["thread"].startswith("t9k-ui") and (body["n"], body["tag"]) == (3, "x")
+    assert body["thread"].startswith("t9k-ui")
+    assert (body["n"], body["tag"]) == (3, "x")
     assert TestClient(probe).get("/where").status_code == 422  # n is still a required query parameter
 
 

@@ -47,7 +47,8 @@ def add_ti(s: Session, dag: str, run: str, task: str, map_index: int = -1, xcom:
     if xcom is not None:
         # The Task Execution API stores values already as JSON, serialize_value as a JSON string: both occur.
         value = xcom if raw else json.dumps(xcom)
-        s.execute(insert(XComModel.__table__).values(dag_run_id=zlib.crc32(f"{dag}/{run}".encode()), dag_id=dag, run_id=run, task_id=task, map_index=map_index,
+        s.execute(insert(XComModel.__table__).values(dag_run_id=zlib.crc32(f"{dag}/{run}".encode()), dag_id=dag, run_id=run,
+                                                     task_id=task, map_index=map_index,
                                                      key="t9k_job", value=value))  # fmt: skip
 
 
@@ -120,7 +121,8 @@ def add_try(s: Session, dag: str, run: str, task: str, n: int, state: str) -> No
     from airflow.models.taskinstancehistory import TaskInstanceHistory
 
     s.execute(insert(TaskInstanceHistory.__table__).values(task_instance_id=uuid.uuid4(), dag_id=dag, run_id=run, task_id=task,
-                                                           map_index=-1, try_number=n, state=state, pool="default_pool"))  # fmt: skip
+                                                           map_index=-1, try_number=n, state=state,
+                                                           pool="default_pool"))  # fmt: skip
 
 
 def add_attempts(s: Session, dag: str, run: str, task: str, value: str) -> None:

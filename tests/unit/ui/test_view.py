@@ -24,7 +24,7 @@ def job(kind="GenericJob", name="j", dag="d", run="r", task="t", map_index="-1",
 
 
 @pytest.mark.parametrize(
-    "status, expected",
+    ("status", "expected"),
     [
         ({}, "Pending"),
         ({"phase": "Running"}, "Running"),
@@ -38,7 +38,7 @@ def test_phase(status, expected):
 
 
 @pytest.mark.parametrize(
-    "status, expected",
+    ("status", "expected"),
     [
         ({}, {"running": 0, "succeeded": 0, "failed": 0, "restarts": 0}),
         (
@@ -103,7 +103,8 @@ def test_recorded_is_the_very_object(change, expected):
 
 def test_summary_row_durations_and_task():
     row = view.summary(job(status={"phase": "Succeeded", "startTime": "2026-01-01T11:00:10Z",
-                                   "conditions": [{"type": "Succeeded", "status": "True", "lastTransitionTime": "2026-01-01T11:01:10Z"}]}),
+                                   "conditions": [{"type": "Succeeded", "status": "True",
+                                                   "lastTransitionTime": "2026-01-01T11:01:10Z"}]}),
                        NOW)  # fmt: skip
     assert row["task"] == {"dag_id": "d", "run_id": "r", "task_id": "t", "map_index": -1}
     assert (row["age_seconds"], row["duration_seconds"], row["ended"]) == (3600, 60, "2026-01-01T11:01:10Z")
@@ -159,7 +160,8 @@ def test_events_of_the_job_and_its_pods_by_uid_oldest_first():
              ev("k", "k1", "Other", "2026-01-01T11:00:00Z")]  # fmt: skip
     assert [e["reason"] for e in view.events(items, {"u1", "p0"})] == ["SuccessfulCreate", "Started"]
     many = [ev("j", "u1", f"r{i}", f"2026-01-01T11:{i // 60:02d}:{i % 60:02d}Z") for i in range(150)]
-    assert len(view.events(many, {"u1"})) == view.MAX_EVENTS and view.events(many, {"u1"})[-1]["reason"] == "r149"
+    assert len(view.events(many, {"u1"})) == view.MAX_EVENTS
+    assert view.events(many, {"u1"})[-1]["reason"] == "r149"
 
 
 @pytest.mark.parametrize(
@@ -201,7 +203,7 @@ ELASTIC = {"elastic": {"enabled": True, "minReplicas": 2, "maxReplicas": 4, "exp
 
 
 @pytest.mark.parametrize(
-    "kind, spec, replicas, problem",
+    ("kind", "spec", "replicas", "problem"),
     [
         ("PyTorchTrainingJob", ELASTIC, 4, None),
         ("DeepSpeedJob", ELASTIC, 2, None),
@@ -231,7 +233,8 @@ def test_the_list_is_one_label_selected_list_per_kind_shared_for_a_moment():
 
     reader = Reader(transport, kinds=["GenericJob", "MPIJob"])
     first = reader.jobs()
-    assert reader.jobs() == first and reader.jobs("MPIJob") == [j for j in first if j["kind"] == "MPIJob"]
+    assert reader.jobs() == first
+    assert reader.jobs("MPIJob") == [j for j in first if j["kind"] == "MPIJob"]
     assert sorted(p for _, p, _ in calls) == ["/apis/batch.tensorstack.dev/v1beta1/genericjobs",
                                               "/apis/batch.tensorstack.dev/v1beta1/mpijobs"]  # fmt: skip
     assert all(m == "GET" and q == {"labelSelector": f"{A}/dag-id"} for m, _, q in calls)
@@ -284,7 +287,7 @@ def evidence_data(**extra):
 
 
 @pytest.mark.parametrize(
-    "refs, used",
+    ("refs", "used"),
     [
         ([{"uid": "u1", "controller": True}], True),
         ([{"uid": "u1"}], False),  # an owner, not the controller
@@ -316,7 +319,8 @@ def test_kept_shows_gone_replicas_with_exit_codes_messages_logs_and_events():
     assert (c["exit_code"], c["reason"], c["message"]) == (3, "Error", "loss is nan")
     assert kept["replicas"][0]["log"] == "a\nb\nc\n"
     assert kept["events"] == [{"type": "Warning", "reason": "Failed", "message": "m", "count": 2, "time": "t"}]
-    assert kept["root_cause"]["replica"] == "j-worker-0" and kept["kept_at"] == "2026-01-01T12:00:00Z"
+    assert kept["root_cause"]["replica"] == "j-worker-0"
+    assert kept["kept_at"] == "2026-01-01T12:00:00Z"
     assert view.kept(evidence_data(), live={"j-worker-0", "j-worker-1"}) is None  # nothing gone
     assert view.kept({"summary.json": "not json", "j-worker-0.log": "z"}, live=set())["replicas"][0]["log"] == "z"
 
@@ -324,11 +328,15 @@ def test_kept_shows_gone_replicas_with_exit_codes_messages_logs_and_events():
 def test_kept_is_bounded_whatever_the_configmap_holds():
     import json
 
-    many = {f"p{i}": {"phase": "Failed", "containers": [{"name": "c", "message": "m" * 100_000}] * 50} for i in range(500)}
+    # Past every bound: 500 replicas of 50 containers, the first one's messages 100 kB each (a
+    # ConfigMap holds 1 MiB at most; this is 5 MB, the rest short so that building it takes no time).
+    long, short = [{"name": "c", "message": "m" * 100_000}] * 50, [{"name": "c", "message": "m"}] * 50
+    many = {f"p{i}": {"phase": "Failed", "containers": long if i == 0 else short} for i in range(500)}
     data = {"summary.json": json.dumps({"replicas": many}), "p0.log": "l\n" * 100_000,
             "events.json": json.dumps([{"message": "e"}] * 1000)}  # fmt: skip
     kept = view.kept(data, live=set())
-    assert len(kept["replicas"]) == view.KEPT_REPLICAS and len(kept["events"]) == view.KEPT_EVENTS
+    assert len(kept["replicas"]) == view.KEPT_REPLICAS
+    assert len(kept["events"]) == view.KEPT_EVENTS
     assert all(len(r["containers"]) <= 16 for r in kept["replicas"])
     assert len(kept["replicas"][0]["containers"][0]["message"]) < view.KEPT_TEXT + 100
     assert len(kept["replicas"][0]["log"]) == view.KEPT_LOG_BYTES
@@ -337,7 +345,8 @@ def test_kept_is_bounded_whatever_the_configmap_holds():
 
 def test_root_cause_and_restart_history_come_from_the_status():
     status = {"phase": "Failed", "rootCause": {"replica": "j-worker-0", "detail": "d", "exitCode": 3, "permanent": True},
-              "restartHistory": [{"time": "t", "replica": "j-worker-1", "cause": "Evicted", "counted": False, "podUID": "p"}]}  # fmt: skip
+              "restartHistory": [{"time": "t", "replica": "j-worker-1", "cause": "Evicted", "counted": False,
+                                  "podUID": "p"}]}  # fmt: skip
     d = view.detail(job(status=status), [], [], NOW)
     assert d["root_cause"] == {"replica": "j-worker-0", "detail": "d", "exit_code": 3, "finished": None, "permanent": True}
     assert d["restart_history"] == [
@@ -359,7 +368,8 @@ def test_root_cause_and_restart_history_come_from_the_status():
           "running": False}),
         # a running job: its ended runs, plus the running one up to now (8 GPUs for 30 minutes)
         ({"accelerators": {"nvidia.com/gpu": 3600}, "wasted": {"nvidia.com/gpu": 3600}, "runs": 1, "closed": [],
-          "open": {"u2": {"pod": "j-worker-0", "start": "2026-01-01T11:30:00Z", "accelerators": {"nvidia.com/gpu": 8}, "cpu": 1}}},
+          "open": {"u2": {"pod": "j-worker-0", "start": "2026-01-01T11:30:00Z", "accelerators": {"nvidia.com/gpu": 8},
+                          "cpu": 1}}},
          {"accelerator_hours": 5.0, "by_resource": {"nvidia.com/gpu": 5.0}, "wasted_hours": 1.0, "running": True}),
     ],
 )  # fmt: skip
@@ -372,7 +382,8 @@ PROGRESS = {"replica": "j-worker-0", "step": 120, "totalSteps": 1000, "epoch": 2
             "eta": "2m30s", "etaSeconds": 150, "metrics": {"loss": 0.31, "acc": 0.9}, "reportedAt": "2026-01-01T11:59:58Z",
             "updated": "2026-01-01T12:00:00Z",
             "history": {"every": 10, "points": [{"time": "2026-01-01T11:58:00Z", "step": 0, "metrics": {"loss": 2.0}},
-                                                {"time": "2026-01-01T11:59:58Z", "step": 120, "metrics": {"loss": 0.31, "acc": 0.9}}]}}  # fmt: skip
+                                                {"time": "2026-01-01T11:59:58Z", "step": 120,
+                                                 "metrics": {"loss": 0.31, "acc": 0.9}}]}}  # fmt: skip
 
 
 @pytest.mark.parametrize(
@@ -389,7 +400,8 @@ PROGRESS = {"replica": "j-worker-0", "step": 120, "totalSteps": 1000, "epoch": 2
         # whatever the status holds, numbers only and capped
         ({"progress": {"step": "12", "metrics": {"loss": "x", "ok": True, **{f"m{i}": i for i in range(40)}},
                        "history": {"points": [{"time": 5}, {"time": "not a time"}, "x",
-                                              *[{"time": "2026-01-01T11:00:00Z", "metrics": {f"m{i}": i for i in range(20)}}] * 300]}}},
+                                              *[{"time": "2026-01-01T11:00:00Z",
+                                                 "metrics": {f"m{i}": i for i in range(20)}}] * 300]}}},
          "capped"),
     ],
 )  # fmt: skip
@@ -398,8 +410,11 @@ def test_progress_for_the_tab(status, expected):
     if expected != "capped":
         assert out == expected
         return
-    assert out["step"] is None and len(out["metrics"]) == view.PROGRESS_METRICS and "loss" not in out["metrics"]
-    assert len(out["history"]) == view.PROGRESS_POINTS and all(len(p["metrics"]) == view.CHART_METRICS for p in out["history"])
+    assert out["step"] is None
+    assert len(out["metrics"]) == view.PROGRESS_METRICS
+    assert "loss" not in out["metrics"]
+    assert len(out["history"]) == view.PROGRESS_POINTS
+    assert all(len(p["metrics"]) == view.CHART_METRICS for p in out["history"])
 
 
 def test_the_tab_has_the_progress():

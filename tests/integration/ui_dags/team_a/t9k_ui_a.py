@@ -44,7 +44,8 @@ with DAG("t9k_ui_evidence", start_date=START, schedule=None, catchup=False):
         "spec": {"cleanUpPolicy": "All", "failureRules": [{"worker": [0]}], "successRules": [{"worker": [0, 1]}],
                  "replicaSpecs": [{"type": "worker", "replicas": 2, "restartPolicy": {"policy": "Never"},
                                    "template": {"metadata": {"annotations": FAILING},
-                                                "spec": {"containers": [{"name": "main", "image": "busybox", "command": ["train"]}]}}}]},
+                                                "spec": {"containers": [{"name": "main", "image": "busybox",
+                                                                         "command": ["train"]}]}}}]},
     })  # fmt: skip
 
 # Two tries (issue 23: the tab shows earlier attempts): try 1's worker-0 exits 3 and the job is
@@ -57,7 +58,8 @@ with DAG("t9k_ui_retry", start_date=START, schedule=None, catchup=False):
         "spec": {"cleanUpPolicy": "All", "failureRules": [{"worker": [0]}], "successRules": [{"worker": [0, 1]}],
                  "replicaSpecs": [{"type": "worker", "replicas": 2, "restartPolicy": {"policy": "Never"},
                                    "template": {"metadata": {"annotations": RETRYING},
-                                                "spec": {"containers": [{"name": "main", "image": "busybox", "command": ["train"]}]}}}]},
+                                                "spec": {"containers": [{"name": "main", "image": "busybox",
+                                                                         "command": ["train"]}]}}}]},
     })  # fmt: skip
 
 # Live progress (docs/progress.md): the tab draws the metrics; TensorBoard/MLflow extra links.

@@ -1,0 +1,82 @@
+"""Whether the job ends in this pass: its deadline, a kind's own verdict, its failure and success rules."""
+
+from __future__ import annotations
+
+import json
+from datetime import datetime
+from typing import TYPE_CHECKING
+
+from airflow_t9k.controller.reconcile.disruption import group_disruption
+from airflow_t9k.controller.reconcile.status import timestamp
+from airflow_t9k.kinds.base import JobKind, Obj, Rule, debug_enabled
+
+if TYPE_CHECKING:
+    from airflow_t9k.controller.reconcile.passstate import Outcome, PassState
+    from airflow_t9k.controller.reconcile.slotstate import SlotState
+
+
+def start(p: PassState) -> PassState:
+    """Debug mode, the shared restart budget, and ``startTime`` on the first pass that gets this far."""
+    p.debug = debug_enabled(p.job)
+    limit = p.kind.backoff_limit(p.job)
+    p.budget = None if limit is None else [limit - sum(s.restarts for s in p.states)]
+    p.sb.new.setdefault("startTime", timestamp(p.now))
+    return p
+
+
+def deadline(p: PassState) -> PassState:
+    """``activeDeadlineSeconds`` passed fails the job (not in Debug mode); else when to look again."""
+    limit = p.kind.active_deadline(p.job)
+    if not limit:
+        return p
+    begun = datetime.fromisoformat(str(p.sb.new["startTime"]).replace("Z", "+00:00"))
+    left = limit - (p.now - begun).total_seconds()
+    p.deadline_in = max(left, 0.0)
+    if left <= 0 and not p.debug:
+        p.outcome = ("Failed", "DeadlineExceeded", f"The job ran longer than activeDeadlineSeconds ({limit}s).")
+    return p
+
+
+def verdict(p: PassState) -> PassState:
+    """A kind's own verdict (BeamJob: its submit Job), then failure rules, then success rules (Debug
+    mode skips this). A fixed-world launch (MPI, DeepSpeed, ColossalAI) cannot go on with one replica
+    replaced: a disruption restarts the whole group, and its launcher's fall is no verdict."""
+    p.group_cause = group_disruption(p.states) if p.kind.restarts_as_group and not p.debug else None
+    if p.outcome is None and not p.debug and p.group_cause is None:
+        p.outcome = p.kind.verdict(p.job, p.observed) or decide(p.kind, p.job, p.states, p.budget)
+    return p
+
+
+def decide(kind: JobKind, job: Obj, states: list[SlotState], budget: list[int] | None) -> Outcome | None:
+    """Failure rules, then success rules; a job whose replicas have all ended without satisfying
+    a rule fails rather than hanging."""
+    succeeded = {(s.slot.type, s.slot.rank) for s in states if s.ended and s.phase == "Succeeded"}
+    failed_for_good = {
+        (s.slot.type, s.slot.rank) for s in states if s.ended and s.phase == "Failed" and not s.can_restart(budget)
+    }
+    if rule := satisfied(kind.failure_rules(job), failed_for_good):
+        # Seed 001's reasons: the message names the rule, so a "FailureRule" reason added nothing.
+        return "Failed", "Failed", kind.outcome_message(job, "Failed") or f"The job is failed with rule: {fmt(rule)}"
+    if rule := satisfied(kind.success_rules(job), succeeded):
+        return (
+            "Succeeded",
+            "Succeeded",
+            kind.outcome_message(job, "Succeeded") or f"The job has finished successfully with rule: {fmt(rule)}",
+        )
+    ended = succeeded | failed_for_good
+    restartable = any(s.restart_recorded or (s.ended and s.can_restart(budget)) for s in states)
+    if states and len(ended) == len(states) and not restartable:
+        return "Failed", "NoRuleSatisfied", "All replicas have ended, but no success rule was satisfied."
+    return None
+
+
+def satisfied(rules: list[Rule], done: set[tuple[str, int]]) -> Rule | None:
+    for rule in rules:
+        if all((t, r) in done for t, ranks in rule.items() for r in ranks):
+            return rule
+    return None
+
+
+def fmt(rule: Rule) -> str:
+    # Seed 001 prints a rule as { "worker": [0] }: spaces inside the braces.
+    return "{ " + json.dumps(rule, separators=(", ", ": "))[1:-1] + " }"

@@ -1,0 +1,38 @@
+"""Gates that hold pods back: Kueue's admission, Volcano's PodGroup."""
+
+from __future__ import annotations
+
+from airflow_t9k.controller.reconcile import queueing, volcano
+from airflow_t9k.controller.reconcile.passstate import PassState, invalid
+from airflow_t9k.controller.reconcile.steps.record import write_tasks
+from airflow_t9k.kinds.base import InvalidSpec
+
+
+def admission(p: PassState) -> PassState:
+    """No pod before Kueue admits the job's Workload; an eviction deletes them without spending restarts.
+    Admitted pods go to the nodes of the flavors Kueue assigned."""
+    if not p.queued:
+        return p
+    try:
+        gate = queueing.gate(p.kind, p.asked, p.observed, p.sb)
+    except InvalidSpec as exc:
+        return invalid(p, str(exc))
+    p.events += gate.events
+    if not gate.admitted:
+        p.actions += gate.actions
+        p.requeue_after = gate.requeue_after
+        write_tasks(p, finished=False)
+        return p.end()
+    for s in p.states:
+        if s.slot.pod_name in p.rendered:
+            queueing.place(p.rendered[s.slot.pod_name], gate.assignments.get(s.slot.type), p.observed.flavors)
+    return p
+
+
+def gang(p: PassState) -> PassState:
+    """AscendJob's PodGroup: no pod until Volcano has taken it in, as MindCluster's operator waits."""
+    actions, hold = volcano.gate(p.kind, p.job, p.observed, p.queued, p.rendered)
+    p.actions += actions
+    if hold:
+        p.rendered = {}
+    return p

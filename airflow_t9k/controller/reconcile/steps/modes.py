@@ -1,0 +1,41 @@
+"""What the job's scheduler settings do here, and Pause mode."""
+
+from __future__ import annotations
+
+from airflow_t9k.controller.reconcile import queueing
+from airflow_t9k.controller.reconcile.actions import Delete, Emit
+from airflow_t9k.controller.reconcile.desired import scheduler_settings
+from airflow_t9k.controller.reconcile.observe import is_deleting
+from airflow_t9k.controller.reconcile.passstate import PassState, uid_of
+from airflow_t9k.controller.reconcile.steps.record import write_tasks
+from airflow_t9k.kinds.base import pause_enabled
+
+
+def scheduler(p: PassState) -> PassState:
+    """Whether Kueue admits the job; without Kueue a ``t9kScheduler`` is only recorded, and the job says so."""
+    p.queued = queueing.in_use(p.job, p.observed)
+    sched = scheduler_settings(p.job)
+    if p.queued or not sched:
+        return p
+    message = (
+        f"spec.scheduler.t9kScheduler (queue {sched['queue']!r}, priority {sched['priority']}) "
+        "is recorded on the pods, but this cluster has no T9k Scheduler: queue admission and priority are not "
+        f"enforced and pods use the default scheduler. No Kueue admission either: {queueing.why_not(p.job, p.observed)} "
+        "(docs/queueing.md)."
+    )
+    if p.sb.set_condition("QueueAdmission", False, "NotEnforced", message):
+        p.events.append(Emit("Warning", "QueueNotEnforced", message))
+    return p
+
+
+def pause(p: PassState) -> PassState:
+    """Pause mode deletes every pod (phase ``Paused``) and gives Kueue's quota back."""
+    if not pause_enabled(p.job):
+        return p
+    p.actions += [Delete("Pod", n, uid_of(pod)) for n, pod in p.observed.pods.items() if not is_deleting(pod)]
+    p.actions += queueing.released(p.job, p.observed) if p.queued else []
+    p.sb.set_phase("Paused")
+    p.sb.set_condition("Paused", True, "Paused", "The job is paused: all replicas have been deleted or are being deleted.")
+    p.sb.set_condition("Running", False, "Paused", "The job is paused.")
+    write_tasks(p, finished=True)
+    return p.end()
