@@ -44,7 +44,7 @@ with DAG("t9k_log_resume", start_date=START, schedule=None, catchup=False):
     GenericJobOperator(task_id="train", image="busybox", replicas=1, deferrable=True, log_events=False,
                        pod_annotations={"sim.t9k.test/duration": "45s"})  # fmt: skip
 
-# Run with `airflow dags test` and a fixed date, three times: one run id, three runs.
-with DAG("t9k_dags_test", start_date=START, schedule=None, catchup=False):
+# One run id run three times (the run deleted and triggered again under the same id).
+with DAG("t9k_same_run_id", start_date=START, schedule=None, catchup=False):
     GenericJobOperator(task_id="train", image="busybox", replicas=1, deferrable=False,
                        pod_annotations={"sim.t9k.test/duration": "2s"})  # fmt: skip
