@@ -44,6 +44,15 @@ def get_provider_info() -> dict[str, Any]:
                         "example": "kubernetes_t9k",
                         "default": "kubernetes_default",
                     },
+                    "deferral_hold_seconds": {
+                        "description": "A deferred task's trigger holds its event until this many seconds after the task "
+                        "deferred: Airflow 3.3's scheduler can fail a try resumed before it read the deferring process's "
+                        "exit (apache/airflow#72716). Only jobs that end within the window wait. 0 turns it off.",
+                        "version_added": "0.1.0",
+                        "type": "float",
+                        "example": "15",
+                        "default": "10",
+                    },
                     "ui_namespace": {
                         "description": "Namespace the T9k UI lists jobs of. Empty: every namespace.",
                         "version_added": "0.1.0",

@@ -7,12 +7,18 @@ one from ``scripts/local-cluster.sh`` (started on first use), or the cluster nam
 
 from __future__ import annotations
 
+import os
 import uuid
 from collections.abc import Iterator
 
 import pytest
 
 from tests.support.cluster import LocalCluster, wait_until
+
+# Triggers run in this process have no scheduler, so none of the race the trigger's hold is for
+# (apache/airflow#72716, [t9k] deferral_hold_seconds): no hold here. Airflow run as processes
+# (tests/support/airflow.py, `airflow dags test`) drops AIRFLOW* variables and keeps the default.
+os.environ.setdefault("AIRFLOW__T9K__DEFERRAL_HOLD_SECONDS", "0")
 
 
 @pytest.fixture(scope="session")

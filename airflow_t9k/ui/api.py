@@ -33,7 +33,7 @@ from pathlib import Path
 from typing import Any
 
 from airflow.api_fastapi.app import get_auth_manager
-from airflow.api_fastapi.auth.managers.models.resource_details import DagAccessEntity
+from airflow.api_fastapi.auth.managers.models.resource_details import DagAccessEntity, DagDetails
 from airflow.api_fastapi.core_api.security import GetUserDep, requires_access_dag
 from airflow.configuration import conf
 from airflow.utils.session import create_session
@@ -228,11 +228,37 @@ def _require_job(dag_id: str, run_id: str, task_id: str, map_index: int) -> Obj:
     return job
 
 
+def may_read_logs(user: Any, dag_id: str) -> bool:
+    """Whether ``user`` may read the DAG's task logs (the auth manager's TASK_LOGS entity)."""
+    try:
+        return bool(get_auth_manager().is_authorized_dag(method="GET", access_entity=DagAccessEntity.TASK_LOGS,
+                                                          details=DagDetails(id=dag_id), user=user))  # fmt: skip
+    except Exception:  # noqa: BLE001 - an auth manager that cannot say: the lines stay out
+        return False
+
+
+def without_kept_logs(answer: Obj) -> Obj:
+    """``answer`` without the replicas' log lines the controller kept (``kept.replicas[].log``, in
+    the job and each earlier attempt): they are task logs, for users who may read task logs
+    (the ``/log`` endpoint serves them to those)."""
+    for holder in [answer.get("job") or {}, *(answer.get("attempts") or [])]:
+        for replica in (holder.get("kept") or {}).get("replicas") or []:
+            if isinstance(replica, dict) and replica.get("log") is not None:
+                replica["log"] = None
+    return answer
+
+
 @app.get(TASK, dependencies=[read_ti])
 @off_pool
-def job_detail(dag_id: str, run_id: str, task_id: str, map_index: str | None = None) -> Obj:
+def job_detail(user: GetUserDep, dag_id: str, run_id: str, task_id: str, map_index: str | None = None) -> Obj:
     """The task's job with replicas and Events (``job`` is null when the task submitted none), and
-    its earlier tries with their jobs (``attempts``, newest first)."""
+    its earlier tries with their jobs (``attempts``, newest first); the log lines kept before
+    clean-up only for a user who may read the DAG's task logs."""
+    answer = _job_detail(dag_id, run_id, task_id, map_index)
+    return answer if may_read_logs(user, dag_id) else without_kept_logs(answer)
+
+
+def _job_detail(dag_id: str, run_id: str, task_id: str, map_index: str | None) -> Obj:
     key = (dag_id, run_id, task_id, _map_index(map_index))
     record = _record(*key)
     job = _task_job(key, record, record.identity)
