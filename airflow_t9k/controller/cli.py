@@ -15,6 +15,7 @@ from pathlib import Path
 from typing import Any
 
 from airflow_t9k.api.resources import RESOURCES, TEMPLATE_RESOURCES, resource_for
+from airflow_t9k.controller.features import detect_gang, detect_in_place
 from airflow_t9k.controller.leader import LeaderElector
 from airflow_t9k.controller.metrics import InstrumentedKube, Metrics
 from airflow_t9k.controller.push_server import ProgressEndpoint, serve_push
@@ -131,6 +132,16 @@ def add_controller_parser(sub: Any) -> None:
                    help="admission of jobs that name a queue through Kueue's Workload API (docs/queueing.md): auto "
                         "(default) uses it where the cluster serves it and the queue names a LocalQueue of the job's "
                         "namespace; kueue requires it for every named queue; off never uses it")  # fmt: skip
+    p.add_argument("--in-place-restarts", choices=["auto", "off"], default="auto",
+                   help="restart replicas in place where the cluster offers it (Kubernetes 1.36 RestartAllContainers "
+                        "on every node) and the job's spec.restartStrategy allows it; off: always recreate them "
+                        "(docs/disruptions.md)")  # fmt: skip
+    p.add_argument("--restart-agent-image", default=None,
+                   help="image of the in-place restart gate and agent containers (they run sh); default: each "
+                        "replica's main container's image")  # fmt: skip
+    p.add_argument("--gang-scheduling", choices=["auto", "off"], default="auto",
+                   help="a PodGroup (scheduling.k8s.io/v1alpha2, all-or-nothing placement) for every multi-pod job "
+                        "that Kueue and Volcano do not admit, where the API server serves it (docs/queueing.md)")  # fmt: skip
     p.set_defaults(func=run_controller)
 
 
@@ -243,6 +254,9 @@ async def main_async(args: argparse.Namespace) -> int:
             await check_crds(kube, args.force, kinds)
             queueing = await detect_queueing(kube, args.queueing)
             volcano = await detect_volcano(kube)
+            in_place = ("off (--in-place-restarts=off)" if args.in_place_restarts == "off"
+                        else await detect_in_place(kube, (args.namespaces or ["default"])[0]))  # fmt: skip
+            gang = "off (--gang-scheduling=off)" if args.gang_scheduling == "off" else await detect_gang(kube)
         except RefuseToStart as exc:
             log.error("%s", exc)
             return 3
@@ -265,6 +279,9 @@ async def main_async(args: argparse.Namespace) -> int:
             queueing=queueing,
             coalesce_status=args.coalesce_status,
             volcano=volcano,
+            in_place_problem=in_place,
+            restart_agent_image=args.restart_agent_image,
+            gang_problem=gang,
             scope=scope,
             template_wait=args.template_wait,
             progress_interval=max(args.progress_interval, 0.0),
@@ -292,6 +309,8 @@ async def main_async(args: argparse.Namespace) -> int:
         for sig in (signal.SIGTERM, signal.SIGINT):
             loop.add_signal_handler(sig, task.cancel)
         where = ", ".join(args.namespaces) or "all namespaces"
+        log.info("in-place restarts: %s; gang scheduling without add-ons: %s", in_place or "available",
+                 gang or "available")  # fmt: skip
         log.info("controller started: reconciling %s in %s (never %s; selector %s), %d workers, queueing %s",
                  ", ".join(k for k in kinds if k in KINDS), where, ", ".join(scope.excluded()),
                  scope.selector.text if scope.selector else "none", args.workers, queueing)  # fmt: skip

@@ -63,6 +63,11 @@ class Settings:
     # Whether the cluster serves Volcano's PodGroup API (cli.detect_volcano): AscendJobs get a
     # PodGroup there, and their pods are not sent to a "volcano" scheduler anywhere else.
     volcano: bool = False
+    # In-place restarts and gang scheduling without add-ons (controller/features.py): None where the
+    # cluster offers them, else why not; the in-place gate and agent's image (None: each replica's).
+    in_place_problem: str | None = "not detected"
+    restart_agent_image: str | None = None
+    gang_problem: str | None = "not detected"
     # Which namespaces' jobs get pods (scope.py): never the cluster's own or the controller's.
     scope: Scope = field(default_factory=Scope)
     # Seconds from its creation that a job waits for a job template it names and that does not
@@ -302,7 +307,8 @@ class Controller:
         more: dict[str, Any] = {"volcano": self.settings.volcano, "podgroups": found.get("PodGroup", {}),
                 "template": self.template_of(job), "template_wait": self.settings.template_wait,
                 "report": report, "progress_interval": self.settings.progress_interval,
-                "progress_push": self.settings.progress_push}  # fmt: skip
+                "progress_push": self.settings.progress_push, "in_place_problem": self.settings.in_place_problem,
+                "restart_agent_image": self.settings.restart_agent_image}  # fmt: skip
         if not self.kueue:
             return Observed(*children, queueing=self.settings.queueing, **more)
         ns = job["metadata"]["namespace"]

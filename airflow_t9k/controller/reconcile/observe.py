@@ -43,6 +43,11 @@ class Observed:
     # The controller's progress endpoint (--progress-endpoint), whose URL, CA and token every
     # replica gets (reconcile/push.py); None: the push path is off.
     progress_push: PushTarget | None = None
+    # In-place restarts (reconcile/inplace.py): None where the cluster offers them (the API server
+    # keeps a RestartAllContainers rule and every node declares the feature), else why not; and
+    # the image the restart gate and agent run (None: each replica's main container's).
+    in_place_problem: str | None = "not detected (the controller looks when it starts)"
+    restart_agent_image: str | None = None
 
     @classmethod
     def of(cls, *objects: Obj, queueing: str = "off", local_queues: Collection[str] = (), volcano: bool = False) -> Observed:
