@@ -132,10 +132,11 @@ def add_controller_parser(sub: Any) -> None:
                    help="admission of jobs that name a queue through Kueue's Workload API (docs/queueing.md): auto "
                         "(default) uses it where the cluster serves it and the queue names a LocalQueue of the job's "
                         "namespace; kueue requires it for every named queue; off never uses it")  # fmt: skip
-    p.add_argument("--in-place-restarts", choices=["auto", "off"], default="auto",
-                   help="restart replicas in place where the cluster offers it (Kubernetes 1.36 RestartAllContainers "
-                        "on every node) and the job's spec.restartStrategy allows it; off: always recreate them "
-                        "(docs/disruptions.md)")  # fmt: skip
+    p.add_argument("--in-place-restarts", choices=["auto", "on", "off"], default="auto",
+                   help="restart replicas in place where the job's spec.restartStrategy allows it (docs/disruptions.md): "
+                        "auto (default) where the API server keeps RestartAllContainers rules and every node declares "
+                        "the feature; on: wherever the API server keeps them (such pods then go only to nodes that "
+                        "declare it); off: always recreate them")  # fmt: skip
     p.add_argument("--restart-agent-image", default=None,
                    help="image of the in-place restart gate and agent containers (they run sh); default: each "
                         "replica's main container's image")  # fmt: skip
@@ -254,8 +255,11 @@ async def main_async(args: argparse.Namespace) -> int:
             await check_crds(kube, args.force, kinds)
             queueing = await detect_queueing(kube, args.queueing)
             volcano = await detect_volcano(kube)
-            in_place = ("off (--in-place-restarts=off)" if args.in_place_restarts == "off"
-                        else await detect_in_place(kube, (args.namespaces or ["default"])[0]))  # fmt: skip
+            in_place = (
+                "off (--in-place-restarts=off)"
+                if args.in_place_restarts == "off"
+                else await detect_in_place(kube, (args.namespaces or ["default"])[0], args.in_place_restarts == "auto")
+            )
             gang = "off (--gang-scheduling=off)" if args.gang_scheduling == "off" else await detect_gang(kube)
         except RefuseToStart as exc:
             log.error("%s", exc)

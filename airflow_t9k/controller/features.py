@@ -47,8 +47,10 @@ def probe_pod() -> Obj:
             "spec": {"restartPolicy": "Never", "containers": [container]}}  # fmt: skip
 
 
-async def detect_in_place(kube: Kube, namespace: str) -> str | None:
-    """None where in-place restarts work on this cluster, else why not (module docstring)."""
+async def detect_in_place(kube: Kube, namespace: str, nodes_too: bool = True) -> str | None:
+    """None where in-place restarts work on this cluster, else why not (module docstring).
+    ``nodes_too`` False (``--in-place-restarts=on``) asks the API server only: pods that restart in
+    place then go to the nodes that declare the feature, and wait where none does."""
     try:
         made = await kube.request("POST", f"/api/v1/namespaces/{namespace}/pods", query={"dryRun": "All"}, body=probe_pod())
     except Invalid as exc:
@@ -58,6 +60,8 @@ async def detect_in_place(kube: Kube, namespace: str) -> str | None:
     kept = ((made.get("spec") or {}).get("containers") or [{}])[0].get("restartPolicyRules")
     if not kept:
         return "the API server drops container restart rules (feature gate ContainerRestartRules off)"
+    if not nodes_too:
+        return None
     try:
         nodes, _ = await kube.list_all("/api/v1/nodes")
     except Forbidden:
