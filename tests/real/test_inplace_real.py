@@ -16,7 +16,7 @@ from pathlib import Path
 
 from kubernetes import client
 
-from tests.real.support import on_real_node, py
+from tests.real.support import on_real_node
 from tests.support.cluster import wait_until
 
 API = "batch.tensorstack.dev/v1beta1"
