@@ -17,7 +17,7 @@ from datetime import datetime, timezone
 from typing import TYPE_CHECKING, Any
 
 from airflow_t9k.api.outcome import interpret
-from airflow_t9k.api.paths import child_path, job_path
+from airflow_t9k.api.paths import child_kind, child_path, job_path
 from airflow_t9k.api.resources import resource_for
 from airflow_t9k.controller import evidence
 from airflow_t9k.controller.reconcile import Create, CreateSSHSecret, Delete, Emit, Patch, Plan, ReplaceStatus
@@ -161,7 +161,7 @@ class Executor:
         return cmeta.get("uid") != meta.get("uid") or bool(cmeta.get("deletionTimestamp"))
 
     async def _create(self, ns: str, manifest: Obj) -> str | None:
-        kind = manifest["kind"]
+        kind = child_kind(manifest)
         manifest["metadata"]["namespace"] = ns
         try:
             created = await self.kube.create(child_path(kind, ns), body=manifest)

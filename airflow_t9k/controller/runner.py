@@ -11,7 +11,7 @@ from datetime import datetime, timezone
 from typing import TYPE_CHECKING, Any, cast
 
 from airflow_t9k.api.outcome import interpret
-from airflow_t9k.api.paths import child_path, job_path
+from airflow_t9k.api.paths import GANG_GROUP, child_kind, child_path, job_path
 from airflow_t9k.api.resources import RESOURCES, TEMPLATE_RESOURCES, resource_for
 from airflow_t9k.controller.apply import Executor
 from airflow_t9k.controller.metrics import Metrics, TimedQueue
@@ -130,7 +130,8 @@ class Controller:
         selector = f"{LABEL_MANAGED_BY}={MANAGED_BY}"
         # Workloads are watched only where Kueue's API is served (and --queueing allows it).
         self.kueue = settings.queueing in ("kueue", "auto")
-        self.child_kinds = CHILD_KINDS + (("Workload",) if self.kueue else ()) + (("PodGroup",) if settings.volcano else ())
+        self.child_kinds = (CHILD_KINDS + (("Workload",) if self.kueue else ()) + (("PodGroup",) if settings.volcano else ())
+                            + ((GANG_GROUP,) if settings.gang_problem is None else ()))  # fmt: skip
         for ns in self.scopes:
             for kind in settings.kinds:
                 path = job_path(resource_for(kind), ns or None)
@@ -243,7 +244,7 @@ class Controller:
         ref = next((r for r in meta.get("ownerReferences") or [] if r.get("controller")), None)
         if ref is None or ref.get("kind") not in self.settings.kinds:
             return None
-        entry = (obj["kind"], meta["namespace"], meta["name"])
+        entry = (child_kind(obj), meta["namespace"], meta["name"])
         owned = self.children.setdefault(ref["uid"], set())
         if deleted:
             owned.discard(entry)
@@ -308,7 +309,8 @@ class Controller:
                 "template": self.template_of(job), "template_wait": self.settings.template_wait,
                 "report": report, "progress_interval": self.settings.progress_interval,
                 "progress_push": self.settings.progress_push, "in_place_problem": self.settings.in_place_problem,
-                "restart_agent_image": self.settings.restart_agent_image}  # fmt: skip
+                "restart_agent_image": self.settings.restart_agent_image, "gang_problem": self.settings.gang_problem,
+                "gangs": found.get(GANG_GROUP, {})}  # fmt: skip
         if not self.kueue:
             return Observed(*children, queueing=self.settings.queueing, **more)
         ns = job["metadata"]["namespace"]

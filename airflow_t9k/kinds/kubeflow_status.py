@@ -17,7 +17,17 @@ from airflow_t9k.api.outcome import condition, true_condition
 
 Obj = dict[str, Any]
 
-KEPT = ("tasks", "backoffCount", "startTime", "lastResumeTime", "observedGeneration", "usage", "progress")
+KEPT = (
+    "tasks",
+    "backoffCount",
+    "startTime",
+    "lastResumeTime",
+    "restartStrategy",
+    "scheduling",
+    "observedGeneration",
+    "usage",
+    "progress",
+)
 
 
 def _stamp(now: datetime) -> str:

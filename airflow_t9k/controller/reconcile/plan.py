@@ -66,6 +66,7 @@ STEPS: tuple[Step, ...] = (
     Step("pause", modes.pause),
     Step("admission", gates.admission),  # Kueue's Workload (docs/queueing.md)
     Step("gang", gates.gang),  # Volcano's PodGroup (AscendJob)
+    Step("podgroup", gates.podgroup),  # Kubernetes' own PodGroup: gang scheduling with no add-on
     Step("start", decide.start),  # Debug, the restart budget, startTime
     Step("deadline", decide.deadline),  # activeDeadlineSeconds
     Step("verdict", decide.verdict),  # a kind's verdict, failure rules, success rules

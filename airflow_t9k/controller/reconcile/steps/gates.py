@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from airflow_t9k.controller.reconcile import gang as native
 from airflow_t9k.controller.reconcile import queueing, volcano
 from airflow_t9k.controller.reconcile.passstate import PassState, invalid
 from airflow_t9k.controller.reconcile.steps.record import write_tasks
@@ -32,6 +33,16 @@ def admission(p: PassState) -> PassState:
 def gang(p: PassState) -> PassState:
     """AscendJob's PodGroup: no pod until Volcano has taken it in, as MindCluster's operator waits."""
     actions, hold = volcano.gate(p.kind, p.job, p.observed, p.queued, p.rendered)
+    p.actions += actions
+    if hold:
+        p.rendered = {}
+    return p
+
+
+def podgroup(p: PassState) -> PassState:
+    """The job's PodGroup in Kubernetes' own Workload API, where it is served and neither Kueue nor
+    Volcano admits the job: the pods of a placement join it, all or nothing (reconcile/gang.py)."""
+    actions, hold = native.gate(p.kind, p.job, p.observed, p.queued, len(p.states), p.rendered)
     p.actions += actions
     if hold:
         p.rendered = {}
