@@ -97,9 +97,10 @@ SLIM: dict[str, Transform] = {
     "Job": _keeper(top=("status",)),
     # LocalQueues: only their names, to know which queues a namespace has.
     "LocalQueue": _keeper(),
-    # Kubernetes' own PodGroups (reconcile/gang.py): their existence; recorded as GangGroup, apart
+    # Kubernetes' own PodGroups (reconcile/gang.py): their existence and the scheduler's condition
+    # (PodGroupScheduled), reported in the job's status.scheduling; recorded as GangGroup, apart
     # from Volcano's PodGroups, whatever kind the API server's list or watch gave them.
-    "GangGroup": lambda obj: {**_keeper()(obj), "kind": "GangGroup"},
+    "GangGroup": lambda obj: {**_keeper(top=("status",))(obj), "kind": "GangGroup"},
 }
 # Every other kind stays whole but for managedFields: the T9k jobs themselves (the executor
 # PUTs status with the whole cached object), Kueue Workloads (released and finished by a

@@ -84,6 +84,15 @@ def gate(
     return actions, False
 
 
+def placement(group: Obj | None) -> str | None:
+    """What kube-scheduler last said of the gang (its ``PodGroupScheduled`` condition)."""
+    for c in ((group or {}).get("status") or {}).get("conditions") or []:
+        if c.get("type") == "PodGroupScheduled":
+            said = f"{c.get('reason') or c.get('status')}"
+            return f"{said}: {c['message']}" if c.get("message") else said
+    return None
+
+
 def describe(kind: JobKind, job: Obj, observed: Observed, queued: bool, pods: int) -> Obj:
     """``status.scheduling``: ``effect`` (``EnforcedByKueue``, ``EnforcedByVolcano``, ``GangOnly``: the
     gang by kube-scheduler and nothing else, ``Ignored``), and what happens to the gang, the queue
@@ -105,6 +114,9 @@ def describe(kind: JobKind, job: Obj, observed: Observed, queued: bool, pods: in
         out["effect"] = "GangOnly"
         out["gang"] = (f"enforced by kube-scheduler: PodGroup {name(job)} ({API_VERSION}) with minCount {count}: no pod "
                        f"is bound to a node until {count} of the {pods} fit at once")  # fmt: skip
+        placed = placement(observed.gangs.get(name(job)))
+        if placed:
+            out["placement"] = placed
     else:
         out["effect"] = "Ignored"
         out["gang"] = f"not enforced: pods are placed one by one ({observed.gang_problem})"

@@ -104,3 +104,10 @@ def test_a_queued_job_gets_no_podgroup():
     assert not [a for a in p.actions if isinstance(a, Create) and a.kind == GANG_GROUP]
     assert all("schedulingGroup" not in a.manifest["spec"] for a in p.actions if isinstance(a, Create) and a.kind == "Pod")
     assert p.status["scheduling"]["effect"] == "EnforcedByKueue"
+
+
+def test_the_schedulers_verdict_on_the_gang_is_in_the_jobs_status():
+    group = {**GROUP, "status": {"conditions": [{"type": "PodGroupScheduled", "status": "False", "reason": "Unschedulable",
+                                                 "message": "0/2 nodes are available: 2 Insufficient nvidia.com/gpu."}]}}  # fmt: skip
+    p = plan(generic(), replace(SERVED, gangs={"genericjob-job": group}), NOW)
+    assert p.status["scheduling"]["placement"] == "Unschedulable: 0/2 nodes are available: 2 Insufficient nvidia.com/gpu."
