@@ -107,7 +107,8 @@ def test_a_queued_job_gets_no_podgroup():
 
 
 def test_the_schedulers_verdict_on_the_gang_is_in_the_jobs_status():
-    group = {**GROUP, "status": {"conditions": [{"type": "PodGroupScheduled", "status": "False", "reason": "Unschedulable",
-                                                 "message": "0/2 nodes are available: 2 Insufficient nvidia.com/gpu."}]}}  # fmt: skip
+    verdict = {"type": "PodGroupScheduled", "status": "False", "reason": "Unschedulable",
+               "message": "0/2 nodes are available: 2 Insufficient nvidia.com/gpu."}  # fmt: skip
+    group = {**GROUP, "status": {"conditions": [verdict]}}
     p = plan(generic(), replace(SERVED, gangs={"genericjob-job": group}), NOW)
     assert p.status["scheduling"]["placement"] == "Unschedulable: 0/2 nodes are available: 2 Insufficient nvidia.com/gpu."
