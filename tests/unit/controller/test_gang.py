@@ -112,3 +112,16 @@ def test_the_schedulers_verdict_on_the_gang_is_in_the_jobs_status():
     group = {**GROUP, "status": {"conditions": [verdict]}}
     p = plan(generic(), replace(SERVED, gangs={"genericjob-job": group}), NOW)
     assert p.status["scheduling"]["placement"] == "Unschedulable: 0/2 nodes are available: 2 Insufficient nvidia.com/gpu."
+
+
+@pytest.mark.parametrize(("policy", "warned"), [({"minAvailable": 2}, False), ({"minAvailable": 2, "queue": "npu"}, True)])
+def test_an_ascendjobs_gang_warning_says_only_what_is_not_enforced(policy, warned):
+    job = ascend()
+    job["spec"]["runPolicy"] = {"schedulingPolicy": policy}
+    p = plan(job, SERVED, NOW)
+    events = [e for e in p.events if e.reason == "GangSchedulingNotEnforced"]
+    assert bool(events) is warned
+    if warned:
+        assert "kube-scheduler's gang" in events[0].message
+        assert "the queue is only a pod label" in events[0].message
+    assert p.status["scheduling"]["effect"] == "GangOnly"

@@ -5,7 +5,7 @@ from __future__ import annotations
 
 from dataclasses import replace
 
-from airflow_t9k.controller.reconcile import gang, queueing
+from airflow_t9k.controller.reconcile import queueing
 from airflow_t9k.controller.reconcile.actions import Emit, Plan
 from airflow_t9k.controller.reconcile.passstate import PassState, finish_plan
 from airflow_t9k.controller.reconcile.reporting import with_progress
@@ -42,9 +42,7 @@ def public(p: PassState) -> PassState:
 def public_plan(p: PassState, inner: Plan) -> Plan:
     restarting = any(e.reason == "ReplicaRestarting" for e in inner.events)
     status, extra = p.kind.public_status(p.submitted, inner.status, restarting, p.now, p.observed)
-    # Kueue admits the whole gang, or kube-scheduler places it (reconcile/gang.py): the kind's "not
-    # enforced" warning would be wrong.
-    if queueing.in_use(p.submitted, p.observed) or (inner.status.get(gang.STATUS) or {}).get("effect") == "GangOnly":
+    if queueing.in_use(p.submitted, p.observed):  # Kueue admits the whole gang: the kind's "not enforced" warning is wrong
         extra = [e for e in extra if e[1] != "GangSchedulingNotEnforced"]
     if not extra and status is inner.status:
         return inner
