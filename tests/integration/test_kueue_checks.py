@@ -62,7 +62,7 @@ def local_queue(custom, namespace: str, cq: str) -> None:
 
 
 @pytest.fixture
-def checked_queue(kueue, custom, namespace) -> Iterator[str]:  # noqa: F811
+def checked_queue(kueue, custom, namespace) -> Iterator[str]:
     """LocalQueue ``gpu`` whose ClusterQueue requires an admission check that only the test drives."""
     check, cq = f"ac-{namespace}", f"cq-{namespace}"
     ac = {"apiVersion": "kueue.x-k8s.io/v1beta2", "kind": "AdmissionCheck", "metadata": {"name": check},
@@ -124,7 +124,7 @@ def test_an_admission_check_that_conflicts_with_the_job_fails_it_to_start(jobs, 
 
 
 @pytest.fixture
-def tas_queue(kueue, custom, namespace) -> Iterator[str]:  # noqa: F811
+def tas_queue(kueue, custom, namespace) -> Iterator[str]:
     """LocalQueue ``gpu`` on a flavor with a Topology over the kwok nodes' hostnames."""
     topology, flavor, cq = f"topo-{namespace}", f"tas-{namespace}", f"cq-{namespace}"
     objects = (
@@ -159,7 +159,8 @@ def test_topology_aware_scheduling_places_the_pods_through_kueues_ungater(jobs, 
         assert not pod.spec.scheduling_gates
         hosts.add(pod.spec.node_selector.get("kubernetes.io/hostname"))
         assert pod.spec.node_name == pod.spec.node_selector.get("kubernetes.io/hostname")
-    assert len(hosts) == 1 and None not in hosts, hosts  # required topology: one host
+    assert len(hosts) == 1, hosts  # required topology: one host
+    assert None not in hosts, hosts
 
 
 def test_deleting_a_finished_jobs_workload_never_resurrects_it(jobs, checked_queue, controller, custom):
