@@ -4,11 +4,11 @@ Kueue's jobframework starts an admitted job with, for each podSet (``getPodSetsI
 and ``podset.Merge`` in Kueue's code):
 
 - the node labels (as ``nodeSelector``) and tolerations of the ResourceFlavors it assigned;
-- the label ``kueue.x-k8s.io/podset: <podset>``;
+- the label ``kueue.x-k8s.io/podset: <podset>`` and the annotation ``kueue.x-k8s.io/workload: <workload>``;
 - where the podSet got a topology assignment (topology-aware scheduling, TAS): the scheduling gate
   ``kueue.x-k8s.io/topology``, which Kueue's topology ungater removes pod by pod once it has given
-  each pod its topology domain (it finds the pods by the annotation ``kueue.x-k8s.io/workload`` and
-  the podset label), and ``kueue.x-k8s.io/podset-unconstrained-topology: "true"`` where the podSet
+  each pod its topology domain (it finds the pods by the workload annotation and the podset
+  label), and ``kueue.x-k8s.io/podset-unconstrained-topology: "true"`` where the podSet
   asked for no particular topology;
 - each admission check's ``podSetUpdates`` for that podSet: labels, annotations, nodeSelector,
   tolerations (a ProvisioningRequest check, for instance, sends the pods to the nodes it
@@ -96,7 +96,10 @@ def from_admission(wl: Obj, podset: str, flavors: Any) -> PodSetInfo:
     assignment: Obj = next(
         (a for a in (status.get("admission") or {}).get("podSetAssignments") or [] if a.get("name") == podset), {}
     )
-    info = PodSetInfo(labels={PODSET_LABEL: podset})
+    # Kueue (TopologyAwareScheduling on, its default since v0.14) names the Workload on every pod.
+    info = PodSetInfo(
+        labels={PODSET_LABEL: podset}, annotations={WORKLOAD_ANNOTATION: (wl.get("metadata") or {}).get("name", "")}
+    )
     for flavor_name in sorted(set((assignment.get("flavors") or {}).values())):
         flavor = (flavors.get(flavor_name) or {}).get("spec") or {}
         info.merge(node_selector=flavor.get("nodeLabels"), tolerations=flavor.get("tolerations"),
@@ -106,8 +109,7 @@ def from_admission(wl: Obj, podset: str, flavors: Any) -> PodSetInfo:
         request = spec_podset.get("topologyRequest") or {}
         extra = {} if request.get("required") or request.get("preferred") or request.get("unconstrained") is not None \
             else {UNCONSTRAINED: "true"}  # fmt: skip
-        info.merge(annotations={WORKLOAD_ANNOTATION: (wl.get("metadata") or {}).get("name", ""), **extra},
-                   gates=[TOPOLOGY_GATE], source="topology-aware scheduling")  # fmt: skip
+        info.merge(annotations=extra, gates=[TOPOLOGY_GATE], source="topology-aware scheduling")
     for check in status.get("admissionChecks") or []:
         for update in check.get("podSetUpdates") or []:
             if update.get("name") == podset:

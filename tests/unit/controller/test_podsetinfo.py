@@ -43,17 +43,18 @@ def admitted(*checks: dict, topology: bool = False, request: dict | None = None)
 
 
 FLAVORS = {"a100": FLAVOR}
+WLA = {WORKLOAD_ANNOTATION: WL}
 
 
 @pytest.mark.parametrize(
     ("w", "labels", "annotations", "selector", "tolerations", "gates"),
     [
-        (admitted(), {PODSET_LABEL: "worker"}, {}, {"gpu": "a100"}, [GPU_TOLERATION], []),
+        (admitted(), {PODSET_LABEL: "worker"}, WLA, {"gpu": "a100"}, [GPU_TOLERATION], []),
         (admitted(check(labels={"l": "1"}, annotations={"a": "2"}, nodeSelector=NODE, tolerations=[TOLERATE])),
-         {PODSET_LABEL: "worker", "l": "1"}, {"a": "2"}, {"gpu": "a100", **NODE}, [GPU_TOLERATION, TOLERATE], []),
-        (admitted(check(podset="other", labels={"l": "1"})), {PODSET_LABEL: "worker"}, {}, {"gpu": "a100"},
+         {PODSET_LABEL: "worker", "l": "1"}, {**WLA, "a": "2"}, {"gpu": "a100", **NODE}, [GPU_TOLERATION, TOLERATE], []),
+        (admitted(check(podset="other", labels={"l": "1"})), {PODSET_LABEL: "worker"}, WLA, {"gpu": "a100"},
          [GPU_TOLERATION], []),  # another podSet's update
-        (admitted(check(tolerations=[GPU_TOLERATION])), {PODSET_LABEL: "worker"}, {}, {"gpu": "a100"}, [GPU_TOLERATION],
+        (admitted(check(tolerations=[GPU_TOLERATION])), {PODSET_LABEL: "worker"}, WLA, {"gpu": "a100"}, [GPU_TOLERATION],
          []),  # a toleration once
         (admitted(topology=True), {PODSET_LABEL: "worker"}, {WORKLOAD_ANNOTATION: WL, UNCONSTRAINED: "true"},
          {"gpu": "a100"}, [GPU_TOLERATION], [TOPOLOGY_GATE]),
