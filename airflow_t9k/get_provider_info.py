@@ -60,6 +60,17 @@ def get_provider_info() -> dict[str, Any]:
                         "example": "training",
                         "default": "",
                     },
+                    "openlineage_inject_parent_job_info": {
+                        "description": (
+                            "Give every replica of a job the task's OpenLineage run (OPENLINEAGE_PARENT_ID, "
+                            "OPENLINEAGE_ROOT_PARENT_ID and their parts) where the OpenLineage provider is installed and "
+                            "enabled; an operator's openlineage_inject_parent_job_info= overrides it (docs/airflow.md)."
+                        ),
+                        "version_added": "0.1.0",
+                        "type": "boolean",
+                        "example": "False",
+                        "default": "True",
+                    },
                 },
             }
         },

@@ -247,6 +247,12 @@ EOF
 # pods reach it through the `kubernetes` Service (the lease reconciler keeps that Service's
 # endpoints on it, as in a real cluster). The bridge exists before the API server starts (rn_prepare).
 api_address() { if rn_enabled; then echo "$RN_IP"; else echo 127.0.0.1; fi; }
+# Kubernetes 1.36 features the controller uses where the cluster has them (docs/disruptions.md,
+# docs/queueing.md): in-place restarts (container restart rules, KEP-5307, and RestartAllContainers,
+# KEP-5532: beta and on by default in 1.36, named so the cluster says what it relies on; the
+# scheduler places such pods on nodes that declare the feature, KEP-5328) and gang scheduling
+# without add-ons (the Workload API's PodGroups, KEP-4671: alpha, off by default).
+FEATURE_GATES=${T9K_FEATURE_GATES:-ContainerRestartRules=true,RestartAllContainersOnContainerExits=true,NodeDeclaredFeatures=true,GenericWorkload=true,GangScheduling=true}
 
 component_cmd() {  # name: prints nothing, sets CMD to the component's command line
   local api_addr reconciler=none
@@ -266,13 +272,15 @@ component_cmd() {  # name: prints nothing, sets CMD to the component's command l
       --service-cluster-ip-range=10.96.0.0/16 --allow-privileged=true
       --kubelet-preferred-address-types=InternalIP --kubelet-certificate-authority="$PKI/ca.crt"
       --kubelet-client-certificate="$PKI/apiserver-kubelet-client.crt" --kubelet-client-key="$PKI/apiserver-kubelet-client.key"
-      --enable-priority-and-fairness=false --max-requests-inflight=2000 --max-mutating-requests-inflight=1000) ;;
+      --enable-priority-and-fairness=false --max-requests-inflight=2000 --max-mutating-requests-inflight=1000
+      --feature-gates="$FEATURE_GATES" --runtime-config=scheduling.k8s.io/v1alpha2=true) ;;
     kube-controller-manager) CMD=("$BIN/kube-controller-manager" --kubeconfig="$KC" --leader-elect=false
       --bind-address=127.0.0.1 --secure-port="$P_KCM" --controllers='*' --use-service-account-credentials=false
       --service-account-private-key-file="$PKI/sa.key" --root-ca-file="$PKI/ca.crt"
-      --kube-api-qps=200 --kube-api-burst=400) ;;
+      --kube-api-qps=200 --kube-api-burst=400 --feature-gates="$FEATURE_GATES") ;;
     kube-scheduler) CMD=("$BIN/kube-scheduler" --kubeconfig="$KC" --leader-elect=false
-      --bind-address=127.0.0.1 --secure-port="$P_SCHED" --kube-api-qps=200 --kube-api-burst=400) ;;
+      --bind-address=127.0.0.1 --secure-port="$P_SCHED" --kube-api-qps=200 --kube-api-burst=400
+      --feature-gates="$FEATURE_GATES") ;;
     # Only the fake nodes (annotated by node_manifest): on a real node kwok would fake the
     # kubelet's status and lease and patch real pods Running with made-up addresses.
     kwok) CMD=("$BIN/kwok" --kubeconfig="$KC" --config="$STATE/kwok-stages.yaml"

@@ -18,7 +18,7 @@ from typing import TYPE_CHECKING, Any
 
 from airflow_t9k.api import ownership
 from airflow_t9k.api.outcome import interpret
-from airflow_t9k.api.paths import child_path, job_path
+from airflow_t9k.api.paths import child_kind, child_path, job_path
 from airflow_t9k.api.resources import resource_for
 from airflow_t9k.controller import evidence
 from airflow_t9k.controller.reconcile import Create, CreateSSHSecret, Delete, Emit, Patch, Plan, ReplaceStatus
@@ -200,7 +200,7 @@ class Executor:
                       children: dict[str, dict[str, str]] | None = None) -> str | None:  # fmt: skip
         """Create a child of ``job``; its uid goes into ``children``. One of the name that this
         controller did not create for the job is refused (``_foreign``): never adopted."""
-        kind = manifest["kind"]
+        kind = child_kind(manifest)
         manifest["metadata"]["namespace"] = ns
         try:
             created = await self.kube.create(child_path(kind, ns), body=manifest)

@@ -16,6 +16,7 @@ from pathlib import Path
 from typing import Any
 
 from airflow_t9k.api.resources import RESOURCES, TEMPLATE_RESOURCES, resource_for
+from airflow_t9k.controller.features import detect_gang, detect_in_place
 from airflow_t9k.controller.leader import LeaderElector
 from airflow_t9k.controller.metrics import InstrumentedKube, Metrics
 from airflow_t9k.controller.push_server import ProgressEndpoint, serve_push
@@ -141,6 +142,17 @@ def add_controller_parser(sub: Any) -> None:
                    help="admission of jobs that name a queue through Kueue's Workload API (docs/queueing.md): auto "
                         "(default) uses it where the cluster serves it and the queue names a LocalQueue of the job's "
                         "namespace; kueue requires it for every named queue; off never uses it")  # fmt: skip
+    p.add_argument("--in-place-restarts", choices=["auto", "on", "off"], default="auto",
+                   help="restart replicas in place where the job's spec.restartStrategy allows it (docs/disruptions.md): "
+                        "auto (default) where the API server keeps RestartAllContainers rules and every node declares "
+                        "the feature; on: wherever the API server keeps them (such pods then go only to nodes that "
+                        "declare it); off: always recreate them")  # fmt: skip
+    p.add_argument("--restart-agent-image", default=None,
+                   help="image of the in-place restart gate and agent containers (they run sh); default: each "
+                        "replica's main container's image")  # fmt: skip
+    p.add_argument("--gang-scheduling", choices=["auto", "off"], default="auto",
+                   help="a PodGroup (scheduling.k8s.io/v1alpha2, all-or-nothing placement) for every multi-pod job "
+                        "that Kueue and Volcano do not admit, where the API server serves it (docs/queueing.md)")  # fmt: skip
     p.set_defaults(func=run_controller)
 
 
@@ -264,6 +276,12 @@ async def main_async(args: argparse.Namespace) -> int:
             await check_crds(kube, args.force, kinds)
             queueing = await detect_queueing(kube, args.queueing)
             volcano = await detect_volcano(kube)
+            in_place = (
+                "off (--in-place-restarts=off)"
+                if args.in_place_restarts == "off"
+                else await detect_in_place(kube, (args.namespaces or ["default"])[0], args.in_place_restarts == "auto")
+            )
+            gang = "off (--gang-scheduling=off)" if args.gang_scheduling == "off" else await detect_gang(kube)
         except RefuseToStart as exc:
             log.error("%s", exc)
             return 3
@@ -286,6 +304,9 @@ async def main_async(args: argparse.Namespace) -> int:
             queueing=queueing,
             coalesce_status=args.coalesce_status,
             volcano=volcano,
+            in_place_problem=in_place,
+            restart_agent_image=args.restart_agent_image,
+            gang_problem=gang,
             scope=scope,
             template_wait=args.template_wait,
             progress_interval=max(args.progress_interval, 0.0),
@@ -317,6 +338,8 @@ async def main_async(args: argparse.Namespace) -> int:
         overlap = sorted(set(args.namespaces) & set(scope.excluded()))
         if overlap:
             log.warning("-n %s: never reconciled (excluded); its jobs get %s", ", ".join(overlap), "NamespaceNotManaged")
+        log.info("in-place restarts: %s; gang scheduling without add-ons: %s", in_place or "available",
+                 gang or "available")  # fmt: skip
         log.info("controller started: reconciling %s in %s (never %s; selector %s), %d workers, queueing %s",
                  ", ".join(k for k in kinds if k in KINDS), where, ", ".join(scope.excluded()),
                  scope.selector.text if scope.selector else "none", args.workers, queueing)  # fmt: skip

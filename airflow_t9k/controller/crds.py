@@ -165,8 +165,13 @@ ELASTIC = obj(
 )  # fmt: skip
 
 
+# How a replica restarts (docs/disruptions.md, "In-place restarts"): Auto is in place where the
+# cluster offers it.
+RESTART_STRATEGY = enum("Auto", "InPlace", "Recreate")
+
+
 def common(**fields: S) -> S:
-    return {"scheduler": SCHEDULER, "runMode": RUN_MODE, **fields}
+    return {"scheduler": SCHEDULER, "runMode": RUN_MODE, "restartStrategy": RESTART_STRATEGY, **fields}
 
 
 SPECS: dict[str, S] = {
@@ -366,6 +371,7 @@ SPECS: dict[str, S] = {
             ),
             "successPolicy": enum("", "AllWorkers"),
             "schedulerName": string(),
+            "restartStrategy": RESTART_STRATEGY,
         },
         ["replicaSpecs"],
         open_=True,

@@ -12,7 +12,7 @@ from typing import TYPE_CHECKING, Any, cast
 
 from airflow_t9k.api import ownership
 from airflow_t9k.api.outcome import interpret
-from airflow_t9k.api.paths import child_path, job_path
+from airflow_t9k.api.paths import GANG_GROUP, child_kind, child_path, job_path
 from airflow_t9k.api.resources import RESOURCES, TEMPLATE_RESOURCES, resource_for
 from airflow_t9k.controller.apply import Executor
 from airflow_t9k.controller.metrics import Metrics, TimedQueue
@@ -68,6 +68,11 @@ class Settings:
     # Whether the cluster serves Volcano's PodGroup API (cli.detect_volcano): AscendJobs get a
     # PodGroup there, and their pods are not sent to a "volcano" scheduler anywhere else.
     volcano: bool = False
+    # In-place restarts and gang scheduling without add-ons (controller/features.py): None where the
+    # cluster offers them, else why not; the in-place gate and agent's image (None: each replica's).
+    in_place_problem: str | None = "not detected"
+    restart_agent_image: str | None = None
+    gang_problem: str | None = "not detected"
     # Which namespaces' jobs get pods (scope.py): never the cluster's own or the controller's.
     scope: Scope = field(default_factory=Scope)
     # Seconds from its creation that a job waits for a job template it names and that does not
@@ -131,7 +136,8 @@ class Controller:
         self.children: dict[str, set[tuple[str, str, str]]] = {}  # owner uid -> {(kind, ns, name)}
         # Workloads are watched only where Kueue's API is served (and --queueing allows it).
         self.kueue = settings.queueing in ("kueue", "auto")
-        self.child_kinds = CHILD_KINDS + (("Workload",) if self.kueue else ()) + (("PodGroup",) if settings.volcano else ())
+        self.child_kinds = (CHILD_KINDS + (("Workload",) if self.kueue else ()) + (("PodGroup",) if settings.volcano else ())
+                            + ((GANG_GROUP,) if settings.gang_problem is None else ()))  # fmt: skip
         # With a namespace selector, children are watched in managed namespaces only (watches.py).
         self.per_namespace = (
             NamespaceWatches(self._child_informer, self.child_kinds, self._requeue_namespace)
@@ -260,7 +266,7 @@ class Controller:
         ref = next((r for r in meta.get("ownerReferences") or [] if r.get("controller")), None)
         if ref is None or ref.get("kind") not in self.settings.kinds:
             return None
-        entry = (obj["kind"], meta["namespace"], meta["name"])
+        entry = (child_kind(obj), meta["namespace"], meta["name"])
         owned = self.children.setdefault(ref["uid"], set())
         if deleted:
             owned.discard(entry)
@@ -362,7 +368,9 @@ class Controller:
                 "template": self.template_of(job), "template_wait": self.settings.template_wait,
                 "report": report, "progress_interval": self.settings.progress_interval,
                 "beam_external_service": self.settings.beam_external_service,
-                "progress_push": self.settings.progress_push}  # fmt: skip
+                "progress_push": self.settings.progress_push, "in_place_problem": self.settings.in_place_problem,
+                "restart_agent_image": self.settings.restart_agent_image, "gang_problem": self.settings.gang_problem,
+                "gangs": found.get(GANG_GROUP, {})}  # fmt: skip
         if not self.kueue:
             return Observed(*children, queueing=self.settings.queueing, **more)
         ns = job["metadata"]["namespace"]

@@ -86,8 +86,13 @@ def _slim_pod(out: Obj, pod: Obj) -> Obj:
             annotations.pop(key, None)
     spec = pod.get("spec")
     if isinstance(spec, dict) and isinstance(spec.get("containers"), list):
-        out["spec"] = {"containers": [{k: c[k] for k in ("name", "resources") if k in c}
+        out["spec"] = {"containers": [{k: c[k] for k in ("name", "resources", "restartPolicyRules") if k in c}
                                       for c in spec["containers"] if isinstance(c, dict)]}  # fmt: skip
+        if isinstance(spec.get("initContainers"), list):  # names only: whether the pod restarts in place
+            out["spec"]["initContainers"] = [{"name": c.get("name")} for c in spec["initContainers"] if isinstance(c, dict)]
+        for key in ("nodeName", "schedulingGroup"):  # whether a gang is placed yet (reconcile/gang.py)
+            if key in spec:
+                out["spec"][key] = spec[key]
     return out
 
 
@@ -99,7 +104,9 @@ SLIM: dict[str, Transform] = {
     # policy, failure messages, the decisive replica's result; the runs' start and finish
     # times, which usage counts). Of the spec only each container's name and resources:
     # usage counts what their limits ask for (reconcile/usage.py); the core renders new pods
-    # from the job, never from the pods it sees.
+    # from the job, never from the pods it sees. And what in-place restarts and gangs read:
+    # the containers' restart rules, the init containers' names (reconcile/inplace.py), the
+    # node a pod is bound to and its scheduling group (reconcile/gang.py).
     "Pod": lambda obj: _slim_pod(_keeper(top=("status",))(obj), obj),
     # spec.clusterIP: AscendJob hands the leader Service's cluster IP to every pod
     # (Kind.pod_inputs). Services are otherwise only looked up by name and deleted by uid.
@@ -115,6 +122,10 @@ SLIM: dict[str, Transform] = {
     "Job": _keeper(top=("status",)),
     # LocalQueues: only their names, to know which queues a namespace has.
     "LocalQueue": _keeper(),
+    # Kubernetes' own PodGroups (reconcile/gang.py): their existence and the scheduler's condition
+    # (PodGroupScheduled), reported in the job's status.scheduling; recorded as GangGroup, apart
+    # from Volcano's PodGroups, whatever kind the API server's list or watch gave them.
+    "GangGroup": lambda obj: {**_keeper(top=("status",))(obj), "kind": "GangGroup"},
 }
 # Every other kind stays whole but for managedFields: the T9k jobs themselves (the executor
 # PUTs status with the whole cached object), Kueue Workloads (released and finished by a

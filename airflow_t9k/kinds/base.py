@@ -211,6 +211,12 @@ class JobKind:
         """A restart budget shared by every replica (``runPolicy.backoffLimit``); None: per replica only."""
         return None
 
+    def restart_strategy(self, job: Obj) -> str:
+        """``spec.restartStrategy``: ``Auto`` (in place where the cluster offers it), ``InPlace`` or
+        ``Recreate`` (docs/disruptions.md, "In-place restarts")."""
+        value = (job.get("spec") or {}).get("restartStrategy")
+        return str(value) if value in ("Auto", "InPlace", "Recreate") else "Auto"
+
     def active_deadline(self, job: Obj) -> int | None:
         """Seconds after the start at which the job fails (``runPolicy.activeDeadlineSeconds``)."""
         return None

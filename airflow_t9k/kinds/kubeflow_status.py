@@ -17,7 +17,19 @@ from airflow_t9k.api.outcome import condition, true_condition
 
 Obj = dict[str, Any]
 
-KEPT = ("tasks", "backoffCount", "startTime", "observedGeneration", "usage", "progress", "template", "created")
+KEPT = (
+    "tasks",
+    "backoffCount",
+    "startTime",
+    "lastResumeTime",
+    "restartStrategy",
+    "scheduling",
+    "observedGeneration",
+    "usage",
+    "progress",
+    "template",
+    "created",
+)
 
 
 def _stamp(now: datetime) -> str:

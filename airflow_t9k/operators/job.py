@@ -50,6 +50,7 @@ from airflow_t9k.operators.checkpoint import CheckpointMixin
 from airflow_t9k.operators.dryrun import dry_run_context
 from airflow_t9k.operators.end import EndMixin
 from airflow_t9k.operators.lineage import LineageMixin
+from airflow_t9k.operators.lineage_parent import LineageParentMixin
 from airflow_t9k.operators.logs import DEFAULT_MAX_FOLLOWED_PODS, DEFAULT_MAX_LOG_LINES, LOG_REPLICAS, pods_to_follow
 from airflow_t9k.operators.manifest import (  # noqa: F401 - also imported from here by others
     CONSUMED_BY,
@@ -74,7 +75,8 @@ ON_KILL = ("delete", "pause", "keep")
 FINISHED_XCOM = ("phase", "summary")
 
 
-class T9kJobOperator(SubmitMixin, WaitMixin, CheckpointMixin, AssetsMixin, LineageMixin, EndMixin, BaseOperator):
+class T9kJobOperator(SubmitMixin, WaitMixin, CheckpointMixin, AssetsMixin, LineageMixin, LineageParentMixin, EndMixin,
+                     BaseOperator):  # fmt: skip
     """
     Submit a T9k job and wait until it ends.
 
@@ -165,6 +167,11 @@ class T9kJobOperator(SubmitMixin, WaitMixin, CheckpointMixin, AssetsMixin, Linea
         http(s) only). The training's live progress and metrics need no URL: they are in the
         job's ``status.progress`` and the T9k Job tab (docs/progress.md)
     :param mlflow_url: the run in MLflow, shown as the "MLflow" extra link, the same way
+    :param openlineage_inject_parent_job_info: give every replica the task's OpenLineage run as
+        ``OPENLINEAGE_PARENT_ID``, ``OPENLINEAGE_ROOT_PARENT_ID`` and their parts, so the training's
+        own lineage events nest under the task (where the OpenLineage provider is installed and
+        enabled). Default: ``[t9k] openlineage_inject_parent_job_info`` (True); False opts out, as
+        the provider's ``spark_inject_parent_job_info`` does for Spark (docs/airflow.md)
     """
 
     # ``rendered_job`` is the manifest as it will be submitted, for the Rendered Template view.
@@ -218,9 +225,11 @@ class T9kJobOperator(SubmitMixin, WaitMixin, CheckpointMixin, AssetsMixin, Linea
         cluster_template: str | None = None,
         tensorboard_url: str | None = None,
         mlflow_url: str | None = None,
+        openlineage_inject_parent_job_info: bool | None = None,
         **kwargs: Any,
     ) -> None:
         super().__init__(**kwargs)
+        self._init_lineage_parent(openlineage_inject_parent_job_info)
         if template is not None and cluster_template is not None:
             raise ValueError("give template= (a T9kJobTemplate of the job's namespace) or cluster_template= "
                              "(a ClusterT9kJobTemplate), not both")  # fmt: skip
@@ -388,6 +397,7 @@ class T9kJobOperator(SubmitMixin, WaitMixin, CheckpointMixin, AssetsMixin, Linea
         job["metadata"] = meta
         self._refer_template(job)
         self._apply_checkpoint(job, ti)
+        self._apply_lineage_parent(job, context)
         try:
             return with_queue(job, self.queue_name, self.priority, self.min_available, self.priority_class)
         except ValueError as exc:

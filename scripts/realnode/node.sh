@@ -188,6 +188,9 @@ resolvConf: $RN_STATE/resolv.conf
 failSwapOn: false
 maxPods: 40
 serializeImagePulls: false
+# In-place restarts (docs/disruptions.md): on by default in 1.36; named so the node declares
+# RestartAllContainersOnContainerExits in status.declaredFeatures whatever the defaults become.
+featureGates: {ContainerRestartRules: true, RestartAllContainersOnContainerExits: true, NodeDeclaredFeatures: true}
 evictionHard: {memory.available: "200Mi", nodefs.available: "2%", imagefs.available: "2%"}
 imageGCHighThresholdPercent: 100
 nodeStatusReportFrequency: 10s

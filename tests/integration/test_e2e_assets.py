@@ -157,11 +157,47 @@ def test_openlineage_reports_the_training_with_the_jobs_facets(stack, api_client
             raise
         usage = None
     assert facet.get("usage") == usage, (facet, usage)
+    # Every replica was given the task's run as its OpenLineage parent (issue 30, item 5): the
+    # ids the listener reported, so the training's own events nest under the task.
+    pods = (
+        client.CoreV1Api(api_client)
+        .list_namespaced_pod(ns, label_selector=f"batch.tensorstack.dev/job-name={job['metadata']['name']}")
+        .items
+    )
+    assert pods
+    parent = event["run"]["facets"]["parent"]
+    for pod in pods:
+        for container in pod.spec.containers:
+            env = {e.name: e.value for e in container.env or []}
+            assert env["OPENLINEAGE_PARENT_ID"] == f"{event['job']['namespace']}/t9k_asset_train.train/{event['run']['runId']}"
+            assert env["OPENLINEAGE_PARENT_RUN_ID"] == event["run"]["runId"]
+            root = parent.get("root") or parent
+            assert env["OPENLINEAGE_ROOT_PARENT_ID"] == "/".join(
+                (root["job"]["namespace"], root["job"]["name"], root["run"]["runId"])
+            )
     assert [(d["namespace"], d["name"]) for d in event["inputs"]] == [("s3://t9k-e2e", "data/clicks")]
     assert sorted((d["namespace"], d["name"]) for d in event["outputs"]) == [
         ("s3://t9k-e2e", "models/churn"),
         ("s3://t9k-e2e", f"models/churn/{run_id}"),
     ]
+
+
+def test_a_task_that_opts_out_gives_its_replicas_no_openlineage_parent(stack, api_client):
+    airflow, ns = stack
+    run_id = airflow.trigger("t9k_lineage_opt_out")
+    states = airflow.states_until("t9k_lineage_opt_out", run_id, {"success", "failed"}, timeout=180)
+    assert states[-1] == "success", f"{states}\n{_errors(airflow, 't9k_lineage_opt_out', run_id)}"
+    jobs = client.CustomObjectsApi(api_client).list_namespaced_custom_object(
+        "batch.tensorstack.dev", "v1beta1", ns, "genericjobs"
+    )["items"]
+    [job] = [j for j in jobs if j["metadata"]["annotations"]["airflow-t9k.io/run-id"] == run_id]
+    pods = (
+        client.CoreV1Api(api_client)
+        .list_namespaced_pod(ns, label_selector=f"batch.tensorstack.dev/job-name={job['metadata']['name']}")
+        .items
+    )
+    assert pods
+    assert not [e.name for p in pods for c in p.spec.containers for e in c.env or [] if e.name.startswith("OPENLINEAGE_")]
 
 
 def test_the_retraining_examples_evaluation_runs_on_the_model_asset(stack):

@@ -5,6 +5,8 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import Any
 
+from airflow_t9k.api.paths import child_kind
+
 Obj = dict[str, Any]
 
 
@@ -16,7 +18,7 @@ class Create:
 
     @property
     def kind(self) -> str:
-        return str(self.manifest["kind"])
+        return child_kind(self.manifest)
 
     @property
     def name(self) -> str:

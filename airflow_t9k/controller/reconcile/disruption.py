@@ -17,6 +17,7 @@ from __future__ import annotations
 from typing import TYPE_CHECKING, Any
 
 from airflow_t9k.controller.reconcile.actions import Action, Delete, Emit
+from airflow_t9k.controller.reconcile.inplace import can_restart_in_place, restart_in_place
 from airflow_t9k.controller.reconcile.observe import Observed, is_deleting
 from airflow_t9k.controller.reconcile.status import StatusBuilder, bounded, timestamp
 
@@ -57,13 +58,17 @@ def recorded(sb: StatusBuilder, key: str) -> bool:
     return any(e.get("podUID") == key for e in sb.new.get(HISTORY) or [])
 
 
-def record(sb: StatusBuilder, replica: str, key: str, cause: str, counted: bool, exit_code: int | None = None) -> bool:
-    """Append one replacement to the history unless ``key`` is there; True when it was new."""
+def record(sb: StatusBuilder, replica: str, key: str, cause: str, counted: bool, exit_code: int | None = None,
+           in_place: bool = False) -> bool:  # fmt: skip
+    """Append one replacement to the history unless ``key`` is there; True when it was new.
+    ``in_place``: the pod was restarted on its node (reconcile/inplace.py), not recreated."""
     if not key or recorded(sb, key):
         return False
     entry: Obj = {"time": timestamp(sb.now), "replica": replica, "cause": cause, "counted": counted, "podUID": key}
     if exit_code is not None:
         entry["exitCode"] = exit_code
+    if in_place:
+        entry["inPlace"] = True
     history = [*(sb.new.get(HISTORY) or []), entry]
     sb.new[HISTORY] = history[-HISTORY_LIMIT:]
     return True
@@ -74,14 +79,29 @@ def group_disruption(states: list[SlotState]) -> SlotState | None:
     return next((s for s in states if disruption(s.pod) is not None), None)
 
 
-def restart_group(sb: StatusBuilder, observed: Observed, cause: SlotState, events: list[Emit]) -> list[Action]:
-    """Delete every pod; they come back together. One entry in the history, no restart spent."""
+def restart_group(
+    sb: StatusBuilder, observed: Observed, cause: SlotState, events: list[Emit], in_place: bool = False
+) -> list[Action]:
+    """Every pod restarts; they come back together. One entry in the history, no restart spent.
+
+    ``in_place``: a live pod built for it restarts on its node (its agent is asked to, once per
+    disruption: reconcile/inplace.py); the disrupted pod and any other are deleted and recreated."""
     why = describe(cause.pod, str(disruption(cause.pod)))
-    if record(sb, f"{cause.slot.pod_name} (whole group)", uid_of(cause.pod) or "", why, counted=False):
+    key = uid_of(cause.pod) or ""
+    stay = {n for n, p in observed.pods.items() if in_place and n != cause.slot.pod_name and can_restart_in_place(p)}
+    if record(sb, f"{cause.slot.pod_name} (whole group)", key, why, counted=False, in_place=bool(stay)):
+        how = f"{len(stay)} in place, the others recreated" if stay else "recreated"
         events.append(Emit("Warning", "GroupRestarting",
-                           f"Replica {cause.slot.pod_name} was disrupted ({why}); every replica restarts together, "
+                           f"Replica {cause.slot.pod_name} was disrupted ({why}); every replica restarts together ({how}), "
                            "without spending the restart budget."))  # fmt: skip
-    return [Delete("Pod", n, uid_of(p)) for n, p in observed.pods.items() if not is_deleting(p)]
+    actions: list[Action] = []
+    for name, pod in observed.pods.items():
+        if name in stay:
+            asked = restart_in_place(pod, key)
+            actions += [asked] if asked is not None else []
+        elif not is_deleting(pod):
+            actions.append(Delete("Pod", name, uid_of(pod)))
+    return actions
 
 
 def replace_disrupted(sb: StatusBuilder, s: SlotState, events: list[Emit]) -> list[Action]:

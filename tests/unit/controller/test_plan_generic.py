@@ -274,7 +274,7 @@ def test_t9k_scheduler_is_recorded_and_not_silently_ignored():
     assert manifest["metadata"]["labels"]["scheduler.tensorstack.dev/queue"] == "gpu"
     assert manifest["metadata"]["annotations"]["scheduler.tensorstack.dev/priority"] == "50"
     assert (cond(first, "QueueAdmission")["status"], cond(first, "QueueAdmission")["reason"]) == ("False", "NotEnforced")
-    assert [e.reason for e in first.events] == ["Pending", "QueueNotEnforced"]
+    assert [e.reason for e in first.events] == ["Pending", "GangSchedulingNotEnforced", "QueueNotEnforced"]
     assert [e.reason for e in p.events] == []  # said once, not on every pass
 
 

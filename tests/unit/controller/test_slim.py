@@ -70,9 +70,17 @@ BASE = {"apiVersion": "v1", "metadata": META}
 @pytest.mark.parametrize(
     ("obj", "expected"),
     [
-        # of the spec only the containers' names and resources (usage counts their limits)
+        # of the spec only the containers' names and resources (usage counts their limits), and the node
         (whole("Pod"), {**BASE, "kind": "Pod", "status": STATUS,
-                        "spec": {"containers": [{"name": "c", "resources": {"limits": {"nvidia.com/gpu": "2"}}}]}}),
+                        "spec": {"containers": [{"name": "c", "resources": {"limits": {"nvidia.com/gpu": "2"}}}],
+                                 "nodeName": "n"}}),
+        # a pod that restarts in place: its restart rules and its init containers' names (reconcile/inplace.py)
+        (whole("Pod", spec={"containers": [{"name": "c", "image": "i", "restartPolicyRules": [{"action": "X"}]}],
+                            "initContainers": [{"name": "g", "image": "i", "command": ["sh"]}],
+                            "schedulingGroup": {"podGroupName": "pg"}}),
+         {**BASE, "kind": "Pod", "status": STATUS,
+          "spec": {"containers": [{"name": "c", "restartPolicyRules": [{"action": "X"}]}], "initContainers": [{"name": "g"}],
+                   "schedulingGroup": {"podGroupName": "pg"}}}),
         (whole("Service"), {**BASE, "kind": "Service", "spec": {"clusterIP": "10.96.0.9"}}),  # Ascend's leader IP
         (whole("ConfigMap", data={"hostfile": "h"}, binaryData={"b": "AA=="}),
          {**BASE, "kind": "ConfigMap"}),  # "x" is no hostfile: its data stays out (issue 29, 3)

@@ -3,8 +3,9 @@
 from __future__ import annotations
 
 from airflow_t9k.controller.reconcile.desired import build_pod
+from airflow_t9k.controller.reconcile.inplace import equip
 from airflow_t9k.controller.reconcile.passstate import PassState, invalid
-from airflow_t9k.kinds.base import InvalidSpec
+from airflow_t9k.kinds.base import InvalidSpec, debug_enabled
 
 
 def render(p: PassState) -> PassState:
@@ -21,4 +22,8 @@ def render(p: PassState) -> PassState:
         )  # fmt: skip
     except InvalidSpec as exc:
         return invalid(p, str(exc))
+    if p.in_place and not debug_enabled(p.job):  # Debug replicas are never restarted
+        for s in p.states:
+            if s.slot.pod_name in p.rendered:
+                equip(p.kind, p.rendered[s.slot.pod_name], s.slot.spec.restart, p.observed.restart_agent_image)
     return p
