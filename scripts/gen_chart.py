@@ -77,11 +77,33 @@ MANIFESTS: dict[str, tuple[list[str], list[str], str]] = {
     ),
     "deploy/deployment.yaml": (
         ["deployment.yaml", "pdb.yaml"],
-        [],
+        ["progress.push.enabled=false"],
         (
             "The controller: 2 replicas with leader election, non-root, read-only root filesystem, watching\n"
             "# the namespaces labelled airflow-t9k.io/jobs=enabled (with rbac-cluster.yaml and\n"
-            "# rbac-namespace-selector.yaml). Set the image to one you built (deploy/Containerfile)."
+            "# rbac-namespace-selector.yaml). Set the image to one you built (deploy/Containerfile).\n"
+            "# The progress push path is off here (the chart's default is on): optional/progress-push.yaml."
+        ),
+    ),
+    "deploy/rbac-progress-push.yaml": (
+        ["rbac-progress-push.yaml"],
+        [],
+        (
+            'Only for a controller run with --progress-endpoint (docs/progress.md, "The push path"): it asks\n'
+            "# the API server whose each replica's progress token is (a TokenReview). Apply with\n"
+            "# rbac-cluster.yaml or rbac-namespace.yaml; a controller without the push path needs none of this."
+        ),
+    ),
+    "deploy/optional/progress-push.yaml": (
+        ["deployment.yaml", "progress-push.yaml"],
+        ["progress.push.tls.source=secret", "progress.push.tls.secretName=airflow-t9k-controller-progress-tls"],
+        (
+            'The controller with the progress push path on (docs/progress.md, "The push path"): apply instead\n'
+            "# of deployment.yaml, with rbac-progress-push.yaml, after making the Secret with the endpoint's TLS\n"
+            "# for airflow-t9k-controller-progress.airflow-t9k-system.svc (cert-manager, or by hand:\n"
+            "#   kubectl -n airflow-t9k-system create secret generic airflow-t9k-controller-progress-tls \\\n"
+            "#     --from-file=tls.crt --from-file=tls.key --from-file=ca.crt).\n"
+            '# The Helm chart makes the Secret itself (docs/install.md, "Progress pushed by replicas").'
         ),
     ),
     "deploy/rbac-cluster.yaml": (

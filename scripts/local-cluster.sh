@@ -724,13 +724,16 @@ image_id() {
   recipe=$(image_recipe "$1")
   {
     cat "$recipe" "$ROOT"/scripts/images/{build.sh,customize.sh,archive.py,requirements.py} "$ROOT/scripts/realnode/mkimage.py"
-    (cd "$ROOT" && find airflow_t9k -type f ! -name '*.pyc' ! -path '*/__pycache__/*' -print0 | LC_ALL=C sort -z | xargs -0 sha256sum)
-    # pyproject.toml less its tools' settings (tests, lint, types): what the wheel is made from.
-    python3 -c 'import json, sys, tomllib
+    # An image without this package (WITH_PACKAGE=0: the tests' PostgreSQL) is its recipe alone.
+    if ! grep -q '^WITH_PACKAGE=0' "$recipe"; then
+      (cd "$ROOT" && find airflow_t9k -type f ! -name '*.pyc' ! -path '*/__pycache__/*' -print0 | LC_ALL=C sort -z | xargs -0 sha256sum)
+      # pyproject.toml less its tools' settings (tests, lint, types): what the wheel is made from.
+      python3 -c 'import json, sys, tomllib
 d = tomllib.load(open(sys.argv[1], "rb"))
 for k in ("pytest", "ruff", "mypy", "coverage"):
     d.get("tool", {}).pop(k, None)
 print(json.dumps(d, sort_keys=True))' "$ROOT/pyproject.toml" 2>/dev/null || cat "$ROOT/pyproject.toml"
+    fi
   } | sha256sum | cut -c1-12
 }
 

@@ -94,13 +94,33 @@ def dimensions(ns: tuple[str, str] = ("team-a", "team-b")) -> tuple[dict[str, di
 CRDS: dict[str, dict[str, Any]] = {"crds-kept": {}, "crds-not-kept": {"crds.keep": False}, "no-crds": {"crds.install": False}}
 
 
-def combinations(ns: tuple[str, str] = ("team-a", "team-b")) -> Iterator[tuple[str, dict[str, Any]]]:
+# The progress push path's choices (progress.push.*, networkPolicy.*) read the scope (the
+# NetworkPolicy's peers) and nothing else of the product: each is rendered with each scope, the
+# other values at their defaults (the product itself renders the default, push on with Helm's TLS).
+PUSH: dict[str, dict[str, Any]] = {
+    "push-off": {"progress.push.enabled": False},
+    "push-own-secret-netpol": {"progress.push.tls.source": "secret", "progress.push.tls.secretName": "my-progress-tls",
+                               "progress.push.port": 9443, "networkPolicy.enabled": True},
+    "push-off-netpol": {"progress.push.enabled": False, "networkPolicy.enabled": True},
+}  # fmt: skip
+# cert-manager's Certificate: rendered by the unit tests only (the local API server has no cert-manager CRDs).
+CERT_MANAGER: dict[str, Any] = {
+    "progress.push.tls.source": "certManager",
+    "progress.push.tls.certManager.issuerRef": {"name": "team-ca", "kind": "ClusterIssuer"},
+}
+
+
+def combinations(ns: tuple[str, str] = ("team-a", "team-b"), cert_manager: bool = False) -> Iterator[tuple[str, dict[str, Any]]]:
+    scopes = dimensions(ns)[0]
     for choice in itertools.product(*(d.items() for d in dimensions(ns))):
         name = "/".join(n for n, _ in choice)
         values: dict[str, Any] = {"crds.install": False}
         for _, v in choice:
             values.update(v)
         yield name, values
+    push = {**PUSH, **({"push-cert-manager": CERT_MANAGER} if cert_manager else {})}
+    for (scope, scope_values), (variant, push_values) in itertools.product(scopes.items(), push.items()):
+        yield f"{scope}/{variant}", {"crds.install": False, **scope_values, **push_values}
     for name, values in CRDS.items():
         yield name, values
 

@@ -78,7 +78,7 @@ def ui_rules() -> set[tuple[str, str, str, str]]:
     return out | _all("", "pods/log", "get") | _all("", "configmaps", "get")
 
 
-COMBOS = list(combinations())
+COMBOS = list(combinations(cert_manager=True))
 
 
 @pytest.fixture(scope="module", params=COMBOS, ids=[n for n, _ in COMBOS])
@@ -110,7 +110,17 @@ def test_every_combination_renders_one_consistent_release(rendered):
         assert labels["app.kubernetes.io/part-of"] == "airflow-t9k", o
         assert labels["app.kubernetes.io/managed-by"] == "Helm", o
         assert labels["app.kubernetes.io/instance"] == "airflow-t9k", o
-    namespaced = {"ServiceAccount", "Deployment", "PodDisruptionBudget", "Role", "RoleBinding"}
+    namespaced = {
+        "ServiceAccount",
+        "Deployment",
+        "PodDisruptionBudget",
+        "Role",
+        "RoleBinding",
+        "Service",
+        "Secret",
+        "NetworkPolicy",
+        "Certificate",
+    }
     for o in objs:
         assert ("namespace" in o["metadata"]) == (o["kind"] in namespaced), o["metadata"]
     # Every binding names a role of this render, and no role is left unbound.
@@ -185,7 +195,7 @@ def test_the_deployment_is_hardened_and_follows_the_values(rendered):
     assert c["securityContext"] == hardened
     assert c["livenessProbe"]["httpGet"]["path"] == "/healthz"
     assert c["readinessProbe"]["httpGet"]["path"] == "/readyz"
-    assert c["ports"] == [{"name": "health", "containerPort": 8081}]
+    assert c["ports"][0] == {"name": "health", "containerPort": 8081}
     assert "--health-port=8081" in args
     assert {"name": "POD_NAMESPACE", "valueFrom": {"fieldRef": {"fieldPath": "metadata.namespace"}}} in c["env"]
     assert "--metrics-address=127.0.0.1" in args  # /metrics names jobs: loopback unless asked
@@ -206,6 +216,94 @@ def test_the_deployment_is_hardened_and_follows_the_values(rendered):
     else:
         assert pdbs == []
     assert dep["spec"]["strategy"]["rollingUpdate"] == {"maxSurge": 1, "maxUnavailable": 0}
+
+
+def test_the_push_path_is_wired_when_on_and_absent_when_off(rendered):
+    """docs/progress.md, "The push path": a Service to the controllers' named port, the endpoint's
+    TLS from a Secret mounted whole (never subPath: renewals reach the files), the flags naming
+    them, and TokenReview create bound to the controller; nothing of it when off."""
+    values, objs = rendered
+    on = values.get("progress.push.enabled", True)
+    port = values.get("progress.push.port", 8443)
+    dep = _one(objs, "Deployment", "airflow-t9k-controller", NS)
+    pod = dep["spec"]["template"]["spec"]
+    (c,) = pod["containers"]
+    push_args = [
+        a for a in c["args"] if a.startswith("--progress-") and not a.startswith(("--progress-interval", "--progress-streams"))
+    ]
+    reviews = [o for o in by_kind(objs, "ClusterRole") if o["metadata"]["name"] == "airflow-t9k-controller-progress"]
+    if not on:
+        assert push_args == []
+        assert c["ports"] == [{"name": "health", "containerPort": 8081}]
+        assert "volumes" not in pod
+        assert "volumeMounts" not in c
+        assert by_kind(objs, "Service") == by_kind(objs, "Secret") == by_kind(objs, "Certificate") == reviews == []
+        return
+    svc = _one(objs, "Service", "airflow-t9k-controller-progress", NS)
+    assert svc["spec"]["selector"] == dep["spec"]["selector"]["matchLabels"]
+    assert svc["spec"]["ports"] == [{"name": "progress", "port": port, "targetPort": "progress", "protocol": "TCP"}]
+    assert c["ports"] == [{"name": "health", "containerPort": 8081}, {"name": "progress", "containerPort": port}]
+    tls = "/etc/airflow-t9k/progress-tls"
+    assert push_args == [
+        f"--progress-endpoint=https://airflow-t9k-controller-progress.{NS}.svc:{port}",
+        f"--progress-port={port}",
+        f"--progress-tls-cert={tls}/tls.crt",
+        f"--progress-tls-key={tls}/tls.key",
+        f"--progress-tls-ca={tls}/ca.crt",
+        "--progress-audience=airflow-t9k-progress",
+        "--progress-push-rate=1",
+        "--progress-push-burst=10",
+    ]
+    assert c["volumeMounts"] == [{"name": "progress-tls", "mountPath": tls, "readOnly": True}]  # no subPath
+    source = values.get("progress.push.tls.source", "helm")
+    secret = values.get("progress.push.tls.secretName") or "airflow-t9k-controller-progress-tls"
+    items = [{"key": k, "path": k} for k in ("tls.crt", "tls.key", "ca.crt")]  # never the CA's key
+    assert pod["volumes"] == [{"name": "progress-tls", "secret": {"secretName": secret, "items": items}}]
+    same(granted(_binds(objs, "ClusterRoleBinding", "airflow-t9k-controller-progress", None, [SA])["rules"]),
+         _all("authentication.k8s.io", "tokenreviews", "create"))  # fmt: skip
+    secrets, certs = by_kind(objs, "Secret"), by_kind(objs, "Certificate")
+    if source == "helm":
+        (made,) = secrets
+        assert made["metadata"]["name"] == secret
+        assert made["metadata"]["annotations"] == {"helm.sh/resource-policy": "keep"}
+        assert set(made["data"]) == {"tls.crt", "tls.key", "ca.crt", "ca.key"}
+        assert certs == []
+    elif source == "secret":
+        assert secrets == certs == []  # the user's own
+    else:
+        (cert,) = certs
+        assert cert["spec"]["secretName"] == secret
+        assert cert["spec"]["issuerRef"] == {"name": "team-ca", "kind": "ClusterIssuer"}
+        assert cert["spec"]["dnsNames"] == [f"airflow-t9k-controller-progress.{NS}.svc",
+                                            f"airflow-t9k-controller-progress.{NS}.svc.cluster.local"]  # fmt: skip
+        assert secrets == []
+
+
+def test_the_network_policy_admits_pushes_from_the_scopes_namespaces(rendered):
+    values, objs = rendered
+    policies = by_kind(objs, "NetworkPolicy")
+    if not values.get("networkPolicy.enabled"):
+        assert policies == []
+        return
+    (policy,) = policies
+    dep = _one(objs, "Deployment", "airflow-t9k-controller", NS)
+    assert policy["spec"]["podSelector"] == {"matchLabels": dep["spec"]["selector"]["matchLabels"]}
+    assert policy["spec"]["policyTypes"] == ["Ingress"]  # egress (API server, kubelets) left alone
+    rules = policy["spec"]["ingress"]
+    assert rules[0] == {"ports": [{"port": "health", "protocol": "TCP"}]}  # the kubelet's probes, from anywhere
+    if not values.get("progress.push.enabled", True):
+        assert len(rules) == 1
+        return
+    (push,) = rules[1:]
+    assert push["ports"] == [{"port": "progress", "protocol": "TCP"}]
+    mode = values.get("scope.mode", "selector")
+    expected = {
+        "selector": [{"namespaceSelector": {"matchLabels": {"airflow-t9k.io/jobs": "enabled"}}}],
+        "namespaces": [{"namespaceSelector": {"matchExpressions": [
+            {"key": "kubernetes.io/metadata.name", "operator": "In", "values": values.get("scope.namespaces")}]}}],
+        "all": [{"namespaceSelector": {}}],
+    }[mode]  # fmt: skip
+    assert push["from"] == expected
 
 
 def test_the_crds_are_airflow_t9k_crds_own_kept_on_uninstall(rendered):
@@ -276,6 +374,11 @@ def test_the_ui_role_reads_and_changes_nothing():
         ({"scope.selector": ""}, "needs scope.selector"),
         ({"leaderElection.enabled": False}, "more than one replica needs leaderElection.enabled"),
         ({"controller.queueing": "sometimes"}, "controller.queueing must be auto, kueue or off"),
+        ({"progress.push.tls.source": "vault"}, "progress.push.tls.source must be helm, secret or certManager"),
+        ({"progress.push.tls.source": "secret"}, "progress.push.tls.source=secret needs progress.push.tls.secretName"),
+        ({"progress.push.tls.source": "certManager"}, "needs progress.push.tls.certManager.issuerRef"),
+        ({"controller.progressInterval": 0}, "progress.push.enabled needs controller.progressInterval > 0"),
+        ({"networkPolicy.enabled": True, "scope.selector": "team in (a,b)"}, "give networkPolicy.pushFrom"),
     ],
 )
 def test_values_that_cannot_work_fail_the_render_naming_the_value(values, message):
@@ -285,7 +388,8 @@ def test_values_that_cannot_work_fail_the_render_naming_the_value(values, messag
 
 
 @pytest.mark.parametrize("values", [{}, {"scope.mode": "namespaces", "scope.namespaces": ["ml-jobs"]}, {"scope.mode": "all"},
-                                    {"admissionPolicy.enabled": True, "airflow.rbac.clusterWide": True}])  # fmt: skip
+                                    {"admissionPolicy.enabled": True, "airflow.rbac.clusterWide": True},
+                                    {"progress.push.enabled": False}, {"networkPolicy.enabled": True}])  # fmt: skip
 def test_helm_lint_passes_strict(values):
     from tests.support.chart import set_args
 

@@ -45,6 +45,21 @@ app.kubernetes.io/component: airflow
 {{- printf "%s:%s" .Values.image.repository (default .Chart.AppVersion (toString .Values.image.tag)) -}}
 {{- end -}}
 
+{{/* The progress push path (docs/progress.md, "The push path"): the Service in front of the
+controllers' listener (a DNS label: 63 characters at most), the Secret with its TLS files, and the
+URL replicas are given. */}}
+{{- define "airflow-t9k.progressService" -}}
+{{- printf "%s-progress" (include "airflow-t9k.controller" .) | trunc 63 | trimSuffix "-" -}}
+{{- end -}}
+
+{{- define "airflow-t9k.progressSecret" -}}
+{{- default (printf "%s-progress-tls" (include "airflow-t9k.controller" .)) .Values.progress.push.tls.secretName -}}
+{{- end -}}
+
+{{- define "airflow-t9k.progressEndpoint" -}}
+{{- printf "https://%s.%s.svc:%d" (include "airflow-t9k.progressService" .) .Release.Namespace (int .Values.progress.push.port) -}}
+{{- end -}}
+
 {{/* The controller's subject in every binding. */}}
 {{- define "airflow-t9k.controllerSubject" -}}
 - kind: ServiceAccount
@@ -69,6 +84,22 @@ app.kubernetes.io/component: airflow
 {{- end -}}
 {{- if and (gt (int .Values.replicas) 1) (not .Values.leaderElection.enabled) -}}
 {{- fail "more than one replica needs leaderElection.enabled: two controllers without a leader would both act on every job" -}}
+{{- end -}}
+{{- with .Values.progress.push -}}
+{{- if .enabled -}}
+{{- if not (has .tls.source (list "helm" "secret" "certManager")) -}}
+{{- fail (printf "progress.push.tls.source must be helm, secret or certManager (got %q)" .tls.source) -}}
+{{- end -}}
+{{- if and (eq .tls.source "secret") (not .tls.secretName) -}}
+{{- fail "progress.push.tls.source=secret needs progress.push.tls.secretName (a Secret with tls.crt, tls.key and ca.crt in the release's namespace)" -}}
+{{- end -}}
+{{- if and (eq .tls.source "certManager") (not .tls.certManager.issuerRef.name) -}}
+{{- fail "progress.push.tls.source=certManager needs progress.push.tls.certManager.issuerRef (the name and kind of an Issuer or ClusterIssuer)" -}}
+{{- end -}}
+{{- if le (float64 $.Values.controller.progressInterval) 0.0 -}}
+{{- fail "progress.push.enabled needs controller.progressInterval > 0: it bounds how often pushed values are written (or set progress.push.enabled=false)" -}}
+{{- end -}}
+{{- end -}}
 {{- end -}}
 {{- if not (has .Values.controller.queueing (list "auto" "kueue" "off")) -}}
 {{- fail (printf "controller.queueing must be auto, kueue or off (got %q)" .Values.controller.queueing) -}}
