@@ -51,6 +51,7 @@ def controller_rules() -> set[tuple[str, str, str, str]]:
     out |= _all("", "events", "create", "patch", "list")
     out |= _all("", "pods/log", "get")
     out |= _all("", "pods", "patch")  # in-place restarts: the pod's annotations (docs/disruptions.md)
+    out |= _all("", "configmaps", "patch")  # a DeepSpeed Elastic hostfile after a rescale (steps/children.py)
     out |= _all("scheduling.k8s.io", "podgroups", "get", "list", "watch", "create", "delete")  # gang, no add-on
     return out
 

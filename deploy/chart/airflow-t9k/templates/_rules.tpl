@@ -95,6 +95,14 @@ go into a ClusterRole. tests/unit/deploy/test_chart_render.py checks every varia
   - watch
   - create
   - delete
+# A DeepSpeed Elastic job's hostfile ConfigMap, patched when its workers are rescaled (docs/kinds.md);
+# no other ConfigMap of a job is ever changed.
+- apiGroups:
+  - ''
+  resources:
+  - configmaps
+  verbs:
+  - patch
 # In-place restarts (docs/disruptions.md): the controller lets a restart the kubelet holds run, or
 # asks a replica's agent to restart its pod, by patching the pod's annotations; nothing else of a
 # pod is ever patched.
