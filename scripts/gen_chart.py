@@ -140,13 +140,21 @@ MANIFESTS: dict[str, tuple[list[str], list[str], str]] = {
     ),
     "deploy/rbac-airflow-cluster.yaml": (
         ["rbac-airflow.yaml"],
-        ["airflow.rbac.clusterWide=true"],
-        "RBAC for Airflow's side in EVERY namespace; the default is rbac-airflow-namespace.yaml.",
+        ["airflow.rbac.clusterWide=true", "airflow.rbac.namespaces={ml-jobs}"],
+        (
+            "RBAC for Airflow's side in EVERY namespace; the default is rbac-airflow-namespace.yaml. The evidence\n"
+            "# ConfigMaps are read only where airflow-t9k-evidence is bound: one RoleBinding per namespace jobs go\n"
+            "# to (here `ml-jobs`: copy it for each)."
+        ),
     ),
     "deploy/rbac-airflow-ui.yaml": (
         ["rbac-airflow-ui.yaml"],
         ["airflow.rbac.namespaces={ml-jobs}"],
-        "Read-only RBAC for the Airflow UI's identity (the T9k Jobs page and tab) in `ml-jobs`.",
+        (
+            "RBAC for the Airflow UI's identity (the T9k Jobs page and tab) in `ml-jobs`: airflow-t9k-ui-read reads\n"
+            "# and changes nothing; airflow-t9k-ui-actions is the tab's Pause, Resume, Delete and Scale (leave its\n"
+            "# Role and RoleBinding out for a read-only UI). Set [t9k] ui_namespace (or team_namespaces) to match."
+        ),
     ),
     "deploy/optional/admission-policy.yaml": (
         ["admission-policy.yaml"],

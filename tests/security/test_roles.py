@@ -56,12 +56,15 @@ def test_a_dag_author_reads_no_configmap_outside_the_job_namespaces(api_client, 
 
 
 def _ui_identity(api_client, cluster, core, namespace: str, tmp_path: Path, actions: bool) -> tuple[client.ApiClient, list]:
-    """A ServiceAccount bound to deploy/rbac-airflow-ui.yaml's read role (and its actions role)."""
+    """A ServiceAccount bound to deploy/rbac-airflow-ui.yaml's read role (and its actions role), in
+    ``namespace`` (the file's Roles are for `ml-jobs`)."""
     suffix = uuid.uuid4().hex[:6]
     sa = f"airflow-api-server-{suffix}"
     text = (ROOT / "deploy" / "rbac-airflow-ui.yaml").read_text().replace("airflow-t9k-ui-", f"airflow-t9k-ui-{suffix}-")
-    text = text.replace("name: airflow-api-server\n", f"name: {sa}\n").replace(
-        "namespace: airflow\n", f"namespace: {namespace}\n"
+    text = (
+        text.replace("name: airflow-api-server\n", f"name: {sa}\n")
+        .replace("namespace: airflow\n", f"namespace: {namespace}\n")
+        .replace("namespace: ml-jobs\n", f"namespace: {namespace}\n")
     )
     docs = [d for d in yaml.safe_load_all(text) if d and (actions or not d["metadata"]["name"].endswith("actions"))]
     core.create_namespaced_service_account(namespace, {"metadata": {"name": sa}})

@@ -83,7 +83,12 @@ def dimensions(ns: tuple[str, str] = ("team-a", "team-b")) -> tuple[dict[str, di
         "no-airflow-rbac": {},
         "airflow-namespaces": {"airflow.rbac.namespaces": list(ns)},
         "airflow-namespaces-no-ui": {"airflow.rbac.namespaces": [ns[0]], "airflow.rbac.ui.enabled": False},
-        "airflow-cluster": {"airflow.rbac.clusterWide": True},
+        # Cluster-wide, with the evidence RoleBinding in one namespace and a read-only UI.
+        "airflow-cluster": {
+            "airflow.rbac.clusterWide": True,
+            "airflow.rbac.namespaces": [ns[1]],
+            "airflow.rbac.ui.actions": False,
+        },
     }
     return scopes, replicas, policy, airflow
 

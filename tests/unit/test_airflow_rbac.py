@@ -66,9 +66,9 @@ def test_nothing_beyond_what_the_hooks_and_trigger_call(name):
 
 def test_both_variants_grant_the_same_rules_to_the_worker_and_the_triggerer():
     assert _granted(VARIANTS[0]) == _granted(VARIANTS[1])
-    kinds = {name: [d["kind"] for d in _docs(name)] for name in VARIANTS}
+    kinds = {name: sorted(d["kind"] for d in _docs(name)) for name in VARIANTS}  # Helm orders them by kind
     assert kinds == {VARIANTS[0]: ["Role", "RoleBinding"],
-                     VARIANTS[1]: ["ClusterRole", "ClusterRoleBinding", "ClusterRole", "RoleBinding"]}  # fmt: skip
+                     VARIANTS[1]: ["ClusterRole", "ClusterRole", "ClusterRoleBinding", "RoleBinding"]}  # fmt: skip
     for name in VARIANTS:
         docs = _docs(name)
         roles = {(d["kind"], d["metadata"]["name"]) for d in docs if d["kind"] in ("Role", "ClusterRole")}
@@ -91,12 +91,21 @@ UI = "rbac-airflow-ui.yaml"
 
 
 def test_the_ui_role_is_read_only_and_its_actions_are_a_separate_role():
-    roles = {d["metadata"]["name"]: _rules(d) for d in _docs(UI) if d["kind"] == "ClusterRole"}
+    """The chart renders them as Roles in each namespace (this file, `ml-jobs`) or, with
+    airflow.rbac.clusterWide, as ClusterRoles (tests/unit/deploy/test_chart.py checks both)."""
+    roles = {d["metadata"]["name"]: _rules(d) for d in _docs(UI) if d["kind"] in ("Role", "ClusterRole")}
+    assert set(roles) == {"airflow-t9k-ui-read", "airflow-t9k-ui-actions"}
     read, actions = roles["airflow-t9k-ui-read"], roles["airflow-t9k-ui-actions"]
     assert {v for _, _, v in read} == {"get", "list"}  # no create, no watch, no write
     assert {res for _, res, _ in read} == {r.plural for r in RESOURCES.values()} | {"pods", "pods/log", "events", "configmaps"}
     assert {(res, v) for _, res, v in read if res == "configmaps"} == {("configmaps", "get")}  # by name, never listed
     assert {v for _, _, v in actions} == {"patch", "delete"}
+    assert {res for _, res, _ in actions} == {r.plural for r in RESOURCES.values()} | {"pytorchtrainingjobs/scale",
+                                                                                    "deepspeedjobs/scale"}  # fmt: skip
+    assert {v for _, res, v in actions if res.endswith("/scale")} == {"patch"}
     assert not any(res == "secrets" for _, res, _ in read | actions)
-    bound = {d["roleRef"]["name"] for d in _docs(UI) if d["kind"] == "ClusterRoleBinding"}
-    assert bound == set(roles)
+    bindings = [d for d in _docs(UI) if d["kind"] in ("RoleBinding", "ClusterRoleBinding")]
+    assert {d["roleRef"]["name"] for d in bindings} == set(roles)
+    for d in bindings:  # each binds the role of its own name, to the UI's identity only
+        assert d["metadata"]["name"] == d["roleRef"]["name"]
+        assert [(s["kind"], s["name"]) for s in d["subjects"]] == [("ServiceAccount", "airflow-api-server")]

@@ -91,6 +91,7 @@ def test_rbac_covers_every_kind_and_its_status_in_both_variants():
         assert not {(g, r, v) for g, r in reads for v in ("create", "update", "patch", "delete")} & granted, name
         # In-place restarts (docs/disruptions.md): pods' annotations patched; nodes listed once, never written.
         assert ("", "pods", "patch") in granted, name
+        assert ("", "configmaps", "patch") in granted, name  # the hostfile after a rescale (steps/children.py)
         assert ("", "nodes", "list") in granted, name
         assert not {("", "nodes", v) for v in ("get", "watch", "create", "update", "patch", "delete")} & granted, name
         # Gang scheduling without add-ons (docs/queueing.md): a job's own PodGroup.
@@ -113,6 +114,8 @@ def test_rbac_is_least_privilege():
             continue
         if rule["resources"] == ["pods"] and rule["apiGroups"] == [""] and set(rule["verbs"]) == {"patch"}:
             continue  # in-place restarts: the pod's annotations, nothing else (docs/disruptions.md)
+        if rule["resources"] == ["configmaps"] and rule["apiGroups"] == [""] and set(rule["verbs"]) == {"patch"}:
+            continue  # a DeepSpeed Elastic job's hostfile, rewritten after a rescale (steps/children.py)
         if rule["resources"] == ["leases"]:  # leader election: update only its own Lease
             assert rule["apiGroups"] == ["coordination.k8s.io"]
             assert set(rule["verbs"]) == {"create"} or rule.get("resourceNames") == ["airflow-t9k-controller"]

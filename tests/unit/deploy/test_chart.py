@@ -50,6 +50,9 @@ def controller_rules() -> set[tuple[str, str, str, str]]:
     out |= _all("kueue.x-k8s.io", "localqueues", "get", "list", "watch")
     out |= _all("", "events", "create", "patch", "list")
     out |= _all("", "pods/log", "get")
+    out |= _all("", "pods", "patch")  # in-place restarts: the pod's annotations (docs/disruptions.md)
+    out |= _all("", "configmaps", "patch")  # a DeepSpeed Elastic hostfile after a rescale (steps/children.py)
+    out |= _all("scheduling.k8s.io", "podgroups", "get", "list", "watch", "create", "delete")  # gang, no add-on
     return out
 
 
@@ -59,6 +62,7 @@ def controller_cluster_rules() -> set[tuple[str, str, str, str]]:
     out |= _all(JOB, "clustert9kjobtemplates", "get", "list", "watch")
     for res in ("resourceflavors", "workloadpriorityclasses"):
         out |= _all("kueue.x-k8s.io", res, "get", "list", "watch")
+    out |= _all("", "nodes", "list")  # in-place restarts: nodes' status.declaredFeatures, once at start
     return out | _all("scheduling.k8s.io", "priorityclasses", "get", "list", "watch")
 
 
@@ -67,7 +71,17 @@ def tasks_rules() -> set[tuple[str, str, str, str]]:
     for r in RESOURCES.values():
         out |= _all(r.group, r.plural, "create", "get", "list", "watch", "patch", "delete")
     out |= _all("", "events", "list", "watch") | _all("", "pods", "get", "list")
-    return out | _all("", "pods/log", "get") | _all("", "configmaps", "get")
+    return out | _all("", "pods/log", "get")
+
+
+EVIDENCE = _all("", "configmaps", "get")  # per job namespace only, never cluster-wide (issue 29)
+
+
+def ui_actions_rules() -> set[tuple[str, str, str, str]]:
+    out: set[tuple[str, str, str, str]] = set()
+    for r in RESOURCES.values():
+        out |= _all(r.group, r.plural, "patch", "delete")
+    return out | _all(JOB, "pytorchtrainingjobs/scale", "patch") | _all(JOB, "deepspeedjobs/scale", "patch")
 
 
 def ui_rules() -> set[tuple[str, str, str, str]]:
@@ -128,7 +142,8 @@ def test_every_combination_renders_one_consistent_release(rendered):
         (o["kind"], o["metadata"].get("namespace"), o["metadata"]["name"]) for o in objs if o["kind"] in ("Role", "ClusterRole")
     }
     bound = {
-        (b["roleRef"]["kind"], b["metadata"].get("namespace") if b["kind"] == "RoleBinding" else None, b["roleRef"]["name"])
+        # A RoleBinding may bind a ClusterRole in its namespace (the tasks' evidence role).
+        (b["roleRef"]["kind"], b["metadata"].get("namespace") if b["roleRef"]["kind"] == "Role" else None, b["roleRef"]["name"])
         for b in objs
         if b["kind"] in ("RoleBinding", "ClusterRoleBinding")
     }
@@ -345,24 +360,49 @@ def test_airflows_identities_get_their_roles_where_jobs_run(rendered):
              {"kind": "ServiceAccount", "name": "airflow-triggerer", "namespace": "airflow"}]  # fmt: skip
     ui = [{"kind": "ServiceAccount", "name": "airflow-api-server", "namespace": "airflow"}]
     ui_on = values.get("airflow.rbac.ui.enabled", True)
+    actions = ui_on and values.get("airflow.rbac.ui.actions", True)
     namespaces = values.get("airflow.rbac.namespaces", [])
-    for ns in namespaces:
-        same(granted(_binds(objs, "RoleBinding", "airflow-t9k-tasks", ns, tasks)["rules"]), tasks_rules())
-        if ui_on:
-            same(granted(_binds(objs, "RoleBinding", "airflow-t9k-ui", ns, ui)["rules"]), ui_rules())
     cluster = values.get("airflow.rbac.clusterWide", False)
+    ui_names = {"airflow-t9k-ui-read"} | ({"airflow-t9k-ui-actions"} if actions else set())
     if cluster:
         same(granted(_binds(objs, "ClusterRoleBinding", "airflow-t9k-tasks", None, tasks)["rules"]), tasks_rules())
-        same(granted(_binds(objs, "ClusterRoleBinding", "airflow-t9k-ui", None, ui)["rules"]), ui_rules())
+        if ui_on:
+            same(granted(_binds(objs, "ClusterRoleBinding", "airflow-t9k-ui-read", None, ui)["rules"]), ui_rules())
+        if actions:
+            same(granted(_binds(objs, "ClusterRoleBinding", "airflow-t9k-ui-actions", None, ui)["rules"]), ui_actions_rules())
+        # The tasks (DAG authors' code) read ConfigMaps never through a ClusterRoleBinding; the
+        # evidence ClusterRole is bound per namespace. (The UI's own identity keeps its read role.)
+        for b in (b for b in by_kind(objs, "ClusterRoleBinding") if b["subjects"] == tasks):
+            role = _one(objs, "ClusterRole", b["roleRef"]["name"])
+            assert not {r for _, r, _, _ in granted(role["rules"])} & {"configmaps", "secrets"}, b["metadata"]["name"]
+        for ns in namespaces:
+            binding = _one(objs, "RoleBinding", "airflow-t9k-evidence", ns)
+            assert binding["roleRef"] == {"apiGroup": "rbac.authorization.k8s.io", "kind": "ClusterRole",
+                                          "name": "airflow-t9k-evidence"}  # fmt: skip
+            assert binding["subjects"] == tasks
+            same(granted(_one(objs, "ClusterRole", "airflow-t9k-evidence")["rules"]), EVIDENCE)
+        assert not [o for o in by_kind(objs, "Role") if o["metadata"]["name"].startswith(("airflow-t9k-tasks", "airflow-t9k-ui"))]
+    else:
+        for ns in namespaces:
+            same(granted(_binds(objs, "RoleBinding", "airflow-t9k-tasks", ns, tasks)["rules"]), tasks_rules() | EVIDENCE)
+            if ui_on:
+                same(granted(_binds(objs, "RoleBinding", "airflow-t9k-ui-read", ns, ui)["rules"]), ui_rules())
+            if actions:
+                same(granted(_binds(objs, "RoleBinding", "airflow-t9k-ui-actions", ns, ui)["rules"]), ui_actions_rules())
     names = {o["metadata"]["name"] for o in objs if o["kind"] in ("Role", "ClusterRole")}
     assert ("airflow-t9k-tasks" in names) is bool(namespaces or cluster)
-    assert ("airflow-t9k-ui" in names) is bool((namespaces or cluster) and ui_on)
+    assert ("airflow-t9k-evidence" in names) is bool(namespaces and cluster)
+    for name in ("airflow-t9k-ui-read", "airflow-t9k-ui-actions"):
+        assert (name in names) is bool((namespaces or cluster) and name in ui_names and ui_on), name
 
 
 def test_the_ui_role_reads_and_changes_nothing():
     verbs = {v for _, _, v, _ in ui_rules()}
     assert verbs == {"get", "list"}  # no create, update, patch, delete; no watch (the page polls)
     assert not {r for _, r, _, _ in ui_rules()} & {"secrets", "pods/exec", "pods/attach"}
+    # Its actions: patch and delete on jobs and patch on two scale subresources; nothing read, nothing made.
+    assert {v for _, _, v, _ in ui_actions_rules()} == {"patch", "delete"}
+    assert {r for _, r, _, _ in ui_actions_rules() if "/" in r} == {"pytorchtrainingjobs/scale", "deepspeedjobs/scale"}
 
 
 @pytest.mark.parametrize(

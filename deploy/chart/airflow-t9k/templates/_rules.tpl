@@ -95,6 +95,23 @@ go into a ClusterRole. tests/unit/deploy/test_chart_render.py checks every varia
   - watch
   - create
   - delete
+# A DeepSpeed Elastic job's hostfile ConfigMap, patched when its workers are rescaled (docs/kinds.md);
+# no other ConfigMap of a job is ever changed.
+- apiGroups:
+  - ''
+  resources:
+  - configmaps
+  verbs:
+  - patch
+# In-place restarts (docs/disruptions.md): the controller lets a restart the kubelet holds run, or
+# asks a replica's agent to restart its pod, by patching the pod's annotations; nothing else of a
+# pod is ever patched.
+- apiGroups:
+  - ''
+  resources:
+  - pods
+  verbs:
+  - patch
 # Secrets: create only. The controller makes one SSH key Secret per MPI, DeepSpeed and
 # ColossalAI job and never reads, lists, watches, updates or deletes any (RBAC cannot limit
 # reads to the Secrets it made: a label selector is not a permission). The job's status
@@ -118,6 +135,19 @@ go into a ClusterRole. tests/unit/deploy/test_chart_render.py checks every varia
 # Volcano (docs/kinds.md, AscendJob): each AscendJob owns one PodGroup where Volcano is served.
 - apiGroups:
   - scheduling.volcano.sh
+  resources:
+  - podgroups
+  verbs:
+  - get
+  - list
+  - watch
+  - create
+  - delete
+# Gang scheduling without add-ons (docs/queueing.md): each multi-pod job that neither Kueue nor
+# Volcano admits owns one PodGroup of Kubernetes' Workload API (scheduling.k8s.io/v1alpha2) where
+# the API server serves it; created, read back once by name (ownership check), watched, deleted.
+- apiGroups:
+  - scheduling.k8s.io
   resources:
   - podgroups
   verbs:
@@ -217,6 +247,14 @@ go into a ClusterRole. tests/unit/deploy/test_chart_render.py checks every varia
   - get
   - list
   - watch
+# In-place restarts: whether every node declares RestartAllContainersOnContainerExits
+# (status.declaredFeatures), listed once when the controller starts; never watched or written.
+- apiGroups:
+  - ''
+  resources:
+  - nodes
+  verbs:
+  - list
 {{- end -}}
 
 {{/* Airflow's workers and triggerer: submit, watch, pause and delete jobs; read what a task log shows. */}}
@@ -258,10 +296,15 @@ go into a ClusterRole. tests/unit/deploy/test_chart_render.py checks every varia
   resources:
   - pods/log
   verbs: [get]
+{{- end -}}
+
+{{/* The tasks' evidence reads, apart from tasksRules: in each namespace jobs go to, never
+cluster-wide (a ClusterRoleBinding would give every DAG author every ConfigMap of the cluster). */}}
+{{- define "airflow-t9k.evidenceRules" -}}
 # The evidence ConfigMap `<job>-evidence` the controller keeps before clean-up deletes a
-# finished job's pods (their last log lines, exit codes, Events), which the T9k Job tab shows
-# after the pods are gone. `get` by name only: no list or watch, and nothing is written; the
-# UI uses it only when its controller ownerReference is the job's uid.
+# finished job's pods (their last log lines, exit codes, Events), read by the task when the pods
+# are gone. `get` by name only (RBAC cannot name them in advance): no list or watch, nothing is
+# written, and a ConfigMap is used only when its controller ownerReference is the job's uid.
 - apiGroups:
   - ''
   resources:
@@ -269,9 +312,10 @@ go into a ClusterRole. tests/unit/deploy/test_chart_render.py checks every varia
   verbs: [get]
 {{- end -}}
 
-{{/* The Airflow UI's identity (the T9k Jobs page, the T9k Job tab): it reads, and changes nothing.
-Its Pause, Resume, Delete and Scale buttons answer with the right the API server refused. */}}
-{{- define "airflow-t9k.uiRules" -}}
+{{/* The Airflow UI's identity (the T9k Jobs page, the T9k Job tab): uiReadRules read and change
+nothing; uiActionsRules (airflow.rbac.ui.actions) are the tab's Pause, Resume, Delete and Scale.
+Without them the buttons answer with the right the API server refused. */}}
+{{- define "airflow-t9k.uiReadRules" -}}
 # The T9k Jobs page lists every kind (one LIST per kind, polled; no watch); the tab GETs the job.
 - apiGroups:
   - batch.tensorstack.dev
@@ -312,4 +356,32 @@ Its Pause, Resume, Delete and Scale buttons answer with the right the API server
   resources:
   - configmaps
   verbs: [get]
+{{- end -}}
+
+{{- define "airflow-t9k.uiActionsRules" -}}
+# Pause and resume (a merge patch carrying the job's uid), delete (with a uid precondition).
+- apiGroups:
+  - batch.tensorstack.dev
+  resources:
+  - genericjobs
+  - pytorchtrainingjobs
+  - tensorflowtrainingjobs
+  - xgboosttrainingjobs
+  - colossalaijobs
+  - deepspeedjobs
+  - mpijobs
+  - beamjobs
+  verbs: [patch, delete]
+- apiGroups:
+  - mindxdl.gitee.com
+  resources:
+  - ascendjobs
+  verbs: [patch, delete]
+# Scale an Elastic PyTorchTrainingJob or DeepSpeedJob (the scale subresource).
+- apiGroups:
+  - batch.tensorstack.dev
+  resources:
+  - pytorchtrainingjobs/scale
+  - deepspeedjobs/scale
+  verbs: [patch]
 {{- end -}}
