@@ -25,7 +25,7 @@ from cryptography.hazmat.primitives import hashes, serialization
 from cryptography.hazmat.primitives.asymmetric import ec
 from cryptography.x509.oid import NameOID
 
-from airflow_t9k.controller.metrics import InstrumentedKube, Metrics
+from airflow_t9k.controller.metrics import InstrumentedKube, Metrics, NotLeader
 from airflow_t9k.k8s import client as kclient
 from airflow_t9k.k8s.client import ApiClientTransport, DirectTransport, Kube, load_transport
 from airflow_t9k.k8s.errors import ApiError
@@ -332,3 +332,30 @@ async def test_kube_still_takes_an_apiclient():
     assert isinstance(kube.transport, ApiClientTransport)
     assert kube.transport.host == "http://127.0.0.1:9"
     await kube.close()
+
+
+@pytest.mark.asyncio
+async def test_a_dry_run_is_neither_fenced_nor_counted_as_a_write(tmp_path, monkeypatch):
+    """A standby's feature probe at start (a dry-run pod) must not read as a write it made."""
+    monkeypatch.setenv("T9K_ALLOW_HTTP_TOKEN", "true")
+    server = await serve(Api(), None)
+    path = tmp_path / "kubeconfig"
+    path.write_text(yaml.safe_dump(kubeconfig_doc(f"http://127.0.0.1:{server.port}", {}, {"token": SECRET})))
+    metrics = Metrics()
+    leading = [False]
+    kube = InstrumentedKube(await load_transport(str(path)), metrics, fence=lambda: leading[0])
+
+    def writes() -> float:
+        return sum(s.value for m in metrics.writes.collect() for s in m.samples if s.name.endswith("_total"))
+
+    try:
+        await kube.request("POST", "/api/v1/namespaces/ns/pods", query={"dryRun": "All"}, body={"kind": "Pod"})
+        assert writes() == 0
+        with pytest.raises(NotLeader, match="not the leader"):
+            await kube.create("/api/v1/namespaces/ns/configmaps", body={"data": {}})
+        leading[0] = True
+        await kube.create("/api/v1/namespaces/ns/configmaps", body={"data": {}})
+        assert writes() == 1
+    finally:
+        await kube.close()
+        await server.close()
