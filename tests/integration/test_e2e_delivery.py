@@ -207,6 +207,8 @@ def test_the_same_run_id_run_three_times_takes_the_next_free_name(e2e, api_clien
         stack._retry_locked(lambda: stack.api("POST", f"dags/{dag_id}/dagRuns", {"dag_run_id": run_id, "logical_date": None}))
         states = stack.states_until(dag_id, run_id, {"success", "failed"}, timeout=180)
         assert states[-1] == "success", (n, states, stack.task_log(dag_id, run_id)[-3000:])
+        # The task ends before the scheduler marks its run: Airflow deletes only a run that ended (409 before).
+        wait_until(lambda: stack.run_state(dag_id, run_id) == "success", timeout=60, what="the run marked success")
     names = sorted(j["metadata"]["name"] for j in _jobs(api_client, ns, run_id))
     assert len(names) == 3, names
     assert names[1:] == [f"{names[0]}-t1", f"{names[0]}-t1-2"], names
