@@ -17,7 +17,7 @@ from __future__ import annotations
 from typing import TYPE_CHECKING, Any
 
 from airflow_t9k.controller.reconcile.actions import Action, Delete, Emit
-from airflow_t9k.controller.reconcile.inplace import can_restart_in_place, restart_in_place
+from airflow_t9k.controller.reconcile.inplace import ANNOTATION_GROUP, authorized, can_restart_in_place, restart_in_place
 from airflow_t9k.controller.reconcile.observe import Observed, is_deleting
 from airflow_t9k.controller.reconcile.status import StatusBuilder, bounded, timestamp
 
@@ -42,6 +42,23 @@ def disruption(pod: Obj | None) -> str | None:
     if status.get("phase") == "Failed" and reason in DISRUPTED_REASONS:
         return str(reason)
     return None
+
+
+def overtaken(pod: Obj | None) -> str | None:
+    """The group restart a pod was asked to join in place, when the pod ended before it could: its
+    program saw the group break first (mpirun losing a daemon exits at once, while the request
+    reaches the pod's agent through the kubelet's downward API refresh). Such a pod is part of that
+    restart (recreated, nothing spent), not a failure. The key of that restart, or None.
+
+    Asked and not yet restarted: every container's ``restartCount`` is below the restarts the
+    controller allowed (an in-place restart restarts them all, and the request raised the count)."""
+    meta = (pod or {}).get("metadata") or {}
+    cause = (meta.get("annotations") or {}).get(ANNOTATION_GROUP)
+    status = (pod or {}).get("status") or {}
+    if pod is None or not cause or status.get("phase") not in ("Succeeded", "Failed"):
+        return None
+    restarts = max((int(c.get("restartCount") or 0) for c in status.get("containerStatuses") or []), default=0)
+    return str(cause) if restarts < authorized(pod) else None
 
 
 def describe(pod: Obj | None, cause: str) -> str:
@@ -75,8 +92,9 @@ def record(sb: StatusBuilder, replica: str, key: str, cause: str, counted: bool,
 
 
 def group_disruption(states: list[SlotState]) -> SlotState | None:
-    """The replica whose disruption restarts the group: evicted, or being taken away."""
-    return next((s for s in states if disruption(s.pod) is not None), None)
+    """The replica whose disruption restarts the group: evicted, or being taken away; or one that
+    ended before it could join the group restart it was asked for (``overtaken``)."""
+    return next((s for s in states if disruption(s.pod) is not None or overtaken(s.pod) is not None), None)
 
 
 def restart_group(
@@ -86,8 +104,10 @@ def restart_group(
 
     ``in_place``: a live pod built for it restarts on its node (its agent is asked to, once per
     disruption: reconcile/inplace.py); the disrupted pod and any other are deleted and recreated."""
-    why = describe(cause.pod, str(disruption(cause.pod)))
-    key = uid_of(cause.pod) or ""
+    why = describe(cause.pod, disruption(cause.pod) or "ended before it could restart in place with its group")
+    # An overtaken pod belongs to the restart it was asked for: same key, so nothing is recorded
+    # or asked twice, and the pod itself is recreated.
+    key = overtaken(cause.pod) or uid_of(cause.pod) or ""
     stay = {n for n, p in observed.pods.items() if in_place and n != cause.slot.pod_name and can_restart_in_place(p)}
     if record(sb, f"{cause.slot.pod_name} (whole group)", key, why, counted=False, in_place=bool(stay)):
         how = f"{len(stay)} in place, the others recreated" if stay else "recreated"

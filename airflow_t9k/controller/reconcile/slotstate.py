@@ -7,7 +7,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
-from airflow_t9k.controller.reconcile.disruption import disruption
+from airflow_t9k.controller.reconcile.disruption import disruption, overtaken
 from airflow_t9k.controller.reconcile.inplace import pending
 from airflow_t9k.controller.reconcile.observe import Observed, is_deleting, pod_phase
 from airflow_t9k.kinds.base import ANNOTATION_RESTARTS, Obj
@@ -39,8 +39,9 @@ class SlotState:
 
     @property
     def disrupted(self) -> bool:
-        """Failed because the cluster took the pod away (evicted, preempted, node lost)."""
-        return self.phase == "Failed" and disruption(self.pod) is not None
+        """Failed because the cluster took the pod away (evicted, preempted, node lost), or because
+        its group's restart overtook it (``overtaken``)."""
+        return self.phase == "Failed" and (disruption(self.pod) is not None or overtaken(self.pod) is not None)
 
     @property
     def ended(self) -> bool:

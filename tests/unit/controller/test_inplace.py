@@ -241,3 +241,49 @@ def test_new_pods_are_built_for_in_place_restarts_except_in_debug_mode():
     recreate = plan(job(), Observed(), NOW)  # not detected: recreated, as before
     assert not any(equipped(a.manifest) for a in recreate.actions if getattr(a, "kind", "") == "Pod")
     assert recreate.status["restartStrategy"]["strategy"] == "Recreate"
+
+
+FELL = {"terminated": {"exitCode": 205, "reason": "Error", "finishedAt": "2026-11-25T11:59:00Z"}}
+
+
+@pytest.mark.parametrize(
+    ("asked", "phase", "count", "allowed", "expected"),
+    [
+        ("uid-w1", "Failed", 0, 1, "uid-w1"),  # asked, ended before its agent could restart it
+        ("uid-w1", "Succeeded", 0, 1, "uid-w1"),
+        ("uid-w1", "Failed", 1, 1, None),  # it did restart in place: this end is its own
+        ("uid-w1", "Running", 0, 1, None),  # still running: the agent will restart it
+        (None, "Failed", 0, None, None),  # never asked: a failure like any other
+    ],
+)  # fmt: skip
+def test_a_pod_that_ended_before_its_group_restart_reached_it_is_overtaken(asked, phase, count, allowed, expected):
+    from airflow_t9k.controller.reconcile.disruption import overtaken
+
+    p = inplace_pod(phase=phase, count=count, allowed=allowed, state_=FELL if phase != "Running" else None)
+    if asked:
+        p["metadata"]["annotations"][ANNOTATION_GROUP] = asked
+    assert overtaken(p) == expected
+
+
+def test_a_launcher_that_fell_before_its_in_place_restart_is_recreated_and_the_job_goes_on():
+    """The real node's case: an evicted MPI worker's orted dies, mpirun exits 205 at once, before the
+    request to restart in place reaches the launcher's agent. The launcher is part of the group
+    restart already on record: recreated, no second entry, nobody asked twice, the job not failed."""
+    from tests.unit.controller.test_plan_mpi import mpi
+
+    def member(name: str, rtype: str, **kw) -> dict:
+        p = inplace_pod(name, **kw)
+        p["metadata"]["labels"]["batch.tensorstack.dev/replica-type"] = rtype
+        p["metadata"]["annotations"][ANNOTATION_GROUP] = "uid-m-worker-1"
+        return p
+
+    history = [{"time": "2026-11-25T11:58:00Z", "replica": "m-worker-1 (whole group)", "cause": "EvictionByEvictionAPI",
+                "counted": False, "podUID": "uid-m-worker-1", "inPlace": True}]  # fmt: skip
+    job = mpi(workers=2, restartStrategy="InPlace")
+    job["status"] = {"restartHistory": history, "restartStrategy": {"strategy": "InPlace", "reason": "asked"}}
+    fell = member("m-launcher", "launcher", phase="Failed", count=0, allowed=1, state_=FELL)
+    result = plan(job, Observed.of(fell, member("m-worker-0", "worker", allowed=1)), NOW)
+    assert result.status["phase"] not in ("Failed", "Succeeded"), result.status
+    assert [(a.kind, a.name) for a in result.actions if type(a).__name__ == "Delete"] == [("Pod", "m-launcher")]
+    assert not [a for a in result.actions if isinstance(a, Patch) and a.kind == "Pod"]
+    assert result.status["restartHistory"] == history
