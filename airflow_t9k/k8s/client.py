@@ -373,27 +373,26 @@ class Kube:
 
     async def request(self, method: str, path: str, *, query: dict[str, Any] | None = None, body: Any = None,
                       content_type: str = "application/json") -> Obj:  # fmt: skip
-        resp = await self._send(method, path, query=query, body=body, content_type=content_type)
+        raw = await self._read(method, path, query=query, body=body, content_type=content_type)
+        return decode(raw) if raw else {}
+
+    async def _read(self, method: str, path: str, **kwargs: Any) -> bytes:
+        """The answer's body; an error status raises as the error it names."""
+        resp = await self._send(method, path, **kwargs)
         try:
-            raw = await resp.read()
+            raw: bytes = await resp.read()
         finally:
             resp.release()
         if not 200 <= resp.status <= 299:
-            raise from_response(resp.status, raw.decode("utf-8"))
-        return decode(raw) if raw else {}
+            raise from_response(resp.status, raw.decode("utf-8", errors="replace"))
+        return raw
 
     async def _admitted_page(self, path: str, params: dict[str, Any], admit: Admit,
                              body: Admit | None = None) -> tuple[list[Obj], Obj] | None:  # fmt: skip
         """One page of a list, decoding only the items ``admit`` wants from their kind and
         metadata: a tenant's thousand 1 MB ConfigMaps carrying our label are skipped in the
         answer, never built into Python objects. None when the page cannot be read so."""
-        resp = await self._send("GET", path, query=params)
-        try:
-            raw = await resp.read()
-        finally:
-            resp.release()
-        if not 200 <= resp.status <= 299:
-            raise from_response(resp.status, raw.decode("utf-8", errors="replace"))
+        raw = await self._read("GET", path, query=params)
         try:
             page = msgspec.json.decode(raw, type=_PagePeek)
         except Exception:  # noqa: BLE001 - nested too deep, malformed: the whole-page path decides
@@ -444,14 +443,7 @@ class Kube:
 
     async def request_text(self, path: str, query: dict[str, Any]) -> str:
         """A GET whose answer is text (a list left undecoded, a pod's log); errors raise as ``request``'s."""
-        resp = await self._send("GET", path, query=query)
-        try:
-            raw = await resp.read()
-        finally:
-            resp.release()
-        if not 200 <= resp.status <= 299:
-            raise from_response(resp.status, raw.decode("utf-8", errors="replace"))
-        return raw.decode("utf-8", errors="replace")
+        return (await self._read("GET", path, query=query)).decode("utf-8", errors="replace")
 
     async def get(self, path: str, *, query: dict[str, Any] | None = None) -> Obj:
         return await self.request("GET", path, query=query)
