@@ -56,19 +56,26 @@ if ((WITH_PACKAGE)); then
 
   # The image's site-packages: this package and its dependencies (less the recipe's exclusions),
   # and the recipe's extra requirements, binary wheels for the image only.
-  PIP_TARGET_ARGS=(--target "$WORK/site" --only-binary=:all: --implementation cp --python-version "$PY_VERSION"
+  PIP_TARGET_ARGS=(--only-binary=:all: --implementation cp --python-version "$PY_VERSION"
     --abi "cp${PY_VERSION/./}" --abi abi3 --abi none --platform manylinux_2_36_x86_64 --platform manylinux_2_28_x86_64
     --platform manylinux2014_x86_64 --platform manylinux_2_5_x86_64 --platform linux_x86_64 --platform any)
-  pip_target() {  # --isolated: no user or site configuration; no checks against the host's own packages
+  pip_target() {  # DIR ARGS...; --isolated: no user or site configuration; no checks against the host's own packages
+    local dir=$1
+    shift
     "$PY" -m pip install --quiet --isolated --no-compile --no-warn-script-location --no-warn-conflicts \
-      --disable-pip-version-check ${PIP_CERT:+--cert "$PIP_CERT"} "${PIP_TARGET_ARGS[@]}" "$@"
+      --disable-pip-version-check ${PIP_CERT:+--cert "$PIP_CERT"} --target "$dir" "${PIP_TARGET_ARGS[@]}" "$@"
   }
   # The wheel's own requirements (and its extras'), less the excluded ones, resolved by pip in one
   # go with the recipe's extra ones (so they agree).
   mapfile -t requirements < <(python3 "$HERE/requirements.py" "$wheel" --extras "$PACKAGE_EXTRAS" --exclude "${EXCLUDE_DEPENDENCIES[@]}")
   requirements+=("${EXTRA_REQUIREMENTS[@]}")
-  pip_target --no-deps "$wheel"
-  ((${#requirements[@]} == 0)) || pip_target "${requirements[@]}"
+  # Two installs into two directories, merged: pip --target skips a top-level directory that
+  # already exists (bin/, with the second install's console scripts such as `airflow`).
+  pip_target "$WORK/site" --no-deps "$wheel"
+  if ((${#requirements[@]})); then
+    pip_target "$WORK/deps" "${requirements[@]}"
+    cp -a "$WORK/deps/." "$WORK/site/"
+  fi
   echo "[image] $NAME: $(ls "$WORK/site" | grep -c 'dist-info$') distributions (${EXCLUDE_DEPENDENCIES[*]:-nothing} left out), $(du -sh "$WORK/site" | cut -f1) in $((SECONDS - t0))s" >&2
 fi
 
