@@ -37,7 +37,7 @@ from kubernetes.client.exceptions import ApiException
 from kubernetes.stream import stream
 
 from tests.real.support import REAL_NODE
-from tests.support.cluster import wait_until
+from tests.support.cluster import delete_namespace, wait_until
 
 Obj = dict[str, Any]
 NAMESPACE = "airflow"  # the chart's default airflow.rbac subjects name ServiceAccounts in it
@@ -284,21 +284,7 @@ class AirflowPods:
         )
 
     def remove(self) -> None:
-        try:
-            self.core.delete_namespace(NAMESPACE, propagation_policy="Background")
-        except ApiException as exc:
-            if exc.status != 404:
-                raise
-        wait_until(lambda: not self._exists(), timeout=180, interval=1, what=f"namespace {NAMESPACE} gone")
-
-    def _exists(self) -> bool:
-        try:
-            self.core.read_namespace(NAMESPACE)
-            return True
-        except ApiException as exc:
-            if exc.status == 404:
-                return False
-            raise
+        delete_namespace(self.core, NAMESPACE, timeout=180)
 
     # -- the pods ----------------------------------------------------------------------------
     def pod(self, name: str) -> client.V1Pod:

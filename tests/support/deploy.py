@@ -21,7 +21,7 @@ from kubernetes import client
 from kubernetes.client.exceptions import ApiException
 
 from tests.support.chart import CHART, ROOT, SCRIPT, helm, set_args
-from tests.support.cluster import LocalCluster, wait_until
+from tests.support.cluster import LocalCluster, delete_namespace, wait_until
 
 RELEASE = "airflow-t9k"
 NAMESPACE = "airflow-t9k-system"
@@ -150,22 +150,8 @@ class Release:
         """Nothing of the release left: uninstalled, and its namespace (with the Lease) gone."""
         if self.installed():
             self.uninstall()
-        try:
-            self.core.delete_namespace(NAMESPACE)
-        except ApiException as exc:
-            if exc.status != 404:
-                raise
-        wait_until(lambda: not self._namespace_exists(), timeout=120, what=f"namespace {NAMESPACE} gone")
+        delete_namespace(self.core, NAMESPACE)
         self.state = None
-
-    def _namespace_exists(self) -> bool:
-        try:
-            self.core.read_namespace(NAMESPACE)
-            return True
-        except ApiException as exc:
-            if exc.status == 404:
-                return False
-            raise
 
     def ensure_default(self) -> None:
         """The release as the tests share it: installed with the defaults and the built image, two
