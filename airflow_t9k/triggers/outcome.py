@@ -22,7 +22,10 @@ if TYPE_CHECKING:
     from airflow_t9k.triggers.records import Forwarding, JobRef, WaitPolicy
 
 Obj = dict[str, Any]
-LAST_READ = 5.0  # seconds the one read of the job at the deadline may take (and its log tails as long)
+# Seconds the one read of the job at the deadline may take (and its log tails as long). It
+# resolves the connection too, through the triggerer's supervisor, which answered 5 s late
+# while a restarted triggerer took its triggers over: too short a bound times out a finished job.
+LAST_READ = 15.0
 
 
 class OutcomeMixin:

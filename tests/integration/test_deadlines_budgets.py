@@ -69,6 +69,12 @@ def restart_counts(job: dict) -> dict[str, int]:
     return {e["name"]: e["restartCount"] for t in job["status"]["tasks"] for e in t["status"]}
 
 
+def children_created(controller) -> float:
+    """Pods and Services the controller has created (its Events are creates too, and the one for
+    a job's end is written just after its status)."""
+    return sum(controller.metric_sum("airflow_t9k_api_writes_total", verb="create", resource=r) for r in ("pods", "services"))
+
+
 def settled(controller, before: float) -> bool:
     """The controller has planned at least once more since ``before`` and has nothing queued."""
     return (controller.metric_sum("controller_runtime_reconcile_total") > before
@@ -113,7 +119,7 @@ def test_deleting_a_finished_jobs_pods_and_services_never_resurrects_it(jobs, co
     for name in ("fin-worker-0", "fin-worker-1"):
         set_pod_terminated(jobs.core, jobs.ns, name, phase="Succeeded", exit_code=0)
     done = jobs.wait_phase(GJ, "fin", "Succeeded")
-    creates = controller.metric_sum("airflow_t9k_api_writes_total", verb="create")
+    creates = children_created(controller)
     before = controller.metric_sum("controller_runtime_reconcile_total")
     for name in jobs.pods("fin"):
         jobs.core.delete_namespaced_pod(name, jobs.ns, grace_period_seconds=0)
@@ -125,6 +131,6 @@ def test_deleting_a_finished_jobs_pods_and_services_never_resurrects_it(jobs, co
     assert after["status"]["phase"] == "Succeeded"
     assert restart_counts(after) == restart_counts(done) == {"fin-worker-0": 1, "fin-worker-1": 0}
     assert after["status"].get("restartHistory") == done["status"].get("restartHistory")
-    assert controller.metric_sum("airflow_t9k_api_writes_total", verb="create") == creates
+    assert children_created(controller) == creates > 0
     assert not jobs.pods("fin")
     assert not jobs.core.list_namespaced_service(jobs.ns, label_selector="batch.tensorstack.dev/job-name=fin").items
