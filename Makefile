@@ -2,7 +2,7 @@
 VENV := .venv
 PIP := $(VENV)/bin/pip
 
-.PHONY: setup demo demo-real check lint test unit real chaos cluster-up cluster-down
+.PHONY: setup demo demo-real check lint test unit real chaos cluster-up cluster-down deploy-local undeploy-local chart
 
 $(VENV)/.installed: pyproject.toml
 	python3 -m venv $(VENV)
@@ -48,3 +48,15 @@ cluster-up:
 
 cluster-down:
 	scripts/local-cluster.sh down
+
+# The Helm chart on the local cluster (docs/install.md): the controller's image built and imported
+# into the real node, release airflow-t9k in airflow-t9k-system, two pods on the real node.
+deploy-local: setup
+	scripts/deploy-local.sh up
+
+undeploy-local:
+	scripts/deploy-local.sh down
+
+# After changing the chart or the CRDs: regenerate the chart's CRD templates and deploy/*.yaml.
+chart: setup
+	$(VENV)/bin/python scripts/gen_chart.py

@@ -44,12 +44,32 @@ def get_provider_info() -> dict[str, Any]:
                         "example": "kubernetes_t9k",
                         "default": "kubernetes_default",
                     },
+                    "deferral_hold_seconds": {
+                        "description": "A deferred task's trigger holds its event until this many seconds after the task "
+                        "deferred: Airflow 3.3's scheduler can fail a try resumed before it read the deferring process's "
+                        "exit (apache/airflow#72716). Only jobs that end within the window wait. 0 turns it off.",
+                        "version_added": "0.1.0",
+                        "type": "float",
+                        "example": "15",
+                        "default": "10",
+                    },
                     "ui_namespace": {
                         "description": "Namespace the T9k UI lists jobs of. Empty: every namespace.",
                         "version_added": "0.1.0",
                         "type": "string",
                         "example": "training",
                         "default": "",
+                    },
+                    "openlineage_inject_parent_job_info": {
+                        "description": (
+                            "Give every replica of a job the task's OpenLineage run (OPENLINEAGE_PARENT_ID, "
+                            "OPENLINEAGE_ROOT_PARENT_ID and their parts) where the OpenLineage provider is installed and "
+                            "enabled; an operator's openlineage_inject_parent_job_info= overrides it (docs/airflow.md)."
+                        ),
+                        "version_added": "0.1.0",
+                        "type": "boolean",
+                        "example": "False",
+                        "default": "True",
                     },
                 },
             }

@@ -14,6 +14,7 @@ from typing import Any
 from airflow.sdk import BaseOperatorLink
 from airflow.sdk.configuration import conf
 
+from airflow_t9k.api.identity import checked
 from airflow_t9k.api.paths import job_path
 from airflow_t9k.api.resources import resource_for
 
@@ -38,8 +39,20 @@ class T9kJobLink(BaseOperatorLink):
     def get_link(self, operator: Any, *, ti_key: Any) -> str:
         from airflow.sdk.execution_time.xcom import XCom
 
-        identity = XCom.get_value(ti_key=ti_key, key=XCOM_IDENTITY)
-        return job_url(identity) if identity else ""
+        return recorded_url(XCom.get_value(ti_key=ti_key, key=XCOM_IDENTITY))
+
+
+def recorded_url(value: Any) -> str:
+    """The link for what the task recorded under ``t9k_job``, '' unless it is a well-formed
+    identity (api/identity.py): the task's own code can push anything there, and its fields go
+    into the link's path. The API server's address is used only when it is an http(s) URL."""
+    identity = checked(value)
+    if identity is None:
+        return ""
+    server = value.get("server")
+    if isinstance(server, str) and server.lower().startswith(("http://", "https://")) and not any(c in server for c in "?#\\ "):
+        identity["server"] = server.rstrip("/")
+    return job_url(identity)
 
 
 def tool_url(template: str | None, identity: dict[str, Any] | None) -> str:
@@ -48,8 +61,9 @@ def tool_url(template: str | None, identity: dict[str, Any] | None) -> str:
     if not template or not isinstance(template, str):
         return ""
     url = template.strip()
+    known = checked(identity) or {}  # fields the task's own code could have pushed are checked first
     for key in JOB_FIELDS:
-        url = url.replace("{" + key + "}", str((identity or {}).get(key) or ""))
+        url = url.replace("{" + key + "}", str(known.get(key) or ""))
     return url if url.lower().startswith(("http://", "https://")) else ""
 
 

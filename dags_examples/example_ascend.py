@@ -19,6 +19,6 @@ with DAG("example_ascend", start_date=datetime(2026, 1, 1), schedule=None, catch
         npus=2,
         restart_policy="ExitCode",
         # How long the local kwok cluster lets the simulated replicas run; inert on a real cluster (drop it).
-        pod_annotations={"sim.t9k.test/duration": "3s"},
+        pod_annotations={"sim.t9k.test/duration": "15s"},
         deferrable=True,
     )

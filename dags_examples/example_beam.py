@@ -16,6 +16,6 @@ with DAG("example_beam", start_date=datetime(2026, 1, 1), schedule=None, catchup
         command=["python3", "-m", "apache_beam.examples.wordcount", "--runner=FlinkRunner", "--output=/tmp/counts"],
         replicas=2,
         # How long the local kwok cluster lets the simulated replicas run; inert on a real cluster (drop it).
-        pod_annotations={"sim.t9k.test/duration": "3s"},
+        pod_annotations={"sim.t9k.test/duration": "15s"},
         deferrable=True,
     )

@@ -17,6 +17,6 @@ with DAG("example_genericjob", start_date=datetime(2026, 1, 1), schedule=None, c
         machine_type="1U2G0P",
         spec={"successRules": [{"worker": [0]}], "failureRules": [{"worker": [0]}], "cleanUpPolicy": "Unfinished"},
         # How long the local kwok cluster lets the simulated replicas run; inert on a real cluster (drop it).
-        pod_annotations={"sim.t9k.test/duration": "3s"},
+        pod_annotations={"sim.t9k.test/duration": "15s"},
         deferrable=True,
     )

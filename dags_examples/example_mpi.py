@@ -17,6 +17,6 @@ with DAG("example_mpi", start_date=datetime(2026, 1, 1), schedule=None, catchup=
         machine_type="1U2G0P",
         spec={"mca": {"btl": "^openib"}, "runPolicy": {"cleanUpWorkers": True}},
         # How long the local kwok cluster lets the simulated replicas run; inert on a real cluster (drop it).
-        pod_annotations={"sim.t9k.test/duration": "3s"},
+        pod_annotations={"sim.t9k.test/duration": "15s"},
         deferrable=True,
     )

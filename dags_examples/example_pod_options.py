@@ -26,6 +26,6 @@ with DAG("example_pod_options", start_date=datetime(2026, 1, 1), schedule=None, 
         shm_size="2Gi",  # /dev/shm as memory-backed emptyDir; the container default (64Mi) starves DataLoader workers
         labels={"team": "vision"},
         # How long the local kwok cluster lets the simulated replicas run; inert on a real cluster (drop it).
-        pod_annotations={"sim.t9k.test/duration": "3s"},
+        pod_annotations={"sim.t9k.test/duration": "15s"},
         deferrable=True,
     )

@@ -17,6 +17,6 @@ with DAG("example_pytorch", start_date=datetime(2026, 1, 1), schedule=None, catc
         machine_type="4U16G1P",
         spec={"runPolicy": {"backoffLimit": 2, "cleanUpPolicy": "Unfinished"}},
         # How long the local kwok cluster lets the simulated replicas run; inert on a real cluster (drop it).
-        pod_annotations={"sim.t9k.test/duration": "3s"},
+        pod_annotations={"sim.t9k.test/duration": "15s"},
         deferrable=True,
     )

@@ -29,6 +29,6 @@ with DAG("example_queue", start_date=datetime(2026, 1, 1), schedule=None, catchu
             queue_timeout=3600,
             startup_timeout=600,
             # How long the local kwok cluster lets the simulated replicas run; inert on a real cluster (drop it).
-            pod_annotations={"sim.t9k.test/duration": "3s"},
+            pod_annotations={"sim.t9k.test/duration": "15s"},
             deferrable=True,
         )

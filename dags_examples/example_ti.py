@@ -17,6 +17,6 @@ with DAG("example_ti", start_date=datetime(2026, 1, 1), schedule=None, catchup=F
         worker_type="0U0G2P",
         worker_count=3,
         # How long the local kwok cluster lets the simulated replicas run; inert on a real cluster (drop it).
-        pod_annotations={"sim.t9k.test/duration": "3s"},
+        pod_annotations={"sim.t9k.test/duration": "15s"},
         deferrable=True,
     )

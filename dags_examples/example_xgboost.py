@@ -16,6 +16,6 @@ with DAG("example_xgboost", start_date=datetime(2026, 1, 1), schedule=None, catc
         replicas=3,
         machine_type="2U8G0P",
         # How long the local kwok cluster lets the simulated replicas run; inert on a real cluster (drop it).
-        pod_annotations={"sim.t9k.test/duration": "3s"},
+        pod_annotations={"sim.t9k.test/duration": "15s"},
         deferrable=True,
     )

@@ -59,7 +59,7 @@ def training(real: bool) -> PyTorchTrainingJobOperator:
         machine_type="4U16G1P",
         # kwok only (inert on a real cluster, drop them): how long the simulated replicas run, and
         # the termination message they end with, as train.py would write it.
-        pod_annotations={"sim.t9k.test/duration": "5s",
+        pod_annotations={"sim.t9k.test/duration": "15s",
                          "sim.t9k.test/message": '{"metric": {{ params.candidate_metric }}, '
                                                  '"model_uri": "s3://models/clicks-ranker/{{ run_id }}"}'},
         **common,

@@ -15,7 +15,11 @@
 #   scripts/local-cluster.sh supervise    start the supervisor for a cluster `up` started without one
 #   scripts/local-cluster.sh kueue up|down|status|log   Kueue on the running cluster (see below)
 #   scripts/local-cluster.sh real-node build|images      build the real node's parts; import rebuilt images
+#   scripts/local-cluster.sh real-node import TAR        import an image archive into the real node's containerd
 #   scripts/local-cluster.sh real-node host-state        the host settings the node changes (`down` must restore them)
+#   scripts/local-cluster.sh helm            build Helm on first use (tools/helm); print its path
+#   scripts/local-cluster.sh image build|import|ref NAME   an image of this package (scripts/images/NAME.conf):
+#                                           build it (cached by content), import it into the real node, or print its ref
 #
 # Kueue (opt-in: `up --with-kueue` or T9K_WITH_KUEUE=1, or `kueue up` on a running cluster):
 # its manager is built from the Go module proxy (tools/kueue, a module of its own) into
@@ -32,9 +36,14 @@
 # the restart is logged in .local-cluster/logs/supervisor.log and counted by `status`.
 #
 # The real node (`up --real-node` or T9K_REAL_NODE=1; scripts/realnode/node.sh, docs/real-node.md):
-# kubelet, containerd and CoreDNS beside the control plane, one node `real-node-0` labelled and
-# tainted t9k.test/real=true, images built from Debian packages. kwok manages only the nodes
-# annotated kwok.x-k8s.io/node=fake, never the real one.
+# kubelet, containerd, kube-proxy and CoreDNS beside the control plane, one node `real-node-0`
+# labelled and tainted t9k.test/real=true, images built from Debian packages. kwok manages only the
+# nodes annotated kwok.x-k8s.io/node=fake, never the real one. With it the API server listens on
+# the node's bridge address (10.88.0.1, which the host reaches too) instead of 127.0.0.1, and is
+# the `kubernetes` Service's endpoint, so pods reach it at its cluster IP as in a real cluster.
+#
+# Helm (`helm`; the chart in deploy/chart, `make deploy-local`) is built from the Go module proxy
+# (tools/helm, a module of its own) into ~/.cache/airflow-t9k/helm-<version>/bin.
 #
 # Binaries are cached under ~/.cache/airflow-t9k/k8s-<version>/bin and rebuilt only
 # when the pinned version changes. State (PKI, logs, PIDs, etcd data) lives in
@@ -67,12 +76,15 @@ P_KUEUE_METRICS=${T9K_PORT_KUEUE_METRICS:-38443}
 KUEUE_VERSION=v0.17.0
 KUEUE_BIN=$CACHE/kueue-$KUEUE_VERSION/bin
 KUEUE_STATE=$STATE/kueue
+HELM_VERSION=$(sed -n 's|^[[:space:]]*helm.sh/helm/v4 \(v[0-9.]*\).*|\1|p' "$ROOT/tools/helm/go.mod" | head -1)
+HELM_BIN=$CACHE/helm-$HELM_VERSION/bin
+IMAGES=$CACHE/images  # images of this package (scripts/images), by name and content id
 
 
 COMPONENTS=(etcd kube-apiserver kube-controller-manager kube-scheduler kwok)
 # shellcheck source=realnode/node.sh
 source "$ROOT/scripts/realnode/node.sh"
-rn_enabled && COMPONENTS+=(containerd coredns kubelet)
+rn_enabled && COMPONENTS+=("${RN_COMPONENTS[@]}")
 real_node_wanted() { [[ ${T9K_REAL_NODE:-0} == 1 ]]; }
 
 log() { echo "[local-cluster] $*" >&2; }
@@ -192,7 +204,7 @@ make_pki() {
       -keyout ca.key -out ca.crt -addext basicConstraints=critical,CA:TRUE \
       -addext keyUsage=critical,keyCertSign,cRLSign 2>/dev/null
     openssl req -newkey rsa:2048 -nodes -subj /CN=kube-apiserver -keyout apiserver.key -out apiserver.csr 2>/dev/null
-    printf '%s\n' 'subjectAltName=IP:127.0.0.1,IP:10.96.0.1,DNS:localhost,DNS:kubernetes,DNS:kubernetes.default,DNS:kubernetes.default.svc,DNS:kubernetes.default.svc.cluster.local' \
+    printf '%s\n' "subjectAltName=IP:127.0.0.1,IP:10.96.0.1,IP:$RN_IP,DNS:localhost,DNS:kubernetes,DNS:kubernetes.default,DNS:kubernetes.default.svc,DNS:kubernetes.default.svc.cluster.local" \
       'keyUsage=critical,digitalSignature,keyEncipherment' 'extendedKeyUsage=serverAuth' 'basicConstraints=critical,CA:FALSE' \
       'authorityKeyIdentifier=keyid,issuer' >san.ext
     openssl x509 -req -in apiserver.csr -CA ca.crt -CAkey ca.key -CAcreateserial -days 3650 \
@@ -214,6 +226,10 @@ make_pki() {
 }
 
 write_kubeconfig() {
+  # Only this file is private: a umask set here for the rest of `up` reached every component, and
+  # containerd then unpacked images into 0700 snapshot roots that no non-root container could read.
+  local old_umask
+  old_umask=$(umask)
   umask 077
   cat >"$KC" <<EOF
 apiVersion: v1
@@ -221,7 +237,7 @@ kind: Config
 clusters:
 - name: airflow-t9k-local
   cluster:
-    server: https://127.0.0.1:$P_API
+    server: https://$(api_address):$P_API
     certificate-authority: $PKI/ca.crt
 users:
 - name: admin
@@ -232,16 +248,31 @@ contexts:
   context: {cluster: airflow-t9k-local, user: admin}
 current-context: airflow-t9k-local
 EOF
+  umask "$old_umask"
 }
 
+# The API server's address: loopback, or with the real node the node's bridge address, where its
+# pods reach it through the `kubernetes` Service (the lease reconciler keeps that Service's
+# endpoints on it, as in a real cluster). The bridge exists before the API server starts (rn_prepare).
+api_address() { if rn_enabled; then echo "$RN_IP"; else echo 127.0.0.1; fi; }
+# Kubernetes 1.36 features the controller uses where the cluster has them (docs/disruptions.md,
+# docs/queueing.md): in-place restarts (container restart rules, KEP-5307, and RestartAllContainers,
+# KEP-5532: beta and on by default in 1.36, named so the cluster says what it relies on; the
+# scheduler places such pods on nodes that declare the feature, KEP-5328) and gang scheduling
+# without add-ons (the Workload API's PodGroups, KEP-4671: alpha, off by default).
+FEATURE_GATES=${T9K_FEATURE_GATES:-ContainerRestartRules=true,RestartAllContainersOnContainerExits=true,NodeDeclaredFeatures=true,GenericWorkload=true,GangScheduling=true}
+
 component_cmd() {  # name: prints nothing, sets CMD to the component's command line
+  local api_addr reconciler=none
+  api_addr=$(api_address)
+  [[ $api_addr == 127.0.0.1 ]] || reconciler=lease
   case $1 in
     etcd) CMD=("$BIN/etcd" --name=n0 --data-dir="$STATE/etcd" --unsafe-no-fsync
       --listen-client-urls="http://127.0.0.1:$P_ETCD" --advertise-client-urls="http://127.0.0.1:$P_ETCD"
       --listen-peer-urls="http://127.0.0.1:$P_ETCD_PEER" --initial-advertise-peer-urls="http://127.0.0.1:$P_ETCD_PEER"
       --initial-cluster="n0=http://127.0.0.1:$P_ETCD_PEER" --listen-metrics-urls="http://127.0.0.1:$P_ETCD_METRICS") ;;
     kube-apiserver) CMD=("$BIN/kube-apiserver" --etcd-servers="http://127.0.0.1:$P_ETCD"
-      --bind-address=127.0.0.1 --advertise-address=127.0.0.1 --secure-port="$P_API" --endpoint-reconciler-type=none
+      --bind-address="$api_addr" --advertise-address="$api_addr" --secure-port="$P_API" --endpoint-reconciler-type="$reconciler"
       --cert-dir="$PKI" --tls-cert-file="$PKI/apiserver.crt" --tls-private-key-file="$PKI/apiserver.key"
       --client-ca-file="$PKI/ca.crt" --token-auth-file="$PKI/tokens.csv" --authorization-mode=Node,RBAC
       --service-account-issuer=https://kubernetes.default.svc.cluster.local
@@ -249,13 +280,15 @@ component_cmd() {  # name: prints nothing, sets CMD to the component's command l
       --service-cluster-ip-range=10.96.0.0/16 --allow-privileged=true
       --kubelet-preferred-address-types=InternalIP --kubelet-certificate-authority="$PKI/ca.crt"
       --kubelet-client-certificate="$PKI/apiserver-kubelet-client.crt" --kubelet-client-key="$PKI/apiserver-kubelet-client.key"
-      --enable-priority-and-fairness=false --max-requests-inflight=2000 --max-mutating-requests-inflight=1000) ;;
+      --enable-priority-and-fairness=false --max-requests-inflight=2000 --max-mutating-requests-inflight=1000
+      --feature-gates="$FEATURE_GATES" --runtime-config=scheduling.k8s.io/v1alpha2=true) ;;
     kube-controller-manager) CMD=("$BIN/kube-controller-manager" --kubeconfig="$KC" --leader-elect=false
       --bind-address=127.0.0.1 --secure-port="$P_KCM" --controllers='*' --use-service-account-credentials=false
       --service-account-private-key-file="$PKI/sa.key" --root-ca-file="$PKI/ca.crt"
-      --kube-api-qps=200 --kube-api-burst=400) ;;
+      --kube-api-qps=200 --kube-api-burst=400 --feature-gates="$FEATURE_GATES") ;;
     kube-scheduler) CMD=("$BIN/kube-scheduler" --kubeconfig="$KC" --leader-elect=false
-      --bind-address=127.0.0.1 --secure-port="$P_SCHED" --kube-api-qps=200 --kube-api-burst=400) ;;
+      --bind-address=127.0.0.1 --secure-port="$P_SCHED" --kube-api-qps=200 --kube-api-burst=400
+      --feature-gates="$FEATURE_GATES") ;;
     # Only the fake nodes (annotated by node_manifest): on a real node kwok would fake the
     # kubelet's status and lease and patch real pods Running with made-up addresses.
     kwok) CMD=("$KWOK" --kubeconfig="$KC" --config="$STATE/kwok-stages.yaml"
@@ -270,14 +303,16 @@ component_cmd() {  # name: prints nothing, sets CMD to the component's command l
 start() {  # name: launch the component in the background, appending to its log
   local n=$1 CMD
   component_cmd "$n"
-  nohup "${CMD[@]}" >>"$STATE/logs/$n.log" 2>&1 </dev/null &
+  # A usual umask whatever the caller's: containerd and the kubelet create what containers read
+  # (image snapshots, volumes) with it. `exec` keeps the saved PID the component's.
+  (umask 022 && exec nohup "${CMD[@]}" >>"$STATE/logs/$n.log" 2>&1 </dev/null) &
   save_pid "$n" $!
 }
 
 answers() {  # name: the component is up and answering
   case $1 in
     etcd) curl -fs "http://127.0.0.1:$P_ETCD/health" ;;
-    kube-apiserver) curl -fs --cacert "$PKI/ca.crt" "https://127.0.0.1:$P_API/readyz" ;;
+    kube-apiserver) curl -fs --cacert "$PKI/ca.crt" "https://$(api_address):$P_API/readyz" ;;
     kube-controller-manager) curl -fsk "https://127.0.0.1:$P_KCM/healthz" ;;
     kube-scheduler) curl -fsk "https://127.0.0.1:$P_SCHED/healthz" ;;
     kwok) pid_alive kwok ;;
@@ -334,6 +369,7 @@ up() {
   done
   rm -rf "$STATE"
   mkdir -p "$STATE"/{logs,pids,etcd}
+  real_node_wanted && rn_prepare  # the bridge first: the API server listens on its address
   make_pki
   write_kubeconfig
   # Every pod's log is this one CRI-format file: tests and demos append lines to it. A namespace's
@@ -349,7 +385,7 @@ up() {
   wait_for etcd 30 curl -fs "http://127.0.0.1:$P_ETCD/health"
 
   start kube-apiserver
-  wait_for kube-apiserver 90 curl -fs --cacert "$PKI/ca.crt" "https://127.0.0.1:$P_API/readyz"
+  wait_for kube-apiserver 90 curl -fs --cacert "$PKI/ca.crt" "https://$(api_address):$P_API/readyz"
 
   start kube-controller-manager
   start kube-scheduler
@@ -663,6 +699,83 @@ kueue_status() {
 
 with_kueue() { [[ ${T9K_WITH_KUEUE:-0} == 1 ]]; }
 
+# -- Helm (the chart in deploy/chart; make deploy-local) ----------------------------------------
+helm_built() { [[ "$("$HELM_BIN/helm" version --template '{{.Version}}' 2>/dev/null)" == "$HELM_VERSION" ]]; }
+
+helm_build() {
+  helm_built && return 0
+  [[ -n $HELM_VERSION ]] || die "no helm.sh/helm/v4 version in tools/helm/go.mod"
+  check_go
+  mkdir -p "$HELM_BIN" "$CACHE/logs"
+  local t0=$SECONDS v=helm.sh/helm/v4/internal/version
+  run_build "Helm $HELM_VERSION" "$CACHE/logs/build-helm.log" \
+    bash -c "cd '$ROOT/tools/helm' && GOTOOLCHAIN=local CGO_ENABLED=0 nice -n 10 go build -trimpath \
+      -ldflags '-s -w -X $v.version=$HELM_VERSION -X $v.metadata= -X $v.gitCommit=module-proxy -X $v.gitTreeState=clean' \
+      -o '$HELM_BIN/helm' helm.sh/helm/v4/cmd/helm"
+  helm_built || die "the Helm build did not report version $HELM_VERSION"
+  log "Helm $HELM_VERSION built in $((SECONDS - t0))s"
+}
+
+# -- images of this package (scripts/images/NAME.conf) -----------------------------------------
+# An image is cached by content: its recipe, the build scripts and the package's sources (what
+# goes into its wheel). Its tag is the package's version and that content's id, so a changed
+# package gets a new tag and `helm upgrade` rolls the controller onto it.
+pkg_version() { sed -n 's/^version = "\(.*\)"$/\1/p' "$ROOT/pyproject.toml" | head -1; }
+
+image_recipe() {
+  local r=$ROOT/scripts/images/$1.conf
+  [[ $1 =~ ^[a-z0-9-]+$ && -f $r ]] || die "no image '$1' (recipes: $(cd "$ROOT/scripts/images" && ls -- *.conf | sed 's/\.conf$//' | tr '\n' ' '))"
+  echo "$r"
+}
+
+image_id() {
+  local recipe
+  recipe=$(image_recipe "$1")
+  {
+    cat "$recipe" "$ROOT"/scripts/images/{build.sh,customize.sh,archive.py,requirements.py} "$ROOT/scripts/realnode/mkimage.py"
+    # An image without this package (WITH_PACKAGE=0: the tests' PostgreSQL) is its recipe alone.
+    if ! grep -q '^WITH_PACKAGE=0' "$recipe"; then
+      (cd "$ROOT" && find airflow_t9k -type f ! -name '*.pyc' ! -path '*/__pycache__/*' -print0 | LC_ALL=C sort -z | xargs -0 sha256sum)
+      # pyproject.toml less its tools' settings (tests, lint, types): what the wheel is made from.
+      python3 -c 'import json, sys, tomllib
+d = tomllib.load(open(sys.argv[1], "rb"))
+for k in ("pytest", "ruff", "mypy", "coverage"):
+    d.get("tool", {}).pop(k, None)
+print(json.dumps(d, sort_keys=True))' "$ROOT/pyproject.toml" 2>/dev/null || cat "$ROOT/pyproject.toml"
+    fi
+  } | sha256sum | cut -c1-12
+}
+
+image_ref() { echo "localhost/airflow-t9k/$1:$(pkg_version)-$(image_id "$1")"; }
+image_tar() { echo "$IMAGES/$1-$(image_id "$1").tar"; }
+
+image_build() {  # name: build unless cached; prints the ref
+  local name=$1 tar ref
+  image_recipe "$name" >/dev/null
+  tar=$(image_tar "$name")
+  ref=$(image_ref "$name")
+  if [[ ! -f $tar ]]; then
+    ((EUID == 0)) || die "building an image runs mmdebstrap and chroot: run as root"
+    command -v mmdebstrap >/dev/null || rn_host_packages
+    mkdir -p "$IMAGES" "$CACHE/logs"
+    local t0=$SECONDS
+    run_build "image $ref (Debian packages and PyPI wheels)" "$CACHE/logs/build-image-$name.log" \
+      bash "$ROOT/scripts/images/build.sh" "$name" "$tar" "$ref"
+    find "$IMAGES" -maxdepth 1 -name "$name-*.tar" ! -path "$tar" -delete  # one per name
+    log "image $ref built in $((SECONDS - t0))s: $(du -h "$tar" | cut -f1)"
+  fi
+  echo "$ref"
+}
+
+image_import() {  # name: build unless cached, import into the real node's containerd; prints the ref
+  require_cluster
+  rn_enabled && pid_alive containerd || die "the cluster runs no real node ('$0 up --real-node'): nothing to import into"
+  local ref
+  ref=$(image_build "$1")
+  rn_import "$(image_tar "$1")"
+  echo "$ref"
+}
+
 case ${1:-} in
   up | build)
     for arg in "${@:2}"; do
@@ -703,7 +816,21 @@ case ${1:-} in
       build) rn_build ;;
       images) require_cluster; rn_enabled || die "the cluster runs no real node ('$0 up --real-node')"; rn_images ;;
       host-state) rn_host_state ;;
-      *) echo "usage: $0 real-node build|images|host-state   (build: kubelet, CoreDNS, images; images: import rebuilt images; host-state: the host settings the node changes, as they are now)" >&2; exit 2 ;;
+      import)
+        require_cluster; rn_enabled || die "the cluster runs no real node ('$0 up --real-node')"
+        [[ -f ${3:-} ]] || die "usage: $0 real-node import ARCHIVE.tar (an image archive, as scripts/images/build.sh writes)"
+        rn_import "$3" ;;
+      *) echo "usage: $0 real-node build|images|host-state|import TAR   (build: kubelet, kube-proxy, CoreDNS, images; images: import rebuilt images; host-state: the host settings the node changes, as they are now; import: an image archive into the node's containerd)" >&2; exit 2 ;;
+    esac
+    ;;
+  helm) helm_build; echo "$HELM_BIN/helm" ;;
+  image)
+    case ${2:-} in
+      build) image_build "${3:?image name (e.g. controller)}" ;;
+      import) image_import "${3:?image name (e.g. controller)}" ;;
+      ref) image_recipe "${3:?image name}" >/dev/null; image_ref "$3" ;;
+      tar) image_recipe "${3:?image name}" >/dev/null; image_tar "$3" ;;
+      *) echo "usage: $0 image build|import|ref|tar NAME   (recipes: scripts/images/NAME.conf)" >&2; exit 2 ;;
     esac
     ;;
   env) echo "export KUBECONFIG=$KC" ;;
@@ -717,5 +844,5 @@ case ${1:-} in
     ;;
   supervise) require_cluster; start_supervisor; log "supervisor running (pid $(pid_of supervisor))" ;;
   _supervise) supervise_loop ;;
-  *) echo "usage: $0 up [--with-kueue] [--real-node]|down|status|env|build|bin|kill C|start C|restart C [seconds]|supervise|kueue up|down|status|build|log" >&2; exit 2 ;;
+  *) echo "usage: $0 up [--with-kueue] [--real-node]|down|status|env|build|bin|kill C|start C|restart C [seconds]|supervise|kueue up|down|status|build|log|real-node build|images|host-state|helm|image build|import|ref NAME" >&2; exit 2 ;;
 esac

@@ -13,6 +13,7 @@ worker, and so do the real-node tests.
 
 from __future__ import annotations
 
+import os
 import uuid
 from collections.abc import Iterator
 
@@ -20,6 +21,11 @@ import pytest
 
 from tests.support import locks, xdist
 from tests.support.cluster import LocalCluster, wait_until
+
+# Triggers run in this process have no scheduler, so none of the race the trigger's hold is for
+# (apache/airflow#72716, [t9k] deferral_hold_seconds): no hold here. Airflow run as processes
+# (tests/support/airflow.py, `airflow dags test`) drops AIRFLOW* variables and keeps the default.
+os.environ.setdefault("AIRFLOW__T9K__DEFERRAL_HOLD_SECONDS", "0")
 
 RUN_ID = pytest.StashKey[str]()
 
@@ -105,11 +111,14 @@ def _has_default_sa(core, namespace: str) -> bool:
 
 @pytest.hookimpl(tryfirst=True)  # before the other plugins read the marks
 def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
+    # Anything under tests/integration, tests/chaos, tests/security, tests/real or tests/deploy needs the cluster.
     for item in items:
         path = str(item.fspath)
-        # Anything under tests/integration, tests/chaos, tests/security or tests/real needs the cluster.
-        if "/integration/" in path or "/chaos/" in path or "/security/" in path or "/tests/real/" in path:
+        if any(f"/tests/{d}/" in path for d in ("integration", "chaos", "security", "real", "deploy")):
             item.add_marker(pytest.mark.integration)
+        if "/tests/deploy/" in path:  # the chart installed: a cluster-wide controller, CRDs, a Lease
+            item.add_marker(pytest.mark.deploy)
+            item.add_marker(pytest.mark.serial)
         if "/tests/real/" in path:
             item.add_marker(pytest.mark.real)
             item.add_marker(pytest.mark.xdist_group("real-node"))

@@ -4,13 +4,17 @@ XCom ``t9k_job`` names the current try's job only (Airflow clears a task instanc
 new try starts), and a job's ``airflow-t9k.io/*`` annotations and labels are written by whoever
 creates it, so neither can say which job an earlier try ran. The operator therefore appends
 ``{try, kind, namespace, name, uid}`` to the key ``t9k_jobs`` of Airflow's task state store, which
-retries (and Clears) of the same task instance share and only a worker running that task
-writes; the T9k Job tab reads it from Airflow's metadata database (ui/records.py). Pure.
+retries (and Clears) of the same task instance share. The worker running the task writes it,
+but not only it: the task's own code could, and so can users allowed to edit the task state
+store through the REST API: what an entry names is a claim to check against the job, not proof.
+The T9k Job tab reads it through Airflow's state-store backend (ui/records.py). Pure.
 """
 
 from __future__ import annotations
 
 from typing import Any
+
+from airflow_t9k.api.identity import checked
 
 Obj = dict[str, Any]
 ATTEMPTS_KEY = "t9k_jobs"
@@ -24,8 +28,8 @@ def parse(value: Any) -> list[Obj]:
     for e in value if isinstance(value, list) else []:
         if not isinstance(e, dict) or isinstance(e.get("try"), bool) or not isinstance(e.get("try"), int):
             continue
-        if all(isinstance(e.get(k), str) and e.get(k) for k in FIELDS):
-            out.append({"try": e["try"], **{k: e[k] for k in FIELDS}})
+        if (identity := checked(e)) is not None:  # its fields go into request paths (api/identity.py)
+            out.append({"try": e["try"], **identity})
     return sorted(out, key=lambda e: e["try"])
 
 

@@ -33,6 +33,8 @@ DEFAULT_MOUNT_PATH = "/t9k/checkpoint"
 ENV_DIR = "T9K_CHECKPOINT_DIR"
 ENV_ATTEMPT = "T9K_ATTEMPT"
 ENV_RESTARTS = "T9K_RESTART_COUNT"
+ENV_RERUN = "T9K_RERUN"  # 0 for the task's first job in its DAG run, n for the n-th run anew beside earlier ones
+SCOPES = ("run", "try")  # checkpoint_scope: one directory per DAG run (and task), or per try besides
 RESULT_KEY = "checkpoint"
 KEYS = ("claim", "volume", "path", "mount_path")
 # A checkpoint must outlive the pod and be writable: these sources are neither.
@@ -80,6 +82,19 @@ def parse(value: Any) -> Checkpoint:
     else:
         volume = _source(value["volume"])
     return Checkpoint(volume, _relative(value.get("path") or ""), _mount_path(value.get("mount_path", DEFAULT_MOUNT_PATH)))
+
+
+def warning(checkpoint: Checkpoint) -> str | None:
+    """What the task log says about a volume that gets around the job's isolation (None: nothing)."""
+    host = checkpoint.volume.get("hostPath")
+    if host is None:
+        return None
+    path = host.get("path") if isinstance(host, dict) else None
+    return (f"checkpoint volume hostPath {path!r} mounts a directory of whichever node each replica runs on, read-write: "
+            "it is not isolated by namespace (every job on that node naming the same path shares the files, another "
+            "team's included, and the node's own files are reachable), a replica moved to another node finds nothing, "
+            "and the shipped admission policy and Pod Security baseline refuse it. Use a PersistentVolumeClaim "
+            "(docs/checkpoints.md).")  # fmt: skip
 
 
 def _source(raw: Any) -> Obj:
@@ -133,9 +148,12 @@ def task_dir(dag_id: str, run_id: str, task_id: str, map_index: int = -1) -> str
     return "/".join(parts)
 
 
-def sub_path(checkpoint: Checkpoint, dag_id: str, run_id: str, task_id: str, map_index: int = -1) -> str:
-    """The directory in the volume that containers mount (the volume mount's ``subPath``)."""
-    return "/".join(p for p in (checkpoint.path, task_dir(dag_id, run_id, task_id, map_index)) if p)
+def sub_path(checkpoint: Checkpoint, dag_id: str, run_id: str, task_id: str, map_index: int = -1,
+             try_number: int | None = None) -> str:  # fmt: skip
+    """The directory in the volume that containers mount (the volume mount's ``subPath``); with
+    ``try_number`` (``checkpoint_scope="try"``), that try's own directory inside the task's."""
+    own = f"try-{int(try_number)}" if try_number is not None else ""
+    return "/".join(p for p in (checkpoint.path, task_dir(dag_id, run_id, task_id, map_index), own) if p)
 
 
 def _set_env(container: Obj, name: str, value: str) -> None:
@@ -153,6 +171,24 @@ def _containers(spec: Obj) -> list[Obj]:
     return [c for group in found if isinstance(group, list) for c in group if isinstance(c, dict)]
 
 
+def _templates(job: Obj) -> list[Obj]:
+    if isinstance((job.get("spec") or {}).get("templateRef"), dict):
+        # A job template supplies what the job leaves out: replicas without a template get one to
+        # hold what is added here, and the controller merges the template under it.
+        templates = [h.setdefault("template", {}) for _, h in template_holders(job, create=True)]
+        return [t for t in templates if isinstance(t, dict)]
+    return pod_templates(job)
+
+
+def set_env(job: Obj, name: str, value: str) -> None:
+    """``name=value`` in every container of every pod template of ``job`` (in place)."""
+    for template in _templates(job):
+        spec = template.setdefault("spec", {})
+        if isinstance(spec, dict):
+            for c in _containers(spec):
+                _set_env(c, name, value)
+
+
 def apply(job: Obj, *, attempt: int | None, checkpoint: Checkpoint | None = None, directory: str | None = None,
           grace_seconds: int | None = None) -> None:  # fmt: skip
     """Add the checkpoint mount and ``T9K_CHECKPOINT_DIR``, ``T9K_ATTEMPT`` and the termination
@@ -160,13 +196,7 @@ def apply(job: Obj, *, attempt: int | None, checkpoint: Checkpoint | None = None
     is the mount's ``subPath`` (``sub_path``). ValueError when something asked for cannot be
     done (no pod template, a mount path already taken)."""
     templated = isinstance((job.get("spec") or {}).get("templateRef"), dict)
-    if templated:
-        # A job template supplies what the job leaves out: replicas without a template get one to
-        # hold the checkpoint's mount, and the controller merges the template under it.
-        templates = [h.setdefault("template", {}) for _, h in template_holders(job, create=True)]
-        templates = [t for t in templates if isinstance(t, dict)]
-    else:
-        templates = pod_templates(job)
+    templates = _templates(job)
     if not templates and (checkpoint is not None or grace_seconds is not None):
         raise ValueError(f"checkpoint= and termination_grace_period= found no pod template in this {job.get('kind')}'s spec")
     for template in templates:

@@ -2,15 +2,18 @@
 ConfigMap ``<job>-evidence`` (controller/reconcile/evidence.py). Read by the task (the failed
 replicas' kept log lines, when their pods are gone) and by the UI.
 
-Anyone who may create ConfigMaps in the namespace could create one of that name first, so a
-record is used only when its controller (the ownerReference with ``controller: true``) is the
-job's uid, as the controller writes it. Pure: the hooks do the reading.
+Anyone who may create ConfigMaps in the namespace could create one of that name first, with an
+ownerReference naming the job (a uid is no secret), so a record is used only when its uid is
+the one the job's status has on record as created by the controller (api/ownership.py). Pure:
+the hooks do the reading.
 """
 
 from __future__ import annotations
 
 import logging
 from typing import Any
+
+from airflow_t9k.api import ownership
 
 Obj = dict[str, Any]
 EVIDENCE_SUFFIX = "-evidence"
@@ -20,6 +23,15 @@ KEPT_LOG_BYTES = 16 * 1024  # the controller keeps at most this much per replica
 
 def evidence_name(job_name: str) -> str:
     return f"{job_name}{EVIDENCE_SUFFIX}"
+
+
+def is_evidence_of(configmap: Obj | None, job: Obj) -> bool:
+    """Whether ``configmap`` is the evidence record the controller made for ``job``: its uid is
+    the one on record in the job's status (a pre-made one, whatever its ownerReferences, is not)."""
+    meta = (configmap or {}).get("metadata") or {}
+    name = evidence_name(str(((job.get("metadata") or {}).get("name")) or ""))
+    recorded = ownership.recorded_uid(job.get("status"), "ConfigMap", name)
+    return recorded is not None and meta.get("uid") == recorded and meta.get("name") == name
 
 
 def controlled_by(obj: Obj | None, uid: str | None) -> bool:
@@ -32,8 +44,8 @@ def controlled_by(obj: Obj | None, uid: str | None) -> bool:
 
 def kept_logs(configmap: Obj | None, job: Obj) -> dict[str, str]:
     """pod -> its kept log lines, from ``job``'s own evidence ConfigMap; empty for none, or for
-    a ConfigMap the job is not the controller of (a forged one is ignored, not trusted)."""
-    if not controlled_by(configmap, ((job.get("metadata") or {}).get("uid"))):
+    one the controller did not make for the job (a forged one is ignored, not trusted)."""
+    if not is_evidence_of(configmap, job):
         return {}
     data = (configmap or {}).get("data") or {}
     return {k[: -len(LOG_SUFFIX)]: v[-KEPT_LOG_BYTES:] for k, v in data.items()
@@ -49,7 +61,7 @@ def last_lines(text: str, lines: int | None) -> str:
 
 class KeptLogs:
     """The failed replicas' lines the controller kept in the job's evidence ConfigMap, read once
-    and only when a pod's log cannot be read; used only when the job is its controller."""
+    and only when a pod's log cannot be read; used only when its uid is on record in the job's status."""
 
     def __init__(self, job: Obj, log: logging.Logger) -> None:
         self.job, self.log = job, log
@@ -58,9 +70,9 @@ class KeptLogs:
 
     def take(self, configmap: Obj | None) -> None:
         self.logs = kept_logs(configmap, self.job)
-        if configmap is not None and not self.logs and not controlled_by(configmap, self.job["metadata"].get("uid")):
-            self.log.warning("ConfigMap %s is not this job's evidence record (its controller is not job uid %s); ignored",
-                             self.name, self.job["metadata"].get("uid"))  # fmt: skip
+        if configmap is not None and not self.logs and not is_evidence_of(configmap, self.job):
+            self.log.warning("ConfigMap %s is not this job's evidence record (the job's status has not its uid on record "
+                             "as made by the controller); ignored", self.name)  # fmt: skip
 
     def failed_to_read(self, exc: Exception) -> None:
         self.log.warning("could not read the evidence record %s: %s", self.name, exc)

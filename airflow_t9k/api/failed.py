@@ -9,7 +9,9 @@ within two bounds: at most ``max_pods`` replicas and ``max_lines`` lines in all.
 replica in turn gets an equal share of the lines still unspent, so one long log cannot crowd
 out the others and a short one leaves its share to those after it; a share is the log's
 *last* lines, where a traceback is. Lines already streamed into the task log while waiting
-are not printed twice.
+are not printed twice: a streamed replica's log is read from the second of its last streamed
+line, and exactly the lines sent at that stamp are skipped (``api/logcursor.py``; stamps are
+not unique, so lines that share the last one are told apart by their order).
 
 Pure: the operator (sync) and the trigger (async) do the reading, in ``operators/logs.py``
 and ``triggers/outcome.py``.
@@ -21,6 +23,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from airflow_t9k.api.evidence import last_lines
+from airflow_t9k.api.logcursor import Cursor, instant, split, unsent
 
 Obj = dict[str, Any]
 PRINT_CHUNK = 1000  # lines per log record when printing a failed replica's log
@@ -105,19 +108,20 @@ def unavailable(text: str) -> bool:
     return text.startswith("(log not available")
 
 
-def strip_stamps(text: str, after: str | None = None) -> list[str]:
-    """The lines of a log read with ``timestamps=true``, without their stamps; those stamped
-    at or before ``after`` (already streamed into the task log) left out."""
-    out = []
-    for raw in text.splitlines():
-        stamp, _, line = raw.partition(" ")
-        if not (stamp[:4].isdigit() and "T" in stamp):  # not a stamped line: "(log not available: ...)"
-            out.append(raw)
-            continue
-        if after and stamp <= after:
-            continue
-        out.append(line)
-    return out
+def _stamped(raw: str) -> bool:
+    stamp = raw.partition(" ")[0]
+    return stamp[:4].isdigit() and "T" in stamp and instant(stamp) is not None
+
+
+def strip_stamps(text: str) -> list[str]:
+    """The lines of a log read with ``timestamps=true``, without their stamps (a line that is not
+    stamped, such as "(log not available: ...)", as it is)."""
+    return [split(raw)[1] if _stamped(raw) else raw for raw in text.splitlines()]
+
+
+def stamped_lines(text: str) -> list[tuple[str, str]]:
+    """(stamp, text) of each line of a log read with ``timestamps=true`` ("" for a line without one)."""
+    return [split(raw) if _stamped(raw) else ("", raw) for raw in text.splitlines()]
 
 
 @dataclass
@@ -130,19 +134,22 @@ class FailedLogs:
     max_lines: int | None  # None: no bound
     max_pods: int
     tail_lines: int  # of the first failed replica's log, quoted in the error message
-    streamed: dict[str, str] = field(default_factory=dict)  # pod -> stamp of the last line streamed
+    streamed: dict[str, Cursor] = field(default_factory=dict)  # pod -> where streaming it stopped
     printed: dict[str, int] = field(default_factory=dict)  # pod -> lines printed
     cut: dict[str, bool] = field(default_factory=dict)  # pod -> only the log's last lines were printed
     kept_in: dict[str, str] = field(default_factory=dict)  # pod -> the evidence ConfigMap its lines came from
     tail: str = ""
     _spent: int = 0
     _tail_read: bool = False
+    _again: tuple[str, int] | None = None  # a read to make again with more lines (see ``add``)
 
     def to_read(self) -> list[FailedReplica]:
         return self.replicas[: self.max_pods]
 
     def next_read(self) -> tuple[str, int | None] | None:
         """(pod, tailLines) of the next log to read, or None: done (or no lines left)."""
+        if self._again is not None:
+            return self._again
         left = [r for r in self.to_read() if r.pod not in self.printed]
         if not left:
             return None
@@ -153,20 +160,45 @@ class FailedLogs:
             return None
         return left[0].pod, max(unspent // len(left), 1)
 
-    def add(self, pod: str, text: str, asked: int | None, kept_in: str | None = None) -> list[str]:
-        """What was read of ``pod``'s log (its last ``asked`` lines): the lines to print.
-        ``kept_in``: the lines are the controller's evidence record of that name (the pod is
-        gone); they carry no timestamps, so lines streamed while waiting may repeat."""
+    def since(self, pod: str) -> str | None:
+        """``sinceTime`` to read ``pod``'s log with: the second of its last streamed line."""
+        cursor = self.streamed.get(pod)
+        return cursor.since() if cursor is not None else None
+
+    def add(self, pod: str, text: str, asked: int | None, kept_in: str | None = None) -> list[str] | None:
+        """What was read of ``pod``'s log (its last ``asked`` lines, from ``since(pod)``): the
+        lines to print; None when the read cannot tell which lines were streamed already (it was
+        cut inside the run of lines sharing the last streamed stamp): ``next_read`` then asks
+        for the same log with more lines. ``kept_in``: the lines are the controller's evidence
+        record of that name (the pod is gone); they carry no timestamps, so lines streamed while
+        waiting may repeat."""
         if kept_in is not None:
             self.kept_in[pod] = kept_in
             text = last_lines(text, asked)
         lines = strip_stamps(text)
-        if self.replicas and pod == self.replicas[0].pod and (asked is None or asked >= self.tail_lines):
+        cursor = None if kept_in is not None else self.streamed.get(pod)
+        retried, self._again = self._again, None
+        if cursor is not None and cursor.at is not None and not unavailable(text):
+            read = stamped_lines(text)
+            fresh, sure = unsent(read, cursor, complete=asked is None or len(read) < asked)
+            if not sure and retried is None:
+                self._again = (pod, (asked or 0) + cursor.count)  # one more read, with the lines sent at that stamp
+                return None
+            if not sure and retried is not None:  # still inside that run: what remains unsent is at least what was first asked
+                fresh = [t for _, t in read][-(retried[1] - cursor.count) :]
+            if retried is not None:
+                asked = retried[1] - cursor.count
+                fresh = fresh[-asked:] if asked > 0 else []
+        else:
+            fresh = lines
+        # The root cause's last lines for the error message, streamed or not; a read from the last
+        # streamed second may hold fewer than that (then ``tail_read`` reads them on their own).
+        covered = len(lines) >= self.tail_lines or (cursor is None and (asked is None or asked >= self.tail_lines))
+        if self.replicas and pod == self.replicas[0].pod and covered:
             self.tail = "\n".join(lines[-self.tail_lines :]) if self.tail_lines > 0 else ""
             self._tail_read = True
-        fresh = strip_stamps(text, None if kept_in is not None else self.streamed.get(pod))
         self.printed[pod] = len(fresh)
-        self.cut[pod] = asked is not None and len(lines) >= asked
+        self.cut[pod] = asked is not None and len(fresh) >= asked
         self._spent += len(fresh)
         return fresh
 

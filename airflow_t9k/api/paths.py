@@ -17,7 +17,25 @@ CHILDREN = {
     "Job": ("/apis/batch/v1", "jobs"),  # BeamJob's submit job
     "Workload": ("/apis/kueue.x-k8s.io/v1beta2", "workloads"),  # Kueue admission (docs/queueing.md)
     "PodGroup": ("/apis/scheduling.volcano.sh/v1beta1", "podgroups"),  # AscendJob gang scheduling (Volcano)
+    # Kubernetes' own PodGroups (the Workload API, gang scheduling with no add-on): kind PodGroup
+    # too, told apart from Volcano's by their group (child_kind).
+    "GangGroup": ("/apis/scheduling.k8s.io/v1alpha2", "podgroups"),
 }
+GANG_GROUP = "GangGroup"
+
+
+def child_kind(obj: dict) -> str:  # type: ignore[type-arg]
+    """The kind a child is recorded, watched and written under: its own, but ``GangGroup`` for a
+    ``scheduling.k8s.io`` PodGroup (Volcano's PodGroups are ``PodGroup``)."""
+    if obj.get("kind") == "PodGroup" and str(obj.get("apiVersion") or "").startswith("scheduling.k8s.io/"):
+        return GANG_GROUP
+    return str(obj.get("kind"))
+
+
+# Every read of a pod's log names a byte limit (the API server's limitBytes), so a replica that
+# prints one endless line, or gigabytes, costs the reader a bounded answer. The API server cuts
+# the answer there; the reader says nothing is lost silently where it shows it.
+LOG_LIMIT_BYTES = 8 * 1024 * 1024
 
 
 def _path(base: str, plural: str, namespace: str | None, name: str | None, sub: str | None) -> str:

@@ -114,6 +114,12 @@ def parse_line(line: str | bytes) -> Obj | None:
             return None
     else:
         raw = _pairs(rest)
+    return parse_values(raw)
+
+
+def parse_values(raw: Any) -> Obj | None:
+    """The report in one object of values (a line's JSON or pairs, or a pushed body's): the
+    reserved keys where valid, every other finite number a metric; None when nothing is valid."""
     if not isinstance(raw, dict):
         return None
     report: Obj = {}

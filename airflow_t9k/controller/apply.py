@@ -16,8 +16,9 @@ from collections.abc import Callable
 from datetime import datetime, timezone
 from typing import TYPE_CHECKING, Any
 
+from airflow_t9k.api import ownership
 from airflow_t9k.api.outcome import interpret
-from airflow_t9k.api.paths import child_path, job_path
+from airflow_t9k.api.paths import child_kind, child_path, job_path
 from airflow_t9k.api.resources import resource_for
 from airflow_t9k.controller import evidence
 from airflow_t9k.controller.reconcile import Create, CreateSSHSecret, Delete, Emit, Patch, Plan, ReplaceStatus
@@ -27,6 +28,7 @@ from airflow_t9k.controller.reconcile.status import StatusBuilder, bounded
 from airflow_t9k.controller.scope import NOT_MANAGED
 from airflow_t9k.controller.ssh import ssh_secret_data
 from airflow_t9k.k8s.errors import AlreadyExists, Conflict, Forbidden, Invalid, NotFound
+from airflow_t9k.kinds.templates import STATUS_KEY as TEMPLATE_STATUS
 
 if TYPE_CHECKING:
     from airflow_t9k.k8s.client import Kube
@@ -37,6 +39,9 @@ COMPONENT = "airflow-t9k-controller"
 PARALLEL_WRITES = 8
 RECONCILE_ERROR = "ReconcileError"
 MOUNTED = ("Secret", "ConfigMap")  # children the job's pods mount: only ever the job's own
+# What pods depend on, created (and found to be the job's own) before any pod of the pass: what
+# they mount, and the Services that are their peers' addresses (MASTER_ADDR, a c10d store).
+FIRST = (*MOUNTED, "Service")
 
 
 def refused_by_policy(exc: Forbidden) -> bool:
@@ -48,10 +53,24 @@ def refused_by_policy(exc: Forbidden) -> bool:
 
 
 def _mounted(action: Action) -> bool:
-    return isinstance(action, CreateSSHSecret) or (isinstance(action, Create) and action.kind in MOUNTED)
+    return isinstance(action, CreateSSHSecret) or (isinstance(action, Create) and action.kind in FIRST)
 
 
 log = logging.getLogger(__name__)
+
+
+REFUSED = "refused:"  # a ``children`` value: the uid of an object of the name that is not the job's
+
+
+def _entry(value: str) -> Obj:
+    """The merge patch of one record entry: the uid made (or found decided), or one refused."""
+    if value.startswith(REFUSED):
+        return {"refused": value[len(REFUSED) :], "uid": None, "at": None}
+    return {"uid": value, "at": None, "refused": None}
+
+
+def _stamp() -> str:
+    return datetime.now(timezone.utc).strftime("%Y-%m-%dT%H:%M:%SZ")
 
 
 def _ended(old: Obj | None, new: Obj) -> bool:
@@ -70,18 +89,26 @@ class Executor:
         self.on_finished = on_finished  # told of a job whose end a status write just recorded
         self.instance = os.environ.get("HOSTNAME", "local")
 
-    async def apply(self, job: Obj, plan: Plan) -> None:
+    async def apply(self, job: Obj, plan: Plan, adopted: dict[str, dict[str, str]] | None = None) -> None:
         """Record the plan's decisions, then act on them.
 
         Status goes first: a restart counted or a job finished is durable before any pod is
         deleted or created because of it, and a status write refused for a stale
         resourceVersion (Conflict) stops the pass before it acts. A pass repeated after a
-        crash in between finds the decision in status and does not take it again.
+        crash in between finds the decision in status and does not take it again. The same
+        write records which children the pass decides to create (api/ownership.py); their uids
+        follow once they exist, with ``adopted`` (kind -> name -> uid: children the runner
+        found decided on record, or of a job from before the record).
         """
         current = job
-        if plan.status != (job.get("status") or {}):
-            current = await self._write_status(job, plan.status)
-            if self.on_finished is not None and _ended(job.get("status"), plan.status):
+        creates = [(a.kind, a.name) for a in plan.actions if isinstance(a, (Create, KeepEvidence))]
+        # Every status this version writes carries the record (so no job it planned looks like
+        # one from before it: api/ownership.py legacy); a pass that writes nothing adds none.
+        writes = creates or adopted or plan.status != (job.get("status") or {})
+        status = ownership.deciding(plan.status, creates, _stamp()) if writes else plan.status
+        if status != (job.get("status") or {}):
+            current = await self._write_status(job, status)
+            if self.on_finished is not None and _ended(job.get("status"), status):
                 self.on_finished(current)  # once: later passes start from the finished status
         events = list(plan.events)
         if any(isinstance(a, KeepEvidence) for a in plan.actions):
@@ -89,11 +116,16 @@ class Executor:
             await self._send(job, events)
             events = []
         made: dict[str, str] = {}
-        problems = await self._act(job, plan.actions, made)
+        children: dict[str, dict[str, str]] = {k: dict(v) for k, v in (adopted or {}).items()}
+        problems = await self._act(job, plan.actions, made, children)
+        if any(children.values()):
+            current = await self._record_children(current, children)
         if made and not problems:
             current = await self._record_secret(current, made)
         if problems:
-            status, extra = rejected(current, plan.status, problems, datetime.now(timezone.utc))
+            kept = (current.get("status") or {}).get(ownership.CREATED)  # what the pass put on record stays
+            base = {**status, ownership.CREATED: kept} if kept is not None else status
+            status, extra = rejected(current, base, problems, datetime.now(timezone.utc))
             events += extra
             if status != (current.get("status") or {}):
                 await self._write_status(current, status)
@@ -109,9 +141,12 @@ class Executor:
 
         await asyncio.gather(*(bounded_event(e) for e in events))
 
-    async def _act(self, job: Obj, actions: tuple[Action, ...], made: dict[str, str]) -> list[str]:
-        """Carry out the actions, a few at a time; stop starting new ones once the job is gone."""
+    async def _act(self, job: Obj, actions: tuple[Action, ...], made: dict[str, str],
+                   children: dict[str, dict[str, str]] | None = None) -> list[str]:  # fmt: skip
+        """Carry out the actions, a few at a time; stop starting new ones once the job is gone.
+        ``children`` gets the uid of each child created (kind -> name -> uid)."""
         ns = job["metadata"]["namespace"]
+        children = {} if children is None else children
         # Children of one job are independent of each other: send them together, bounded.
         limit = asyncio.Semaphore(PARALLEL_WRITES)
 
@@ -130,9 +165,9 @@ class Executor:
                     await self._replace_status(ns, action)
                     return None
                 if isinstance(action, WriteSpec):
-                    return await self._write_spec(job, action.job)
+                    return await self._write_spec(job, action.job, action.record)
                 if isinstance(action, KeepEvidence):  # read what the pods said, then keep it
-                    problem = await self._create(ns, await evidence.fill(self.kube, ns, job, action))
+                    problem = await self._create(ns, await evidence.fill(self.kube, ns, job, action), job, children)
                     if problem:  # not the job's fault: clean-up goes on after the grace (reconcile/evidence.py)
                         log.warning("evidence of %s/%s not kept: %s", ns, job["metadata"]["name"], problem)
                     return None
@@ -140,10 +175,11 @@ class Executor:
                 if isinstance(action, CreateSSHSecret):
                     manifest["data"] = ssh_secret_data()
                     return await self._create_secret(ns, manifest, made)
-                return await self._create(ns, manifest)
+                return await self._create(ns, manifest, job, children)
 
-        # What pods mount (the SSH Secret, hostfiles) first, and nothing more should one of them
-        # turn out to be someone else's: a pod created alongside would mount it.
+        # What pods mount (the SSH Secret, hostfiles) and the Services they address first, and
+        # nothing more should one of them turn out to be someone else's: a pod created alongside
+        # would mount it, or send its rendezvous to it.
         mounted = [a for a in actions if _mounted(a)]
         problems = [p for p in await asyncio.gather(*(one(a) for a in mounted)) if p]
         if problems:
@@ -160,15 +196,18 @@ class Executor:
         cmeta = cached.get("metadata") or {}
         return cmeta.get("uid") != meta.get("uid") or bool(cmeta.get("deletionTimestamp"))
 
-    async def _create(self, ns: str, manifest: Obj) -> str | None:
-        kind = manifest["kind"]
+    async def _create(self, ns: str, manifest: Obj, job: Obj | None = None,
+                      children: dict[str, dict[str, str]] | None = None) -> str | None:  # fmt: skip
+        """Create a child of ``job``; its uid goes into ``children``. One of the name that this
+        controller did not create for the job is refused (``_foreign``): never adopted."""
+        kind = child_kind(manifest)
         manifest["metadata"]["namespace"] = ns
         try:
             created = await self.kube.create(child_path(kind, ns), body=manifest)
             self.metrics[f"create.{kind}"] += 1
         except AlreadyExists:
             self.metrics[f"create_exists.{kind}"] += 1
-            return await self._foreign(ns, manifest) if kind in MOUNTED else None
+            return await self._foreign(ns, manifest, job, children)
         except Invalid as exc:
             self.metrics[f"create_invalid.{kind}"] += 1
             return f"the API server rejected {kind} {manifest['metadata']['name']}: {bounded(exc.message, 1000)}"
@@ -179,6 +218,8 @@ class Executor:
             # it will refuse it every time, so the job fails saying so instead of retrying.
             self.metrics[f"create_refused.{kind}"] += 1
             return f"the namespace's policy refused {kind} {manifest['metadata']['name']}: {bounded(exc.message, 1000)}"
+        if children is not None:
+            children.setdefault(kind, {})[manifest["metadata"]["name"]] = str(created["metadata"]["uid"])
         # Indexed only when cached: had the watch passed it, its events did both already.
         if self.informer_for(kind, ns).remember(created) and self.on_created is not None:
             self.on_created(created)
@@ -207,6 +248,18 @@ class Executor:
         made.update(name=name, uid=str((created.get("metadata") or {}).get("uid") or ""))
         return None
 
+    async def _record_children(self, job: Obj, children: dict[str, dict[str, str]]) -> Obj:
+        """Put the uids of the children just made (or found decided) on record in the job's status
+        (api/ownership.py), by a merge patch as for the SSH Secret: a job changed meanwhile must
+        not cost the record."""
+        meta = job["metadata"]
+        record = {kind: {name: _entry(uid) for name, uid in names.items()} for kind, names in children.items() if names}
+        body = {"metadata": {"uid": meta.get("uid")}, "status": {ownership.CREATED: record}}
+        updated = await self.kube.patch(job_path(resource_for(job["kind"]), meta["namespace"], meta["name"], "status"), body=body)
+        self.metrics["status_write"] += 1
+        self.informer_for(job["kind"], meta["namespace"]).remember(updated)
+        return updated
+
     async def _record_secret(self, job: Obj, made: dict[str, str]) -> Obj:
         """Record the SSH Secret just made in the job's status.
 
@@ -222,24 +275,34 @@ class Executor:
         self.informer_for(job["kind"], meta["namespace"]).remember(updated)
         return updated
 
-    async def _foreign(self, ns: str, manifest: Obj) -> str | None:
+    async def _foreign(self, ns: str, manifest: Obj, job: Obj | None = None,
+                       children: dict[str, dict[str, str]] | None = None) -> str | None:  # fmt: skip
         """Why an existing object of the name we wanted must not be used, if it is not the job's.
 
-        A co-tenant may create ``<job>-ssh`` before the job's first pass: its pods would then
-        mount a key pair (and an ssh config, with any ProxyCommand) of someone else's making.
+        It is the job's only when the job's status (as the pass found it, before this pass's
+        own decisions) has its uid on record, or a decision to create it from before it existed
+        (api/ownership.py). A co-tenant may create ``<job>-hostfile`` or ``<job>-worker-0``
+        before the job's first pass, with a controller ownerReference naming the job: its pods
+        would mount someone else's hostfile, or the pod would decide the job's outcome. A job of
+        another kind with the same name makes children of the same names: refused the same way,
+        naming that job.
         """
         kind, name = manifest["kind"], manifest["metadata"]["name"]
-        owner = next((r.get("uid") for r in manifest["metadata"].get("ownerReferences") or [] if r.get("controller")), None)
         try:
             existing = await self.kube.get(child_path(kind, ns, name))
         except NotFound:  # gone meanwhile: the next pass creates ours
             return None
-        refs = (existing.get("metadata") or {}).get("ownerReferences") or []
-        if owner is not None and any(r.get("uid") == owner and r.get("controller") for r in refs):
+        if job is not None and ownership.verdict(job.get("status"), kind, name, existing) is not None:
+            if children is not None:  # ours from an earlier pass: its uid goes on record
+                children.setdefault(kind, {})[name] = str(existing["metadata"]["uid"])
             return None
         self.metrics[f"create_foreign.{kind}"] += 1
-        return (f"{kind} {name} already exists and this job does not own it (someone else created it); the controller "
-                f"will not let the job's pods mount it. Delete it, or give the job another name")  # fmt: skip
+        if children is not None:  # on record as refused: no later pass takes it for a decided create
+            children.setdefault(kind, {})[name] = REFUSED + str(existing["metadata"].get("uid"))
+        mounted = "the controller will not let the job's pods mount it" if kind in MOUNTED else "the controller never adopts it"
+        owner = ownership.owner_of(existing)
+        return (f"{kind} {name} already exists and was not created by the controller for this job ({owner}); "
+                f"{mounted}. Delete it, or give the job another name")  # fmt: skip
 
     async def _patch(self, ns: str, action: Patch) -> None:
         try:
@@ -275,10 +338,13 @@ class Executor:
             marked = {**cached, "metadata": {**cached["metadata"], "deletionTimestamp": _now()}}
             informer.store(marked)
 
-    async def _write_spec(self, job: Obj, merged: Obj) -> str | None:
+    async def _write_spec(self, job: Obj, merged: Obj, record: Obj | None = None) -> str | None:
         """Write a job's spec with its template merged in (reconcile/template.py): a PUT with the
         cached resourceVersion, so a job changed meanwhile is planned again (Conflict) rather than
-        overwritten. A merged job the API server refuses fails the job with its message."""
+        overwritten. A merged job the API server refuses fails the job with its message. Then the
+        merge's ``record`` goes into the job's status (kinds/templates.py STATUS_KEY): until it
+        is there the job counts as not merged, and a pass after a crash in between merges again
+        (the merge is idempotent: the job's values win, and they include the template's)."""
         meta = job["metadata"]
         body = {**merged, "metadata": {**merged["metadata"], "resourceVersion": meta.get("resourceVersion")}}
         body.pop("status", None)
@@ -294,6 +360,8 @@ class Executor:
             return f"the namespace's policy refused the job merged with its template: {bounded(exc.message, 1000)}"
         self.metrics["spec_write"] += 1
         self.informer_for(job["kind"], meta["namespace"]).remember(updated)
+        if record is not None:
+            await self._write_status(updated, {**(updated.get("status") or {}), TEMPLATE_STATUS: record})
         return None
 
     async def _write_status(self, job: Obj, status: Obj) -> Obj:

@@ -6,6 +6,7 @@ import argparse
 import asyncio
 import logging
 import os
+import re
 import signal
 import socket
 import sys
@@ -15,8 +16,11 @@ from pathlib import Path
 from typing import Any
 
 from airflow_t9k.api.resources import RESOURCES, TEMPLATE_RESOURCES, resource_for
+from airflow_t9k.controller.features import detect_gang, detect_in_place
 from airflow_t9k.controller.leader import LeaderElector
 from airflow_t9k.controller.metrics import InstrumentedKube, Metrics
+from airflow_t9k.controller.push_server import ProgressEndpoint, serve_push
+from airflow_t9k.controller.push_setup import BadFlags, add_push_arguments, follow_certificates, push_setup
 from airflow_t9k.controller.runner import Controller, Settings
 from airflow_t9k.controller.scope import Scope, SelectorError, parse_selector
 from airflow_t9k.controller.serve import serve_all
@@ -24,10 +28,11 @@ from airflow_t9k.controller.slim import plain_json_bodies
 from airflow_t9k.k8s.client import DEEP_NESTING, ApiClientTransport, Kube, load_transport
 from airflow_t9k.k8s.errors import ApiError, Forbidden, NotFound
 from airflow_t9k.k8s.kubeconfig import KubeconfigError
-from airflow_t9k.kinds.base import LABEL_MANAGED_BY, MANAGED_BY
+from airflow_t9k.kinds.base import LABEL_MANAGED_BY, LABEL_PART_OF, MANAGED_BY
 from airflow_t9k.kinds.registry import KINDS
 
 log = logging.getLogger("airflow_t9k.controller")
+NAMESPACE_NAME = re.compile(r"^[a-z0-9]([-a-z0-9]{0,61}[a-z0-9])?$")
 SA_NAMESPACE = Path("/var/run/secrets/kubernetes.io/serviceaccount/namespace")
 
 
@@ -48,6 +53,10 @@ def add_controller_parser(sub: Any) -> None:
         "namespaces it matches (needs list/watch on namespaces). kube-system, kube-public, "
         "kube-node-lease and the controller's own namespace are never reconciled, selector or not",
     )
+    p.add_argument("--exclude-namespace", action="append", dest="exclude_namespaces", default=[], metavar="NAME",
+                   help="never reconcile jobs in this namespace (repeat for several), besides kube-system, kube-public, "
+                        "kube-node-lease and the controller's own: e.g. Airflow's namespace, whose Secrets a job's pod "
+                        "could mount. Jobs there get NamespaceNotManaged")  # fmt: skip
     p.add_argument("--workers", type=int, default=4, help="jobs reconciled concurrently (default 4)")
     p.add_argument(
         "--coalesce-status",
@@ -71,8 +80,10 @@ def add_controller_parser(sub: Any) -> None:
         type=int,
         default=200,
         metavar="N",
-        help="replica logs followed at once for progress, on their own connections (default 200)",
+        help="replica logs followed at once for progress, on their own connections (default 200); 0 follows none "
+        "(progress only by the push path, --progress-endpoint)",
     )
+    add_push_arguments(p)
     p.add_argument("--health-port", type=int, default=8081,
                    help="port for /healthz (alive) and /readyz (caches synced); 0 disables")  # fmt: skip
     p.add_argument("--health-address", default="0.0.0.0", help="address for the health endpoint")
@@ -122,12 +133,34 @@ def add_controller_parser(sub: Any) -> None:
         help="how long from its creation a job waits for a job template it names and that does not exist "
         "(it may be applied after the job), before it fails with TemplateNotFound (default 30)",
     )
+    p.add_argument("--allow-beam-external-service", action="store_true",
+                   help="let a BeamJob's jobManager.accessScope NodePort, VPC or External make a NodePort or "
+                        "LoadBalancer Service: it opens Flink's unauthenticated REST API outside the cluster. Off by "
+                        "default: such a job fails (docs/kinds.md)")  # fmt: skip
     p.add_argument("--force", action="store_true", help="start even where another controller seems to own the CRDs")
     p.add_argument("--queueing", choices=["auto", "kueue", "off"], default="auto",
                    help="admission of jobs that name a queue through Kueue's Workload API (docs/queueing.md): auto "
                         "(default) uses it where the cluster serves it and the queue names a LocalQueue of the job's "
                         "namespace; kueue requires it for every named queue; off never uses it")  # fmt: skip
+    p.add_argument("--in-place-restarts", choices=["auto", "on", "off"], default="auto",
+                   help="restart replicas in place where the job's spec.restartStrategy allows it (docs/disruptions.md): "
+                        "auto (default) where the API server keeps RestartAllContainers rules and every node declares "
+                        "the feature; on: wherever the API server keeps them (such pods then go only to nodes that "
+                        "declare it); off: always recreate them")  # fmt: skip
+    p.add_argument("--restart-agent-image", default=None,
+                   help="image of the in-place restart gate and agent containers (they run sh); default: each "
+                        "replica's main container's image")  # fmt: skip
+    p.add_argument("--gang-scheduling", choices=["auto", "off"], default="auto",
+                   help="a PodGroup (scheduling.k8s.io/v1alpha2, all-or-nothing placement) for every multi-pod job "
+                        "that Kueue and Volcano do not admit, where the API server serves it (docs/queueing.md)")  # fmt: skip
     p.set_defaults(func=run_controller)
+
+
+def crd_is_ours(labels: dict[str, str]) -> bool:
+    """`airflow-t9k crds` labels its CRDs managed-by=airflow-t9k, the Helm chart managed-by=Helm
+    (so that a later install adopts what an uninstall kept); both say part-of=airflow-t9k.
+    managed-by alone marks CRDs applied before part-of was added."""
+    return MANAGED_BY in (labels.get(LABEL_MANAGED_BY), labels.get(LABEL_PART_OF))
 
 
 async def check_crds(kube: Kube, force: bool, kinds: list[str]) -> None:
@@ -144,8 +177,9 @@ async def check_crds(kube: Kube, force: bool, kinds: list[str]) -> None:
         except Forbidden:
             log.warning("cannot read CRD %s (RBAC); skipping the check for the T9k platform", name)
             continue
-        owner = ((crd.get("metadata") or {}).get("labels") or {}).get(LABEL_MANAGED_BY)
-        if owner != MANAGED_BY and not force:
+        labels = (crd.get("metadata") or {}).get("labels") or {}
+        owner = labels.get(LABEL_MANAGED_BY)
+        if not crd_is_ours(labels) and not force:
             raise RefuseToStart(
                 f"CRD {name} was not installed by airflow-t9k (managed-by={owner!r}): the T9k platform's own "
                 "controllers seem to manage these kinds here, and two controllers would fight over the same "
@@ -194,7 +228,10 @@ def make_scope(args: argparse.Namespace) -> Scope:
         selector = parse_selector(args.namespace_selector) if args.namespace_selector else None
     except SelectorError as exc:
         raise RefuseToStart(f"--namespace-selector: {exc}") from None
-    return Scope(own=own_namespace(), selector=selector)
+    bad = [n for n in args.exclude_namespaces if not NAMESPACE_NAME.match(n)]
+    if bad:
+        raise RefuseToStart(f"--exclude-namespace: {', '.join(map(repr, bad))} is not a namespace name")
+    return Scope(own=own_namespace(), selector=selector, exclude=frozenset(args.exclude_namespaces))
 
 
 def lease_namespace(args: argparse.Namespace) -> str:
@@ -239,6 +276,12 @@ async def main_async(args: argparse.Namespace) -> int:
             await check_crds(kube, args.force, kinds)
             queueing = await detect_queueing(kube, args.queueing)
             volcano = await detect_volcano(kube)
+            in_place = (
+                "off (--in-place-restarts=off)"
+                if args.in_place_restarts == "off"
+                else await detect_in_place(kube, (args.namespaces or ["default"])[0], args.in_place_restarts == "auto")
+            )
+            gang = "off (--gang-scheduling=off)" if args.gang_scheduling == "off" else await detect_gang(kube)
         except RefuseToStart as exc:
             log.error("%s", exc)
             return 3
@@ -248,7 +291,8 @@ async def main_async(args: argparse.Namespace) -> int:
         try:
             elector = make_elector(args, InstrumentedKube(transport, instruments), instruments)
             scope = make_scope(args)
-        except RefuseToStart as exc:
+            push = push_setup(args)
+        except (RefuseToStart, BadFlags) as exc:
             log.error("%s", exc)
             return 2
         if elector is not None:
@@ -260,21 +304,42 @@ async def main_async(args: argparse.Namespace) -> int:
             queueing=queueing,
             coalesce_status=args.coalesce_status,
             volcano=volcano,
+            in_place_problem=in_place,
+            restart_agent_image=args.restart_agent_image,
+            gang_problem=gang,
             scope=scope,
             template_wait=args.template_wait,
             progress_interval=max(args.progress_interval, 0.0),
             progress_streams=args.progress_streams,
+            beam_external_service=args.allow_beam_external_service,
+            progress_push=push[0] if push else None,
+            push_rate=args.progress_push_rate,
+            push_burst=args.progress_push_burst,
         )
-        if settings.progress_interval > 0:  # log streams on their own connection pool (controller/reports.py)
+        if settings.progress_interval > 0 and settings.progress_streams > 0:  # log streams on their own pool (reports.py)
             log_kube = InstrumentedKube(await load_transport(args.kubeconfig, args.context), instruments)
         controller = Controller(kube, settings, instruments, log_kube=log_kube)
         servers = await serve_all(controller, (args.health_address, args.health_port),
                                   (args.metrics_address, args.metrics_port))  # fmt: skip
+        certs = None
+        if push is not None:
+            endpoint = ProgressEndpoint(controller, log_kube or kube, kinds=kinds, audience=args.progress_audience)
+            servers.append(await serve_push(endpoint, args.progress_address, args.progress_port, push[1].context))
+            certs = asyncio.create_task(follow_certificates(controller, push[1])) if push[1].files else None
+            log.info("progress endpoint %s: listening on %s:%d, TLS %s, token audience %s", push[0].endpoint,
+                     args.progress_address, args.progress_port,
+                     "from " + ", ".join(push[1].files) if push[1].files else "from a CA made at start (in memory)",
+                     args.progress_audience)  # fmt: skip
         task = asyncio.create_task(controller.run(elector=elector))
         loop = asyncio.get_running_loop()
         for sig in (signal.SIGTERM, signal.SIGINT):
             loop.add_signal_handler(sig, task.cancel)
         where = ", ".join(args.namespaces) or "all namespaces"
+        overlap = sorted(set(args.namespaces) & set(scope.excluded()))
+        if overlap:
+            log.warning("-n %s: never reconciled (excluded); its jobs get %s", ", ".join(overlap), "NamespaceNotManaged")
+        log.info("in-place restarts: %s; gang scheduling without add-ons: %s", in_place or "available",
+                 gang or "available")  # fmt: skip
         log.info("controller started: reconciling %s in %s (never %s; selector %s), %d workers, queueing %s",
                  ", ".join(k for k in kinds if k in KINDS), where, ", ".join(scope.excluded()),
                  scope.selector.text if scope.selector else "none", args.workers, queueing)  # fmt: skip
@@ -284,6 +349,9 @@ async def main_async(args: argparse.Namespace) -> int:
             await task
         except asyncio.CancelledError:
             log.info("controller stopped")
+        finally:
+            if certs is not None:
+                certs.cancel()
         return 0
     finally:
         for server in servers:

@@ -197,6 +197,10 @@ def resource_of(path: str) -> str:
     return parts[0] if len(parts) < 3 else f"{parts[0]}/{parts[2]}"
 
 
+def _dry_run(query: dict[str, Any] | None) -> bool:
+    return bool(query and query.get("dryRun"))
+
+
 class InstrumentedKube(Kube):
     """The Kube client, counting every request, and refusing writes while ``fence`` says no.
 
@@ -211,7 +215,9 @@ class InstrumentedKube(Kube):
         self.host = urlsplit(self.transport.host).netloc or "unknown"
 
     async def _send(self, method: str, path: str, *args: Any, **kwargs: Any) -> Any:
-        verb = VERBS.get(method.upper())
+        # A dry run (the feature probes at start, controller/features.py) changes nothing: it is
+        # neither fenced nor counted as a write, so a standby that probes has written nothing.
+        verb = None if _dry_run(kwargs.get("query")) else VERBS.get(method.upper())
         if verb and self.fence is not None and not self.fence():
             self.m.fenced.inc()
             raise NotLeader(f"not the leader any more: {method} {path} not sent")

@@ -15,12 +15,20 @@ ended gets none: after a restart of the controller its finished jobs' logs are n
 and a stream opened again for a running job goes on from ``status.progress.reportedAt``.
 Streams use their own connection pool (``cli.py``), so a hundred open logs never hold a connection a reconcile
 pass needs, and at most ``max_streams`` are open at once.
+
+The cap is shared fairly between namespaces: while streams are free, any job gets one; once
+they are all taken, a namespace holding fewer than its share (``max_streams`` divided by the
+namespaces that want streams) takes one from the namespace holding the most, above its share.
+So one tenant running hundreds of jobs cannot leave every other tenant's jobs without progress,
+and no stream is taken from a namespace within its share. A job refused (or whose stream was
+taken) is queued again whenever a stream closes.
 """
 
 from __future__ import annotations
 
 import asyncio
 import logging
+from collections import Counter
 from collections.abc import Callable, Hashable, Mapping
 from typing import TYPE_CHECKING, Any
 
@@ -29,6 +37,7 @@ from airflow_t9k.api.paths import child_path
 from airflow_t9k.api.progress import MARKER, MAX_LINE, merge, parse_line
 from airflow_t9k.controller.reconcile.observe import is_deleting
 from airflow_t9k.controller.reconcile.reporting import LATEST, PROGRESS
+from airflow_t9k.k8s.errors import Forbidden
 from airflow_t9k.kinds.registry import KINDS
 
 if TYPE_CHECKING:
@@ -81,6 +90,11 @@ def _stamp(raw: str) -> str:
     return raw[:19] + "Z" if len(raw) >= 19 else raw
 
 
+def namespace_of(key: Hashable) -> str:
+    """The namespace in a job's key ((kind, namespace, name), as the runner queues it)."""
+    return str(key[1]) if isinstance(key, tuple) and len(key) >= 2 else ""
+
+
 def recorded_values(status: Obj | None) -> Obj:
     """The values ``status.progress`` holds, as a report's (so a stream opened again after a
     restart of the controller goes on from them instead of from nothing)."""
@@ -104,6 +118,7 @@ class Stream:
         self.time: str | None = None  # the last report's timestamp (to the second)
         self.last: str = ""  # the full timestamp of the last report line read: lines up to it are skipped after a reopen
         self.task: asyncio.Task[None] | None = None
+        self.opened = 0.0  # loop time the current stream opened (the latest goes first when one is taken)
         self.stopping: asyncio.TimerHandle | None = None
         self.notify_at = 0.0
         self.pending: asyncio.TimerHandle | None = None
@@ -173,7 +188,7 @@ class ProgressStreams:
         if s.pod_uid != pod_uid:
             if s.active:
                 s.cancel()
-            if self.active() >= self.max_streams:
+            if self.active() >= self.max_streams and not self._make_room(key):
                 if key not in self._refused:
                     self._refused.add(key)
                     self.metrics["progress_stream_refused"] += 1
@@ -187,21 +202,62 @@ class ProgressStreams:
             if s.time and s.time >= _stamp(since):  # values recorded from this pod: go on from there
                 since = s.time
             s.stopping = None
+            s.opened = asyncio.get_running_loop().time()
             s.task = asyncio.get_running_loop().create_task(self._follow(key, s, job["metadata"]["namespace"], container, since))
             self.metrics["progress_stream_open"] += 1
         if ended(pod) or ended_before:
             self._stop_soon(s)
 
+    def _make_room(self, key: Hashable) -> bool:
+        """Take a stream for ``key``'s namespace from the namespace holding the most, when that one
+        holds more than its share and ``key``'s holds less (the cap shared fairly: see above)."""
+        held = Counter(namespace_of(k) for k, s in self.streams.items() if s.active)
+        ns = namespace_of(key)
+        wanting = set(held) | {ns} | {namespace_of(k) for k in self._refused}
+        share = max(1, self.max_streams // len(wanting))
+        if held[ns] >= share:
+            return False
+        richest, most = max(held.items(), key=lambda item: (item[1], item[0]))
+        if most <= share:
+            return False
+        victim = max((k for k, s in self.streams.items() if s.active and namespace_of(k) == richest),
+                     key=lambda k: self.streams[k].opened)  # fmt: skip
+        taken = self.streams[victim]
+        taken.cancel()
+        taken.task, taken.pod_uid = None, None  # its job gets a stream again when one is free
+        self._refused.add(victim)
+        self.metrics["progress_stream_yielded"] += 1
+        log.info("progress stream of %s handed to %s: namespace %s holds %d of %d streams, its share is %d",
+                 victim, key, richest, most, self.max_streams, share)  # fmt: skip
+        return True
+
     def _stop_soon(self, s: Stream) -> None:
         if s.stopping is None and s.active:
-            s.stopping = asyncio.get_running_loop().call_later(GRACE, s.cancel)
+            s.stopping = asyncio.get_running_loop().call_later(GRACE, self._close, s)
+
+    def _close(self, s: Stream) -> None:
+        s.cancel()
+        self._freed()
+
+    def _freed(self) -> None:
+        """A stream closed: as many jobs left without one as there are free streams get a pass
+        (their sync opens one if it may), those of the namespaces holding the fewest first."""
+        free = self.max_streams - self.active()
+        if free <= 0 or not self._refused:
+            return
+        held = Counter(namespace_of(k) for k, s in self.streams.items() if s.active)
+        for key in sorted(self._refused, key=lambda k: held[namespace_of(k)])[:free]:
+            self.notify(key)
 
     def forget(self, key: Hashable) -> None:
         """The job is gone: stop its stream and drop what it read."""
         s = self.streams.pop(key, None)
-        if s is not None:
-            s.cancel()
         self._refused.discard(key)
+        if s is not None:
+            was_active = s.active
+            s.cancel()
+            if was_active:
+                self._freed()
 
     async def close(self) -> None:
         streams = list(self.streams.values())
@@ -226,6 +282,8 @@ class ProgressStreams:
                         self._line(key, s, raw)
             except asyncio.CancelledError:
                 raise
+            except Forbidden as exc:  # the controller's RBAC lacks pods/log get: say so, it will not heal alone
+                log.warning("log stream of %s refused: %s", s.pod, exc)
             except Exception as exc:  # noqa: BLE001 - not started yet, gone, unreachable, timed out: try again
                 log.debug("log stream of %s ended: %s", s.pod, exc)
             await asyncio.sleep(delay)

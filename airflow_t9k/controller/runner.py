@@ -10,16 +10,19 @@ from dataclasses import dataclass, field
 from datetime import datetime, timezone
 from typing import TYPE_CHECKING, Any, cast
 
+from airflow_t9k.api import ownership
 from airflow_t9k.api.outcome import interpret
-from airflow_t9k.api.paths import child_path, job_path
+from airflow_t9k.api.paths import GANG_GROUP, child_kind, child_path, job_path
 from airflow_t9k.api.resources import RESOURCES, TEMPLATE_RESOURCES, resource_for
 from airflow_t9k.controller.apply import Executor
 from airflow_t9k.controller.metrics import Metrics, TimedQueue
+from airflow_t9k.controller.pushed import PushedReports, newest
 from airflow_t9k.controller.reconcile import Emit, Observed, Plan, plan
 from airflow_t9k.controller.reconcile.status import bounded
 from airflow_t9k.controller.reports import ProgressStreams
 from airflow_t9k.controller.scope import Scope
-from airflow_t9k.controller.slim import slim_for
+from airflow_t9k.controller.slim import body_for, slim_for
+from airflow_t9k.controller.watches import NamespaceWatches
 from airflow_t9k.k8s.client import UNDECODABLE, Kube
 from airflow_t9k.k8s.errors import Conflict
 from airflow_t9k.k8s.informer import Informer
@@ -29,6 +32,7 @@ from airflow_t9k.kinds.templates import CLUSTER, NAMESPACED, unresolved, wanted
 if TYPE_CHECKING:
     from airflow_t9k.controller.leader import LeaderElector
     from airflow_t9k.controller.queue import WorkQueue
+    from airflow_t9k.controller.reconcile.push import PushTarget
 
 Obj = dict[str, Any]
 JobKey = tuple[str, str, str]  # (kind, namespace, name)
@@ -43,6 +47,9 @@ REPORT_AFTER_FAILURES = 3  # failed passes in a row before the job gets a condit
 # CPU seconds (the planning thread's own, so waiting for the GIL does not count) under which a
 # job's next plan runs on the event loop instead of in a thread.
 INLINE_PLAN_SECONDS = 0.005
+# Items per answer when listing children: anyone may put our label on a 1 MiB ConfigMap, and a
+# page of 500 of them would be 500 MB in one response (k8s/informer.py).
+CHILD_PAGE = {"ConfigMap": 10}  # items per list answer by kind; 100 for the others
 
 log = logging.getLogger(__name__)
 
@@ -61,6 +68,11 @@ class Settings:
     # Whether the cluster serves Volcano's PodGroup API (cli.detect_volcano): AscendJobs get a
     # PodGroup there, and their pods are not sent to a "volcano" scheduler anywhere else.
     volcano: bool = False
+    # In-place restarts and gang scheduling without add-ons (controller/features.py): None where the
+    # cluster offers them, else why not; the in-place gate and agent's image (None: each replica's).
+    in_place_problem: str | None = "not detected"
+    restart_agent_image: str | None = None
+    gang_problem: str | None = "not detected"
     # Which namespaces' jobs get pods (scope.py): never the cluster's own or the controller's.
     scope: Scope = field(default_factory=Scope)
     # Seconds from its creation that a job waits for a job template it names and that does not
@@ -70,12 +82,20 @@ class Settings:
     # (0: no log is followed, no progress kept), and how many replica logs are followed at once.
     progress_interval: float = 10.0
     progress_streams: int = 200
+    # The progress endpoint (--progress-endpoint; docs/progress.md, "The push path"): what every
+    # replica is given to reach it (None: off), and the requests a second and at once a job's
+    # replicas may push.
+    progress_push: PushTarget | None = None
+    push_rate: float = 1.0
+    push_burst: float = 10.0
+    # Whether a BeamJob may ask for a NodePort or LoadBalancer Service (kinds/beam.py EXTERNAL_SCOPES).
+    beam_external_service: bool = False
 
 
 def detail_only(old: Obj, result: Plan) -> bool:
     """A status change that may wait: the job's phase (as operators, triggers and sensors read
     it) stays, only detail moved (a pod started or ended, counts, a condition such as
-    Initialized), and the pass has nothing else to do.
+    Initializing), and the pass has nothing else to do.
 
     A new phase and a pass that acts are written at once, status first. The pods of a job
     change within moments of each other, so one write a little later carries them all, and a
@@ -114,10 +134,16 @@ class Controller:
         self.scopes = settings.namespaces or [""]
         self.informers: dict[tuple[str, str], Informer] = {}
         self.children: dict[str, set[tuple[str, str, str]]] = {}  # owner uid -> {(kind, ns, name)}
-        selector = f"{LABEL_MANAGED_BY}={MANAGED_BY}"
         # Workloads are watched only where Kueue's API is served (and --queueing allows it).
         self.kueue = settings.queueing in ("kueue", "auto")
-        self.child_kinds = CHILD_KINDS + (("Workload",) if self.kueue else ()) + (("PodGroup",) if settings.volcano else ())
+        self.child_kinds = (CHILD_KINDS + (("Workload",) if self.kueue else ()) + (("PodGroup",) if settings.volcano else ())
+                            + ((GANG_GROUP,) if settings.gang_problem is None else ()))  # fmt: skip
+        # With a namespace selector, children are watched in managed namespaces only (watches.py).
+        self.per_namespace = (
+            NamespaceWatches(self._child_informer, self.child_kinds, self._requeue_namespace)
+            if settings.scope.selector is not None else None
+        )  # fmt: skip
+        self._placeholders: dict[str, Informer] = {}
         for ns in self.scopes:
             for kind in settings.kinds:
                 path = job_path(resource_for(kind), ns or None)
@@ -125,13 +151,8 @@ class Controller:
                     kube, path, kind=kind, handler=self._on_job, watch_timeout=settings.watch_timeout,
                     on_recovered=self._requeue_all, transform=slim_for(kind),
                 )  # fmt: skip
-            for kind in self.child_kinds:
-                self.informers[(kind, ns)] = Informer(
-                    kube, child_path(kind, ns or None), kind=kind, label_selector=selector,
-                    handler=self._on_child, watch_timeout=settings.watch_timeout, on_recovered=self._requeue_all,
-                    transform=slim_for(kind),  # the cache keeps what the controller reads (slim.py)
-                    keep=self._owned,  # and only what one of its jobs owns: anyone can copy our label
-                )  # fmt: skip
+            for kind in self.child_kinds if self.per_namespace is None else ():
+                self.informers[(kind, ns)] = self._child_informer(kind, ns)
             # Job templates: where a job's template comes from, once (reconcile/template.py).
             self.informers[(NAMESPACED, ns)] = Informer(
                 kube, job_path(TEMPLATE_RESOURCES[NAMESPACED], ns or None), kind=NAMESPACED, handler=self._on_template,
@@ -162,11 +183,43 @@ class Controller:
         self._held: dict[JobKey, float] = {}  # job -> when its held status write is due (loop time)
         self._quick_plans: set[JobKey] = set()  # jobs whose last plan took at most INLINE_PLAN_SECONDS
         self._background: set[asyncio.Task[None]] = set()
+        # --progress-streams 0 follows no log (with the push path: progress by push only).
+        follow = settings.progress_interval > 0 and settings.progress_streams > 0
         self.reports = (ProgressStreams(log_kube or kube, self.queue.add, self.metrics, settings.progress_interval,
-                                        settings.progress_streams) if settings.progress_interval > 0 else None)  # fmt: skip
+                                        settings.progress_streams) if follow else None)  # fmt: skip
+        self.pushed = (PushedReports(self.queue.add, settings.progress_interval, settings.push_rate, settings.push_burst)
+                       if settings.progress_push is not None else None)  # fmt: skip
+        self._elector: LeaderElector | None = None
+
+    def _child_informer(self, kind: str, ns: str) -> Informer:
+        return Informer(
+            self.kube, child_path(kind, ns or None), kind=kind, label_selector=f"{LABEL_MANAGED_BY}={MANAGED_BY}",
+            handler=self._on_child, watch_timeout=self.settings.watch_timeout, on_recovered=self._requeue_all,
+            transform=slim_for(kind),  # the cache keeps what the controller reads (slim.py)
+            keep=self._owned,  # and only what one of its jobs owns: anyone can copy our label
+            page=CHILD_PAGE.get(kind, 100),
+            body=body_for(kind),  # and only what it reads of them (slim.py)
+        )  # fmt: skip
 
     def informer_for(self, kind: str, namespace: str) -> Informer:
+        if self.per_namespace is not None and kind in self.child_kinds:
+            found = self.per_namespace.get(kind, namespace)
+            if found is None:  # a namespace not watched: an empty cache that is never run
+                found = self._placeholders.setdefault(kind, Informer(self.kube, child_path(kind), kind=kind))
+            return found
         return self.informers[(kind, namespace if namespace in self.scopes else "")]
+
+    # -- what the progress endpoint asks (push_server.Host) ------------------------------------
+    def leading(self) -> bool:
+        """Whether this replica's passes write statuses now: caches synced, and the lease held."""
+        return self.synced() and (self._elector is None or self._elector.valid())
+
+    def cached_job(self, kind: str, namespace: str, name: str) -> Obj | None:
+        informer = self.informers.get((kind, namespace if namespace in self.scopes else ""))
+        return None if informer is None else informer.get((namespace, name))
+
+    def cached_pod(self, namespace: str, name: str) -> Obj | None:
+        return self.cached_job("Pod", namespace, name)
 
     # -- events -> keys ---------------------------------------------------------------------
     def _on_job(self, event: str, obj: Obj) -> None:
@@ -213,7 +266,7 @@ class Controller:
         ref = next((r for r in meta.get("ownerReferences") or [] if r.get("controller")), None)
         if ref is None or ref.get("kind") not in self.settings.kinds:
             return None
-        entry = (obj["kind"], meta["namespace"], meta["name"])
+        entry = (child_kind(obj), meta["namespace"], meta["name"])
         owned = self.children.setdefault(ref["uid"], set())
         if deleted:
             owned.discard(entry)
@@ -225,6 +278,18 @@ class Controller:
 
     def _on_namespace(self, event: str, obj: Obj) -> None:
         ns = obj["metadata"].get("name")
+        if self.per_namespace is not None and ns:
+            listed = not self.settings.namespaces or ns in self.settings.namespaces  # -n narrows it further
+            if event != "DELETED" and listed and self.why_not_managed(ns) is None:
+                self.per_namespace.start(ns)
+            elif self.per_namespace.watching(ns):
+                self.per_namespace.stop(ns)
+                for owned in self.children.values():  # what its caches held is gone with them
+                    owned.difference_update({e for e in owned if e[1] == ns})
+        self._requeue_namespace(ns)
+
+    def _requeue_namespace(self, ns: str) -> None:
+        """Plan again every job of ``ns`` (its labels changed, or its children are now listed)."""
         for (kind, _), informer in list(self.informers.items()):
             if kind in RESOURCES:
                 for job_ns, name in list(informer.cache):
@@ -260,21 +325,52 @@ class Controller:
             labels = None if cached is None else dict(cached["metadata"].get("labels") or {})
         return self.settings.scope.why_not(namespace, labels)
 
-    def observed(self, job: Obj) -> Observed:
+    def owned_children(self, job: Obj) -> tuple[dict[str, dict[str, Obj]], dict[str, dict[str, str]]]:
+        """The job's children, by kind and name, and those of them whose uid is not on record
+        yet (to record: api/ownership.py). A child counts only in the job's own namespace, with
+        the job's kind and name in its controller reference as well as its uid, and when the
+        job's status says the controller created it: a pod with a forged reference, made in
+        another namespace (racing the garbage collector) or in this one, is none of the job's."""
+        meta = job["metadata"]
+        status = job.get("status")
         found: dict[str, dict[str, Obj]] = {k: {} for k in self.child_kinds}
-        for kind, ns, name in self.children.get(job["metadata"]["uid"], ()):
-            if kind not in found:
+        adopt: dict[str, dict[str, str]] = {}
+        for kind, ns, name in self.children.get(meta["uid"], ()):
+            if kind not in found or ns != meta["namespace"]:
                 continue
             obj = self.informer_for(kind, ns).get((ns, name))
-            if obj is not None:
-                found[kind][name] = obj
+            if obj is None:
+                continue
+            ref = next(
+                (r for r in obj["metadata"].get("ownerReferences") or [] if isinstance(r, dict) and r.get("controller")), {}
+            )
+            if (ref.get("kind"), ref.get("name"), ref.get("uid")) != (job["kind"], meta["name"], meta["uid"]):
+                continue
+            why = ownership.verdict(status, kind, name, obj)
+            if why is None:
+                self.metrics["child_not_owned"] += 1
+                continue
+            if why != "recorded":
+                adopt.setdefault(kind, {})[name] = str(obj["metadata"].get("uid"))
+            found[kind][name] = obj
+        return found, adopt
+
+    def observed(self, job: Obj, found: dict[str, dict[str, Obj]] | None = None) -> Observed:
+        if found is None:
+            found = self.owned_children(job)[0]
         no_secrets: dict[str, Obj] = {}
         children = (found["Pod"], found["Service"], found["ConfigMap"], no_secrets, found["Job"])
         key = (job["kind"], job["metadata"]["namespace"], job["metadata"]["name"])
-        report = self.reports.report(key, job["metadata"].get("uid")) if self.reports is not None else None
+        uid = job["metadata"].get("uid")
+        report = newest(self.reports.report(key, uid) if self.reports is not None else None,
+                        self.pushed.report(key, uid) if self.pushed is not None else None)  # fmt: skip
         more: dict[str, Any] = {"volcano": self.settings.volcano, "podgroups": found.get("PodGroup", {}),
                 "template": self.template_of(job), "template_wait": self.settings.template_wait,
-                "report": report, "progress_interval": self.settings.progress_interval}  # fmt: skip
+                "report": report, "progress_interval": self.settings.progress_interval,
+                "beam_external_service": self.settings.beam_external_service,
+                "progress_push": self.settings.progress_push, "in_place_problem": self.settings.in_place_problem,
+                "restart_agent_image": self.settings.restart_agent_image, "gang_problem": self.settings.gang_problem,
+                "gangs": found.get(GANG_GROUP, {})}  # fmt: skip
         if not self.kueue:
             return Observed(*children, queueing=self.settings.queueing, **more)
         ns = job["metadata"]["namespace"]
@@ -296,6 +392,8 @@ class Controller:
             self._quick_plans.discard(key)
             if self.reports is not None:
                 self.reports.forget(key)
+            if self.pushed is not None:
+                self.pushed.forget(key)
             return
         self.metrics["reconcile"] += 1
         why = self.why_not_managed(ns)
@@ -306,20 +404,27 @@ class Controller:
                 self.reports.sync(key, job, {}, managed=False)
             await self.executor.not_managed(job, why)
             return
+        if self.per_namespace is not None and not self.per_namespace.synced(ns):
+            # Its children are not listed yet: planning now would create what exists. The
+            # namespace's informers queue its jobs again once they have listed.
+            self.per_namespace.start(ns)
+            self.metrics["waiting_for_namespace_watch"] += 1
+            return
         job = await self.executor.managed(job)
-        result = await self._plan(key, job)
+        found, adopt = self.owned_children(job)
+        result = await self._plan(key, job, found)
         if result.requeue_after is not None:
             self.queue.add_after(key, result.requeue_after)
-        if self._hold(key, job, result):
+        if not adopt and self._hold(key, job, result):
             self.metrics["status_held"] += 1
             return
         self._held.pop(key, None)
-        await self.executor.apply(job, result)
+        await self.executor.apply(job, result, adopted=adopt)
 
-    async def _plan(self, key: JobKey, job: Obj) -> Plan:
+    async def _plan(self, key: JobKey, job: Obj, found: dict[str, dict[str, Obj]] | None = None) -> Plan:
         """Plan on the loop a job whose last plan was quick; any other (a new job, thousands of
         replicas, a huge template) in a thread, so the watches and the other workers go on."""
-        args = (job, self.observed(job), datetime.now(timezone.utc))
+        args = (job, self.observed(job, found), datetime.now(timezone.utc))
         if self.reports is not None:  # the reporting replica's log followed while it runs; never waits
             self.reports.sync(key, job, args[1].pods)
         if key in self._quick_plans:
@@ -378,16 +483,20 @@ class Controller:
         except Exception as err:  # noqa: BLE001 - the API may be what fails; the retries go on regardless
             log.warning("could not report the reconcile error on %s: %s", key, bounded(repr(err), 300))
 
+    def _all_informers(self) -> list[tuple[str, str, Informer]]:
+        watched = self.per_namespace.all() if self.per_namespace is not None else []
+        return [(k, ns, i) for (k, ns), i in sorted(self.informers.items())] + watched
+
     def synced(self) -> bool:
-        return all(i.synced.is_set() for i in self.informers.values())
+        return all(i.synced.is_set() for _, _, i in self._all_informers())
 
     def healthy(self) -> bool:
-        return self.synced() and all(i.healthy for i in self.informers.values())
+        return self.synced() and all(i.healthy for _, _, i in self._all_informers())
 
     def unhealthy(self) -> list[str]:
         """The watches keeping the controller from being ready, for /readyz."""
         return [f"{k}/{ns or '*'}: {'failing' if i.synced.is_set() else 'not synced'}"
-                for (k, ns), i in sorted(self.informers.items()) if not (i.synced.is_set() and i.healthy)]  # fmt: skip
+                for k, ns, i in self._all_informers() if not (i.synced.is_set() and i.healthy)]  # fmt: skip
 
     def _requeue_all(self) -> None:
         """Every cached job again: after a failed watch or a change of leader, work may have been missed."""
@@ -415,12 +524,17 @@ class Controller:
                 await asyncio.gather(*workers, return_exceptions=True)
                 if self.reports is not None:  # the next leader follows the logs
                     await self.reports.close()
+                if self.pushed is not None:  # and takes the pushes, starting from the statuses
+                    self.pushed.clear()
 
     async def run(self, ready: asyncio.Event | None = None, elector: LeaderElector | None = None) -> None:
+        self._elector = elector
         tasks = [asyncio.create_task(i.run(), name=f"informer-{k}") for k, i in self.informers.items()]
         try:
             # Children first, so the first pass over each job sees the pods it already has.
             await asyncio.gather(*(i.synced.wait() for i in self.informers.values()))
+            if self.per_namespace is not None:  # started by the Namespace informer's list
+                await self.per_namespace.wait_synced()
             log.info("caches synced: %d jobs", sum(len(i.cache) for (k, _), i in self.informers.items() if k in RESOURCES))
             if elector is None:
                 tasks += self._start_workers()
@@ -435,6 +549,8 @@ class Controller:
             for t in tasks:
                 t.cancel()
             await asyncio.gather(*tasks, return_exceptions=True)
+            if self.per_namespace is not None:
+                await self.per_namespace.close()
             if self.reports is not None:
                 await self.reports.close()
             if elector is not None:

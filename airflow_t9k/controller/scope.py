@@ -3,10 +3,13 @@
 Creating a T9k job is creating pods: the controller copies the job's pod template into its
 pods. Were it to act in ``kube-system``, anyone allowed to create a job anywhere would get
 pods there, next to the cluster's own service accounts and rarely under Pod Security. So by
-default it reconciles every namespace but the cluster's own three and the controller's own,
-and ``--namespace-selector`` (a label selector on Namespaces, as Kueue's
-``managedJobsNamespaceSelector``) narrows that further. A job elsewhere gets no pod; the
-runner says why on the job, once.
+default it reconciles every namespace but the cluster's own three and the controller's own;
+``--exclude-namespace`` (repeatable) adds more, such as Airflow's own (its fernet key,
+metadata database credentials and JWT secret are Secrets a job's pod could mount), and
+``--namespace-selector`` (a label selector on Namespaces, as Kueue's
+``managedJobsNamespaceSelector``; the Helm chart's default is the opt-in
+``airflow-t9k.io/jobs=enabled``) narrows that further. A job elsewhere gets no pod; the runner
+says why on the job, once.
 """
 
 from __future__ import annotations
@@ -33,9 +36,10 @@ class Scope:
 
     own: str | None = None
     selector: Selector | None = None
+    exclude: frozenset[str] = frozenset()  # --exclude-namespace
 
     def excluded(self) -> tuple[str, ...]:
-        return SYSTEM_NAMESPACES + ((self.own,) if self.own else ())
+        return SYSTEM_NAMESPACES + ((self.own,) if self.own else ()) + tuple(sorted(self.exclude - {self.own}))
 
     def why_not(self, namespace: str, labels: Labels | None) -> str | None:
         """None when jobs in ``namespace`` are reconciled, else why they are not.
@@ -47,6 +51,8 @@ class Scope:
             return f"namespace {namespace} is the cluster's own; the controller never creates pods there"
         if self.own and namespace == self.own:
             return f"namespace {namespace} is the controller's own; the controller never creates pods there"
+        if namespace in self.exclude:
+            return f"namespace {namespace} is excluded (--exclude-namespace); the controller never creates pods there"
         if self.selector is not None and (labels is None or not self.selector.matches(labels)):
             return (f"namespace {namespace} does not match the controller's --namespace-selector "
                     f"{self.selector.text!r}")  # fmt: skip

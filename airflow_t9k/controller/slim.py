@@ -27,6 +27,8 @@ from __future__ import annotations
 from collections.abc import Callable
 from typing import Any
 
+from airflow_t9k.controller.reconcile.push import CA_ANNOTATION, URL_ANNOTATION
+
 Obj = dict[str, Any]
 Transform = Callable[[Obj], Obj]
 
@@ -53,28 +55,65 @@ def _keeper(top: tuple[str, ...] = (), spec: tuple[str, ...] = ()) -> Transform:
     return slim
 
 
+# ConfigMaps whose data the core reads: the hostfiles and rank tables it compares with what it
+# wants (a rescale patches them). Their names, as the kinds make them (kinds/ssh_launch.py,
+# kinds/deepspeed.py, kinds/ascend_ranktable.py). Any other ConfigMap is cached without its
+# data: the evidence ConfigMap (up to 1 MiB, never read back by the controller; only its
+# existence counts), and anything else carrying our label.
+DATA_SUFFIXES = ("-hostfile", "-deepspeed")
+DATA_PREFIXES = ("rings-config-",)
+
+
+def _data_read(obj: Obj) -> bool:
+    name = str(((obj.get("metadata") or {}).get("name")) or "")
+    return name.endswith(DATA_SUFFIXES) or name.startswith(DATA_PREFIXES)
+
+
+def _slim_configmap(obj: Obj) -> Obj:
+    return _keeper(top=("data",) if _data_read(obj) else ())(obj)
+
+
+def body_for(kind: str) -> Callable[[Obj], bool] | None:
+    """Which objects of ``kind`` an informer reads past their kind and metadata (None: all):
+    a ConfigMap whose data the cache would drop is never decoded past its metadata."""
+    return _data_read if kind == "ConfigMap" else None
+
+
 def _slim_pod(out: Obj, pod: Obj) -> Obj:
+    annotations = (out.get("metadata") or {}).get("annotations")
+    if isinstance(annotations, dict):
+        for key in (CA_ANNOTATION, URL_ANNOTATION):  # a kilobyte per pod, for the pod's own files only
+            annotations.pop(key, None)
     spec = pod.get("spec")
     if isinstance(spec, dict) and isinstance(spec.get("containers"), list):
-        out["spec"] = {"containers": [{k: c[k] for k in ("name", "resources") if k in c}
+        out["spec"] = {"containers": [{k: c[k] for k in ("name", "resources", "restartPolicyRules") if k in c}
                                       for c in spec["containers"] if isinstance(c, dict)]}  # fmt: skip
+        if isinstance(spec.get("initContainers"), list):  # names only: whether the pod restarts in place
+            out["spec"]["initContainers"] = [{"name": c.get("name")} for c in spec["initContainers"] if isinstance(c, dict)]
+        for key in ("nodeName", "schedulingGroup"):  # whether a gang is placed yet (reconcile/gang.py)
+            if key in spec:
+                out["spec"][key] = spec[key]
     return out
 
 
-# Why each key stays (besides metadata, kept for every kind as said above):
+# Why each key stays (besides metadata, kept for every kind as said above; a pod's copy of the
+# progress endpoint's CA, reconcile/push.py, is the one annotation left out):
 SLIM: dict[str, Transform] = {
     # status, all of it: phase (rules, clean-up, Beam's "cluster running"), reason (Evicted),
     # containerStatuses' states with exit codes, reasons and termination messages (restart
     # policy, failure messages, the decisive replica's result; the runs' start and finish
     # times, which usage counts). Of the spec only each container's name and resources:
     # usage counts what their limits ask for (reconcile/usage.py); the core renders new pods
-    # from the job, never from the pods it sees.
+    # from the job, never from the pods it sees. And what in-place restarts and gangs read:
+    # the containers' restart rules, the init containers' names (reconcile/inplace.py), the
+    # node a pod is bound to and its scheduling group (reconcile/gang.py).
     "Pod": lambda obj: _slim_pod(_keeper(top=("status",))(obj), obj),
     # spec.clusterIP: AscendJob hands the leader Service's cluster IP to every pod
     # (Kind.pod_inputs). Services are otherwise only looked up by name and deleted by uid.
     "Service": _keeper(spec=("clusterIP",)),
-    # data: compared with the wanted data (a hostfile after a rescale) to decide a Patch.
-    "ConfigMap": _keeper(top=("data",)),
+    # data: compared with the wanted data (a hostfile after a rescale) to decide a Patch; of
+    # the hostfiles only (DATA_SUFFIXES, DATA_PREFIXES).
+    "ConfigMap": _slim_configmap,
     # Nothing but its existence: the SSH key Secret is created once. Its data (a private
     # key) is not worth holding in the controller's memory either.
     "Secret": _keeper(),
@@ -83,6 +122,10 @@ SLIM: dict[str, Transform] = {
     "Job": _keeper(top=("status",)),
     # LocalQueues: only their names, to know which queues a namespace has.
     "LocalQueue": _keeper(),
+    # Kubernetes' own PodGroups (reconcile/gang.py): their existence and the scheduler's condition
+    # (PodGroupScheduled), reported in the job's status.scheduling; recorded as GangGroup, apart
+    # from Volcano's PodGroups, whatever kind the API server's list or watch gave them.
+    "GangGroup": lambda obj: {**_keeper(top=("status",))(obj), "kind": "GangGroup"},
 }
 # Every other kind stays whole but for managedFields: the T9k jobs themselves (the executor
 # PUTs status with the whole cached object), Kueue Workloads (released and finished by a

@@ -21,11 +21,13 @@ from typing import Any, Protocol
 import aiohttp
 import urllib3
 from airflow.providers.cncf.kubernetes.hooks.kubernetes import AsyncKubernetesHook, KubernetesHook
+from airflow.sdk.exceptions import AirflowException, AirflowNotFoundException
 from kubernetes.client.exceptions import ApiException
+from kubernetes.config import ConfigException
 from kubernetes_asyncio import client as async_client
 
-from airflow_t9k.api.evidence import evidence_name
-from airflow_t9k.api.paths import child_path, job_path
+from airflow_t9k.api.evidence import controlled_by, evidence_name
+from airflow_t9k.api.paths import LOG_LIMIT_BYTES, child_path, job_path
 from airflow_t9k.api.resources import resource_for
 from airflow_t9k.k8s.client import Kube
 from airflow_t9k.k8s.errors import ApiError, Forbidden, NotFound, NotServed, Unauthorized, Unreachable, from_response
@@ -129,6 +131,26 @@ def describe_pending(pods: list[Obj], events: list[Obj]) -> str:
     return text if len(text) <= MAX_REASON else text[: MAX_REASON - 3] + "..."
 
 
+class KubeConfigError(AirflowException):
+    """The hook cannot load its Kubernetes configuration; the message names whose and the fix."""
+
+
+def config_fix(exc: BaseException) -> str:
+    """What to do about an exception loading a Kubernetes configuration, in one sentence."""
+    text = str(exc)
+    if isinstance(exc, AirflowNotFoundException) or "isn't defined" in text:
+        return ("create that kubernetes connection (Admin > Connections, or an AIRFLOW_CONN_<ID> variable) on the workers "
+                "and the triggerer, or pass the kubernetes_conn_id of one that exists")  # fmt: skip
+    if "Service host/port is not set" in text:
+        return "in_cluster is set but this process does not run in a pod: unset in_cluster and give a kubeconfig"
+    if "context" in text.lower():
+        return "set cluster_context= (or the connection's cluster_context) to one of the kubeconfig's contexts"
+    if isinstance(exc, (FileNotFoundError, IsADirectoryError)) or "No configuration found" in text or "does not exist" in text:
+        return ("point config_file= (or the connection's kube_config_path) at a kubeconfig readable on this machine: "
+                "mount the same file on the workers and the triggerer")  # fmt: skip
+    return "check the connection's kubeconfig (kube_config_path, kube_config, in_cluster, cluster_context)"
+
+
 class _Identified(Protocol):
     """What ``identity`` reads: both hooks have it (the async one borrows the method)."""
 
@@ -147,6 +169,24 @@ class T9kHook(KubernetesHook):
 
     hook_name = "T9k Jobs (Kubernetes)"
     side = "worker"
+
+    def _config_error(self, exc: BaseException) -> KubeConfigError:
+        cause = str(exc).strip() or type(exc).__name__
+        return KubeConfigError(f"{self.identity()} cannot load its Kubernetes configuration ({cause}); {config_fix(exc)}")
+
+    def get_conn(self) -> Any:
+        """The provider's client; a configuration it cannot load raised as one sentence naming
+        the connection and the fix, not the client library's ConfigException."""
+        try:
+            return super().get_conn()
+        except (ConfigException, AirflowNotFoundException, FileNotFoundError, IsADirectoryError) as exc:
+            raise self._config_error(exc) from None
+
+    def get_namespace(self) -> str | None:
+        try:
+            return super().get_namespace()
+        except AirflowNotFoundException as exc:
+            raise self._config_error(exc) from None
 
     def identity(self: _Identified) -> str:
         """Whose credentials, for messages: the side, and where its configuration comes from."""
@@ -229,17 +269,24 @@ class T9kHook(KubernetesHook):
         except NotFound:
             return None
 
-    def list_replica_pods(self, name: str, namespace: str) -> list[Obj]:
+    def list_replica_pods(self, name: str, namespace: str, owner_uid: str | None = None) -> list[Obj]:
+        """The job's replica pods; with ``owner_uid``, only those whose controller is that job:
+        anyone who may create pods can label one with the job's name."""
         out = self._request("GET", child_path("Pod", namespace), query=[("labelSelector", f"{JOB_NAME_LABEL}={name}")])
-        return list(out.get("items") or [])
+        return owned(list(out.get("items") or []), owner_uid)
 
-    def read_log_tail(self, pod: str, namespace: str, lines: int | None, timestamps: bool = False) -> str:
-        """The last ``lines`` lines of the pod's log (None: all of it), each line stamped with
-        ``timestamps`` (to tell lines already streamed from new ones)."""
+    def read_log_tail(self, pod: str, namespace: str, lines: int | None, timestamps: bool = False,
+                      since: str | None = None) -> str:  # fmt: skip
+        """The last ``lines`` lines of the pod's log (None: all of it), from ``since`` (an RFC 3339
+        ``sinceTime``) on, each line stamped with ``timestamps`` (to tell lines already streamed
+        from new ones)."""
         path = child_path("Pod", namespace, pod, "log")
         query: list[tuple[str, Any]] = [("tailLines", lines)] if lines is not None else []
+        query.append(("limitBytes", LOG_LIMIT_BYTES))  # bounded whatever the replica printed
         if timestamps:
             query.append(("timestamps", "true"))
+        if since:
+            query.append(("sinceTime", since))
         try:
             with self._boundary("GET", path):
                 resp = self.api_client.call_api(
@@ -262,18 +309,37 @@ class T9kHook(KubernetesHook):
         out = self._request("GET", child_path("Event", namespace), query=[("fieldSelector", f"involvedObject.name={name}")])
         return list(out.get("items") or [])
 
-    def pending_reason(self, name: str, namespace: str) -> str:
+    def pending_reason(self, name: str, namespace: str, owner_uid: str | None = None) -> str:
         """Why the job's replicas have not started (scheduler conditions and Warning Events)."""
         events = self._request("GET", child_path("Event", namespace), query=[("fieldSelector", "type=Warning")])
-        return describe_pending(self.list_replica_pods(name, namespace), _about(name, events))
+        pods = self.list_replica_pods(name, namespace, owner_uid)
+        return describe_pending(pods, _about(name, events, _uids(owner_uid, pods)))
 
 
-def _about(name: str, events: Obj) -> list[Obj]:
-    """The Events of the job and of its replica pods, by the pods' ``<job>-`` name prefix."""
+def owned(pods: list[Obj], owner_uid: str | None) -> list[Obj]:
+    """``pods`` whose controller is the job with ``owner_uid`` (all of them without one)."""
+    return pods if not owner_uid else [p for p in pods if controlled_by(p, owner_uid)]
+
+
+def _uids(owner_uid: str | None, pods: list[Obj]) -> set[str] | None:
+    if not owner_uid:
+        return None
+    return {owner_uid, *(str((p.get("metadata") or {}).get("uid")) for p in pods)}
+
+
+def _about(name: str, events: Obj, uids: set[str] | None = None) -> list[Obj]:
+    """The Events of the job and of its replica pods: by ``involvedObject.uid`` (``uids``: the job's
+    and its own pods'), since anyone who may create Events can name any object in one; without
+    ``uids``, by the pods' ``<job>-`` name prefix."""
     out = []
     for ev in events.get("items") or []:
-        involved = str((ev.get("involvedObject") or {}).get("name") or "")
-        if involved == name or involved.startswith(f"{name}-"):
+        involved = ev.get("involvedObject") or {}
+        if uids is not None:
+            if involved.get("uid") in uids:
+                out.append(ev)
+            continue
+        name_ = str(involved.get("name") or "")
+        if name_ == name or name_.startswith(f"{name}-"):
             out.append(ev)
     return out
 
@@ -356,21 +422,28 @@ class AsyncT9kHook(AsyncKubernetesHook):
         async with self._boundary("PATCH", path):
             return await (await self.kube()).patch(path, body=patch)
 
-    async def list_replica_pods(self, name: str, namespace: str) -> list[Obj]:
+    async def list_replica_pods(self, name: str, namespace: str, owner_uid: str | None = None) -> list[Obj]:
         kube = await self.kube()
         path = child_path("Pod", namespace)
         async with self._boundary("GET", path):
             pods = await kube.get(path, query={"labelSelector": f"{JOB_NAME_LABEL}={name}"})
-        return list(pods.get("items") or [])
+        return owned(list(pods.get("items") or []), owner_uid)
 
-    async def pending_reason(self, name: str, namespace: str) -> str:
+    async def get_pod(self, name: str, namespace: str) -> Obj | None:
+        path = child_path("Pod", namespace, name)
+        try:
+            async with self._boundary("GET", path):
+                return await (await self.kube()).get(path)
+        except NotFound:
+            return None
+
+    async def pending_reason(self, name: str, namespace: str, owner_uid: str | None = None) -> str:
         kube = await self.kube()
-        pods_path, events_path = child_path("Pod", namespace), child_path("Event", namespace)
-        async with self._boundary("GET", pods_path):
-            pods = await kube.get(pods_path, query={"labelSelector": f"{JOB_NAME_LABEL}={name}"})
+        events_path = child_path("Event", namespace)
+        pods = await self.list_replica_pods(name, namespace, owner_uid)
         async with self._boundary("GET", events_path):
             events = await kube.get(events_path, query={"fieldSelector": "type=Warning"})
-        return describe_pending(list(pods.get("items") or []), _about(name, events))
+        return describe_pending(pods, _about(name, events, _uids(owner_uid, pods)))
 
     async def get_evidence(self, name: str, namespace: str) -> Obj | None:
         path = child_path("ConfigMap", namespace, evidence_name(name))
@@ -380,11 +453,15 @@ class AsyncT9kHook(AsyncKubernetesHook):
         except NotFound:
             return None
 
-    async def read_log_tail(self, pod: str, namespace: str, lines: int | None, timestamps: bool = False) -> str:
+    async def read_log_tail(self, pod: str, namespace: str, lines: int | None, timestamps: bool = False,
+                            since: str | None = None) -> str:  # fmt: skip
         kube = await self.kube()
         query: dict[str, Any] = {"tailLines": lines} if lines is not None else {}
+        query["limitBytes"] = LOG_LIMIT_BYTES  # bounded whatever the replica printed
         if timestamps:
             query["timestamps"] = "true"
+        if since:
+            query["sinceTime"] = since
         try:
             resp = await kube._send("GET", child_path("Pod", namespace, pod, "log"), query=query)
             text = (await resp.read()).decode(errors="replace")

@@ -10,6 +10,7 @@ costs about 40 MB of memory (docs/design.md, "The controller's client").
 
 from __future__ import annotations
 
+import importlib.util
 import json
 import logging
 import re
@@ -23,8 +24,12 @@ from airflow_t9k.k8s import kubeconfig
 from airflow_t9k.k8s.errors import from_response
 
 try:
+    import msgspec
     from msgspec.json import decode as _fast_decode
+
+    HAVE_MSGSPEC = True
 except ImportError:  # pragma: no cover - msgspec is a dependency; json.loads still works
+    HAVE_MSGSPEC = False
     _fast_decode = json.loads  # type: ignore[assignment]  # called with one argument, as msgspec's is
 
 if TYPE_CHECKING:
@@ -106,6 +111,52 @@ def identify(raw: str) -> dict[str, str]:
     return {k: v for k, v in found.items() if k != "resourceVersion"}
 
 
+Admit = Callable[[Obj], bool]  # given {"kind", "metadata"} of an item: decode it whole?
+
+if HAVE_MSGSPEC:
+
+    class _Peek(msgspec.Struct):
+        """An object's kind and metadata; everything else (a ConfigMap's data, a pod's spec) is
+        skipped by the decoder without being built."""
+
+        apiVersion: str = ""
+        kind: str = ""
+        metadata: dict[str, Any] = msgspec.field(default_factory=dict)
+
+    class _EventPeek(msgspec.Struct):
+        type: str = ""
+        object: _Peek = msgspec.field(default_factory=_Peek)
+
+    class _PagePeek(msgspec.Struct):
+        """A list's items left undecoded (slices of the answer), and its own metadata."""
+
+        items: list[msgspec.Raw] = msgspec.field(default_factory=list)
+        metadata: dict[str, Any] = msgspec.field(default_factory=dict)
+
+
+def peek_event(line: bytes) -> tuple[str, Obj] | None:
+    """(type, {"kind", "metadata"}) of a watch event line, decoding nothing else; None when the
+    line cannot be read so (it is then decoded whole, as before)."""
+    if not HAVE_MSGSPEC:
+        return None
+    try:
+        event = msgspec.json.decode(line, type=_EventPeek)
+    except Exception:  # noqa: BLE001 - nested too deep, malformed: the full decoder decides
+        return None
+    return event.type, _stub(event.object)
+
+
+def _stub(peek: Any) -> Obj:
+    """Kind (and apiVersion) only where the answer has them: a LIST leaves them off its items,
+    and the informer fills in its own kind where none is given."""
+    out: Obj = {"metadata": peek.metadata}
+    if peek.kind:
+        out["kind"] = peek.kind
+    if peek.apiVersion:
+        out["apiVersion"] = peek.apiVersion
+    return out
+
+
 _LIST_META = re.compile(r'"metadata":(\{[^{}]*\})\}\s*$')
 
 
@@ -113,6 +164,42 @@ def list_metadata(raw: str) -> Obj:
     """A list's own metadata (continue, resourceVersion), which the API server writes last."""
     m = _LIST_META.search(raw[-4096:])
     return json.loads(m.group(1)) if m else {}
+
+
+class LineSplitter:
+    """The lines of a streamed answer, from its chunks as they arrive, in time linear in its size.
+
+    Taking one line at a time off the front of a buffer (``buffer.split(b"\n", 1)``) copies the
+    rest of the buffer for every line: a chunk of 100,000 short lines cost 100,000 copies of up
+    to the chunk's size (a replica printing fast kept a core busy). Here each chunk is split once,
+    and a line arriving over several chunks is kept as its pieces until it ends. With
+    ``max_line``, a longer line is cut there and the rest of it skipped, so one endless line
+    cannot grow the buffer.
+    """
+
+    def __init__(self, max_line: int | None = None) -> None:
+        self.max_line = max_line
+        self._pieces: list[bytes] = []
+        self._size = 0
+        self._skipping = False
+
+    def feed(self, chunk: bytes) -> list[bytes]:
+        """The lines ``chunk`` completes (without their newline)."""
+        parts = chunk.split(b"\n")
+        out: list[bytes] = []
+        for part in parts[:-1]:
+            line = b"".join(self._pieces) + part if self._pieces else part
+            if not self._skipping:
+                out.append(line if self.max_line is None else line[: self.max_line])
+            self._pieces, self._size, self._skipping = [], 0, False
+        rest = parts[-1]
+        if rest and not self._skipping:
+            self._pieces.append(rest)
+            self._size += len(rest)
+            if self.max_line is not None and self._size > self.max_line:
+                out.append(b"".join(self._pieces)[: self.max_line])
+                self._pieces, self._size, self._skipping = [], 0, True
+        return out
 
 
 class Response(Protocol):
@@ -253,6 +340,12 @@ async def load_transport(kubeconfig_file: str | None = None, context: str | None
             raise kubeconfig.NeedsFullLoader("a proxy from the environment applies to the API server")
         return DirectTransport(endpoint)
     except kubeconfig.NeedsFullLoader as exc:
+        if importlib.util.find_spec("kubernetes_asyncio") is None:
+            # The controller's image leaves kubernetes_asyncio out (docs/install.md, "The image").
+            raise kubeconfig.KubeconfigError(
+                f"{exc}: that needs kubernetes_asyncio's loader, which is not installed here (the controller's image "
+                "leaves it out); install airflow-t9k with its dependencies, or use a token, a certificate or in-cluster"
+            ) from None
         log.info("using kubernetes_asyncio's loader: %s", exc)
     return ApiClientTransport(await load_api_client(kubeconfig_file, context))
 
@@ -280,14 +373,47 @@ class Kube:
 
     async def request(self, method: str, path: str, *, query: dict[str, Any] | None = None, body: Any = None,
                       content_type: str = "application/json") -> Obj:  # fmt: skip
-        resp = await self._send(method, path, query=query, body=body, content_type=content_type)
+        raw = await self._read(method, path, query=query, body=body, content_type=content_type)
+        return decode(raw) if raw else {}
+
+    async def _read(self, method: str, path: str, **kwargs: Any) -> bytes:
+        """The answer's body; an error status raises as the error it names."""
+        resp = await self._send(method, path, **kwargs)
         try:
-            raw = await resp.read()
+            raw: bytes = await resp.read()
         finally:
             resp.release()
         if not 200 <= resp.status <= 299:
-            raise from_response(resp.status, raw.decode("utf-8"))
-        return decode(raw) if raw else {}
+            raise from_response(resp.status, raw.decode("utf-8", errors="replace"))
+        return raw
+
+    async def _admitted_page(self, path: str, params: dict[str, Any], admit: Admit,
+                             body: Admit | None = None) -> tuple[list[Obj], Obj] | None:  # fmt: skip
+        """One page of a list, decoding only the items ``admit`` wants from their kind and
+        metadata: a tenant's thousand 1 MB ConfigMaps carrying our label are skipped in the
+        answer, never built into Python objects. None when the page cannot be read so."""
+        raw = await self._read("GET", path, query=params)
+        try:
+            page = msgspec.json.decode(raw, type=_PagePeek)
+        except Exception:  # noqa: BLE001 - nested too deep, malformed: the whole-page path decides
+            return None
+        items: list[Obj] = []
+        for item in page.items:
+            try:
+                stub: Obj | None = _stub(msgspec.json.decode(item, type=_Peek))
+            except Exception:  # noqa: BLE001 - too deep to peek at: decoded whole below
+                stub = None
+            if stub is not None and not admit(stub):
+                continue
+            if stub is not None and body is not None and not body(stub):
+                items.append(stub)  # kept, but nothing past its metadata is read (an evidence ConfigMap's data)
+                continue
+            try:
+                items.append(decode(bytes(item)))
+            except Undecodable as exc:
+                log.warning("left out of the list of %s: %s", path, exc)
+                self._skip(exc.identity)
+        return items, dict(page.metadata)
 
     async def _page(self, path: str, params: dict[str, Any]) -> tuple[list[Obj], Obj]:
         """One page of a list: its items and its metadata. An item too deep to decode is left
@@ -317,14 +443,7 @@ class Kube:
 
     async def request_text(self, path: str, query: dict[str, Any]) -> str:
         """A GET whose answer is text (a list left undecoded, a pod's log); errors raise as ``request``'s."""
-        resp = await self._send("GET", path, query=query)
-        try:
-            raw = await resp.read()
-        finally:
-            resp.release()
-        if not 200 <= resp.status <= 299:
-            raise from_response(resp.status, raw.decode("utf-8", errors="replace"))
-        return raw.decode("utf-8", errors="replace")
+        return (await self._read("GET", path, query=query)).decode("utf-8", errors="replace")
 
     async def get(self, path: str, *, query: dict[str, Any] | None = None) -> Obj:
         return await self.request("GET", path, query=query)
@@ -344,13 +463,26 @@ class Kube:
             body["preconditions"] = {"uid": uid}
         return await self.request("DELETE", path, body=body)
 
-    async def list_all(self, path: str, *, query: dict[str, Any] | None = None, page: int = 500) -> tuple[list[Obj], str]:
-        """Every item across pages, and the list's resourceVersion to watch from."""
+    async def list_all(self, path: str, *, query: dict[str, Any] | None = None, page: int = 500,
+                       admit: Admit | None = None, shape: Callable[[Obj], Obj] | None = None,
+                       body: Admit | None = None) -> tuple[list[Obj], str]:  # fmt: skip
+        """Every item across pages, and the list's resourceVersion to watch from.
+
+        ``admit`` (given an item's kind and metadata) leaves items out before they are decoded,
+        and ``body`` says which items kept are decoded past their metadata (the others are kept
+        as kind and metadata); ``shape`` is applied to each item kept, page by page: what a list holds at any moment is
+        one answer of at most ``page`` items plus what was kept (and shaped) of earlier pages."""
         items: list[Obj] = []
         params = {**(query or {}), "limit": page}
         while True:
-            page_items, meta = await self._page(path, params)
-            items.extend(page_items)
+            found = await self._admitted_page(path, params, admit, body) if admit is not None and HAVE_MSGSPEC else None
+            if found is None:
+                page_items, meta = await self._page(path, params)
+                if admit is not None:
+                    page_items = [i for i in page_items if admit(i)]
+            else:
+                page_items, meta = found
+            items.extend(map(shape, page_items) if shape is not None else page_items)
             cont = meta.get("continue")
             if not cont:
                 return items, str(meta.get("resourceVersion") or "")
@@ -377,24 +509,22 @@ class Kube:
         try:
             if not 200 <= resp.status <= 299:
                 raise from_response(resp.status, (await resp.read()).decode("utf-8", errors="replace"))
-            buffer, skipping = b"", False
+            splitter = LineSplitter(max_line)
             async for chunk in resp.content.iter_any():
-                buffer += chunk
-                while b"\n" in buffer:
-                    line, buffer = buffer.split(b"\n", 1)
-                    if not skipping:
-                        yield line[:max_line]
-                    skipping = False
-                if len(buffer) > max_line:
-                    if not skipping:
-                        yield buffer[:max_line]
-                    buffer, skipping = b"", True
+                for line in splitter.feed(chunk):
+                    yield line
         finally:
             resp.release()
 
     async def watch(self, path: str, *, query: dict[str, Any], timeout_seconds: int = 300,
-                    on_open: Callable[[], None] | None = None) -> AsyncGenerator[Obj, None]:  # fmt: skip
-        """Watch events as dicts until the server ends the stream; ``on_open`` once it is accepted."""
+                    on_open: Callable[[], None] | None = None,
+                    admit: Callable[[str, Obj], bool] | None = None,
+                    body: Admit | None = None) -> AsyncGenerator[Obj, None]:  # fmt: skip
+        """Watch events as dicts until the server ends the stream; ``on_open`` once it is accepted.
+
+        ``admit(type, {"kind", "metadata"})`` says which events are decoded whole, and ``body``
+        which of those need more than their metadata; any other comes as that stub alone (its
+        data or spec never decoded)."""
         params = {**query, "watch": True, "allowWatchBookmarks": True, "timeoutSeconds": timeout_seconds}
         resp = await self._send("GET", path, query=params, timeout=None)
         try:
@@ -402,12 +532,21 @@ class Kube:
                 raise from_response(resp.status, (await resp.read()).decode("utf-8"))
             if on_open is not None:
                 on_open()
-            buffer = b""
+            splitter = LineSplitter()
             async for chunk in resp.content.iter_any():
-                buffer += chunk
-                while b"\n" in buffer:
-                    line, buffer = buffer.split(b"\n", 1)
-                    if line.strip():
+                for line in splitter.feed(chunk):
+                    if not line.strip():
+                        continue
+                    peek = peek_event(line) if admit is not None else None
+                    if (
+                        peek is not None
+                        and peek[0] not in ("BOOKMARK", "ERROR")
+                        and (
+                            not admit(*peek) or (body is not None and not body(peek[1]))  # type: ignore[misc]
+                        )
+                    ):
+                        yield {"type": peek[0], "object": peek[1]}
+                    else:
                         yield self._event(line)
         finally:
             resp.release()

@@ -11,7 +11,11 @@ fields it reads (controller/slim.py). An optional ``keep`` predicate decides bef
 whether the object is cached at all: the label the controller selects on can be put on any
 object by anyone who may create one, so the caches of children keep only those a job owns (a
 tenant's 1 MB ConfigMaps with our label would otherwise grow the controller until it is
-OOM-killed). An object that stops passing ``keep`` is dropped as if deleted.
+OOM-killed). An object that stops passing ``keep`` is dropped as if deleted. ``keep`` reads
+only an object's metadata, and is asked before the object is decoded: of a list page from its
+kind and metadata alone (the rest of the answer is skipped, never built), of a watch event the
+same; the transform is applied page by page, and ``page`` bounds one answer (a page of 500 such
+ConfigMaps would be 500 MB in one response).
 
 Failures back off with jitter up to a few seconds only: an API server that comes back must
 find the controller reconnected within seconds, and a restarted API server answers 429
@@ -116,7 +120,8 @@ class Informer:
     def __init__(self, kube: Kube, path: str, *, kind: str, label_selector: str | None = None,
                  handler: Handler | None = None, watch_timeout: int = 300,
                  on_recovered: Callable[[], None] | None = None, idle_timeout: float = IDLE_TIMEOUT,
-                 transform: Transform | None = None, keep: Keep | None = None) -> None:  # fmt: skip
+                 transform: Transform | None = None, keep: Keep | None = None, page: int = 500,
+                 body: Keep | None = None) -> None:  # fmt: skip
         self.kube = kube
         self.path = path
         self.kind = kind
@@ -134,6 +139,10 @@ class Informer:
         self.on_recovered = on_recovered
         self.transform = transform
         self.keep = keep
+        self.page = page
+        # Which objects kept are read past their kind and metadata (None: all): what the
+        # transform would drop anyway is never decoded (an evidence ConfigMap's data).
+        self.body = body
         self.dropped = 0  # objects left out of the cache by ``keep``
 
     # -- cache, also written optimistically by the executor ---------------------------------
@@ -154,7 +163,7 @@ class Informer:
         self.store(obj)
         return True
 
-    def _kept(self, obj: Obj) -> bool:
+    def _kept(self, obj: Obj, count: bool = True) -> bool:
         if self.keep is None:
             return True
         try:
@@ -162,9 +171,14 @@ class Informer:
         except Exception:  # a hostile object must not stop the watch: leave it out
             log.exception("%s keep failed for %s; leaving it out", self.kind, key_of(obj))
             kept = False
-        if not kept:
+        if not kept and count:
             self.dropped += 1
         return kept
+
+    def _admit(self, etype: str, stub: Obj) -> bool:
+        """Whether a watch event is decoded whole: what concerns an object in the cache, and what
+        ``keep`` keeps. The deletion of an object never cached comes as its stub (enough to say so)."""
+        return key_of(stub) in self.cache or (etype != "DELETED" and self._kept(stub, count=False))
 
     def _shaped(self, obj: Obj) -> Obj:
         """The object as the cache keeps it: with its kind, and through the transform."""
@@ -198,16 +212,13 @@ class Informer:
     async def _list(self) -> None:
         query = {"labelSelector": self.label_selector} if self.label_selector else None
         skipped_before = len(self.kube.skipped)
-        items, rv = await self.kube.list_all(self.path, query=query)
+        admit = (lambda obj: self._kept({**obj, "kind": obj.get("kind") or self.kind})) if self.keep is not None else None
+        items, rv = await self.kube.list_all(self.path, query=query, page=self.page, admit=admit, shape=self._shaped,
+                                             body=self.body)  # fmt: skip
         for identity in self.kube.skipped[skipped_before:]:
             self._notify(UNDECODABLE, {"kind": identity.get("kind") or self.kind, "metadata": identity})
         self.lists += 1
-        fresh = {}
-        for item in items:
-            if not self._kept(item):
-                continue
-            shaped = self._shaped(item)
-            fresh[key_of(shaped)] = shaped
+        fresh = {key_of(item): item for item in items}
         gone = [obj for key, obj in self.cache.items() if key not in fresh]
         self.cache = fresh
         self.resource_version = rv
@@ -251,7 +262,8 @@ class Informer:
         query: dict[str, Any] = {"resourceVersion": self.resource_version}
         if self.label_selector:
             query["labelSelector"] = self.label_selector
-        stream = self.kube.watch(self.path, query=query, timeout_seconds=self.watch_timeout, on_open=self._opened)
+        stream = self.kube.watch(self.path, query=query, timeout_seconds=self.watch_timeout, on_open=self._opened,
+                                 admit=self._admit if self.keep is not None else None, body=self.body)  # fmt: skip
         try:
             while True:
                 try:

@@ -265,7 +265,12 @@ def parse(doc: Any, base: Path, context: str | None, source: str, allow_http_tok
     server = cluster.get("server")
     if not isinstance(server, str) or "://" not in server:
         raise KubeconfigError(f"{source}: the cluster's server must be a URL such as https://host:6443")
-    server = server.rstrip("/")
+    # The scheme is case-insensitive (RFC 3986): "HTTP://" is plain http, and was let through the
+    # token check below, which compared it as written. Normalised here, every check sees "http".
+    scheme, rest = server.split("://", 1)
+    if scheme.lower() not in ("http", "https"):
+        raise KubeconfigError(f"{source}: the cluster's server must be an http or https URL, not {scheme}://")
+    server = f"{scheme.lower()}://{rest}".rstrip("/")
     tls: dict[str, Any] = {}
     if server.startswith("https"):
         # An empty value counts as absent, as client-go reads it (len > 0).

@@ -322,16 +322,22 @@ class AscendJob(JobKind):
         policy = run_policy(job).get("schedulingPolicy") or {}
         gang = {k: policy[k] for k in ("minAvailable", "queue", "minResources") if k in policy}
         wants_volcano = "volcano" in self.scheduler_names(job)
-        if not getattr(observed, "volcano", False) and (gang or wants_volcano):
+        # Kubernetes' own gang (reconcile/gang.py) places the pods all or nothing where it is served.
+        native = getattr(observed, "gang_problem", "") is None and len(self.replica_specs(job)) > 0
+        unenforced = {k: v for k, v in gang.items() if k != "minAvailable"} if native else gang
+        if not getattr(observed, "volcano", False) and (unenforced or wants_volcano):
             # Where Volcano is served the PodGroup gangs the pods (reconcile/volcano.py); with a
             # Kueue LocalQueue the core drops this warning, since Kueue admits the whole gang.
             dropped = (" The pods asked for scheduler 'volcano', which does not exist here, so they go to the default "
                        "scheduler instead of staying Pending for ever.") if wants_volcano else ""  # fmt: skip
+            enforced = ("kube-scheduler's gang (a PodGroup, scheduling.k8s.io/v1alpha2) places the pods all or nothing "
+                        "(minAvailable), but the queue is only a pod label (volcano.sh/queue-name) and minResources is "
+                        "not enforced." if native else "minAvailable is not enforced and the queue is only a pod label "
+                        "(volcano.sh/queue-name).")  # fmt: skip
             events.append(("Warning", "GangSchedulingNotEnforced",
                            (f"runPolicy.schedulingPolicy {gang or {}} is recorded, but this cluster serves no Volcano PodGroups "
                             "(scheduling.volcano.sh/v1beta1) and the job is not admitted through a Kueue LocalQueue: "
-                            "minAvailable is not enforced and the queue is only a pod label (volcano.sh/queue-name)."
-                            f"{dropped}")))  # fmt: skip
+                            f"{enforced}{dropped}")))  # fmt: skip
         ignored = [k for k in IGNORED_RUN_POLICY if k in run_policy(job)]
         if ignored:
             events.append(("Warning", "RunPolicyIgnored",

@@ -24,8 +24,15 @@ LABEL_JOB = f"{LABEL_PREFIX}/job-name"
 LABEL_KIND = f"{LABEL_PREFIX}/job-kind"
 LABEL_TYPE = f"{LABEL_PREFIX}/replica-type"
 LABEL_RANK = f"{LABEL_PREFIX}/replica-index"
+# The job's uid on its pods and in its Services' selectors: a pod someone else made with the
+# job's name, kind, type and rank labels is not selected by the job's Service (it would take the
+# replica's rendezvous address: torch elastic's c10d store unpickles what it is sent).
+LABEL_UID = f"{LABEL_PREFIX}/job-uid"
 LABEL_MANAGED_BY = "app.kubernetes.io/managed-by"
 MANAGED_BY = "airflow-t9k"
+# On our CRDs beside managed-by: the Helm chart's CRDs say managed-by=Helm (what lets a later
+# `helm install` adopt CRDs an uninstall kept), so the controller knows ours by this one.
+LABEL_PART_OF = "app.kubernetes.io/part-of"
 ANNOTATION_RESTARTS = f"{LABEL_PREFIX}/restart-count"
 # How many log lines of each replica the controller keeps when clean-up deletes its pods.
 ANNOTATION_EVIDENCE_LINES = f"{LABEL_PREFIX}/evidence-log-lines"
@@ -37,6 +44,10 @@ TRAINING_RESTART_POLICIES = (*RESTART_POLICIES, "ExitCode")
 RETRYABLE_EXIT_CODES = frozenset({130, 137, 143, 138})
 DEFAULT_RESTART_LIMIT = 3
 UNLIMITED = 2**31 - 1
+# cleanUpPolicy when a job gives none (GenericJob's spec, the training kinds' runPolicy). Seed 001:
+# the controller cleans up once a job succeeds or fails, so it stops using the cluster; None is
+# for debugging, and Unfinished beats All in most cases (ended replicas use nothing and keep their logs).
+DEFAULT_CLEANUP_POLICY = "Unfinished"
 DEBUG_COMMAND = ["sleep", "inf"]
 # Ceilings on replicas, enforced by the CRDs at admission and again by validate() (for CRDs
 # applied by hand). Far above any real training job on one cluster, far below what floods
@@ -56,6 +67,8 @@ class Children(Protocol):
     def services(self) -> Mapping[str, Obj]: ...
     @property
     def jobs(self) -> Mapping[str, Obj]: ...
+    @property
+    def beam_external_service(self) -> bool: ...
 
 
 class InvalidSpec(Exception):
@@ -198,6 +211,12 @@ class JobKind:
         """A restart budget shared by every replica (``runPolicy.backoffLimit``); None: per replica only."""
         return None
 
+    def restart_strategy(self, job: Obj) -> str:
+        """``spec.restartStrategy``: ``Auto`` (in place where the cluster offers it), ``InPlace`` or
+        ``Recreate`` (docs/disruptions.md, "In-place restarts")."""
+        value = (job.get("spec") or {}).get("restartStrategy")
+        return str(value) if value in ("Auto", "InPlace", "Recreate") else "Auto"
+
     def active_deadline(self, job: Obj) -> int | None:
         """Seconds after the start at which the job fails (``runPolicy.activeDeadlineSeconds``)."""
         return None
@@ -224,6 +243,10 @@ class JobKind:
 
     def customize_pod(self, job: Obj, spec: ReplicaSpec, rank: int, pod: Obj) -> None:
         """Inject the kind's env, volumes and command into ``pod`` (in place)."""
+
+    def check_allowed(self, job: Obj, observed: Children) -> None:
+        """Raise InvalidSpec for what this controller was not started to allow (its flags, which
+        ``observed`` carries), before anything of the job exists."""
 
     def pod_inputs(self, job: Obj, observed: Children) -> Obj | None:
         """Values pods need from children that must exist first (e.g. a Service's cluster IP).
@@ -332,7 +355,9 @@ def mode_entries(job: Obj, mode: str) -> list[Obj]:
 
 
 def parse_restart_policy(raw: Any) -> RestartPolicy:
-    """GenericJob's ``{policy, limit}``; absent means no restarts."""
+    """GenericJob's ``{policy, limit}``; absent means no restarts. Without ``limit``, ``OnFailure``
+    restarts 3 times and ``Always`` without end: seed 001 warns that ``Always`` "may keep the
+    GenericJob from ever stopping", which a silent limit would contradict."""
     if raw is None:
         return RestartPolicy("Never", 0)
     if isinstance(raw, str):
@@ -340,7 +365,7 @@ def parse_restart_policy(raw: Any) -> RestartPolicy:
     policy = raw.get("policy", "OnFailure")
     if policy not in RESTART_POLICIES:
         raise InvalidSpec(f"restartPolicy.policy must be one of {', '.join(RESTART_POLICIES)}, got {policy!r}")
-    limit = raw.get("limit", DEFAULT_RESTART_LIMIT if policy != "Never" else 0)
+    limit = raw.get("limit", {"Never": 0, "Always": UNLIMITED}.get(policy, DEFAULT_RESTART_LIMIT))
     if not isinstance(limit, int) or limit < 0:
         raise InvalidSpec(f"restartPolicy.limit must be a non-negative integer, got {limit!r}")
     return RestartPolicy(policy, limit)

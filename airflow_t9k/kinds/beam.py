@@ -45,6 +45,11 @@ ACCESS_SCOPES: dict[str, Obj] = {
     "VPC": {"type": "LoadBalancer"},
     "External": {"type": "LoadBalancer"},
 }
+# Scopes that open the JobManager outside the cluster. Flink's REST API (the ui port) has no
+# authentication: whoever reaches it can upload and run a jar, in the job's pods, as the job's
+# service account. The controller creates such a Service only when started with
+# --allow-beam-external-service (Observed.beam_external_service); docs/kinds.md.
+EXTERNAL_SCOPES = ("NodePort", "VPC", "External")
 COPIED_POD_FIELDS = ("nodeSelector", "tolerations", "volumes", "affinity", "securityContext", "imagePullSecrets")
 
 
@@ -144,6 +149,17 @@ class BeamJob(JobKind):
         template = ((_spec(job).get("jobTemplate") or {}).get("spec") or {}).get("template") or {}
         if not ((template.get("spec") or {}).get("containers")):
             raise InvalidSpec("jobTemplate.spec.template.spec.containers is empty: the submit job needs a container")
+
+    def check_allowed(self, job: Obj, observed: Children) -> None:
+        scope = (_cluster(job).get("jobManager") or {}).get("accessScope", "Cluster")
+        if scope in EXTERNAL_SCOPES and not getattr(observed, "beam_external_service", False):
+            service = ACCESS_SCOPES[scope]["type"]
+            raise InvalidSpec(
+                f"flinkClusterTemplate.spec.jobManager.accessScope {scope} asks for a {service} Service, which would open "
+                "Flink's REST API (no authentication: anyone reaching it can run code in the job) outside the cluster; "
+                "this controller creates none unless started with --allow-beam-external-service. Use Cluster or "
+                "Headless, and reach the UI with kubectl port-forward"
+            )
 
     def success_rules(self, job: Obj) -> list[Rule]:
         return []  # the submit Job decides (verdict)

@@ -17,7 +17,19 @@ from airflow_t9k.api.outcome import condition, true_condition
 
 Obj = dict[str, Any]
 
-KEPT = ("tasks", "backoffCount", "startTime", "observedGeneration", "usage", "progress")
+KEPT = (
+    "tasks",
+    "backoffCount",
+    "startTime",
+    "lastResumeTime",
+    "restartStrategy",
+    "scheduling",
+    "observedGeneration",
+    "usage",
+    "progress",
+    "template",
+    "created",
+)
 
 
 def _stamp(now: datetime) -> str:
@@ -45,7 +57,8 @@ def to_core(status: Obj | None) -> Obj | None:
             core_conditions.append({**{k: c[k] for k in ("status", "reason", "message", "lastTransitionTime") if k in c},
                                     "type": internal})  # fmt: skip
     if core.get("phase") in ("Running", "Succeeded", "Failed"):
-        core_conditions.append({"type": "Initialized", "status": "True", "reason": "Initialized", "message": ""})
+        # The core's "initialized" condition (controller/reconcile/progress.py), so it is not set again.
+        core_conditions.append({"type": "Initializing", "status": "True", "reason": "-", "message": ""})
     core["conditions"] = core_conditions
     return core
 

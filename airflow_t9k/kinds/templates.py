@@ -39,9 +39,12 @@ NAMESPACED = "T9kJobTemplate"
 CLUSTER = "ClusterT9kJobTemplate"
 TEMPLATE_KINDS = (NAMESPACED, CLUSTER)
 # The record of the resolved template on the job (JSON: kind, name, namespace, uid,
-# resourceVersion, and the deprecation message when it was deprecated). Its presence is what
-# says "resolved": the controller never merges a template into that job again.
+# resourceVersion, and the deprecation message when it was deprecated), for people reading it.
 ANNOTATION = f"{LABEL_PREFIX}/template"
+# The same record in the job's status (a mapping), written by the controller right after the
+# merged spec: what says "resolved". Whoever creates a job can set any annotation (and so claim a
+# merge that never happened); only the controller writes status.
+STATUS_KEY = "template"
 # Kinds with one pod template: a template's replicaTemplates would have nothing to choose.
 SINGLE_TEMPLATE_KINDS = ("MPIJob", "DeepSpeedJob", "ColossalAIJob", "BeamJob")
 
@@ -131,9 +134,30 @@ def template_ref(job: Obj) -> Obj | None:
     return ref if isinstance(ref, dict) else None
 
 
+def merged_record(job: Obj) -> Obj | None:
+    """The record of the template the controller merged into the job, from its status; None when
+    it merged none. A job planned before the record moved to status carries it only in the
+    annotation: that is believed only where a controller's status already says so
+    (``TemplateResolved=True``), never from the annotation alone."""
+    status = job.get("status") or {}
+    rec = status.get(STATUS_KEY)
+    if isinstance(rec, dict):
+        return rec
+    said = any(isinstance(c, dict) and c.get("type") == "TemplateResolved" and c.get("status") == "True"
+               for c in status.get("conditions") or [])  # fmt: skip
+    raw = ((job.get("metadata") or {}).get("annotations") or {}).get(ANNOTATION)
+    if not said or raw is None:
+        return None
+    try:
+        legacy = json.loads(raw)
+    except ValueError:
+        return None
+    return legacy if isinstance(legacy, dict) else None
+
+
 def unresolved(job: Obj) -> bool:
     """Whether the job names a template the controller has not merged into it yet."""
-    return template_ref(job) is not None and ANNOTATION not in ((job.get("metadata") or {}).get("annotations") or {})
+    return template_ref(job) is not None and merged_record(job) is None
 
 
 def wanted(job: Obj) -> tuple[str, str, str] | None:
@@ -157,8 +181,8 @@ def deprecation(template: Obj) -> str | None:
     return str(spec.get("deprecationMessage") or "no replacement named")
 
 
-def record(template: Obj) -> str:
-    """The annotation's value: which template, at which resourceVersion."""
+def record_of(template: Obj) -> Obj:
+    """Which template, at which resourceVersion (status.template, and the annotation as JSON)."""
     meta = template.get("metadata") or {}
     out = {"kind": template.get("kind"), "name": meta.get("name")}
     if meta.get("namespace"):
@@ -166,7 +190,22 @@ def record(template: Obj) -> str:
     out.update(uid=meta.get("uid"), resourceVersion=meta.get("resourceVersion"))
     if (message := deprecation(template)) is not None:
         out["deprecated"] = message
-    return json.dumps(out, separators=(",", ":"))
+    return out
+
+
+def record(template: Obj) -> str:
+    """The annotation's value."""
+    return json.dumps(record_of(template), separators=(",", ":"))
+
+
+def allowed_in(template: Obj, namespace: str) -> bool:
+    """Whether a job in ``namespace`` may use ``template``: a ClusterT9kJobTemplate's
+    ``spec.allowedNamespaces``, when given, names the namespaces that may; a namespaced
+    template serves its own namespace only (the job names it there)."""
+    if template.get("kind") != CLUSTER:
+        return True
+    allowed = (template.get("spec") or {}).get("allowedNamespaces")
+    return allowed is None or (isinstance(allowed, list) and namespace in allowed)
 
 
 def apply_template(job: Obj, template: Obj) -> Obj:

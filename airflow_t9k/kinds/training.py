@@ -13,6 +13,7 @@ import dataclasses
 from typing import ClassVar
 
 from airflow_t9k.kinds.base import (
+    DEFAULT_CLEANUP_POLICY,
     DEFAULT_RESTART_LIMIT,
     MAX_REPLICAS_PER_TYPE,
     TRAINING_RESTART_POLICIES,
@@ -134,7 +135,7 @@ class TrainingJobKind(JobKind):
         return self.success_rules(job)
 
     def cleanup_types(self, job: Obj) -> tuple[str, set[str]] | None:
-        return (run_policy(job).get("cleanUpPolicy") or "None", {s.type for s in self.replica_specs(job)})
+        return (run_policy(job).get("cleanUpPolicy") or DEFAULT_CLEANUP_POLICY, {s.type for s in self.replica_specs(job)})
 
     # -- children -------------------------------------------------------------------------
     def service_ports(self, job: Obj) -> list[Obj]:

@@ -34,9 +34,21 @@ class AssetsMixin:
     asset_from_result: str | None
     log: Any
 
-    def _check_asset_args(self, asset_from_result: str | None, wait_for_completion: bool) -> None:
+    def _check_asset_args(
+        self, asset_from_result: str | None, wait_for_completion: bool, result_from: str | None = "auto"
+    ) -> None:
+        """Refused when the DAG is parsed: outlets that would be updated before the job ran (an
+        asset event at submission says the model changed before it was trained), and an asset
+        named by a result the task does not read."""
+        if not wait_for_completion and any(isinstance(o, (Asset, AssetAlias)) for o in self.outlets or ()):
+            raise ValueError("outlets= with wait_for_completion=False would emit their asset events when the job is "
+                             "submitted, before it made anything: wait for the job, or put the outlets on a task "
+                             "(a T9kJobSensor) that runs after it")  # fmt: skip
         if asset_from_result is None:
             return
+        if result_from is None:
+            raise ValueError(f"asset_from_result={asset_from_result!r} names a key of the job's result, and "
+                             "result_from=None reads none: leave result_from='auto' or name the replica")  # fmt: skip
         if not isinstance(asset_from_result, str) or not asset_from_result:
             raise ValueError(f"asset_from_result must be a key of the job's result, got {asset_from_result!r}")
         if not wait_for_completion:

@@ -38,14 +38,20 @@ class CheckpointMixin:
     checkpoint the job ended with."""
 
     checkpoint: Any
+    checkpoint_scope: str
     termination_grace_period: int | None
     log: Any
+    _push: Any
 
-    def _init_checkpoint(self, checkpoint: Any, termination_grace_period: float | timedelta | None) -> None:
+    def _init_checkpoint(self, checkpoint: Any, termination_grace_period: float | timedelta | None,
+                         scope: str = "run") -> None:  # fmt: skip
         # Checked when the DAG is parsed unless templated; then again when rendered.
         if checkpoint is not None and not _templated(checkpoint):
             ckpt.parse(checkpoint)
+        if scope not in ckpt.SCOPES:
+            raise ValueError(f"checkpoint_scope must be one of {ckpt.SCOPES}, got {scope!r}")
         self.checkpoint = checkpoint
+        self.checkpoint_scope = scope
         self.termination_grace_period = grace_seconds(termination_grace_period)
 
     def _checkpoint_of(self, ti: Any) -> tuple[ckpt.Checkpoint, str] | None:
@@ -57,11 +63,14 @@ class CheckpointMixin:
         except ValueError as exc:
             raise AirflowException(str(exc)) from None
         map_index = getattr(ti, "map_index", -1)
-        return parsed, ckpt.sub_path(parsed, ti.dag_id, ti.run_id, ti.task_id, -1 if map_index is None else map_index)
+        own = int(getattr(ti, "try_number", 0) or 0) if self.checkpoint_scope == "try" else None
+        return parsed, ckpt.sub_path(parsed, ti.dag_id, ti.run_id, ti.task_id, -1 if map_index is None else map_index, own)
 
     def _apply_checkpoint(self, job: Obj, ti: Any) -> None:
         """Mount, env and grace period on every replica of ``job`` (in place)."""
         found = self._checkpoint_of(ti)
+        if found is not None and (why := ckpt.warning(found[0])) is not None:
+            self.log.warning("%s", why)
         try:
             ckpt.apply(job, attempt=int(getattr(ti, "try_number", 0) or 0), checkpoint=found[0] if found else None,
                        directory=found[1] if found else None, grace_seconds=self.termination_grace_period)  # fmt: skip
@@ -74,7 +83,7 @@ class CheckpointMixin:
             where = ckpt.location(*found)
             self.log.info("checkpoints of this task: %s at %s in the volume, mounted at %s (%s)", where["volume"],
                           where["sub_path"], where["mount_path"], ckpt.ENV_DIR)  # fmt: skip
-            context["ti"].xcom_push(key=XCOM_LOCATION, value=where)
+            self._push(context["ti"], XCOM_LOCATION, where)
 
     def _finish(self, context: Any, event: Obj) -> Obj:
         self._finishing_ti = context["ti"]
@@ -88,5 +97,5 @@ class CheckpointMixin:
         ti = getattr(self, "_finishing_ti", None)
         if reported is not None and ti is not None:
             self.log.info("the job ended with checkpoint %s", reported)
-            ti.xcom_push(key=XCOM_CHECKPOINT, value=reported)
+            self._push(ti, XCOM_CHECKPOINT, reported)
         return result

@@ -6,13 +6,13 @@ from __future__ import annotations
 from collections.abc import Callable
 from typing import Any
 
-from airflow.sdk.exceptions import AirflowException, AirflowFailException, AirflowTaskTimeout
+from airflow.sdk.exceptions import AirflowException, AirflowFailException, AirflowSkipException, AirflowTaskTimeout
 
 from airflow_t9k.api.failed import root_cause
 from airflow_t9k.api.outcome import JobState, describe_usage, interpret
 from airflow_t9k.api.result import message_of, parse_source
 from airflow_t9k.api.result import parse as parse_result
-from airflow_t9k.api.retry import permanent
+from airflow_t9k.api.retry import permanent, startup_permanent
 from airflow_t9k.api.runmode import pause_patch
 from airflow_t9k.k8s.errors import ApiError
 from airflow_t9k.kinds.registry import get_kind
@@ -31,11 +31,15 @@ class EndMixin:
     on_kill_action: str
     log_tail_lines: int
     permanent_exit_codes: frozenset[int] | None
+    skip_on_exit_code: frozenset[int] | None
     _identity: Obj | None
     _waited: bool
     _try_number: int
     _record_lineage: Any
     _emit_assets: Any
+    _delivered: Callable[[Any, Obj, Obj], None]
+    _push: Callable[[Any, str, Any], None]
+
     # The operator's other parts (operators/submit.py, operators/wait.py).
     _consume: Callable[[Obj], None]
     _event_from: Callable[..., Obj]
@@ -62,22 +66,22 @@ class EndMixin:
                             "failed_replicas": tuple((event.get("state") or {}).get("failed_replicas") or ()),
                             "root_cause": dict((event.get("state") or {}).get("root_cause") or {})})  # fmt: skip
         ti = context["ti"]
-        ti.xcom_push(key="phase", value=event.get("phase"))
-        ti.xcom_push(key="summary", value=state.summary())
+        self._push(ti, "phase", event.get("phase"))
+        self._push(ti, "summary", state.summary())
         ours = self._recorded(context, event)
-        if status in ("success", "failed") and ours.get("uid"):
-            self._consume(ours)
+        if status == "failed" and ours.get("uid"):
+            self._consume(ours)  # a later try runs the job anew; a success is marked once delivered (below)
         if not event.get("logs_printed"):  # an event from before the failed logs were printed by the wait
             for pod, tail in (event.get("logs") or {}).items():
                 self.log.info("--- last %d log lines of failed replica %s ---\n%s", self.log_tail_lines, pod, tail)
         result = self._result(event) if status in ("success", "failed") else None
         usage = (event.get("state") or {}).get("usage")
         if status in ("success", "failed") and usage:  # what the job used (status.usage, docs/usage.md)
-            ti.xcom_push(key="usage", value=usage)
+            self._push(ti, "usage", usage)
             self.log.info("%s %s used: %s", event.get("kind"), event.get("name"), describe_usage(usage))
         metrics = (event.get("state") or {}).get("metrics")
         if status in ("success", "failed") and metrics:  # what the replica reported last (status.progress, docs/progress.md)
-            ti.xcom_push(key="metrics", value=metrics)
+            self._push(ti, "metrics", metrics)
             self.log.info(
                 "%s %s reported last: %s", event.get("kind"), event.get("name"), (event.get("state") or {}).get("progress")
             )
@@ -85,10 +89,12 @@ class EndMixin:
         if status == "success":
             self.log.info("%s %s succeeded: %s", event.get("kind"), event.get("name"), state.summary())
             if result is not None:
-                ti.xcom_push(key="result", value=result)
+                self._push(ti, "result", result)
             self._emit_assets(context, result, ours)  # outlets' events carry the result (operators/assets.py)
+            # Last of what the try delivers: from here a retry of this series delivers it again.
+            self._delivered(context.get("task_state_store"), ours, event)
             if self.delete_on_finish in ("always", "on_success"):
-                self._delete(ours)
+                self._clean_up(ours)
             return {k: event.get(k) for k in ("kind", "name", "namespace", "uid", "phase")} | {
                 "summary": state.summary(),
                 "result": result,
@@ -102,12 +108,15 @@ class EndMixin:
             except ApiError as exc:  # the cluster may be what timed out; the task still ends
                 self.log.warning("could not %s %s %s/%s after the %s: %s", self.on_kill_action, ours["kind"],
                                  ours["namespace"], ours["name"], status, exc.message)  # fmt: skip
-            if status == "startup_error":  # not a timeout: the job cannot start, and a retry would not either
-                raise AirflowFailException(f"{event.get('message') or 'the job cannot start'} (not retried: "
-                                           "a retry cannot fix the image or the pod's configuration)")  # fmt: skip
+            if status == "startup_error":  # the job cannot start: a retry may (a registry's limit), unless it surely cannot
+                text = event.get("message") or "the job cannot start"
+                why_not = startup_permanent(event.get("waiting"), text)
+                if why_not:
+                    raise AirflowFailException(f"{text}\nnot retried: {why_not}")
+                raise AirflowException(text)
             raise AirflowTaskTimeout(event.get("message") or "timed out")
         if self.delete_on_finish == "always":
-            self._delete(ours)
+            self._clean_up(ours)
         order = event.get("failed_first") or []
         replicas = ", ".join([str(r["pod"]) for r in order] or list(state.failed_replicas))  # the first to fail first
         detail = f"; failed replicas: {replicas}" if replicas else ""
@@ -122,6 +131,9 @@ class EndMixin:
             detail += f"; root cause: replica {cause['replica']} failed first ({cause.get('detail', '')})"
         tails = "".join(f"\n--- last lines of {p} ---\n{t}" for p, t in (event.get("logs") or {}).items())
         text = f"{event.get('kind')} {event.get('namespace')}/{event.get('name')}: {event.get('message')}{detail}{tails}"
+        code = state.root_cause.get("exitCode")
+        if self.skip_on_exit_code and isinstance(code, int) and code in self.skip_on_exit_code:
+            raise AirflowSkipException(f"{text}\nskipped: the first failed replica exited with {code}, in skip_on_exit_code")
         why_not = permanent(state, self.permanent_exit_codes)
         if why_not:  # retrying cannot help: fail now and keep the retries (and the GPUs) for what can
             raise AirflowFailException(f"{text}\nnot retried: {why_not}")
@@ -170,6 +182,16 @@ class EndMixin:
                              "in the job's status, result_from='auto'", name)  # fmt: skip
             return None
         return parse_result(message_of(pod, container, prefer=(kind.main_container(pod.get("spec") or {}) or {}).get("name")))
+
+    def _clean_up(self, ident: Obj) -> None:
+        """``delete_on_finish``: a job the task has finished with goes; one that cannot be deleted
+        (no delete right, the API server failing) stays, with a warning, and the task's outcome
+        is the job's, not the clean-up's."""
+        try:
+            self._delete(ident)
+        except ApiError as exc:
+            self.log.warning("could not delete %s %s/%s (delete_on_finish=%r): %s; it stays until deleted otherwise",
+                             ident["kind"], ident["namespace"], ident["name"], self.delete_on_finish, exc.message)  # fmt: skip
 
     def _delete(self, ident: Obj) -> None:
         if self._delete_exact(ident["kind"], ident["name"], ident["namespace"], ident.get("uid")):

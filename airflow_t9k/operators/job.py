@@ -36,6 +36,7 @@ from airflow_t9k.api.attempts import ATTEMPTS_KEY
 from airflow_t9k.api.attempts import record as record_attempt
 from airflow_t9k.api.outcome import interpret
 from airflow_t9k.api.queueing import with_queue
+from airflow_t9k.api.rerun import SUBMISSION, first_try
 from airflow_t9k.api.resources import resource_for
 from airflow_t9k.api.result import parse_source
 from airflow_t9k.api.retry import check_codes
@@ -49,6 +50,7 @@ from airflow_t9k.operators.checkpoint import CheckpointMixin
 from airflow_t9k.operators.dryrun import dry_run_context
 from airflow_t9k.operators.end import EndMixin
 from airflow_t9k.operators.lineage import LineageMixin
+from airflow_t9k.operators.lineage_parent import LineageParentMixin
 from airflow_t9k.operators.logs import DEFAULT_MAX_FOLLOWED_PODS, DEFAULT_MAX_LOG_LINES, LOG_REPLICAS, pods_to_follow
 from airflow_t9k.operators.manifest import (  # noqa: F401 - also imported from here by others
     CONSUMED_BY,
@@ -73,7 +75,8 @@ ON_KILL = ("delete", "pause", "keep")
 FINISHED_XCOM = ("phase", "summary")
 
 
-class T9kJobOperator(SubmitMixin, WaitMixin, CheckpointMixin, AssetsMixin, LineageMixin, EndMixin, BaseOperator):
+class T9kJobOperator(SubmitMixin, WaitMixin, CheckpointMixin, AssetsMixin, LineageMixin, LineageParentMixin, EndMixin,
+                     BaseOperator):  # fmt: skip
     """
     Submit a T9k job and wait until it ends.
 
@@ -123,8 +126,11 @@ class T9kJobOperator(SubmitMixin, WaitMixin, CheckpointMixin, AssetsMixin, Linea
     :param log_tail_lines: lines of the first failed replica's log (the root cause) quoted in
         the task's error
     :param permanent_exit_codes: exit codes of the first failed replica that fail the task
-        without spending its retries (``AirflowFailException``); by default those the replica's
-        ``ExitCode`` restart policy would not retry (docs/disruptions.md)
+        without spending its retries (``AirflowFailException``); by default none: every exit code
+        spends the retries the DAG asked for, whatever the job's restart policy thinks of it
+        (docs/disruptions.md)
+    :param skip_on_exit_code: an exit code (or several) of the first failed replica that skips the
+        task instead of failing it (``AirflowSkipException``), as KubernetesPodOperator's
     :param evidence_log_lines: log lines per replica the controller keeps in the job's
         ``<name>-evidence`` ConfigMap when ``cleanUpPolicy`` deletes its pods (default 50, at most 500)
     :param result_from: where the job's result comes from: ``"auto"`` (default) reads the
@@ -139,6 +145,11 @@ class T9kJobOperator(SubmitMixin, WaitMixin, CheckpointMixin, AssetsMixin, Linea
         task and map index gets its own directory, ``<path>/<dag>/<run>/<task>[/map-<i>]``, the
         same for replica restarts, retries and Clears (docs/checkpoints.md). Templated. A
         result ``{"checkpoint": ...}`` is pushed as XCom ``checkpoint``
+    :param checkpoint_scope: ``"run"`` (default): one checkpoint directory per DAG run, task and
+        map index, which retries and Clears resume from; ``"try"``: each try that submits a job
+        gets its own (``.../try-<n>``), so a Clear after fixing upstream data trains from scratch.
+        Either way the program gets ``T9K_RERUN`` (0 for the task's first job in its DAG run, n for
+        the n-th run anew beside earlier ones) to decide for itself
     :param asset_from_result: a key of the job's (dict) result whose value is an asset URI (e.g.
         ``"model_uri"``): when the job succeeds, that asset gets an event through each ``AssetAlias``
         in ``outlets`` (required), with the same extra as below. Every ``Asset`` in ``outlets``
@@ -156,12 +167,18 @@ class T9kJobOperator(SubmitMixin, WaitMixin, CheckpointMixin, AssetsMixin, Linea
         http(s) only). The training's live progress and metrics need no URL: they are in the
         job's ``status.progress`` and the T9k Job tab (docs/progress.md)
     :param mlflow_url: the run in MLflow, shown as the "MLflow" extra link, the same way
+    :param openlineage_inject_parent_job_info: give every replica the task's OpenLineage run as
+        ``OPENLINEAGE_PARENT_ID``, ``OPENLINEAGE_ROOT_PARENT_ID`` and their parts, so the training's
+        own lineage events nest under the task (where the OpenLineage provider is installed and
+        enabled). Default: ``[t9k] openlineage_inject_parent_job_info`` (True); False opts out, as
+        the provider's ``spark_inject_parent_job_info`` does for Spark (docs/airflow.md)
     """
 
     # ``rendered_job`` is the manifest as it will be submitted, for the Rendered Template view.
-    template_fields: Sequence[str] = ("job", "namespace", "kubernetes_conn_id", "queue_name", "checkpoint",
-                                                  "job_template", "cluster_job_template", "rendered_job",
-                                                  "tensorboard_url", "mlflow_url")  # fmt: skip
+    # ``config_file`` and ``cluster_context`` as KubernetesPodOperator templates them.
+    template_fields: Sequence[str] = ("job", "namespace", "kubernetes_conn_id", "config_file", "cluster_context",
+                                      "queue_name", "checkpoint", "job_template", "cluster_job_template",
+                                      "rendered_job", "tensorboard_url", "mlflow_url")  # fmt: skip
     template_ext: Sequence[str] = (".yaml", ".yml", ".json")
     template_fields_renderers: ClassVar[dict[str, str]] = {"job": "yaml", "rendered_job": "yaml"}
     operator_extra_links = (T9kJobLink(), *TOOL_LINKS)
@@ -198,17 +215,21 @@ class T9kJobOperator(SubmitMixin, WaitMixin, CheckpointMixin, AssetsMixin, Linea
         priority_class: str | None = None,
         queue_timeout: float | timedelta | None = None,
         permanent_exit_codes: Collection[int] | None = None,
+        skip_on_exit_code: int | Collection[int] | None = None,
         evidence_log_lines: int | None = None,
         checkpoint: str | Obj | None = None,
+        checkpoint_scope: str = "run",
         termination_grace_period: float | timedelta | None = None,
         asset_from_result: str | None = None,
         template: str | None = None,
         cluster_template: str | None = None,
         tensorboard_url: str | None = None,
         mlflow_url: str | None = None,
+        openlineage_inject_parent_job_info: bool | None = None,
         **kwargs: Any,
     ) -> None:
         super().__init__(**kwargs)
+        self._init_lineage_parent(openlineage_inject_parent_job_info)
         if template is not None and cluster_template is not None:
             raise ValueError("give template= (a T9kJobTemplate of the job's namespace) or cluster_template= "
                              "(a ClusterT9kJobTemplate), not both")  # fmt: skip
@@ -217,16 +238,20 @@ class T9kJobOperator(SubmitMixin, WaitMixin, CheckpointMixin, AssetsMixin, Linea
         self.cluster_job_template = cluster_template
         self.tensorboard_url = tensorboard_url
         self.mlflow_url = mlflow_url
-        self._check_asset_args(asset_from_result, wait_for_completion)
+        self._check_asset_args(asset_from_result, wait_for_completion, result_from)
         self.asset_from_result = asset_from_result
         self._lineage: Obj | None = None
         # Exit codes of the first failed replica that fail the task without its retries (api/retry.py).
         self.permanent_exit_codes = check_codes(permanent_exit_codes)
+        # As KubernetesPodOperator's: the task is skipped, not failed, for these exit codes.
+        self.skip_on_exit_code = check_codes([skip_on_exit_code] if isinstance(skip_on_exit_code, int) else skip_on_exit_code,
+                                             "skip_on_exit_code")  # fmt: skip
         if evidence_log_lines is not None and (isinstance(evidence_log_lines, bool) or not isinstance(evidence_log_lines, int)
                                                or evidence_log_lines < 0):  # fmt: skip
             raise ValueError(f"evidence_log_lines must be a non-negative integer, got {evidence_log_lines!r}")
         self.evidence_log_lines = evidence_log_lines
-        self._init_checkpoint(_plain(checkpoint) if isinstance(checkpoint, dict) else checkpoint, termination_grace_period)
+        self._init_checkpoint(_plain(checkpoint) if isinstance(checkpoint, dict) else checkpoint, termination_grace_period,
+                              checkpoint_scope)  # fmt: skip
         if priority is not None and (isinstance(priority, bool) or not isinstance(priority, int)):
             raise ValueError(f"priority must be an integer, got {priority!r}")
         if min_available is not None and (
@@ -282,6 +307,7 @@ class T9kJobOperator(SubmitMixin, WaitMixin, CheckpointMixin, AssetsMixin, Linea
         self._identity: Obj | None = None
         self._waited = False  # the wait has returned its event
         self._try_number = 0
+        self._series_start = 0
 
     # -- templating: only a top-level ``job`` string may name a file -------------------------
     # Airflow applies template_ext to every templated string, also inside dicts and lists, so
@@ -371,6 +397,7 @@ class T9kJobOperator(SubmitMixin, WaitMixin, CheckpointMixin, AssetsMixin, Linea
         job["metadata"] = meta
         self._refer_template(job)
         self._apply_checkpoint(job, ti)
+        self._apply_lineage_parent(job, context)
         try:
             return with_queue(job, self.queue_name, self.priority, self.min_available, self.priority_class)
         except ValueError as exc:
@@ -396,13 +423,26 @@ class T9kJobOperator(SubmitMixin, WaitMixin, CheckpointMixin, AssetsMixin, Linea
         op.render_template_fields(cast("Context", dry_run_context(op)))  # placeholders stand in for a run's context
         print(yaml.safe_dump(op.rendered_job, sort_keys=False))
 
+    def _push(self, ti: Any, key: str, value: Any) -> None:
+        """An XCom of this task's, unless ``do_xcom_push=False``: then it pushes nothing (no job
+        identity, result, usage or metrics; Airflow then leaves out the return value too)."""
+        if self.do_xcom_push:
+            ti.xcom_push(key=key, value=value)
+
     # -- execute -----------------------------------------------------------------------------
     def execute(self, context: Any) -> Obj:
-        self._try_number = int(getattr(context["ti"], "try_number", 0) or 0)
+        ti = context["ti"]
+        self._try_number = int(getattr(ti, "try_number", 0) or 0)
+        # The first try since the task's first run or its last Clear: retries after it never train a
+        # job that succeeded again (api/rerun.py).
+        self._series_start = first_try(self._try_number, getattr(ti, "max_tries", None), self.retries)
         job = copy.deepcopy(self.rendered_job) if isinstance(self.rendered_job, dict) else self.render_job(context)
         meta = job["metadata"]
         store = context.get("task_state_store")
-        current = self._reattach(store, job) or self._submit(job)
+        found = self._find(store, job)
+        if found.delivered is not None:  # a success this series delivered, its job deleted since
+            return self._deliver_again(context, found.delivered)
+        current = found.job or self._submit(job, store, found.recorded)
         identity = {
             "kind": job["kind"],
             "name": current["metadata"]["name"],  # a re-run's is <name>-t<try>
@@ -412,13 +452,14 @@ class T9kJobOperator(SubmitMixin, WaitMixin, CheckpointMixin, AssetsMixin, Linea
         }
         self._identity = identity
         if store is not None:
-            store.set(STATE_KEY, identity)
+            nonce = (current["metadata"].get("annotations") or {}).get(SUBMISSION)
+            store.set(STATE_KEY, {**identity, **({"nonce": nonce} if nonce else {})})
             # Which job each try ran, for the T9k Job tab's earlier attempts (api/attempts.py).
             store.set(ATTEMPTS_KEY, record_attempt(store.get(ATTEMPTS_KEY), self._try_number, identity))
-        context["ti"].xcom_push(key=XCOM_IDENTITY, value=identity)
+        self._push(context["ti"], XCOM_IDENTITY, identity)
         for link in TOOL_LINKS:  # there while the job runs; Airflow pushes them again when the task ends
             if url := tool_url(getattr(self, link.attribute, None), identity):
-                context["ti"].xcom_push(key=link.xcom_key, value=url)
+                self._push(context["ti"], link.xcom_key, url)
         self._push_checkpoint_location(context)
         if not self.wait_for_completion:
             self._consume(identity)  # this try is done with it: a Clear submits anew once it ends
@@ -431,5 +472,14 @@ class T9kJobOperator(SubmitMixin, WaitMixin, CheckpointMixin, AssetsMixin, Linea
         if self.deferrable:
             self.defer(trigger=self._trigger(identity, deadline), method_name="execute_complete")
         event = self._wait_sync(identity, deadline)
+        self._waited = True
+        return self._finish(context, event)
+
+    def _deliver_again(self, context: Any, event: Obj) -> Obj:
+        """End as the try that delivered ``event`` did: the same XComs, result and asset events."""
+        identity = {k: event.get(k) for k in ("kind", "name", "namespace", "uid")}
+        self._identity = {**identity, "server": self.hook.api_client.configuration.host}
+        self._push(context["ti"], XCOM_IDENTITY, self._identity)
+        self._push_checkpoint_location(context)
         self._waited = True
         return self._finish(context, event)

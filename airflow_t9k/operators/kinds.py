@@ -11,7 +11,6 @@ docs/templates.md) ``image`` may be left out: the template's container of the sa
 from __future__ import annotations
 
 import copy
-import re
 from collections.abc import Sequence
 from typing import Any, ClassVar
 
@@ -20,30 +19,13 @@ from airflow.sdk.exceptions import AirflowException
 from airflow_t9k.api.machine import InvalidMachineType, parse_machine_type
 from airflow_t9k.operators.job import T9kJobOperator
 from airflow_t9k.operators.manifest import _plain, split_command
+from airflow_t9k.operators.pod import POD_OPTIONS, SHM_VOLUME, pod_template, shm  # noqa: F401 - SHM_VOLUME: its old home
 
 Obj = dict[str, Any]
-
-# Applied to every pod template the operator builds (every replica type), as
-# KubernetesPodOperator applies them to its pod. ``labels`` and ``annotations`` go on the
-# job as well, so ``kubectl get -l`` finds it.
-POD_OPTIONS = ("labels", "annotations", "volumes", "volume_mounts", "tolerations", "node_selector", "affinity",
-               "service_account_name", "image_pull_secrets", "env_from", "priority_class_name", "shm_size")  # fmt: skip
-SHM_VOLUME = "airflow-t9k-shm"
-_QUANTITY = re.compile(r"^[0-9]+(\.[0-9]+)?(Ki|Mi|Gi|Ti|Pi|Ei|k|M|G|T|P|E|m)?$")
 
 
 def _templated(value: Any) -> bool:
     return isinstance(value, str) and "{{" in value
-
-
-def _as_list(value: Any, name: str) -> list[Any]:
-    if value is None:
-        return []
-    if isinstance(value, dict):
-        return [value]
-    if not isinstance(value, list):
-        raise AirflowException(f"{name} must be a list, got {type(value).__name__}")
-    return value
 
 
 def _replicas(value: Any) -> int:
@@ -100,13 +82,22 @@ class TypedJobOperator(T9kJobOperator):
         env_from: list[Any] | None = None,
         priority_class_name: str | None = None,
         shm_size: str | None = None,
+        security_context: Obj | Any | None = None,
+        container_security_context: Obj | Any | None = None,
+        init_containers: list[Any] | None = None,
+        host_aliases: list[Any] | None = None,
+        runtime_class_name: str | None = None,
+        scheduler_name: str | None = None,
         **kwargs: Any,
     ) -> None:
         super().__init__(**kwargs)
         pod = {"labels": labels, "annotations": annotations, "volumes": volumes, "volume_mounts": volume_mounts,
                "tolerations": tolerations, "node_selector": node_selector, "affinity": affinity,
                "service_account_name": service_account_name, "image_pull_secrets": image_pull_secrets,
-               "env_from": env_from, "priority_class_name": priority_class_name, "shm_size": shm_size}  # fmt: skip
+               "env_from": env_from, "priority_class_name": priority_class_name, "shm_size": shm_size,
+               "security_context": security_context, "container_security_context": container_security_context,
+               "init_containers": init_containers, "host_aliases": host_aliases,
+               "runtime_class_name": runtime_class_name, "scheduler_name": scheduler_name}  # fmt: skip
         given = {k for k, v in {"image": image, "command": command, "args": args, "env": env,
                                 "container_resources": container_resources, "machine_type": machine_type, "spec": spec,
                                 **pod}.items() if v is not None}  # fmt: skip
@@ -126,7 +117,7 @@ class TypedJobOperator(T9kJobOperator):
             if not _templated(replicas):
                 _replicas(replicas)
             if shm_size is not None and not _templated(shm_size):
-                self._shm(shm_size)
+                shm(shm_size)
             for name in ("command", "args"):
                 value = {"command": command, "args": args}[name]
                 if not _templated(value):
@@ -147,13 +138,6 @@ class TypedJobOperator(T9kJobOperator):
         self.spec = spec
         for name, value in pod.items():
             setattr(self, name, _plain(value))
-
-    @staticmethod
-    def _shm(size: Any) -> str:
-        text = str(size)
-        if not _QUANTITY.match(text):
-            raise AirflowException(f"shm_size must be a Kubernetes quantity such as '2Gi' or '512Mi', got {size!r}")
-        return text
 
     @property
     def replica_count(self) -> int:
@@ -193,47 +177,9 @@ class TypedJobOperator(T9kJobOperator):
         return c
 
     def template(self, container: Obj | None = None) -> Obj:
-        """A replica's pod template, with the pod-level options applied."""
-        c = container or self.container()
-        mounts = [copy.deepcopy(m) for m in _as_list(self.volume_mounts, "volume_mounts")]
-        volumes = [copy.deepcopy(v) for v in _as_list(self.volumes, "volumes")]
-        if self.shm_size:
-            volumes.append({"name": SHM_VOLUME, "emptyDir": {"medium": "Memory", "sizeLimit": self._shm(self.shm_size)}})
-            mounts.append({"name": SHM_VOLUME, "mountPath": "/dev/shm"})
-        if mounts:
-            c["volumeMounts"] = [*c.get("volumeMounts", []), *mounts]
-        if self.env_from:
-            c["envFrom"] = [*c.get("envFrom", []), *copy.deepcopy(_as_list(self.env_from, "env_from"))]
-        spec: Obj = {"containers": [c]}
-        if volumes:
-            spec["volumes"] = volumes
-        if self.tolerations:
-            spec["tolerations"] = copy.deepcopy(_as_list(self.tolerations, "tolerations"))
-        if self.node_selector:
-            spec["nodeSelector"] = dict(self.node_selector)
-        if self.affinity:
-            spec["affinity"] = copy.deepcopy(self.affinity)
-        if self.service_account_name:
-            spec["serviceAccountName"] = self.service_account_name
-        if self.image_pull_secrets:
-            secrets = self.image_pull_secrets
-            if isinstance(secrets, str):  # "a,b", as KubernetesPodOperator accepts
-                secrets = [s.strip() for s in secrets.split(",") if s.strip()]
-            spec["imagePullSecrets"] = [
-                {"name": s} if isinstance(s, str) else dict(s) for s in _as_list(secrets, "image_pull_secrets")
-            ]
-        if self.priority_class_name:
-            spec["priorityClassName"] = self.priority_class_name
-        t: Obj = {"spec": spec}
-        meta: Obj = {}
-        if self.labels:
-            meta["labels"] = {k: str(v) for k, v in self.labels.items()}
-        annotations = {**(self.annotations or {}), **(self.pod_annotations or {})}
-        if annotations:
-            meta["annotations"] = {k: str(v) for k, v in annotations.items()}
-        if meta:
-            t["metadata"] = meta
-        return t
+        """A replica's pod template, with the pod-level options applied (operators/pod.py)."""
+        return pod_template(container or self.container(), {name: getattr(self, name) for name in POD_OPTIONS},
+                            self.pod_annotations)  # fmt: skip
 
     def build_spec(self) -> Obj:
         raise NotImplementedError
@@ -386,8 +332,11 @@ class AscendJobOperator(TypedJobOperator):
     def __init__(self, *, framework: str = "pytorch", npus: int = 0, npu_resource: str = "huawei.com/Ascend910",
                  restart_policy: str = "Never", **kwargs: Any) -> None:  # fmt: skip
         super().__init__(**kwargs)
-        if framework not in self.LEADERS:
-            raise ValueError(f"framework must be one of {', '.join(self.LEADERS)}, got {framework!r}")
+        if not _templated(framework):  # a template is checked once rendered (``_leader``)
+            try:
+                self._leader(framework)
+            except AirflowException as exc:
+                raise ValueError(str(exc)) from None
         if not isinstance(npus, int) or npus < 0:
             raise ValueError(f"npus must be a non-negative integer, got {npus!r}")
         if not _templated(self.replicas) and _replicas(self.replicas) < 2:
@@ -396,6 +345,11 @@ class AscendJobOperator(TypedJobOperator):
         self.npus = npus
         self.npu_resource = npu_resource
         self.restart_policy = restart_policy
+
+    def _leader(self, framework: Any) -> str:
+        if framework not in self.LEADERS:
+            raise AirflowException(f"framework must be one of {', '.join(self.LEADERS)}, got {framework!r}")
+        return self.LEADERS[framework]
 
     def base_job(self) -> Obj:
         job = super().base_job()
@@ -416,7 +370,7 @@ class AscendJobOperator(TypedJobOperator):
         def replica(n: int) -> Obj:
             return {"replicas": n, "restartPolicy": self.restart_policy, "template": copy.deepcopy(template)}
 
-        return {"replicaSpecs": {self.LEADERS[self.framework]: replica(1), "Worker": replica(self.replica_count - 1)}}
+        return {"replicaSpecs": {self._leader(self.framework): replica(1), "Worker": replica(self.replica_count - 1)}}
 
 
 OPERATORS: dict[str, type[T9kJobOperator]] = {

@@ -4,8 +4,9 @@ Which replicas: by default the one whose success decides the job (the master, ch
 launcher or rank 0: where a training script's progress is printed once, not N times), or all
 of them (``log_replicas="all"``, at most ``max_followed_pods``). The deferred wait follows them
 in the trigger; the worker-side wait follows them here, one thread per pod, each line once
-(after a reconnect the lines up to the last timestamp are skipped), at most ``max_log_lines``
-lines in all. When the job failed, the failed replicas' logs follow, the first to fail first
+(every line of a stream; after a reconnect exactly the lines already sent are skipped,
+``api/logcursor.py``), at most ``max_log_lines`` lines in all. When the job failed, the failed
+replicas' logs follow, the first to fail first
 and named as the root cause, within ``max_followed_pods`` replicas and ``max_log_lines`` lines
 again (``api/failed.py``); the trigger prints them the same way from the triggerer.
 """
@@ -14,11 +15,12 @@ from __future__ import annotations
 
 import logging
 import threading
-from datetime import datetime
+import time
 from typing import Any
 
-from airflow_t9k.api.evidence import KeptLogs
+from airflow_t9k.api.evidence import KeptLogs, controlled_by
 from airflow_t9k.api.failed import FailedLogs, first_failed, print_lines, unavailable
+from airflow_t9k.api.logcursor import Cursor, since_time, split
 from airflow_t9k.api.paths import child_path
 from airflow_t9k.kinds.registry import KINDS
 
@@ -30,6 +32,7 @@ RETRY = 2.0  # seconds before opening a replica's log again (not started yet, or
 # A silent stream is reopened after this long: the thread then sees that the wait is over.
 # (Closing a response from another thread blocks on the TLS socket a reader holds.)
 READ_IDLE = 10.0
+START_MARGIN = 5.0  # seconds before the wait began that the first read of a replica's log goes back
 
 
 def replica_pods(job: Obj | None) -> list[str]:
@@ -57,15 +60,20 @@ class LogFollower:
     """Follows replica logs from the worker while the task waits there (threads, stopped at the end)."""
 
     def __init__(self, hook: Any, namespace: str, log: logging.Logger, max_lines: int | None, max_pods: int,
-                 pods: list[str] | None) -> None:  # fmt: skip
+                 pods: list[str] | None, owner_uid: str | None = None) -> None:  # fmt: skip
         self.hook, self.namespace, self.log = hook, namespace, log
+        self.owner_uid = owner_uid  # a pod of that name is followed only while the job is its controller
+        # From a little before the wait began, as the trigger follows from its deferral: a try that
+        # reattaches does not print again what the try before it printed; the margin allows for
+        # a node's clock a few seconds behind the worker's (a new job's pods start after this).
+        self.started = since_time(time.time_ns() - int(START_MARGIN * 1e9))
         self.budget = max_lines
         self.max_pods = max_pods
         self.fixed = pods
         self.stop_event = threading.Event()
         self.lock = threading.Lock()
         self.threads: dict[str, threading.Thread] = {}
-        self.last_seen: dict[str, str] = {}  # pod -> stamp of the last line forwarded
+        self.last_seen: dict[str, Cursor] = {}  # pod -> where its forwarded lines stand
 
     def update(self, job: Obj) -> None:
         """Start following every pod to follow that the job's status now names."""
@@ -84,6 +92,15 @@ class LogFollower:
         self.stop_event.wait(grace)
         self.stop_event.set()
 
+    def _ours(self, pod: str) -> bool:
+        """Whether the pod of that name is the job's own replica (its controller is the job):
+        a pod made under a replica's name by someone else is not followed."""
+        try:
+            found = self.hook.get_pod(pod, self.namespace)
+        except Exception:  # noqa: BLE001 - unreachable: try again later
+            return False
+        return found is not None and controlled_by(found, self.owner_uid)
+
     def _take(self) -> bool:
         with self.lock:
             if self.budget is None:
@@ -96,12 +113,15 @@ class LogFollower:
             return True
 
     def _follow(self, pod: str) -> None:
-        last = ""
+        cursor = self.last_seen.setdefault(pod, Cursor())
         path = child_path("Pod", self.namespace, pod, "log")
         while not self.stop_event.is_set():
             query: list[tuple[str, Any]] = [("follow", "true"), ("timestamps", "true")]
-            if last:
-                query.append(("sinceTime", datetime.fromisoformat(last[:19]).strftime("%Y-%m-%dT%H:%M:%SZ")))
+            query.append(("sinceTime", cursor.since() or self.started))
+            skip = cursor.resume()  # a reopened stream replays its last second: skip exactly what was sent
+            if self.owner_uid and not self._ours(pod):
+                self.stop_event.wait(RETRY)
+                continue
             try:
                 resp = self.hook.api_client.call_api(path, "GET", query_params=query, auth_settings=["BearerToken"],
                                                      _preload_content=False, _request_timeout=(10, READ_IDLE))  # fmt: skip
@@ -112,14 +132,13 @@ class LogFollower:
                 for raw in resp:
                     if self.stop_event.is_set():
                         return
-                    stamp, _, text = raw.decode(errors="replace").rstrip("\n").partition(" ")
-                    if last and stamp <= last:
-                        continue  # already forwarded before a reconnect
-                    last = stamp
+                    stamp, text = split(raw.decode(errors="replace"))
+                    if not skip.fresh(stamp):
+                        continue  # forwarded before the reconnect
                     if not self._take():
                         return
                     self.log.info("[%s] %s", pod, text)
-                    self.last_seen[pod] = stamp
+                    cursor.sent(stamp)
             except Exception:  # noqa: BLE001, S110 - the stream broke or was idle READ_IDLE: reopen it
                 pass
             finally:
@@ -128,13 +147,13 @@ class LogFollower:
 
 
 def print_failed_logs(hook: Any, job: Obj, log: logging.Logger, *, max_lines: int | None, max_pods: int, tail_lines: int,
-                      streamed: dict[str, str] | None = None) -> Obj:  # fmt: skip
+                      streamed: dict[str, Cursor] | None = None) -> Obj:  # fmt: skip
     """Print the failed replicas' logs into the task log, the first to fail first; what the
     final event carries about them (``FailedLogs.report``). A replica whose pod is gone (clean-up
     deleted it) is printed from the evidence the controller kept (``KeptLogs``)."""
     ns = job["metadata"]["namespace"]
     try:
-        pods = hook.list_replica_pods(job["metadata"]["name"], ns)
+        pods = hook.list_replica_pods(job["metadata"]["name"], ns, job["metadata"].get("uid"))  # its own, not look-alikes
         live: set[str] | None = {str(p["metadata"]["name"]) for p in pods}
     except Exception as exc:  # noqa: BLE001 - the order then comes from the job's status alone
         log.warning("could not list the replicas to order their failures: %s", exc)
@@ -142,17 +161,18 @@ def print_failed_logs(hook: Any, job: Obj, log: logging.Logger, *, max_lines: in
     kept = KeptLogs(job, log)
     plan = FailedLogs(first_failed(job, pods), max_lines, max_pods, tail_lines, dict(streamed or {}))
 
-    def read(pod: str, lines: int | None) -> tuple[str, str | None]:
-        text = hook.read_log_tail(pod, ns, lines, timestamps=True) if live is None or pod in live else ""
+    def read(pod: str, lines: int | None, since: str | None = None) -> tuple[str, str | None]:
+        text = hook.read_log_tail(pod, ns, lines, timestamps=True, since=since) if live is None or pod in live else ""
         if text and not unavailable(text):
             return text, None
         return kept.instead(pod, text, lambda: hook.get_evidence(job["metadata"]["name"], ns))
 
     while (step := plan.next_read()) is not None:
         pod, asked = step
-        text, kept_in = read(pod, asked)
+        text, kept_in = read(pod, asked, plan.since(pod))  # a streamed replica: from its last streamed second
         lines = plan.add(pod, text, asked, kept_in)
-        print_lines(log, plan.header(pod, len(lines)), lines)
+        if lines is not None:  # None: the plan reads this log again with more lines
+            print_lines(log, plan.header(pod, len(lines)), lines)
     if plan.skipped():
         log.info("--- not printed (max_followed_pods or max_log_lines): the logs of %s ---", ", ".join(plan.skipped()))
     if (need := plan.tail_read()) is not None:

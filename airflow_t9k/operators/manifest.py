@@ -16,12 +16,16 @@ import yaml
 from airflow.sdk.exceptions import AirflowException
 
 from airflow_t9k.api.excerpt import is_excerpt, problems
+from airflow_t9k.api.rerun import CONSUMED_BY as CONSUMED_BY  # re-exported: its home before
+from airflow_t9k.api.rerun import DELIVERED_BY as DELIVERED_BY
+from airflow_t9k.api.rerun import SUBMISSION as SUBMISSION
 
 Obj = dict[str, Any]
 
 STATE_KEY = "t9k_job"
 LABEL = "airflow-t9k.io"
-CONSUMED_BY = f"{LABEL}/consumed-by-try"
+SUBMITTING_KEY = "t9k_submitting"  # the name and nonce of a job about to be created (api/rerun.py)
+DELIVERED_KEY = "t9k_delivered"  # the final event of the success a try of this series delivered
 
 
 def _slug(text: str, limit: int) -> str:

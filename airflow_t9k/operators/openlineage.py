@@ -41,8 +41,18 @@ class T9kJobRunFacet(RunFacet):
 
 
 def dataset(asset: Asset) -> Dataset:
-    """An Asset as an OpenLineage dataset: namespace ``scheme://authority``, name the path
-    (OpenLineage's naming for object stores and file systems)."""
+    """An Asset as an OpenLineage dataset, named as the OpenLineage provider names it
+    (``translate_airflow_asset``, through the converter a provider registered for its scheme), so
+    that an Asset is one lineage node whichever task reports it; for a scheme no provider converts,
+    namespace ``scheme://authority`` and name the path (OpenLineage's naming for object stores)."""
+    try:
+        from airflow.providers.common.compat.openlineage.utils.utils import translate_airflow_asset
+
+        translated = translate_airflow_asset(asset, None)
+    except Exception:  # noqa: BLE001 - an older provider, or a converter that failed: our own naming
+        translated = None
+    if translated is not None:
+        return Dataset(namespace=translated.namespace, name=translated.name, facets=dict(translated.facets or {}))
     parts = urlsplit(asset.uri)
     if not parts.scheme:
         return Dataset(namespace="airflow", name=asset.uri)

@@ -1,5 +1,12 @@
-"""Submitting: reattach to the job of an earlier try, adopt our own job on a name conflict, or
-run a consumed job anew beside it; and the writes that must reach our job and no other.
+"""Submitting: reattach to the job an earlier try of this task recorded, deliver again the result
+of one that succeeded in this series of retries, or run the job anew under a free name; and the
+writes that must reach our job and no other.
+
+A job is this task's only by the uid the task recorded in its state store (or, for a submission
+whose uid a dying worker never recorded, by the nonce recorded before the create): a job's
+``airflow-t9k.io`` annotations and labels are written by whoever creates it, so a co-tenant could
+make a job that claims to be this task's, and adopting it would hand its result to the DAG.
+Which recorded job a later try takes is ``api/rerun.py``'s decision.
 
 Every delete and patch carries the uid this task recorded: the API server refuses it for
 another object that took the name (a uid precondition, or ``metadata.uid`` in a merge patch),
@@ -9,16 +16,32 @@ and such a refusal means *our job is gone*.
 from __future__ import annotations
 
 import copy
+import uuid
+from dataclasses import dataclass
 from typing import Any
 
 from airflow.sdk.exceptions import AirflowException
 
-from airflow_t9k.api.outcome import interpret
+from airflow_t9k.api import checkpoint as ckpt
+from airflow_t9k.api.attempts import ATTEMPTS_KEY
+from airflow_t9k.api.attempts import parse as parse_attempts
+from airflow_t9k.api.rerun import SUBMISSION, rerun_names, take_again
 from airflow_t9k.api.runmode import paused_by_task, resume_patch
 from airflow_t9k.k8s.errors import AlreadyExists, ApiError, Conflict, Invalid, NotFound
-from airflow_t9k.operators.manifest import CONSUMED_BY, LABEL, STATE_KEY
+from airflow_t9k.operators.manifest import CONSUMED_BY, DELIVERED_BY, DELIVERED_KEY, STATE_KEY, SUBMITTING_KEY
 
 Obj = dict[str, Any]
+
+
+@dataclass(frozen=True)
+class Found:
+    """What an earlier try of this task left: ``job``, the job to take (reattach to, or deliver);
+    ``delivered``, the final event a try of this series delivered when its job is gone since
+    (``delete_on_finish``); ``recorded``, the uids of every job the task recorded."""
+
+    job: Obj | None = None
+    delivered: Obj | None = None
+    recorded: frozenset[str] = frozenset()
 
 
 class SubmitMixin:
@@ -28,96 +51,100 @@ class SubmitMixin:
     log: Any
     name_suffix: bool
     _try_number: int
+    _series_start: int
 
-    def _reattach(self, store: Any, job: Obj) -> Obj | None:
-        saved = store.get(STATE_KEY) if store is not None else None
-        if not saved:
-            return None
+    def _find(self, store: Any, job: Obj) -> Found:
+        if store is None:
+            return Found()
+        saved = store.get(STATE_KEY) or None
+        pending = store.get(SUBMITTING_KEY) or None
+        recorded = {str(e["uid"]) for e in parse_attempts(store.get(ATTEMPTS_KEY))}
+        if isinstance(saved, dict) and saved.get("uid"):
+            recorded.add(str(saved["uid"]))
+        if (
+            isinstance(pending, dict)
+            and pending.get("nonce")
+            and (not isinstance(saved, dict) or saved.get("nonce") != pending["nonce"])
+        ):
+            # An earlier try recorded that it was creating this job and did not live to record its uid.
+            made = self.hook.get_job(pending.get("kind") or job["kind"], pending["name"], pending["namespace"])
+            if made is not None and ((made["metadata"].get("annotations") or {}).get(SUBMISSION)) == pending["nonce"]:
+                saved = {"kind": made["kind"], "name": pending["name"], "namespace": pending["namespace"],
+                         "uid": made["metadata"]["uid"], "nonce": pending["nonce"]}  # fmt: skip
+                recorded.add(str(saved["uid"]))
+        if not isinstance(saved, dict) or not saved.get("uid"):
+            return Found(recorded=frozenset(recorded))
         current = self.hook.get_job(saved["kind"], saved["name"], saved["namespace"])
         if current is None or current["metadata"].get("uid") != saved.get("uid"):
+            delivered = store.get(DELIVERED_KEY)
+            if (isinstance(delivered, dict) and delivered.get("uid") == saved["uid"] and isinstance(delivered.get("try"), int)
+                    and delivered["try"] >= self._series_start and isinstance(delivered.get("event"), dict)):  # fmt: skip
+                self.log.info("%s %s/%s succeeded and try %s delivered its result; the job is gone since, and this retry "
+                              "delivers that result again (a retry never trains again)", saved["kind"], saved["namespace"],
+                              saved["name"], delivered["try"])  # fmt: skip
+                return Found(delivered=delivered["event"], recorded=frozenset(recorded))
             self.log.info("the job of an earlier try (%s/%s) is gone; submitting a new one", saved["namespace"], saved["name"])
-            return None
-        return self._adopt_or_replace(current, "reattaching to the job of an earlier try")
+            return Found(recorded=frozenset(recorded))
+        return Found(
+            job=self._adopt_or_replace(current, "reattaching to the job of an earlier try"), recorded=frozenset(recorded)
+        )
 
     def _adopt_or_replace(self, current: Obj, why: str) -> Obj | None:
-        """Reattach to a job that runs (resuming it if a kill or timeout of an earlier try paused
-        it) or whose result no try consumed; None for one whose result a try consumed: the
-        caller submits the new run beside it (see ``_rerun_of``)."""
+        """Take the job this task recorded (resuming it if a kill or timeout of an earlier try
+        paused it), or None: the caller runs the job anew beside it (see ``api/rerun.py``)."""
         meta = current["metadata"]
-        state = interpret(current)
-        consumed = (meta.get("annotations") or {}).get(CONSUMED_BY)
-        if not state.terminal:
-            if paused_by_task(current):
-                self.log.info("resuming %s %s/%s, paused by an earlier try", current["kind"], meta["namespace"], meta["name"])
-                current = self._patch_exact(current, resume_patch(meta["uid"])) or current
-            self.log.info(
-                "%s: %s %s/%s uid %s (%s)", why, current["kind"], meta["namespace"], meta["name"], meta["uid"], state.summary()
-            )
-            return current
-        if not consumed:
-            self.log.info("%s: %s %s/%s uid %s ended and no try has consumed its result (%s)",
-                          why, current["kind"], meta["namespace"], meta["name"], meta["uid"], state.summary())  # fmt: skip
-            return current
-        self.log.info("%s %s/%s ended (%s) and try %s consumed its result; it stays as that try's record (its pods and "
-                      "logs too), and this try runs the job anew beside it", current["kind"], meta["namespace"], meta["name"],
-                      state.summary(), consumed)  # fmt: skip
-        return None
+        take, reason = take_again(current, self._series_start)
+        if not take:
+            self.log.info("%s %s/%s: %s; it stays as that try's record (its pods and logs too), and this try runs the job "
+                          "anew beside it", current["kind"], meta["namespace"], meta["name"], reason)  # fmt: skip
+            return None
+        if paused_by_task(current):
+            self.log.info("resuming %s %s/%s, paused by an earlier try", current["kind"], meta["namespace"], meta["name"])
+            current = self._patch_exact(current, resume_patch(meta["uid"])) or current
+        self.log.info("%s: %s %s/%s uid %s (%s)", why, current["kind"], meta["namespace"], meta["name"], meta["uid"], reason)
+        return current
 
-    def _rerun_of(self, job: Obj) -> Obj:
-        """The job under this try's own name, ``<name>-t<try>``: a re-run never waits for the
-        earlier run's job or pods to go (pods stuck Terminating on a lost node held a retry for
-        minutes), and the earlier run's job, pods and logs stay for whoever looks into it."""
-        out = copy.deepcopy(job)
-        base = job["metadata"]["name"]
-        suffix = f"-t{self._try_number}"
-        if base.endswith(suffix):  # this try's own name is taken by a run this try consumed: nothing left to do
-            raise AirflowException(
-                f"{job['kind']} {job['metadata']['namespace']}/{base} was already run and consumed by this try"
-            )
-        out["metadata"]["name"] = f"{base}{suffix}"
-        return out
-
-    def _live_sibling(self, job: Obj) -> Obj | None:
-        """A job of this task under another name (an earlier re-run) that runs or whose result
-        no try consumed: reattach to it rather than start a second one (the task state store
-        may be gone)."""
-        labels = job["metadata"]["labels"]
-        selector = ",".join(f"{LABEL}/{k}={labels[f'{LABEL}/{k}']}" for k in ("dag-id", "run-id", "task-id", "map-index"))
-        found = [j for j in self.hook.list_jobs(job["kind"], job["metadata"]["namespace"], selector) if self._is_ours(j, job)]
-        for other in sorted(found, key=lambda j: str(j["metadata"].get("creationTimestamp") or ""), reverse=True):
-            if other["metadata"]["name"] != job["metadata"]["name"]:
-                adopted = self._adopt_or_replace(other, "reattaching to an earlier re-run of this task")
-                if adopted is not None:
-                    return adopted
-        return None
-
-    def _submit(self, job: Obj) -> Obj:
+    def _submit(self, job: Obj, store: Any, recorded: frozenset[str] = frozenset()) -> Obj:
+        """Create the job under the first free name of this try (``api/rerun.py``). Before each
+        create the name and a nonce go to the task state store, so that a retry after a worker
+        lost between the create and the record of its uid finds the job by the nonce (decided
+        durably, then done). A name taken by a job this task did not record is never adopted."""
         meta = job["metadata"]
-        try:
-            created = self.hook.create_job(job, meta["namespace"])
-            self.log.info("submitted %s %s/%s uid %s", job["kind"], meta["namespace"], meta["name"], created["metadata"]["uid"])
-            return created
-        except AlreadyExists:
-            existing = self.hook.get_job(job["kind"], meta["name"], meta["namespace"])
-            if existing is None:
-                return self._submit(job)  # deleted in between
-            if not self._is_ours(existing, job):
-                hint = "" if self.name_suffix else ", or leave name_suffix=True so that every run gets its own name"
-                raise AirflowException(
-                    f"{job['kind']} {meta['namespace']}/{meta['name']} already exists and was not submitted by this "
-                    f"task (its {LABEL} annotations name another DAG, run, task or map index); choose another "
-                    f"name or delete it{hint}"
-                ) from None
-            adopted = self._adopt_or_replace(existing, "adopting the job this task submitted before")
-            if adopted is not None:
-                return adopted
-            return self._live_sibling(job) or self._submit(self._rerun_of(job))
-
-    @staticmethod
-    def _is_ours(existing: Obj, job: Obj) -> bool:
-        theirs = existing["metadata"].get("annotations") or {}
-        ours = job["metadata"]["annotations"]
-        return all(theirs.get(f"{LABEL}/{k}") == ours[f"{LABEL}/{k}"] for k in ("dag-id", "run-id", "task-id", "map-index"))
+        base = meta["name"]
+        for index, name in enumerate(rerun_names(base, self._try_number)):
+            for _ in range(3):  # a job deleted between our create and our read: try the name again
+                attempt = copy.deepcopy(job)
+                nonce = uuid.uuid4().hex
+                attempt["metadata"]["name"] = name
+                attempt["metadata"].setdefault("annotations", {})[SUBMISSION] = nonce
+                # Which run anew of this task in its DAG run this is: the jobs it recorded before, or
+                # the names taken before this one (a run id reused without its state store).
+                ckpt.set_env(attempt, ckpt.ENV_RERUN, str(max(len(recorded), index)))
+                if store is not None:
+                    store.set(SUBMITTING_KEY, {"kind": job["kind"], "name": name, "namespace": meta["namespace"], "nonce": nonce})
+                try:
+                    created = self.hook.create_job(attempt, meta["namespace"])
+                except AlreadyExists:
+                    existing = self.hook.get_job(job["kind"], name, meta["namespace"])
+                    if existing is None:
+                        continue
+                    if name == base and not self.name_suffix and existing["metadata"].get("uid") not in recorded:
+                        raise AirflowException(
+                            f"{job['kind']} {meta['namespace']}/{name} already exists and is not a job this task recorded "
+                            "submitting; choose another name or delete it, or leave name_suffix=True so that every run "
+                            "gets its own name"
+                        ) from None
+                    self.log.info("%s %s/%s exists (%s); trying the next name", job["kind"], meta["namespace"], name,
+                                  "an earlier run of this task" if existing["metadata"].get("uid") in recorded
+                                  else "not a job this task recorded: never adopted")  # fmt: skip
+                    break
+                self._nonce = nonce
+                self.log.info("submitted %s %s/%s uid %s", job["kind"], meta["namespace"], name, created["metadata"]["uid"])
+                return created
+        raise AirflowException(
+            f"{job['kind']} {meta['namespace']}/{base}: every name this try may use ({base}, {base}-t{self._try_number}, ... "
+            f"{rerun_names(base, self._try_number)[-1]}) is taken; delete the jobs of earlier runs of this task"
+        )
 
     # -- writes that must reach our job and no other -----------------------------------------
     def _gone_instead(self, kind: str, name: str, namespace: str, uid: str, exc: ApiError) -> bool:
@@ -151,14 +178,30 @@ class SubmitMixin:
             raise
 
     def _consume(self, ident: Obj) -> None:
-        """Mark the job's result as consumed by this try, so a later try runs it anew."""
+        """Mark the job's outcome as consumed by this try (its failure, or a job this try does
+        not wait for), so a later try runs the job anew once it has failed."""
+        self._mark(ident, CONSUMED_BY, "consumed")
+
+    def _mark(self, ident: Obj, key: str, what: str) -> None:
         job = {
             "kind": ident["kind"],
             "metadata": {"name": ident["name"], "namespace": ident["namespace"], "uid": ident.get("uid")},
         }
-        patch = {"metadata": {"uid": ident.get("uid"), "annotations": {CONSUMED_BY: str(self._try_number)}}}
+        patch = {"metadata": {"uid": ident.get("uid"), "annotations": {key: str(self._try_number)}}}
         try:
             self._patch_exact(job, patch)
-        except ApiError as exc:  # the task's outcome stands; only a later Clear would reuse this job
-            self.log.warning("could not mark %s/%s as consumed (%s); clearing this task would reattach to it instead of "
-                             "running it again", ident["namespace"], ident["name"], exc.message)  # fmt: skip
+        except ApiError as exc:  # the task's outcome stands; the mark only guides later tries
+            self.log.warning("could not mark %s/%s as %s by try %s (%s); a Clear of this task would take this job "
+                             "again instead of running it anew", ident["namespace"], ident["name"], what,
+                             self._try_number, exc.message)  # fmt: skip
+
+    def _delivered(self, store: Any, ours: Obj, event: Obj) -> None:
+        """Record that this try delivered the job's success, after everything else it delivered:
+        in the task state store (with the event, for a retry that finds the job deleted since)
+        and on the job (``delivered-by-try``). Only a try of a later series (a Clear) runs the job
+        again; a retry of this series delivers it again (``api/rerun.py``)."""
+        if store is not None and ours.get("uid"):
+            kept = {k: event.get(k) for k in ("status", "kind", "name", "namespace", "uid", "phase", "message", "state")}
+            store.set(DELIVERED_KEY, {"uid": ours["uid"], "try": self._try_number, "event": {**kept, "uid": ours["uid"]}})
+        if ours.get("uid"):
+            self._mark(ours, DELIVERED_BY, "delivered")

@@ -43,6 +43,11 @@ PACKAGE_ROOT = "/ti/packages"  # packageDir i is mounted at PACKAGE_ROOT/i
 _DNS_SUBDOMAIN = re.compile(r"^[a-z0-9]([-a-z0-9]*[a-z0-9])?(\.[a-z0-9]([-a-z0-9]*[a-z0-9])?)*$")
 
 
+def _check_name(name: Any, error: type[Exception]) -> None:
+    if not isinstance(name, str) or not _DNS_SUBDOMAIN.match(name) or len(name) > 253:
+        raise error(f"name {name!r} must be a Kubernetes object name (lower-case letters, digits, '-' and '.')")
+
+
 def default_runtime(gpus: bool) -> str:
     return DEFAULT_RUNTIME.replace("-py3", "-gpu-py3") if gpus else DEFAULT_RUNTIME
 
@@ -143,7 +148,7 @@ class TIJobOperator(T9kJobOperator):
     :param runtime_images: ``runtimeVersion`` -> image, consulted before the default ``tf-*`` map
     """
 
-    template_fields: Sequence[str] = (*T9kJobOperator.template_fields, "command", "args")
+    template_fields: Sequence[str] = (*T9kJobOperator.template_fields, "command", "args", "ti_name")
     kind = "TensorFlowTrainingJob"
 
     def __init__(
@@ -165,8 +170,8 @@ class TIJobOperator(T9kJobOperator):
         **kwargs: Any,
     ) -> None:
         if name is not None:
-            if not isinstance(name, str) or not _DNS_SUBDOMAIN.match(name) or len(name) > 253:
-                raise ValueError(f"name {name!r} must be a Kubernetes object name (lower-case letters, digits, '-' and '.')")
+            if not (isinstance(name, str) and "{{" in name):  # a template is checked once rendered
+                _check_name(name, ValueError)
             kwargs.setdefault("name_suffix", False)  # TI's name is the job's name
         if cluster is not None:
             given = kwargs.get("kubernetes_conn_id")
@@ -254,6 +259,8 @@ class TIJobOperator(T9kJobOperator):
         if self.parameter_server_count:
             specs.append({"type": "ps", "replicas": self.parameter_server_count, "restartPolicy": "OnFailure",
                           "template": self._template("parameter server")})  # fmt: skip
+        if self.ti_name:
+            _check_name(self.ti_name, AirflowException)
         meta = {"name": self.ti_name} if self.ti_name else {}
         return {
             "kind": self.kind,
@@ -262,13 +269,14 @@ class TIJobOperator(T9kJobOperator):
         }
 
     def execute(self, context: Any) -> Obj:
-        context["ti"].xcom_push(key="ti_state", value="Created")
+        self._push(context["ti"], "ti_state", "Created")
         return super().execute(context)
 
     def _finish(self, context: Any, event: Obj) -> Obj:
         ti = context["ti"]
-        ti.xcom_push(key="ti_state", value=ti_state(event.get("phase")))
-        ti.xcom_push(key="ti_job", value=ti_report(self._read(event), event, self.cluster or self._cluster(context)))
+        self._push(ti, "ti_state", ti_state(event.get("phase")))
+        if self.do_xcom_push:  # the report reads the job: not when nothing is pushed
+            self._push(ti, "ti_job", ti_report(self._read(event), event, self.cluster or self._cluster(context)))
         return super()._finish(context, event)
 
     def _read(self, event: Obj) -> Obj | None:

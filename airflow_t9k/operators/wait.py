@@ -46,6 +46,7 @@ class WaitMixin:
     max_followed_pods: int
     _follow_pods: list[str] | None
     log_tail_lines: int
+    do_xcom_push: bool  # BaseOperator's
 
     def _deadline(self, context: Any) -> float | None:
         candidates = []
@@ -81,6 +82,7 @@ class WaitMixin:
                 max_followed_pods=self.max_followed_pods,
                 follow_pods=tuple(self._follow_pods) if self._follow_pods is not None else None,
                 log_tail_lines=self.log_tail_lines,
+                save_log_cursor=self.do_xcom_push,
             ),
         )
 
@@ -92,7 +94,8 @@ class WaitMixin:
         """
         self._startup_errors = StartupErrors(self.startup_error_grace)
         self._logs = (LogFollower(self.hook, identity["namespace"], self.log, self.max_log_lines, self.max_followed_pods,
-                                  self._follow_pods) if self.stream_logs and self.max_log_lines else None)  # fmt: skip
+                                  self._follow_pods, owner_uid=identity["uid"])
+                      if self.stream_logs and self.max_log_lines else None)  # fmt: skip
         try:
             return self._wait_sync_loop(identity, deadline)
         finally:
@@ -141,16 +144,18 @@ class WaitMixin:
             return self._event_from(job, "timeout", f"timed out waiting for {identity['name']} ({state.summary()})")
         startup_left = startup_remaining(job, self.startup_timeout)
         if startup_left is not None and startup_left <= 0:
-            reason = self.hook.pending_reason(identity["name"], identity["namespace"])
+            reason = self.hook.pending_reason(identity["name"], identity["namespace"], identity["uid"])
             return self._event_from(job, "timeout", startup_failure(identity["kind"], identity["namespace"], identity["name"],
                                                                     self.startup_timeout, reason))  # fmt: skip
         if startup_left is not None:
             remaining = startup_left if remaining is None else min(remaining, startup_left)
         due, next_in = self._startup_errors.observe(job, time.time())
         if due:
-            detail = waiting_detail(self.hook.list_replica_pods(identity["name"], identity["namespace"]), due)
-            return self._event_from(job, "startup_error", startup_error(identity["kind"], identity["namespace"], identity["name"],
-                                                                        self.startup_error_grace, due, detail))  # fmt: skip
+            detail = waiting_detail(self.hook.list_replica_pods(identity["name"], identity["namespace"], identity["uid"]), due)
+            message = startup_error(
+                identity["kind"], identity["namespace"], identity["name"], self.startup_error_grace, due, detail
+            )
+            return {**self._event_from(job, "startup_error", message), "waiting": due}
         if next_in is not None:
             remaining = next_in if remaining is None else min(remaining, next_in)
         progress = progress_note(job)

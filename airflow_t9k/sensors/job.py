@@ -1,4 +1,8 @@
-"""``T9kJobSensor``: wait for a job that already exists (by name, or by labels) to reach a phase."""
+"""``T9kJobSensor``: wait for a job (by name, by labels, or the job of a task) to reach a phase.
+
+Given labels or a task, it follows the newest try's job of that task (``api/follow.py``), also
+one a retry submits while the sensor waits. A job it has seen that is deleted ends the wait with
+an error rather than the sensor's timeout."""
 
 from __future__ import annotations
 
@@ -10,6 +14,7 @@ from airflow.sdk import BaseSensorOperator
 from airflow.sdk.configuration import conf
 from airflow.sdk.exceptions import AirflowException, AirflowSensorTimeout
 
+from airflow_t9k.api.follow import Ambiguous, choose, task_selector
 from airflow_t9k.api.outcome import TERMINAL_PHASES, interpret
 from airflow_t9k.api.selector import parse as parse_selector
 from airflow_t9k.hooks.t9k import T9kHook
@@ -27,7 +32,11 @@ def _phases(value: Any) -> tuple[str, ...]:
 class T9kJobSensor(BaseSensorOperator):
     """
     :param kind: the job kind (templated)
-    :param name: the job's name; or give ``label_selector`` (exactly one job must match)
+    :param name: the job's name; or give ``label_selector`` (one job must match, or the jobs of one
+        task: the newest try's is followed), or ``task``
+    :param task: ``(dag_id, task_id)``, ``(dag_id, task_id, run_id)`` or ``(dag_id, task_id, run_id,
+        map_index)`` of the task whose job to follow across its retries (the newest try's job);
+        run id by default this sensor's own run's, map index -1 (templated)
     :param namespace: its namespace (default: the connection's ``namespace`` extra, then ``default``)
     :param target_phases: phases that end the wait successfully (default ``Succeeded``; templated;
         a non-terminal phase such as ``Running`` ends it as soon as the job gets there)
@@ -42,8 +51,8 @@ class T9kJobSensor(BaseSensorOperator):
         job usually belongs to another task, which already shows them)
     """
 
-    template_fields: Sequence[str] = ("name", "namespace", "label_selector", "kind", "target_phases",
-                                                  "kubernetes_conn_id")  # fmt: skip
+    template_fields: Sequence[str] = ("name", "namespace", "label_selector", "task", "kind", "target_phases",
+                                      "kubernetes_conn_id", "config_file", "cluster_context")  # fmt: skip
 
     def __init__(
         self,
@@ -51,6 +60,7 @@ class T9kJobSensor(BaseSensorOperator):
         kind: str,
         name: str | None = None,
         label_selector: str | None = None,
+        task: tuple[Any, ...] | list[Any] | None = None,
         namespace: str | None = None,
         target_phases: tuple[str, ...] | list[str] | str = ("Succeeded",),
         kubernetes_conn_id: str | None = "kubernetes_default",
@@ -63,11 +73,16 @@ class T9kJobSensor(BaseSensorOperator):
         **kwargs: Any,
     ) -> None:
         super().__init__(**kwargs)
-        if (name is None) == (label_selector is None):
-            raise ValueError("give exactly one of name= or label_selector=")
+        if [name, label_selector, task].count(None) != 2:
+            raise ValueError("give exactly one of name=, label_selector= or task=")
+        if task is not None and (not isinstance(task, (tuple, list)) or not 2 <= len(task) <= 4):
+            raise ValueError(f"task must be (dag_id, task_id[, run_id[, map_index]]), got {task!r}")
         self.kind = kind
         self.name = name
         self.label_selector = label_selector
+        self.task = tuple(task) if task is not None else None
+        self._run_id: str | None = None
+        self._seen: str | None = None  # the name of the job seen, for "deleted after it was seen"
         self.namespace = namespace
         self.target_phases = target_phases if isinstance(target_phases, str) else tuple(target_phases)
         self.kubernetes_conn_id = kubernetes_conn_id
@@ -92,25 +107,44 @@ class T9kJobSensor(BaseSensorOperator):
     def _namespace(self) -> str:
         return self.namespace or self.hook.get_namespace() or "default"
 
+    def _selector(self) -> str | None:
+        """The label selector to find the job by (``task`` as the operators label their jobs)."""
+        if self.task is None:
+            return self.label_selector
+        from airflow_t9k.operators.manifest import _label_value
+
+        dag_id, task_id, run_id, map_index = (*self.task, None, None)[:4]
+        run_id = run_id or self._run_id
+        if not run_id:
+            raise AirflowException("task= without a run id: give (dag_id, task_id, run_id) outside a DAG run")
+        index = -1 if map_index in (None, "") else int(map_index)
+        labels = {"dag-id": _label_value(str(dag_id)), "run-id": _label_value(str(run_id)), "task-id": _label_value(str(task_id)),
+                  "map-index": str(index) if index >= 0 else "none"}  # fmt: skip
+        return task_selector(labels)
+
     def _job(self) -> dict[str, Any] | None:
         if self.name is not None:
             return self.hook.get_job(self.kind, self.name, self._namespace())
-        found = self.hook.list_jobs(self.kind, self._namespace(), self.label_selector or "")
-        if len(found) > 1:
-            names = ", ".join(j["metadata"]["name"] for j in found)
-            raise AirflowException(
-                f"label selector {self.label_selector!r} matches {len(found)} jobs ({names}); it must match one"
-            )
-        return found[0] if found else None
+        selector = self._selector() or ""
+        try:
+            return choose(self.hook.list_jobs(self.kind, self._namespace(), selector), f"label selector {selector!r}")
+        except Ambiguous as exc:
+            raise AirflowException(str(exc)) from None
 
     def poke(self, context: Any) -> bool:
+        self._run_id = self._run_id or _run_id(context)
         return self._check(self._job())
 
     def _check(self, job: dict[str, Any] | None) -> bool:
         state = interpret(job)
-        self.log.info("%s %s: %s", self.kind, self.name or self.label_selector, state.summary())
+        self.log.info("%s %s: %s", self.kind, self.name or self._selector(), state.summary())
         if job is None:
+            if self._seen is not None:
+                raise AirflowException(f"{self.kind} {self._seen} was deleted after it was seen (wanted {self.targets})")
             return False
+        if self.name is None and self._seen not in (None, job["metadata"]["name"]):
+            self.log.info("following %s %s, the newest try's job of the task", self.kind, job["metadata"]["name"])
+        self._seen = str(job["metadata"]["name"])
         if state.phase in self.targets:
             return True
         if state.phase in TERMINAL_PHASES:
@@ -120,17 +154,24 @@ class T9kJobSensor(BaseSensorOperator):
         return False
 
     def execute(self, context: Any) -> Any:
+        self._run_id = _run_id(context)
         if not self.deferrable:
             return super().execute(context)
-        if self.label_selector is not None:
+        selector = self._selector()
+        if selector is not None:
             try:
-                parse_selector(self.label_selector)  # a bad one fails here, not in the triggerer
+                parse_selector(selector)  # a bad one fails here, not in the triggerer
             except ValueError as exc:
                 raise AirflowException(str(exc)) from None
+        # One read on the worker first, as Airflow's own deferrable sensors do: a job already at a
+        # target phase ends the task here (a trigger firing within a second of the deferral meets
+        # apache/airflow#72716), one that ended elsewhere fails it here.
+        if self._check(self._job()):
+            return None
         deadline = datetime.now(timezone.utc) + timedelta(seconds=self.timeout) if self.timeout else None
         self.defer(
             trigger=T9kJobTrigger(
-                job=JobRef(kind=self.kind, name=self.name or "", label_selector=self.label_selector, namespace=self._namespace()),
+                job=JobRef(kind=self.kind, name=self.name or "", label_selector=selector, namespace=self._namespace()),
                 connection=Connection(kubernetes_conn_id=self.kubernetes_conn_id, config_file=self.config_file,
                                       cluster_context=self.cluster_context, in_cluster=self.in_cluster),
                 policy=WaitPolicy(
@@ -152,3 +193,9 @@ class T9kJobSensor(BaseSensorOperator):
         if event.get("status") == "timeout":
             raise AirflowSensorTimeout(f"{self.kind} {event.get('name')}: {event.get('message')} (wanted {self.targets})")
         raise AirflowException(f"{self.kind} {event.get('name')}: {event.get('message')} (wanted {self.targets})")
+
+
+def _run_id(context: Any) -> str | None:
+    """The run this sensor runs in (``task=`` follows the task of the same run by default)."""
+    ti = (context or {}).get("ti")
+    return (context or {}).get("run_id") or getattr(ti, "run_id", None)

@@ -1,7 +1,7 @@
 """What the trigger forwards into the task log while it waits: the Kubernetes Events of the job
 and its pods (from a shared watch, once each, at most ``max_forwarded``) and its replicas' log
-lines (one ``follow=true`` stream per replica, no polling; each line once, also across a
-reconnect; at most ``max_log_lines``)."""
+lines (one ``follow=true`` stream per replica, no polling; every line of a stream, and after a
+reconnect exactly the lines not sent yet, ``api/logcursor.py``; at most ``max_log_lines``)."""
 
 from __future__ import annotations
 
@@ -9,9 +9,11 @@ import asyncio
 from datetime import datetime
 from typing import TYPE_CHECKING, Any
 
+from airflow_t9k.api.evidence import controlled_by
+from airflow_t9k.api.logcursor import Cursor, instant, since_time, split
 from airflow_t9k.api.paths import child_path
 from airflow_t9k.k8s.errors import is_permanent
-from airflow_t9k.triggers import shared_watch
+from airflow_t9k.triggers import cursors, shared_watch
 
 if TYPE_CHECKING:
     from airflow_t9k.triggers.records import Forwarding
@@ -36,14 +38,41 @@ class ForwardMixin:
         @property
         def namespace(self) -> str: ...
 
-    _streamed: dict[str, str]
+    _streamed: dict[str, Cursor]
 
     _watch_key: Any  # the trigger's: (connection, kubeconfig, context, ...) -> one shared watch
     make_hook: Any
+    _owner_uid: Any
+    _last_job: Obj | None
 
     def _about_this_job(self, ev: Obj) -> bool:
+        """A cheap first cut by name; ``_is_ours`` decides by uid."""
         name = str((ev.get("involvedObject") or {}).get("name") or "")
         return name == self.name or name.startswith(f"{self.name}-")
+
+    async def _is_ours(self, ev: Obj, hook: Any, known: set[str], refused: set[str]) -> bool:
+        """Whether the Event is about the job or one of its own pods, by ``involvedObject.uid``:
+        anyone who may create Events can name any object in one (a co-tenant's "fix" in the task
+        log). A pod uid not known yet is looked up once among the job's own pods."""
+        owner = self._owner_uid(self._last_job)
+        uid = str((ev.get("involvedObject") or {}).get("uid") or "")
+        if not owner or not uid:
+            return False
+        known.add(owner)
+        if uid in known:
+            return True
+        if uid in refused:
+            return False
+        try:
+            pods = await hook.list_replica_pods(self.name, self.namespace, owner)
+        except Exception as exc:  # noqa: BLE001 - unreachable: the Event waits for the next one's lookup
+            self.log.debug("could not list the replicas to check an Event: %s", exc)
+            return False
+        known.update(str((p.get("metadata") or {}).get("uid")) for p in pods)
+        if uid in known:
+            return True
+        refused.add(uid)
+        return False
 
     async def _forward_events(self) -> None:
         """Log new Events of the job and its replica pods, once each, at most ``max_forwarded``."""
@@ -60,10 +89,15 @@ class ForwardMixin:
                     return
                 await asyncio.sleep(0.5)
             # What the shared watch already holds, in order; then each new one as it comes.
+            known: set[str] = set()
+            refused: set[str] = set()
             for ev in sorted(filter(self._about_this_job, watch.objects()), key=_event_order):
-                self._forward_event(ev, seen, since, budget)
+                if await self._is_ours(ev, watch.hook, known, refused):
+                    self._forward_event(ev, seen, since, budget)
             while budget[0] > 0:
-                self._forward_event(await arriving.get(), seen, since, budget)
+                ev = await arriving.get()
+                if await self._is_ours(ev, watch.hook, known, refused):
+                    self._forward_event(ev, seen, since, budget)
         finally:
             watch.unsubscribe_matching(arriving)
             await shared_watch.release(watch)
@@ -86,8 +120,11 @@ class ForwardMixin:
         """Follow every running replica's log (one stream each, no polling); each line once."""
         waiter = watch.subscribe(self.name)
         followers: dict[str, tuple[str, asyncio.Task[None]]] = {}  # pod -> (uid, task)
-        last_seen = self._streamed  # pod -> timestamp of the last forwarded line (failed logs skip those)
+        last_seen = self._streamed  # pod -> where its forwarded lines stand (failed logs skip those)
+        for pod, cursor in (await cursors.load(self)).items():  # where a triggerer before a restart left them
+            last_seen.setdefault(pod, cursor)
         budget = [self.forwarding.max_log_lines]
+        saver = asyncio.create_task(cursors.keep_saved(self, last_seen))
         try:
             await watch.synced()
             while budget[0] > 0:
@@ -107,13 +144,29 @@ class ForwardMixin:
             for _, task in followers.values():
                 task.cancel()
             await asyncio.gather(*(t for _, t in followers.values()), return_exceptions=True)
+            saver.cancel()
+            await asyncio.gather(saver, return_exceptions=True)
 
-    async def _follow(self, watch: shared_watch.SharedWatch, pod: str, last_seen: dict[str, str], budget: list[int]) -> None:
+    async def _follow(self, watch: shared_watch.SharedWatch, pod: str, last_seen: dict[str, Cursor], budget: list[int]) -> None:
         kube = await watch.hook.kube()
-        since = last_seen.get(pod) or self.forwarding.events_since
+        # The log is read by the pod's name: only while the pod of that name is the job's own
+        # replica (its controller is the job), not one someone else made under that name.
+        owner = self._owner_uid(self._last_job or watch.get(self.namespace, self.name))
+        try:
+            found = await watch.hook.get_pod(pod, self.namespace)
+        except Exception as exc:  # noqa: BLE001 - unreachable: the next change of the job tries again
+            self.log.debug("cannot check the pod %s: %s", pod, exc)
+            return
+        if found is None or not owner or not controlled_by(found, owner):
+            self.log.debug("not following %s: not a replica of %s %s", pod, self.name, owner)
+            return
+        cursor = last_seen.setdefault(pod, Cursor())
         query: dict[str, Any] = {"follow": True, "timestamps": True}
+        deferred = instant(self.forwarding.events_since or "")
+        since = cursor.since() or (since_time(deferred) if deferred is not None else None)
         if since:
-            query["sinceTime"] = datetime.fromisoformat(since.replace("Z", "+00:00")).strftime("%Y-%m-%dT%H:%M:%SZ")
+            query["sinceTime"] = since
+        skip = cursor.resume()  # a reopened stream replays its last second: skip exactly what was sent
         try:
             resp = await kube._send("GET", child_path("Pod", self.namespace, pod, "log"), query=query, timeout=None)
         except OSError as exc:
@@ -124,14 +177,14 @@ class ForwardMixin:
                 self.log.debug("cannot follow the log of %s: HTTP %s", pod, resp.status)
                 return
             async for raw in resp.content:
-                stamp, _, text = raw.decode(errors="replace").rstrip("\n").partition(" ")
-                if pod in last_seen and stamp <= last_seen[pod]:
+                stamp, text = split(raw.decode(errors="replace"))
+                if not skip.fresh(stamp):
                     continue  # already forwarded before a reconnect
-                last_seen[pod] = stamp
                 if budget[0] <= 0:
                     return
                 budget[0] -= 1
                 self.log.info("[%s] %s", pod, text)
+                cursor.sent(stamp)
                 if budget[0] == 0:
                     self.log.info("[logs] forwarded %d log lines; not forwarding more", self.forwarding.max_log_lines)
                     return

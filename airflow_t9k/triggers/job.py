@@ -21,11 +21,13 @@ ends (``outcome``), and finding a job by labels (``lookup``).
 from __future__ import annotations
 
 import asyncio
+import logging
 import time
 from collections.abc import AsyncIterator
 from datetime import datetime
 from typing import TYPE_CHECKING, Any
 
+from airflow.sdk.configuration import conf
 from airflow.triggers.base import BaseTrigger, TriggerEvent
 
 from airflow_t9k.api import queueing
@@ -39,26 +41,42 @@ from airflow_t9k.api.startup import (  # noqa: F401 - startup_remaining/startup_
     startup_failure,
     startup_remaining,
 )
-from airflow_t9k.hooks.t9k import AsyncT9kHook
+from airflow_t9k.hooks.t9k import AsyncT9kHook, config_fix
 from airflow_t9k.k8s.aio import within
 from airflow_t9k.k8s.errors import ApiError, is_permanent
 from airflow_t9k.triggers import records, shared_watch
 from airflow_t9k.triggers.forward import ForwardMixin
-from airflow_t9k.triggers.lookup import LookupFailed, wait_for_match
+from airflow_t9k.triggers.lookup import LookupFailed, chosen, matcher, wait_for_match
 from airflow_t9k.triggers.outcome import LAST_READ, OutcomeMixin
 
 if TYPE_CHECKING:
+    from airflow_t9k.api.logcursor import Cursor
     from airflow_t9k.triggers.records import Connection, Forwarding, JobRef, WaitPolicy
 
 Obj = dict[str, Any]
+log = logging.getLogger(__name__)
 RECHECK = 2.0  # seconds between GETs while the watch has not (yet) seen a job that exists
 BACKSTOP = 5.0  # seconds past the deadline at which any state is cut short
+
+
+HOLD = 10.0  # [t9k] deferral_hold_seconds: past the 5 s the deferring process's exit came late
 
 
 def _parse_time(value: str | None) -> float | None:
     if not value:
         return None
     return datetime.fromisoformat(value.replace("Z", "+00:00")).timestamp()
+
+
+def hold_left(deferred_at: str | None, hold: float, now: float) -> float:
+    """Seconds to hold an event until ``hold`` seconds after the deferral (0: none)."""
+    try:
+        start = _parse_time(deferred_at)
+    except ValueError:
+        return 0.0
+    if start is None or hold <= 0:
+        return 0.0
+    return max(0.0, min(start + hold - now, hold))
 
 
 class T9kJobTrigger(OutcomeMixin, ForwardMixin, BaseTrigger):
@@ -99,12 +117,13 @@ class T9kJobTrigger(OutcomeMixin, ForwardMixin, BaseTrigger):
         **flat: Any,  # the flat shape of earlier versions (and of config_dict/connection_extras)
     ) -> None:
         super().__init__()  # type: ignore[no-untyped-call]  # Airflow's BaseTrigger.__init__, unannotated
-        self.job, self.connection, self.policy, self.forwarding, self._legacy = records.from_kwargs(
+        self.job, self.connection, self.policy, self.forwarding, self._legacy, self._notes = records.from_kwargs(
             {"job": job, "connection": connection, "policy": policy, "forwarding": forwarding, **flat}
         )
+        records.warn(self._notes, log)  # the triggerer's own log; the task log hears it when the trigger runs
         self._last_job: Obj | None = None
         self._last_failure: str = ""
-        self._streamed: dict[str, str] = {}  # pod -> stamp of the last log line forwarded
+        self._streamed: dict[str, Cursor] = {}  # pod -> where its forwarded log lines stand
         self._fired = False
 
     # The job's identity, read everywhere (and ``name`` learnt from a label selector's match).
@@ -132,6 +151,7 @@ class T9kJobTrigger(OutcomeMixin, ForwardMixin, BaseTrigger):
         return (
             f"{type(self).__module__}.{type(self).__qualname__}",
             {
+                records.VERSION_KEY: records.VERSION,
                 "job": records.to_dict(self.job),
                 "connection": records.to_dict(self.connection),
                 "policy": records.to_dict(self.policy),
@@ -166,10 +186,24 @@ class T9kJobTrigger(OutcomeMixin, ForwardMixin, BaseTrigger):
         # From here on the job's end (or the timeout) is the task's to handle: a kill arriving
         # now (Mark success, Clear) must not delete or pause a job that has already ended.
         self._fired = True
+        await self._hold()
         yield event
+
+    async def _hold(self) -> None:
+        """Hold the event until ``[t9k] deferral_hold_seconds`` after the task deferred: Airflow
+        3.3's scheduler can fail a try resumed before it read the deferring process's exit
+        (apache/airflow#72716; that exit came up to 5 s late in the end-to-end tests). Only a job
+        that ends within that window waits; a retry would deliver it anyway (api/rerun.py)."""
+        hold = conf.getfloat("t9k", "deferral_hold_seconds", fallback=HOLD)
+        left = hold_left(self.forwarding.events_since, hold, time.time())
+        if left > 0:
+            self.log.info("the event came within %gs of the deferral ([t9k] deferral_hold_seconds): holding it %.1fs more, "
+                          "past Airflow's stale defer-exit race (apache/airflow#72716)", hold, left)  # fmt: skip
+            await asyncio.sleep(left)
 
     async def _bounded(self) -> TriggerEvent:
         """The wait, cut short a little after the deadline whatever state it is in."""
+        records.warn(self._notes, self.log)
         deadline = _parse_time(self.policy.deadline)
         try:
             if deadline is None:
@@ -188,7 +222,7 @@ class T9kJobTrigger(OutcomeMixin, ForwardMixin, BaseTrigger):
             watch = await shared_watch.acquire(self._watch_key(), self.make_hook, path, self.kind)
         except Exception as exc:  # noqa: BLE001 - bad kubeconfig, missing connection, unreadable file
             who = AsyncT9kHook.identity(self.make_hook())
-            return self._event("error", None, f"cannot load the Kubernetes configuration of {who}: {exc}")
+            return self._event("error", None, f"cannot load the Kubernetes configuration of {who}: {exc}; {config_fix(exc)}")
         if not self.name:  # a sensor given labels: first the one job they name
             try:
                 self.name = await wait_for_match(watch, self.namespace, self.job.label_selector or "")
@@ -200,6 +234,8 @@ class T9kJobTrigger(OutcomeMixin, ForwardMixin, BaseTrigger):
                 raise
         changed = watch.subscribe(self.name)
         helpers = []
+        if self.job.label_selector:  # a newer try's job of the followed task wakes the wait, which follows it
+            helpers.append(asyncio.create_task(self._wake_on_matches(watch, changed)))
         if self.forwarding.log_events:
             helpers.append(asyncio.create_task(self._forward_events()))
         if self.forwarding.stream_logs:
@@ -216,6 +252,35 @@ class T9kJobTrigger(OutcomeMixin, ForwardMixin, BaseTrigger):
             watch.unsubscribe(self.name, changed)
             await shared_watch.release(watch)
 
+    async def _wake_on_matches(self, watch: shared_watch.SharedWatch, changed: asyncio.Event) -> None:
+        arriving = watch.subscribe_matching(matcher(self.namespace, self.job.label_selector or ""))
+        try:
+            while True:
+                await arriving.get()
+                changed.set()
+        finally:
+            watch.unsubscribe_matching(arriving)
+
+    def _follow_newest(self, watch: shared_watch.SharedWatch, changed: asyncio.Event) -> str | None:
+        """A sensor given labels follows the newest try's job of the task they name: a retry's
+        job that appeared since is followed from now on. An error message when the matches are
+        ambiguous, or when the job followed is gone and nothing matches any more."""
+        try:
+            found = chosen(watch, matcher(self.namespace, self.job.label_selector or ""), self.job.label_selector or "")
+        except LookupFailed as exc:
+            return str(exc)
+        if found is None:
+            return None if self._last_job is None else f"{self.kind} {self.namespace}/{self.name} was deleted after it was seen"
+        name = str(found["metadata"]["name"])
+        if name != self.name:
+            self.log.info("following %s %s/%s, the newest try's job matching %r, instead of %s", self.kind, self.namespace,
+                          name, self.job.label_selector, self.name)  # fmt: skip
+            watch.unsubscribe(self.name, changed)
+            self.name = name
+            watch.subscribe(name, changed)
+            self._last_job = None
+        return None
+
     async def _wait(self, watch: shared_watch.SharedWatch, changed: asyncio.Event) -> TriggerEvent:
         deadline = _parse_time(self.policy.deadline)
         last_phase = None
@@ -229,8 +294,22 @@ class T9kJobTrigger(OutcomeMixin, ForwardMixin, BaseTrigger):
             if failure is not None and is_permanent(failure):
                 return self._event("error", self._last_job, str(getattr(failure, "message", failure)))
             self._note_failure(failure)
+            if self.job.label_selector and watch.is_synced() and (why := self._follow_newest(watch, changed)):
+                return self._event("error", self._last_job, why)
             job = watch.get(self.namespace, self.name) if watch.is_synced() else None
-            if watch.is_synced() and job is None and self.policy.wait_for_creation:
+            if watch.is_synced() and job is None and self.policy.wait_for_creation and self._last_job is not None:
+                # Seen, now gone: a sensor would otherwise wait out its timeout for a job that will not come back.
+                try:
+                    job = await watch.hook.get_job(self.kind, self.name, self.namespace)
+                    if job is None:
+                        return self._event("error", self._last_job, f"{self.kind} {self.namespace}/{self.name} was deleted "
+                                           "after it was seen")  # fmt: skip
+                except ApiError as exc:
+                    if is_permanent(exc):
+                        return self._event("error", self._last_job, exc.message)
+                    self._note_failure(exc)
+                wake_in = RECHECK  # the watch has not caught up with what the GET saw, or the GET failed
+            elif watch.is_synced() and job is None and self.policy.wait_for_creation:
                 pass  # the sensor waits for the job to appear: its creation wakes this wait
             elif watch.is_synced() and job is None:
                 # A watch that has not seen a new job yet is not proof that it is gone.

@@ -17,11 +17,15 @@ from airflow_t9k.k8s.aio import within
 from airflow_t9k.k8s.errors import ApiError
 
 if TYPE_CHECKING:
+    from airflow_t9k.api.logcursor import Cursor
     from airflow_t9k.triggers import shared_watch
     from airflow_t9k.triggers.records import Forwarding, JobRef, WaitPolicy
 
 Obj = dict[str, Any]
-LAST_READ = 5.0  # seconds the one read of the job at the deadline may take (and its log tails as long)
+# Seconds the one read of the job at the deadline may take (and its log tails as long). It
+# resolves the connection too, through the triggerer's supervisor, which answered 5 s late
+# while a restarted triggerer took its triggers over: too short a bound times out a finished job.
+LAST_READ = 15.0
 
 
 class OutcomeMixin:
@@ -45,7 +49,7 @@ class OutcomeMixin:
     _note_failure: Any
     _last_job: Obj | None
     _last_failure: str
-    _streamed: dict[str, str]
+    _streamed: dict[str, Cursor]
     _fired: bool
 
     async def _at_deadline(self) -> TriggerEvent:
@@ -91,7 +95,7 @@ class OutcomeMixin:
 
     async def _startup_timeout(self, watch: shared_watch.SharedWatch, job: Obj) -> TriggerEvent:
         try:
-            reason = await watch.hook.pending_reason(self.name, self.namespace)
+            reason = await watch.hook.pending_reason(self.name, self.namespace, self._owner_uid(job))
         except ApiError as exc:
             reason = f"(the reason could not be read: {exc.message})"
         return self._event(
@@ -100,14 +104,21 @@ class OutcomeMixin:
 
     async def _startup_error(self, watch: shared_watch.SharedWatch, job: Obj, due: dict[str, str]) -> TriggerEvent:
         try:
-            detail = waiting_detail(await watch.hook.list_replica_pods(self.name, self.namespace), due)  # the kubelet's words
+            pods = await watch.hook.list_replica_pods(self.name, self.namespace, self._owner_uid(job))
+            detail = waiting_detail(pods, due)  # the kubelet's words
         except ApiError as exc:
             detail = f"(the detail could not be read: {exc.message})"
         return self._event(
             "startup_error",
             job,
             startup_error(self.kind, self.namespace, self.name, self.policy.startup_error_grace, due, detail),
+            {"waiting": dict(due)},  # which reasons: a retry may fix a pull error, not an invalid image name
         )
+
+    def _owner_uid(self, job: Obj | None) -> str | None:
+        """The uid pods and Events must belong to: the one this trigger was given, else (a
+        sensor's) the job's as the watch saw it."""
+        return self.uid or ((job or {}).get("metadata") or {}).get("uid")
 
     def _event(self, status: str, job: Obj | None, message: str, failed: Obj | None = None) -> TriggerEvent:
         """The one event; ``failed``: what ``_failed_logs`` found (the order of failure, the
@@ -137,7 +148,7 @@ class OutcomeMixin:
         hook = self.make_hook()
         try:
             try:
-                pods = await hook.list_replica_pods(self.name, self.namespace)
+                pods = await hook.list_replica_pods(self.name, self.namespace, self._owner_uid(job))
                 live: set[str] | None = {str(p["metadata"]["name"]) for p in pods}
             except Exception as exc:  # noqa: BLE001 - the order then comes from the job's status alone
                 self.log.warning("could not list the replicas to order their failures: %s", exc)
@@ -147,10 +158,12 @@ class OutcomeMixin:
                 first_failed(job, pods), f.max_log_lines, f.max_followed_pods, f.log_tail_lines, dict(self._streamed)
             )
 
-            async def read(pod: str, lines: int | None) -> tuple[str, str | None]:
+            async def read(pod: str, lines: int | None, since: str | None = None) -> tuple[str, str | None]:
                 # A pod clean-up deleted: the lines the controller kept of it (operators/logs.py).
                 text = (
-                    await hook.read_log_tail(pod, self.namespace, lines, timestamps=True) if live is None or pod in live else ""
+                    await hook.read_log_tail(pod, self.namespace, lines, timestamps=True, since=since)
+                    if live is None or pod in live
+                    else ""
                 )
                 if text and not unavailable(text):
                     return text, None
@@ -163,9 +176,10 @@ class OutcomeMixin:
 
             while (step := plan.next_read()) is not None:
                 pod, asked = step
-                text, kept_in = await read(pod, asked)
+                text, kept_in = await read(pod, asked, plan.since(pod))  # a streamed replica: from its last streamed second
                 lines = plan.add(pod, text, asked, kept_in)
-                print_lines(self.log, plan.header(pod, len(lines)), lines)
+                if lines is not None:  # None: the plan reads this log again with more lines
+                    print_lines(self.log, plan.header(pod, len(lines)), lines)
             if plan.skipped():
                 self.log.info(
                     "--- not printed (max_followed_pods or max_log_lines): the logs of %s ---", ", ".join(plan.skipped())

@@ -1,11 +1,17 @@
 """The trigger's arguments as four small records, stored as plain dicts.
 
 A ``T9kJobTrigger`` lives in Airflow's database as its ``serialize()`` kwargs from the task's
-deferral until its event, possibly across an upgrade of this package. So the stored shape is
-a contract: each record is written as a dict of primitives under its own key (``job``,
-``connection``, ``policy``, ``forwarding``), and ``from_kwargs`` also reads the flat keyword
-arguments that versions before the records wrote (``kind=..., deadline=..., max_log_lines=...``),
-so a trigger deferred before an upgrade deserializes and runs the same after it.
+deferral until its event, possibly across an upgrade of this package, in either direction: a
+rolling upgrade runs new workers beside old triggerers, and the other way round. So the stored
+shape is a contract: each record is written as a dict of primitives under its own key (``job``,
+``connection``, ``policy``, ``forwarding``), with ``version`` (``VERSION``), and
+
+- ``from_kwargs`` also reads the flat keyword arguments that versions before the records wrote
+  (``kind=..., deadline=..., max_log_lines=...``), so a trigger deferred before an upgrade
+  deserializes and runs the same after it;
+- it ignores what it does not know (a field a newer worker added to a record, a record or key
+  of its own, a higher ``version``), with a warning, so a row a newer worker wrote loads on an
+  older triggerer and its task goes on, without what the newer version added.
 
 No record holds credentials: the triggerer resolves them itself from the connection id, the
 kubeconfig path, the context or in-cluster.
@@ -13,6 +19,7 @@ kubeconfig path, the context or in-cluster.
 
 from __future__ import annotations
 
+import logging
 from dataclasses import asdict, dataclass, fields
 from typing import Any
 
@@ -68,8 +75,13 @@ class Forwarding:
     max_followed_pods: int = 8  # replicas followed at once; and failed replicas whose logs are printed
     follow_pods: tuple[str, ...] | None = None  # None: every running replica
     log_tail_lines: int = 50  # lines of the first failed replica's log quoted in the event's message
+    save_log_cursor: bool = True  # keep where the logs stand in XCom t9k_log_cursor (not with do_xcom_push=False)
 
 
+# 1: the four records (no key); 2: ``version`` written, unknown fields ignored. Raise it whenever a
+# field is added, so an older triggerer can say which version wrote what it ignores.
+VERSION = 2
+VERSION_KEY = "version"
 RECORDS: dict[str, type] = {"job": JobRef, "connection": Connection, "policy": WaitPolicy, "forwarding": Forwarding}
 # Flat keyword arguments that earlier versions stored and that hold credentials: still read from
 # an old row (the triggerer needs them to reach the cluster), never written by a new deferral.
@@ -81,12 +93,13 @@ def _field_names(cls: type) -> set[str]:
     return {f.name for f in fields(cls)}
 
 
-def _build(cls: type, values: Obj) -> Any:
-    """A record from a dict (JSON lists back to tuples; an empty target list means none)."""
+def _build(cls: type, values: Obj, notes: list[str]) -> Any:
+    """A record from a dict (JSON lists back to tuples; an empty target list means none); fields
+    it does not know (a newer version's) are left out and noted."""
     unknown = set(values) - _field_names(cls)
     if unknown:
-        raise TypeError(f"unexpected {cls.__name__} fields: {', '.join(sorted(unknown))}")
-    clean = dict(values)
+        notes.append(f"{cls.__name__} fields {', '.join(sorted(unknown))}")
+    clean = {k: v for k, v in values.items() if k not in unknown}
     for key in _TUPLES & set(clean):
         value = clean[key]
         clean[key] = tuple(value) if value is not None and (value or key == "follow_pods") else None
@@ -98,26 +111,45 @@ def to_dict(record: Any) -> Obj:
     return {k: list(v) if isinstance(v, tuple) else v for k, v in asdict(record).items()}
 
 
-def from_kwargs(kwargs: Obj) -> tuple[JobRef, Connection, WaitPolicy, Forwarding, Obj]:
+def from_kwargs(kwargs: Obj) -> tuple[JobRef, Connection, WaitPolicy, Forwarding, Obj, list[str]]:
     """The records from a trigger's kwargs, new shape or old flat one (or a mix: a record given
-    whole, the rest flat), and any legacy credential kwargs as found.
+    whole, the rest flat), any legacy credential kwargs as found, and what was ignored.
 
-    A flat key lands in the record that has a field of its name; a key no record knows is an
-    error, as an unexpected keyword argument always was."""
+    A flat key lands in the record that has a field of its name. What no record knows (a
+    field or key a newer version wrote) is ignored and named in the returned notes (``warn``
+    logs them): an older triggerer runs a newer worker's trigger as far as it understands it."""
+    kwargs = dict(kwargs)
+    version = kwargs.pop(VERSION_KEY, None)
     given = {key: kwargs[key] for key in RECORDS if kwargs.get(key) is not None}
     legacy = {key: kwargs[key] for key in LEGACY_CREDENTIALS if kwargs.get(key)}
     flat = {k: v for k, v in kwargs.items() if k not in RECORDS and k not in LEGACY_CREDENTIALS}
     parts: dict[str, Obj] = {key: {} for key in RECORDS}
+    notes: list[str] = []
     for key, value in flat.items():
         home = next((name for name, cls in RECORDS.items() if key in _field_names(cls)), None)
         if home is None:
-            raise TypeError(f"T9kJobTrigger got an unexpected keyword argument {key!r}")
+            notes.append(f"key {key!r}")
+            continue
         if home in given:
             raise TypeError(f"T9kJobTrigger got {key!r} both flat and inside {home!r}")
         parts[home][key] = value
     records: list[Any] = []
     for key, cls in RECORDS.items():
         value = given.get(key)
-        records.append(value if isinstance(value, cls) else _build(cls, value if value is not None else parts[key]))
+        if isinstance(value, cls):
+            records.append(value)
+        elif value is not None and not isinstance(value, dict):
+            raise TypeError(f"T9kJobTrigger's {key!r} must be a {cls.__name__} or a dict, got {type(value).__name__}")
+        else:
+            records.append(_build(cls, value if value is not None else parts[key], notes))
+    if notes or (isinstance(version, int) and version > VERSION):
+        wrote = f"version {version}" if isinstance(version, int) else "another version"
+        ignored = "; ".join(notes) or "nothing"
+        notes = [f"written by {wrote} of airflow-t9k (this triggerer runs version {VERSION}); ignored: {ignored}"]
     job, connection, policy, forwarding = records
-    return job, connection, policy, forwarding, legacy
+    return job, connection, policy, forwarding, legacy, notes
+
+
+def warn(notes: list[str], log: logging.Logger | Any) -> None:
+    for note in notes:
+        log.warning("T9kJobTrigger %s; upgrade the triggerers to the workers' version (docs/airflow.md, Upgrades)", note)

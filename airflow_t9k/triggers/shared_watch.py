@@ -96,9 +96,10 @@ class SharedWatch:
                 if match(obj):
                     queue.put_nowait(obj)
 
-    def subscribe(self, name: str) -> asyncio.Event:
-        """An Event set whenever the object called ``name`` changes."""
-        waiter = asyncio.Event()
+    def subscribe(self, name: str, waiter: asyncio.Event | None = None) -> asyncio.Event:
+        """An Event set whenever the object called ``name`` changes (``waiter``: that Event, also
+        set for other names it is subscribed to)."""
+        waiter = waiter if waiter is not None else asyncio.Event()
         self.subscribers.setdefault(name, set()).add(waiter)
         return waiter
 

@@ -10,9 +10,13 @@ its job is the one it recorded in XCom ``t9k_job``. What the controller kept bef
 user may read whose uid is the one their task recorded. Only the JavaScript bundles are public
 (they hold nothing but code).
 
+A recorded job counts only when its annotations also name the task (view.task_job): the
+record is written by the task's own code, and a uid is no secret.
+
 Settings (``[t9k]``): ``ui_kubernetes_conn_id`` (default ``kubernetes_default``), the
 connection whose identity reads and changes jobs; ``ui_namespace`` (default empty: every
-namespace) to read one namespace only.
+namespace) to read one namespace only; ``team_namespaces`` (default empty) to tie namespaces to
+Airflow teams (teams.py).
 """
 
 from __future__ import annotations
@@ -23,12 +27,13 @@ import json
 import threading
 from collections.abc import Callable
 from concurrent.futures import ThreadPoolExecutor
+from dataclasses import replace
 from datetime import datetime, timezone
 from pathlib import Path
 from typing import Any
 
 from airflow.api_fastapi.app import get_auth_manager
-from airflow.api_fastapi.auth.managers.models.resource_details import DagAccessEntity
+from airflow.api_fastapi.auth.managers.models.resource_details import DagAccessEntity, DagDetails
 from airflow.api_fastapi.core_api.security import GetUserDep, requires_access_dag
 from airflow.configuration import conf
 from airflow.utils.session import create_session
@@ -37,9 +42,9 @@ from fastapi.responses import JSONResponse, PlainTextResponse
 from fastapi.staticfiles import StaticFiles
 
 from airflow_t9k.k8s.errors import ApiError, NotFound
-from airflow_t9k.ui import attempts, guard, view
+from airflow_t9k.ui import attempts, guard, teams, view
 from airflow_t9k.ui.reader import Reader
-from airflow_t9k.ui.records import TaskRecord, audit, earlier_tries, recorded_uids, task_record
+from airflow_t9k.ui.records import TaskRecord, audit, earlier_tries, recorded_uids, task_record, team_of, teams_of
 
 Obj = dict[str, Any]
 STATIC = Path(__file__).parent / "static"
@@ -129,6 +134,15 @@ def _api_error(_: Request, exc: ApiError) -> JSONResponse:
     return JSONResponse({"detail": exc.message or str(exc), "kubernetes_status": exc.status}, status_code=status)
 
 
+def _teams() -> teams.Teams | None:
+    """``[t9k] team_namespaces``; a value that does not parse refuses every request (503) rather
+    than showing every namespace."""
+    try:
+        return teams.parse(conf.get("t9k", "team_namespaces", fallback=""))
+    except teams.TeamNamespacesError as exc:
+        raise HTTPException(503, str(exc)) from None
+
+
 def _now() -> datetime:
     return datetime.now(timezone.utc)
 
@@ -150,11 +164,14 @@ def list_jobs(user: GetUserDep, kind: str | None = None, dag_id: str | None = No
     if dag_id is not None:
         allowed = allowed & {dag_id}
     now = _now()
+    mapping = _teams()
     jobs = view.readable(reader().jobs(kind), allowed)
     keys = {k for k in map(view.task_key, jobs) if k is not None}
     with create_session() as session:
         recorded = recorded_uids(session, keys)  # one query for the whole page
-    rows = [view.summary(j, now) for j in view.owned(jobs, recorded)]
+        team = teams_of(session, {k[0] for k in keys}) if mapping is not None else {}
+    owned = [j for j in view.owned(jobs, recorded) if teams.allows(mapping, team.get(view.dag_of(j)), j["metadata"]["namespace"])]
+    rows = [view.summary(j, now) for j in owned]
     if phase:
         rows = [r for r in rows if r["phase"] == phase]
     rows.sort(key=lambda r: r["created"] or "", reverse=True)
@@ -163,17 +180,29 @@ def list_jobs(user: GetUserDep, kind: str | None = None, dag_id: str | None = No
 
 def _record(dag_id: str, run_id: str, task_id: str, map_index: int) -> TaskRecord:
     """What Airflow recorded of the task instance; 404 when there is no such task instance."""
+    mapping = _teams()
     with create_session() as session:
         record = task_record(session, (dag_id, run_id, task_id, map_index))
+        if record is not None and mapping is not None:
+            record = replace(record, team=team_of(session, dag_id))
     if record is None:
         raise HTTPException(404, f"no task instance {dag_id}/{run_id}/{task_id} (map index {map_index})")
     return record
 
 
+def _task_job(key: tuple[str, str, str, int], record: TaskRecord, identity: Obj | None) -> Obj | None:
+    """The job ``identity`` names, as it is now, when it is the task's (Reader.recorded_job) and in
+    a namespace of the DAG's team; None otherwise."""
+    if identity is None or not teams.allows(_teams(), record.team, identity["namespace"]):
+        return None
+    return reader().recorded_job(identity, key)
+
+
 def _job(dag_id: str, run_id: str, task_id: str, map_index: int) -> Obj | None:
     """The job the task instance recorded, as it is now; 404 when there is no such task instance."""
-    record = _record(dag_id, run_id, task_id, map_index)
-    return reader().recorded_job(record.identity) if record.identity is not None else None
+    key = (dag_id, run_id, task_id, map_index)
+    record = _record(*key)
+    return _task_job(key, record, record.identity)
 
 
 def _attempts(key: tuple[str, str, str, int], record: TaskRecord, current: Obj | None) -> list[Obj]:
@@ -185,7 +214,7 @@ def _attempts(key: tuple[str, str, str, int], record: TaskRecord, current: Obj |
     r, rows = reader(), []
     for e in earlier:
         ident = e["job"]
-        job = r.recorded_job(ident) if ident is not None and ident["uid"] != current_uid else None
+        job = _task_job(key, record, ident) if ident is not None and ident["uid"] != current_uid else None
         pods = r.pods(job) if job is not None else []
         evidence = r.evidence(job) if job is not None and view.phase(job) in view.FINISHED else None
         rows.append(attempts.row(e, job, pods, evidence, current_uid))
@@ -199,14 +228,40 @@ def _require_job(dag_id: str, run_id: str, task_id: str, map_index: int) -> Obj:
     return job
 
 
+def may_read_logs(user: Any, dag_id: str) -> bool:
+    """Whether ``user`` may read the DAG's task logs (the auth manager's TASK_LOGS entity)."""
+    try:
+        return bool(get_auth_manager().is_authorized_dag(method="GET", access_entity=DagAccessEntity.TASK_LOGS,
+                                                          details=DagDetails(id=dag_id), user=user))  # fmt: skip
+    except Exception:  # noqa: BLE001 - an auth manager that cannot say: the lines stay out
+        return False
+
+
+def without_kept_logs(answer: Obj) -> Obj:
+    """``answer`` without the replicas' log lines the controller kept (``kept.replicas[].log``, in
+    the job and each earlier attempt): they are task logs, for users who may read task logs
+    (the ``/log`` endpoint serves them to those)."""
+    for holder in [answer.get("job") or {}, *(answer.get("attempts") or [])]:
+        for replica in (holder.get("kept") or {}).get("replicas") or []:
+            if isinstance(replica, dict) and replica.get("log") is not None:
+                replica["log"] = None
+    return answer
+
+
 @app.get(TASK, dependencies=[read_ti])
 @off_pool
-def job_detail(dag_id: str, run_id: str, task_id: str, map_index: str | None = None) -> Obj:
+def job_detail(user: GetUserDep, dag_id: str, run_id: str, task_id: str, map_index: str | None = None) -> Obj:
     """The task's job with replicas and Events (``job`` is null when the task submitted none), and
-    its earlier tries with their jobs (``attempts``, newest first)."""
+    its earlier tries with their jobs (``attempts``, newest first); the log lines kept before
+    clean-up only for a user who may read the DAG's task logs."""
+    answer = _job_detail(dag_id, run_id, task_id, map_index)
+    return answer if may_read_logs(user, dag_id) else without_kept_logs(answer)
+
+
+def _job_detail(dag_id: str, run_id: str, task_id: str, map_index: str | None) -> Obj:
     key = (dag_id, run_id, task_id, _map_index(map_index))
     record = _record(*key)
-    job = reader().recorded_job(record.identity) if record.identity is not None else None
+    job = _task_job(key, record, record.identity)
     earlier = _attempts(key, record, job)
     if job is None:
         return {"job": None, "attempts": earlier,

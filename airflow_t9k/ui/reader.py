@@ -14,6 +14,8 @@ from collections.abc import Callable
 from concurrent.futures import ThreadPoolExecutor
 from typing import Any
 
+from airflow_t9k.api import ownership
+from airflow_t9k.api.evidence import is_evidence_of
 from airflow_t9k.api.paths import child_path, job_path
 from airflow_t9k.api.resources import RESOURCES, resource_for
 from airflow_t9k.api.runmode import resume_patch
@@ -25,6 +27,7 @@ Obj = dict[str, Any]
 CACHE_SECONDS = 2.0
 SELECTOR = f"{ANNOTATION}/dag-id"  # every job an operator submits carries this label
 LOG_LINES = 200
+UI_LOG_BYTES = 1024 * 1024  # at most 2,000 lines are asked for; a longer answer is cut by the API server
 
 
 class Reader:
@@ -64,10 +67,11 @@ class Reader:
             jobs = self._cache[1]
         return [j for j in jobs if kind is None or j.get("kind") == kind]
 
-    def recorded_job(self, identity: Obj) -> Obj | None:
-        """The job a task recorded (records.py: kind, namespace, name, uid), by one GET; None when
-        it is gone, or when the name now belongs to another object (another uid): a job someone
-        else created under that name afterwards is not the task's."""
+    def recorded_job(self, identity: Obj, key: tuple[str, str, str, int]) -> Obj | None:
+        """The job task ``key`` recorded (records.py: kind, namespace, name, uid), by one GET; None
+        when it is gone, when the name now belongs to another object (another uid: a job someone
+        else created under that name afterwards), or when the job's annotations name another
+        task (a record pointing at someone else's job: view.task_job)."""
         if identity["kind"] not in self.kinds or (self.namespace and identity["namespace"] != self.namespace):
             return None
         try:
@@ -75,7 +79,7 @@ class Reader:
         except NotFound:
             return None
         job.setdefault("kind", identity["kind"])
-        return job if view.recorded(job, identity) else None
+        return job if view.task_job(job, identity, key) else None
 
     def pods(self, job: Obj) -> list[Obj]:
         """The job's pods: narrowed by its job-name label, kept only when they name the job's uid
@@ -96,18 +100,21 @@ class Reader:
     def evidence(self, job: Obj) -> Obj | None:
         """The data of the ConfigMap ``<job>-evidence`` the controller kept before clean-up deleted
         the job's pods (controller/reconcile/evidence.py); None when there is none, or when it is
-        not the controller's: only a ConfigMap whose ownerReferences name the job's uid with
-        ``controller: true`` is used (anyone who may create ConfigMaps in the namespace could
-        create one of that name first)."""
+        not the controller's: only the ConfigMap whose uid the job's status has on record is used
+        (anyone who may create ConfigMaps in the namespace could create one of that name first,
+        with an ownerReference naming the job). No GET without a record."""
         meta = job["metadata"]
+        name = f"{meta['name']}{view.EVIDENCE_SUFFIX}"
+        if ownership.recorded_uid(job.get("status"), "ConfigMap", name) is None:
+            return None
         try:
-            cm = self._request("GET", child_path("ConfigMap", meta["namespace"], f"{meta['name']}{view.EVIDENCE_SUFFIX}"))
+            cm = self._request("GET", child_path("ConfigMap", meta["namespace"], name))
         except NotFound:
             return None
-        return dict(cm.get("data") or {}) if view.controlled_by(cm, meta["uid"]) else None
+        return dict(cm.get("data") or {}) if is_evidence_of(cm, job) else None
 
     def log(self, namespace: str, pod: str, lines: int = LOG_LINES) -> str:
-        query = [("tailLines", str(lines)), ("timestamps", "false")]
+        query = [("tailLines", str(lines)), ("timestamps", "false"), ("limitBytes", str(UI_LOG_BYTES))]
         return str(self._request("GET", child_path("Pod", namespace, pod, "log"), query=query, raw=True))
 
     def patch(self, job: Obj, patch: Obj) -> Obj:

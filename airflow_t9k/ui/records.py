@@ -2,9 +2,11 @@
 
 A job's ``airflow-t9k.io/*`` annotations are written by whoever creates the job, so anyone who
 may create a job could claim any task with them. What a task submitted is what it recorded in
-XCom ``t9k_job`` (operators/job.py: kind, namespace, name, uid) when it submitted it; only a
-worker running that task writes there. The UI therefore trusts the task instance and its
-XCom, and uses annotations only to narrow its LISTs.
+XCom ``t9k_job`` (operators/job.py: kind, namespace, name, uid) when it submitted it. That is
+not proof either: the task's own code runs on the worker and can push XCom, and users allowed to
+edit XComs or the task state store through the REST API can write both: what they name is a
+claim to check against the job before the UI acts on it (docs/ui.md). The UI uses annotations
+only to narrow its LISTs.
 
 Functions take a SQLAlchemy session so that the api-server passes its own and tests a real
 database of their own.
@@ -21,6 +23,8 @@ from airflow.models.xcom import XComModel
 from sqlalchemy import select
 
 from airflow_t9k.api.attempts import ATTEMPTS_KEY, parse
+from airflow_t9k.api.identity import FIELDS as IDENTITY_FIELDS
+from airflow_t9k.api.identity import checked
 from airflow_t9k.links import XCOM_IDENTITY
 
 if TYPE_CHECKING:
@@ -28,24 +32,23 @@ if TYPE_CHECKING:
 
 Obj = dict[str, Any]
 TaskKey = tuple[str, str, str, int]  # (dag_id, run_id, task_id, map_index)
-IDENTITY_FIELDS = ("kind", "namespace", "name", "uid")
 MAX_TRIES = 10  # earlier tries shown in the tab, the latest
 
 
 @dataclass(frozen=True)
 class TaskRecord:
     """``identity``: the job the task recorded (None when it has submitted none yet);
-    ``try_number``: the task instance's current try."""
+    ``try_number``: the task instance's current try; ``team``: its DAG's team."""
 
     identity: Obj | None
     try_number: int = 0
+    team: str | None = None  # the DAG's Airflow team, read only when [t9k] team_namespaces is set
 
 
 def _identity(value: Any) -> Obj | None:
-    """The recorded identity when it names all of kind, namespace, name and uid as strings."""
-    if not isinstance(value, dict) or not all(isinstance(value.get(k), str) and value.get(k) for k in IDENTITY_FIELDS):
-        return None
-    return {k: value[k] for k in IDENTITY_FIELDS}
+    """The recorded identity when it is well formed (api/identity.py: a kind we know, a DNS
+    namespace and name, a uid), None otherwise: its fields go into request paths."""
+    return checked(value)
 
 
 def _decoded(row: Any) -> Any:
@@ -72,23 +75,53 @@ def task_record(session: Session, key: TaskKey) -> TaskRecord | None:
     return TaskRecord(identity=_identity(_decoded(row)) if row is not None else None, try_number=int(found.try_number or 0))
 
 
+def team_of(session: Session, dag_id: str) -> str | None:
+    """The Airflow team owning the DAG (its bundle's team with ``[core] multi_team``), None when none."""
+    from airflow.models.dag import DagModel
+
+    return DagModel.get_team_name(dag_id, session=session)
+
+
+def teams_of(session: Session, dag_ids: set[str]) -> dict[str, str | None]:
+    """The team of each DAG, in one query (DAGs of no team are left out)."""
+    from airflow.models.dag import DagModel
+
+    return DagModel.get_dag_id_to_team_name_mapping(sorted(dag_ids), session=session) if dag_ids else {}
+
+
+def _stored_attempts(session: Session, key: TaskKey) -> Any:
+    """The task's ``t9k_jobs`` as the task wrote it, read as Airflow's workers read the task state
+    store: through its metastore backend, and, for a value a ``[workers] state_store_backend`` kept
+    elsewhere (the table then holds a reference), through that backend. None when there is none,
+    or it cannot be read."""
+    from airflow._shared.state import TaskScope
+    from airflow.sdk.execution_time.context import _get_worker_state_store_backend, _unwrap_external_ref
+    from airflow.state.metastore import _get_db_backend
+
+    dag_id, run_id, task_id, map_index = key
+    try:
+        raw = _get_db_backend().get(TaskScope(dag_id, run_id, task_id, map_index), ATTEMPTS_KEY, session=session)
+        value = json.loads(raw) if raw else None
+        ref = _unwrap_external_ref(value) if isinstance(value, dict) else None
+        if ref:
+            backend = _get_worker_state_store_backend()
+            return backend.deserialize_task_state_store_from_ref(ref) if backend is not None else None
+        return value
+    except Exception:  # noqa: BLE001 - no earlier attempts shown beats a tab that fails
+        return None
+
+
 def earlier_tries(session: Session, key: TaskKey, current_try: int) -> list[Obj]:
     """The task instance's tries before ``current_try``, newest first: each with Airflow's state
     for it (TaskInstanceHistory) and the job it ran, from the task's own history in the task
     state store (api/attempts.py; None where that try submitted or recorded none)."""
-    from airflow.models.task_state_store import TaskStateStoreModel as S
     from airflow.models.taskinstancehistory import TaskInstanceHistory as H
 
     dag_id, run_id, task_id, map_index = key
     states = {int(r.try_number): r for r in session.execute(
         select(H.try_number, H.state, H.start_date, H.end_date).where(
             H.dag_id == dag_id, H.run_id == run_id, H.task_id == task_id, H.map_index == map_index))}  # fmt: skip
-    raw = session.scalar(select(S.value).where(S.dag_id == dag_id, S.run_id == run_id, S.task_id == task_id,
-                                               S.map_index == map_index, S.key == ATTEMPTS_KEY).limit(1))  # fmt: skip
-    try:
-        jobs = {e["try"]: e for e in parse(json.loads(raw))} if raw else {}
-    except ValueError:
-        jobs = {}
+    jobs = {e["try"]: e for e in parse(_stored_attempts(session, key))}
     out = []
     for n in sorted((set(states) | set(jobs)) - {current_try}, reverse=True):
         if n > current_try:

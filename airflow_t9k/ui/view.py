@@ -177,6 +177,12 @@ def readable(jobs: list[Obj], dag_ids: set[str]) -> list[Obj]:
     return [j for j in jobs if (t := task_of(j)) is not None and t["dag_id"] in dag_ids]
 
 
+def dag_of(job: Obj) -> str:
+    """The DAG id the job's annotations name ('' when none)."""
+    t = task_of(job)
+    return "" if t is None else str(t["dag_id"])
+
+
 def task_key(job: Obj) -> tuple[str, str, str, int] | None:
     """The task the job's annotations claim; only a hint, until Airflow's records confirm it."""
     t = task_of(job)
@@ -201,6 +207,15 @@ def recorded(job: Obj, identity: Obj) -> bool:
     meta = job.get("metadata") or {}
     found = (job.get("kind"), meta.get("namespace"), meta.get("name"), meta.get("uid"))
     return found == (identity.get("kind"), identity.get("namespace"), identity.get("name"), identity.get("uid"))
+
+
+def task_job(job: Obj, identity: Obj, key: tuple[str, str, str, int]) -> bool:
+    """Whether ``job`` is the job of the task ``key``: the object the task recorded (``identity``,
+    from XCom or the state store, which the task's own code and REST editors can write) *and* a
+    job whose annotations name that very task. A uid is no secret (asset events and lineage
+    carry it), so a record alone could name any job of any namespace; the annotations alone
+    could be copied by anyone who may create a job. Both must hold."""
+    return recorded(job, identity) and task_key(job) == key
 
 
 def _rank(pod: Obj) -> int | None:

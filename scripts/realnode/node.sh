@@ -2,13 +2,16 @@
 # plane, so replicas run as real processes. Sourced by scripts/local-cluster.sh (which owns
 # STATE, CACHE, BIN, PKI, KC, start/answers/wait_for and the supervisor); see docs/real-node.md.
 #
-# - kubelet comes from the same Kubernetes module as the control plane (tools/k8s); CoreDNS is
-#   a slim build of the module in tools/coredns; the sandbox ("pause") image is tools/pause.
+# - kubelet and kube-proxy come from the same Kubernetes module as the control plane (tools/k8s);
+#   CoreDNS is a slim build of the module in tools/coredns; the sandbox ("pause") image is tools/pause.
+# - kube-proxy (iptables mode) gives the node's pods cluster IPs: the `kubernetes` Service, whose
+#   endpoint is the API server on the bridge's address (scripts/local-cluster.sh, api_address).
 # - containerd, runc and the CNI plugins are Debian's packages (installed here when missing).
 # - Images are built from Debian packages with mmdebstrap (scripts/realnode/image.sh) and
 #   imported, never pulled: localhost/airflow-t9k/train:1 and localhost/pause:3.10.
 # - The node's address is the gateway of a bridge this script creates, so nothing of the real
-#   node listens beyond this machine; pods reach each other and CoreDNS, nothing else.
+#   node listens beyond this machine; pods reach each other, CoreDNS and cluster IPs (the API
+#   server's among them), nothing else.
 # - The node is labelled and tainted t9k.test/real=true (NoSchedule): only jobs that tolerate
 #   it land there. kwok manages only nodes annotated kwok.x-k8s.io/node=fake.
 
@@ -23,13 +26,20 @@ P_KUBELET=${T9K_PORT_KUBELET:-30250}
 P_KUBELET_HEALTH=${T9K_PORT_KUBELET_HEALTH:-30248}
 P_DNS_HEALTH=${T9K_PORT_DNS_HEALTH:-30280}
 P_DNS_READY=${T9K_PORT_DNS_READY:-30281}
+P_PROXY_HEALTH=${T9K_PORT_KUBE_PROXY_HEALTH:-30256}
+P_PROXY_METRICS=${T9K_PORT_KUBE_PROXY_METRICS:-30249}
+RN_SERVICE_CIDR=10.96.0.0/16  # the API server's --service-cluster-ip-range
+RN_COMPONENTS=(containerd coredns kubelet kube-proxy)
 RN_SOCK=$RN_STATE/containerd/containerd.sock
 RN_HOST_PACKAGES=(containerd runc containernetworking-plugins mmdebstrap iptables iproute2)
 RN_TRAIN_IMAGE=localhost/airflow-t9k/train:1
 RN_PAUSE_IMAGE=localhost/pause:3.10
 # Host settings the kubelet and the bridge plugin change; saved on `up`, restored on `down`.
+# kube-proxy is told to leave conntrack and route_localnet alone; they are listed so a change shows.
 RN_SYSCTLS=(net.ipv4.ip_forward vm.overcommit_memory vm.panic_on_oom kernel.panic kernel.panic_on_oops
-  kernel.keys.root_maxkeys kernel.keys.root_maxbytes)
+  kernel.keys.root_maxkeys kernel.keys.root_maxbytes net.ipv4.conf.all.route_localnet net.bridge.bridge-nf-call-iptables
+  net.netfilter.nf_conntrack_max net.netfilter.nf_conntrack_tcp_timeout_established
+  net.netfilter.nf_conntrack_tcp_timeout_close_wait)
 
 rn_enabled() { [[ -f $RN_STATE/enabled ]]; }
 
@@ -43,6 +53,7 @@ rn_image_tar() { echo "$RN_CACHE/images/train-$(rn_image_id).tar"; }
 
 rn_built() {
   [[ "$("$BIN/kubelet" --version 2>/dev/null)" == "Kubernetes $K8S_VERSION" ]] &&
+    [[ "$("$BIN/kube-proxy" --version 2>/dev/null)" == "Kubernetes $K8S_VERSION" ]] &&
     [[ -x $RN_CACHE/bin/coredns && -f $RN_CACHE/images/pause.tar && -f $(rn_image_tar) ]] &&
     command -v containerd >/dev/null && command -v runc >/dev/null && [[ -x /usr/lib/cni/bridge ]]
 }
@@ -71,9 +82,13 @@ rn_build() {
   mkdir -p "$RN_CACHE/bin" "$RN_CACHE/images" "$CACHE/logs"
   export GOTOOLCHAIN=local CGO_ENABLED=0
   local t0=$SECONDS
-  if [[ "$("$BIN/kubelet" --version 2>/dev/null)" != "Kubernetes $K8S_VERSION" ]]; then
-    run_build "kubelet $K8S_VERSION" "$CACHE/logs/build-kubelet.log" \
-      bash -c "cd '$ROOT/tools/k8s' && nice -n 10 go build -trimpath -tags selinux,notest,grpcnotrace -ldflags '$(ldflags)' -o '$BIN/' k8s.io/kubernetes/cmd/kubelet"
+  local cmd node_bins=()
+  for cmd in kubelet kube-proxy; do
+    [[ "$("$BIN/$cmd" --version 2>/dev/null)" == "Kubernetes $K8S_VERSION" ]] || node_bins+=("k8s.io/kubernetes/cmd/$cmd")
+  done
+  if ((${#node_bins[@]})); then
+    run_build "${node_bins[*]##*/} $K8S_VERSION" "$CACHE/logs/build-kubelet.log" \
+      bash -c "cd '$ROOT/tools/k8s' && nice -n 10 go build -trimpath -tags selinux,notest,grpcnotrace -ldflags '$(ldflags)' -o '$BIN/' ${node_bins[*]}"
   fi
   if [[ ! -x $RN_CACHE/bin/coredns ]]; then
     run_build "CoreDNS (tools/coredns)" "$CACHE/logs/build-coredns.log" \
@@ -120,7 +135,7 @@ apiVersion: v1
 kind: Config
 clusters:
 - name: local
-  cluster: {server: "https://127.0.0.1:$P_API", certificate-authority: "$PKI/ca.crt"}
+  cluster: {server: "https://$(api_address):$P_API", certificate-authority: "$PKI/ca.crt"}
 users:
 - name: $2
   user: {client-certificate: "$RN_STATE/pki/$2.crt", client-key: "$RN_STATE/pki/$2.key"}
@@ -139,8 +154,11 @@ rn_configure() {
   rn_cert kubelet-client "/O=system:nodes/CN=system:node:$RN_NAME" clientAuth
   rn_cert kubelet-serving "/O=system:nodes/CN=system:node:$RN_NAME" serverAuth "IP:$RN_IP,DNS:$RN_NAME"
   rn_cert coredns "/CN=system:airflow-t9k:coredns" clientAuth
+  # kube-proxy as Kubernetes names it: bound to system:node-proxier by the API server's own policy.
+  rn_cert kube-proxy "/CN=system:kube-proxy" clientAuth
   rn_kubeconfig "$RN_STATE/kubelet.kubeconfig" kubelet-client
   rn_kubeconfig "$RN_STATE/coredns.kubeconfig" coredns
+  rn_kubeconfig "$RN_STATE/kube-proxy.kubeconfig" kube-proxy
   : >"$RN_STATE/resolv.conf"  # pods get cluster DNS only, never the host's search domains
   cat >"$RN_STATE/kubelet.yaml" <<EOF
 apiVersion: kubelet.config.k8s.io/v1beta1
@@ -170,6 +188,9 @@ resolvConf: $RN_STATE/resolv.conf
 failSwapOn: false
 maxPods: 40
 serializeImagePulls: false
+# In-place restarts (docs/disruptions.md): on by default in 1.36; named so the node declares
+# RestartAllContainersOnContainerExits in status.declaredFeatures whatever the defaults become.
+featureGates: {ContainerRestartRules: true, RestartAllContainersOnContainerExits: true, NodeDeclaredFeatures: true}
 evictionHard: {memory.available: "200Mi", nodefs.available: "2%", imagefs.available: "2%"}
 imageGCHighThresholdPercent: 100
 nodeStatusReportFrequency: 10s
@@ -208,12 +229,33 @@ disabled_plugins = ["io.containerd.snapshotter.v1.btrfs", "io.containerd.snapsho
     conf_dir = "$RN_STATE/cni/net.d"
     max_conf_num = 1
 EOF
-  # No masquerade and no default route: pods reach each other and the gateway, nothing else.
+  # No masquerade and no default route: pods reach each other, the gateway and cluster IPs
+  # (routed to the gateway, where kube-proxy's rules translate them), nothing else.
   cat >"$RN_STATE/cni/net.d/10-t9k-real.conflist" <<EOF
 {"cniVersion": "1.0.0", "name": "t9k-real", "plugins": [{"type": "bridge", "bridge": "$RN_BRIDGE",
   "isGateway": true, "ipMasq": false, "hairpinMode": true,
   "ipam": {"type": "host-local", "dataDir": "$RN_STATE/cni/ipam",
-           "ranges": [[{"subnet": "$RN_SUBNET", "gateway": "$RN_IP"}]], "routes": [{"dst": "$RN_SUBNET"}]}}]}
+           "ranges": [[{"subnet": "$RN_SUBNET", "gateway": "$RN_IP"}]],
+           "routes": [{"dst": "$RN_SUBNET"}, {"dst": "$RN_SERVICE_CIDR"}]}}]}
+EOF
+  # iptables mode (Debian's iptables): NodePorts only on the node's bridge address, conntrack and
+  # route_localnet left as they are (0 and false mean "do not set"), no OOM score change (root
+  # here may not lower one).
+  cat >"$RN_STATE/kube-proxy.yaml" <<EOF
+apiVersion: kubeproxy.config.k8s.io/v1alpha1
+kind: KubeProxyConfiguration
+clientConnection: {kubeconfig: $RN_STATE/kube-proxy.kubeconfig}
+hostnameOverride: $RN_NAME
+mode: iptables
+clusterCIDR: $RN_SUBNET
+detectLocalMode: ClusterCIDR
+bindAddress: $RN_IP
+healthzBindAddress: 127.0.0.1:$P_PROXY_HEALTH
+metricsBindAddress: 127.0.0.1:$P_PROXY_METRICS
+nodePortAddresses: [$RN_IP/32]
+oomScoreAdj: 0
+iptables: {localhostNodePorts: false, masqueradeAll: false}
+conntrack: {maxPerCore: 0, min: 0, tcpEstablishedTimeout: 0s, tcpCloseWaitTimeout: 0s}
 EOF
   # Cluster DNS for the node's pods, bound to the bridge gateway only. Names outside
   # cluster.local are not forwarded: pods have no way out of this machine.
@@ -280,36 +322,47 @@ rn_save_sysctls() {
   sysctl -e "${RN_SYSCTLS[@]}" 2>/dev/null | sed 's/ //g' >"$RN_STATE/sysctl.before"
 }
 
-rn_images() {  # import what is not there yet (containerd keeps its content in the cache)
-  local tar stamp ref
-  for tar in "$RN_CACHE/images/pause.tar" "$(rn_image_tar)"; do
-    # The archive's name, size and time: a rebuilt archive is imported again.
-    stamp=$RN_CACHE/containerd/imported-$(basename "$tar")-$(stat -c %s-%Y "$tar")
-    if [[ -f $stamp ]] && rn_ctr images ls -q | grep -qxF "$(cat "$stamp")"; then continue; fi
-    log "importing $(basename "$tar") into containerd"
-    rn_ctr images import "$tar" >/dev/null
-    ref=$(tar -xOf "$tar" manifest.json | python3 -c 'import json,sys; print(json.load(sys.stdin)[0]["RepoTags"][0])')
-    rm -f "$RN_CACHE/containerd/imported-$(basename "$tar")"*
-    echo "$ref" >"$stamp"
-  done
+rn_import() {  # archive: import it unless containerd has it already (it keeps its content in the cache)
+  local tar=$1 stamp ref
+  # The archive's name, size and time: a rebuilt archive is imported again.
+  stamp=$RN_CACHE/containerd/imported-$(basename "$tar")-$(stat -c %s-%Y "$tar")
+  if [[ -f $stamp ]] && rn_ctr images ls -q | grep -qxF "$(cat "$stamp")"; then return 0; fi
+  log "importing $(basename "$tar") into containerd"
+  rn_ctr images import "$tar" >/dev/null
+  ref=$(tar -xOf "$tar" manifest.json | python3 -c 'import json,sys; print(json.load(sys.stdin)[0]["RepoTags"][0])')
+  rm -f "$RN_CACHE/containerd/imported-$(basename "$tar")"*
+  echo "$ref" >"$stamp"
+}
+
+rn_images() {  # the node's own images
+  local tar
+  for tar in "$RN_CACHE/images/pause.tar" "$(rn_image_tar)"; do rn_import "$tar"; done
 }
 
 rn_node_ready() {
   [[ $(kubectl_ get node "$RN_NAME" -o jsonpath='{.status.conditions[?(@.type=="Ready")].status}' 2>/dev/null) == True ]]
 }
 
-rn_up() {
-  rn_build
-  for p in "$P_KUBELET_HEALTH" "$P_DNS_HEALTH" "$P_DNS_READY"; do
-    port_in_use "$p" && die "port $p is in use; stop that process or set T9K_PORT_KUBELET_HEALTH / T9K_PORT_DNS_*"
-  done
+rn_prepare() {  # before the API server starts: it listens on the bridge's address
   mkdir -p "$RN_STATE"
   touch "$RN_STATE/enabled"
-  rn_configure
   rn_save_sysctls
   rn_bridge_up
+}
+
+rn_up() {
+  rn_build
+  for p in "$P_KUBELET_HEALTH" "$P_DNS_HEALTH" "$P_DNS_READY" "$P_PROXY_HEALTH" "$P_PROXY_METRICS"; do
+    port_in_use "$p" && die "port $p is in use; stop that process or set T9K_PORT_KUBELET_HEALTH / T9K_PORT_DNS_* / T9K_PORT_KUBE_PROXY_*"
+  done
+  rn_prepare
+  rn_configure
   rn_rbac
   local t0=$SECONDS
+  # Image snapshots unpacked before the components ran with umask 022 have 0700 roots, which a
+  # container running as non-root cannot enter (the controller's image runs as uid 65532).
+  find "$RN_CACHE/containerd/io.containerd.snapshotter.v1.overlayfs/snapshots" -mindepth 2 -maxdepth 2 -name fs \
+    -perm 0700 -exec chmod 0755 {} + 2>/dev/null || true
   start containerd
   wait_for containerd 30 answers containerd
   rn_images
@@ -317,7 +370,9 @@ rn_up() {
   wait_for coredns 30 answers coredns
   start kubelet
   wait_for kubelet 90 rn_node_ready
-  COMPONENTS+=(containerd coredns kubelet)
+  start kube-proxy
+  wait_for kube-proxy 60 answers kube-proxy
+  COMPONENTS+=("${RN_COMPONENTS[@]}")
   log "real node $RN_NAME Ready in $((SECONDS - t0))s ($RN_IP on bridge $RN_BRIDGE; image $RN_TRAIN_IMAGE)"
 }
 
@@ -356,6 +411,9 @@ rn_down() {  # the node's pods, its processes, and every change to the host
     kubectl_ delete pods -A --field-selector "spec.nodeName=$RN_NAME" --grace-period=1 --wait=true --timeout=60s >/dev/null 2>&1 || true
   fi
   rn_stop_pid kubelet
+  rn_stop_pid kube-proxy
+  # Its rules (iptables and ip6tables, every KUBE-* chain it made), whatever mode it ran in.
+  [[ -x $BIN/kube-proxy ]] && "$BIN/kube-proxy" --cleanup >"$RN_STATE/logs/kube-proxy-cleanup.log" 2>&1
   pid_alive kube-apiserver && kubectl_ delete node "$RN_NAME" --ignore-not-found >/dev/null 2>&1
   if [[ -S $RN_SOCK ]]; then
     local c
@@ -401,6 +459,7 @@ rn_component_cmd() {  # name: sets CMD (for component_cmd)
   case $1 in
     containerd) CMD=(containerd --config "$RN_STATE/containerd.toml") ;;
     coredns) CMD=("$RN_CACHE/bin/coredns" -conf "$RN_STATE/Corefile") ;;
+    kube-proxy) CMD=("$BIN/kube-proxy" --config="$RN_STATE/kube-proxy.yaml" -v=1) ;;
     kubelet) CMD=("$BIN/kubelet" --config="$RN_STATE/kubelet.yaml" --kubeconfig="$RN_STATE/kubelet.kubeconfig"
       --hostname-override="$RN_NAME" --node-ip="$RN_IP" --root-dir="$RN_STATE/kubelet"
       --cert-dir="$RN_STATE/pki" --node-labels=t9k.test/real=true,type=real -v=1) ;;
@@ -413,6 +472,7 @@ rn_answers() {
     containerd) rn_ctr version ;;
     coredns) curl -fs "http://127.0.0.1:$P_DNS_READY/ready" ;;
     kubelet) curl -fs "http://127.0.0.1:$P_KUBELET_HEALTH/healthz" ;;
+    kube-proxy) curl -fs "http://127.0.0.1:$P_PROXY_HEALTH/healthz" ;;
     *) return 1 ;;
   esac
 }

@@ -116,8 +116,12 @@ def test_failing_job_fails_the_task_with_the_reason(run_dag, jobs):
 def test_pod_options_example_puts_volume_toleration_and_shm_on_every_replica(run_dag, jobs, airflow_home):
     ok(run_dag("example_pod_options"))
     [job] = jobs.api.list_namespaced_custom_object("batch.tensorstack.dev", "v1beta1", jobs.ns, "pytorchtrainingjobs")["items"]
-    pods = jobs.pods(job["metadata"]["name"])
-    assert len(pods) == 2
+    name = job["metadata"]["name"]
+    pods = jobs.pods(name)
+    # cleanUpPolicy's default (Unfinished) may delete the replica still running when the master
+    # finished; the master (rank 0) has succeeded and stays.
+    assert f"{name}-worker-0" in pods
+    assert set(pods) <= {f"{name}-worker-0", f"{name}-worker-1"}
     for pod in pods.values():
         volumes = {v.name: v for v in pod.spec.volumes}
         assert volumes["data"].empty_dir is not None

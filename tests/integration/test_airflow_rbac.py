@@ -49,6 +49,7 @@ def _apply_rbac(api_client, cluster, namespace: str, manifest: str, tmp_path: Pa
     accounts = {"worker": f"airflow-worker-{suffix}", "triggerer": f"airflow-triggerer-{suffix}"}
     text = (ROOT / "deploy" / manifest).read_text()
     text = text.replace("airflow-t9k-tasks", f"airflow-t9k-tasks-{suffix}")
+    text = text.replace("airflow-t9k-evidence", f"airflow-t9k-evidence-{suffix}")  # cluster-scoped: unique per test
     text = text.replace("namespace: ml-jobs\n", f"namespace: {namespace}\n").replace(
         "namespace: airflow\n", f"namespace: {namespace}\n"
     )

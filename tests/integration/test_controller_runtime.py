@@ -78,11 +78,12 @@ def test_work_done_while_the_controller_was_down_is_picked_up(jobs, controller_f
 def crd_owned_by(api_client, name: str, owner: str) -> Iterator[None]:
     """Relabel one of our CRDs as another controller's for the test, then give it back."""
     ext = client.ApiextensionsV1Api(api_client)
-    ext.patch_custom_resource_definition(name, {"metadata": {"labels": {"app.kubernetes.io/managed-by": owner}}})
+    labels = ("app.kubernetes.io/managed-by", "app.kubernetes.io/part-of")
+    ext.patch_custom_resource_definition(name, {"metadata": {"labels": dict.fromkeys(labels, owner)}})
     try:
         yield
     finally:
-        ext.patch_custom_resource_definition(name, {"metadata": {"labels": {"app.kubernetes.io/managed-by": "airflow-t9k"}}})
+        ext.patch_custom_resource_definition(name, {"metadata": {"labels": dict.fromkeys(labels, "airflow-t9k")}})
 
 
 # Serial: while the CRD says another controller owns it, every controller started beside it

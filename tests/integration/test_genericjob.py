@@ -48,7 +48,7 @@ def test_seed_example_produces_the_documented_pods(jobs, controller):
         assert pod.spec.restart_policy == "Never"
     assert status["aggregate"]["running"] == 4
     assert [t["type"] for t in status["tasks"]] == ["worker"]
-    assert {c["type"] for c in status["conditions"]} >= {"Initialized", "Running", "ReplicaFailure"}
+    assert {c["type"] for c in status["conditions"]} >= {"Initializing", "Running", "ReplicaFailure"}
     reasons = jobs.reasons("generic-example", "Pending", "Running")
     assert "Pending" in reasons
     assert "Running" in reasons
@@ -161,7 +161,7 @@ def test_cleanup_unfinished_keeps_finished_pods(jobs, controller):
 
 
 def test_cleanup_none_leaves_everything(jobs, controller):
-    spec = job(annotations={f"{SIM}/duration": "1s"}, successRules=[{"worker": [0]}])
+    spec = job(annotations={f"{SIM}/duration": "1s"}, successRules=[{"worker": [0]}], cleanUpPolicy="None")
     spec["spec"]["replicaSpecs"][0]["replicas"] = 1
     spec["spec"]["replicaSpecs"].append(
         {"type": "ps", "replicas": 1, "template": copy.deepcopy(spec["spec"]["replicaSpecs"][0]["template"])}
@@ -170,6 +170,37 @@ def test_cleanup_none_leaves_everything(jobs, controller):
     jobs.create(spec)
     jobs.wait_phase("GenericJob", "gj", "Succeeded")
     assert jobs.live_pods("gj")["gj-ps-0"].status.phase == "Running"
+
+
+def test_a_failed_job_without_a_policy_stops_what_runs_and_keeps_what_ended(jobs, controller):
+    # Seed 001: the controller cleans up after a job fails; Unfinished is the default (docs/design.md).
+    def replica(rtype: str, annotations: dict) -> dict:
+        return {"type": rtype, "replicas": 1,
+                "template": {"metadata": {"annotations": annotations},
+                             "spec": {"containers": [{"name": "main", "image": "busybox", "command": ["true"]}]}}}  # fmt: skip
+
+    spec = job(successRules=[{"worker": [0]}], failureRules=[{"worker": [0]}])
+    spec["spec"]["replicaSpecs"] = [
+        replica("worker", {f"{SIM}/duration": "4s", f"{SIM}/fail-pods": "-worker-0$", f"{SIM}/exit-code": "3"}),
+        replica("done", {f"{SIM}/duration": "1s"}),  # ends first, by itself
+        replica("ps", {}),  # runs until someone stops it
+    ]
+    assert "cleanUpPolicy" not in spec["spec"]
+    jobs.create(spec)
+    jobs.wait_phase("GenericJob", "gj", "Failed")
+    wait_until(lambda: "gj-ps-0" not in jobs.live_pods("gj"), timeout=30, what="the running ps deleted")
+    wait_until(lambda: not jobs.core.list_namespaced_service(jobs.ns).items, timeout=30, what="services deleted")
+    remaining = jobs.live_pods("gj")
+    assert {n: p.status.phase for n, p in remaining.items()} == {"gj-worker-0": "Failed", "gj-done-0": "Succeeded"}
+    assert remaining["gj-worker-0"].status.container_statuses[0].state.terminated.exit_code == 3
+    status = wait_until(lambda: _deleted(jobs, "gj", "gj-ps-0"), timeout=30, what="ps reported Deleted")
+    assert status["phase"] == "Failed"
+
+
+def _deleted(jobs, job_name: str, replica: str):
+    status = jobs.get("GenericJob", job_name)["status"]
+    phases = {e["name"]: e["phase"] for t in status["tasks"] for e in t["status"]}
+    return status if phases.get(replica) == "Deleted" else None
 
 
 def test_debug_mode_runs_the_debug_command_and_decides_nothing(jobs, controller):

@@ -21,6 +21,7 @@ from tests.support.cluster import wait_until
 from tests.support.task import Store, context
 
 CONSUMED = "airflow-t9k.io/consumed-by-try"
+DELIVERED = "airflow-t9k.io/delivered-by-try"
 DONE = {"sim.t9k.test/duration": "1s"}
 
 
@@ -47,13 +48,13 @@ def test_clearing_a_succeeded_task_runs_the_job_again(conn, jobs, controller, st
     store = Store()
     first = make_op(sim=DONE, deferrable=False).execute(context(store))
     assert first["phase"] == "Succeeded"
-    assert jobs.get("GenericJob", first["name"])["metadata"]["annotations"][CONSUMED] == "1"
+    assert jobs.get("GenericJob", first["name"])["metadata"]["annotations"][DELIVERED] == "1"
     again = make_op(sim=DONE, deferrable=False).execute(context(store if store_kept else Store(), try_number=2))
     assert again["phase"] == "Succeeded"
     assert again["name"] == f"{first['name']}-t2"
     assert again["uid"] != first["uid"]
     assert _uids(jobs) == sorted([first["uid"], again["uid"]])  # the first run stays, as its try's record
-    assert jobs.get("GenericJob", again["name"])["metadata"]["annotations"][CONSUMED] == "2"
+    assert jobs.get("GenericJob", again["name"])["metadata"]["annotations"][DELIVERED] == "2"
     owners = {ref.uid for pod in jobs.pods(again["name"]).values() for ref in pod.metadata.owner_references or []}
     assert owners == {again["uid"]}
     third = make_op(sim=DONE, deferrable=False).execute(context(store if store_kept else Store(), try_number=3))
@@ -174,7 +175,7 @@ def test_a_job_with_an_explicit_name_runs_on_every_dag_run(conn, jobs, controlle
 
 def test_name_suffix_false_keeps_the_name_and_says_how_to_fix_the_conflict(conn, jobs, controller):
     assert _named_op(name_suffix=False).execute(context(run_id="scheduled__1"))["name"] == "nightly"
-    with pytest.raises(AirflowException, match="annotations name another DAG, run, task or map index.*name_suffix=True"):
+    with pytest.raises(AirflowException, match="not a job this task recorded submitting.*name_suffix=True"):
         _named_op(name_suffix=False).execute(context(run_id="scheduled__2"))
 
 

@@ -60,16 +60,19 @@ def test_retry_reattaches_to_the_same_job_instead_of_submitting_another(conn, jo
     assert [i["metadata"]["uid"] for i in items] == [first_uid]
 
 
-def test_conflict_adopts_our_job_and_refuses_a_stranger(conn, jobs, controller):
+def test_a_name_conflict_never_adopts_a_job_the_task_did_not_record(conn, jobs, controller):
+    # Annotations are written by whoever creates a job: only the uid the task recorded makes a job
+    # its own (issue 29, point 7). A run whose state store does not know the job runs beside it.
     with pytest.raises(TaskDeferred) as first:
-        make_op(deferrable=True).execute(context())  # state store lost (fresh store below)
+        make_op(deferrable=True).execute(context())
     with pytest.raises(TaskDeferred) as second:
-        make_op(deferrable=True).execute(context())
-    assert first.value.trigger.uid == second.value.trigger.uid
+        make_op(deferrable=True).execute(context())  # the same task, run id and try, a fresh state store
     name = first.value.trigger.name
-    jobs.patch("GenericJob", name, {"metadata": {"annotations": {"airflow-t9k.io/dag-id": "someone-else"}}})
-    with pytest.raises(AirflowException, match="already exists and was not submitted by this task"):
+    assert second.value.trigger.name == f"{name}-t1"
+    assert second.value.trigger.uid != first.value.trigger.uid
+    with pytest.raises(TaskDeferred) as third:
         make_op(deferrable=True).execute(context())
+    assert third.value.trigger.name == f"{name}-t1-2"  # the next free name, not a failure
 
 
 def test_retry_after_a_failed_job_runs_it_again(conn, jobs, controller):

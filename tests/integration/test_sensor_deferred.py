@@ -8,7 +8,7 @@ from datetime import datetime
 
 import pytest
 from airflow.sdk import DAG
-from airflow.sdk.exceptions import TaskDeferred
+from airflow.sdk.exceptions import AirflowException, TaskDeferred
 
 from airflow_t9k.operators.job import job_name
 from tests.integration.test_operator_trigger import conn, first_event, make_op  # noqa: F401 - fixtures
@@ -42,11 +42,19 @@ async def test_the_deferred_sensor_waits_for_a_job_submitted_after_it(conn, jobs
     sensor.execute_complete({}, event)  # in the targets: the sensor succeeds
 
 
-@pytest.mark.asyncio
-async def test_a_label_selector_matching_two_jobs_ends_the_deferred_sensor_with_an_error(conn, jobs, controller):
+def test_a_label_selector_matching_two_tasks_jobs_fails_the_deferrable_sensor_on_the_worker(conn, jobs, controller):
     for run_id in ("manual__a", "manual__b"):
         make_op(deferrable=False, wait_for_completion=False).execute(context(run_id=run_id))
+    with pytest.raises(AirflowException, match="matches 2 jobs of 2 tasks"):  # its one read before deferring
+        _deferred_sensor(namespace=jobs.ns, label_selector="airflow-t9k.io/dag-id=dag")
+
+
+@pytest.mark.asyncio
+async def test_two_tasks_jobs_appearing_after_the_deferral_end_the_sensor_with_an_error(conn, jobs, controller):
     _, trigger = _deferred_sensor(namespace=jobs.ns, label_selector="airflow-t9k.io/dag-id=dag")
-    event = (await first_event(trigger, timeout=30)).payload
+    task = asyncio.create_task(first_event(trigger, timeout=30))
+    for run_id in ("manual__a", "manual__b"):
+        make_op(deferrable=False, wait_for_completion=False).execute(context(run_id=run_id))
+    event = (await task).payload
     assert event["status"] == "error"
-    assert "matches 2 jobs" in event["message"]
+    assert "matches 2 jobs of 2 tasks" in event["message"]

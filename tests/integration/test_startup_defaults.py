@@ -10,7 +10,7 @@ import threading
 from datetime import datetime, timedelta, timezone
 
 import pytest
-from airflow.sdk.exceptions import AirflowException, TaskDeferred
+from airflow.sdk.exceptions import AirflowException, AirflowFailException, TaskDeferred
 
 from airflow_t9k.triggers.job import T9kJobTrigger
 from tests.integration.test_operator_trigger import _gone, conn, first_event, make_op  # noqa: F401 - fixtures
@@ -41,6 +41,9 @@ async def test_an_image_error_fails_the_deferred_task_after_the_grace(conn, jobs
     with pytest.raises(AirflowException, match="cannot start") as failed:
         make_op(deferrable=True, node_selector=NOWHERE, startup_error_grace=2).execute_complete(context(store), event)
     assert "startup_error_grace" in str(failed.value)
+    # A pull error may pass (a registry's rate limit): the try fails and is retried (issue 28, point 3).
+    assert not isinstance(failed.value, AirflowFailException), failed.value
+    assert event["waiting"] == {f"{trigger.name}-worker-0": "ImagePullBackOff"}
     wait_until(lambda: _gone(jobs, trigger.name), what="the job that cannot start deleted")
 
 
@@ -64,6 +67,7 @@ def test_an_image_error_fails_the_worker_side_wait_after_the_grace(conn, jobs, c
     assert isinstance(outcome[0], AirflowException)
     assert "ImagePullBackOff" in str(outcome[0])
     assert PULL in str(outcome[0])
+    assert not isinstance(outcome[0], AirflowFailException), outcome[0]  # retried (issue 28, point 3)
     wait_until(lambda: _gone(jobs, store["t9k_job"]["name"]), what="the job that cannot start deleted")
 
 

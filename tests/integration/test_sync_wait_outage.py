@@ -24,7 +24,8 @@ from tests.support.proxy import CuttableProxy
 @pytest.fixture
 def proxy(cluster):
     server = yaml.safe_load(cluster.kubeconfig.read_text())["clusters"][0]["cluster"]["server"]
-    p = CuttableProxy(int(urlparse(server).port))
+    url = urlparse(server)  # the API server's address: 127.0.0.1, or the real node's gateway
+    p = CuttableProxy(int(url.port or 443), url.hostname or "127.0.0.1")
     yield p
     p.close()
 

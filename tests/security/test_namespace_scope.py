@@ -84,3 +84,26 @@ def test_the_namespace_selector_narrows_and_follows_relabelling(api_client, core
         assert unmanaged.condition("GenericJob", "left", NOT_MANAGED)["status"] == "False"
     finally:
         core.delete_namespace(other, propagation_policy="Background")
+
+
+def test_airflows_own_namespace_excluded_gets_no_pod(api_client, cluster, core, namespace, crds, controller_factory, tmp_path):
+    """Issue 29, 6: the cluster-wide Airflow RBAC lets a DAG author create a job in Airflow's own
+    namespace (here ``namespace``, where the worker's ServiceAccount lives, with a Secret like
+    Airflow's fernet key) whose pod mounts that Secret. A controller run cluster-wide with
+    ``--exclude-namespace`` for it gives the job no pod."""
+    kubeconfigs, docs = _apply_rbac(api_client, cluster, namespace, "rbac-airflow-cluster.yaml", tmp_path)
+    core.create_namespaced_secret(namespace, {"metadata": {"name": "airflow-fernet-key"}, "stringData": {"fernet-key": "k"}})
+    worker = Jobs(config.new_client_from_config(config_file=str(kubeconfigs["worker"])), namespace)
+    name = f"steal-{uuid.uuid4().hex[:6]}"
+    job = generic(name, ("worker", 1))
+    pod = job["spec"]["replicaSpecs"][0]["template"]["spec"]
+    pod["volumes"] = [{"name": "fernet", "secret": {"secretName": "airflow-fernet-key"}}]
+    pod["containers"][0]["volumeMounts"] = [{"name": "fernet", "mountPath": "/stolen"}]
+    try:
+        worker.create(job)  # RBAC allows it: what stops it is the controller
+        controller_factory("--exclude-namespace", namespace)
+        _not_managed_once(Jobs(api_client, namespace), name)
+        cond = Jobs(api_client, namespace).condition("GenericJob", name, NOT_MANAGED)
+        assert "--exclude-namespace" in cond["message"], cond
+    finally:
+        delete_cluster_scoped(api_client, docs)

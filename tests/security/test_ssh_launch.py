@@ -55,7 +55,7 @@ def test_an_mpijob_refuses_a_co_tenants_pre_made_hostfile(jobs, controller, core
     jobs.create(example())
     job = jobs.wait_phase("MPIJob", "mpi", "Failed", timeout=30)
     failed = next(c for c in job["status"]["conditions"] if c["type"] == "Failed")
-    assert "ConfigMap mpi-hostfile already exists and this job does not own it" in failed["message"], failed
+    assert "ConfigMap mpi-hostfile already exists and was not created by the controller for this job" in failed["message"], failed
     assert jobs.pods("mpi") == {}  # nothing ever mounted it
     assert core.read_namespaced_config_map("mpi-hostfile", namespace).data == {"hostfile": "evil.example slots=64\n"}
 

@@ -137,3 +137,85 @@ def test_events_and_pods_of_another_object_with_a_similar_name_do_not_leak(ui: U
     assert f"{name}-worker-99" not in {r["pod"] for r in body["job"]["replica_table"]}
     status, _ = ui.api.call("GET", ui.task_path(dag, f"/log?pod={name}-worker-99"), "alice")
     assert status == 404
+
+
+def _recording_run(ui: Ui, record: dict, run_id: str) -> str:
+    """A run of team A's t9k_ui_xcom, whose task's own code pushes ``record`` as its t9k_job."""
+    dag = "t9k_ui_xcom"
+    wait_until(lambda: ui.stack._dag_known(dag), timeout=60, interval=1, what=f"{dag} parsed")
+    for method, path, body in [("PATCH", f"/api/v2/dags/{dag}", {"is_paused": False}),
+                               ("POST", f"/api/v2/dags/{dag}/dagRuns", {"dag_run_id": run_id, "logical_date": None,
+                                                                         "conf": {"record": record}})]:  # fmt: skip
+        status, answer = ui.api.call(method, path, "admin", body=body)
+        assert status in (200, 201), (path, status, answer)
+    ui.stack.states_until(dag, run_id, {"success", "failed"}, timeout=90)
+    assert ui.stack.ti(dag, run_id)[0] == "success"
+    return f"/t9k/api/dags/{dag}/runs/{run_id}/tasks/train/job"
+
+
+def _victim(api_client, ns: str, name: str, annotations: dict) -> dict:
+    objects = client.CustomObjectsApi(api_client)
+    body = {"apiVersion": "batch.tensorstack.dev/v1beta1", "kind": "GenericJob",
+            "metadata": {"name": name, "annotations": annotations},
+            "spec": {"replicaSpecs": [{"type": "worker", "replicas": 1, "template": {"spec": {
+                "containers": [{"name": "c", "image": "busybox"}]}}}]}}  # fmt: skip
+    job = objects.create_namespaced_custom_object("batch.tensorstack.dev", "v1beta1", ns, "genericjobs", body)
+    job["kind"] = "GenericJob"
+    return job
+
+
+def _identity(job: dict) -> dict:
+    meta = job["metadata"]
+    return {"kind": job["kind"], "namespace": meta["namespace"], "name": meta["name"], "uid": meta["uid"]}
+
+
+def _refused_everywhere(ui: Ui, path: str, victim: dict) -> None:
+    """The tab shows nothing of ``victim`` and every action on it is refused; it is untouched."""
+    name = victim["metadata"]["name"]
+    status, body = ui.api.call("GET", path, "carol")
+    assert status == 200, body
+    assert body["job"] is None, body
+    # Earlier attempts (the state store's t9k_jobs, also written by the task): the record as
+    # written, never the job's phase, root cause or what was kept of it.
+    assert body["attempts"], body
+    assert all((a["status"], a["phase"], a["kept"]) == ("gone", None, None) for a in body["attempts"]), body["attempts"]
+    status, body = ui.api.call("GET", path + f"/log?pod={name}-worker-0", "carol")
+    assert status == 404, body
+    for verb, body_ in (("pause", {}), ("resume", {}), ("scale", {"replicas": 2}), ("delete", {})):
+        status, answer = ui.api.call("POST", f"{path}/{verb}", "carol", body=body_)
+        assert status == 404, (verb, status, answer)
+    meta = victim["metadata"]
+    now = ui.objects.get_namespaced_custom_object("batch.tensorstack.dev", "v1beta1", meta["namespace"], "genericjobs", name)
+    assert now["metadata"]["uid"] == meta["uid"]
+    assert not now["metadata"].get("deletionTimestamp")
+    assert not ((now["spec"].get("runMode") or {}).get("pause") or {}).get("enabled")
+
+
+def test_a_task_recording_another_namespaces_job_gets_nothing_of_it(ui: Ui, api_client, core, namespace):
+    """Issue 29, 1: a team A task's own code pushes XCom t9k_job (and the state store's t9k_jobs)
+    naming a job of another namespace, uid and all (a uid is in every asset event). The tab
+    shows nothing of it, and pause, resume, scale and delete on it are refused: its annotations
+    name another task. ``namespace`` is that other namespace (the controller does not run there)."""
+    victim = _victim(api_client, namespace, "victim", {f"airflow-t9k.io/{k}": v for k, v in (
+        ("dag-id", "t9k_ui_b"), ("run-id", "their-run"), ("task-id", "train"), ("map-index", "-1"))})  # fmt: skip
+    path = _recording_run(ui, _identity(victim), f"xcom-{uuid.uuid4().hex[:6]}")
+    _refused_everywhere(ui, path, victim)
+
+
+def test_a_task_recording_another_teams_job_in_its_own_namespace_gets_nothing_of_it(ui: Ui):
+    """The same with team B's real job, submitted by team B's task in the UI's namespace."""
+    victim = ui.job("t9k_ui_b", ui.runs["t9k_ui_b"])
+    path = _recording_run(ui, _identity(victim), f"xcom-{uuid.uuid4().hex[:6]}")
+    _refused_everywhere(ui, path, victim)
+
+
+def test_team_namespaces_keep_a_team_to_its_namespaces(ui: Ui, api_client, namespace):
+    """A job outside team A's namespaces ([t9k] team_namespaces) is not shown for team A's task even
+    when its annotations name that very task: whoever could create it there (a worker with the
+    cluster-wide RBAC) does not get the UI's identity to act in that namespace."""
+    run_id = f"xcom-{uuid.uuid4().hex[:6]}"
+    annotations = {f"airflow-t9k.io/{k}": v for k, v in (("dag-id", "t9k_ui_xcom"), ("run-id", run_id), ("task-id", "train"),
+                                                         ("map-index", "-1"))}  # fmt: skip
+    elsewhere = _victim(api_client, namespace, "elsewhere", annotations)
+    path = _recording_run(ui, _identity(elsewhere), run_id)
+    _refused_everywhere(ui, path, elsewhere)

@@ -8,7 +8,7 @@ import time
 from collections.abc import Callable
 from datetime import datetime, timezone
 from pathlib import Path
-from typing import TypeVar
+from typing import Any, TypeVar
 
 from tests.support import locks
 
@@ -93,3 +93,24 @@ def wait_until(check: Callable[[], T], timeout: float = 30.0, interval: float = 
         time.sleep(interval)
         last = check()
     return last
+
+
+def delete_namespace(core: Any, name: str, timeout: float = 120) -> None:
+    """Delete a namespace (gone already is fine) and wait until the API server has removed it."""
+    from kubernetes.client.exceptions import ApiException
+
+    def exists() -> bool:
+        try:
+            core.read_namespace(name)
+            return True
+        except ApiException as exc:
+            if exc.status == 404:
+                return False
+            raise
+
+    try:
+        core.delete_namespace(name, propagation_policy="Background")
+    except ApiException as exc:
+        if exc.status != 404:
+            raise
+    wait_until(lambda: not exists(), timeout=timeout, interval=1, what=f"namespace {name} gone")

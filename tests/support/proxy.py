@@ -10,8 +10,8 @@ import threading
 
 
 class CuttableProxy:
-    def __init__(self, target_port: int) -> None:
-        self.target = ("127.0.0.1", target_port)
+    def __init__(self, target_port: int, target_host: str = "127.0.0.1") -> None:
+        self.target = (target_host, target_port)
         self.server = socket.create_server(("127.0.0.1", 0))
         self.port = self.server.getsockname()[1]
         self.up = threading.Event()

@@ -14,3 +14,36 @@ def delete_cluster_scoped(api_client: client.ApiClient, docs: list[dict[str, Any
             rbac.delete_cluster_role(d["metadata"]["name"])
         elif d["kind"] == "ClusterRoleBinding":
             rbac.delete_cluster_role_binding(d["metadata"]["name"])
+
+
+def token_kubeconfig(api_client: client.ApiClient, kubeconfig: Any, namespace: str, name: str, rules: list[dict[str, Any]],
+                     path: Any) -> Any:  # fmt: skip
+    """A real ServiceAccount ``name`` in ``namespace`` with a Role of exactly ``rules``, and a
+    kubeconfig at ``path`` holding its token (the cluster and CA of ``kubeconfig``)."""
+    import yaml
+
+    core, rbac = client.CoreV1Api(api_client), client.RbacAuthorizationV1Api(api_client)
+    core.create_namespaced_service_account(namespace, {"metadata": {"name": name}})
+    rbac.create_namespaced_role(namespace, {"metadata": {"name": name}, "rules": rules})
+    rbac.create_namespaced_role_binding(namespace, {
+        "metadata": {"name": name}, "roleRef": {"apiGroup": "rbac.authorization.k8s.io", "kind": "Role", "name": name},
+        "subjects": [{"kind": "ServiceAccount", "name": name, "namespace": namespace}]})  # fmt: skip
+    token = core.create_namespaced_service_account_token(name, namespace, {"spec": {"expirationSeconds": 3600}}).status.token
+    with open(kubeconfig) as f:
+        base = yaml.safe_load(f.read())
+    base["users"] = [{"name": "sa", "user": {"token": token}}]
+    base["contexts"][0]["context"]["user"] = "sa"
+    with open(path, "w") as f:
+        f.write(yaml.safe_dump(base))
+    return path
+
+
+def airflow_rules(job_verbs: tuple[str, ...] = ("create", "get", "list", "watch", "patch", "delete")) -> list[dict[str, Any]]:
+    """deploy/rbac-airflow-namespace.yaml's rules for GenericJobs, with ``job_verbs`` on the jobs."""
+    return [
+        {"apiGroups": ["batch.tensorstack.dev"], "resources": ["genericjobs"], "verbs": list(job_verbs)},
+        {"apiGroups": [""], "resources": ["events"], "verbs": ["list", "watch"]},
+        {"apiGroups": [""], "resources": ["pods"], "verbs": ["get", "list"]},
+        {"apiGroups": [""], "resources": ["pods/log"], "verbs": ["get"]},
+        {"apiGroups": [""], "resources": ["configmaps"], "verbs": ["get"]},
+    ]

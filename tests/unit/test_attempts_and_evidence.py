@@ -41,17 +41,24 @@ def test_record(history, try_number, identity, expected):
     assert parse(expected) == expected
 
 
-JOB = {"metadata": {"name": "train-1", "uid": "u1"}}
+JOB = {"metadata": {"name": "train-1", "uid": "u1"}, "status": {"created": {"ConfigMap": {"train-1-evidence": {"uid": "cm1"}}}}}
 CONTROLLER = {"uid": "u1", "controller": True, "kind": "GenericJob", "name": "train-1"}
 DATA = {"train-1-worker-0.log": "a\nb\n", "summary.json": "{}", "events.json": "[]"}
+MADE = {"name": "train-1-evidence", "uid": "cm1", "ownerReferences": [CONTROLLER]}
 EVIDENCE_CASES = [
-    ("the controller's record", {"metadata": {"ownerReferences": [CONTROLLER]}, "data": DATA}, {"train-1-worker-0": "a\nb\n"}),
+    ("the controller's record", {"metadata": MADE, "data": DATA}, {"train-1-worker-0": "a\nb\n"}),
     ("none", None, {}),
-    ("no owner", {"metadata": {}, "data": DATA}, {}),
-    ("owned, not controlled", {"metadata": {"ownerReferences": [{**CONTROLLER, "controller": False}]}, "data": DATA}, {}),
-    ("controlled by another uid", {"metadata": {"ownerReferences": [{**CONTROLLER, "uid": "u2"}]}, "data": DATA}, {}),
-    ("a log that is not text is dropped", {"metadata": {"ownerReferences": [CONTROLLER]}, "data": {"p.log": 3}}, {}),
-]
+    # Issue 29, 8: a pre-made one with the job's controller reference (a uid is no secret) is not trusted.
+    ("pre-made, the job's reference forged", {"metadata": {**MADE, "uid": "forged"}, "data": DATA}, {}),
+    ("no owner, the recorded uid", {"metadata": {"name": "train-1-evidence", "uid": "cm1"}, "data": DATA},
+     {"train-1-worker-0": "a\nb\n"}),
+    ("another name", {"metadata": {**MADE, "name": "x-evidence"}, "data": DATA}, {}),
+    ("a log that is not text is dropped", {"metadata": MADE, "data": {"p.log": 3}}, {}),
+]  # fmt: skip
+
+
+def test_kept_logs_needs_the_record_in_the_jobs_status():
+    assert kept_logs({"metadata": MADE, "data": DATA}, {**JOB, "status": {}}) == {}
 
 
 @pytest.mark.parametrize(("configmap", "expected"), [c[1:] for c in EVIDENCE_CASES], ids=[c[0] for c in EVIDENCE_CASES])
@@ -67,7 +74,7 @@ def test_last_lines(text, lines, expected):
 
 def test_kept_logs_reads_the_record_once_and_says_when_it_is_forged(caplog):
     calls = []
-    forged = {"metadata": {"ownerReferences": [{**CONTROLLER, "controller": False}]}, "data": DATA}
+    forged = {"metadata": {**MADE, "uid": "forged"}, "data": DATA}
     kept = KeptLogs(JOB, logging.getLogger("t"))
     with caplog.at_level(logging.WARNING):
         for pod in ("train-1-worker-0", "train-1-worker-1"):
@@ -76,7 +83,7 @@ def test_kept_logs_reads_the_record_once_and_says_when_it_is_forged(caplog):
     assert len(calls) == 1
     assert "is not this job's evidence record" in caplog.text
     ok = KeptLogs(JOB, logging.getLogger("t"))
-    good = {"metadata": {"ownerReferences": [CONTROLLER]}, "data": DATA}
+    good = {"metadata": MADE, "data": DATA}
     assert ok.instead("train-1-worker-0", "", lambda: good) == ("a\nb\n", "train-1-evidence")
     assert ok.instead("train-1-worker-1", "", lambda: good)[1] is None
 

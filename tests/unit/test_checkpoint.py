@@ -187,3 +187,55 @@ def test_a_malformed_template_is_left_for_the_api_server_to_name(template, kept)
     job = {"kind": "GenericJob", "spec": {"replicaSpecs": [{"type": "worker", "template": template}]}}
     ckpt.apply(job, attempt=1, checkpoint=ckpt.parse("ckpt"), directory="d", grace_seconds=5)
     assert kept(job["spec"]["replicaSpecs"][0]["template"]["spec"])
+
+
+@pytest.mark.parametrize(
+    ("given", "warned"),
+    [
+        ({"volume": {"hostPath": {"path": "/data"}}}, True),  # issue 29, 8: not isolated by namespace
+        ({"volume": {"nfs": {"server": "nas", "path": "/export"}}}, False),
+        ("claim/dir", False),
+    ],
+)
+def test_a_host_path_checkpoint_is_warned_about(given, warned):
+    from airflow_t9k.api.checkpoint import warning
+
+    why = warning(ckpt.parse(given))
+    assert (why is not None) is warned
+    if warned:
+        assert "'/data'" in why
+        assert "not isolated by namespace" in why
+        assert "PersistentVolumeClaim" in why
+
+
+# -- issue 28, point 9: the program knows which re-run it is, and the DAG author picks the scope --
+@pytest.mark.parametrize("layout", sorted(LAYOUTS))
+def test_the_rerun_number_reaches_every_container(layout):
+    job = copy.deepcopy(LAYOUTS[layout])
+    ckpt.set_env(job, ckpt.ENV_RERUN, "2")
+    for t in ckpt.pod_templates(job):
+        for container in [*t["spec"].get("initContainers", []), *t["spec"]["containers"]]:
+            assert {"name": "T9K_RERUN", "value": "2"} in container["env"]
+
+
+def test_a_try_scoped_directory_is_the_tries_own_inside_the_tasks():
+    c = ckpt.parse({"claim": "ckpt", "path": "exp"})
+    run = ckpt.sub_path(c, "d", "r", "t")
+    assert ckpt.sub_path(c, "d", "r", "t", try_number=3) == f"{run}/try-3"
+    assert ckpt.sub_path(c, "d", "r", "t", -1, None) == run
+
+
+def test_checkpoint_scope_is_checked_and_picks_the_directory():
+    from tests.unit.airflow.test_operators import ctx, op
+
+    with pytest.raises(ValueError, match="checkpoint_scope must be one of"):
+        op(checkpoint="ckpt", checkpoint_scope="forever")
+    c = ctx()
+    c["ti"].try_number = 4
+    mounts = {
+        scope: op(checkpoint="ckpt/exp", checkpoint_scope=scope).render_job(c)["spec"]["replicaSpecs"][0]["template"]["spec"][
+            "containers"
+        ][0]["volumeMounts"][0]["subPath"]
+        for scope in ckpt.SCOPES
+    }
+    assert mounts["try"] == f"{mounts['run']}/try-4"

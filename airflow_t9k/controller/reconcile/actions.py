@@ -5,6 +5,8 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import Any
 
+from airflow_t9k.api.paths import child_kind
+
 Obj = dict[str, Any]
 
 
@@ -16,7 +18,7 @@ class Create:
 
     @property
     def kind(self) -> str:
-        return str(self.manifest["kind"])
+        return child_kind(self.manifest)
 
     @property
     def name(self) -> str:
@@ -83,9 +85,12 @@ class KeepEvidence:
 @dataclass(frozen=True)
 class WriteSpec:
     """Replace the job itself (PUT with its cached resourceVersion): ``job`` is the job with its
-    template merged in and recorded (reconcile/template.py). Nothing else happens in that pass."""
+    template merged in and recorded (reconcile/template.py). Nothing else happens in that pass.
+    ``record`` (which template, at which resourceVersion) goes into the job's status right after
+    the spec is written: what says the job is merged (kinds/templates.py merged_record)."""
 
     job: Obj
+    record: Obj | None = None
 
 
 @dataclass(frozen=True)

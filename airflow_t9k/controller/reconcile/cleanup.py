@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from airflow_t9k.controller.reconcile.actions import Action, Delete
 from airflow_t9k.controller.reconcile.observe import Observed, is_deleting, pod_phase
-from airflow_t9k.kinds.base import LABEL_TYPE, JobKind, Obj
+from airflow_t9k.kinds.base import DEFAULT_CLEANUP_POLICY, LABEL_TYPE, JobKind, Obj
 
 
 def cleanup(kind: JobKind, job: Obj, observed: Observed) -> list[Action]:
@@ -12,7 +12,7 @@ def cleanup(kind: JobKind, job: Obj, observed: Observed) -> list[Action]:
     if override is not None:
         policy, types = override
     else:
-        policy, types = (job.get("spec") or {}).get("cleanUpPolicy") or "None", None
+        policy, types = (job.get("spec") or {}).get("cleanUpPolicy") or DEFAULT_CLEANUP_POLICY, None
     if policy not in ("All", "Unfinished", "Pending"):
         return []
     # "Pending" (AscendJob's None): a pod not yet started would only start after the end and

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
+from airflow_t9k.controller.reconcile.push import PushTarget, inject
 from airflow_t9k.kinds.base import (
     ANNOTATION_RESTARTS,
     LABEL_JOB,
@@ -11,6 +12,7 @@ from airflow_t9k.kinds.base import (
     LABEL_MANAGED_BY,
     LABEL_RANK,
     LABEL_TYPE,
+    LABEL_UID,
     MANAGED_BY,
     InvalidSpec,
     JobKind,
@@ -57,7 +59,11 @@ def job_labels(job: Obj) -> dict[str, str]:
 
 
 def replica_selector(job: Obj, rtype: str, rank: int) -> dict[str, str]:
-    return {LABEL_JOB: job["metadata"]["name"], LABEL_KIND: job["kind"], LABEL_TYPE: rtype, LABEL_RANK: str(rank)}
+    """The labels one replica's pod carries and its Service selects (the job's uid among them)."""
+    out = {LABEL_JOB: job["metadata"]["name"], LABEL_KIND: job["kind"], LABEL_TYPE: rtype, LABEL_RANK: str(rank)}
+    if job["metadata"].get("uid"):
+        out[LABEL_UID] = str(job["metadata"]["uid"])
+    return out
 
 
 def owner_reference(job: Obj) -> Obj:
@@ -129,7 +135,9 @@ def mode_override(kind: JobKind, job: Obj, rtype: str, resumed: bool) -> ModeOve
     return None
 
 
-def build_pod(kind: JobKind, job: Obj, slot: Slot, restarts: int, resumed: bool, inputs: Obj | None = None) -> Obj:
+def build_pod(kind: JobKind, job: Obj, slot: Slot, restarts: int, resumed: bool, inputs: Obj | None = None,
+              push: PushTarget | None = None) -> Obj:  # fmt: skip
+    """``push``: the controller's progress endpoint, whose URL, CA and token every container gets (reconcile/push.py)."""
     template = deep(slot.spec.template)
     tmeta = template.get("metadata") or {}
     pod_spec = template.get("spec") or {}
@@ -153,6 +161,7 @@ def build_pod(kind: JobKind, job: Obj, slot: Slot, restarts: int, resumed: bool,
     override = mode_override(kind, job, slot.type, resumed)
     if override:
         apply_override(kind, pod_spec, override)
+    inject(kind, job, pod, push)
     restart_count_env(pod_spec)
     return pod
 

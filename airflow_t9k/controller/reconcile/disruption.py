@@ -17,6 +17,7 @@ from __future__ import annotations
 from typing import TYPE_CHECKING, Any
 
 from airflow_t9k.controller.reconcile.actions import Action, Delete, Emit
+from airflow_t9k.controller.reconcile.inplace import ANNOTATION_GROUP, authorized, can_restart_in_place, restart_in_place
 from airflow_t9k.controller.reconcile.observe import Observed, is_deleting
 from airflow_t9k.controller.reconcile.status import StatusBuilder, bounded, timestamp
 
@@ -43,6 +44,23 @@ def disruption(pod: Obj | None) -> str | None:
     return None
 
 
+def overtaken(pod: Obj | None) -> str | None:
+    """The group restart a pod was asked to join in place, when the pod ended before it could: its
+    program saw the group break first (mpirun losing a daemon exits at once, while the request
+    reaches the pod's agent through the kubelet's downward API refresh). Such a pod is part of that
+    restart (recreated, nothing spent), not a failure. The key of that restart, or None.
+
+    Asked and not yet restarted: every container's ``restartCount`` is below the restarts the
+    controller allowed (an in-place restart restarts them all, and the request raised the count)."""
+    meta = (pod or {}).get("metadata") or {}
+    cause = (meta.get("annotations") or {}).get(ANNOTATION_GROUP)
+    status = (pod or {}).get("status") or {}
+    if pod is None or not cause or status.get("phase") not in ("Succeeded", "Failed"):
+        return None
+    restarts = max((int(c.get("restartCount") or 0) for c in status.get("containerStatuses") or []), default=0)
+    return str(cause) if restarts < authorized(pod) else None
+
+
 def describe(pod: Obj | None, cause: str) -> str:
     """The cause with the pod's own words, e.g. 'Evicted: The node was low on resource: memory.'"""
     status = (pod or {}).get("status") or {}
@@ -57,31 +75,53 @@ def recorded(sb: StatusBuilder, key: str) -> bool:
     return any(e.get("podUID") == key for e in sb.new.get(HISTORY) or [])
 
 
-def record(sb: StatusBuilder, replica: str, key: str, cause: str, counted: bool, exit_code: int | None = None) -> bool:
-    """Append one replacement to the history unless ``key`` is there; True when it was new."""
+def record(sb: StatusBuilder, replica: str, key: str, cause: str, counted: bool, exit_code: int | None = None,
+           in_place: bool = False) -> bool:  # fmt: skip
+    """Append one replacement to the history unless ``key`` is there; True when it was new.
+    ``in_place``: the pod was restarted on its node (reconcile/inplace.py), not recreated."""
     if not key or recorded(sb, key):
         return False
     entry: Obj = {"time": timestamp(sb.now), "replica": replica, "cause": cause, "counted": counted, "podUID": key}
     if exit_code is not None:
         entry["exitCode"] = exit_code
+    if in_place:
+        entry["inPlace"] = True
     history = [*(sb.new.get(HISTORY) or []), entry]
     sb.new[HISTORY] = history[-HISTORY_LIMIT:]
     return True
 
 
 def group_disruption(states: list[SlotState]) -> SlotState | None:
-    """The replica whose disruption restarts the group: evicted, or being taken away."""
-    return next((s for s in states if disruption(s.pod) is not None), None)
+    """The replica whose disruption restarts the group: evicted, or being taken away; or one that
+    ended before it could join the group restart it was asked for (``overtaken``)."""
+    return next((s for s in states if disruption(s.pod) is not None or overtaken(s.pod) is not None), None)
 
 
-def restart_group(sb: StatusBuilder, observed: Observed, cause: SlotState, events: list[Emit]) -> list[Action]:
-    """Delete every pod; they come back together. One entry in the history, no restart spent."""
-    why = describe(cause.pod, str(disruption(cause.pod)))
-    if record(sb, f"{cause.slot.pod_name} (whole group)", uid_of(cause.pod) or "", why, counted=False):
+def restart_group(
+    sb: StatusBuilder, observed: Observed, cause: SlotState, events: list[Emit], in_place: bool = False
+) -> list[Action]:
+    """Every pod restarts; they come back together. One entry in the history, no restart spent.
+
+    ``in_place``: a live pod built for it restarts on its node (its agent is asked to, once per
+    disruption: reconcile/inplace.py); the disrupted pod and any other are deleted and recreated."""
+    why = describe(cause.pod, disruption(cause.pod) or "ended before it could restart in place with its group")
+    # An overtaken pod belongs to the restart it was asked for: same key, so nothing is recorded
+    # or asked twice, and the pod itself is recreated.
+    key = overtaken(cause.pod) or uid_of(cause.pod) or ""
+    stay = {n for n, p in observed.pods.items() if in_place and n != cause.slot.pod_name and can_restart_in_place(p)}
+    if record(sb, f"{cause.slot.pod_name} (whole group)", key, why, counted=False, in_place=bool(stay)):
+        how = f"{len(stay)} in place, the others recreated" if stay else "recreated"
         events.append(Emit("Warning", "GroupRestarting",
-                           f"Replica {cause.slot.pod_name} was disrupted ({why}); every replica restarts together, "
+                           f"Replica {cause.slot.pod_name} was disrupted ({why}); every replica restarts together ({how}), "
                            "without spending the restart budget."))  # fmt: skip
-    return [Delete("Pod", n, uid_of(p)) for n, p in observed.pods.items() if not is_deleting(p)]
+    actions: list[Action] = []
+    for name, pod in observed.pods.items():
+        if name in stay:
+            asked = restart_in_place(pod, key)
+            actions += [asked] if asked is not None else []
+        elif not is_deleting(pod):
+            actions.append(Delete("Pod", name, uid_of(pod)))
+    return actions
 
 
 def replace_disrupted(sb: StatusBuilder, s: SlotState, events: list[Emit]) -> list[Action]:

@@ -4,7 +4,12 @@ from __future__ import annotations
 
 from collections.abc import Collection, Mapping
 from dataclasses import dataclass, field
-from typing import Any
+from typing import TYPE_CHECKING, Any
+
+from airflow_t9k.api.paths import GANG_GROUP, child_kind
+
+if TYPE_CHECKING:
+    from airflow_t9k.controller.reconcile.push import PushTarget
 
 Obj = dict[str, Any]
 
@@ -37,22 +42,51 @@ class Observed:
     # ``progress_interval`` seconds (reconcile/reporting.py).
     report: Obj | None = None
     progress_interval: float = 10.0
+    # The controller's progress endpoint (--progress-endpoint), whose URL, CA and token every
+    # replica gets (reconcile/push.py); None: the push path is off.
+    progress_push: PushTarget | None = None
+    # --allow-beam-external-service: a BeamJob may ask for a NodePort or LoadBalancer Service (kinds/beam.py).
+    beam_external_service: bool = False
+    # In-place restarts (reconcile/inplace.py): None where the cluster offers them (the API server
+    # keeps a RestartAllContainers rule and every node declares the feature), else why not; and
+    # the image the restart gate and agent run (None: each replica's main container's).
+    in_place_problem: str | None = "not detected (the controller looks when it starts)"
+    restart_agent_image: str | None = None
+    # Gang scheduling with no add-on (reconcile/gang.py): None where the API server serves the
+    # Workload API's PodGroups (scheduling.k8s.io/v1alpha2), else why not; and the job's PodGroups
+    # of that API (kind "GangGroup" here, apart from Volcano's).
+    gang_problem: str | None = "not detected (the controller looks when it starts)"
+    gangs: Mapping[str, Obj] = field(default_factory=dict)
 
     @classmethod
-    def of(cls, *objects: Obj, queueing: str = "off", local_queues: Collection[str] = (), volcano: bool = False) -> Observed:
+    def of(cls, *objects: Obj, queueing: str = "off", local_queues: Collection[str] = (), volcano: bool = False,
+           beam_external_service: bool = False) -> Observed:  # fmt: skip
         """Build from a flat list of objects (convenient in tests and in the cache)."""
-        by_kind: dict[str, dict[str, Obj]] = {k: {} for k in ("Pod", "Service", "ConfigMap", "Secret", "Job", "Workload",
-                                                               "ResourceFlavor", "PriorityClass", "PodGroup")}  # fmt: skip
+        kinds = (
+            "Pod",
+            "Service",
+            "ConfigMap",
+            "Secret",
+            "Job",
+            "Workload",
+            "ResourceFlavor",
+            "PriorityClass",
+            "PodGroup",
+            GANG_GROUP,
+        )
+        by_kind: dict[str, dict[str, Obj]] = {k: {} for k in kinds}
         for o in objects:
-            kind = "PriorityClass" if o["kind"] == "WorkloadPriorityClass" else o["kind"]
+            kind = "PriorityClass" if o["kind"] == "WorkloadPriorityClass" else child_kind(o)
             by_kind[kind][o["metadata"]["name"]] = o
         return cls(by_kind["Pod"], by_kind["Service"], by_kind["ConfigMap"], by_kind["Secret"], by_kind["Job"],
                    by_kind["Workload"], queueing, tuple(local_queues), by_kind["ResourceFlavor"], by_kind["PriorityClass"],
-                   volcano, by_kind["PodGroup"])  # fmt: skip
+                   volcano, by_kind["PodGroup"], beam_external_service=beam_external_service,
+                   gangs=by_kind[GANG_GROUP])  # fmt: skip
 
     def of_kind(self, kind: str) -> Mapping[str, Obj]:
         return {"Pod": self.pods, "Service": self.services, "ConfigMap": self.configmaps, "Secret": self.secrets,
-                "Job": self.jobs, "Workload": self.workloads, "PodGroup": self.podgroups}[kind]  # fmt: skip
+                "Job": self.jobs, "Workload": self.workloads, "PodGroup": self.podgroups,
+                GANG_GROUP: self.gangs}[kind]  # fmt: skip
 
 
 def is_deleting(obj: Obj) -> bool:

@@ -61,6 +61,7 @@ class PassState:
     group_cause: SlotState | None = None  # the disrupted replica that restarts a fixed-world group
     outcome: Outcome | None = None
     children: list[Action] = field(default_factory=list)  # what ``children`` asked for
+    in_place: bool = False  # new pods are built for in-place restarts (reconcile/inplace.py)
 
     def end(self, keep_status: bool = False) -> PassState:
         self.ended, self.keep_status = True, keep_status

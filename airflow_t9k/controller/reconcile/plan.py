@@ -29,7 +29,19 @@ from airflow_t9k.controller.reconcile.observe import Observed
 from airflow_t9k.controller.reconcile.passstate import PassState, Step, begin, finish_plan, run
 from airflow_t9k.controller.reconcile.progress import finish
 from airflow_t9k.controller.reconcile.status import StatusBuilder
-from airflow_t9k.controller.reconcile.steps import act, admit, children, decide, finished, gates, modes, record, render, wrap
+from airflow_t9k.controller.reconcile.steps import (
+    act,
+    admit,
+    children,
+    decide,
+    finished,
+    gates,
+    modes,
+    record,
+    render,
+    strategy,
+    wrap,
+)
 from airflow_t9k.controller.reconcile.steps.children import SSH_SECRET_STATUS, ssh_secret_recorded
 from airflow_t9k.kinds.registry import get_kind
 
@@ -43,15 +55,18 @@ __all__ = ["SSH_SECRET_STATUS", "STEPS", "plan", "rejected", "ssh_secret_recorde
 
 STEPS: tuple[Step, ...] = (
     Step("deleting", admit.deleting),  # a job being deleted: nothing to write
+    Step("legacy", admit.legacy),  # conditions an earlier version wrote, renamed as the seeds name them
     Step("template", admit.resolve_template),  # docs/templates.md
     Step("shape", admit.shape),  # validation; the size Kueue admitted
     Step("observe", admit.observe_replicas),  # each replica's pod and restarts
     Step("finished", finished.finished),  # clean-up only
+    Step("strategy", strategy.strategy),  # in place or recreated (docs/disruptions.md)
     Step("render", render.render),  # the pods to create, all at once
     Step("scheduler", modes.scheduler),  # Kueue or not; QueueAdmission
     Step("pause", modes.pause),
     Step("admission", gates.admission),  # Kueue's Workload (docs/queueing.md)
     Step("gang", gates.gang),  # Volcano's PodGroup (AscendJob)
+    Step("podgroup", gates.podgroup),  # Kubernetes' own PodGroup: gang scheduling with no add-on
     Step("start", decide.start),  # Debug, the restart budget, startTime
     Step("deadline", decide.deadline),  # activeDeadlineSeconds
     Step("verdict", decide.verdict),  # a kind's verdict, failure rules, success rules

@@ -11,6 +11,15 @@ if TYPE_CHECKING:
     from airflow_t9k.controller.reconcile.slotstate import SlotState
 
 
+# Condition types and reasons as seeds 001 and 003 print a job's status: the type is
+# "Initializing" (their lists say "Initialized"; their examples, what the controller writes, say
+# "Initializing"), and a condition in its normal state (Initializing True, Running True,
+# ReplicaFailure False) has reason "-". A reason is a word only where there is something to say.
+INITIALIZED = "Initializing"
+LEGACY_INITIALIZED = "Initialized"  # what this controller wrote before
+NORMAL = "-"
+
+
 def finish(sb: StatusBuilder, phase: str, reason: str, message: str) -> None:
     sb.set_phase(phase)
     succeeded = phase == "Succeeded"
@@ -21,10 +30,10 @@ def finish(sb: StatusBuilder, phase: str, reason: str, message: str) -> None:
 
 def progress(sb: StatusBuilder, states: list[SlotState], children_missing: bool) -> None:
     all_exist = all(s.pod is not None and not s.creating for s in states)
-    if all_exist and not children_missing and not sb.is_true("Initialized"):
-        sb.set_condition("Initialized", True, "Initialized", "The job has been initialized successfully.")
-    elif sb.condition("Initialized") is None:
-        sb.set_condition("Initialized", False, "Creating", "Creating the job's replicas.")
+    if all_exist and not children_missing and not sb.is_true(INITIALIZED):
+        sb.set_condition(INITIALIZED, True, NORMAL, "The job has been initialized successfully.")
+    elif sb.condition(INITIALIZED) is None:
+        sb.set_condition(INITIALIZED, False, "Creating", "Creating the job's replicas.")
     started = all_exist and all(s.phase not in (None, "Pending") for s in states)
     old = sb.old_phase
     if old in ("Paused", "Resuming"):
@@ -43,7 +52,7 @@ def progress(sb: StatusBuilder, states: list[SlotState], children_missing: bool)
         phase = "Unknown"
     sb.set_phase(phase)
     if phase == "Running":
-        sb.set_condition("Running", True, "Running", "All pods are running normally.")  # seed 001's message
+        sb.set_condition("Running", True, NORMAL, "All pods are running normally.")  # seed 001's
     elif phase == "Unknown":
         sb.set_condition("Running", False, "Unknown",
                          f"The state of pod(s) {', '.join(unknown)} cannot be obtained (phase Unknown, "
@@ -58,8 +67,8 @@ def replica_failure(sb: StatusBuilder, states: list[SlotState]) -> None:
     if failed:
         detail = "; ".join(f"{s.slot.pod_name}: {failure_detail(s.pod)}" for s in failed)
         sb.set_condition("ReplicaFailure", True, "ReplicaFailed", f"Replicas failed: {detail}")
-    elif sb.condition("ReplicaFailure") is not None or sb.is_true("Initialized"):
-        sb.set_condition("ReplicaFailure", False, "AllReplicasHealthy", "All pods are running normally.")
+    elif sb.condition("ReplicaFailure") is not None or sb.is_true(INITIALIZED):
+        sb.set_condition("ReplicaFailure", False, NORMAL, "All pods are running normally.")  # seed 001's
 
 
 def finished_at(pod: Obj | None) -> str:
@@ -87,3 +96,18 @@ def root_cause(sb: StatusBuilder, states: list[SlotState]) -> None:
     if finished_at(first.pod) != "~":
         cause["finishedAt"] = finished_at(first.pod)
     sb.new["rootCause"] = cause
+
+
+def rename_legacy(sb: StatusBuilder) -> None:
+    """A job this controller initialized before it followed the seeds: its ``Initialized``
+    condition becomes ``Initializing`` in place, keeping its status and transition time."""
+    conditions = sb.new["conditions"]
+    for i, c in enumerate(conditions):
+        if c.get("type") != LEGACY_INITIALIZED:
+            continue
+        if sb.condition(INITIALIZED) is not None:
+            del conditions[i]
+        else:
+            reason = NORMAL if c.get("reason") == LEGACY_INITIALIZED else c.get("reason")
+            conditions[i] = {**c, "type": INITIALIZED, "reason": reason}
+        return

@@ -20,13 +20,15 @@ from __future__ import annotations
 import copy
 from dataclasses import dataclass, field
 from datetime import datetime
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING
 
 from airflow_t9k.controller.reconcile.actions import Action, Create, Delete, Emit, ReplaceStatus
 from airflow_t9k.controller.reconcile.desired import build_pod, child_meta, scheduler_settings, slots
 from airflow_t9k.controller.reconcile.disruption import record
 from airflow_t9k.controller.reconcile.observe import Observed, is_deleting
+from airflow_t9k.controller.reconcile.podsetinfo import topology_request
 from airflow_t9k.controller.reconcile.status import StatusBuilder, bounded, timestamp
+from airflow_t9k.kinds.base import LABEL_RANK
 
 if TYPE_CHECKING:
     from airflow_t9k.kinds.base import JobKind, Obj
@@ -48,6 +50,7 @@ class Gate:
     # replica type -> the podSetAssignment Kueue made for it (flavors, count)
     assignments: dict[str, Obj] = field(default_factory=dict)
     requeue_after: float | None = None
+    workload: Obj | None = None  # the admitted Workload: what its admission puts on the pods (reconcile/podsetinfo.py)
 
 
 def queue_name(job: Obj) -> str | None:
@@ -136,7 +139,11 @@ def podsets(kind: JobKind, job: Obj) -> list[Obj]:
         if pod_spec.get("initContainers"):
             template["initContainers"] = [_container(c) for c in pod_spec["initContainers"]]
         template.update({k: copy.deepcopy(pod_spec[k]) for k in POD_TEMPLATE_KEYS if k in pod_spec})
-        out.append({"name": podset_name(spec.type), "count": spec.replicas, "template": {"spec": template}})
+        entry: Obj = {"name": podset_name(spec.type), "count": spec.replicas, "template": {"spec": template}}
+        request = topology_request(spec.template or {}, LABEL_RANK)
+        if request is not None:  # topology-aware scheduling, asked for as Kueue's integrations read it
+            entry["topologyRequest"] = request
+        out.append(entry)
     for podset, low in _min_counts(kind, job, out).items():
         for p in out:
             if p["name"] == podset and low < p["count"]:
@@ -252,7 +259,7 @@ def gate(kind: JobKind, job: Obj, observed: Observed, sb: StatusBuilder) -> Gate
         by_type = {str(a.get("name")): a for a in admission.get("podSetAssignments") or []}
         assignments = {spec.type: by_type[podset_name(spec.type)] for spec in kind.replica_specs(job)
                        if podset_name(spec.type) in by_type}  # fmt: skip
-        return Gate(True, events=events, assignments=assignments)
+        return Gate(True, events=events, assignments=assignments, workload=wl)
     pending = wl_condition(wl, "QuotaReserved") if not admission else wl_condition(wl, "Admitted")
     if pending and pending.get("message"):
         return _wait(sb, live_pods, str(pending.get("reason") or "Pending"), str(pending["message"]))
@@ -312,20 +319,6 @@ def released(job: Obj, observed: Observed) -> list[Action]:
     """A paused job gives its quota back: its Workload goes; resuming queues a new one."""
     wl = observed.workloads.get(workload_name(job))
     return [] if wl is None or is_deleting(wl) else [Delete("Workload", workload_name(job), _uid(wl))]
-
-
-def place(pod: Obj, assignment: Obj | None, flavors: Any) -> None:
-    """The node labels and tolerations of the flavors Kueue assigned, as its job integrations apply them."""
-    if not assignment:
-        return
-    spec = pod.setdefault("spec", {})
-    for flavor_name in sorted(set((assignment.get("flavors") or {}).values())):
-        flavor = (flavors.get(flavor_name) or {}).get("spec") or {}
-        if flavor.get("nodeLabels"):
-            spec["nodeSelector"] = {**(spec.get("nodeSelector") or {}), **flavor["nodeLabels"]}
-        for toleration in flavor.get("tolerations") or []:
-            if toleration not in (spec.get("tolerations") or []):
-                spec.setdefault("tolerations", []).append(copy.deepcopy(toleration))
 
 
 def _set(conditions: list[Obj], type_: str, status: bool, reason: str, message: str, now: datetime) -> None:

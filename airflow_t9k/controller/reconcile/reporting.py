@@ -26,6 +26,7 @@ replica printed last (no ETA).
 from __future__ import annotations
 
 import json
+import math
 from dataclasses import replace
 from datetime import datetime, timezone
 from typing import TYPE_CHECKING, Any
@@ -44,6 +45,10 @@ HISTORY_POINTS = 50
 HISTORY_METRICS = 8  # per point: the first names in sorted order
 MAX_BYTES = 8192  # status.progress serialised, history included
 ETA_WINDOW = 300.0  # seconds of history the step rate is measured over
+# An ETA past this is no estimate (a rate of 1e-300 epochs a second, printed by the replica):
+# none is shown. Without the bound such a rate made the ETA infinite, and every pass of the job
+# failed turning it into a whole number of seconds.
+MAX_ETA = 10 * 365 * 86400.0
 # The report's keys -> status.progress's.
 LATEST = (("step", "step"), ("total_steps", "totalSteps"), ("epoch", "epoch"), ("total_epochs", "totalEpochs"))
 
@@ -76,6 +81,22 @@ def latest(report: Obj) -> Obj:
             out[name] = values[key]
     if values.get("metrics"):
         out["metrics"] = dict(values["metrics"])
+    # How far, from the steps (or epochs) when their total is known, else as the program said
+    # (Kubeflow Trainer's progressPercentage); its own ETA waits for progress_status, which
+    # prefers the rate the history shows.
+    pct = percent(out)
+    if pct is None and isinstance(values.get("percent"), (int, float)):
+        pct = round(min(max(float(values["percent"]), 0.0), 100.0), 1)
+    if pct is not None:
+        out["percent"] = pct
+    reported = values.get("eta_seconds")
+    if (
+        isinstance(reported, (int, float))
+        and not isinstance(reported, bool)
+        and math.isfinite(reported)
+        and 0 <= reported <= MAX_ETA
+    ):
+        out["etaSeconds"] = int(reported)  # an infinite or absurd one is none (it failed every pass of the job)
     if report.get("time"):
         out["reportedAt"] = str(report["time"])
     return out
@@ -158,7 +179,11 @@ def eta_seconds(values: Obj, points: list[Obj]) -> float | None:
         moved = float(run[-1][done]) - float(ref[done])
         if seconds <= 0 or moved <= 0:
             return None
-        return max(float(values[total]) - float(values[done]), 0.0) / (moved / seconds)
+        try:
+            eta = max(float(values[total]) - float(values[done]), 0.0) / (moved / seconds)
+        except (ZeroDivisionError, OverflowError):  # a rate that underflows to zero
+            return None
+        return eta if math.isfinite(eta) and eta <= MAX_ETA else None
     return None
 
 
@@ -169,13 +194,13 @@ def _size(obj: Obj) -> int:
 def progress_status(old: Obj | None, report: Obj, interval: float, now: datetime, running: bool) -> Obj:
     """The new ``status.progress`` for the report's values (rate limit already decided)."""
     values = latest(report)
-    pct = percent(values)
-    if pct is not None:
-        values["percent"] = pct
+    reported_eta = values.pop("etaSeconds", None)  # the program's own (Trainer's estimatedRemainingSeconds)
     values["summary"] = summary(values)
     values["updated"] = timestamp(now)
     hist = history((old or {}).get("history"), values, interval)
     eta = eta_seconds(values, hist["points"]) if running else None
+    if eta is None and running and reported_eta is not None:
+        eta = float(reported_eta)
     if eta is not None:
         values["eta"], values["etaSeconds"] = duration(eta), int(round(eta))
     values["history"] = hist
@@ -187,7 +212,7 @@ def progress_status(old: Obj | None, report: Obj, interval: float, now: datetime
 
 
 def _same(old: Obj, new: Obj) -> bool:
-    keys = ("replica", "reportedAt", "metrics") + tuple(name for _, name in LATEST)
+    keys = ("replica", "reportedAt", "metrics", "percent") + tuple(name for _, name in LATEST)
     return all(old.get(k) == new.get(k) for k in keys)
 
 

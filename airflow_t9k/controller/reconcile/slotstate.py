@@ -7,7 +7,8 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
-from airflow_t9k.controller.reconcile.disruption import disruption
+from airflow_t9k.controller.reconcile.disruption import disruption, overtaken
+from airflow_t9k.controller.reconcile.inplace import pending
 from airflow_t9k.controller.reconcile.observe import Observed, is_deleting, pod_phase
 from airflow_t9k.kinds.base import ANNOTATION_RESTARTS, Obj
 
@@ -25,6 +26,10 @@ class SlotState:
     # The pod's end was already counted as a restart by a status write that landed, but the
     # pod was not deleted yet (a crash or a conflict in between): delete it, count nothing.
     restart_recorded: bool = False
+    # The kubelet is restarting the pod in place and waits for the controller to allow the run
+    # (reconcile/inplace.py): ``pod`` is the view of the pod as if it had ended; the restart is
+    # allowed by a patch, not a delete.
+    in_place: bool = False
 
     @property
     def phase(self) -> str | None:
@@ -34,8 +39,9 @@ class SlotState:
 
     @property
     def disrupted(self) -> bool:
-        """Failed because the cluster took the pod away (evicted, preempted, node lost)."""
-        return self.phase == "Failed" and disruption(self.pod) is not None
+        """Failed because the cluster took the pod away (evicted, preempted, node lost), or because
+        its group's restart overtook it (``overtaken``)."""
+        return self.phase == "Failed" and (disruption(self.pod) is not None or overtaken(self.pod) is not None)
 
     @property
     def ended(self) -> bool:
@@ -81,7 +87,8 @@ def slot_state(slot: Slot, observed: Observed, recorded: dict[str, int]) -> Slot
     pod = observed.pods.get(slot.pod_name)
     on_pod = _attempt(pod)
     done = max(recorded.get(slot.pod_name, 0), on_pod)
-    state = SlotState(slot, pod, done)
+    view = pending(pod)
+    state = SlotState(slot, view or pod, done, in_place=view is not None)
     state.restart_recorded = pod is not None and done > on_pod and state.phase in ("Succeeded", "Failed")
     return state
 

@@ -22,7 +22,16 @@ from typing import TYPE_CHECKING
 from airflow_t9k.controller.reconcile.actions import Emit, Plan, WriteSpec
 from airflow_t9k.controller.reconcile.progress import finish
 from airflow_t9k.controller.reconcile.status import FINISHED, StatusBuilder
-from airflow_t9k.kinds.templates import ANNOTATION, TemplateError, apply_template, deprecation, describe, wanted
+from airflow_t9k.kinds.templates import (
+    TemplateError,
+    allowed_in,
+    apply_template,
+    deprecation,
+    describe,
+    merged_record,
+    record_of,
+    wanted,
+)
 
 if TYPE_CHECKING:
     from airflow_t9k.controller.reconcile.observe import Observed
@@ -43,6 +52,11 @@ def resolve(sb: StatusBuilder, job: Obj, observed: Observed, now: datetime) -> P
     template = observed.template
     if template is None:
         return _missing(sb, job, what, observed.template_wait, now)
+    namespace = str(job["metadata"].get("namespace") or "")
+    if not allowed_in(template, namespace):
+        finish(sb, "Failed", "TemplateNotAllowed",
+               f"{what} may be used only in the namespaces its spec.allowedNamespaces lists, not in {namespace}.")  # fmt: skip
+        return Plan(status=sb.new)
     try:
         merged = apply_template(job, template)
     except TemplateError as exc:
@@ -52,7 +66,7 @@ def resolve(sb: StatusBuilder, job: Obj, observed: Observed, now: datetime) -> P
     events = [Emit("Normal", "TemplateResolved", f"Merged {what} (resourceVersion {rv}) into the job's spec.")]
     if (message := deprecation(template)) is not None:
         events.append(Emit("Warning", "TemplateDeprecated", f"{what} is deprecated: {message}"))
-    return Plan((WriteSpec(merged),), sb.old, tuple(events))
+    return Plan((WriteSpec(merged, record_of(template)),), sb.old, tuple(events))
 
 
 def _missing(sb: StatusBuilder, job: Obj, what: str, wait: float, now: datetime) -> Plan:
@@ -72,16 +86,15 @@ def _missing(sb: StatusBuilder, job: Obj, what: str, wait: float, now: datetime)
 
 
 def note(sb: StatusBuilder, job: Obj) -> None:
-    """Condition ``TemplateResolved`` of a job the template was merged into, from its record."""
-    raw = ((job.get("metadata") or {}).get("annotations") or {}).get(ANNOTATION)
-    if raw is None:
+    """Condition ``TemplateResolved`` of a job the controller merged a template into, from the
+    record in its status; never from the annotation alone, which the job's author can write."""
+    rec = merged_record(job)
+    if rec is None:
         return
     try:
-        rec = json.loads(raw)
         what = describe(str(rec["kind"]), str(rec.get("namespace") or ""), str(rec["name"]))
-    except (ValueError, TypeError, KeyError):
-        what = f"the template recorded as {raw[:200]!r}"
-        rec = {}
+    except (TypeError, KeyError):
+        what = f"the template recorded as {json.dumps(rec)[:200]!r}"
     message = f"The spec was merged with {what} (resourceVersion {rec.get('resourceVersion')}) when the job was submitted."
     if rec.get("deprecated"):
         message += f" The template was deprecated: {rec['deprecated']}"

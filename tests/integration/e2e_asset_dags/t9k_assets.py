@@ -28,6 +28,12 @@ with DAG("t9k_asset_train", start_date=START, schedule=None, catchup=False, para
     )  # fmt: skip
 
 
+with DAG("t9k_lineage_opt_out", start_date=START, schedule=None, catchup=False):
+    # The opt-out from the OpenLineage parent in the replicas' environment (docs/airflow.md).
+    GenericJobOperator(task_id="train", image="busybox", replicas=1, deferrable=True, openlineage_inject_parent_job_info=False,
+                       pod_annotations={"sim.t9k.test/duration": "2s"})  # fmt: skip
+
+
 def _seen(events: Any, key: Any) -> dict[str, Any]:
     [event] = events[key]
     return {"metric": event.extra["metric"], "job": event.extra["t9k_job"]["name"], "uri": event.asset.uri,

@@ -6,7 +6,7 @@ from datetime import datetime, timedelta
 
 from airflow.sdk import DAG
 
-from airflow_t9k.operators.kinds import GenericJobOperator
+from airflow_t9k.operators.kinds import GenericJobOperator, PyTorchTrainingJobOperator
 
 START = datetime(2026, 1, 1)
 
@@ -42,6 +42,8 @@ with DAG("t9k_e2e_sweep", start_date=START, schedule=None, catchup=False):
                               for lr in (0.1, 0.03, 0.01, 0.003)])  # fmt: skip
 
 # Issue 23, point 2: an exit code the task calls permanent fails it at once; another is retried.
+# Issue 28, point 3: exit 1 under a PyTorchTrainingJob's ExitCode restart policy (permanent inside
+# the job) is retried too: Airflow-side permanence is the DAG author's (permanent_exit_codes).
 # The jobs run 10 s: one that ends within seconds of its task deferring meets Airflow 3.3's stale
 # defer-exit race (apache/airflow#72716, docs/airflow.md "Known limits"), which fails the task.
 with DAG(
@@ -60,3 +62,10 @@ with DAG(
             permanent_exit_codes=[3],
             pod_annotations={"sim.t9k.test/duration": "10s", "sim.t9k.test/fail-pods": ".*", "sim.t9k.test/exit-code": code},
         )
+    PyTorchTrainingJobOperator(
+        task_id="exit_one",
+        image="busybox",
+        replicas=1,
+        deferrable=True,
+        pod_annotations={"sim.t9k.test/duration": "10s", "sim.t9k.test/fail-pods": ".*", "sim.t9k.test/exit-code": "1"},
+    )

@@ -63,8 +63,17 @@ def test_a_failed_job_emits_nothing():
     ("kw", "message"),
     [({"asset_from_result": "model_uri"}, "give outlets=\\[AssetAlias"),
      ({"asset_from_result": "model_uri", "outlets": [ALIAS], "wait_for_completion": False}, "wait_for_completion=False"),
-     ({"asset_from_result": "", "outlets": [ALIAS]}, "must be a key")],
+     ({"asset_from_result": "", "outlets": [ALIAS]}, "must be a key"),
+     # Issue 28, point 7: outlets updated at submission, and an asset named by a result nobody reads.
+     ({"outlets": [MODEL], "wait_for_completion": False}, "outlets= with wait_for_completion=False"),
+     ({"outlets": [ALIAS], "wait_for_completion": False}, "outlets= with wait_for_completion=False"),
+     ({"asset_from_result": "model_uri", "outlets": [ALIAS], "result_from": None}, "result_from=None reads none")],
 )  # fmt: skip
 def test_asset_from_result_is_checked_when_the_dag_is_parsed(kw, message):
     with pytest.raises(ValueError, match=message):
         finishing_op(**kw)
+
+
+def test_no_outlets_without_waiting_and_outlets_without_a_result_are_fine():
+    finishing_op(wait_for_completion=False)
+    finishing_op(outlets=[MODEL], result_from=None)  # an asset event without a result: allowed

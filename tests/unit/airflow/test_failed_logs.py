@@ -9,6 +9,7 @@ import pytest
 from airflow.sdk.exceptions import AirflowException
 
 from airflow_t9k.api.failed import FailedLogs, FailedReplica, first_failed, print_lines, root_cause, strip_stamps
+from airflow_t9k.api.logcursor import Cursor
 from tests.support.task import context
 from tests.unit.airflow.test_operators import op
 
@@ -140,8 +141,11 @@ def test_the_failed_logs_are_bounded(max_lines, max_pods, sizes, expected, skipp
 
 def test_lines_already_streamed_are_not_printed_again_but_stay_in_the_tail():
     text = _log(6)
-    streamed_up_to = text.splitlines()[3].split(" ", 1)[0]  # lines 0..3 reached the task log while waiting
-    plan = FailedLogs(REPLICAS[:1], 100, 8, tail_lines=4, streamed={"a": streamed_up_to})
+    cursor = Cursor()
+    for raw in text.splitlines()[:4]:  # lines 0..3 reached the task log while waiting
+        cursor.sent(raw.split(" ", 1)[0])
+    plan = FailedLogs(REPLICAS[:1], 100, 8, tail_lines=4, streamed={"a": cursor})
+    assert plan.since("a") == "2026-11-26T10:00:00Z"
     assert plan.add("a", text, 100) == ["line 4", "line 5"]
     assert (
         plan.header("a", 2) == f"--- log of failed replica a (failed first: the root cause at {T1}): 2 lines, "

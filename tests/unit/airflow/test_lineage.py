@@ -141,3 +141,25 @@ def test_the_operators_import_and_finish_without_openlineage(kind):
     out = subprocess.run([sys.executable, "-c", code], check=False, capture_output=True, text=True, timeout=120)
     assert out.returncode == 0, out.stderr[-3000:]
     assert "no-openlineage: " in out.stdout  # the block was real: the facets need the package
+
+
+@pytest.mark.parametrize("uri", ["file:///data/clicks.csv", "s3://ml-data/clicks/2026-11-25"])
+def test_an_asset_is_named_as_the_openlineage_provider_names_it(uri):
+    """One Asset, one lineage node: the operator's datasets are the provider's own for the same
+    Asset (issue 28, point 7), through its converters where a provider registered one (``file``
+    here: namespace ``file``, the path as name), and its object-store naming otherwise."""
+    from airflow.providers.openlineage.extractors.manager import ExtractorManager
+
+    from airflow_t9k.operators.openlineage import dataset
+
+    mgr = ExtractorManager
+    provider = mgr.convert_to_ol_dataset(Asset(uri)) or mgr.convert_to_ol_dataset_from_object_storage_uri(uri)
+    ours = dataset(Asset(uri))
+    assert (ours.namespace, ours.name) == (provider.namespace, provider.name)
+
+
+def test_an_asset_no_provider_converts_keeps_openlineages_naming():
+    from airflow_t9k.operators.openlineage import dataset
+
+    ours = dataset(Asset("postgres://db:5432/ml/public/clicks"))
+    assert (ours.namespace, ours.name) == ("postgres://db:5432", "ml/public/clicks")

@@ -223,7 +223,8 @@ def test_execute_complete_success_returns_identity_and_pushes_phase():
     ev = event("success", phase="Succeeded", state={"phase": "Succeeded", "message": "done", "aggregate": {"succeeded": 2}})
     o = finishing_op()
     out = o.execute_complete(c, ev)
-    assert o.hook.calls == [("patch", "j", {"metadata": {"uid": "u", "annotations": {"airflow-t9k.io/consumed-by-try": "1"}}})]
+    # A success is marked delivered, last of what the try delivers (api/rerun.py).
+    assert o.hook.calls == [("patch", "j", {"metadata": {"uid": "u", "annotations": {"airflow-t9k.io/delivered-by-try": "1"}}})]
     assert out["phase"] == "Succeeded"
     assert out["uid"] == "u"
     assert c["ti"].xcom["phase"] == "Succeeded"
@@ -389,6 +390,13 @@ POD_KW = {
     "env_from": [{"secretRef": {"name": "creds"}}],
     "priority_class_name": "high",
     "shm_size": "2Gi",
+    # What KubernetesPodOperator users reach for (issue 28, point 8): Pod Security ``restricted`` needs the first two.
+    "security_context": {"runAsNonRoot": True, "seccompProfile": {"type": "RuntimeDefault"}},
+    "container_security_context": {"allowPrivilegeEscalation": False, "capabilities": {"drop": ["ALL"]}},
+    "init_containers": [{"name": "fetch", "image": "busybox", "command": ["sh", "-c", "true"]}],
+    "host_aliases": [{"ip": "10.0.0.5", "hostnames": ["registry.internal"]}],
+    "runtime_class_name": "nvidia",
+    "scheduler_name": "volcano",
 }  # fmt: skip
 
 
@@ -412,6 +420,11 @@ def test_pod_level_options_reach_every_replica_of_every_kind(kind):
         assert spec["serviceAccountName"] == "trainer"
         assert spec["imagePullSecrets"] == [{"name": "reg1"}, {"name": "reg2"}]
         assert spec["priorityClassName"] == "high"
+        assert spec["securityContext"] == POD_KW["security_context"]
+        assert c["securityContext"] == POD_KW["container_security_context"]
+        assert spec["initContainers"] == [{**POD_KW["init_containers"][0], "env": [ATTEMPT]}]  # every container gets T9K_ATTEMPT
+        assert spec["hostAliases"] == POD_KW["host_aliases"]
+        assert (spec["runtimeClassName"], spec["schedulerName"]) == ("nvidia", "volcano")
         assert t["metadata"] == {"labels": {"team": "ml"}, "annotations": {"note": "x", "sim": "1"}}
     assert job["metadata"]["labels"]["team"] == "ml"
     assert job["metadata"]["annotations"]["note"] == "x"
@@ -429,6 +442,10 @@ def test_pod_level_options_accept_kubernetes_client_models():
                 match_expressions=[k.V1NodeSelectorRequirement(key="zone", operator="In", values=["a"])]))])),
         image_pull_secrets=[k.V1LocalObjectReference(name="reg")],
         env_from=[k.V1EnvFromSource(config_map_ref=k.V1ConfigMapEnvSource(name="cfg"))],
+        security_context=k.V1PodSecurityContext(run_as_non_root=True, fs_group=1000),
+        container_security_context=k.V1SecurityContext(read_only_root_filesystem=True),
+        init_containers=[k.V1Container(name="fetch", image="busybox")],
+        host_aliases=[k.V1HostAlias(ip="10.0.0.5", hostnames=["registry.internal"])],
     ).render_job(ctx())  # fmt: skip
     t = _templates(job)[0]
     assert t["spec"]["volumes"] == [{"name": "data", "persistentVolumeClaim": {"claimName": "pvc"}}]
@@ -437,6 +454,10 @@ def test_pod_level_options_accept_kubernetes_client_models():
     assert t["spec"]["affinity"]["nodeAffinity"]["preferredDuringSchedulingIgnoredDuringExecution"][0]["weight"] == 1
     assert t["spec"]["imagePullSecrets"] == [{"name": "reg"}]
     assert t["spec"]["containers"][0]["envFrom"] == [{"configMapRef": {"name": "cfg"}}]
+    assert t["spec"]["securityContext"] == {"runAsNonRoot": True, "fsGroup": 1000}
+    assert t["spec"]["containers"][0]["securityContext"] == {"readOnlyRootFilesystem": True}
+    assert t["spec"]["initContainers"] == [{"name": "fetch", "image": "busybox", "env": [ATTEMPT]}]
+    assert t["spec"]["hostAliases"] == [{"ip": "10.0.0.5", "hostnames": ["registry.internal"]}]
     yaml.safe_dump(job)  # plain data all the way down
 
 
@@ -494,13 +515,15 @@ def test_finish_deletes_only_the_uid_this_task_recorded(status, delete_on_finish
     assert all(c[2]["metadata"]["uid"] == "ours" for c in o.hook.calls if c[0] == "patch")
 
 
-@pytest.mark.parametrize(("status", "consumed"), [("success", True), ("failed", True), ("error", False), ("timeout", False)])
-def test_a_try_that_finishes_with_the_job_marks_it_consumed(status, consumed):
+@pytest.mark.parametrize(
+    ("status", "mark"), [("success", "delivered"), ("failed", "consumed"), ("error", None), ("timeout", None)]
+)
+def test_a_try_marks_a_failure_consumed_and_a_success_delivered(status, mark):
     o = finishing_op(on_kill_action="pause")
     with pytest.raises(BaseException) if status != "success" else __import__("contextlib").nullcontext():  # noqa: PT011 - any end but success raises
         o.execute_complete(ctx(), event(status))
-    marks = [c[2]["metadata"]["annotations"] for c in o.hook.calls if c[0] == "patch"]
-    assert ({"airflow-t9k.io/consumed-by-try": "1"} in marks) is consumed
+    marks = [k for c in o.hook.calls if c[0] == "patch" for k in c[2]["metadata"].get("annotations", {}) if k.endswith("-by-try")]
+    assert marks == ([f"airflow-t9k.io/{mark}-by-try"] if mark else [])
 
 
 def test_a_timeout_with_pause_marks_the_pause_as_the_tasks():
@@ -679,24 +702,13 @@ def test_container_resources_of_another_type_fail_at_dag_parse():
         op(container_resources=["2 CPUs"])
 
 
-# -- a re-run runs beside the consumed job, under this try's name (point 5) --------------------
-@pytest.mark.parametrize(
-    ("name", "try_number", "expected"),
-    [("train-0123456789", 2, "train-0123456789-t2"),
-     ("train-0123456789-t2", 3, "train-0123456789-t2-t3"),  # the store pointed at try 2's re-run
-     ("train-0123456789-t3", 3, None)],  # this try's own re-run was consumed by this try: never loop
-    ids=["first-rerun", "rerun-of-a-rerun", "own-name"],
-)  # fmt: skip
-def test_a_rerun_gets_this_trys_own_name(name, try_number, expected):
-    o = op()
-    o._try_number = try_number
-    job = {"kind": "GenericJob", "metadata": {"name": name, "namespace": "ml"}}
-    if expected is None:
-        with pytest.raises(AirflowException, match="already run and consumed by this try"):
-            o._rerun_of(job)
-    else:
-        assert o._rerun_of(job)["metadata"]["name"] == expected
-        assert job["metadata"]["name"] == name  # the rendered job itself is left as it was
+# -- a re-run runs beside the job an earlier try took, under this try's name (point 5) --------
+def test_a_rerun_tries_this_trys_own_names_in_order():
+    from airflow_t9k.api.rerun import MAX_RERUN_NAMES, rerun_names
+
+    names = rerun_names("train-0123456789", 3)
+    assert names[:4] == ["train-0123456789", "train-0123456789-t3", "train-0123456789-t3-2", "train-0123456789-t3-3"]
+    assert len(names) == len(set(names)) == MAX_RERUN_NAMES
 
 
 USED = {"phase": "Succeeded", "startTime": "2026-11-25T12:00:00Z",
@@ -818,3 +830,79 @@ def test_tensorboard_and_mlflow_links_are_templated_and_pushed_at_submission(mon
     assert TensorBoardLink().get_link(o, ti_key=None) == "https://tb/2026-11-25/train-abc"
     assert MLflowLink().get_link(o, ti_key=None) == "https://mlflow/runs/manual__1"
     assert MLflowLink().get_link(op(), ti_key=None) == ""  # no URL given: no link
+
+
+@pytest.mark.parametrize(
+    ("recorded", "link"),
+    [
+        ({**IDENTITY, "server": "https://k8s:6443/"},
+         "https://k8s:6443/apis/batch.tensorstack.dev/v1beta1/namespaces/ml/pytorchtrainingjobs/train-abc"),
+        # Attacks (issue 29): the task's own code pushes t9k_job; its fields would become the link's path.
+        ({**IDENTITY, "namespace": "../../../api/v1/namespaces/kube-system/secrets#"}, ""),
+        ({**IDENTITY, "name": "x?watch=true"}, ""),
+        ({**IDENTITY, "kind": "Secret"}, ""),
+        ({**IDENTITY, "uid": "u/../1"}, ""),
+        ({**IDENTITY, "server": "javascript:alert(1)//"},
+         "/apis/batch.tensorstack.dev/v1beta1/namespaces/ml/pytorchtrainingjobs/train-abc"),
+        ("train-abc", ""),
+        (None, ""),
+    ],
+    ids=["ok", "namespace-path", "name-query", "unknown-kind", "uid-path", "server-not-http", "not-a-dict", "none"],
+)  # fmt: skip
+def test_the_job_link_uses_only_a_well_formed_record(recorded, link):
+    from airflow_t9k.links import recorded_url, tool_url
+
+    assert recorded_url(recorded) == link
+    if isinstance(recorded, dict) and not link.startswith("https://k8s"):
+        # A tool's link gets none of a malformed record's fields.
+        assert tool_url("https://tb/{namespace}/{name}", recorded) == ("https://tb/ml/train-abc" if link else "https://tb//")
+
+
+# -- do_xcom_push=False pushes nothing (issue 28, point 7) -------------------------------------
+@pytest.mark.parametrize("status", ["success", "failed"])
+def test_do_xcom_push_false_pushes_nothing(status):
+    c = ctx()
+    state = {"phase": "Succeeded" if status == "success" else "Failed", "result_message": '{"metric": 0.9, "checkpoint": "s3://c"}',
+             "usage": {"runs": 1}, "metrics": {"loss": 0.1}}  # fmt: skip
+    complete(finishing_op(do_xcom_push=False), c, event(status, phase=state["phase"], state=state))
+    assert c["ti"].xcom == {}
+    complete(finishing_op(), c, event(status, phase=state["phase"], state=state))
+    pushed = {"phase", "summary", "usage", "metrics", "checkpoint"} | ({"result"} if status == "success" else set())
+    assert pushed <= set(c["ti"].xcom)  # by default, all of them
+
+
+# -- templated as KubernetesPodOperator templates them; AscendJob framework, TI name (issue 28, point 7) --
+def test_config_file_and_cluster_context_are_templated(tmp_path):
+    from airflow_t9k.sensors.job import T9kJobSensor
+
+    for cls in (GenericJobOperator, T9kJobOperator, T9kJobSensor):
+        assert {"config_file", "cluster_context"} <= set(cls.template_fields), cls
+    o = op(config_file="{{ params.kc }}", cluster_context="{{ params.ctx }}", namespace="ml")
+    o.render_template_fields({**ctx(), "params": {"kc": str(tmp_path / "team-a.yaml"), "ctx": "team-a"}})
+    assert (o.config_file, o.cluster_context) == (
+        str(tmp_path / "team-a.yaml"),
+        "team-a",
+    )  # a .yaml path is not read as a template
+    assert (o.hook.config_file, o.hook.cluster_context) == (str(tmp_path / "team-a.yaml"), "team-a")
+
+
+def test_an_ascend_jobs_framework_may_be_a_template():
+    o = op(AscendJobOperator, framework="{{ params.fw }}", replicas=2)
+    o.render_template_fields({**ctx(), "params": {"fw": "mindspore"}})
+    assert set(o.rendered_job["spec"]["replicaSpecs"]) == {"Scheduler", "Worker"}
+    bad = op(AscendJobOperator, framework="{{ params.fw }}", replicas=2)
+    with pytest.raises(AirflowException, match="framework must be one of"):
+        bad.render_template_fields({**ctx(), "params": {"fw": "jax"}})
+    with pytest.raises(ValueError, match="framework must be one of"):
+        op(AscendJobOperator, framework="jax", replicas=2)
+
+
+def test_a_ti_jobs_name_may_be_a_template():
+    from tests.unit.airflow.test_ti_operator import ti_op
+
+    o = ti_op(name="{{ params.name }}")
+    o.render_template_fields({**ctx(), "params": {"name": "nightly-7"}})
+    assert o.rendered_job["metadata"]["name"] == "nightly-7"
+    bad = ti_op(name="{{ params.name }}")
+    with pytest.raises(AirflowException, match="must be a Kubernetes object name"):
+        bad.render_template_fields({**ctx(), "params": {"name": "Not_A_Name"}})

@@ -68,19 +68,52 @@ class NoCluster:
         raise AssertionError(f"the deferred sensor called {name} on the worker")
 
 
+class OneRead:
+    """A hook that answers the one read a deferrable sensor makes on the worker."""
+
+    def __init__(self, job):
+        self.job, self.reads = job, 0
+
+    def get_namespace(self):
+        return None
+
+    def get_job(self, kind, name, namespace):
+        self.reads += 1
+        return self.job
+
+    def list_jobs(self, kind, namespace, selector):
+        self.reads += 1
+        return [self.job] if self.job else []
+
+
 @pytest.mark.parametrize(("kw", "name", "selector"), [({"name": "train-1"}, "train-1", None),
                                                       ({"name": None, "label_selector": "app=train"}, "", "app=train")],
                          ids=["by-name", "by-labels"])  # fmt: skip
-def test_a_deferrable_sensor_defers_at_once_without_reading_the_cluster(kw, name, selector):
+def test_a_deferrable_sensor_reads_once_then_defers(kw, name, selector):
     from airflow.sdk.exceptions import TaskDeferred
 
     s = sensor(deferrable=True, namespace="ml", **kw)
-    s._hook = NoCluster()
+    s._hook = OneRead(None)  # not there yet
     with pytest.raises(TaskDeferred) as exc:
         s.execute({})
+    assert s._hook.reads == 1
     trigger = exc.value.trigger
     assert (trigger.name, trigger.job.label_selector, trigger.policy.wait_for_creation) == (name, selector, True)
     assert (trigger.policy.on_kill_action, trigger.policy.startup_error_grace, trigger.uid) == ("none", None, None)
+
+
+def _job(phase):
+    return {"metadata": {"name": "train-1", "labels": {"app": "train"}}, "status": {"phase": phase}}
+
+
+def test_a_deferrable_sensor_on_a_job_already_done_ends_on_the_worker():
+    # As Airflow's own deferrable sensors: no trigger firing a second after the deferral (apache/airflow#72716).
+    s = sensor(deferrable=True, namespace="ml")
+    s._hook = OneRead(_job("Succeeded"))
+    assert s.execute({}) is None
+    s._hook = OneRead(_job("Failed"))
+    with pytest.raises(AirflowException, match="ended Failed"):
+        s.execute({})
 
 
 def test_a_bad_label_selector_fails_on_the_worker():

@@ -9,7 +9,7 @@ from airflow.sdk import DAG
 
 from airflow_t9k.kinds.registry import KINDS
 from airflow_t9k.operators.ti import TIJobOperator, default_runtime_image, ti_state
-from tests.unit.airflow.test_operators import RecordingHook, ctx
+from tests.unit.airflow.test_operators import RecordingHook, Store, ctx
 
 
 def ti_op(**kw):
@@ -190,8 +190,8 @@ def test_ti_report_in_xcom():
                {"type": "Completed", "status": "True", "lastTransitionTime": "2026-11-25T12:05:00Z"},
                {"type": "Failed", "status": "False", "lastTransitionTime": "2026-11-25T12:05:00Z"}]}}  # fmt: skip
     c = ctx()
-    c["task_state_store"] = {"t9k_job": {"kind": "TensorFlowTrainingJob", "name": "j", "namespace": "ml", "uid": "u",
-                                         "server": "https://k8s.example:6443"}}  # fmt: skip
+    c["task_state_store"] = Store(t9k_job={"kind": "TensorFlowTrainingJob", "name": "j", "namespace": "ml", "uid": "u",
+                                           "server": "https://k8s.example:6443"})  # fmt: skip
     ev = {"status": "success", "kind": "TensorFlowTrainingJob", "name": "j", "namespace": "ml", "uid": "u", "phase": "Succeeded",
           "message": "phase Succeeded: done", "state": {"phase": "Succeeded"}, "logs": {}}  # fmt: skip
     op = ti_op()

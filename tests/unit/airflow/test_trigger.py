@@ -18,7 +18,8 @@ KWARGS = {
     "policy": {"deadline": "2026-11-25T12:00:00+00:00", "startup_timeout": 300.0, "startup_error_grace": 120.0,
                "queue_timeout": None, "target_phases": ["Running"], "wait_for_creation": False, "on_kill_action": "pause"},
     "forwarding": {"log_events": True, "max_forwarded": 100, "events_since": "2026-11-25T11:00:00+00:00", "stream_logs": True,
-                   "max_log_lines": 500, "max_followed_pods": 4, "follow_pods": None, "log_tail_lines": 20},
+                   "max_log_lines": 500, "max_followed_pods": 4, "follow_pods": None, "log_tail_lines": 20,
+                   "save_log_cursor": True},
 }  # fmt: skip
 
 # The same trigger as the version before the records stored it: one flat kwarg per argument,
@@ -35,7 +36,7 @@ OLD_FLAT = {
 def test_serialize_returns_the_classpath_and_exact_kwargs():
     classpath, kwargs = T9kJobTrigger(**KWARGS).serialize()
     assert classpath == "airflow_t9k.triggers.job.T9kJobTrigger"
-    assert kwargs == KWARGS
+    assert kwargs == {"version": 2, **KWARGS}  # a row of the records' first version (no key) loads as it is
 
 
 def test_serialize_round_trips_through_json():
@@ -52,8 +53,8 @@ def test_the_operator_stores_records_only():
     with DAG("dag", start_date=datetime(2026, 1, 1), schedule=None):
         op = GenericJobOperator(task_id="t", image="i", namespace="ml", deferrable=True, timeout=60)
     kwargs = op._trigger({"kind": "GenericJob", "name": "n", "namespace": "ml", "uid": "u"}, 1_800_000_000.0).serialize()[1]
-    assert sorted(kwargs) == ["connection", "forwarding", "job", "policy"]
-    assert all(isinstance(v, dict) for v in kwargs.values())
+    assert sorted(kwargs) == ["connection", "forwarding", "job", "policy", "version"]
+    assert all(isinstance(v, dict) for k, v in kwargs.items() if k != "version")
     assert kwargs["policy"]["deadline"] == "2027-01-15T08:00:00+00:00"
 
 
@@ -85,7 +86,7 @@ OLD_ROWS = [
 def test_a_trigger_stored_flat_by_an_earlier_version_loads_as_the_same_trigger(old, changed):
     loaded = T9kJobTrigger(**json.loads(json.dumps(old)))  # as the triggerer reads the row
     expected = {key: {**record, **changed.get(key, {})} for key, record in KWARGS.items()}
-    assert loaded.serialize()[1] == expected
+    assert loaded.serialize()[1] == {"version": 2, **expected}
     # and it behaves as the one deferred now: the same hook target, the same shared watch, the same event
     now = T9kJobTrigger(**expected)
     assert loaded._watch_key() == now._watch_key()
@@ -103,16 +104,38 @@ def test_an_old_row_with_credentials_still_reaches_its_cluster_but_no_new_one_ca
     assert "config_dict" not in T9kJobTrigger(**KWARGS).serialize()[1]
 
 
-@pytest.mark.parametrize(
-    ("kwargs", "error"),
-    [({**OLD_FLAT, "bogus": 1}, "unexpected keyword argument 'bogus'"),
-     ({**KWARGS, "deadline": "2026-11-25T12:00:00+00:00"}, "'deadline' both flat and inside 'policy'"),
-     ({**KWARGS, "policy": {"deadline": None, "bogus": 1}}, "unexpected WaitPolicy fields: bogus")],
-    ids=["unknown-flat", "flat-and-record", "unknown-field"],
-)  # fmt: skip
-def test_unknown_or_doubled_arguments_are_refused(kwargs, error):
-    with pytest.raises(TypeError, match=error):
-        T9kJobTrigger(**kwargs)
+def test_doubled_arguments_are_refused():
+    with pytest.raises(TypeError, match="'deadline' both flat and inside 'policy'"):
+        T9kJobTrigger(**{**KWARGS, "deadline": "2026-11-25T12:00:00+00:00"})
+
+
+# Rows a newer worker wrote (issue 28, point 6): what this triggerer does not know is ignored.
+NEWER = [
+    pytest.param({"version": 3, **KWARGS, "policy": {**KWARGS["policy"], "retry_budget": 3}}, "WaitPolicy fields retry_budget",
+                 id="a-records-new-field"),
+    pytest.param({"version": 3, **KWARGS, "tracing": {"span": "abc"}}, "key 'tracing'", id="a-new-record"),
+    pytest.param({"version": 9, **KWARGS}, "nothing", id="only-a-higher-version"),
+    pytest.param({**OLD_FLAT, "bogus": 1}, "key 'bogus'", id="unknown-flat"),
+]  # fmt: skip
+
+
+@pytest.mark.parametrize(("row", "ignored"), NEWER)
+def test_a_row_a_newer_worker_wrote_loads_with_a_warning(row, ignored, caplog):
+    import logging
+
+    from airflow.models.trigger import Trigger
+    from airflow.serialization.decoders import smart_decode_trigger_kwargs
+
+    # As the triggerer reads it: stored through Airflow's own Trigger model, decrypted, decoded.
+    stored = Trigger.encrypt_kwargs(row)
+    kwargs = {k: smart_decode_trigger_kwargs(v) for k, v in Trigger._decrypt_kwargs(stored).items()}
+    with caplog.at_level(logging.WARNING, logger="airflow_t9k.triggers.job"):
+        loaded = T9kJobTrigger(**kwargs)
+    assert (loaded.kind, loaded.name, loaded.uid, loaded.policy.on_kill_action) == ("PyTorchTrainingJob", "train-0123456789",
+                                                                                     "uid-1", "pause")  # fmt: skip
+    [warning] = [r.getMessage() for r in caplog.records if r.name == "airflow_t9k.triggers.job"]
+    assert f"ignored: {ignored}" in warning, warning
+    assert loaded.serialize()[1]["version"] == 2  # what it stores again is what it knows
 
 
 def test_watch_key_is_shared_by_triggers_on_the_same_connection():

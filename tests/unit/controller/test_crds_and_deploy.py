@@ -4,10 +4,12 @@ from __future__ import annotations
 
 from pathlib import Path
 
+import pytest
 import yaml
 
 from airflow_t9k.api.resources import RESOURCES, TEMPLATE_RESOURCES
 from airflow_t9k.cli import main
+from airflow_t9k.controller.cli import crd_is_ours
 from airflow_t9k.controller.crds import all_crds, template_crds
 
 DEPLOY = Path(__file__).resolve().parents[3] / "deploy"
@@ -28,8 +30,24 @@ def test_every_kind_has_a_crd_with_status_printer_columns_and_our_label(capsys):
         assert next(c["name"] for c in version["additionalPrinterColumns"]) == first
         assert crd["spec"]["names"]["shortNames"]
         assert crd["metadata"]["labels"]["app.kubernetes.io/managed-by"] == "airflow-t9k"
+        assert crd["metadata"]["labels"]["app.kubernetes.io/part-of"] == "airflow-t9k"
         schema = version["schema"]["openAPIV3Schema"]
         assert schema["properties"]["status"]["x-kubernetes-preserve-unknown-fields"] is True
+
+
+@pytest.mark.parametrize(
+    ("labels", "ours"),
+    [
+        ({"app.kubernetes.io/managed-by": "airflow-t9k", "app.kubernetes.io/part-of": "airflow-t9k"}, True),  # airflow-t9k crds
+        ({"app.kubernetes.io/managed-by": "Helm", "app.kubernetes.io/part-of": "airflow-t9k"}, True),  # the Helm chart
+        ({"app.kubernetes.io/managed-by": "airflow-t9k"}, True),  # applied before part-of was added
+        ({"app.kubernetes.io/managed-by": "Helm"}, False),  # another chart's CRDs of the same names
+        ({"app.kubernetes.io/managed-by": "t9k-platform"}, False),
+        ({}, False),
+    ],
+)
+def test_the_controller_knows_its_crds_by_their_labels(labels, ours):
+    assert crd_is_ours(labels) is ours
 
 
 def _rules(name: str) -> list[dict]:
@@ -71,6 +89,13 @@ def test_rbac_covers_every_kind_and_its_status_in_both_variants():
         ]
         assert {(g, r, v) for g, r in reads for v in ("get", "list", "watch")} <= granted, name
         assert not {(g, r, v) for g, r in reads for v in ("create", "update", "patch", "delete")} & granted, name
+        # In-place restarts (docs/disruptions.md): pods' annotations patched; nodes listed once, never written.
+        assert ("", "pods", "patch") in granted, name
+        assert ("", "configmaps", "patch") in granted, name  # the hostfile after a rescale (steps/children.py)
+        assert ("", "nodes", "list") in granted, name
+        assert not {("", "nodes", v) for v in ("get", "watch", "create", "update", "patch", "delete")} & granted, name
+        # Gang scheduling without add-ons (docs/queueing.md): a job's own PodGroup.
+        assert {("scheduling.k8s.io", "podgroups", v) for v in ("get", "list", "watch", "create", "delete")} <= granted, name
 
 
 def test_rbac_is_least_privilege():
@@ -87,6 +112,10 @@ def test_rbac_is_least_privilege():
             # update, never create, patch or delete.
             assert set(rule["verbs"]) == {"get", "list", "watch", "update"}
             continue
+        if rule["resources"] == ["pods"] and rule["apiGroups"] == [""] and set(rule["verbs"]) == {"patch"}:
+            continue  # in-place restarts: the pod's annotations, nothing else (docs/disruptions.md)
+        if rule["resources"] == ["configmaps"] and rule["apiGroups"] == [""] and set(rule["verbs"]) == {"patch"}:
+            continue  # a DeepSpeed Elastic job's hostfile, rewritten after a rescale (steps/children.py)
         if rule["resources"] == ["leases"]:  # leader election: update only its own Lease
             assert rule["apiGroups"] == ["coordination.k8s.io"]
             assert set(rule["verbs"]) == {"create"} or rule.get("resourceNames") == ["airflow-t9k-controller"]
@@ -95,7 +124,7 @@ def test_rbac_is_least_privilege():
 
 
 def test_deployment_runs_non_root_with_a_liveness_probe():
-    dep = yaml.safe_load((DEPLOY / "deployment.yaml").read_text())
+    dep = next(d for d in yaml.safe_load_all((DEPLOY / "deployment.yaml").read_text()) if d["kind"] == "Deployment")
     pod = dep["spec"]["template"]["spec"]
     assert pod["securityContext"]["runAsNonRoot"] is True
     assert pod["securityContext"]["runAsUser"] != 0
@@ -107,10 +136,10 @@ def test_deployment_runs_non_root_with_a_liveness_probe():
 
 
 def test_deployment_runs_two_replicas_with_leader_election_and_rbac_for_its_lease():
-    dep = yaml.safe_load((DEPLOY / "deployment.yaml").read_text())
+    dep = next(d for d in yaml.safe_load_all((DEPLOY / "deployment.yaml").read_text()) if d["kind"] == "Deployment")
     assert dep["spec"]["replicas"] == 2
     container = dep["spec"]["template"]["spec"]["containers"][0]
-    assert "--leader-elect" in container["command"]
+    assert "--leader-elect" in container["command"] + container["args"]
     assert {"name": "POD_NAMESPACE", "valueFrom": {"fieldRef": {"fieldPath": "metadata.namespace"}}} in container["env"]
     for name in ("rbac-cluster.yaml", "rbac-namespace.yaml"):
         docs = list(yaml.safe_load_all((DEPLOY / name).read_text()))
@@ -152,3 +181,12 @@ def test_the_controller_can_create_secrets_and_never_read_them():
     for name in ("rbac-cluster.yaml", "rbac-namespace.yaml"):
         verbs = {v for r in _rules(name) if "" in r["apiGroups"] and "secrets" in r["resources"] for v in r["verbs"]}
         assert verbs == {"create"}, (name, verbs)
+
+
+def test_the_push_path_adds_only_tokenreviews_create():
+    """docs/progress.md: the progress endpoint asks the API server whose a token is, nothing more."""
+    assert [(r["apiGroups"], r["resources"], r["verbs"]) for r in _rules("rbac-progress-push.yaml")] == [
+        (["authentication.k8s.io"], ["tokenreviews"], ["create"])
+    ]
+    for name in ("rbac-cluster.yaml", "rbac-namespace.yaml"):  # not granted unless the push path is on
+        assert not any("tokenreviews" in r["resources"] for r in _rules(name)), name

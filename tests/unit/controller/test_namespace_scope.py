@@ -20,6 +20,9 @@ SCOPE_CASES = [
     (Scope(selector=parse_selector("airflow-t9k.io/jobs=enabled")), "ml", TEAM, True),
     (Scope(selector=parse_selector("airflow-t9k.io/jobs=enabled")), "ml", {"team": "a"}, False),
     (Scope(selector=parse_selector("airflow-t9k.io/jobs=enabled")), "ml", None, False),  # unknown namespace
+    (Scope(exclude=frozenset({"airflow"})), "airflow", {}, False),  # --exclude-namespace (Airflow's own)
+    (Scope(exclude=frozenset({"airflow"})), "ml", {}, True),
+    (Scope(selector=parse_selector("team"), exclude=frozenset({"airflow"})), "airflow", {"team": "x"}, False),
     # a selector cannot bring the system namespaces back
     (Scope(selector=parse_selector("team")), "kube-system", {"team": "x"}, False),
 ]
@@ -90,3 +93,17 @@ def test_the_cli_refuses_a_bad_selector():
 
     with pytest.raises(cli.RefuseToStart, match="namespace-selector"):
         cli.make_scope(build_parser().parse_args(["controller", "--namespace-selector", "team in a"]))
+
+
+def test_the_cli_takes_excluded_namespaces_and_refuses_bad_names(monkeypatch):
+    from airflow_t9k.cli import build_parser
+    from airflow_t9k.controller import cli
+
+    monkeypatch.setenv("POD_NAMESPACE", "airflow-t9k-system")
+    scope = cli.make_scope(build_parser().parse_args(["controller", "--exclude-namespace", "airflow",
+                                                      "--exclude-namespace", "vault"]))  # fmt: skip
+    assert scope.exclude == {"airflow", "vault"}
+    assert scope.excluded() == ("kube-system", "kube-public", "kube-node-lease", "airflow-t9k-system", "airflow", "vault")
+    assert "--exclude-namespace" in (scope.why_not("airflow", {}) or "")
+    with pytest.raises(cli.RefuseToStart, match="exclude-namespace"):
+        cli.make_scope(build_parser().parse_args(["controller", "--exclude-namespace", "Airflow/.."]))

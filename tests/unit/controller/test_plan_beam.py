@@ -6,8 +6,8 @@ import copy
 
 import pytest
 
-from airflow_t9k.controller.reconcile import Create
-from tests.builders import cond, pod, run
+from airflow_t9k.controller.reconcile import Create, Observed, plan
+from tests.builders import NOW, cond, evidence, pod, run
 
 JM, TM0, TM1 = "b-flinkcluster-jobmanager-0", "b-flinkcluster-taskmanager-0", "b-flinkcluster-taskmanager-1"
 SVC = "b-flinkcluster-jobmanager"
@@ -95,10 +95,21 @@ def test_first_pass_creates_the_flink_cluster_but_not_the_submit_job():
 
 
 @pytest.mark.parametrize(("scope", "fields"), [("NodePort", {"type": "NodePort"}), ("Headless", {"clusterIP": "None"}),
-                                               ("External", {"type": "LoadBalancer"})])  # fmt: skip
+                                               ("External", {"type": "LoadBalancer"}),
+                                               ("VPC", {"type": "LoadBalancer"})])  # fmt: skip
 def test_access_scope_decides_the_service_type(scope, fields):
-    service = manifest(run(beam(jobManager={"accessScope": scope})), SVC, "Service")["spec"]
+    """With --allow-beam-external-service; without it only Cluster and Headless (issue 29, 5)."""
+    job = copy.deepcopy(beam(jobManager={"accessScope": scope}))
+    allowed = plan(job, Observed.of(evidence(job), beam_external_service=True), NOW)
+    service = manifest(allowed, SVC, "Service")["spec"]
     assert {k: service.get(k) for k in fields} == fields
+    default = run(beam(jobManager={"accessScope": scope}))
+    if fields.get("type"):
+        assert default.status["phase"] == "Failed", default
+        assert not default.actions, default
+        assert "--allow-beam-external-service" in cond(default, "Failed")["message"]
+    else:
+        assert manifest(default, SVC, "Service")["spec"]["clusterIP"] == "None"
 
 
 def test_the_submit_job_follows_once_the_cluster_runs():

@@ -128,7 +128,7 @@ def test_status_lists_launcher_and_worker_tasks():
     assert [t["type"] for t in p.status["tasks"]] == ["launcher", "worker"]
     assert [r["name"] for r in p.status["tasks"][1]["status"]] == [W0, W1]
     assert p.status["phase"] == "Running"
-    assert cond(p, "Initialized")["status"] == "False"  # secret, hostfile and services not observed yet
+    assert cond(p, "Initializing")["status"] == "False"  # secret, hostfile and services not observed yet
 
 
 def test_pause_deletes_launcher_and_workers():

@@ -21,7 +21,7 @@ def test_new_job_creates_every_replica_and_is_pending():
     assert p.creates("Pod") == [W0, W1]
     assert p.status["phase"] == "Pending"
     assert p.status["aggregate"]["creating"] == 2
-    assert cond(p, "Initialized")["status"] == "False"
+    assert cond(p, "Initializing")["status"] == "False"
     assert [e.reason for e in p.events] == ["Pending"]
 
 
@@ -42,7 +42,7 @@ def test_all_pods_running_makes_the_job_running_and_initialized():
     p = run(generic(), pod(W0), pod(W1), *SVC)
     assert p.actions == ()
     assert p.status["phase"] == "Running"
-    assert cond(p, "Initialized")["status"] == "True"
+    assert cond(p, "Initializing")["status"] == "True"
     assert cond(p, "Running")["status"] == "True"
     assert p.status["aggregate"]["running"] == 2
 
@@ -148,7 +148,8 @@ def test_exhausted_restarts_fail_the_job_by_default_rules():
     job = restart(generic(), "OnFailure", 1)
     p = run(job, pod(W0, "Failed", 1, restarts=1), pod(W1), status={"phase": "Running"})
     assert p.status["phase"] == "Failed"
-    assert p.deletes("Pod") == []
+    # Nothing is restarted; the default clean-up (Unfinished) deletes the replica still running.
+    assert p.deletes("Pod") == [W1]
 
 
 # -- clean-up ---------------------------------------------------------------------------
@@ -156,8 +157,8 @@ def test_exhausted_restarts_fail_the_job_by_default_rules():
 
 @pytest.mark.parametrize(
     ("policy", "pods_deleted", "services_deleted"),
-    [("All", [W0, W1], [W0, W1]), ("Unfinished", [W1], [W0, W1]), ("None", [], []), (None, [], [])],
-    ids=["all", "unfinished", "none", "default-none"],
+    [("All", [W0, W1], [W0, W1]), ("Unfinished", [W1], [W0, W1]), ("None", [], []), (None, [W1], [W0, W1])],
+    ids=["all", "unfinished", "none", "default-unfinished"],
 )
 def test_cleanup_policy_on_finish(policy, pods_deleted, services_deleted):
     spec = {**RULES, "service": {"ports": [{"name": "http", "port": 2222}]}}
@@ -273,7 +274,7 @@ def test_t9k_scheduler_is_recorded_and_not_silently_ignored():
     assert manifest["metadata"]["labels"]["scheduler.tensorstack.dev/queue"] == "gpu"
     assert manifest["metadata"]["annotations"]["scheduler.tensorstack.dev/priority"] == "50"
     assert (cond(first, "QueueAdmission")["status"], cond(first, "QueueAdmission")["reason"]) == ("False", "NotEnforced")
-    assert [e.reason for e in first.events] == ["Pending", "QueueNotEnforced"]
+    assert [e.reason for e in first.events] == ["Pending", "GangSchedulingNotEnforced", "QueueNotEnforced"]
     assert [e.reason for e in p.events] == []  # said once, not on every pass
 
 

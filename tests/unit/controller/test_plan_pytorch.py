@@ -55,7 +55,9 @@ def test_backoff_limit_is_shared_across_replicas():
     job = pytorch(runPolicy={"backoffLimit": 2})
     # two restarts already spent, one by each worker: none left for anyone
     p = run(job, pod(M, "Failed", 137, restarts=0), pod(W0, restarts=1), pod(W1, restarts=1), status={"phase": "Running"})
-    assert p.deletes("Pod") == []
+    # The master is not restarted; the default clean-up (Unfinished) deletes the workers still running.
+    assert p.deletes("Pod") == [W0, W1]
+    assert not any(e.reason == "ReplicaRestarting" for e in p.events)
     assert p.status["phase"] == "Failed"
     assert p.status["backoffCount"] == 2
 

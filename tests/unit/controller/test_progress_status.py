@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import itertools
 import json
+from datetime import datetime, timezone
 from typing import Any
 
 import pytest
@@ -271,3 +272,67 @@ def test_plan_of_a_job_being_deleted_writes_no_progress():
 def test_ascendjob_keeps_progress_in_its_kubeflow_status():
     status = {"conditions": [{"type": "Running", "status": "True"}], "progress": {"step": 3}}
     assert to_core(status)["progress"] == {"step": 3}
+
+
+# -- what Kubeflow Trainer's body adds: the program's own percent and ETA -----------------------
+
+
+def test_a_reported_percent_without_steps_is_the_progress_column():
+    status, _ = fold(RUNNING, RUNNING, report(0, percent=45, metrics={"loss": 0.2}), 10, at(1))
+    p = status["progress"]
+    assert (p["percent"], p["summary"], p["metrics"]) == (45.0, "45%", {"loss": 0.2})
+
+
+def test_steps_with_a_total_win_over_a_reported_percent():
+    status, _ = fold(RUNNING, RUNNING, report(0, percent=99, step=30, total_steps=100), 10, at(1))
+    assert (status["progress"]["percent"], status["progress"]["summary"]) == (30.0, "30% 30/100")
+
+
+def test_a_reported_eta_is_used_only_while_no_rate_is_known_and_only_while_running():
+    first, _ = fold(RUNNING, RUNNING, report(0, percent=10, eta_seconds=900), 10, at(0))
+    assert (first["progress"]["eta"], first["progress"]["etaSeconds"]) == ("15m", 900)
+    # Steps with a total and two points of history: the measured rate wins.
+    a, _ = fold(RUNNING, RUNNING, report(0, step=0, total_steps=100, eta_seconds=5), 10, at(0))
+    b, _ = fold(a, dict(a), report(10, step=10, total_steps=100, eta_seconds=5), 10, at(10))
+    assert b["progress"]["etaSeconds"] == 90
+    done, _ = fold(first, {"phase": "Succeeded"}, report(5, percent=100, eta_seconds=0), 10, at(5))
+    assert "eta" not in done["progress"]
+    assert "etaSeconds" not in done["progress"]
+
+
+def test_the_same_pushed_report_again_changes_nothing():
+    values = {"percent": 45, "eta_seconds": 120, "step": 3, "metrics": {"loss": 0.2}}
+    first, _ = fold(RUNNING, RUNNING, report(0, **values), 10, at(0))
+    for later in (1, 30, 3000):
+        status, wait = fold(first, dict(first), report(0, **values), 10, at(later))
+        assert (status, wait) == (first, None)
+
+
+@pytest.mark.parametrize(
+    ("earlier", "latest", "total"),
+    [
+        (1e-300, 2e-300, 1e308),  # a rate of 1e-300 epochs a second: infinite
+        (0, 5e-324, 1.0),  # the smallest float: the rate underflows to zero
+        (0.0, 1e-9, 1e12),  # finite but past any use (thousands of years)
+    ],
+    ids=["infinite", "underflow", "absurd"],
+)
+def test_a_line_sequence_that_makes_the_eta_infinite_shows_none_and_plans_on(earlier, latest, total):
+    """Issue 29, 8: before, the status' ETA was int(round(inf)) and every pass of the job failed."""
+    from airflow_t9k.controller.reconcile.reporting import progress_status
+
+    old = {"history": {"every": 10, "points": [{"time": "2026-01-01T00:00:00Z", "epoch": 0},
+                                                {"time": "2026-01-01T00:00:30Z", "epoch": earlier}]}}  # fmt: skip
+    report = {"replica": "r", "time": "2026-01-01T00:01:00Z", "values": {"epoch": latest, "total_epochs": total}}
+    out = progress_status(old, report, 10, datetime(2026, 1, 1, 0, 1, tzinfo=timezone.utc), running=True)
+    assert "eta" not in out
+    assert "etaSeconds" not in out
+    assert out["epoch"] == latest
+
+
+@pytest.mark.parametrize("eta", [float("inf"), 1e308, -5.0, float("nan")])
+def test_a_reported_eta_that_is_no_estimate_is_none(eta):
+    """Issue 29, 8: the program's own ETA (a pushed report) is bounded as the measured one is."""
+    status, _ = fold(RUNNING, RUNNING, report(0, percent=10, eta_seconds=eta), 10, at(0))
+    assert "eta" not in status["progress"]
+    assert "etaSeconds" not in status["progress"]

@@ -269,3 +269,42 @@ async def test_at_most_max_streams_are_open():
     assert streams.active() == 2
     assert [p for p, _ in logs.opened] == ["j0-worker-0", "j1-worker-0", "j2-worker-0"]
     await streams.close()
+
+
+@pytest.mark.asyncio
+async def test_the_stream_cap_is_shared_fairly_between_namespaces():
+    """Issue 29, 8: one tenant's many jobs took every stream, and no other namespace's job got
+    progress. A namespace under its share now takes one from the namespace holding the most."""
+    streams, _logs, queued, counts = make(max_streams=4)
+
+    def sync(ns: str, n: int) -> None:
+        name = f"{ns}-j{n}"
+        streams.sync(("GenericJob", ns, name), generic(name, ("worker", 1)), pods(pod(f"{name}-worker-0")))
+
+    for n in range(6):
+        sync("flood", n)
+    await settle()
+    assert streams.active() == 4
+    assert counts["progress_stream_refused"] == 2
+    sync("quiet", 0)
+    await settle()
+    held = Counter(k[1] for k, s in streams.streams.items() if s.active)
+    assert held == {"flood": 3, "quiet": 1}
+    assert counts["progress_stream_yielded"] == 1
+    sync("other", 0)
+    await settle()
+    held = Counter(k[1] for k, s in streams.streams.items() if s.active)
+    assert held == {"flood": 2, "quiet": 1, "other": 1}  # shares of 1 each (4 // 3), flood gives again
+    sync("quiet", 1)  # quiet holds its share: nothing is taken for it
+    await settle()
+    assert Counter(k[1] for k, s in streams.streams.items() if s.active) == held
+    for n in range(6):  # the flood's refused jobs pass again: none takes a stream back
+        sync("flood", n)
+    await settle()
+    assert Counter(k[1] for k, s in streams.streams.items() if s.active) == held
+    queued.clear()
+    streams.forget(("GenericJob", "other", "other-j0"))  # a stream closes: a waiting job gets a pass
+    await settle()
+    assert len(queued) == 1
+    assert queued[0][1] == "quiet"
+    await streams.close()

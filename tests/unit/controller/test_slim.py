@@ -70,12 +70,20 @@ BASE = {"apiVersion": "v1", "metadata": META}
 @pytest.mark.parametrize(
     ("obj", "expected"),
     [
-        # of the spec only the containers' names and resources (usage counts their limits)
+        # of the spec only the containers' names and resources (usage counts their limits), and the node
         (whole("Pod"), {**BASE, "kind": "Pod", "status": STATUS,
-                        "spec": {"containers": [{"name": "c", "resources": {"limits": {"nvidia.com/gpu": "2"}}}]}}),
+                        "spec": {"containers": [{"name": "c", "resources": {"limits": {"nvidia.com/gpu": "2"}}}],
+                                 "nodeName": "n"}}),
+        # a pod that restarts in place: its restart rules and its init containers' names (reconcile/inplace.py)
+        (whole("Pod", spec={"containers": [{"name": "c", "image": "i", "restartPolicyRules": [{"action": "X"}]}],
+                            "initContainers": [{"name": "g", "image": "i", "command": ["sh"]}],
+                            "schedulingGroup": {"podGroupName": "pg"}}),
+         {**BASE, "kind": "Pod", "status": STATUS,
+          "spec": {"containers": [{"name": "c", "restartPolicyRules": [{"action": "X"}]}], "initContainers": [{"name": "g"}],
+                   "schedulingGroup": {"podGroupName": "pg"}}}),
         (whole("Service"), {**BASE, "kind": "Service", "spec": {"clusterIP": "10.96.0.9"}}),  # Ascend's leader IP
         (whole("ConfigMap", data={"hostfile": "h"}, binaryData={"b": "AA=="}),
-         {**BASE, "kind": "ConfigMap", "data": {"hostfile": "h"}}),
+         {**BASE, "kind": "ConfigMap"}),  # "x" is no hostfile: its data stays out (issue 29, 3)
         (whole("Secret", data={"id_rsa": "key"}, type="Opaque"), {**BASE, "kind": "Secret"}),  # the key stays out
         (whole("Job"), {**BASE, "kind": "Job", "status": STATUS}),  # batch/v1: Beam's submit job
         (whole("LocalQueue"), {**BASE, "kind": "LocalQueue"}),
@@ -160,3 +168,19 @@ def test_plain_json_bodies_leave_everything_else_to_the_client(value, expected):
         assert api.sanitize_for_serialization(value) == expected
 
     with_client(check)
+
+
+@pytest.mark.parametrize(
+    ("name", "kept"),
+    [("mpi-hostfile", True), ("ds-deepspeed", True), ("rings-config-asc", True),
+     ("train-evidence", False),  # up to 1 MiB, never read back by the controller (issue 29, 3)
+     ("anything-else", False)],
+)  # fmt: skip
+def test_configmap_data_is_kept_only_where_the_core_reads_it(name, kept):
+    from airflow_t9k.kinds.ascend_ranktable import CONFIGMAP_PREFIX
+
+    assert CONFIGMAP_PREFIX == "rings-config-"  # the names slim.py keeps data for are the kinds' own
+    cm = {"kind": "ConfigMap", "metadata": {"name": name, "namespace": "ns"}, "data": {"k": "v" * 1000}}
+    slim = slim_for("ConfigMap")(copy.deepcopy(cm))
+    assert ("data" in slim) is kept
+    assert slim["metadata"] == cm["metadata"]

@@ -201,10 +201,12 @@ class World:
     others: tuple[Obj, ...] = ()  # ResourceFlavors, PriorityClasses
     queueing: str = "off"
     queues: tuple[str, ...] = ()
+    in_place: bool = False  # the cluster restarts containers in place (reconcile/inplace.py)
 
 
 def _observed(world: World, objects: list[Obj]) -> Observed:
-    return Observed.of(*objects, queueing=world.queueing, local_queues=world.queues)
+    observed = Observed.of(*objects, queueing=world.queueing, local_queues=world.queues)
+    return replace(observed, in_place_problem=None) if world.in_place else observed
 
 
 def _unmanaged(p: Plan) -> Plan:
@@ -263,6 +265,21 @@ def set_state(world: World, name: str, state: str) -> None:
     for key, (manifest, n) in world.made.items():
         if key[1] == name and key in world.children:
             world.children[key] = served(manifest, n, lambda _: state)
+
+
+def held_in_place(name: str, code: int) -> Callable[[World], None]:
+    """The kubelet restarted ``name`` in place after it exited with ``code``; the gate holds it."""
+
+    def hold(world: World) -> None:
+        for key, pod in world.children.items():
+            if key == ("Pod", name):
+                pod["status"]["phase"] = "Pending"
+                for cs in pod["status"]["containerStatuses"]:
+                    cs.update(restartCount=1, state={"waiting": {"reason": "PodInitializing"}},
+                              lastState={"terminated": {"exitCode": code, "reason": "Error", "message": TRACEBACK,
+                                                        "startedAt": STAMP, "finishedAt": STAMP}})  # fmt: skip
+
+    return hold
 
 
 def spec_change(path: list[Any], value: Any) -> Callable[[World], None]:
@@ -341,6 +358,10 @@ SCENARIOS = {
     "generic-restart-on-failure": Scenario(
         world(restart(generic("job", **SERVICE), "OnFailure", 3)), states(job_worker_0="Failed:137"),
         expect=lambda p: p.deletes("Pod") == ["job-worker-0"] and any("OOMKilled" in e.message for e in p.events)),
+    "generic-restart-in-place": Scenario(
+        lambda: World(with_managed_fields(restart(generic("job", **SERVICE), "OnFailure", 3)), in_place=True),
+        then=(held_in_place("job-worker-0", 3),),
+        expect=lambda p: p.patches() == ["job-worker-0"] and not p.deletes("Pod") and says(p, "exit code 3")),
     "generic-evicted": Scenario(
         world(restart(generic("job"), "OnFailure", 3)), states(job_worker_1="Evicted"),
         expect=lambda p: p.deletes("Pod") == ["job-worker-1"] and any("Evicted" in e.message for e in p.events)),

@@ -94,3 +94,67 @@ def test_the_runner_keeps_what_one_of_its_job_kinds_controls(refs, kept):
             await kube.close()
 
     assert asyncio.run(check()) is kept
+
+
+def test_objects_left_out_are_never_decoded(monkeypatch):
+    """Issue 29, 3: the list and the watch read an object's kind and metadata first; what keep
+    leaves out (the planted 1 MB ConfigMaps) is skipped in the answer, never decoded whole."""
+    from airflow_t9k.k8s import client as k8s_client
+
+    decoded: list[int] = []
+    real = k8s_client.decode
+
+    def counting(raw):  # type: ignore[no-untyped-def]
+        decoded.append(len(raw))
+        return real(raw)
+
+    monkeypatch.setattr(k8s_client, "decode", counting)
+
+    async def go() -> Informer:
+        server = Server()
+        async with fake_api(server.handle) as kube:
+            informer = Informer(kube, "/api/v1/namespaces/ns/configmaps", kind="ConfigMap", keep=owned)
+            task = await run_informer(informer, lambda: ("ns", "last") in informer.cache)
+            server.release.set()
+            await stop(task)
+            return informer
+
+    informer = asyncio.run(go())
+    assert sorted(informer.cache) == [("ns", "hostfile"), ("ns", "last")]
+    assert decoded, decoded
+    assert max(decoded) < 10_000, decoded  # the 1 MB ones never reached the decoder
+
+
+def test_objects_kept_without_their_body_are_never_decoded_past_their_metadata(monkeypatch):
+    """A ConfigMap kept but whose data the cache drops (an evidence record, or a forged one
+    named like it) is read as kind and metadata only: its 1 MB of data never decoded."""
+    from airflow_t9k.k8s import client as k8s_client
+
+    decoded: list[int] = []
+    real = k8s_client.decode
+    monkeypatch.setattr(k8s_client, "decode", lambda raw: decoded.append(len(raw)) or real(raw))
+
+    class BigOwned(Server):
+        async def handle(self, request: web.Request) -> web.StreamResponse:
+            if request.query.get("watch") != "true":
+                item = {k: v for k, v in cm("big", "5", OURS, BIG).items() if k != "kind"}  # a LIST's items have no kind
+                return web.json_response({"metadata": {"resourceVersion": "10"}, "items": [item]})
+            resp = web.StreamResponse()
+            await resp.prepare(request)
+            await resp.write(json.dumps({"type": "ADDED", "object": cm("last", "11", OURS, BIG)}).encode() + b"\n")
+            await self.release.wait()
+            return resp
+
+    async def go() -> Informer:
+        server = BigOwned()
+        async with fake_api(server.handle) as kube:
+            informer = Informer(kube, "/api/v1/namespaces/ns/configmaps", kind="ConfigMap", keep=owned, body=lambda o: False)
+            task = await run_informer(informer, lambda: ("ns", "last") in informer.cache)
+            server.release.set()
+            await stop(task)
+            return informer
+
+    informer = asyncio.run(go())
+    assert sorted(informer.cache) == [("ns", "big"), ("ns", "last")]
+    assert all("data" not in o and o["kind"] == "ConfigMap" for o in informer.cache.values()), informer.cache
+    assert all(n < 10_000 for n in decoded), decoded

@@ -8,7 +8,7 @@ import json
 
 from aiohttp import web
 
-from airflow_t9k.controller.slim import slim_for
+from airflow_t9k.controller.slim import drop_managed_fields
 from airflow_t9k.k8s.informer import Informer
 from tests.unit.k8s.test_informer_gone import fake_api, run_informer, stop
 
@@ -54,7 +54,9 @@ class Server:
 def test_list_watch_and_store_all_pass_through_the_transform():
     seen: list[tuple[str, dict]] = []
     calls: list[str] = []
-    slim = slim_for("ConfigMap")
+
+    def slim(obj: dict) -> dict:  # a hostfile's slim (controller/slim.py): metadata and data
+        return drop_managed_fields({k: obj[k] for k in ("apiVersion", "kind", "metadata", "data") if k in obj})
 
     def transform(obj: dict) -> dict:
         calls.append(obj["metadata"]["name"])

@@ -140,6 +140,10 @@ BAD = [
     ("a token over plain http", config({"server": "http://10.0.0.1:8080"}), "refusing to send a bearer token"),
     ("a token file over plain http", config({"server": "http://10.0.0.1:8080"}, user={"tokenFile": "/t"}),
      "refusing to send a bearer token"),
+    # Issue 29, 8: the scheme is case-insensitive; "HTTP://" went past the check written for "http://".
+    ("a token over plain HTTP", config({"server": "HTTP://10.0.0.1:8080"}), "refusing to send a bearer token"),
+    ("a token over plain Http", config({"server": "Http://10.0.0.1:8080"}), "refusing to send a bearer token"),
+    ("not http at all", config({"server": "ftp://10.0.0.1:8080"}), "must be an http or https URL"),
     ("insecure with CA data", config({"insecure-skip-tls-verify": True, "certificate-authority-data": B64}),
      "together with a certificate authority"),
     ("insecure with a CA file", config({"insecure-skip-tls-verify": True, "certificate-authority": "ca.crt"}),

@@ -25,7 +25,7 @@ from cryptography.hazmat.primitives import hashes, serialization
 from cryptography.hazmat.primitives.asymmetric import ec
 from cryptography.x509.oid import NameOID
 
-from airflow_t9k.controller.metrics import InstrumentedKube, Metrics
+from airflow_t9k.controller.metrics import InstrumentedKube, Metrics, NotLeader
 from airflow_t9k.k8s import client as kclient
 from airflow_t9k.k8s.client import ApiClientTransport, DirectTransport, Kube, load_transport
 from airflow_t9k.k8s.errors import ApiError
@@ -241,6 +241,21 @@ async def test_what_the_lean_loader_cannot_read_goes_to_kubernetes_asyncio(tmp_p
 
 
 @pytest.mark.asyncio
+async def test_without_kubernetes_asyncio_what_needs_it_is_a_clear_error(tmp_path, monkeypatch):
+    """The controller's image leaves kubernetes_asyncio out: a kubeconfig only its loader reads says so."""
+    import importlib.util
+
+    real = importlib.util.find_spec
+    monkeypatch.setattr(importlib.util, "find_spec", lambda name, *a: None if name == "kubernetes_asyncio" else real(name, *a))
+    path = tmp_path / "kubeconfig"
+    path.write_text(yaml.safe_dump(kubeconfig_doc("https://127.0.0.1:1", {"proxy-url": "http://127.0.0.1:3"}, {"token": SECRET})))
+    with pytest.raises(KubeconfigError, match="needs kubernetes_asyncio's loader, which is not installed here") as err:
+        await load_transport(str(path))
+    assert "proxy-url" in str(err.value)
+    assert SECRET not in str(err.value)
+
+
+@pytest.mark.asyncio
 async def test_a_bad_kubeconfig_is_a_clear_error(tmp_path):
     path = tmp_path / "kubeconfig"
     path.write_text(yaml.safe_dump(kubeconfig_doc("https://127.0.0.1:1", {CA_B64: base64.b64encode(b"junk").decode()},
@@ -317,3 +332,30 @@ async def test_kube_still_takes_an_apiclient():
     assert isinstance(kube.transport, ApiClientTransport)
     assert kube.transport.host == "http://127.0.0.1:9"
     await kube.close()
+
+
+@pytest.mark.asyncio
+async def test_a_dry_run_is_neither_fenced_nor_counted_as_a_write(tmp_path, monkeypatch):
+    """A standby's feature probe at start (a dry-run pod) must not read as a write it made."""
+    monkeypatch.setenv("T9K_ALLOW_HTTP_TOKEN", "true")
+    server = await serve(Api(), None)
+    path = tmp_path / "kubeconfig"
+    path.write_text(yaml.safe_dump(kubeconfig_doc(f"http://127.0.0.1:{server.port}", {}, {"token": SECRET})))
+    metrics = Metrics()
+    leading = [False]
+    kube = InstrumentedKube(await load_transport(str(path)), metrics, fence=lambda: leading[0])
+
+    def writes() -> float:
+        return sum(s.value for m in metrics.writes.collect() for s in m.samples if s.name.endswith("_total"))
+
+    try:
+        await kube.request("POST", "/api/v1/namespaces/ns/pods", query={"dryRun": "All"}, body={"kind": "Pod"})
+        assert writes() == 0
+        with pytest.raises(NotLeader, match="not the leader"):
+            await kube.create("/api/v1/namespaces/ns/configmaps", body={"data": {}})
+        leading[0] = True
+        await kube.create("/api/v1/namespaces/ns/configmaps", body={"data": {}})
+        assert writes() == 1
+    finally:
+        await kube.close()
+        await server.close()

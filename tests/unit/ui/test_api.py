@@ -110,3 +110,30 @@ def test_the_endpoints_run_on_the_uis_own_threads():
     assert body["thread"].startswith("t9k-ui")
     assert (body["n"], body["tag"]) == (3, "x")
     assert TestClient(probe).get("/where").status_code == 422  # n is still a required query parameter
+
+
+def test_kept_log_lines_go_only_to_users_who_may_read_task_logs(monkeypatch):
+    """The T9k Job tab's detail needs read access to task instances; the replicas' log lines the
+    controller kept before clean-up are task logs (issue 29, point 7)."""
+    from airflow.api_fastapi.auth.managers.models.resource_details import DagAccessEntity
+
+    from airflow_t9k.ui import api
+
+    asked = []
+
+    class AuthManager:
+        def is_authorized_dag(self, *, method, access_entity=None, details=None, user=None):
+            asked.append((method, access_entity, details.id, user))
+            return user == "reader-of-logs"
+
+    monkeypatch.setattr(api, "get_auth_manager", lambda: AuthManager())
+    kept = {"replicas": [{"pod": "j-worker-0", "log": "Traceback ...", "containers": []}]}
+    answer = {"job": {"name": "j", "kept": kept}, "attempts": [{"try": 1, "kept": {"replicas": [{"pod": "j-w-1", "log": "x"}]}}]}
+    monkeypatch.setattr(api, "_job_detail", lambda *a: __import__("copy").deepcopy(answer))
+    job_detail = api.job_detail.__wrapped__  # the endpoint's own function, off the UI's thread pool
+    assert job_detail("reader-of-logs", "d", "r", "t") == answer
+    stripped = job_detail("viewer", "d", "r", "t")
+    assert stripped["job"]["kept"]["replicas"][0]["log"] is None
+    assert stripped["attempts"][0]["kept"]["replicas"][0]["log"] is None
+    assert stripped["job"]["kept"]["replicas"][0]["pod"] == "j-worker-0"  # what ended how stays
+    assert asked[-1] == ("GET", DagAccessEntity.TASK_LOGS, "d", "viewer")

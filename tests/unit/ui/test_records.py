@@ -7,6 +7,7 @@ import json
 import uuid
 import zlib
 from collections.abc import Iterator
+from typing import ClassVar
 
 import pytest
 from sqlalchemy import create_engine, event, insert
@@ -162,3 +163,40 @@ def test_earlier_tries(session, tries, stored, current, expected):
         add_attempts(session, "d", "r", "t", stored)
     got = earlier_tries(session, ("d", "r", "t", -1), current)
     assert [(e["try"], e["state"], e["job"]) for e in got] == expected
+
+
+class OffloadedStore:
+    """A ``[workers] state_store_backend`` that keeps values elsewhere: the table holds a reference."""
+
+    kept: ClassVar[dict[str, object]] = {}
+
+    def serialize_task_state_store_to_ref(self, *, value, key, scope):
+        ref = f"mem://{scope.dag_id}/{scope.run_id}/{scope.task_id}/{key}"
+        OffloadedStore.kept[ref] = value
+        return ref
+
+    def deserialize_task_state_store_from_ref(self, stored):
+        return OffloadedStore.kept[stored]
+
+
+def test_earlier_tries_are_read_through_the_state_store_backend(session, monkeypatch):
+    """A value a ``[workers] state_store_backend`` offloaded is a reference in the table; the tab
+    reads it as the workers do (issue 28, point 7)."""
+    from airflow._shared.state import TaskScope
+    from airflow.sdk.execution_time import context as sdk_context
+    from airflow.sdk.execution_time.context import _wrap_external_ref
+
+    from airflow_t9k.ui.records import earlier_tries
+
+    monkeypatch.setenv("AIRFLOW__WORKERS__STATE_STORE_BACKEND", f"{__name__}.OffloadedStore")
+    sdk_context._get_worker_state_store_backend.cache_clear()  # it is read once per process
+    try:
+        attempts = [{"try": n, **job_of(n)} for n in (1, 2)]
+        ref = OffloadedStore().serialize_task_state_store_to_ref(value=attempts, key="t9k_jobs", scope=TaskScope("d", "r", "t"))
+        add_try(session, "d", "r", "t", 1, "failed")
+        add_attempts(session, "d", "r", "t", json.dumps(_wrap_external_ref(ref)))
+        got = earlier_tries(session, ("d", "r", "t", -1), 2)
+    finally:
+        monkeypatch.delenv("AIRFLOW__WORKERS__STATE_STORE_BACKEND")
+        sdk_context._get_worker_state_store_backend.cache_clear()
+    assert [(e["try"], e["job"]) for e in got] == [(1, job_of(1))]

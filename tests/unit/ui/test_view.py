@@ -101,6 +101,28 @@ def test_recorded_is_the_very_object(change, expected):
     assert view.recorded(job(), {**IDENTITY, **change}) is expected
 
 
+KEY = ("d", "r", "t", -1)
+
+
+@pytest.mark.parametrize(
+    ("annotations", "key", "expected"),
+    [
+        ({}, KEY, True),
+        # Attack (issue 29): a task records another task's job (uid and all); its annotations name that task.
+        ({"dag": "victim"}, KEY, False),
+        ({"run": "other-run"}, KEY, False),
+        ({"task": "other-task"}, KEY, False),
+        ({"map_index": "3"}, KEY, False),
+        ({"dag": None}, KEY, False),  # a job no task submitted (made with kubectl)
+        ({"map_index": "3"}, ("d", "r", "t", 3), True),
+    ],
+    ids=["its-own", "another-dag", "another-run", "another-task", "another-map-index", "no-annotations", "mapped"],
+)
+def test_a_task_job_is_the_recorded_object_annotated_with_that_task(annotations, key, expected):
+    assert view.task_job(job(**annotations), IDENTITY, key) is expected
+    assert view.task_job(uid(job(**annotations), "u2"), IDENTITY, key) is False  # and only the recorded uid
+
+
 def test_summary_row_durations_and_task():
     row = view.summary(job(status={"phase": "Succeeded", "startTime": "2026-01-01T11:00:10Z",
                                    "conditions": [{"type": "Succeeded", "status": "True",
@@ -251,15 +273,16 @@ def test_the_tab_gets_the_recorded_job_by_one_get_and_only_while_the_uid_is_the_
         return {**store[name]} if name in store else _missing()
 
     reader = Reader(transport, kinds=["GenericJob", "MPIJob"])
-    assert reader.recorded_job(IDENTITY)["metadata"]["name"] == "j"
+    assert reader.recorded_job(IDENTITY, KEY)["metadata"]["name"] == "j"
     assert calls == [("GET", "/apis/batch.tensorstack.dev/v1beta1/namespaces/ns/genericjobs/j")]
+    assert reader.recorded_job(IDENTITY, ("other-dag", "r", "t", -1)) is None  # another task's record of it
     store["j"] = uid(job(name="j"), "u-replacement")  # deleted and created again by someone else
-    assert reader.recorded_job(IDENTITY) is None
+    assert reader.recorded_job(IDENTITY, KEY) is None
     del store["j"]
-    assert reader.recorded_job(IDENTITY) is None
+    assert reader.recorded_job(IDENTITY, KEY) is None
     calls.clear()
-    assert reader.recorded_job({**IDENTITY, "kind": "BeamJob"}) is None  # a kind this reader does not read
-    assert Reader(transport, namespace="team-b").recorded_job(IDENTITY) is None  # outside the UI's namespace
+    assert reader.recorded_job({**IDENTITY, "kind": "BeamJob"}, KEY) is None  # a kind this reader does not read
+    assert Reader(transport, namespace="team-b").recorded_job(IDENTITY, KEY) is None  # outside the UI's namespace
     assert calls == []
 
 
@@ -286,25 +309,30 @@ def evidence_data(**extra):
             **extra}  # fmt: skip
 
 
+RECORDED = {"created": {"ConfigMap": {"j-evidence": {"uid": "cm1"}}}}
+
+
 @pytest.mark.parametrize(
-    ("refs", "used"),
+    ("status", "uid", "gets", "used"),
     [
-        ([{"uid": "u1", "controller": True}], True),
-        ([{"uid": "u1"}], False),  # an owner, not the controller
-        ([{"uid": "u1", "controller": False}], False),
-        ([{"uid": "u-other", "controller": True}], False),  # a co-tenant's ConfigMap of that name
-        ([], False),
+        (RECORDED, "cm1", 1, True),  # the ConfigMap the controller made and recorded
+        # Issue 29, 8: a pre-made one (its ownerReference may name the job: a uid is no secret).
+        (RECORDED, "forged", 1, False),
+        ({}, "cm1", 0, False),  # no record: not even read
+        ({"created": {"ConfigMap": {"j-evidence": {"at": "2026-01-01T00:00:00Z"}}}}, "cm1", 0, False),  # decided, not made
     ],
+    ids=["recorded", "pre-made", "no-record", "decided-only"],
 )
-def test_the_evidence_configmap_is_used_only_when_the_job_is_its_controller(refs, used):
+def test_the_evidence_configmap_is_used_only_when_its_uid_is_on_record(status, uid, gets, used):
     calls = []
 
     def transport(method, path, query=None, **_):
         calls.append((method, path))
-        return {"metadata": {"name": "j-evidence", "ownerReferences": refs}, "data": evidence_data()}
+        refs = [{"uid": "u1", "controller": True}]
+        return {"metadata": {"name": "j-evidence", "uid": uid, "ownerReferences": refs}, "data": evidence_data()}
 
-    found = Reader(transport).evidence(job())
-    assert calls == [("GET", "/api/v1/namespaces/ns/configmaps/j-evidence")]
+    found = Reader(transport).evidence({**job(), "status": status})
+    assert calls == [("GET", "/api/v1/namespaces/ns/configmaps/j-evidence")] * gets
     assert (found is not None) == used
 
 

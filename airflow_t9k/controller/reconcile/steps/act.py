@@ -7,11 +7,12 @@ from airflow_t9k.controller.reconcile.actions import Action, Create, Delete, Emi
 from airflow_t9k.controller.reconcile.cleanup import cleanup
 from airflow_t9k.controller.reconcile.disruption import disruption, record, replace_disrupted, restart_group
 from airflow_t9k.controller.reconcile.evidence import keep_first
+from airflow_t9k.controller.reconcile.inplace import authorize, authorized
 from airflow_t9k.controller.reconcile.observe import is_deleting
 from airflow_t9k.controller.reconcile.passstate import PassState, uid_of
 from airflow_t9k.controller.reconcile.progress import finish, progress, root_cause
 from airflow_t9k.controller.reconcile.status import failure_detail
-from airflow_t9k.kinds.base import ANNOTATION_RESTARTS
+from airflow_t9k.kinds.base import ANNOTATION_RESTARTS, UNLIMITED
 
 
 def end_job(p: PassState) -> PassState:
@@ -32,7 +33,7 @@ def group_restart(p: PassState) -> PassState:
     """A disrupted replica of a fixed-world launch: every pod goes, and they come back together."""
     if p.outcome is not None or p.group_cause is None:
         return p
-    p.actions += restart_group(p.sb, p.observed, p.group_cause, p.events)
+    p.actions += restart_group(p.sb, p.observed, p.group_cause, p.events, in_place=p.in_place)
     progress(p.sb, p.states, children_missing=True)
     return p
 
@@ -67,7 +68,7 @@ def replicas(p: PassState) -> PassState:
             )
             continue
         if s.restart_recorded:
-            actions.append(Delete("Pod", s.slot.pod_name, uid_of(s.pod)))
+            actions.append(authorize(s.pod, s.restarts) if s.in_place else Delete("Pod", s.slot.pod_name, uid_of(s.pod)))
             continue
         if p.debug or not s.ended:
             continue
@@ -76,12 +77,19 @@ def replicas(p: PassState) -> PassState:
             s.restarts += 1
             if p.budget is not None:
                 p.budget[0] -= 1
-            actions.append(Delete("Pod", s.slot.pod_name, uid_of(s.pod)))
             what = "failed with " + failure_detail(s.pod) if s.phase == "Failed" else "completed"
-            record(sb, s.slot.pod_name, uid_of(s.pod) or "", what, counted=True, exit_code=s.exit_code)
+            if s.in_place:  # the kubelet restarts it on its node; the gate lets it run once this is on record
+                actions.append(authorize(s.pod, s.restarts))
+                key = f"{uid_of(s.pod)}/in-place/{authorized(s.pod or {}) + 1}"
+            else:
+                actions.append(Delete("Pod", s.slot.pod_name, uid_of(s.pod)))
+                key = uid_of(s.pod) or ""
+            record(sb, s.slot.pod_name, key, what, counted=True, exit_code=s.exit_code, in_place=s.in_place)
+            count = f"{s.restarts}, no limit" if policy.limit >= UNLIMITED else f"{s.restarts}/{policy.limit}"
+            how = "restarting in place" if s.in_place else "restarting"
             p.events.append(
                 Emit("Warning" if s.phase == "Failed" else "Normal", "ReplicaRestarting",
-                     f"Replica {s.slot.pod_name} {what}; restarting ({s.restarts}/{policy.limit}, policy {policy.policy}).")
+                     f"Replica {s.slot.pod_name} {what}; {how} ({count}, policy {policy.policy}).")
             )  # fmt: skip
     # Pods of replicas that no longer exist in the spec (e.g. replicas lowered).
     actions += [Delete("Pod", n, uid_of(pod)) for n, pod in p.observed.pods.items() if n not in wanted and not is_deleting(pod)]

@@ -6,6 +6,7 @@ import json
 from datetime import datetime
 from typing import TYPE_CHECKING
 
+from airflow_t9k.controller.reconcile import queueing
 from airflow_t9k.controller.reconcile.disruption import group_disruption
 from airflow_t9k.controller.reconcile.status import timestamp
 from airflow_t9k.kinds.base import JobKind, Obj, Rule, debug_enabled
@@ -14,26 +15,47 @@ if TYPE_CHECKING:
     from airflow_t9k.controller.reconcile.passstate import Outcome, PassState
     from airflow_t9k.controller.reconcile.slotstate import SlotState
 
+LAST_RESUME = "lastResumeTime"  # status: when the job last resumed; activeDeadlineSeconds counts from here
+
 
 def start(p: PassState) -> PassState:
-    """Debug mode, the shared restart budget, and ``startTime`` on the first pass that gets this far."""
+    """Debug mode, the shared restart budget, ``startTime`` on the first pass that gets this far, and
+    ``lastResumeTime`` on the first pass after a pause or a Kueue eviction (the deadline's clock)."""
     p.debug = debug_enabled(p.job)
     limit = p.kind.backoff_limit(p.job)
     p.budget = None if limit is None else [limit - sum(s.restarts for s in p.states)]
+    if "startTime" in p.sb.old and resumed(p):
+        p.sb.new[LAST_RESUME] = timestamp(p.now)
     p.sb.new.setdefault("startTime", timestamp(p.now))
     return p
 
 
+def resumed(p: PassState) -> bool:
+    """This pass ends a stop that was not the job's doing: Pause mode was turned off (the pause step
+    let the pass through a job still ``Paused``), or Kueue admitted a job it had evicted (the job
+    waited with ``Admitted=False``; the admission step let the pass through)."""
+    if p.sb.old_phase == "Paused":
+        return True
+    admitted = next((c for c in p.sb.old.get("conditions") or [] if c.get("type") == queueing.CONDITION), None)
+    return p.queued and admitted is not None and admitted.get("status") != "True"
+
+
 def deadline(p: PassState) -> PassState:
-    """``activeDeadlineSeconds`` passed fails the job (not in Debug mode); else when to look again."""
+    """``activeDeadlineSeconds`` passed fails the job (not in Debug mode); else when to look again.
+
+    The clock runs from the last resume (``lastResumeTime``), else from ``startTime``: time spent
+    paused or evicted and queued again is not running time, as batch/v1 Job and Kubeflow's
+    operators restart the timer when a suspended job resumes."""
     limit = p.kind.active_deadline(p.job)
     if not limit:
         return p
-    begun = datetime.fromisoformat(str(p.sb.new["startTime"]).replace("Z", "+00:00"))
+    since = p.sb.new.get(LAST_RESUME) or p.sb.new["startTime"]
+    begun = datetime.fromisoformat(str(since).replace("Z", "+00:00"))
     left = limit - (p.now - begun).total_seconds()
     p.deadline_in = max(left, 0.0)
     if left <= 0 and not p.debug:
-        p.outcome = ("Failed", "DeadlineExceeded", f"The job ran longer than activeDeadlineSeconds ({limit}s).")
+        when = f"since it resumed at {since}" if LAST_RESUME in p.sb.new else f"since it started at {since}"
+        p.outcome = ("Failed", "DeadlineExceeded", f"The job ran longer than activeDeadlineSeconds ({limit}s) {when}.")
     return p
 
 

@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from airflow_t9k.controller.reconcile import queueing
+from airflow_t9k.controller.reconcile import gang, queueing
 from airflow_t9k.controller.reconcile.actions import Delete, Emit
 from airflow_t9k.controller.reconcile.desired import scheduler_settings
 from airflow_t9k.controller.reconcile.observe import is_deleting
@@ -12,9 +12,15 @@ from airflow_t9k.kinds.base import pause_enabled
 
 
 def scheduler(p: PassState) -> PassState:
-    """Whether Kueue admits the job; without Kueue a ``t9kScheduler`` is only recorded, and the job says so."""
+    """Whether Kueue admits the job; without Kueue a ``t9kScheduler`` is only recorded, and the job says so.
+    ``status.scheduling`` says what each setting does here: Kueue, Volcano or kube-scheduler's gang,
+    or nothing (reconcile/gang.py)."""
     p.queued = queueing.in_use(p.job, p.observed)
+    said = p.sb.new[gang.STATUS] = gang.describe(p.kind, p.job, p.observed, p.queued, len(p.states))
     sched = scheduler_settings(p.job)
+    if sched and said["effect"] == "Ignored" and len(p.states) > 1 and p.sb.old.get(gang.STATUS) != said:
+        message = f"spec.scheduler.t9kScheduler asks for gang scheduling, but the gang is {said['gang']}."
+        p.events.append(Emit("Warning", "GangSchedulingNotEnforced", message))
     if p.queued or not sched:
         return p
     message = (

@@ -3,8 +3,9 @@
 from __future__ import annotations
 
 from airflow_t9k.controller.reconcile.desired import build_pod
+from airflow_t9k.controller.reconcile.inplace import equip
 from airflow_t9k.controller.reconcile.passstate import PassState, invalid
-from airflow_t9k.kinds.base import InvalidSpec
+from airflow_t9k.kinds.base import InvalidSpec, debug_enabled
 
 
 def render(p: PassState) -> PassState:
@@ -14,10 +15,15 @@ def render(p: PassState) -> PassState:
     try:
         resumed = p.sb.condition("Paused") is not None
         inputs = p.kind.pod_inputs(p.job, p.observed)
+        push = p.observed.progress_push  # the progress endpoint every replica is given (reconcile/push.py)
         p.rendered = (
             {} if inputs is None else
-            {s.slot.pod_name: build_pod(p.kind, p.job, s.slot, 0, resumed, inputs) for s in p.states if s.pod is None}
+            {s.slot.pod_name: build_pod(p.kind, p.job, s.slot, 0, resumed, inputs, push) for s in p.states if s.pod is None}
         )  # fmt: skip
     except InvalidSpec as exc:
         return invalid(p, str(exc))
+    if p.in_place and not debug_enabled(p.job):  # Debug replicas are never restarted
+        for s in p.states:
+            if s.slot.pod_name in p.rendered:
+                equip(p.kind, p.rendered[s.slot.pod_name], s.slot.spec.restart, p.observed.restart_agent_image)
     return p

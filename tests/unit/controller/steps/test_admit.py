@@ -7,7 +7,7 @@ import pytest
 from airflow_t9k.controller.reconcile.actions import Delete, WriteSpec
 from airflow_t9k.controller.reconcile.observe import Observed
 from airflow_t9k.controller.reconcile.steps import admit
-from airflow_t9k.kinds.templates import apply_template
+from airflow_t9k.kinds.templates import apply_template, record_of
 from tests.builders import NOW, generic, pod, service
 from tests.unit.controller.steps.state import condition, state
 from tests.unit.controller.test_plan_templates import TEMPLATE
@@ -41,7 +41,9 @@ def test_template_missing_waits_with_a_condition_and_a_requeue():
 
 
 def test_template_already_merged_is_noted_and_the_pass_goes_on():
-    p = admit.resolve_template(state(apply_template(templated(), TEMPLATE)))
+    merged = apply_template(templated(), TEMPLATE)
+    merged["status"] = {"template": record_of(TEMPLATE)}  # the controller's record of the merge (issue 29)
+    p = admit.resolve_template(state(merged))
     assert not p.ended
     assert condition(p, "TemplateResolved") == ("True", "Resolved")
 
@@ -91,3 +93,25 @@ def test_observe(pods, recorded, restarts, restart_recorded):
     assert (s.pod is not None, s.restarts, s.restart_recorded) == (bool(pods), restarts, restart_recorded)
     assert not p.ended
     assert p.sb.now == NOW
+
+
+def _c(type_: str, status: str, reason: str) -> dict:
+    return {"type": type_, "status": status, "reason": reason, "message": "m", "lastTransitionTime": "2026-11-25T10:00:00Z"}
+
+
+@pytest.mark.parametrize(
+    ("old", "new"),
+    [
+        ([_c("Running", "True", "-")], [_c("Running", "True", "-")]),
+        # Renamed in place, its time kept; the old reason word becomes the seeds' "-".
+        ([_c("Initialized", "True", "Initialized"), _c("Running", "True", "-")],
+         [_c("Initializing", "True", "-"), _c("Running", "True", "-")]),
+        ([_c("Initialized", "False", "Creating")], [_c("Initializing", "False", "Creating")]),
+        # Both (a pass of each version): the old one goes.
+        ([_c("Initialized", "True", "Initialized"), _c("Initializing", "True", "-")], [_c("Initializing", "True", "-")]),
+    ],
+)  # fmt: skip
+def test_legacy(old, new):
+    p = admit.legacy(state(generic(), status={"phase": "Running", "conditions": old}))
+    assert p.sb.new["conditions"] == new
+    assert not p.ended

@@ -28,6 +28,42 @@ def test_start(job, pods, old_start, debug, budget, start):
     assert (p.debug, p.budget, p.sb.new["startTime"]) == (debug, budget, start)
 
 
+ADMITTED_FALSE = {"type": "Admitted", "status": "False", "reason": "Evicted", "message": "m"}
+ADMITTED_TRUE = {"type": "Admitted", "status": "True", "reason": "Admitted", "message": "m"}
+STARTED = "2026-11-25T11:00:00Z"
+
+
+@pytest.mark.parametrize(
+    ("old", "queued", "resume"),
+    [
+        ({"phase": "Running", "startTime": STARTED}, False, None),
+        ({"phase": "Paused", "startTime": STARTED}, False, "2026-11-25T12:00:00Z"),  # Pause mode turned off
+        ({"phase": "Paused"}, False, None),  # paused before it ever started: no resume of a clock
+        ({"phase": "Pending", "startTime": STARTED, "conditions": [ADMITTED_FALSE]}, True, "2026-11-25T12:00:00Z"),
+        ({"phase": "Running", "startTime": STARTED, "conditions": [ADMITTED_TRUE]}, True, None),
+        ({"phase": "Pending", "conditions": [ADMITTED_FALSE]}, True, None),  # the first admission
+        ({"phase": "Running", "startTime": STARTED, "lastResumeTime": "2026-11-25T11:30:00Z"}, False,
+         "2026-11-25T11:30:00Z"),  # kept
+    ],
+)  # fmt: skip
+def test_start_records_a_resume(old, queued, resume):
+    p = decide.start(state(generic(), status=old, queued=queued))
+    assert p.sb.new.get("lastResumeTime") == resume
+    assert p.sb.new["startTime"] == old.get("startTime", "2026-11-25T12:00:00Z")
+
+
+@pytest.mark.parametrize(
+    ("resumed_ago", "outcome", "left"), [(None, "DeadlineExceeded", 0.0), (10, None, 50.0), (60, "DeadlineExceeded", 0.0)]
+)
+def test_deadline_counts_from_the_last_resume(resumed_ago, outcome, left):
+    p = state(pytorch(runPolicy={"activeDeadlineSeconds": 60}), now=NOW + timedelta(seconds=100))
+    p.sb.new["startTime"] = "2026-11-25T12:00:00Z"
+    if resumed_ago is not None:
+        p.sb.new["lastResumeTime"] = (NOW + timedelta(seconds=100 - resumed_ago)).strftime("%Y-%m-%dT%H:%M:%SZ")
+    p = decide.deadline(p)
+    assert (p.outcome[1] if p.outcome else None, p.deadline_in) == (outcome, left)
+
+
 @pytest.mark.parametrize(
     ("limit", "ran", "debug", "outcome", "left"),
     [

@@ -16,9 +16,10 @@ T9K = {"t9kScheduler": {"queue": "gpu", "priority": 3}}
     ("scheduler", "queueing", "noted", "queued", "events"),
     [
         (None, "off", None, False, []),
-        (T9K, "off", ("False", "NotEnforced"), False, ["QueueNotEnforced"]),
+        (T9K, "off", ("False", "NotEnforced"), False, ["GangSchedulingNotEnforced", "QueueNotEnforced"]),
         (T9K, "kueue", None, True, []),  # Kueue enforces it
-        (T9K, "auto", ("False", "NotEnforced"), False, ["QueueNotEnforced"]),  # no LocalQueue "gpu"
+        # no LocalQueue "gpu"; neither gang nor queue enforced
+        (T9K, "auto", ("False", "NotEnforced"), False, ["GangSchedulingNotEnforced", "QueueNotEnforced"]),
     ],
 )
 def test_scheduler(scheduler, queueing, noted, queued, events):
@@ -32,8 +33,39 @@ def test_scheduler_says_it_once():
     job = generic(scheduler=T9K)
     first = modes.scheduler(state(job))
     again = modes.scheduler(state(job, status=first.sb.new))
-    assert [e.reason for e in first.events] == ["QueueNotEnforced"]
+    assert [e.reason for e in first.events] == ["GangSchedulingNotEnforced", "QueueNotEnforced"]
     assert again.events == []
+
+
+GANG_SERVED = {"gang_problem": None}
+
+
+@pytest.mark.parametrize(
+    ("scheduler", "queueing", "served", "effect", "gang", "queue"),
+    [
+        (None, "off", False, "Ignored", "not enforced: pods are placed one by one", None),
+        (None, "off", True, "GangOnly", "enforced by kube-scheduler: PodGroup genericjob-job", None),
+        (T9K, "off", True, "GangOnly", "enforced by kube-scheduler", "gpu: ignored, only the pod label"),
+        (T9K, "kueue", True, "EnforcedByKueue", "enforced by Kueue", "gpu: enforced by Kueue"),
+        (T9K, "off", False, "Ignored", "not enforced", "gpu: ignored"),
+    ],
+)  # fmt: skip
+def test_status_says_what_each_scheduler_setting_does_here(scheduler, queueing, served, effect, gang, queue):
+    from dataclasses import replace
+
+    job = generic(**({"scheduler": scheduler} if scheduler else {}))
+    p = state(job, queueing=queueing)
+    if served:
+        p.observed = replace(p.observed, **GANG_SERVED)
+    said = modes.scheduler(p).sb.new["scheduling"]
+    assert said["effect"] == effect
+    assert said["gang"].startswith(gang), said
+    if queue is None:
+        assert "queue" not in said
+    else:
+        assert said["queue"].startswith(queue), said
+    if scheduler and effect == "GangOnly":
+        assert "GangSchedulingNotEnforced" not in [e.reason for e in p.events]
 
 
 @pytest.mark.parametrize(

@@ -17,7 +17,7 @@ W0, W1 = "job-worker-0", "job-worker-1"
         ((pod(W0), pod(W1)), None, None),  # never said before, nothing to say
         ((pod(W0, "Failed", 1), pod(W1)), None, ("True", "ReplicaFailed")),
         ((pod(W0), pod(W1)), [{"type": "ReplicaFailure", "status": "True", "reason": "ReplicaFailed", "message": "m"}],
-         ("False", "AllReplicasHealthy")),
+         ("False", "-")),
     ],
 )  # fmt: skip
 def test_failures(pods, old, failure):

@@ -1,0 +1,233 @@
+"""The controller's progress endpoint: replicas POST their progress over HTTPS (docs/progress.md, "The push path").
+
+``POST /apis/<group>/<version>/namespaces/<ns>/<plural>/<job>/progress`` with
+``Authorization: Bearer <projected token>`` and a JSON body (``api/progress_push.py``: Kubeflow
+Trainer's ``{"trainerStatus": ...}`` or ours). In order, each step cheaper than the next:
+
+1. the path names a job kind this controller reconciles (404), and this replica is the leader
+   (503 with ``Retry-After``: a standby's values would never reach a status);
+2. the token: a JWT for our audience, bound to a pod of the job's namespace, not expired, at a
+   first unverified look (401/403); then the API server's TokenReview, at most
+   ``review_rate`` a second over all jobs (429), its answer cached by the token's digest
+   (5 minutes at most, never past the token's expiry; a refusal 10 s);
+3. the job exists (404) in a managed namespace (403), and the token's pod is one of its
+   replicas: same namespace and uid, controlled by the job, under a replica's name (403);
+4. at most ``rate`` requests a second per job, ``burst`` at once (429 with ``Retry-After``);
+5. the body: at most 64 KB (413), JSON (400), one of the two shapes (422), at least one value
+   kept (422 naming what was ignored).
+
+An accepted report is merged into the job's latest values (``pushed.py``) and answered 200 with
+what was kept and ignored; the next reconcile pass writes it to ``status.progress``, rate-limited
+and bounded like the values a log carries. Errors are Kubernetes ``Status`` objects.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import logging
+import math
+import time
+from collections import Counter
+from collections.abc import Callable
+from typing import TYPE_CHECKING, Any, Protocol
+
+from aiohttp import web
+
+from airflow_t9k.api.progress_push import MAX_BODY, BadBody, parse_push
+from airflow_t9k.api.resources import RESOURCES
+from airflow_t9k.controller.push_auth import (
+    Bucket,
+    Identity,
+    Refused,
+    TokenCache,
+    bearer,
+    claims,
+    identity_of,
+    membership,
+    precheck,
+)
+from airflow_t9k.controller.reconcile.push import AUDIENCE
+from airflow_t9k.k8s.errors import ApiError, Forbidden
+from airflow_t9k.kinds.registry import KINDS
+
+if TYPE_CHECKING:
+    from airflow_t9k.controller.pushed import PushedReports
+    from airflow_t9k.k8s.client import Kube
+    from airflow_t9k.kinds.base import Obj
+
+log = logging.getLogger(__name__)
+
+TOKENREVIEWS = "/apis/authentication.k8s.io/v1/tokenreviews"
+CACHE_SECONDS = 300.0  # a TokenReview's yes is believed this long at most (never past the token's exp)
+REFUSAL_SECONDS = 10.0  # and its no this long
+KEEPALIVE = 15.0  # seconds an idle connection stays open (a replica pushing every few seconds keeps its own)
+# (group, version, plural) -> kind
+_BY_PATH = {(r.group, r.version, r.plural): r.kind for r in RESOURCES.values()}
+
+
+class Host(Protocol):
+    """What the endpoint needs of the controller (``runner.Controller``)."""
+
+    metrics: Counter[str]
+    pushed: PushedReports | None
+
+    def leading(self) -> bool: ...
+    def cached_job(self, kind: str, namespace: str, name: str) -> Obj | None: ...
+    def cached_pod(self, namespace: str, name: str) -> Obj | None: ...
+    def why_not_managed(self, namespace: str) -> str | None: ...
+
+
+def status(code: int, reason: str, message: str) -> Obj:
+    return {"kind": "Status", "apiVersion": "v1", "metadata": {}, "status": "Failure", "message": message,
+            "reason": reason, "code": code}  # fmt: skip
+
+
+class ProgressEndpoint:
+    def __init__(self, host: Host, kube: Kube, *, kinds: list[str], audience: str = AUDIENCE, review_rate: float = 100.0,
+                 review_burst: float = 200.0, clock: Callable[[], float] = time.monotonic,
+                 wall: Callable[[], float] = time.time) -> None:  # fmt: skip
+        self.host = host
+        self.kube = kube  # for TokenReviews
+        self.kinds = set(kinds)
+        self.audience = audience
+        self.clock, self.wall = clock, wall
+        self.reviews = Bucket(review_rate, review_burst, clock())
+        self.cache = TokenCache()
+        self._inflight: dict[str, asyncio.Future[Identity]] = {}
+        self._rbac_warned = False
+
+    def app(self) -> web.Application:
+        app = web.Application(client_max_size=MAX_BODY)
+        app.router.add_route("*", "/apis/{group}/{version}/namespaces/{namespace}/{plural}/{name}/progress", self.handle)
+        app.router.add_route("*", "/{path:.*}", self.elsewhere)
+        return app
+
+    async def elsewhere(self, request: web.Request) -> web.Response:
+        return web.json_response(status(404, "NotFound", "not a progress URL"), status=404)
+
+    async def handle(self, request: web.Request) -> web.Response:
+        m = self.host.metrics
+        try:
+            if request.method != "POST":
+                raise Refused(405, "MethodNotAllowed", "only POST is served here")
+            body = await self._handle(request)
+        except Exception as exc:  # noqa: BLE001 - one request's fault is answered, never carried on
+            r = exc if isinstance(exc, Refused) else Refused(500, "InternalError", "the controller failed on this report")
+            if not isinstance(exc, Refused):
+                log.warning("progress endpoint: %s failed: %r", request.path, exc)
+            m[f"progress_push_{r.code}"] += 1
+            headers = {"Retry-After": str(max(1, math.ceil(r.retry_after)))} if r.retry_after is not None else None
+            return web.json_response(status(r.code, r.reason, r.message), status=r.code, headers=headers)
+        m["progress_push"] += 1
+        return web.json_response(body)
+
+    async def _handle(self, request: web.Request) -> Obj:
+        info = request.match_info
+        ns, name = info["namespace"], info["name"]
+        kind = _BY_PATH.get((info["group"], info["version"], info["plural"]))
+        if kind is None or kind not in self.kinds:
+            raise Refused(404, "NotFound", f"no job kind {info['plural']}.{info['group']}/{info['version']} here")
+        if not self.host.leading():
+            raise Refused(503, "ServiceUnavailable", "this controller replica is not the leader; send again", retry_after=1)
+        who = await self.identify(bearer(request.headers.get("Authorization")), ns)
+        job = self.host.cached_job(kind, ns, name)
+        if job is None:
+            raise Refused(404, "NotFound", f"{kind} {ns}/{name} not found")
+        why = self.host.why_not_managed(ns)
+        if why is not None:
+            raise Refused(403, "Forbidden", f"jobs in namespace {ns} are not reconciled here: {why}")
+        refusal = membership(KINDS[kind], job, self.host.cached_pod(ns, who.pod_name), who)
+        if refusal is not None:
+            raise Refused(403, "Forbidden", refusal)
+        pushed = self.host.pushed
+        if pushed is None:  # the endpoint runs only with the push path on
+            raise Refused(404, "NotFound", "the push path is off")
+        key = (kind, ns, name)
+        wait = pushed.admit(key, job, self.clock())
+        if wait > 0:
+            raise Refused(429, "TooManyRequests", f"at most {pushed.rate:g} reports a second per job", retry_after=wait)
+        try:
+            raw = await request.read()
+        except web.HTTPRequestEntityTooLarge:
+            raise Refused(413, "RequestEntityTooLarge", f"the body may be at most {MAX_BODY} bytes") from None
+        try:
+            parsed = parse_push(json.loads(raw))
+        except (ValueError, RecursionError) as exc:
+            if isinstance(exc, BadBody):
+                raise Refused(422, "Invalid", str(exc)) from None
+            raise Refused(400, "BadRequest", "the body is not JSON") from None
+        if parsed.report is None and not parsed.empty:
+            raise Refused(422, "Invalid", "nothing in the body is a value kept in status.progress" +
+                          (f"; ignored: {', '.join(parsed.ignored[:20])}" if parsed.ignored else ""))  # fmt: skip
+        if parsed.report is not None:
+            pushed.add(key, job, who.pod_name, parsed.report)
+        return {"kind": "ProgressReport", "accepted": parsed.report or {}, "ignored": parsed.ignored}
+
+    # -- who is calling --------------------------------------------------------------------------
+    async def identify(self, token: str, namespace: str) -> Identity:
+        key = TokenCache.key(token)
+        known = self.cache.get(key, self.clock())
+        if isinstance(known, Refused):
+            raise known
+        if known is not None:
+            return known
+        precheck(token, self.audience, namespace, self.wall())
+        running = self._inflight.get(key)
+        if running is not None:  # the same new token twice at once: one TokenReview
+            return await asyncio.shield(running)
+        wait = self.reviews.take(self.clock())
+        if wait > 0:
+            raise Refused(429, "TooManyRequests", "too many new tokens to check at once; send again", retry_after=wait)
+        future: asyncio.Future[Identity] = asyncio.get_running_loop().create_future()
+        self._inflight[key] = future
+        try:
+            who = await self._review(token, key)
+            future.set_result(who)
+            return who
+        except asyncio.CancelledError:
+            future.cancel()
+            raise
+        except Exception as exc:
+            future.set_exception(exc)
+            future.exception()  # retrieved: nobody else may be waiting
+            raise
+        finally:
+            del self._inflight[key]
+
+    async def _review(self, token: str, key: str) -> Identity:
+        self.host.metrics["token_review"] += 1
+        spec = {"token": token, "audiences": [self.audience]}
+        body = {"apiVersion": "authentication.k8s.io/v1", "kind": "TokenReview", "spec": spec}
+        try:
+            review = await self.kube.create(TOKENREVIEWS, body=body)
+        except Forbidden:
+            if not self._rbac_warned:
+                self._rbac_warned = True
+                log.warning("progress endpoint: the controller may not create tokenreviews (RBAC): every push is refused")
+            raise Refused(503, "ServiceUnavailable", "the controller cannot check tokens (RBAC: create tokenreviews)",
+                          retry_after=30) from None  # fmt: skip
+        except (ApiError, OSError, asyncio.TimeoutError) as exc:
+            log.debug("progress endpoint: TokenReview failed: %s", type(exc).__name__)
+            raise Refused(503, "ServiceUnavailable", "the API server did not answer the token check; send again",
+                          retry_after=2) from None  # fmt: skip
+        now = self.clock()
+        try:
+            who = identity_of(review, self.audience)
+        except Refused as r:
+            self.cache.put(key, r, now + REFUSAL_SECONDS)
+            raise
+        exp = (claims(token) or {}).get("exp")
+        until = now + CACHE_SECONDS
+        if isinstance(exp, (int, float)) and not isinstance(exp, bool):
+            until = min(until, now + (float(exp) - self.wall()))
+        self.cache.put(key, who, until)
+        return who
+
+
+async def serve_push(endpoint: ProgressEndpoint, address: str, port: int, context: Any) -> web.AppRunner:
+    """Start the endpoint on its own listener (TLS); the caller cleans the runner up on shutdown."""
+    runner = web.AppRunner(endpoint.app(), access_log=None, keepalive_timeout=KEEPALIVE)
+    await runner.setup()
+    await web.TCPSite(runner, address, port, ssl_context=context, backlog=1024).start()
+    return runner

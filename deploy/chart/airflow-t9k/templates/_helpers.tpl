@@ -1,0 +1,107 @@
+{{/* Names and labels. `fullname` is the release name when it already holds the chart's name
+(release `airflow-t9k`: objects `airflow-t9k-controller`, ...), else <release>-airflow-t9k. */}}
+{{- define "airflow-t9k.fullname" -}}
+{{- if contains .Chart.Name .Release.Name -}}
+{{- .Release.Name | trunc 50 | trimSuffix "-" -}}
+{{- else -}}
+{{- printf "%s-%s" .Release.Name .Chart.Name | trunc 50 | trimSuffix "-" -}}
+{{- end -}}
+{{- end -}}
+
+{{- define "airflow-t9k.controller" -}}
+{{- printf "%s-controller" (include "airflow-t9k.fullname" .) -}}
+{{- end -}}
+
+{{- define "airflow-t9k.serviceAccountName" -}}
+{{- default (include "airflow-t9k.controller" .) .Values.serviceAccount.name -}}
+{{- end -}}
+
+{{- define "airflow-t9k.labels" -}}
+app.kubernetes.io/name: {{ .Chart.Name }}
+app.kubernetes.io/instance: {{ .Release.Name }}
+app.kubernetes.io/version: {{ .Chart.AppVersion | quote }}
+app.kubernetes.io/part-of: airflow-t9k
+app.kubernetes.io/managed-by: {{ .Release.Service }}
+helm.sh/chart: {{ printf "%s-%s" .Chart.Name .Chart.Version }}
+{{- end -}}
+
+{{- define "airflow-t9k.controllerLabels" -}}
+{{ include "airflow-t9k.labels" . }}
+app.kubernetes.io/component: controller
+{{- end -}}
+
+{{- define "airflow-t9k.selectorLabels" -}}
+app.kubernetes.io/name: {{ .Chart.Name }}
+app.kubernetes.io/instance: {{ .Release.Name }}
+app.kubernetes.io/component: controller
+{{- end -}}
+
+{{- define "airflow-t9k.airflowLabels" -}}
+{{ include "airflow-t9k.labels" . }}
+app.kubernetes.io/component: airflow
+{{- end -}}
+
+{{- define "airflow-t9k.image" -}}
+{{- printf "%s:%s" .Values.image.repository (default .Chart.AppVersion (toString .Values.image.tag)) -}}
+{{- end -}}
+
+{{/* The progress push path (docs/progress.md, "The push path"): the Service in front of the
+controllers' listener (a DNS label: 63 characters at most), the Secret with its TLS files, and the
+URL replicas are given. */}}
+{{- define "airflow-t9k.progressService" -}}
+{{- printf "%s-progress" (include "airflow-t9k.controller" .) | trunc 63 | trimSuffix "-" -}}
+{{- end -}}
+
+{{- define "airflow-t9k.progressSecret" -}}
+{{- default (printf "%s-progress-tls" (include "airflow-t9k.controller" .)) .Values.progress.push.tls.secretName -}}
+{{- end -}}
+
+{{- define "airflow-t9k.progressEndpoint" -}}
+{{- printf "https://%s.%s.svc:%d" (include "airflow-t9k.progressService" .) .Release.Namespace (int .Values.progress.push.port) -}}
+{{- end -}}
+
+{{/* The controller's subject in every binding. */}}
+{{- define "airflow-t9k.controllerSubject" -}}
+- kind: ServiceAccount
+  name: {{ include "airflow-t9k.serviceAccountName" . }}
+  namespace: {{ .Release.Namespace }}
+{{- end -}}
+
+{{/* Fails the render on values that cannot work, naming the value. */}}
+{{- define "airflow-t9k.validate" -}}
+{{- $mode := .Values.scope.mode -}}
+{{- if not (has $mode (list "selector" "namespaces" "all")) -}}
+{{- fail (printf "scope.mode must be selector, namespaces or all (got %q)" $mode) -}}
+{{- end -}}
+{{- if and (eq $mode "namespaces") (not .Values.scope.namespaces) -}}
+{{- fail "scope.mode=namespaces needs at least one namespace in scope.namespaces" -}}
+{{- end -}}
+{{- if and (eq $mode "namespaces") (has .Release.Namespace .Values.scope.namespaces) -}}
+{{- fail (printf "scope.namespaces lists the release's own namespace %s: the controller never reconciles its own namespace" .Release.Namespace) -}}
+{{- end -}}
+{{- if and (eq $mode "selector") (not .Values.scope.selector) -}}
+{{- fail "scope.mode=selector needs scope.selector (a label selector on Namespaces)" -}}
+{{- end -}}
+{{- if and (gt (int .Values.replicas) 1) (not .Values.leaderElection.enabled) -}}
+{{- fail "more than one replica needs leaderElection.enabled: two controllers without a leader would both act on every job" -}}
+{{- end -}}
+{{- with .Values.progress.push -}}
+{{- if .enabled -}}
+{{- if not (has .tls.source (list "helm" "secret" "certManager")) -}}
+{{- fail (printf "progress.push.tls.source must be helm, secret or certManager (got %q)" .tls.source) -}}
+{{- end -}}
+{{- if and (eq .tls.source "secret") (not .tls.secretName) -}}
+{{- fail "progress.push.tls.source=secret needs progress.push.tls.secretName (a Secret with tls.crt, tls.key and ca.crt in the release's namespace)" -}}
+{{- end -}}
+{{- if and (eq .tls.source "certManager") (not .tls.certManager.issuerRef.name) -}}
+{{- fail "progress.push.tls.source=certManager needs progress.push.tls.certManager.issuerRef (the name and kind of an Issuer or ClusterIssuer)" -}}
+{{- end -}}
+{{- if le (float64 $.Values.controller.progressInterval) 0.0 -}}
+{{- fail "progress.push.enabled needs controller.progressInterval > 0: it bounds how often pushed values are written (or set progress.push.enabled=false)" -}}
+{{- end -}}
+{{- end -}}
+{{- end -}}
+{{- if not (has .Values.controller.queueing (list "auto" "kueue" "off")) -}}
+{{- fail (printf "controller.queueing must be auto, kueue or off (got %q)" .Values.controller.queueing) -}}
+{{- end -}}
+{{- end -}}

@@ -1,0 +1,65 @@
+"""The controller as the chart runs it: two pods Running and Ready on the real node, one holding
+the Lease, /healthz and /readyz answering on the pods' own addresses, in-cluster configuration
+through the `kubernetes` Service (kube-proxy on the node), non-root on a read-only root
+filesystem; a job in a namespace outside the default scope is told so."""
+
+from __future__ import annotations
+
+import urllib.request
+
+from tests.real.support import REAL_NODE
+from tests.support.cluster import wait_until
+from tests.support.deploy import CONTROLLER, NAMESPACE
+
+GK = "GenericJob"
+
+
+def _get(url: str) -> tuple[int, str]:
+    with urllib.request.urlopen(url, timeout=5) as resp:
+        return resp.status, resp.read().decode()
+
+
+def test_two_ready_pods_on_the_real_node_one_leads_and_the_probes_answer(release):
+    pods = release.wait_ready()
+    assert {p.spec.node_name for p in pods} == {REAL_NODE}
+    names = {p.metadata.name for p in pods}
+    leader = wait_until(release.leader, timeout=30, what="a holder of the Lease")
+    assert leader in names, (leader, names)
+    for p in pods:
+        assert p.status.container_statuses[0].restart_count == 0, p.metadata.name
+        assert p.status.container_statuses[0].image == release.image  # the image the chart was given, as built
+        for path in ("/healthz", "/readyz"):
+            status, body = _get(f"http://{p.status.pod_ip}:8081{path}")
+            assert status == 200, (p.metadata.name, path, body)
+    # The standby is Ready too (caches warm), and only the leader says it leads.
+    logs = release.logs()
+    assert "leader election on: lease" in logs[leader]
+    dep = release.apps.read_namespaced_deployment(CONTROLLER, NAMESPACE)
+    assert dep.status.ready_replicas == 2
+
+
+def test_in_cluster_non_root_read_only(release):
+    """The pods reach the API server at the `kubernetes` Service's cluster IP (no kubeconfig
+    anywhere), as uid 65532 on a read-only root filesystem, with the chart's ServiceAccount."""
+    for p in release.wait_ready():
+        (c,) = p.spec.containers
+        assert c.security_context.read_only_root_filesystem is True
+        assert p.spec.security_context.run_as_user == 65532
+        assert p.spec.service_account_name == CONTROLLER
+        assert not any("kubeconfig" in a for a in (c.args or []) + (c.command or []))
+        assert not any(e.name == "KUBECONFIG" for e in c.env or [])
+    log = release.logs()[release.leader()]
+    assert "caches synced" in log, log[-2000:]
+
+
+def test_a_job_outside_the_selected_namespaces_is_told_so_and_gets_no_pod(release, api_client, unmanaged):
+    from tests.support.jobs import Jobs
+
+    jobs = Jobs(api_client, unmanaged)
+    jobs.create({"apiVersion": "batch.tensorstack.dev/v1beta1", "kind": GK, "metadata": {"name": "outside"},
+                 "spec": {"replicaSpecs": [{"type": "worker", "replicas": 1, "template": {
+                     "spec": {"containers": [{"name": "main", "image": "busybox"}]}}}]}})  # fmt: skip
+    cond = wait_until(lambda: jobs.condition(GK, "outside", "NamespaceNotManaged"), timeout=30, what="NamespaceNotManaged")
+    assert "does not match the controller's --namespace-selector 'airflow-t9k.io/jobs=enabled'" in cond["message"]
+    jobs.reasons("outside", "NamespaceNotManaged")
+    assert jobs.pods("outside") == {}
