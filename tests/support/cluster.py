@@ -6,7 +6,6 @@ import os
 import subprocess
 import time
 from collections.abc import Callable
-from datetime import datetime, timezone
 from pathlib import Path
 from typing import Any, TypeVar
 
@@ -70,8 +69,14 @@ class LocalCluster:
             return
         path = self.pod_log(namespace)
         path.parent.mkdir(parents=True, exist_ok=True)
-        stamp = datetime.now(timezone.utc).strftime("%Y-%m-%dT%H:%M:%S.%fZ")
-        path.write_text(f"{stamp} stdout F container started (simulated by kwok)\n")
+        # The shared file's first line, stamped when the cluster started: a line stamped now would
+        # fall inside a follower's sinceTime (one-second resolution) and count as the job's output.
+        shared = self.kubeconfig.parent / "pod-logs" / "all.log"
+        try:
+            first = shared.read_text().splitlines(keepends=True)[0]
+        except (FileNotFoundError, IndexError):
+            first = "2000-01-01T00:00:00.000000000Z stdout F container started (simulated by kwok)\n"
+        path.write_text(first)
 
     def print_to_pods(self, namespace: str, text: str) -> None:
         """Append CRI-format log lines to the log of every pod of ``namespace``, as if they printed them."""
