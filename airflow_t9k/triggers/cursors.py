@@ -19,6 +19,10 @@ from airflow_t9k.api.logcursor import Cursor
 
 KEY = "t9k_log_cursor"
 SAVE_EVERY = 5.0
+# The read goes through the triggerer's supervisor to the API server, which answered 10 s late while
+# a restarted triggerer took its triggers over on a loaded machine. Only the log waits for it, never
+# the job's outcome, so the bound is generous: giving up repeats the lines since the deferral.
+LOAD_WITHIN = 30.0
 
 
 def _ti_key(trigger: Any) -> Any | None:
@@ -36,9 +40,13 @@ async def load(trigger: Any) -> dict[str, Cursor]:
     try:
         from airflow.sdk.bases.xcom import BaseXCom
 
-        saved = await asyncio.wait_for(BaseXCom.aget_value(ti_key=ti, key=KEY), 10)
+        saved = await asyncio.wait_for(BaseXCom.aget_value(ti_key=ti, key=KEY), LOAD_WITHIN)
     except Exception as exc:  # noqa: BLE001 - resuming from the deferral instead is the old behaviour, not a failure
-        trigger.log.debug("could not read %s: %s", KEY, exc)
+        if isinstance(exc, asyncio.TimeoutError):
+            trigger.log.info("no answer within %gs reading where the replicas' logs stood (%s): lines since the "
+                             "deferral may repeat", LOAD_WITHIN, KEY)  # fmt: skip
+        else:
+            trigger.log.debug("could not read %s: %s", KEY, exc)
         return {}
     if not isinstance(saved, dict):
         return {}
