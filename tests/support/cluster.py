@@ -73,10 +73,11 @@ class LocalCluster:
         # fall inside a follower's sinceTime (one-second resolution) and count as the job's output.
         shared = self.kubeconfig.parent / "pod-logs" / "all.log"
         try:
-            first = shared.read_text().splitlines(keepends=True)[0]
-        except (FileNotFoundError, IndexError):
-            first = "2000-01-01T00:00:00.000000000Z stdout F container started (simulated by kwok)\n"
-        path.write_text(first)
+            with open(shared) as f:
+                first = f.readline()
+        except FileNotFoundError:
+            first = ""
+        path.write_text(first or "2000-01-01T00:00:00.000000000Z stdout F container started (simulated by kwok)\n")
 
     def print_to_pods(self, namespace: str, text: str) -> None:
         """Append CRI-format log lines to the log of every pod of ``namespace``, as if they printed them."""
