@@ -192,6 +192,13 @@ def test_a_triggerer_restart_resumes_the_log_where_it_was(e2e, cluster, api_clie
         assert log.count(line) == 1, (line, log.count(line), log[-4000:])
 
 
+def _executor_events(stack: AirflowStack, dag_id: str, run_id: str) -> int:
+    """How many executor reports of the task ``train`` of this run the scheduler has received."""
+    key = f"TaskInstanceKey(dag_id='{dag_id}', task_id='train', run_id='{run_id}'"
+    log = (stack.home / "scheduler.log").read_text(errors="replace")
+    return sum(1 for line in log.splitlines() if "Received executor event" in line and key in line)
+
+
 def test_the_same_run_id_run_three_times_takes_the_next_free_name(e2e, api_client):
     """A run id reused (here the run is deleted and triggered again under the same id; Airflow
     3.3's ``dags test`` makes a new id each time): its task state store is gone with the run,
@@ -209,6 +216,11 @@ def test_the_same_run_id_run_three_times_takes_the_next_free_name(e2e, api_clien
         assert states[-1] == "success", (n, states, stack.task_log(dag_id, run_id)[-3000:])
         # The task ends before the scheduler marks its run: Airflow deletes only a run that ended (409 before).
         wait_until(lambda: stack.run_state(dag_id, run_id) == "success", timeout=60, what="the run marked success")
+        # And the scheduler may mark the run before the executor reports the task's process exit. A
+        # report arriving after the run was deleted and made again matches the new run's task (same
+        # dag, task, run id and try number) and fails it, queued ("finished with state success, but
+        # the task instance's state attribute is queued"): Airflow's race, not ours. Wait for it.
+        wait_until(lambda n=n: _executor_events(stack, dag_id, run_id) > n, timeout=60, what="the executor's report of the exit")
     names = sorted(j["metadata"]["name"] for j in _jobs(api_client, ns, run_id))
     assert len(names) == 3, names
     assert names[1:] == [f"{names[0]}-t1", f"{names[0]}-t1-2"], names
