@@ -95,6 +95,7 @@ def test_kill_loop_with_conflicting_edits_runs_no_replica_twice(jobs, controller
         wait_until(lambda: not any(jobs.live_pods(n) for n in ok_names), timeout=60, what="clean-up of succeeded jobs")
         cleanup_seconds = time.monotonic() - recovery_started
         time.sleep(3)  # anything a wrong pass would start shows up by now
+        runs.caught_up()
     finally:
         editor.stop.set()
         runs.stop()

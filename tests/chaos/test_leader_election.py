@@ -80,6 +80,7 @@ def test_leader_killed_under_load_standby_takes_over_without_duplicates(api_clie
         transition = time.monotonic() - killed
         for i in range(4):
             jobs.wait_phase("GenericJob", f"mid{i}", "Running", timeout=60)
+        pods.caught_up()
         figures(f"failover after SIGKILL: standby elected in {elected:.1f}s, next transition written after "
               f"{transition:.1f}s; pods created {pods.created()}, duplicates {len(pods.duplicates())}")  # fmt: skip
         assert transition <= 30, transition
@@ -116,6 +117,7 @@ def test_paused_leader_does_not_act_after_its_lease_passed(api_client, jobs, nam
         os.kill(old.pid, signal.SIGCONT)
         wait_until(lambda: "lost leadership" in old.tail(400), timeout=10, what="the old leader noticing")
         time.sleep(5)  # time enough to act on everything its watch just delivered, if it were to
+        pods.caught_up()
         m = old.metrics()
         figures(f"paused leader: standby took over after {took_over:.1f}s; after waking the old leader wrote "
               f"{write_requests(old) - before:.0f} times, {m.get('airflow_t9k_leader_fenced_writes_total', 0):.0f} writes "

@@ -69,6 +69,7 @@ def test_the_standby_leads_within_15_s_of_the_leaders_deletion_with_20_jobs_runn
         assert new in {p.metadata.name for p in release.pods()}
         assert took < 15
         assert _ended(jobs, expected) == expected
+        creations.caught_up()
         assert creations.duplicates() == {}, "a pod was created twice"
         assert creations.created() == 40
         assert _restarts(jobs, expected) == 0
@@ -107,6 +108,7 @@ def test_helm_upgrade_to_a_rebuilt_image_with_20_jobs_running_upgrades_the_crds_
             still = {p.metadata.name: p.metadata.uid for n in expected for p in jobs.pods(n).values()}
             assert still == replicas  # no replica recreated by the upgrade
             assert _ended(jobs, expected) == expected  # no job lost
+            creations.caught_up()
             assert creations.duplicates() == {}, "a pod was created twice (a job re-run)"
             assert creations.created() == 40
             assert _restarts(jobs, expected) == 0
@@ -145,6 +147,7 @@ def test_helm_uninstall_keeps_jobs_and_crds_and_a_later_install_picks_the_jobs_u
         ended = _ended(jobs, expected)
         print(f"uninstall: reinstalled; every job ended {time.monotonic() - t0:.1f} s after `helm install` began")
         assert ended == expected
+        creations.caught_up()
         assert creations.duplicates() == {}
         assert creations.created() == 20  # picked up where they were: no replica run again
         assert _restarts(jobs, expected) == 0
