@@ -12,15 +12,17 @@ from __future__ import annotations
 
 import base64
 
-from cryptography.hazmat.primitives import serialization
-from cryptography.hazmat.primitives.asymmetric.ed25519 import Ed25519PrivateKey
-
 SSH_CONFIG = "Host *\n  StrictHostKeyChecking yes\n  LogLevel ERROR\n"
 USER_KEY = "id_ed25519"
 HOST_KEY = "ssh_host_ed25519_key"
 
 
 def _pair(comment: bytes) -> tuple[bytes, bytes]:
+    # Imported here: cryptography adds about 7 MB to the process, and only the kinds that
+    # launch over SSH (MPI, DeepSpeed) ever need a key; a controller that runs none never loads it.
+    from cryptography.hazmat.primitives import serialization
+    from cryptography.hazmat.primitives.asymmetric.ed25519 import Ed25519PrivateKey
+
     key = Ed25519PrivateKey.generate()
     private = key.private_bytes(serialization.Encoding.PEM, serialization.PrivateFormat.OpenSSH, serialization.NoEncryption())
     public = key.public_key().public_bytes(serialization.Encoding.OpenSSH, serialization.PublicFormat.OpenSSH)

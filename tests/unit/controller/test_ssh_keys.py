@@ -6,6 +6,7 @@ from __future__ import annotations
 import base64
 import shutil
 import subprocess
+import sys
 from pathlib import Path
 
 import pytest
@@ -59,3 +60,12 @@ def test_what_each_side_mounts():
     assert set(SSHD_FILES) <= keys
     assert "id_ed25519" not in SSHD_FILES
     assert "ssh_host_ed25519_key" not in LAUNCHER_FILES
+
+
+def test_the_controller_loads_cryptography_only_when_it_makes_a_key() -> None:
+    """cryptography costs the process about 7 MB; a controller running no SSH launcher never
+    needs it (issue 32: peak memory at most Kubeflow's)."""
+    probe = ("import sys, airflow_t9k.controller.cli; assert 'cryptography' not in sys.modules, 'loaded at import'; "
+             "from airflow_t9k.controller.ssh import ssh_secret_data; ssh_secret_data(); "
+             "assert 'cryptography' in sys.modules")  # fmt: skip
+    subprocess.run([sys.executable, "-c", probe], check=True)
