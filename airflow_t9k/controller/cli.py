@@ -260,7 +260,10 @@ def make_elector(args: argparse.Namespace, kube: Kube, instruments: Metrics) -> 
 
 async def main_async(args: argparse.Namespace) -> int:
     try:
-        transport = await load_transport(args.kubeconfig, args.context)
+        # No bound on the pool: its long-lived watches (one per job kind and child kind in each
+        # namespace in scope) alone can pass any fixed number, and a request past the bound
+        # waits for a connection to free. Writes are bounded by the workers (apply.py).
+        transport = await load_transport(args.kubeconfig, args.context, connections=0)
     except KubeconfigError as exc:
         log.error("%s", exc)
         return 2
@@ -317,7 +320,10 @@ async def main_async(args: argparse.Namespace) -> int:
             push_burst=args.progress_push_burst,
         )
         if settings.progress_interval > 0 and settings.progress_streams > 0:  # log streams on their own pool (reports.py)
-            log_kube = InstrumentedKube(await load_transport(args.kubeconfig, args.context), instruments)
+            # A connection for every stream and a few for the push path's TokenReviews: with the
+            # pool's default 100, streams past the 100th waited for a connection that never freed.
+            streams = settings.progress_streams + 20
+            log_kube = InstrumentedKube(await load_transport(args.kubeconfig, args.context, connections=streams), instruments)
         controller = Controller(kube, settings, instruments, log_kube=log_kube)
         servers = await serve_all(controller, (args.health_address, args.health_port),
                                   (args.metrics_address, args.metrics_port))  # fmt: skip

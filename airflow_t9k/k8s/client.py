@@ -314,9 +314,11 @@ def _env_proxy(server: str) -> bool:
     return True
 
 
-async def load_api_client(kubeconfig: str | None = None, context: str | None = None) -> ApiClient:
+async def load_api_client(kubeconfig: str | None = None, context: str | None = None,
+                          connections: int | None = None) -> ApiClient:  # fmt: skip
     """``kubernetes_asyncio``'s loader: kubeconfig when given (or $KUBECONFIG /
-    ~/.kube/config), else in-cluster."""
+    ~/.kube/config), else in-cluster. ``connections``: its pool's size (its default, 5 per
+    CPU, when not given)."""
     from kubernetes_asyncio import client as k8s_client
     from kubernetes_asyncio import config as k8s_config
 
@@ -327,18 +329,22 @@ async def load_api_client(kubeconfig: str | None = None, context: str | None = N
         if kubeconfig:
             raise
         k8s_config.load_incluster_config(client_configuration=configuration)
+    if connections is not None:
+        configuration.connection_pool_maxsize = connections
     return k8s_client.ApiClient(configuration)
 
 
-async def load_transport(kubeconfig_file: str | None = None, context: str | None = None) -> Transport:
+async def load_transport(kubeconfig_file: str | None = None, context: str | None = None,
+                         connections: int = 100) -> Transport:  # fmt: skip
     """The direct transport where ``kubeconfig.py`` reads the configuration fully, else
     ``kubernetes_asyncio``'s. Raises ``kubeconfig.KubeconfigError`` for a configuration that
-    cannot work."""
+    cannot work. ``connections`` bounds the pool (0: no bound): a request beyond it waits for
+    a free one, so a pool that holds long-lived streams needs one per stream."""
     try:
         endpoint = kubeconfig.load(kubeconfig_file, context)
         if _env_proxy(endpoint.server):
             raise kubeconfig.NeedsFullLoader("a proxy from the environment applies to the API server")
-        return DirectTransport(endpoint)
+        return DirectTransport(endpoint, limit=connections)
     except kubeconfig.NeedsFullLoader as exc:
         if importlib.util.find_spec("kubernetes_asyncio") is None:
             # The controller's image leaves kubernetes_asyncio out (docs/install.md, "The image").
@@ -347,7 +353,7 @@ async def load_transport(kubeconfig_file: str | None = None, context: str | None
                 "leaves it out); install airflow-t9k with its dependencies, or use a token, a certificate or in-cluster"
             ) from None
         log.info("using kubernetes_asyncio's loader: %s", exc)
-    return ApiClientTransport(await load_api_client(kubeconfig_file, context))
+    return ApiClientTransport(await load_api_client(kubeconfig_file, context, connections))
 
 
 async def connect(kubeconfig_file: str | None = None, context: str | None = None) -> Kube:

@@ -4,6 +4,7 @@ process imports."""
 
 from __future__ import annotations
 
+import asyncio
 import base64
 import datetime
 import json
@@ -358,4 +359,52 @@ async def test_a_dry_run_is_neither_fenced_nor_counted_as_a_write(tmp_path, monk
         assert writes() == 1
     finally:
         await kube.close()
+        await server.close()
+
+
+POOL_CASES = [
+    ("the default: 100, the rest wait", {}, 120, 100),
+    ("one per stream and some", {"connections": 140}, 120, 120),
+    ("no bound (the controller's main pool: its watches)", {"connections": 0}, 120, 120),
+]
+
+
+@pytest.mark.asyncio
+@pytest.mark.parametrize(("kwargs", "opened", "held"), [c[1:] for c in POOL_CASES], ids=[c[0] for c in POOL_CASES])
+async def test_the_pool_holds_as_many_long_lived_requests_as_it_is_given(tmp_path, monkeypatch, kwargs, opened, held):
+    """A followed log or a watch holds its connection until it ends; a request past the pool's
+    bound waits for one to free. The controller's log pool once kept the default 100 while it
+    opened up to --progress-streams (200) streams: the rest never received a line."""
+    monkeypatch.setenv("T9K_ALLOW_HTTP_TOKEN", "true")
+    arrived = 0
+    release = asyncio.Event()
+
+    async def hold(request: web.Request) -> web.StreamResponse:
+        nonlocal arrived
+        arrived += 1
+        await release.wait()
+        return web.Response(text="")
+
+    app = web.Application()
+    app.router.add_get("/{tail:.*}", hold)
+    server = TestServer(app, host="127.0.0.1")
+    await server.start_server()
+    path = tmp_path / "kubeconfig"
+    path.write_text(yaml.safe_dump(kubeconfig_doc(f"http://127.0.0.1:{server.port}", {}, {"token": SECRET})))
+    transport = await load_transport(str(path), **kwargs)
+    tasks = [asyncio.ensure_future(transport.send("GET", f"/log/{i}", [], {}, None, 30)) for i in range(opened)]
+    try:
+        for _ in range(100):  # until no more arrive
+            before = arrived
+            await asyncio.sleep(0.05)
+            if arrived == before and arrived >= min(opened, 100):
+                break
+        await asyncio.sleep(0.3)
+        assert arrived == held
+    finally:
+        release.set()
+        for resp in await asyncio.gather(*tasks, return_exceptions=True):
+            if not isinstance(resp, BaseException):
+                resp.release()
+        await transport.close()
         await server.close()
