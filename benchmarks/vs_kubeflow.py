@@ -74,11 +74,11 @@ def t9k_job(name: str) -> dict:
     specs = [
         {"type": t, "replicas": n, "restartPolicy": "OnFailure", "template": TEMPLATE} for t, n in (("master", 1), ("worker", 3))
     ]
-    # cleanUpPolicy None: Kubeflow's default cleanPodPolicy, so both do the same work. Ours defaults
-    # to Unfinished (seed 001), which deletes a worker still running when the master's success ends
-    # the job: that pod never ends, and the wait below for every pod's end never returned.
+    # runPolicy.cleanUpPolicy None: Kubeflow's default cleanPodPolicy, so both do the same work. Ours
+    # defaults to Unfinished (seed 001), which deletes a worker kwok has not ended yet when the
+    # master's success ends the job: that pod never ends, and the wait for every pod's end never returned.
     return {"apiVersion": "batch.tensorstack.dev/v1beta1", "kind": "PyTorchTrainingJob", "metadata": {"name": name},
-            "spec": {"replicaSpecs": specs, "cleanUpPolicy": "None"}}  # fmt: skip
+            "spec": {"replicaSpecs": specs, "runPolicy": {"cleanUpPolicy": "None"}}}  # fmt: skip
 
 
 def kubeflow_state(job: dict) -> str | None:
