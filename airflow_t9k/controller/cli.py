@@ -321,7 +321,8 @@ async def main_async(args: argparse.Namespace) -> int:
         )
         if settings.progress_interval > 0 and settings.progress_streams > 0:  # log streams on their own pool (reports.py)
             # A connection for every stream and a few for the push path's TokenReviews: with the
-            # pool's default 100, streams past the 100th waited for a connection that never freed.
+            # pool's default 100, a stream past the 100th waited for a free connection (up to its
+            # 10-minute timeout) and read nothing meanwhile.
             streams = settings.progress_streams + 20
             log_kube = InstrumentedKube(await load_transport(args.kubeconfig, args.context, connections=streams), instruments)
         controller = Controller(kube, settings, instruments, log_kube=log_kube)
