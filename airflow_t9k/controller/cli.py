@@ -323,8 +323,8 @@ async def main_async(args: argparse.Namespace) -> int:
             # A connection for every stream and a few for the push path's TokenReviews: with the
             # pool's default 100, a stream past the 100th waited for a free connection (up to its
             # 10-minute timeout) and read nothing meanwhile.
-            streams = settings.progress_streams + 20
-            log_kube = InstrumentedKube(await load_transport(args.kubeconfig, args.context, connections=streams), instruments)
+            pool = settings.progress_streams + 20
+            log_kube = InstrumentedKube(await load_transport(args.kubeconfig, args.context, connections=pool), instruments)
         controller = Controller(kube, settings, instruments, log_kube=log_kube)
         servers = await serve_all(controller, (args.health_address, args.health_port),
                                   (args.metrics_address, args.metrics_port))  # fmt: skip

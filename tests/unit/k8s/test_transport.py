@@ -374,7 +374,8 @@ POOL_CASES = [
 async def test_the_pool_holds_as_many_long_lived_requests_as_it_is_given(tmp_path, monkeypatch, kwargs, opened, held):
     """A followed log or a watch holds its connection until it ends; a request past the pool's
     bound waits for one to free. The controller's log pool once kept the default 100 while it
-    opened up to --progress-streams (200) streams: the rest never received a line."""
+    opened up to --progress-streams (200) streams: a stream past the 100th read nothing until its
+    10-minute timeout."""
     monkeypatch.setenv("T9K_ALLOW_HTTP_TOKEN", "true")
     arrived = 0
     release = asyncio.Event()
