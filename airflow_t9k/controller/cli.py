@@ -243,6 +243,17 @@ def lease_namespace(args: argparse.Namespace) -> str:
     return ns
 
 
+def log_pool_size(progress_interval: float, progress_streams: int) -> int | None:
+    """Connections of the log streams' own pool, or None when no log is followed (and no pool is made).
+
+    A connection for every stream and a few for the push path's TokenReviews: with the pool's
+    default 100, a stream past the 100th waited for a free connection (up to its 10-minute
+    timeout) and read nothing meanwhile."""
+    if progress_interval <= 0 or progress_streams <= 0:
+        return None
+    return progress_streams + 20
+
+
 def make_elector(args: argparse.Namespace, kube: Kube, instruments: Metrics) -> LeaderElector | None:
     if not args.leader_elect:
         return None
@@ -319,11 +330,8 @@ async def main_async(args: argparse.Namespace) -> int:
             push_rate=args.progress_push_rate,
             push_burst=args.progress_push_burst,
         )
-        if settings.progress_interval > 0 and settings.progress_streams > 0:  # log streams on their own pool (reports.py)
-            # A connection for every stream and a few for the push path's TokenReviews: with the
-            # pool's default 100, a stream past the 100th waited for a free connection (up to its
-            # 10-minute timeout) and read nothing meanwhile.
-            pool = settings.progress_streams + 20
+        pool = log_pool_size(settings.progress_interval, settings.progress_streams)
+        if pool is not None:  # log streams on their own pool (reports.py)
             log_kube = InstrumentedKube(await load_transport(args.kubeconfig, args.context, connections=pool), instruments)
         controller = Controller(kube, settings, instruments, log_kube=log_kube)
         servers = await serve_all(controller, (args.health_address, args.health_port),

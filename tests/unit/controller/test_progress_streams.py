@@ -11,6 +11,7 @@ from typing import Any
 import pytest
 
 from airflow_t9k.controller import reports
+from airflow_t9k.controller.cli import log_pool_size
 from airflow_t9k.controller.reports import ProgressStreams, recorded_values, reporting_pod
 from airflow_t9k.k8s.errors import from_response
 from tests.builders import generic
@@ -308,3 +309,19 @@ async def test_the_stream_cap_is_shared_fairly_between_namespaces():
     assert len(queued) == 1
     assert queued[0][1] == "quiet"
     await streams.close()
+
+
+LOG_POOL_CASES = [
+    ("progress off: no pool", 0.0, 200, None),
+    ("no stream followed (push only): no pool", 1.0, 0, None),
+    ("the default 200 streams: one each, 20 for TokenReviews", 1.0, 200, 220),
+    ("past aiohttp's default 100", 5.0, 1000, 1020),
+]
+
+
+@pytest.mark.parametrize(("interval", "streams", "size"), [c[1:] for c in LOG_POOL_CASES],
+                         ids=[c[0] for c in LOG_POOL_CASES])  # fmt: skip
+def test_the_log_pool_holds_every_followed_stream(interval, streams, size):
+    """The controller sizes the log streams' pool from its flags (the pool's bound itself is
+    tested against a loopback server in tests/unit/k8s/test_transport.py)."""
+    assert log_pool_size(interval, streams) == size

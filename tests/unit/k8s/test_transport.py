@@ -26,6 +26,7 @@ from cryptography.hazmat.primitives import hashes, serialization
 from cryptography.hazmat.primitives.asymmetric import ec
 from cryptography.x509.oid import NameOID
 
+from airflow_t9k.controller.cli import log_pool_size
 from airflow_t9k.controller.metrics import InstrumentedKube, Metrics, NotLeader
 from airflow_t9k.k8s import client as kclient
 from airflow_t9k.k8s.client import ApiClientTransport, DirectTransport, Kube, load_transport
@@ -366,6 +367,7 @@ POOL_CASES = [
     ("the default: 100, the rest wait", {}, 120, 100),
     ("one per stream and some", {"connections": 140}, 120, 120),
     ("no bound (the controller's main pool: its watches)", {"connections": 0}, 120, 120),
+    ("the controller's log pool with --progress-streams 120", {"connections": log_pool_size(1.0, 120)}, 120, 120),
 ]
 
 
