@@ -3,10 +3,16 @@
 RANK 0 (the master) starts Rabit's tracker on MASTER_PORT for WORLD_SIZE workers and trains
 too; every replica connects to MASTER_ADDR:MASTER_PORT, trains on its shard, and prints
 ``result rank=R world=W rmse=E trees=T``. The model is the same on every rank.
+
+XGBoost 1.7's worker resolves the tracker's name once and fails at once when it does not
+resolve: a worker that starts before the master's pod has its address in DNS (a loaded
+node) must wait for it, as docs/kinds.md says.
 """
 
 import os
+import socket
 import threading
+import time
 
 import numpy as np
 import xgboost as xgb
@@ -19,6 +25,16 @@ if rank == 0:
     tracker = RabitTracker(host_ip="0.0.0.0", n_workers=world, port=port)
     tracker.start(world)
     threading.Thread(target=tracker.join, daemon=True).start()
+
+deadline = time.monotonic() + 120
+while True:
+    try:
+        socket.getaddrinfo(addr, port, type=socket.SOCK_STREAM)
+        break
+    except socket.gaierror:
+        if time.monotonic() > deadline:
+            raise
+        time.sleep(0.5)
 
 rng = np.random.default_rng(rank)
 x = rng.normal(size=(400, 5))
