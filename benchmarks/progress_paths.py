@@ -40,6 +40,7 @@ import threading
 import time
 import uuid
 from collections import Counter
+from collections.abc import Iterator
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -331,6 +332,37 @@ def report(runs: list[Run], args: argparse.Namespace) -> str:
     return "\n".join(out)
 
 
+INOTIFY_INSTANCES = Path("/proc/sys/fs/inotify/max_user_instances")
+
+
+@contextlib.contextmanager
+def follow_room(streams: int) -> Iterator[None]:
+    """kwok follows each pod log as the kubelet does (k8s.io/cri-client's ReadLogs), with one
+    inotify instance per followed log; past the host's limit (fs.inotify.max_user_instances,
+    often 128, shared with every process of the user) a follow ends at the log's end with
+    "failed to create fsnotify watcher", and the controller opens it again a second later. So
+    every stream past the limit was opened about once a second: the limit is raised for the run
+    (a node running this many followed containers raises it too) and put back after."""
+    try:
+        before = int(INOTIFY_INSTANCES.read_text())
+    except OSError:
+        yield
+        return
+    want = max(before, streams + 512)  # one per stream, and room for every other process of the user
+    if want > before:
+        try:
+            INOTIFY_INSTANCES.write_text(str(want))
+            print(f"fs.inotify.max_user_instances {before} -> {want} for the run", flush=True)
+        except OSError as exc:
+            print(f"fs.inotify.max_user_instances stays {before} ({exc}): streams past it are reopened each second", flush=True)
+    try:
+        yield
+    finally:
+        if want > before:
+            with contextlib.suppress(OSError):
+                INOTIFY_INSTANCES.write_text(str(before))
+
+
 def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--jobs", type=int, default=200)
@@ -346,7 +378,7 @@ def main() -> int:
     log_dir.mkdir(parents=True, exist_ok=True)
     runs = []
     room = pod_capacity(cluster, args.jobs + 50) if args.replicas == "kwok" else contextlib.nullcontext()
-    with room:
+    with room, follow_room(args.jobs):
         for path in args.path or ["stdout", "push"]:
             runs.append(run(cluster, path, args, log_dir))
             print(f"{path}: done", flush=True)
