@@ -40,7 +40,7 @@ import threading
 import time
 import uuid
 from collections import Counter
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -172,7 +172,7 @@ class Writes:
 
 
 async def push_reports(targets: list[tuple[str, str]], ca_pem: str, base: float, until: float, rate: float,
-                       counts: Counter[int], done: Any = None) -> None:  # fmt: skip
+                       counts: Counter[int], done: Callable[[], bool] | None = None) -> None:  # fmt: skip
     """Each (url, token) POSTs Trainer's body RATE times a second until ``until`` (wall time) or
     ``done()``, the jobs spread evenly over each period, each on its own kept-alive connection."""
     ctx = ssl.create_default_context(cadata=ca_pem)
