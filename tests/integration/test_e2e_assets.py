@@ -66,6 +66,11 @@ def _runs(stack: AirflowStack, dag_id: str) -> list[tuple[str, str]]:
     return [(r[0], r[1]) for r in stack._query("select run_id, state from dag_run where dag_id = ? order by id", dag_id)]
 
 
+def _ended(stack: AirflowStack, dag_id: str) -> list[str]:
+    """The states of the DAG's runs that have ended."""
+    return [state for _, state in _runs(stack, dag_id) if state in ("success", "failed")]
+
+
 def _returned(stack: AirflowStack, dag_id: str, run_id: str, task_id: str, key: str = "return_value") -> dict:
     xcom = stack.api("GET", f"dags/{dag_id}/dagRuns/{run_id}/taskInstances/{task_id}/xcomEntries/{key}")
     return json.loads(xcom["value"]) if isinstance(xcom["value"], str) else xcom["value"]
@@ -211,11 +216,11 @@ def test_the_retraining_examples_evaluation_runs_on_the_model_asset(stack):
     # queue row, and the later event starts no run (Airflow 3.3; CI saw the two trainings end
     # 67 ms apart and ours never evaluated).
     airflow._retry_locked(lambda: airflow.api("PATCH", "dags/retraining_pipeline", {"is_paused": False}))
-    wait_until(lambda: any(state in ("success", "failed") for _, state in _runs(airflow, "retraining_pipeline")),
-               timeout=180, interval=1, what="the pipeline's scheduled run ended")  # fmt: skip
-    if any(state == "success" for _, state in _runs(airflow, "retraining_pipeline")):
-        wait_until(lambda: any(state in ("success", "failed") for _, state in _runs(airflow, "retraining_evaluation")),
-                   timeout=120, interval=1, what="the scheduled model's evaluation ended")  # fmt: skip
+    ended = wait_until(lambda: _ended(airflow, "retraining_pipeline"), timeout=180, interval=1,
+                       what="the pipeline's scheduled run ended")  # fmt: skip
+    if "success" in ended:
+        wait_until(lambda: _ended(airflow, "retraining_evaluation"), timeout=120, interval=1,
+                   what="the scheduled model's evaluation ended")  # fmt: skip
     run_id = airflow.trigger("retraining_pipeline", conf={"candidate_metric": 0.777})
 
     model_uri = f"s3://models/clicks-ranker/{run_id}"
