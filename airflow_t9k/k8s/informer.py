@@ -90,14 +90,21 @@ def needs_relist(exc: BaseException) -> bool:
     )
 
 
-# The API server sends a bookmark on every watch about once a minute. Nothing for longer means
-# the connection is dead without having been closed (an API server host that vanished behind a
-# load balancer sends no reset): reconnect instead of waiting out the watch's 5 minutes.
+# A connection can die without being closed (an API server host that vanished behind a load
+# balancer sends no reset): after this long with nothing received, the watch is opened again
+# instead of waiting out its 5 minutes. Silence alone is no failure: the API server's minutely
+# bookmark only comes once its watch cache for the resource has seen an event (or etcd's progress
+# notice, every 10 minutes by default), so the watch of a kind nobody wrote since the API server
+# started, or since its CRD last changed, is silent for its whole timeout.
 IDLE_TIMEOUT = 90.0
 
 
 class WatchIdle(Exception):
-    """No event, not even a bookmark, for longer than the API server lets a watch be quiet."""
+    """Nothing received for ``IDLE_TIMEOUT``; ``opened``: the API server had accepted the watch."""
+
+    def __init__(self, message: str, opened: bool) -> None:
+        super().__init__(message)
+        self.opened = opened
 
 
 def key_of(obj: Obj) -> Key:
@@ -239,14 +246,25 @@ class Informer:
             except Gone:
                 log.info("%s watch expired (410); listing again", self.kind)
                 need_list = True
+            except WatchIdle as exc:
+                if exc.opened:
+                    # Accepted, then quiet: open it again from the same resourceVersion, which loses
+                    # no event (or answers 410). Not a failure: no backoff, and /readyz stays 200.
+                    log.debug("%s watch quiet for %.0fs; opening it again", self.kind, self.idle_timeout)
+                else:  # not even accepted: the API server is not answering
+                    await asyncio.sleep(self._failed(exc))
             except asyncio.CancelledError:
                 raise
             except Exception as exc:  # noqa: BLE001 - any failure: back off and resume, never give up watching
-                self.healthy = False
                 need_list = need_list or needs_relist(exc)
-                delay = self.backoff.next(retry_after(exc))
-                log.warning("%s watch failed: %s; retrying in %.1fs", self.kind, exc, delay)
-                await asyncio.sleep(delay)
+                await asyncio.sleep(self._failed(exc))
+
+    def _failed(self, exc: BaseException) -> float:
+        """Mark the watch failing (/readyz says so) and return how long to wait before retrying."""
+        self.healthy = False
+        delay = self.backoff.next(retry_after(exc))
+        log.warning("%s watch failed: %s; retrying in %.1fs", self.kind, exc, delay)
+        return delay
 
     def _opened(self) -> None:
         recovered = not self.healthy
@@ -262,7 +280,14 @@ class Informer:
         query: dict[str, Any] = {"resourceVersion": self.resource_version}
         if self.label_selector:
             query["labelSelector"] = self.label_selector
-        stream = self.kube.watch(self.path, query=query, timeout_seconds=self.watch_timeout, on_open=self._opened,
+        opened = False
+
+        def on_open() -> None:
+            nonlocal opened
+            opened = True
+            self._opened()
+
+        stream = self.kube.watch(self.path, query=query, timeout_seconds=self.watch_timeout, on_open=on_open,
                                  admit=self._admit if self.keep is not None else None, body=self.body)  # fmt: skip
         try:
             while True:
@@ -271,7 +296,7 @@ class Informer:
                 except StopAsyncIteration:
                     return
                 except asyncio.TimeoutError:
-                    raise WatchIdle(f"nothing received for {self.idle_timeout:.0f}s") from None
+                    raise WatchIdle(f"nothing received for {self.idle_timeout:.0f}s", opened) from None
                 self._handle(event)
         finally:
             await stream.aclose()

@@ -209,7 +209,14 @@ class Release:
         except ApiException:
             return None  # not started yet, or going
 
-    def refusals(self) -> set[tuple[str, str]]:
+    def refusals(self, keep_in: Path | None = None) -> set[tuple[str, str]]:
         """Every line of every controller pod's log that says the API server refused a request for
-        want of a right: (pod, line). They name the verb and the resource."""
-        return {(pod, line) for pod, text in self.logs().items() for line in text.splitlines() if REFUSED.search(line)}
+        want of a right: (pod, line). They name the verb and the resource. With ``keep_in``, the
+        logs read are also written there (deployed-<pod>.log), for whoever reads a failed run:
+        the pods, and their logs with them, are gone once the release is removed."""
+        logs = self.logs()
+        if keep_in is not None:
+            keep_in.mkdir(parents=True, exist_ok=True)
+            for pod, text in logs.items():
+                (keep_in / f"deployed-{pod}.log").write_text(text)
+        return {(pod, line) for pod, text in logs.items() for line in text.splitlines() if REFUSED.search(line)}

@@ -146,26 +146,63 @@ async def test_too_large_resource_version_lists_again():
 
 
 @pytest.mark.asyncio
-async def test_a_silent_watch_is_taken_for_dead_and_reopened():
-    """A vanished API server host sends no reset: without bookmarks the stream is dead."""
-    calls = {"watch": 0}
+async def test_a_quiet_watch_is_opened_again_without_counting_as_a_failure():
+    """Accepted, then not a byte: the API server sends no bookmark on a kind its watch cache has
+    seen no event for. The watch is opened again from the same resourceVersion at once, and it is
+    no failure: the informer stays healthy (so /readyz stays 200), nothing is listed again and no
+    job is requeued by a recovery."""
+    watches: list[tuple[str, bool]] = []  # (resourceVersion asked, healthy when asked)
     release = asyncio.Event()
     recovered: list[int] = []
 
     async def handle(request: web.Request) -> web.StreamResponse:
         if request.query.get("watch") != "true":
             return web.json_response({"metadata": {"resourceVersion": "7"}, "items": []})
-        calls["watch"] += 1
+        watches.append((request.query["resourceVersion"], informer.healthy))
         resp = web.StreamResponse()
         await resp.prepare(request)
-        await release.wait()  # open, and never a byte: not even the minute's bookmark
+        await release.wait()  # open, and never a byte
         return resp
 
     async with fake_api(handle) as kube:
-        informer = Informer(kube, PATH, kind="ConfigMap", idle_timeout=0.3, on_recovered=lambda: recovered.append(calls["watch"]))
-        task = await run_informer(informer, lambda: calls["watch"] >= 3)
+        informer = Informer(kube, PATH, kind="ConfigMap", idle_timeout=0.3, on_recovered=lambda: recovered.append(1))
+        task = await run_informer(informer, lambda: len(watches) >= 3)
+        healthy_after = informer.healthy
         release.set()
         await stop(task)
-    assert calls["watch"] >= 3
+    assert len(watches) >= 3
+    assert {rv for rv, _ in watches} == {"7"}
+    assert all(healthy for _, healthy in watches) and healthy_after
     assert informer.lists == 1
-    assert recovered  # each reopening counts as a recovery: jobs are looked at again
+    assert informer.backoff.failures == 0
+    assert recovered == []
+
+
+@pytest.mark.asyncio
+async def test_a_watch_never_accepted_is_a_failure_until_one_is():
+    """No answer at all (a vanished API server host sends no reset): that is a failure, with
+    back-off, until a watch is accepted again, which counts as a recovery (jobs looked at again)."""
+    watches: list[bool] = []  # healthy when each watch was asked for
+    release = asyncio.Event()
+    recovered: list[int] = []
+
+    async def handle(request: web.Request) -> web.StreamResponse:
+        if request.query.get("watch") != "true":
+            return web.json_response({"metadata": {"resourceVersion": "7"}, "items": []})
+        watches.append(informer.healthy)
+        if len(watches) <= 2:
+            await release.wait()  # no status line, no headers
+        resp = web.StreamResponse()
+        await resp.prepare(request)
+        await release.wait()
+        return resp
+
+    async with fake_api(handle) as kube:
+        informer = Informer(kube, PATH, kind="ConfigMap", idle_timeout=0.3, on_recovered=lambda: recovered.append(1))
+        task = await run_informer(informer, lambda: bool(recovered))
+        release.set()
+        await stop(task)
+    assert watches[:3] == [True, False, False]  # failing from the first unanswered one until one is accepted
+    assert recovered == [1]
+    assert informer.healthy
+    assert informer.lists == 1
