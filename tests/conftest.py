@@ -130,15 +130,18 @@ def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item
 
 
 def _shares_a_fixture(item: pytest.Item) -> bool:
-    """Whether the item uses a module-scoped fixture defined in its own module (an Airflow started
-    once for the module's tests): then its module runs on one worker, which sets it up once."""
+    """Whether the item uses a module-scoped fixture defined in its own module, or imported into
+    it (an Airflow started once for the module's tests): then its module runs on one worker, which
+    sets it up once. (tests/security/test_ui_tenancy.py imports test_ui's Airflow stack: spread
+    over three workers, it started three.)"""
     info = getattr(item, "_fixtureinfo", None)
     if info is None or not isinstance(item, pytest.Function):
         return False
     module = item.module.__name__
+    path = item.nodeid.split("::", 1)[0]
     for defs in info.name2fixturedefs.values():
         for d in defs:
-            if d.scope in ("module", "package") and getattr(d.func, "__module__", None) == module:
+            if d.scope in ("module", "package") and (getattr(d.func, "__module__", None) == module or d.baseid == path):
                 return True
     return False
 
