@@ -172,7 +172,8 @@ async def test_a_quiet_watch_is_opened_again_without_counting_as_a_failure():
         await stop(task)
     assert len(watches) >= 3
     assert {rv for rv, _ in watches} == {"7"}
-    assert all(healthy for _, healthy in watches) and healthy_after
+    assert all(healthy for _, healthy in watches)
+    assert healthy_after
     assert informer.lists == 1
     assert informer.backoff.failures == 0
     assert recovered == []
