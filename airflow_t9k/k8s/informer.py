@@ -296,7 +296,8 @@ class Informer:
                 except StopAsyncIteration:
                     return
                 except asyncio.TimeoutError:
-                    raise WatchIdle(f"nothing received for {self.idle_timeout:.0f}s", opened) from None
+                    what = "nothing received" if opened else "no answer to the watch request"
+                    raise WatchIdle(f"{what} for {self.idle_timeout:g}s", opened) from None
                 self._handle(event)
         finally:
             await stream.aclose()

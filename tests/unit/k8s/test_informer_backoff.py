@@ -165,7 +165,8 @@ async def test_a_quiet_watch_is_opened_again_without_counting_as_a_failure():
         return resp
 
     async with fake_api(handle) as kube:
-        informer = Informer(kube, PATH, kind="ConfigMap", idle_timeout=0.3, on_recovered=lambda: recovered.append(1))
+        # 1 s: each watch's headers must come within it (0.3 s could pass on a busy CI host).
+        informer = Informer(kube, PATH, kind="ConfigMap", idle_timeout=1.0, on_recovered=lambda: recovered.append(1))
         task = await run_informer(informer, lambda: len(watches) >= 3)
         healthy_after = informer.healthy
         release.set()
