@@ -1,4 +1,4 @@
-"""Shared pieces of the comparison benchmarks (vs_kubeflow.py, ceiling.py, scaling.py).
+"""Shared pieces of the benchmarks (vs_kubeflow.py, ceiling.py, scaling.py, kueue_latency.py, scale_everything.py...).
 
 Raw JSON over one pooled HTTPS session, not the generated client: the driver must cost as
 little as possible, since it shares two cores with the control plane and the controller.
@@ -426,3 +426,20 @@ def install_crds(cluster: Cluster) -> None:
     from tests.support.jobs import install_crds as install
 
     install(config.new_client_from_config(config_file=cluster.kubeconfig))
+
+
+KUEUE = "/apis/kueue.x-k8s.io/v1beta2"
+
+
+def kueue_queues(cluster: Cluster, ns: str, cq: str, quota: list[tuple[str, str]]) -> None:
+    """ClusterQueue ``cq`` for namespace ``ns`` alone, the `default` flavor with ``quota``
+    ((resource, nominal quota) pairs), and LocalQueue `bench` in ``ns`` pointing at it."""
+    cluster.request("POST", f"{KUEUE}/clusterqueues", {
+        "apiVersion": "kueue.x-k8s.io/v1beta2", "kind": "ClusterQueue", "metadata": {"name": cq},
+        "spec": {"namespaceSelector": {"matchLabels": {"kubernetes.io/metadata.name": ns}},
+                 "resourceGroups": [{"coveredResources": [r for r, _ in quota], "flavors": [
+                     {"name": "default", "resources": [{"name": r, "nominalQuota": q} for r, q in quota]}]}]}})  # fmt: skip
+    cluster.request("POST", f"{KUEUE}/namespaces/{ns}/localqueues", {
+        "apiVersion": "kueue.x-k8s.io/v1beta2", "kind": "LocalQueue", "metadata": {"name": "bench"},
+        "spec": {"clusterQueue": cq}})  # fmt: skip
+    wait_for("LocalQueue", lambda: cluster.get(f"{KUEUE}/namespaces/{ns}/localqueues")["items"], 30)

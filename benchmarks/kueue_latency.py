@@ -29,9 +29,7 @@ from pathlib import Path
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT / "benchmarks"))
 
-from _bench import Cluster, Ours, Watch, machine, median, pct, table, wait_for
-
-KUEUE = "/apis/kueue.x-k8s.io/v1beta2"
+from _bench import KUEUE, Cluster, Ours, Watch, kueue_queues, machine, median, pct, table
 
 
 def job(name: str, duration: str = "1s") -> dict:
@@ -123,15 +121,7 @@ def main() -> None:
         cluster.create_namespace(ns)
     gpus = args.quota if args.through else args.jobs + 10
     quota = [("cpu", "1000"), ("memory", "1000Gi"), ("nvidia.com/gpu", str(gpus))]
-    cluster.request("POST", f"{KUEUE}/clusterqueues", {
-        "apiVersion": "kueue.x-k8s.io/v1beta2", "kind": "ClusterQueue", "metadata": {"name": cq},
-        "spec": {"namespaceSelector": {"matchLabels": {"kubernetes.io/metadata.name": queued}},
-                 "resourceGroups": [{"coveredResources": [r for r, _ in quota], "flavors": [
-                     {"name": "default", "resources": [{"name": r, "nominalQuota": q} for r, q in quota]}]}]}})  # fmt: skip
-    cluster.request("POST", f"{KUEUE}/namespaces/{queued}/localqueues", {
-        "apiVersion": "kueue.x-k8s.io/v1beta2", "kind": "LocalQueue", "metadata": {"name": "bench"},
-        "spec": {"clusterQueue": cq}})  # fmt: skip
-    wait_for("LocalQueue", lambda: cluster.get(f"{KUEUE}/namespaces/{queued}/localqueues")["items"], 30)
+    kueue_queues(cluster, queued, cq, quota)
     ours = Ours(cluster, queued, log_dir, kind="GenericJob", extra=("-n", direct))
     ours.start()
     try:

@@ -42,6 +42,7 @@ import requests
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 
 from _bench import (
+    KUEUE,
     ROOT,
     SIM_SECONDS,
     Cluster,
@@ -51,6 +52,7 @@ from _bench import (
     cpu_seconds,
     free_port,
     host_busy_seconds,
+    kueue_queues,
     machine,
     pct,
     peak_rss_mb,
@@ -61,7 +63,6 @@ from _bench import (
 from progress_paths import apiserver, mint
 from vs_kubeflow import T9K, t9k_state
 
-KUEUE = "/apis/kueue.x-k8s.io/v1beta2"
 TEMPLATES = "/apis/batch.tensorstack.dev/v1beta1/namespaces/{ns}/t9kjobtemplates"
 REQUESTS = {"cpu": "10m", "memory": "16Mi"}
 
@@ -83,20 +84,6 @@ def job(name: str) -> dict:
              for t, n in (("master", 1), ("worker", 3))]  # fmt: skip
     return {"apiVersion": "batch.tensorstack.dev/v1beta1", "kind": "PyTorchTrainingJob", "metadata": {"name": name},
             "spec": {"templateRef": {"name": "bench-torch"}, "replicaSpecs": specs}}  # fmt: skip
-
-
-def queues(cluster: Cluster, ns: str, cq: str, n: int) -> None:
-    """ClusterQueue ``cq`` (default flavor) with room for every pod of the run, and LocalQueue `bench`."""
-    quota = [("cpu", f"{4 * n * 10 + 1000}m"), ("memory", f"{4 * n * 16 + 1024}Mi")]
-    cluster.request("POST", f"{KUEUE}/clusterqueues", {
-        "apiVersion": "kueue.x-k8s.io/v1beta2", "kind": "ClusterQueue", "metadata": {"name": cq},
-        "spec": {"namespaceSelector": {"matchLabels": {"kubernetes.io/metadata.name": ns}},
-                 "resourceGroups": [{"coveredResources": [r for r, _ in quota], "flavors": [
-                     {"name": "default", "resources": [{"name": r, "nominalQuota": q} for r, q in quota]}]}]}})  # fmt: skip
-    cluster.request("POST", f"{KUEUE}/namespaces/{ns}/localqueues", {
-        "apiVersion": "kueue.x-k8s.io/v1beta2", "kind": "LocalQueue", "metadata": {"name": "bench"},
-        "spec": {"clusterQueue": cq}})  # fmt: skip
-    wait_for("LocalQueue", lambda: cluster.get(f"{KUEUE}/namespaces/{ns}/localqueues")["items"], 30)
 
 
 class Reporter:
@@ -196,7 +183,7 @@ def run(cluster: Cluster, n: int, log_dir: Path, timeout: float) -> dict:
     watches: list[Watch] = []
     try:
         cluster.create_namespace(ns)
-        queues(cluster, ns, cq, n)
+        kueue_queues(cluster, ns, cq, [("cpu", f"{4 * n * 10 + 1000}m"), ("memory", f"{4 * n * 16 + 1024}Mi")])
         pid = ctrl.start()
         cluster.request("POST", TEMPLATES.format(ns=ns), template())
 
