@@ -3,7 +3,10 @@ template, queued through Kueue, each reporting progress by push, usage counted (
 not part of the tests).
 
     scripts/local-cluster.sh up && scripts/local-cluster.sh kueue up
-    .venv/bin/python benchmarks/scale_everything.py --jobs 1000 3000
+    .venv/bin/python benchmarks/scale_everything.py --jobs 1000 3000 [--plot docs/images/benchmarks-everything.png]
+
+Each N's results are appended to .local-cluster/bench-logs/scale_everything.jsonl; `--replot
+that.jsonl --plot PNG` draws the curves of every N recorded there without running anything.
 
 Per N, in a fresh namespace with a fresh controller (`airflow-t9k controller --kind
 PyTorchTrainingJob -n NS`, its progress endpoint on 127.0.0.1, no log followed):
@@ -233,13 +236,50 @@ def run(cluster: Cluster, n: int, log_dir: Path, timeout: float) -> dict:
     }  # fmt: skip
 
 
+def plot(results: list[dict], path: Path) -> None:
+    import matplotlib
+
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+
+    rows = sorted(results, key=lambda r: r["n"])
+    ns = [r["n"] for r in rows]
+    fig, ax = plt.subplots(1, 3, figsize=(13, 3.8))
+    ax[0].plot(ns, [r["running_from_first_s"] for r in rows], "o-", label="every job Running")
+    ax[0].plot(ns, [r["pods_exist_s"] for r in rows], "s--", label="every pod exists")
+    ax[0].set(title="from the first submission", xlabel="jobs (x4 pods)", ylabel="s")
+    ax[0].legend()
+    ax[1].plot(ns, [r["rss_mb"] for r in rows], "o-")
+    ax[1].set(title="controller peak RSS", xlabel="jobs (x4 pods)", ylabel="MB")
+    ax[2].plot(ns, [r["p99_ms"] / 1000 for r in rows], "o-", label="pod end -> status p99")
+    ax[2].plot(ns, [r["report_p99_s"] for r in rows], "s-", label="report -> progress p99")
+    ax[2].plot(ns, [r["p50_ms"] / 1000 for r in rows], "o--", label="pod end -> status p50")
+    ax[2].plot(ns, [r["report_p50_s"] for r in rows], "s--", label="report -> progress p50")
+    ax[2].set(title="delays", xlabel="jobs (x4 pods)", ylabel="s")
+    ax[2].legend(fontsize=8)
+    for a in ax:
+        a.grid(alpha=0.3)
+        a.set_ylim(bottom=0)
+    fig.tight_layout()
+    path.parent.mkdir(parents=True, exist_ok=True)
+    fig.savefig(path, dpi=90)
+
+
 def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--jobs", type=int, nargs="+", default=[1000, 3000])
     parser.add_argument("--kubeconfig", default=str(ROOT / ".local-cluster" / "kubeconfig"))
     parser.add_argument("--timeout", type=float, default=3600, help="per N")
+    parser.add_argument("--plot", help="write the curves to this PNG (needs matplotlib: the 'bench' extra)")
+    parser.add_argument("--replot", metavar="JSONL", help="run nothing: plot the results recorded in JSONL (with --plot)")
     args = parser.parse_args()
     signal.signal(signal.SIGTERM, lambda *_: sys.exit(143))
+    if args.replot:
+        if not args.plot:
+            parser.error("--replot needs --plot")
+        plot([json.loads(line) for line in Path(args.replot).read_text().splitlines() if line.strip()], Path(args.plot))
+        print(f"curves: {args.plot}")
+        return 0
     cluster = Cluster(args.kubeconfig)
     served = cluster.request("GET", KUEUE, ok=(200, 404))
     if not isinstance(served, dict) or "workloads" not in {r["name"] for r in served.get("resources", [])}:
@@ -270,6 +310,9 @@ def main() -> int:
         verbs = ", ".join(f"{v} {c}" for v, c in sorted(r["requests_by_verb"].items(), key=lambda x: -x[1]) if c)
         print(f"\nN={r['n']}: API requests by verb: {verbs}; push answers {r['reports']}")
         print(f"N={r['n']}: the most: " + ", ".join(r["top_requests"]))
+    if args.plot:
+        plot(results, Path(args.plot))
+        print(f"curves: {args.plot}")
     return 0
 
 
