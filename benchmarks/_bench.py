@@ -443,3 +443,22 @@ def kueue_queues(cluster: Cluster, ns: str, cq: str, quota: list[tuple[str, str]
         "apiVersion": "kueue.x-k8s.io/v1beta2", "kind": "LocalQueue", "metadata": {"name": "bench"},
         "spec": {"clusterQueue": cq}})  # fmt: skip
     wait_for("LocalQueue", lambda: cluster.get(f"{KUEUE}/namespaces/{ns}/localqueues")["items"], 30)
+
+
+@contextlib.contextmanager
+def three_panels(path: Path) -> Iterator[Any]:
+    """Three side-by-side axes to draw on (needs matplotlib: the 'bench' extra); on leaving, each
+    gets a grid and a y axis from 0, and the figure is written to ``path``."""
+    import matplotlib
+
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+
+    fig, ax = plt.subplots(1, 3, figsize=(13, 3.8))
+    yield ax
+    for a in ax:
+        a.grid(alpha=0.3)
+        a.set_ylim(bottom=0)
+    fig.tight_layout()
+    path.parent.mkdir(parents=True, exist_ok=True)
+    fig.savefig(path, dpi=90)

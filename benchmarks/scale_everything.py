@@ -61,6 +61,7 @@ from _bench import (
     peak_rss_mb,
     pod_capacity,
     table,
+    three_panels,
     wait_for,
 )  # fmt: skip
 from progress_paths import apiserver, mint
@@ -237,32 +238,21 @@ def run(cluster: Cluster, n: int, log_dir: Path, timeout: float) -> dict:
 
 
 def plot(results: list[dict], path: Path) -> None:
-    import matplotlib
-
-    matplotlib.use("Agg")
-    import matplotlib.pyplot as plt
-
     rows = sorted(results, key=lambda r: r["n"])
     ns = [r["n"] for r in rows]
-    fig, ax = plt.subplots(1, 3, figsize=(13, 3.8))
-    ax[0].plot(ns, [r["running_from_first_s"] for r in rows], "o-", label="every job Running")
-    ax[0].plot(ns, [r["pods_exist_s"] for r in rows], "s--", label="every pod exists")
-    ax[0].set(title="from the first submission", xlabel="jobs (x4 pods)", ylabel="s")
-    ax[0].legend()
-    ax[1].plot(ns, [r["rss_mb"] for r in rows], "o-")
-    ax[1].set(title="controller peak RSS", xlabel="jobs (x4 pods)", ylabel="MB")
-    ax[2].plot(ns, [r["p99_ms"] / 1000 for r in rows], "o-", label="pod end -> status p99")
-    ax[2].plot(ns, [r["report_p99_s"] for r in rows], "s-", label="report -> progress p99")
-    ax[2].plot(ns, [r["p50_ms"] / 1000 for r in rows], "o--", label="pod end -> status p50")
-    ax[2].plot(ns, [r["report_p50_s"] for r in rows], "s--", label="report -> progress p50")
-    ax[2].set(title="delays", xlabel="jobs (x4 pods)", ylabel="s")
-    ax[2].legend(fontsize=8)
-    for a in ax:
-        a.grid(alpha=0.3)
-        a.set_ylim(bottom=0)
-    fig.tight_layout()
-    path.parent.mkdir(parents=True, exist_ok=True)
-    fig.savefig(path, dpi=90)
+    with three_panels(path) as ax:
+        ax[0].plot(ns, [r["running_from_first_s"] for r in rows], "o-", label="every job Running")
+        ax[0].plot(ns, [r["pods_exist_s"] for r in rows], "s--", label="every pod exists")
+        ax[0].set(title="from the first submission", xlabel="jobs (x4 pods)", ylabel="s")
+        ax[0].legend()
+        ax[1].plot(ns, [r["rss_mb"] for r in rows], "o-")
+        ax[1].set(title="controller peak RSS", xlabel="jobs (x4 pods)", ylabel="MB")
+        ax[2].plot(ns, [r["p99_ms"] / 1000 for r in rows], "o-", label="pod end -> status p99")
+        ax[2].plot(ns, [r["report_p99_s"] for r in rows], "s-", label="report -> progress p99")
+        ax[2].plot(ns, [r["p50_ms"] / 1000 for r in rows], "o--", label="pod end -> status p50")
+        ax[2].plot(ns, [r["report_p50_s"] for r in rows], "s--", label="report -> progress p50")
+        ax[2].set(title="delays", xlabel="jobs (x4 pods)", ylabel="s")
+        ax[2].legend(fontsize=8)
 
 
 def main() -> int:

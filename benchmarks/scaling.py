@@ -41,6 +41,7 @@ from _bench import (
     peak_rss_mb,
     pod_capacity,
     table,
+    three_panels,
     wait_for,
 )  # fmt: skip
 from vs_kubeflow import T9K, t9k_job, t9k_state
@@ -117,28 +118,17 @@ def run(cluster: Cluster, n: int, log_dir: Path, timeout: float, profile: Path |
 
 
 def plot(results: list[dict], path: Path) -> None:
-    import matplotlib
-
-    matplotlib.use("Agg")
-    import matplotlib.pyplot as plt
-
     ns = [r["n"] for r in results]
-    fig, ax = plt.subplots(1, 3, figsize=(13, 3.8))
-    ax[0].plot(ns, [r["running_from_first_s"] for r in results], "o-")
-    ax[0].set(title="first submission -> every job Running", xlabel="jobs (x4 pods)", ylabel="s")
-    ax[1].plot(ns, [r["rss_mb"] for r in results], "o-", label="peak RSS")
-    ax[1].set(title="controller peak RSS", xlabel="jobs (x4 pods)", ylabel="MB")
-    ax[2].plot(ns, [r["p50_ms"] for r in results], "o-", label="p50")
-    ax[2].plot(ns, [r["p99_ms"] for r in results], "s-", label="p99")
-    ax[2].axhline(300, color="grey", ls="--", lw=0.8, label="goal p99 300 ms")
-    ax[2].set(title="pod ended -> its job's status written", xlabel="jobs (x4 pods)", ylabel="ms")
-    ax[2].legend()
-    for a in ax:
-        a.grid(alpha=0.3)
-        a.set_ylim(bottom=0)
-    fig.tight_layout()
-    path.parent.mkdir(parents=True, exist_ok=True)
-    fig.savefig(path, dpi=90)
+    with three_panels(path) as ax:
+        ax[0].plot(ns, [r["running_from_first_s"] for r in results], "o-")
+        ax[0].set(title="first submission -> every job Running", xlabel="jobs (x4 pods)", ylabel="s")
+        ax[1].plot(ns, [r["rss_mb"] for r in results], "o-", label="peak RSS")
+        ax[1].set(title="controller peak RSS", xlabel="jobs (x4 pods)", ylabel="MB")
+        ax[2].plot(ns, [r["p50_ms"] for r in results], "o-", label="p50")
+        ax[2].plot(ns, [r["p99_ms"] for r in results], "s-", label="p99")
+        ax[2].axhline(300, color="grey", ls="--", lw=0.8, label="goal p99 300 ms")
+        ax[2].set(title="pod ended -> its job's status written", xlabel="jobs (x4 pods)", ylabel="ms")
+        ax[2].legend()
 
 
 def main() -> int:
