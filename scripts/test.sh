@@ -27,6 +27,7 @@ group() {  # name, pytest arguments...
   shift
   "$PYTEST" "$@" || rc=$?
   echo "[test] $name group took $((SECONDS - t0))s (exit $rc)"
+  [[ $rc -eq 5 ]] || "$ROOT/.venv/bin/python" scripts/test-timeline.py --top 25 || true
   [[ $rc -eq 5 ]] && rc=0
   return "$rc"
 }

@@ -13,9 +13,12 @@ worker, and so do the real-node tests.
 
 from __future__ import annotations
 
+import json
 import os
+import time
 import uuid
 from collections.abc import Iterator
+from pathlib import Path
 
 import pytest
 
@@ -28,6 +31,9 @@ from tests.support.cluster import LocalCluster, wait_until
 os.environ.setdefault("AIRFLOW__T9K__DEFERRAL_HOLD_SECONDS", "0")
 
 RUN_ID = pytest.StashKey[str]()
+# One line per test (its worker, when it started and ended), read by scripts/test-timeline.py:
+# which tests the wall time waited on, and how long the workers sat idle at the end.
+TIMELINE = Path(__file__).resolve().parents[1] / ".local-cluster" / "test-logs" / "timeline.jsonl"
 
 
 def pytest_configure(config: pytest.Config) -> None:
@@ -155,7 +161,19 @@ def pytest_runtest_protocol(item: pytest.Item, nextitem: pytest.Item | None) -> 
         return (yield)
     kubeconfig = LocalCluster().kubeconfig
     with locks.cluster_share(kubeconfig, alone=item.get_closest_marker("serial") is not None):
-        if item.get_closest_marker("real") is None:
-            return (yield)
-        with locks.real_node(kubeconfig):
-            return (yield)
+        started = time.time()
+        try:
+            if item.get_closest_marker("real") is None:
+                return (yield)
+            with locks.real_node(kubeconfig):
+                return (yield)
+        finally:
+            _record(item, started)
+
+
+def _record(item: pytest.Item, started: float) -> None:
+    worker = getattr(item.config, "workerinput", {}).get("workerid", "main")
+    line = {"run": item.config.stash[RUN_ID], "worker": worker, "test": item.nodeid, "start": started, "end": time.time()}
+    TIMELINE.parent.mkdir(parents=True, exist_ok=True)
+    with TIMELINE.open("a") as f:  # one short line per write: appends from the workers do not interleave
+        f.write(json.dumps(line) + "\n")
