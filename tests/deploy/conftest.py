@@ -3,9 +3,9 @@ installs it, the controller in-cluster on the real node with nothing but the cha
 
 One release is shared by the whole package (installed before its first test, removed after its
 last, so no other test meets a deployed controller). A test that changes it (another scope, an
-upgrade, a failover, an uninstall) leaves it as it found it, and every test starts by putting it
-back to the shared defaults if an earlier one could not: no test depends on another's order or
-leftovers. Every test fails if a controller pod's log says the API server refused it a right.
+upgrade, a failover, an uninstall) may leave it changed: every test that uses it starts by putting
+it back to the shared defaults (`release`), so no test depends on another's order or leftovers.
+Every test fails if a controller pod's log says the API server refused it a right.
 
 These tests need the whole cluster (a cluster-wide controller, CRDs, a Lease): marked serial.
 """

@@ -230,8 +230,10 @@ def test_airflow_in_pods_runs_t9k_jobs_under_the_charts_rbac(release, api_client
         assert paused["kubernetes_status"] == 403, paused
         name = pods.xcom(WORKER, runs[WORKER], "job", "t9k_job")["name"]
         assert not ((jobs.get("GenericJob", name)["spec"].get("runMode") or {}).get("pause") or {}).get("enabled")
+    except BaseException:
+        _save_logs(pods, core, tmp_path / "airflow")  # only a failure needs them, and they take seconds
+        raise
     finally:
-        _save_logs(pods, core, tmp_path / "airflow")
         pods.remove()
         stamp.remove()
         release.upgrade()

@@ -144,7 +144,7 @@ class AirflowPods:
                 "fsGroup": 50000,
                 "seccompProfile": {"type": "RuntimeDefault"},
             },
-            "terminationGracePeriodSeconds": 10,
+            "terminationGracePeriodSeconds": 2,  # the test removes them with their namespace, waiting for it to go
             "containers": [container],
             "volumes": [
                 {"name": "home", "emptyDir": {}},
@@ -185,7 +185,7 @@ class AirflowPods:
             },
             "automountServiceAccountToken": False,
             "enableServiceLinks": False,
-            "terminationGracePeriodSeconds": 10,
+            "terminationGracePeriodSeconds": 2,  # the test removes them with their namespace, waiting for it to go
             "containers": [
                 {
                     "name": "postgres",
