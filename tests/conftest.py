@@ -26,8 +26,9 @@ from tests.support import locks, xdist
 from tests.support.cluster import LocalCluster, wait_until
 
 # Triggers run in this process have no scheduler, so none of the race the trigger's hold is for
-# (apache/airflow#72716, [t9k] deferral_hold_seconds): no hold here. Airflow run as processes
-# (tests/support/airflow.py, `airflow dags test`) drops AIRFLOW* variables and keeps the default.
+# (apache/airflow#72716, [t9k] deferral_hold_seconds): no hold here, nor in `airflow dags test`
+# (tests/integration/test_airflow_dags.py). A real Airflow (tests/support/airflow.py) drops
+# AIRFLOW* variables and keeps the default.
 os.environ.setdefault("AIRFLOW__T9K__DEFERRAL_HOLD_SECONDS", "0")
 
 RUN_ID = pytest.StashKey[str]()

@@ -41,10 +41,12 @@ def host_dir() -> Iterator[Path]:
         shutil.rmtree(path, ignore_errors=True)
 
 
-def ckpt_job(name: str, host: Path) -> dict:
+def ckpt_job(name: str, host: Path, step_seconds: str = "0.3") -> dict:
     """Two DDP replicas (master, worker) that may restart: a deleted pod, and the peer whose
-    collective broke with it, come back without spending the whole budget."""
-    container = {"name": "pytorch", "command": py("ckpt_train.py"), "resources": {"limits": {"cpu": "400m", "memory": "1Gi"}}}
+    collective broke with it, come back without spending the whole budget. ``step_seconds``
+    between steps leaves time to interrupt one mid-run."""
+    container = {"name": "pytorch", "command": py("ckpt_train.py"), "resources": {"limits": {"cpu": "400m", "memory": "1Gi"}},
+                 "env": [{"name": "STEP_SECONDS", "value": step_seconds}]}  # fmt: skip
     replicas = [{"type": t, "replicas": 1, "restartPolicy": "OnFailure",
                  "template": on_real_node({"spec": {"containers": [container]}})} for t in ("master", "worker")]  # fmt: skip
     job = {"apiVersion": API, "kind": KIND, "metadata": {"name": name},
@@ -62,7 +64,7 @@ def result(real, pod: str) -> dict:
 
 
 def test_a_deleted_replica_resumes_from_its_checkpoint_with_the_same_result(jobs, controller, real, host_dir):
-    jobs.create(ckpt_job("base", host_dir))
+    jobs.create(ckpt_job("base", host_dir, step_seconds="0"))  # nothing interrupts this one
     done = real.finished(jobs, KIND, "base", ["base-master-0", "base-worker-0"], timeout=300)
     assert done["status"]["phase"] == "Succeeded", real.describe("base-master-0", "base-worker-0")
     base = result(real, "base-master-0")

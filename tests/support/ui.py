@@ -13,7 +13,7 @@ import urllib.request
 from pathlib import Path
 from typing import Any
 
-from tests.support.airflow import COMPONENTS, AirflowStack
+from tests.support.airflow import COMPONENTS, AirflowStack, migrated_database
 from tests.support.cluster import wait_until
 
 PASSWORD = "pw-{}"  # each user's password; written before the api-server generates any
@@ -36,7 +36,7 @@ def team_env(home: Path, bundles: dict[str, Path], users: dict[str, str]) -> dic
 
 def start_with_teams(stack: AirflowStack) -> None:
     """``stack.start()``, with the bundles' teams created before the dag-processor needs them."""
-    stack.cli("db", "migrate")
+    migrated_database(stack.home / "airflow.db")
     stack.cli("teams", "sync")  # one team per team_name in the bundle config
     stack.launch("api-server")
     for name in COMPONENTS:

@@ -42,9 +42,11 @@ def job(**env: str) -> dict[str, Any]:
 with DAG("t9k_checkpoint_real", start_date=datetime(2026, 1, 1), schedule=None, catchup=False, params={"claim": "ckpt"}):
     common: dict[str, Any] = {"checkpoint": {"claim": "{{ params.claim }}", "path": "airflow"}, "termination_grace_period": 30,
                               "timeout": 600, "startup_timeout": 300}  # fmt: skip
-    train = PyTorchTrainingJobOperator(task_id="train", job=job(FAIL_AT_STEP="20", FAIL_ON_ATTEMPT="1"), retries=1,
-                                       retry_delay=timedelta(seconds=2), **common)  # fmt: skip
-    uninterrupted = PyTorchTrainingJobOperator(task_id="uninterrupted", job=job(), **common)
+    # Nothing interrupts these mid-step (the failure is the program's own, at step 20): no pause
+    # between steps.
+    train = PyTorchTrainingJobOperator(task_id="train", job=job(FAIL_AT_STEP="20", FAIL_ON_ATTEMPT="1", STEP_SECONDS="0"),
+                                       retries=1, retry_delay=timedelta(seconds=2), **common)  # fmt: skip
+    uninterrupted = PyTorchTrainingJobOperator(task_id="uninterrupted", job=job(STEP_SECONDS="0"), **common)
 
     @task
     def compare(ti: Any = None) -> str:
