@@ -41,8 +41,17 @@ def main() -> None:
         busy = sum(t["end"] - t["start"] for t in mine)
         last = max(t["end"] for t in mine)
         print(f"[timeline]   {worker}: {len(mine)} tests, busy {busy:.0f}s, done {end - last:.0f}s before the end")
+    print("[timeline] the longest tests: wall seconds, worker, when it began, CPU-seconds of the worker and its ended children")
     for t in sorted(tests, key=lambda t: t["start"] - t["end"])[: args.top]:
-        print(f"[timeline]   {t['end'] - t['start']:6.1f}s  {t['worker']:>5}  +{t['start'] - start:5.0f}s  {t['test']}")
+        print(f"[timeline]   {t['end'] - t['start']:6.1f}s  {t['worker']:>5}  +{t['start'] - start:5.0f}s  "
+              f"{t.get('cpu', 0):6.1f}cpu  {t['test']}")  # fmt: skip
+    modules: dict[str, float] = defaultdict(float)
+    for t in tests:
+        modules[t["test"].split("::", 1)[0]] += t.get("cpu", 0)
+    total = sum(modules.values())
+    print(f"[timeline] CPU-seconds by module ({total:.0f} in all; the API server, etcd and kwok are not in it):")
+    for module, cpu in sorted(modules.items(), key=lambda m: -m[1])[: args.top]:
+        print(f"[timeline]   {cpu:7.1f}  {module}")
 
 
 if __name__ == "__main__":

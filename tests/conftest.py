@@ -15,6 +15,7 @@ from __future__ import annotations
 
 import json
 import os
+import resource
 import time
 import uuid
 from collections.abc import Iterator
@@ -162,19 +163,27 @@ def pytest_runtest_protocol(item: pytest.Item, nextitem: pytest.Item | None) -> 
         return (yield)
     kubeconfig = LocalCluster().kubeconfig
     with locks.cluster_share(kubeconfig, alone=item.get_closest_marker("serial") is not None):
-        started = time.time()
+        started, cpu = time.time(), _cpu()
         try:
             if item.get_closest_marker("real") is None:
                 return (yield)
             with locks.real_node(kubeconfig):
                 return (yield)
         finally:
-            _record(item, started)
+            _record(item, started, _cpu() - cpu)
 
 
-def _record(item: pytest.Item, started: float) -> None:
+def _cpu() -> float:
+    """CPU-seconds of this worker and of its children that have ended (the test's controllers,
+    its Airflow processes: a module's Airflow counts in the module's last test)."""
+    own, children = resource.getrusage(resource.RUSAGE_SELF), resource.getrusage(resource.RUSAGE_CHILDREN)
+    return own.ru_utime + own.ru_stime + children.ru_utime + children.ru_stime
+
+
+def _record(item: pytest.Item, started: float, cpu: float) -> None:
     worker = getattr(item.config, "workerinput", {}).get("workerid", "main")
-    line = {"run": item.config.stash[RUN_ID], "worker": worker, "test": item.nodeid, "start": started, "end": time.time()}
+    line = {"run": item.config.stash[RUN_ID], "worker": worker, "test": item.nodeid, "start": started, "end": time.time(),
+            "cpu": round(cpu, 2)}  # fmt: skip
     TIMELINE.parent.mkdir(parents=True, exist_ok=True)
     with TIMELINE.open("a") as f:  # one short line per write: appends from the workers do not interleave
         f.write(json.dumps(line) + "\n")
