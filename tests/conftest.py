@@ -24,7 +24,7 @@ from pathlib import Path
 import pytest
 
 from tests.support import locks, xdist
-from tests.support.cluster import LocalCluster, wait_until
+from tests.support.cluster import LocalCluster, own_namespace
 
 # Triggers run in this process have no scheduler, so none of the race the trigger's hold is for
 # (apache/airflow#72716, [t9k] deferral_hold_seconds): no hold here, nor in `airflow dags test`
@@ -92,29 +92,8 @@ def core(api_client):
 
 @pytest.fixture
 def namespace(cluster: LocalCluster, core) -> Iterator[str]:
-    from kubernetes import client
-
-    name = f"t9k-test-{uuid.uuid4().hex[:8]}"
-    core.create_namespace(client.V1Namespace(metadata=client.V1ObjectMeta(name=name, labels={"airflow-t9k/test": "true"})))
-    cluster.own_pod_log(name)
-    # The ServiceAccount admission plugin rejects pods until KCM creates `default`.
-    wait_until(lambda: _has_default_sa(core, name), timeout=30, what=f"serviceaccount default in {name}")
-    try:
+    with own_namespace(cluster, core) as name:
         yield name
-    finally:
-        core.delete_namespace(name, propagation_policy="Background")
-
-
-def _has_default_sa(core, namespace: str) -> bool:
-    from kubernetes.client.exceptions import ApiException
-
-    try:
-        core.read_namespaced_service_account("default", namespace)
-        return True
-    except ApiException as exc:
-        if exc.status == 404:
-            return False
-        raise
 
 
 @pytest.hookimpl(tryfirst=True)  # before the other plugins read the marks

@@ -12,10 +12,14 @@ from pathlib import Path
 
 import pytest
 
+from tests.support import dags_test
 from tests.support.airflow import NO_MIGRATION_CHECK, migrated_database
+from tests.support.cluster import own_namespace
+from tests.support.controller import ControllerProcess
 
 ROOT = Path(__file__).resolve().parents[2]
 AIRFLOW = Path(sys.executable).parent / "airflow"
+LOG_DIR = ROOT / ".local-cluster" / "test-logs"  # the controllers' logs, as tests/integration/conftest.py keeps them
 
 
 @pytest.fixture(scope="session")
@@ -69,15 +73,37 @@ def ok(result: subprocess.CompletedProcess[str]) -> str:
     return out
 
 
-@pytest.mark.parametrize(
-    "dag_id",
-    ["example_genericjob", "example_pytorch", "example_tensorflow", "example_xgboost", "example_colossalai", "example_ti",
-     "example_mpi", "example_ascend", "example_beam",
-     "example_deepspeed", "example_pod_options",
-     "example_yaml_and_sensor"],
-)  # fmt: skip
-def test_example_dag_runs_to_success(run_dag, jobs, dag_id):
-    out = ok(run_dag(dag_id))
+# example_pod_options runs in its own test below, which checks its pods too.
+EXAMPLES = ["example_genericjob", "example_pytorch", "example_tensorflow", "example_xgboost", "example_colossalai", "example_ti",
+            "example_mpi", "example_ascend", "example_beam", "example_deepspeed", "example_yaml_and_sensor"]  # fmt: skip
+
+
+@pytest.fixture(scope="module")
+def examples(airflow_home, cluster, core, crds) -> dict[str, tuple[str, str]]:
+    """Every example DAG under `airflow dags test`, one after the other in one process
+    (tests/support/dags_test.py: Airflow's imports and its in-process Execution API once, not
+    once per DAG), against one namespace and one controller: each DAG's output and end."""
+    with own_namespace(cluster, core) as namespace:
+        controller = ControllerProcess(cluster.kubeconfig, namespace, LOG_DIR).start()
+        try:
+            env = base_env(airflow_home)
+            extra = {"kube_config_path": str(cluster.kubeconfig), "namespace": namespace}
+            env["AIRFLOW_CONN_KUBERNETES_DEFAULT"] = json.dumps({"conn_type": "kubernetes", "extra": extra})
+            specs = [f"{d}={airflow_home / 'dags' / f'{d}.py'}" for d in EXAMPLES]
+            command = [sys.executable, "-m", "tests.support.dags_test", *specs]
+            result = subprocess.run(command, check=False, env=env, cwd=ROOT, stdout=subprocess.PIPE, stderr=subprocess.STDOUT,
+                                    text=True, timeout=900)  # fmt: skip
+            return dags_test.split(result.stdout)
+        finally:
+            controller.stop()
+
+
+@pytest.mark.parametrize("dag_id", EXAMPLES)
+def test_example_dag_runs_to_success(examples, dag_id):
+    out, ended = examples.get(dag_id, ("", "never ran"))
+    assert ended == "ok", out[-4000:]
+    assert "DagRun Finished" in out, out[-4000:]
+    assert "state=success" in out, out[-4000:]
     assert "Pausing task as DEFERRED" in out or dag_id == "example_yaml_and_sensor"
     assert "[event] Normal Succeeded" in out or dag_id == "example_yaml_and_sensor"
 
@@ -121,7 +147,9 @@ def test_failing_job_fails_the_task_with_the_reason(run_dag, jobs):
 
 
 def test_pod_options_example_puts_volume_toleration_and_shm_on_every_replica(run_dag, jobs, airflow_home):
-    ok(run_dag("example_pod_options"))
+    out = ok(run_dag("example_pod_options"))
+    assert "Pausing task as DEFERRED" in out
+    assert "[event] Normal Succeeded" in out
     [job] = jobs.api.list_namespaced_custom_object("batch.tensorstack.dev", "v1beta1", jobs.ns, "pytorchtrainingjobs")["items"]
     name = job["metadata"]["name"]
     pods = jobs.pods(name)

@@ -2,10 +2,12 @@
 
 from __future__ import annotations
 
+import contextlib
 import os
 import subprocess
 import time
-from collections.abc import Callable
+import uuid
+from collections.abc import Callable, Iterator
 from pathlib import Path
 from typing import Any, TypeVar
 
@@ -120,3 +122,31 @@ def delete_namespace(core: Any, name: str, timeout: float = 120) -> None:
         if exc.status != 404:
             raise
     wait_until(lambda: not exists(), timeout=timeout, interval=1, what=f"namespace {name} gone")
+
+
+@contextlib.contextmanager
+def own_namespace(cluster: LocalCluster, core) -> Iterator[str]:
+    """A namespace of the test's own (or a module's), with its own pod log, deleted afterwards."""
+    from kubernetes import client
+
+    name = f"t9k-test-{uuid.uuid4().hex[:8]}"
+    core.create_namespace(client.V1Namespace(metadata=client.V1ObjectMeta(name=name, labels={"airflow-t9k/test": "true"})))
+    cluster.own_pod_log(name)
+    # The ServiceAccount admission plugin rejects pods until KCM creates `default`.
+    wait_until(lambda: _has_default_sa(core, name), timeout=30, what=f"serviceaccount default in {name}")
+    try:
+        yield name
+    finally:
+        core.delete_namespace(name, propagation_policy="Background")
+
+
+def _has_default_sa(core, namespace: str) -> bool:
+    from kubernetes.client.exceptions import ApiException
+
+    try:
+        core.read_namespaced_service_account("default", namespace)
+        return True
+    except ApiException as exc:
+        if exc.status == 404:
+            return False
+        raise
