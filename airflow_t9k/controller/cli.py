@@ -169,7 +169,7 @@ async def check_crds(kube: Kube, force: bool, kinds: list[str]) -> None:
     for kind in [*kinds, *TEMPLATE_RESOURCES]:
         name = (TEMPLATE_RESOURCES.get(kind) or resource_for(kind)).crd_name
         try:
-            crd = await kube.get(f"/apis/apiextensions.k8s.io/v1/customresourcedefinitions/{name}")
+            crd = await kube.get_metadata(f"/apis/apiextensions.k8s.io/v1/customresourcedefinitions/{name}")
         except NotFound:
             raise RefuseToStart(
                 f"CRD {name} is not installed; install it first: airflow-t9k crds | kubectl apply --server-side -f -"
