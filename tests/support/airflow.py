@@ -4,6 +4,7 @@ on SQLite, each its own process group, so one can be SIGKILLed and started again
 from __future__ import annotations
 
 import contextlib
+import hashlib
 import importlib.metadata
 import json
 import os
@@ -36,10 +37,13 @@ NO_MIGRATION_CHECK = {"AIRFLOW__DATABASE__CHECK_MIGRATIONS": "False"}
 
 
 def migrated_database(into: Path) -> None:
-    """``into``, a SQLite database as `airflow db migrate` leaves it: migrated once for this
-    Airflow version on this machine and copied, not once per Airflow home (3 CPU-seconds each)."""
-    version = importlib.metadata.version("apache-airflow")
-    template = Path(tempfile.gettempdir()) / f"airflow-t9k-migrated-{version}.db"
+    """``into``, a SQLite database as `airflow db migrate` leaves it: migrated once for these
+    versions of Airflow and its providers (a provider may bring tables) on this machine and
+    copied, not once per Airflow home (3 CPU-seconds each)."""
+    names = (d.metadata["Name"] or "" for d in importlib.metadata.distributions())
+    versions = sorted(f"{n}=={importlib.metadata.version(n)}" for n in names if n.startswith("apache-airflow"))
+    key = hashlib.sha256("\n".join(versions).encode()).hexdigest()[:12]
+    template = Path(tempfile.gettempdir()) / f"airflow-t9k-migrated-{key}.db"
     with file_lock(template.with_suffix(".lock")):
         if not template.exists():
             home = Path(tempfile.mkdtemp(prefix="airflow-t9k-migrate-"))
