@@ -48,6 +48,7 @@ class ControllerProcess:
                 "--log-level", "INFO", *self.extra]  # fmt: skip
         if self.namespace:
             args += ["-n", self.namespace]
+        self.log_path.parent.mkdir(parents=True, exist_ok=True)  # a module's own controller may start first on a fresh clone
         self.log = open(self.log_path, "ab")  # noqa: SIM115 - closed in stop()
         self.proc = subprocess.Popen(args, stdout=self.log, stderr=subprocess.STDOUT, cwd=ROOT, env=os.environ.copy())
         if wait:
