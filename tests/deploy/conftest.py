@@ -23,7 +23,7 @@ from kubernetes.client.exceptions import ApiException
 
 from tests.real.support import REAL_NODE
 from tests.support.chart import SCRIPT
-from tests.support.cluster import LocalCluster, wait_until
+from tests.support.cluster import LocalCluster, has_default_sa, wait_until
 from tests.support.deploy import MANAGED, Release, script
 from tests.support.jobs import Jobs
 
@@ -91,21 +91,11 @@ def _namespace(core: client.CoreV1Api, labels: dict[str, str]) -> Iterator[str]:
     name = f"t9k-deploy-{uuid.uuid4().hex[:8]}"
     meta = client.V1ObjectMeta(name=name, labels={"airflow-t9k/test": "true", **labels})
     core.create_namespace(client.V1Namespace(metadata=meta))
-    wait_until(lambda: _has_default_sa(core, name), timeout=30, what=f"serviceaccount default in {name}")
+    wait_until(lambda: has_default_sa(core, name), timeout=30, what=f"serviceaccount default in {name}")
     try:
         yield name
     finally:
         core.delete_namespace(name, propagation_policy="Background")
-
-
-def _has_default_sa(core: client.CoreV1Api, namespace: str) -> bool:
-    try:
-        core.read_namespaced_service_account("default", namespace)
-        return True
-    except ApiException as exc:
-        if exc.status == 404:
-            return False
-        raise
 
 
 @pytest.fixture

@@ -33,8 +33,11 @@ def airflow_home(tmp_path_factory) -> Path:
     return home
 
 
-def base_env(home: Path) -> dict[str, str]:
+def base_env(home: Path, kubeconfig: Path, namespace: str) -> dict[str, str]:
+    """`airflow dags test`'s environment: the home, and a connection to ``namespace``."""
     env = {k: v for k, v in os.environ.items() if not k.startswith("AIRFLOW")}
+    extra = {"kube_config_path": str(kubeconfig), "namespace": namespace}
+    env["AIRFLOW_CONN_KUBERNETES_DEFAULT"] = json.dumps({"conn_type": "kubernetes", "extra": extra})
     env.update(
         AIRFLOW_HOME=str(home),
         AIRFLOW__CORE__DAGS_FOLDER=str(home / "dags"),
@@ -52,9 +55,7 @@ def base_env(home: Path) -> dict[str, str]:
 @pytest.fixture
 def run_dag(airflow_home, cluster, namespace, controller):
     def run(dag_id: str, **conf) -> subprocess.CompletedProcess[str]:
-        env = base_env(airflow_home)
-        extra = {"kube_config_path": str(cluster.kubeconfig), "namespace": namespace}
-        env["AIRFLOW_CONN_KUBERNETES_DEFAULT"] = json.dumps({"conn_type": "kubernetes", "extra": extra})
+        env = base_env(airflow_home, cluster.kubeconfig, namespace)
         args = [str(AIRFLOW), "dags", "test", dag_id]
         if (airflow_home / "dags" / f"{dag_id}.py").exists():  # parse that file only, not the folder's 19
             args += ["-f", str(airflow_home / "dags" / f"{dag_id}.py")]
@@ -86,9 +87,7 @@ def examples(airflow_home, cluster, core, crds) -> dict[str, tuple[str, str]]:
     with own_namespace(cluster, core) as namespace:
         controller = ControllerProcess(cluster.kubeconfig, namespace, LOG_DIR).start()
         try:
-            env = base_env(airflow_home)
-            extra = {"kube_config_path": str(cluster.kubeconfig), "namespace": namespace}
-            env["AIRFLOW_CONN_KUBERNETES_DEFAULT"] = json.dumps({"conn_type": "kubernetes", "extra": extra})
+            env = base_env(airflow_home, cluster.kubeconfig, namespace)
             specs = [f"{d}={airflow_home / 'dags' / f'{d}.py'}" for d in EXAMPLES]
             command = [sys.executable, "-m", "tests.support.dags_test", *specs]
             result = subprocess.run(command, check=False, env=env, cwd=ROOT, stdout=subprocess.PIPE, stderr=subprocess.STDOUT,

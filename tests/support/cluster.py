@@ -133,14 +133,14 @@ def own_namespace(cluster: LocalCluster, core) -> Iterator[str]:
     core.create_namespace(client.V1Namespace(metadata=client.V1ObjectMeta(name=name, labels={"airflow-t9k/test": "true"})))
     cluster.own_pod_log(name)
     # The ServiceAccount admission plugin rejects pods until KCM creates `default`.
-    wait_until(lambda: _has_default_sa(core, name), timeout=30, what=f"serviceaccount default in {name}")
+    wait_until(lambda: has_default_sa(core, name), timeout=30, what=f"serviceaccount default in {name}")
     try:
         yield name
     finally:
         core.delete_namespace(name, propagation_policy="Background")
 
 
-def _has_default_sa(core, namespace: str) -> bool:
+def has_default_sa(core, namespace: str) -> bool:
     from kubernetes.client.exceptions import ApiException
 
     try:
