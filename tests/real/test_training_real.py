@@ -17,7 +17,9 @@ def job(kind: str, name: str, container: str, program: str, types: list[tuple[st
         "apiVersion": API,
         "kind": kind,
         "metadata": {"name": name},
-        "spec": {"replicaSpecs": [replica(t, n) for t, n in types]},
+        # Every replica's log is read after the job ends: the default clean-up (Unfinished) may
+        # delete a replica still exiting when the master's success ends the job.
+        "spec": {"replicaSpecs": [replica(t, n) for t, n in types], "runPolicy": {"cleanUpPolicy": "None"}},
     }
 
 
