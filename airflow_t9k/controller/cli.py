@@ -19,7 +19,6 @@ from airflow_t9k.api.resources import RESOURCES, TEMPLATE_RESOURCES, resource_fo
 from airflow_t9k.controller.features import detect_gang, detect_in_place
 from airflow_t9k.controller.leader import LeaderElector
 from airflow_t9k.controller.metrics import InstrumentedKube, Metrics
-from airflow_t9k.controller.push_server import ProgressEndpoint, serve_push
 from airflow_t9k.controller.push_setup import BadFlags, add_push_arguments, follow_certificates, push_setup
 from airflow_t9k.controller.runner import Controller, Settings
 from airflow_t9k.controller.scope import Scope, SelectorError, parse_selector
@@ -334,10 +333,13 @@ async def main_async(args: argparse.Namespace) -> int:
         if pool is not None:  # log streams on their own pool (reports.py)
             log_kube = InstrumentedKube(await load_transport(args.kubeconfig, args.context, connections=pool), instruments)
         controller = Controller(kube, settings, instruments, log_kube=log_kube)
-        servers = await serve_all(controller, (args.health_address, args.health_port),
-                                  (args.metrics_address, args.metrics_port))  # fmt: skip
+        servers.extend(await serve_all(controller, (args.health_address, args.health_port),
+                                       (args.metrics_address, args.metrics_port)))  # fmt: skip
         certs = None
         if push is not None:
+            # Only here: aiohttp's web server (about 2 MB) is loaded by a controller that pushes.
+            from airflow_t9k.controller.push_server import ProgressEndpoint, serve_push
+
             endpoint = ProgressEndpoint(controller, log_kube or kube, kinds=kinds, audience=args.progress_audience)
             servers.append(await serve_push(endpoint, args.progress_address, args.progress_port, push[1].context))
             certs = asyncio.create_task(follow_certificates(controller, push[1])) if push[1].files else None

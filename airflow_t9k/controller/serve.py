@@ -9,58 +9,123 @@ answers anyone who can reach it. The probes must be reachable by the kubelet on 
 address; metrics only by a scraper the operator chose (docs/design.md: a sidecar proxy that
 checks a token, or ``--metrics-address 0.0.0.0`` behind a NetworkPolicy). When both are given
 the same address and port they share one listener.
+
+Plain asyncio, not aiohttp's web server: importing ``aiohttp.web`` costs the controller about
+2 MB of memory for three GET routes (docs/benchmarks.md, session 16). One request per
+connection (``Connection: close``), as kubelet probes and Prometheus both handle; a request
+head must arrive whole within ``HEAD_TIMEOUT`` seconds and ``HEAD_LIMIT`` bytes, so a slow or
+endless client cannot hold a connection open.
 """
 
 from __future__ import annotations
 
+import asyncio
+import contextlib
+from collections.abc import Callable
 from typing import TYPE_CHECKING
 
-from aiohttp import web
 from prometheus_client import CONTENT_TYPE_LATEST, generate_latest
 
 if TYPE_CHECKING:
     from airflow_t9k.controller.runner import Controller
 
+HEAD_LIMIT = 8192
+HEAD_TIMEOUT = 10.0
+REASONS = {200: "OK", 400: "Bad Request", 404: "Not Found", 405: "Method Not Allowed", 503: "Service Unavailable"}
+TEXT = "text/plain; charset=utf-8"
 
-def app_for(controller: Controller, probes: bool = True, metrics: bool = True) -> web.Application:
-    async def live(request: web.Request) -> web.Response:
-        return web.Response(text="ok\n")
+Route = Callable[[], tuple[int, str, bytes]]  # -> (status, content type, body)
 
-    async def ready(request: web.Request) -> web.Response:
+
+def routes_for(controller: Controller, probes: bool = True, metrics: bool = True) -> dict[str, Route]:
+    def live() -> tuple[int, str, bytes]:
+        return 200, TEXT, b"ok\n"
+
+    def ready() -> tuple[int, str, bytes]:
         failing = controller.unhealthy()
         if not failing:
-            return web.Response(text="ok\n")
-        return web.Response(status=503, text="not ready:\n" + "".join(f"  {f}\n" for f in failing))
+            return 200, TEXT, b"ok\n"
+        return 503, TEXT, ("not ready:\n" + "".join(f"  {f}\n" for f in failing)).encode()
 
-    async def prometheus(request: web.Request) -> web.Response:
-        body = generate_latest(controller.instruments.registry)
-        return web.Response(body=body, headers={"Content-Type": CONTENT_TYPE_LATEST})
+    def prometheus() -> tuple[int, str, bytes]:
+        return 200, CONTENT_TYPE_LATEST, generate_latest(controller.instruments.registry)
 
-    app = web.Application()
+    routes: dict[str, Route] = {}
     if probes:
-        app.router.add_get("/healthz", live)
-        app.router.add_get("/livez", live)
-        app.router.add_get("/readyz", ready)
+        routes.update({"/healthz": live, "/livez": live, "/readyz": ready})
     if metrics:
-        app.router.add_get("/metrics", prometheus)
-    return app
+        routes["/metrics"] = prometheus
+    return routes
 
 
-async def serve(controller: Controller, address: str, port: int, probes: bool = True, metrics: bool = True) -> web.AppRunner:
-    """Start serving; the caller cleans the runner up on shutdown."""
-    runner = web.AppRunner(app_for(controller, probes=probes, metrics=metrics), access_log=None)
-    await runner.setup()
-    await web.TCPSite(runner, address, port).start()
-    return runner
+def respond(routes: dict[str, Route], head: bytes) -> tuple[int, str, bytes, bool]:
+    """(status, content type, body, whether to send the body) for a request head."""
+    parts = head.split(b"\r\n", 1)[0].split(b" ")
+    if len(parts) != 3 or not parts[2].startswith(b"HTTP/1."):
+        return 400, TEXT, b"bad request\n", True
+    method, target = parts[0], parts[1].split(b"?", 1)[0].decode("latin-1")
+    route = routes.get(target)
+    if route is None:
+        return 404, TEXT, b"not found\n", method != b"HEAD"
+    if method not in (b"GET", b"HEAD"):
+        return 405, TEXT, b"method not allowed\n", True
+    return (*route(), method == b"GET")
 
 
-async def serve_all(controller: Controller, health: tuple[str, int], metrics: tuple[str, int]) -> list[web.AppRunner]:
+class Listener:
+    """One listening socket serving ``routes``; ``cleanup()`` stops it (as aiohttp's runner's)."""
+
+    def __init__(self, routes: dict[str, Route]) -> None:
+        self.routes = routes
+        self.server: asyncio.Server | None = None
+
+    async def start(self, address: str, port: int) -> Listener:
+        self.server = await asyncio.start_server(self._handle, address, port, limit=HEAD_LIMIT)
+        return self
+
+    @property
+    def port(self) -> int:
+        """The port it listens on (what port 0 was given)."""
+        if self.server is None or not self.server.sockets:
+            raise RuntimeError("not listening")
+        return int(self.server.sockets[0].getsockname()[1])
+
+    async def _handle(self, reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
+        try:
+            try:
+                head = await asyncio.wait_for(reader.readuntil(b"\r\n\r\n"), HEAD_TIMEOUT)
+            except (asyncio.IncompleteReadError, asyncio.LimitOverrunError, asyncio.TimeoutError, ConnectionError):
+                return
+            status, ctype, body, send = respond(self.routes, head)
+            head_out = (f"HTTP/1.1 {status} {REASONS[status]}\r\nContent-Type: {ctype}\r\n"
+                        f"Content-Length: {len(body)}\r\nConnection: close\r\n\r\n")  # fmt: skip
+            writer.write(head_out.encode() + (body if send else b""))
+            await writer.drain()
+        except ConnectionError:
+            pass
+        finally:
+            writer.close()
+            with contextlib.suppress(ConnectionError):
+                await writer.wait_closed()
+
+    async def cleanup(self) -> None:
+        if self.server is not None:
+            self.server.close()
+            await self.server.wait_closed()
+
+
+async def serve(controller: Controller, address: str, port: int, probes: bool = True, metrics: bool = True) -> Listener:
+    """Start serving; the caller cleans the listener up on shutdown."""
+    return await Listener(routes_for(controller, probes=probes, metrics=metrics)).start(address, port)
+
+
+async def serve_all(controller: Controller, health: tuple[str, int], metrics: tuple[str, int]) -> list[Listener]:
     """The probes and /metrics on their listeners (one when both name the same; port 0: off)."""
     if health == metrics and health[1]:
         return [await serve(controller, *health)]
-    runners = []
+    listeners = []
     if health[1]:
-        runners.append(await serve(controller, *health, metrics=False))
+        listeners.append(await serve(controller, *health, metrics=False))
     if metrics[1]:
-        runners.append(await serve(controller, *metrics, probes=False))
-    return runners
+        listeners.append(await serve(controller, *metrics, probes=False))
+    return listeners

@@ -1,19 +1,27 @@
 """/healthz, /readyz and /metrics as served, the metric names, and the write fence.
 
-The HTTP parts run the real aiohttp server on loopback; the API server side is an aiohttp
-fake that only records what reaches it (no controller logic is faked)."""
+The HTTP parts run the controller's own server on loopback, asked by a real HTTP client; the
+API server side is an aiohttp fake that only records what reaches it (no controller logic is
+faked)."""
 
 from __future__ import annotations
 
+import asyncio
+import contextlib
+import subprocess
+import sys
+from collections.abc import AsyncIterator
+
+import aiohttp
 import pytest
 from aiohttp import web
-from aiohttp.test_utils import TestClient, TestServer
+from aiohttp.test_utils import TestServer
 from kubernetes_asyncio import client as k8s_client
 from prometheus_client import generate_latest
 
 from airflow_t9k.controller.metrics import InstrumentedKube, Metrics, NotLeader, resource_of
 from airflow_t9k.controller.runner import Controller, Settings
-from airflow_t9k.controller.serve import app_for
+from airflow_t9k.controller.serve import HEAD_LIMIT, serve
 from airflow_t9k.k8s.client import Kube
 from tests.support.controller import parse_metrics
 
@@ -38,6 +46,27 @@ def test_resource_of(path, resource):
     assert resource_of(path) == resource
 
 
+class Http:
+    """GETs (or any method) to one of the controller's listeners: (status, headers, text)."""
+
+    def __init__(self, session: aiohttp.ClientSession, port: int) -> None:
+        self.session, self.port = session, port
+
+    async def get(self, path: str, method: str = "GET") -> tuple[int, dict[str, str], str]:
+        async with self.session.request(method, f"http://127.0.0.1:{self.port}{path}") as r:
+            return r.status, dict(r.headers), await r.text()
+
+
+@contextlib.asynccontextmanager
+async def served(controller: Controller) -> AsyncIterator[Http]:
+    listener = await serve(controller, "127.0.0.1", 0)
+    try:
+        async with aiohttp.ClientSession() as session:
+            yield Http(session, listener.port)
+    finally:
+        await listener.cleanup()
+
+
 def offline_controller(workers: int = 2) -> Controller:
     """A controller that has not run: no request is made until run()."""
     kube = Kube(k8s_client.ApiClient(k8s_client.Configuration(host="http://127.0.0.1:9")))
@@ -47,23 +76,23 @@ def offline_controller(workers: int = 2) -> Controller:
 @pytest.mark.asyncio
 async def test_liveness_does_not_depend_on_the_caches_readiness_does():
     controller = offline_controller()
-    async with TestClient(TestServer(app_for(controller))) as http:
+    async with served(controller) as http:
         for path in ("/healthz", "/livez"):
-            assert (await http.get(path)).status == 200  # alive, though nothing has synced
-        resp = await http.get("/readyz")
-        assert resp.status == 503
-        text = await resp.text()
+            assert (await http.get(path))[0] == 200  # alive, though nothing has synced
+        status, _, text = await http.get("/readyz")
+        assert status == 503
         assert "GenericJob/ns: not synced" in text
         assert "Pod/ns: not synced" in text
         for informer in controller.informers.values():
             informer.synced.set()
         controller.informers[("Pod", "ns")].healthy = False  # a watch failing after the sync
-        resp = await http.get("/readyz")
-        assert resp.status == 503
-        assert (await resp.text()).strip().endswith("Pod/ns: failing")
-        assert (await http.get("/healthz")).status == 200
+        status, _, text = await http.get("/readyz")
+        assert status == 503
+        assert text.strip().endswith("Pod/ns: failing")
+        assert (await http.get("/healthz"))[0] == 200
         controller.informers[("Pod", "ns")].healthy = True
-        assert (await http.get("/readyz")).status == 200
+        status, _, text = await http.get("/readyz")
+        assert (status, text) == (200, "ok\n")
     await controller.kube.close()
 
 
@@ -86,11 +115,11 @@ async def test_metrics_keep_our_counters_and_add_controller_runtime_names():
             queue.add(key)
         queue.done(key)
     controller.informers[("Pod", "ns")].synced.set()
-    async with TestClient(TestServer(app_for(controller))) as http:
-        resp = await http.get("/metrics")
-        assert resp.status == 200
-        assert resp.headers["Content-Type"].startswith("text/plain")
-        m = parse_metrics(await resp.text())
+    async with served(controller) as http:
+        status, headers, text = await http.get("/metrics")
+        assert status == 200
+        assert headers["Content-Type"].startswith("text/plain")
+        m = parse_metrics(text)
     await controller.kube.close()
     assert m["create.Pod"] == 4
     assert m["status_write"] == 1
@@ -260,3 +289,57 @@ async def test_a_finished_jobs_usage_is_counted_once_by_namespace_and_dag():
     assert (
         value("airflow_t9k_job_accelerator_seconds_total", {"namespace": "ns", "dag_id": "", "resource": "nvidia.com/gpu"}) == 120
     )
+
+
+@pytest.mark.asyncio
+@pytest.mark.parametrize(
+    ("method", "path", "status", "body"),
+    [
+        ("GET", "/healthz?verbose", 200, "ok\n"),  # a query string is not part of the route
+        ("HEAD", "/healthz", 200, ""),  # the head alone
+        ("POST", "/healthz", 405, "method not allowed\n"),
+        ("DELETE", "/metrics", 405, "method not allowed\n"),
+        ("GET", "/nothing", 404, "not found\n"),
+        ("GET", "/", 404, "not found\n"),
+    ],
+)
+async def test_only_gets_of_the_known_paths_are_answered(method, path, status, body):
+    controller = offline_controller(workers=1)
+    async with served(controller) as http:
+        got, headers, text = await http.get(path, method)
+    await controller.kube.close()
+    assert (got, text) == (status, body)
+    assert headers["Connection"] == "close"
+
+
+async def _raw(port: int, data: bytes) -> bytes:
+    reader, writer = await asyncio.open_connection("127.0.0.1", port)
+    writer.write(data)
+    await writer.drain()
+    answer = await asyncio.wait_for(reader.read(), 5)
+    writer.close()
+    return answer
+
+
+@pytest.mark.asyncio
+async def test_a_malformed_or_endless_request_head_gets_no_route():
+    controller = offline_controller(workers=1)
+    listener = await serve(controller, "127.0.0.1", 0)
+    try:
+        assert (await _raw(listener.port, b"nonsense\r\n\r\n")).startswith(b"HTTP/1.1 400 ")
+        assert (await _raw(listener.port, b"GET /healthz\r\n\r\n")).startswith(b"HTTP/1.1 400 ")  # HTTP/0.9
+        # A head past the limit is dropped unanswered, not buffered: the connection just closes.
+        assert await _raw(listener.port, b"GET /healthz HTTP/1.1\r\nX: " + b"a" * (2 * HEAD_LIMIT) + b"\r\n\r\n") == b""
+        # the listener still serves after each
+        assert (await _raw(listener.port, b"GET /livez HTTP/1.1\r\n\r\n")).endswith(b"\r\n\r\nok\n")
+    finally:
+        await listener.cleanup()
+        await controller.kube.close()
+
+
+def test_the_controller_does_not_load_aiohttps_web_server_unless_it_serves_pushes():
+    """Its import is about 2 MB of the controller's memory (docs/benchmarks.md, session 16)."""
+    code = ("import sys, airflow_t9k.controller.cli, airflow_t9k.controller.serve; "
+            "print(sorted(m for m in sys.modules if m.startswith('aiohttp.web')))")  # fmt: skip
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True).stdout
+    assert out.strip() == "[]"
