@@ -41,7 +41,6 @@ from airflow_t9k.api.resources import resource_for
 from airflow_t9k.api.result import parse_source
 from airflow_t9k.api.retry import check_codes
 from airflow_t9k.api.startup import DEFAULT_STARTUP_ERROR_GRACE, DEFAULT_STARTUP_TIMEOUT
-from airflow_t9k.hooks.t9k import T9kHook
 from airflow_t9k.kinds.base import ANNOTATION_EVIDENCE_LINES
 from airflow_t9k.kinds.registry import KINDS
 from airflow_t9k.links import TOOL_LINKS, XCOM_IDENTITY, T9kJobLink, tool_url
@@ -67,6 +66,8 @@ from airflow_t9k.operators.wait import WaitMixin
 
 if TYPE_CHECKING:
     from airflow.sdk import Context
+
+    from airflow_t9k.hooks.t9k import T9kHook
 
 Obj = dict[str, Any]
 
@@ -342,6 +343,8 @@ class T9kJobOperator(SubmitMixin, WaitMixin, CheckpointMixin, AssetsMixin, Linea
     @property
     def hook(self) -> T9kHook:
         if getattr(self, "_hook", None) is None:
+            from airflow_t9k.hooks.t9k import T9kHook  # here, not at the top: see hooks/__init__.py
+
             self._hook = T9kHook(
                 kubernetes_conn_id=self.kubernetes_conn_id,
                 config_file=self.config_file,

@@ -8,7 +8,7 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 from datetime import datetime, timedelta, timezone
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from airflow.sdk import BaseSensorOperator
 from airflow.sdk.configuration import conf
@@ -17,9 +17,11 @@ from airflow.sdk.exceptions import AirflowException, AirflowSensorTimeout
 from airflow_t9k.api.follow import Ambiguous, choose, task_selector
 from airflow_t9k.api.outcome import TERMINAL_PHASES, interpret
 from airflow_t9k.api.selector import parse as parse_selector
-from airflow_t9k.hooks.t9k import T9kHook
 from airflow_t9k.triggers.job import T9kJobTrigger
 from airflow_t9k.triggers.records import Connection, Forwarding, JobRef, WaitPolicy
+
+if TYPE_CHECKING:
+    from airflow_t9k.hooks.t9k import T9kHook
 
 
 def _phases(value: Any) -> tuple[str, ...]:
@@ -96,6 +98,8 @@ class T9kJobSensor(BaseSensorOperator):
     @property
     def hook(self) -> T9kHook:
         if getattr(self, "_hook", None) is None:
+            from airflow_t9k.hooks.t9k import T9kHook  # here, not at the top: see hooks/__init__.py
+
             self._hook = T9kHook(kubernetes_conn_id=self.kubernetes_conn_id, config_file=self.config_file,
                                  cluster_context=self.cluster_context, in_cluster=self.in_cluster)  # fmt: skip
         return self._hook

@@ -41,7 +41,6 @@ from airflow_t9k.api.startup import (  # noqa: F401 - startup_remaining/startup_
     startup_failure,
     startup_remaining,
 )
-from airflow_t9k.hooks.t9k import AsyncT9kHook, config_fix
 from airflow_t9k.k8s.aio import within
 from airflow_t9k.k8s.errors import ApiError, is_permanent
 from airflow_t9k.triggers import records, shared_watch
@@ -51,6 +50,7 @@ from airflow_t9k.triggers.outcome import LAST_READ, OutcomeMixin
 
 if TYPE_CHECKING:
     from airflow_t9k.api.logcursor import Cursor
+    from airflow_t9k.hooks.t9k import AsyncT9kHook
     from airflow_t9k.triggers.records import Connection, Forwarding, JobRef, WaitPolicy
 
 Obj = dict[str, Any]
@@ -162,6 +162,8 @@ class T9kJobTrigger(OutcomeMixin, ForwardMixin, BaseTrigger):
 
     # -- connections ---------------------------------------------------------------------
     def make_hook(self) -> AsyncT9kHook:
+        from airflow_t9k.hooks.t9k import AsyncT9kHook  # here, not at the top: see hooks/__init__.py
+
         c = self.connection
         return AsyncT9kHook(
             kubernetes_conn_id=c.kubernetes_conn_id,
@@ -221,6 +223,8 @@ class T9kJobTrigger(OutcomeMixin, ForwardMixin, BaseTrigger):
         try:
             watch = await shared_watch.acquire(self._watch_key(), self.make_hook, path, self.kind)
         except Exception as exc:  # noqa: BLE001 - bad kubeconfig, missing connection, unreadable file
+            from airflow_t9k.hooks.t9k import AsyncT9kHook, config_fix
+
             who = AsyncT9kHook.identity(self.make_hook())
             return self._event("error", None, f"cannot load the Kubernetes configuration of {who}: {exc}; {config_fix(exc)}")
         if not self.name:  # a sensor given labels: first the one job they name
