@@ -330,6 +330,11 @@ async def test_a_malformed_or_endless_request_head_gets_no_route():
         assert (await _raw(listener.port, b"GET /healthz\r\n\r\n")).startswith(b"HTTP/1.1 400 ")  # HTTP/0.9
         # A head past the limit is dropped unanswered, not buffered: the connection just closes.
         assert await _raw(listener.port, b"GET /healthz HTTP/1.1\r\nX: " + b"a" * (2 * HEAD_LIMIT) + b"\r\n\r\n") == b""
+        # HEAD: the head a GET would get (its Content-Length too), and no body after it
+        head = await _raw(listener.port, b"HEAD /healthz HTTP/1.1\r\n\r\n")
+        assert head.startswith(b"HTTP/1.1 200 ")
+        assert b"Content-Length: 3\r\n" in head
+        assert head.endswith(b"\r\n\r\n")
         # the listener still serves after each
         assert (await _raw(listener.port, b"GET /livez HTTP/1.1\r\n\r\n")).endswith(b"\r\n\r\nok\n")
     finally:
