@@ -1,10 +1,14 @@
 #!/usr/bin/env bash
 # `make test`: every pytest tier against one local cluster, in two groups (docs/testing.md,
 # "Parallel workers"):
-#   1. the parallel group: everything not marked `serial`, on T9K_TEST_WORKERS pytest-xdist
-#      workers (default 3; `--dist loadgroup` keeps a module that starts Airflow once, and the
-#      real-node tests, on one worker each);
-#   2. the serial group: the tests that need the cluster to themselves, one at a time.
+#   1. the parallel group: the cluster's tests not marked `serial`, on T9K_TEST_WORKERS
+#      pytest-xdist workers (default 3; `--dist loadgroup` keeps a module that starts Airflow
+#      once, and the real-node tests, on one worker each);
+#   2. the serial group: the tests that need the cluster to themselves, one at a time; beside
+#      it, in one process of its own, the unit tests (no cluster: they take none of its
+#      share). The serial group leaves the CPUs two-thirds idle (it waits on leases, Helm and
+#      pods), and the parallel group is bound by the CPUs, so the unit tests cost it nothing
+#      there; their output is printed once both have ended.
 # Arguments are passed to both pytest runs (e.g. a path, or -k EXPR). The cluster is started
 # here when none runs, as the tests' own fixtures would, so both groups share it; it is stopped
 # at the end unless T9K_KEEP_CLUSTER is set. A cluster that was already running is left running.
@@ -33,6 +37,19 @@ group() {  # name, pytest arguments...
 }
 
 rc=0
-group parallel -q -ra -n "$WORKERS" --dist loadgroup -m "not serial" --durations=25 "$@" || rc=1
+group parallel -q -ra -n "$WORKERS" --dist loadgroup -m "integration and not serial" --durations=25 "$@" || rc=1
+
+unit_log=$(mktemp "${TMPDIR:-/tmp}/airflow-t9k-unit.XXXXXX")
+(
+  t0=$SECONDS urc=0
+  "$PYTEST" -q -ra -p no:cacheprovider -m "not integration" "$@" || urc=$?
+  [[ $urc -eq 5 ]] && urc=0
+  echo "[test] unit group (beside the serial group) took $((SECONDS - t0))s (exit $urc)"
+  exit "$urc"
+) >"$unit_log" 2>&1 &
+unit=$!
 group serial -q -ra -m serial --durations=25 "$@" || rc=1
+wait "$unit" || rc=1
+cat "$unit_log"
+rm -f "$unit_log"
 exit "$rc"

@@ -111,9 +111,10 @@ def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item
             item.add_marker(pytest.mark.xdist_group("real-node"))
         elif _shares_a_fixture(item):
             item.add_marker(pytest.mark.xdist_group(item.module.__name__ if isinstance(item, pytest.Function) else path))
-        if "/chaos/" in path:  # kills, outages, leader elections, load: never beside other tests
-            item.add_marker(pytest.mark.chaos)
-            item.add_marker(pytest.mark.serial)
+        if "/chaos/" in path:  # kills, outages, leader elections, load: never beside other tests,
+            item.add_marker(pytest.mark.chaos)  # unless its faults stay in processes it started
+            if item.get_closest_marker("own_faults") is None:
+                item.add_marker(pytest.mark.serial)
 
 
 def _shares_a_fixture(item: pytest.Item) -> bool:
@@ -166,3 +167,18 @@ def _record(item: pytest.Item, started: float, cpu: float) -> None:
     TIMELINE.parent.mkdir(parents=True, exist_ok=True)
     with TIMELINE.open("a") as f:  # one short line per write: appends from the workers do not interleave
         f.write(json.dumps(line) + "\n")
+
+
+def pytest_terminal_summary(terminalreporter: pytest.TerminalReporter) -> None:
+    """The fault tests' figures (tests/chaos/conftest.py `figures`), pass or fail. Here, not in
+    tests/chaos/, because the process that prints under pytest-xdist loads only this conftest."""
+    lines: dict[str, None] = {}  # each phase's report carries the lines so far: once each, in order
+    for reports in terminalreporter.stats.values():
+        for rep in reports:
+            for key, line in getattr(rep, "user_properties", ()):
+                if key == "figures":
+                    lines[line] = None
+    if lines:
+        terminalreporter.section("fault-test figures")
+        for line in lines:
+            terminalreporter.write_line(line)

@@ -10,20 +10,13 @@ import pytest
 
 from tests.integration.conftest import controller, controller_factory, crds, jobs  # noqa: F401 - fixtures
 
-FIGURES: list[str] = []
-
 
 @pytest.fixture
 def figures(request: pytest.FixtureRequest):
+    # Kept in the test's report, which pytest-xdist carries from a worker to the process that
+    # prints the summary (tests/conftest.py; a test marked own_faults runs on a worker).
     def report(line: str) -> None:
-        FIGURES.append(f"{request.node.name}: {line}")
+        request.node.user_properties.append(("figures", f"{request.node.name}: {line}"))
         print(f"\n[chaos] {line}")
 
     return report
-
-
-def pytest_terminal_summary(terminalreporter) -> None:
-    if FIGURES:
-        terminalreporter.section("fault-test figures")
-        for line in FIGURES:
-            terminalreporter.write_line(line)
