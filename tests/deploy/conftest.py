@@ -68,6 +68,19 @@ def shared_release(cluster: LocalCluster, api_client, controller_image: str, kue
 def release(shared_release: Release) -> Iterator[Release]:
     """The shared release, as the defaults make it, and no right refused while the test ran."""
     shared_release.ensure_default()
+    yield from _no_refusal(shared_release)
+
+
+@pytest.fixture
+def release_as_left(shared_release: Release) -> Iterator[Release]:
+    """The shared release as the test before left it (installed, with the defaults if it was
+    not), and no right refused while the test ran: for a test whose first step is an upgrade to
+    values of its own (the scope tests), a rollout to the defaults less."""
+    shared_release.ensure_installed()
+    yield from _no_refusal(shared_release)
+
+
+def _no_refusal(shared_release: Release) -> Iterator[Release]:
     before = shared_release.refusals()
     assert not before, "the controller was refused rights at start:\n" + "\n".join(line for _, line in sorted(before))
     yield shared_release

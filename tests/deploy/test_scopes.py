@@ -1,9 +1,10 @@
 """The chart's other watch scopes, each with the RBAC variant it renders: the namespace-scoped one
 (a Role in each listed namespace, no cluster-wide rights on jobs) reconciles only its namespaces
 and says which at start; `all` reconciles every namespace but the excluded ones, which it names
-on the jobs there. Neither puts the shared release back to the default scope: the next test
-that needs the defaults does (the `release` fixture), and the next scope test goes straight
-from one variant to the other, a rollout less each."""
+on the jobs there. Neither puts the shared release back to the default scope, nor starts from
+it (`release_as_left`): the next test that needs the defaults puts them back (the `release`
+fixture), and the next scope test goes straight from one variant to the other, a rollout less
+each."""
 
 from __future__ import annotations
 
@@ -39,7 +40,8 @@ def _exists(read) -> bool:
         raise
 
 
-def test_the_namespace_scoped_variant_reconciles_only_its_namespaces(release, api_client, managed, unmanaged):
+def test_the_namespace_scoped_variant_reconciles_only_its_namespaces(release_as_left, api_client, managed, unmanaged):
+    release = release_as_left
     """Listed: `unmanaged` (unlabelled). Not listed: `managed`, though the default scope's label is on it."""
     rbac = client.RbacAuthorizationV1Api(api_client)
     release.upgrade({"scope.mode": "namespaces", "scope.namespaces": [unmanaged]})
@@ -66,7 +68,8 @@ def _has_exclude_flag() -> bool:
     return "--exclude-namespace" in out.stdout
 
 
-def test_the_all_namespaces_variant_leaves_the_excluded_ones_alone(release, api_client, managed, unmanaged):
+def test_the_all_namespaces_variant_leaves_the_excluded_ones_alone(release_as_left, api_client, managed, unmanaged):
+    release = release_as_left
     if not _has_exclude_flag():  # issue 29 adds it; without it this variant's pods would not start
         pytest.fail("the controller has no --exclude-namespace flag (issue 29), which scope.mode=all renders")
     release.upgrade({"scope.mode": "all", "scope.exclude": ["airflow", managed]})

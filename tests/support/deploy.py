@@ -160,12 +160,17 @@ class Release:
         """The release as the tests share it: installed with the defaults and the built image, two
         Ready pods. A test that changed it (and failed before putting it back) is undone here."""
         default = State(CHART, {}, self.image)
-        if self.state is None or not self.installed():
-            self.remove()
-            self.install()
-        elif self.state != default:
+        if not self.ensure_installed() and self.state != default:
             self.upgrade()
         self.wait_ready()
+
+    def ensure_installed(self) -> bool:
+        """Installed, with the defaults if it was not (then True); otherwise left as it is."""
+        if self.state is not None and self.installed():
+            return False
+        self.remove()
+        self.install()
+        return True
 
     # -- the controller's pods ---------------------------------------------------------------
     def pods(self) -> list[client.V1Pod]:
