@@ -26,7 +26,8 @@ from airflow_t9k.controller.serve import serve_all
 from airflow_t9k.controller.slim import plain_json_bodies
 from airflow_t9k.k8s.client import DEEP_NESTING, ApiClientTransport, Kube, load_transport
 from airflow_t9k.k8s.errors import ApiError, Forbidden, NotFound
-from airflow_t9k.k8s.kubeconfig import KubeconfigError
+from airflow_t9k.k8s.kubeconfig import Endpoint, KubeconfigError
+from airflow_t9k.k8s.multiplexed import MultiplexedLines
 from airflow_t9k.kinds.base import LABEL_MANAGED_BY, LABEL_PART_OF, MANAGED_BY
 from airflow_t9k.kinds.registry import KINDS
 
@@ -79,8 +80,15 @@ def add_controller_parser(sub: Any) -> None:
         type=int,
         default=200,
         metavar="N",
-        help="replica logs followed at once for progress, on their own connections (default 200); 0 follows none "
+        help="replica logs followed at once for progress (default 200); 0 follows none "
         "(progress only by the push path, --progress-endpoint)",
+    )
+    p.add_argument(
+        "--progress-http2",
+        choices=("auto", "off"),
+        default="auto",
+        help="auto (default): the followed logs share a few HTTP/2 connections (up to the API server's stream limit, "
+        "100 by default, on each) where the API server agrees to HTTP/2; off: each on an HTTP/1.1 connection of its own",
     )
     add_push_arguments(p)
     p.add_argument("--health-port", type=int, default=8081,
@@ -253,6 +261,17 @@ def log_pool_size(progress_interval: float, progress_streams: int) -> int | None
     return progress_streams + 20
 
 
+def multiplexed(log_kube: InstrumentedKube, instruments: Metrics) -> MultiplexedLines | None:
+    """The followed logs over HTTP/2 (k8s/multiplexed.py), ``log_kube`` serving them where the
+    API server does not agree to it; None for a transport that is not our own (a kubeconfig only
+    kubernetes_asyncio's loader reads: a proxy, an exec plugin), which keeps HTTP/1.1."""
+    endpoint = getattr(log_kube.transport, "endpoint", None)
+    if not isinstance(endpoint, Endpoint):
+        return None
+    requests = instruments.requests
+    return MultiplexedLines(endpoint, log_kube, on_response=lambda status: requests.labels(status, "GET", log_kube.host).inc())
+
+
 def make_elector(args: argparse.Namespace, kube: Kube, instruments: Metrics) -> LeaderElector | None:
     if not args.leader_elect:
         return None
@@ -284,6 +303,7 @@ async def main_async(args: argparse.Namespace) -> int:
     kinds = sorted(set(args.kinds or RESOURCES))
     servers: list[Any] = []
     log_kube: Kube | None = None
+    log_lines: MultiplexedLines | None = None
     try:
         try:
             await check_crds(kube, args.force, kinds)
@@ -332,7 +352,8 @@ async def main_async(args: argparse.Namespace) -> int:
         pool = log_pool_size(settings.progress_interval, settings.progress_streams)
         if pool is not None:  # log streams on their own pool (reports.py)
             log_kube = InstrumentedKube(await load_transport(args.kubeconfig, args.context, connections=pool), instruments)
-        controller = Controller(kube, settings, instruments, log_kube=log_kube)
+            log_lines = multiplexed(log_kube, instruments) if args.progress_http2 == "auto" else None
+        controller = Controller(kube, settings, instruments, log_kube=log_kube, log_lines=log_lines)
         servers.extend(await serve_all(controller, (args.health_address, args.health_port),
                                        (args.metrics_address, args.metrics_port)))  # fmt: skip
         certs = None
@@ -373,6 +394,8 @@ async def main_async(args: argparse.Namespace) -> int:
     finally:
         for server in servers:
             await server.cleanup()
+        if log_lines is not None:
+            await log_lines.close()
         if log_kube is not None:
             await log_kube.close()
         await kube.close()

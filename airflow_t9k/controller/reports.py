@@ -41,7 +41,7 @@ from airflow_t9k.k8s.errors import Forbidden
 from airflow_t9k.kinds.registry import KINDS
 
 if TYPE_CHECKING:
-    from airflow_t9k.k8s.client import Kube
+    from airflow_t9k.k8s.multiplexed import LineSource
     from airflow_t9k.kinds.base import Obj
 
 log = logging.getLogger(__name__)
@@ -137,7 +137,7 @@ class Stream:
 
 
 class ProgressStreams:
-    def __init__(self, kube: Kube, notify: Callable[[Hashable], None], metrics: Any, interval: float = 10.0,
+    def __init__(self, kube: LineSource, notify: Callable[[Hashable], None], metrics: Any, interval: float = 10.0,
                  max_streams: int = 200) -> None:  # fmt: skip
         self.kube = kube
         self.notify = notify  # queues a job

@@ -33,6 +33,7 @@ if TYPE_CHECKING:
     from airflow_t9k.controller.leader import LeaderElector
     from airflow_t9k.controller.queue import WorkQueue
     from airflow_t9k.controller.reconcile.push import PushTarget
+    from airflow_t9k.k8s.multiplexed import LineSource
 
 Obj = dict[str, Any]
 JobKey = tuple[str, str, str]  # (kind, namespace, name)
@@ -123,9 +124,11 @@ def _namespace_labels(obj: Obj) -> Obj:
 
 
 class Controller:
-    def __init__(self, kube: Kube, settings: Settings, instruments: Metrics | None = None, log_kube: Kube | None = None) -> None:
+    def __init__(self, kube: Kube, settings: Settings, instruments: Metrics | None = None, log_kube: Kube | None = None,
+                 log_lines: LineSource | None = None) -> None:  # fmt: skip
         """``log_kube``: the client (its own connection pool) that follows replica logs for
-        progress; ``kube`` when not given."""
+        progress; ``kube`` when not given. ``log_lines``: what follows them instead (over HTTP/2,
+        k8s/multiplexed.py) when given."""
         self.kube = kube
         self.settings = settings
         self.instruments = instruments or Metrics()  # Prometheus; `metrics` stays our own counters
@@ -185,7 +188,7 @@ class Controller:
         self._background: set[asyncio.Task[None]] = set()
         # --progress-streams 0 follows no log (with the push path: progress by push only).
         follow = settings.progress_interval > 0 and settings.progress_streams > 0
-        self.reports = (ProgressStreams(log_kube or kube, self.queue.add, self.metrics, settings.progress_interval,
+        self.reports = (ProgressStreams(log_lines or log_kube or kube, self.queue.add, self.metrics, settings.progress_interval,
                                         settings.progress_streams) if follow else None)  # fmt: skip
         self.pushed = (PushedReports(self.queue.add, settings.progress_interval, settings.push_rate, settings.push_burst)
                        if settings.progress_push is not None else None)  # fmt: skip

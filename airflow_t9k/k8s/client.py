@@ -362,6 +362,11 @@ async def connect(kubeconfig_file: str | None = None, context: str | None = None
     return Kube(await load_transport(kubeconfig_file, context))
 
 
+def query_params(query: dict[str, Any] | None) -> list[tuple[str, Any]]:
+    """A request's query as the API server reads it: booleans as ``true``/``false``, None left out."""
+    return [(k, str(v).lower() if isinstance(v, bool) else v) for k, v in (query or {}).items() if v is not None]
+
+
 class Kube:
     """Keyword-only verbs over raw JSON. One instance (one connection pool) per process."""
 
@@ -376,9 +381,8 @@ class Kube:
     async def _send(self, method: str, path: str, *, query: dict[str, Any] | None = None, body: Any = None,
                     content_type: str = "application/json", timeout: float | None = 30,
                     accept: str = "application/json") -> Any:  # fmt: skip
-        params = [(k, str(v).lower() if isinstance(v, bool) else v) for k, v in (query or {}).items() if v is not None]
         headers = {"Accept": accept, "Content-Type": content_type}
-        return await self.transport.send(method, path, params, headers, body, timeout)
+        return await self.transport.send(method, path, query_params(query), headers, body, timeout)
 
     async def request(self, method: str, path: str, *, query: dict[str, Any] | None = None, body: Any = None,
                       content_type: str = "application/json") -> Obj:  # fmt: skip

@@ -138,13 +138,16 @@ def test_progress_reaches_status_kubectl_the_task_log_and_xcom(conn, cluster, jo
     assert f"GenericJob {name} reported last: step 200/200 (100%), epoch 4" in out
 
 
+@pytest.mark.parametrize("http2", ["auto", "off"])
 @pytest.mark.asyncio
 async def test_the_deferred_wait_logs_the_progress_and_its_event_carries_the_metrics(
-    conn, cluster, jobs, controller_factory, capsys
+    conn, cluster, jobs, controller_factory, capsys, http2
 ):
+    """Followed over HTTP/2, which the API server agrees to (a stream on a shared connection),
+    and over HTTP/1.1 (a connection of its own)."""
     if cluster.external:
         pytest.skip("appending to pod logs needs the local cluster's kwok")
-    controller = controller_factory("--progress-interval", str(INTERVAL))
+    controller = controller_factory("--progress-interval", str(INTERVAL), "--progress-http2", http2)
     ctx = context()
     op = make_op(sim={"sim.t9k.test/duration": "10s"}, deferrable=True, log_events=False)
     with pytest.raises(TaskDeferred) as exc:
@@ -165,6 +168,8 @@ async def test_the_deferred_wait_logs_the_progress_and_its_event_carries_the_met
     assert ctx["ti"].xcom["metrics"]["step"] == 150
     out = capsys.readouterr().out
     assert f"GenericJob {jobs.ns}/{trigger.name}: progress step " in out  # the trigger's line in the task log
+    opened = "replica logs: an HTTP/2 connection opened, up to 100 streams on it" in controller.log_path.read_text()
+    assert opened == (http2 == "auto")
 
 
 def test_the_printer_columns_are_empty_without_progress(jobs, controller):
