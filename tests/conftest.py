@@ -111,10 +111,9 @@ def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item
             item.add_marker(pytest.mark.xdist_group("real-node"))
         elif _shares_a_fixture(item):
             item.add_marker(pytest.mark.xdist_group(item.module.__name__ if isinstance(item, pytest.Function) else path))
-        if "/chaos/" in path:  # kills, outages, leader elections, load: never beside other tests,
-            item.add_marker(pytest.mark.chaos)  # unless its faults stay in processes it started
-            if item.get_closest_marker("own_faults") is None:
-                item.add_marker(pytest.mark.serial)
+        if "/chaos/" in path:  # kills, outages, leader elections, load: never beside other tests
+            item.add_marker(pytest.mark.chaos)
+            item.add_marker(pytest.mark.serial)
 
 
 def _shares_a_fixture(item: pytest.Item) -> bool:

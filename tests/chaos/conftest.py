@@ -14,7 +14,7 @@ from tests.integration.conftest import controller, controller_factory, crds, job
 @pytest.fixture
 def figures(request: pytest.FixtureRequest):
     # Kept in the test's report, which pytest-xdist carries from a worker to the process that
-    # prints the summary (tests/conftest.py; a test marked own_faults runs on a worker).
+    # prints the summary (tests/conftest.py), as under `pytest -n 4 tests/chaos`.
     def report(line: str) -> None:
         request.node.user_properties.append(("figures", f"{request.node.name}: {line}"))
         print(f"\n[chaos] {line}")

@@ -11,7 +11,7 @@ from airflow.sdk import DAG
 from airflow_t9k.operators.kinds import GenericJobOperator
 
 N = int(os.environ.get("T9K_CHAOS_DEFERRED", "10"))
-RUNS_FOR = os.environ.get("T9K_CHAOS_JOB_SECONDS", "60")
+RUNS_FOR = os.environ.get("T9K_CHAOS_JOB_SECONDS", "15")
 
 for outcome, sim in [("success", {}), ("failed", {"sim.t9k.test/fail-pods": ".*"})]:
     with DAG(f"t9k_chaos_deferred_{outcome}", start_date=datetime(2026, 1, 1), schedule=None, catchup=False):
