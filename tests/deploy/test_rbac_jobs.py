@@ -111,7 +111,8 @@ def test_a_kueue_queued_job_is_admitted(release, jobs):
 
 def test_a_real_replicas_progress_reaches_the_status(release, jobs):
     """On the real node: the controller follows the replica's log through the API server and the
-    kubelet (pods/log get) and writes status.progress."""
+    kubelet (pods/log get) and writes status.progress, the log a stream on an HTTP/2 connection
+    to the `kubernetes` Service."""
     ensure_code(jobs.core, jobs.ns)
     real = RealPods(jobs.core, jobs.ns)
     limits = {"limits": {"cpu": "200m", "memory": "200Mi"}}
@@ -134,3 +135,5 @@ def test_a_real_replicas_progress_reaches_the_status(release, jobs):
     p = done["status"]["progress"]
     assert (p["replica"], p["step"], p["totalSteps"]) == ("prog-worker-0", 20, 20), p
     assert p["metrics"]["loss"] > 0
+    leader_log = release.logs()[release.leader()]
+    assert "replica logs: an HTTP/2 connection opened" in leader_log, leader_log[-3000:]
