@@ -97,8 +97,8 @@ class _Connection:
                  on_closed: Callable[[_Connection], None]) -> None:  # fmt: skip
         self.reader, self.writer, self.h2 = reader, writer, h2conn
         self.streams: dict[int, _Stream] = {}
-        self.closing = False  # no new stream: the server said GOAWAY, or the connection broke
-        self.broken = False  # nothing more is read or sent
+        self.closing = False  # no new stream on it: it is being closed, or it broke
+        self.broken = False  # nothing more is read or sent (it ended, broke, or the server said GOAWAY)
         self._on_closed = on_closed
         self.task = asyncio.get_running_loop().create_task(self._read())
 
@@ -114,7 +114,7 @@ class _Connection:
 
     def consumed(self, sid: int, size: int) -> None:
         """The reader took ``size`` bytes of the stream: the server may send as many more."""
-        if not self.broken and size:  # after a GOAWAY too: the streams it let finish still need room
+        if not self.broken and size:
             self.h2.acknowledge_received_data(size, sid)
             self._flush()
 

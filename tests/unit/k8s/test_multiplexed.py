@@ -22,13 +22,11 @@ import h2.events
 import h2.settings
 import pytest
 import yaml
-from cryptography import x509
-from cryptography.hazmat.primitives.asymmetric import ec
 
 from airflow_t9k.k8s.errors import Forbidden, NotFound
 from airflow_t9k.k8s.kubeconfig import load
 from airflow_t9k.k8s.multiplexed import MultiplexedLines, StreamLost
-from tests.unit.k8s.test_transport import _cert, pem
+from tests.unit.k8s.test_transport import pki  # noqa: F401 - its CA, and a certificate for kube.test
 
 SECRET = "s3cr3t-t0ken-value"
 
@@ -119,18 +117,6 @@ class Server:
     def drop_all(self) -> None:
         for w in self.writers:
             w.transport.abort()
-
-
-@pytest.fixture(scope="module")
-def pki(tmp_path_factory) -> dict[str, Any]:
-    d = tmp_path_factory.mktemp("h2pki")
-    ca_key = ec.generate_private_key(ec.SECP256R1())
-    ca = _cert("test-ca", ca_key, ca=True)
-    srv_key = ec.generate_private_key(ec.SECP256R1())
-    srv = _cert("kube.test", srv_key, ca.subject, ca_key, sans=[x509.DNSName("kube.test")])
-    (d / "srv.crt").write_bytes(pem(srv))
-    (d / "srv.key").write_bytes(pem(srv_key))
-    return {"dir": d, "ca": pem(ca)}
 
 
 @contextlib.asynccontextmanager
