@@ -9,7 +9,7 @@
 #      share). The serial group leaves the CPUs two-thirds idle (it waits on leases, Helm and
 #      pods), and the parallel group is bound by the CPUs, so the unit tests cost it nothing
 #      there; their output is printed once both have ended.
-# Arguments are passed to both pytest runs (e.g. a path, or -k EXPR). The cluster is started
+# Arguments are passed to all three pytest runs (e.g. a path, or -k EXPR). The cluster is started
 # here when none runs, as the tests' own fixtures would, so both groups share it; it is stopped
 # at the end unless T9K_KEEP_CLUSTER is set. A cluster that was already running is left running.
 set -uo pipefail
