@@ -23,8 +23,12 @@ def ddp_job(name: str, types: list[tuple[str, int]], **spec) -> dict:
             "template": on_real_node({"spec": {"containers": [container]}}),
         }
 
+    # Every replica's log is read after the end. The default clean-up (Unfinished) deletes the
+    # replicas still tearing down when the one that decides the job (master or worker-0) has
+    # ended: el-worker-2 was gone (404) once, on a loaded host (2026-11-28).
     return {"apiVersion": API, "kind": KIND, "metadata": {"name": name},
-            "spec": {"replicaSpecs": [replica(t, n) for t, n in types], **spec}}  # fmt: skip
+            "spec": {"replicaSpecs": [replica(t, n) for t, n in types], "runPolicy": {"cleanUpPolicy": "None"},
+                     **spec}}  # fmt: skip
 
 
 def results(real, pods: list[str]) -> dict[str, dict[str, str]]:
