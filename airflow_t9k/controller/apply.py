@@ -119,7 +119,7 @@ class Executor:
         children: dict[str, dict[str, str]] = {k: dict(v) for k, v in (adopted or {}).items()}
         problems = await self._act(job, plan.actions, made, children)
         if not problems:
-            # The record and the Events are independent writes: one round trip for both (at 200
+            # The record and the Events are independent writes: one round trip for both (at 100
             # jobs created at once each took ~200 ms of a ~1.2 s pass, and a worker waits for both).
             await asyncio.gather(self._records(current, children, made), self._send(job, events))
             return

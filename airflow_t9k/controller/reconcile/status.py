@@ -29,6 +29,9 @@ def bounded(text: str, limit: int = MESSAGE_LIMIT) -> str:
     return text[: limit - len(note)] + note
 
 
+_SCALARS = frozenset({str, int, float, bool, type(None)})
+
+
 def json_copy(value: Any) -> Any:
     """A deep copy of decoded JSON (dicts, lists, scalars), several times faster than
     ``copy.deepcopy``, which a status is copied with twice a pass; anything else is deep-copied."""
@@ -40,9 +43,6 @@ def json_copy(value: Any) -> Any:
     if kind in _SCALARS:
         return value
     return copy.deepcopy(value)
-
-
-_SCALARS = frozenset({str, int, float, bool, type(None)})
 
 
 def condition_true(status: Obj | None, type_: str) -> bool:
