@@ -72,7 +72,7 @@ class JobState:
 
 def condition(status: Obj, type_: str) -> Obj | None:
     """The condition of that type in a status (a job's, or a batch Job's), True or not."""
-    return next((c for c in status.get("conditions") or [] if c.get("type") == type_), None)
+    return next((c for c in status.get("conditions") or [] if isinstance(c, dict) and c.get("type") == type_), None)
 
 
 def true_condition(status: Obj, type_: str) -> Obj | None:

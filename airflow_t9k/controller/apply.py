@@ -17,14 +17,14 @@ from datetime import datetime, timezone
 from typing import TYPE_CHECKING, Any
 
 from airflow_t9k.api import ownership
-from airflow_t9k.api.outcome import interpret
+from airflow_t9k.api.outcome import interpret, true_condition
 from airflow_t9k.api.paths import child_kind, child_path, job_path
 from airflow_t9k.api.resources import resource_for
 from airflow_t9k.controller import evidence
 from airflow_t9k.controller.reconcile import Create, CreateSSHSecret, Delete, Emit, Patch, Plan, ReplaceStatus
 from airflow_t9k.controller.reconcile.actions import Action, KeepEvidence, WriteSpec
 from airflow_t9k.controller.reconcile.plan import SSH_SECRET_STATUS, rejected
-from airflow_t9k.controller.reconcile.status import StatusBuilder, bounded, condition_true
+from airflow_t9k.controller.reconcile.status import StatusBuilder, bounded
 from airflow_t9k.controller.scope import NOT_MANAGED
 from airflow_t9k.controller.ssh import ssh_secret_data
 from airflow_t9k.k8s.errors import AlreadyExists, Conflict, Forbidden, Invalid, NotFound
@@ -411,7 +411,7 @@ class Executor:
     async def managed(self, job: Obj) -> Obj:
         """The job with a NamespaceNotManaged condition turned false, should its namespace
         have become managed (relabelled); the job as it is otherwise."""
-        if not condition_true(job.get("status"), NOT_MANAGED):  # every pass asks: no copy of the status
+        if not true_condition(job.get("status") or {}, NOT_MANAGED):  # every pass asks: no copy of the status
             return job
         sb = StatusBuilder(job.get("status"), datetime.now(timezone.utc))
         sb.set_condition(NOT_MANAGED, False, "NamespaceManaged", "The controller reconciles jobs in this namespace.")

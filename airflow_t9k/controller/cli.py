@@ -57,9 +57,8 @@ def add_controller_parser(sub: Any) -> None:
                    help="never reconcile jobs in this namespace (repeat for several), besides kube-system, kube-public, "
                         "kube-node-lease and the controller's own: e.g. Airflow's namespace, whose Secrets a job's pod "
                         "could mount. Jobs there get NamespaceNotManaged")  # fmt: skip
-    p.add_argument(
-        "--workers", type=int, default=16, help="jobs reconciled concurrently (default 16; each is an asyncio task, not a thread)"
-    )
+    p.add_argument("--workers", type=int, default=Settings.workers,
+                   help="jobs reconciled concurrently (default %(default)s; each is an asyncio task, not a thread)")  # fmt: skip
     p.add_argument(
         "--coalesce-status",
         type=float,

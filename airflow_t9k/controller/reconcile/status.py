@@ -2,11 +2,11 @@
 
 from __future__ import annotations
 
-import copy
 from datetime import datetime
 from typing import Any
 
 from airflow_t9k.controller.reconcile.observe import is_deleting, pod_phase
+from airflow_t9k.kinds.base import deep
 
 Obj = dict[str, Any]
 
@@ -29,30 +29,6 @@ def bounded(text: str, limit: int = MESSAGE_LIMIT) -> str:
     return text[: limit - len(note)] + note
 
 
-_SCALARS = frozenset({str, int, float, bool, type(None)})
-
-
-def json_copy(value: Any) -> Any:
-    """A deep copy of decoded JSON (dicts, lists, scalars), several times faster than
-    ``copy.deepcopy``, which a status is copied with twice a pass; anything else is deep-copied."""
-    kind = type(value)
-    if kind is dict:
-        return {k: json_copy(v) for k, v in value.items()}
-    if kind is list:
-        return [json_copy(v) for v in value]
-    if kind in _SCALARS:
-        return value
-    return copy.deepcopy(value)
-
-
-def condition_true(status: Obj | None, type_: str) -> bool:
-    """Whether ``status`` holds a condition of ``type_`` that is True, read without copying it."""
-    for c in (status or {}).get("conditions") or []:
-        if isinstance(c, dict) and c.get("type") == type_:
-            return c.get("status") == "True"
-    return False
-
-
 def timestamp(now: datetime) -> str:
     return now.strftime("%Y-%m-%dT%H:%M:%SZ")
 
@@ -61,8 +37,8 @@ class StatusBuilder:
     """Starts from the job's current status and records changes to it."""
 
     def __init__(self, old: Obj | None, now: datetime) -> None:
-        self.old = json_copy(old or {})
-        self.new: Obj = json_copy(old or {})
+        self.old = deep(old or {})
+        self.new: Obj = deep(old or {})
         self.now = now
         self.new.setdefault("conditions", [])
 

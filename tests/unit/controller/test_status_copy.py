@@ -1,4 +1,4 @@
-"""The status copy a pass starts from: equal to the status, sharing nothing mutable with it."""
+"""The copy a pass starts from (a status, a pod template): equal to the original, sharing nothing mutable with it."""
 
 from __future__ import annotations
 
@@ -6,7 +6,9 @@ from datetime import datetime, timezone
 
 import pytest
 
-from airflow_t9k.controller.reconcile.status import StatusBuilder, condition_true, json_copy
+from airflow_t9k.api.outcome import true_condition
+from airflow_t9k.controller.reconcile.status import StatusBuilder
+from airflow_t9k.kinds.base import deep
 
 NOW = datetime(2026, 11, 28, tzinfo=timezone.utc)
 
@@ -32,8 +34,8 @@ class Opaque:
         {"tuple": (1, [2])},  # not JSON: deep-copied as copy.deepcopy would
     ],
 )
-def test_json_copy_equals_and_shares_nothing_mutable(value):
-    out = json_copy(value)
+def test_deep_copy_equals_and_shares_nothing_mutable(value):
+    out = deep(value)
     assert out == value
     seen: list[tuple[object, object]] = [(value, out)]
     while seen:  # every container in the copy is a new object
@@ -44,9 +46,9 @@ def test_json_copy_equals_and_shares_nothing_mutable(value):
             seen.extend(pairs)
 
 
-def test_json_copy_deep_copies_other_objects():
+def test_deep_copy_deep_copies_other_objects():
     inner = Opaque([1, 2])
-    out = json_copy({"o": inner})
+    out = deep({"o": inner})
     assert out["o"] is not inner
     assert out["o"].items == [1, 2]
     assert out["o"].items is not inner.items
@@ -66,8 +68,8 @@ def test_json_copy_deep_copies_other_objects():
         ({"conditions": [{"type": "A", "status": "False"}, {"type": "A", "status": "True"}]}, "A", False),
     ],
 )
-def test_condition_true_reads_as_the_status_builder(status, kind, expected):
-    assert condition_true(status, kind) is expected
+def test_true_condition_reads_as_the_status_builder(status, kind, expected):
+    assert (true_condition(status or {}, kind) is not None) is expected
     conditions = (status or {}).get("conditions", [])
     if isinstance(conditions, list) and all(isinstance(c, dict) for c in conditions):  # what the schema admits
         assert StatusBuilder(status, NOW).is_true(kind) is expected
