@@ -21,6 +21,7 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import logging
 from collections.abc import Callable
 from typing import TYPE_CHECKING
 
@@ -28,6 +29,8 @@ from prometheus_client import CONTENT_TYPE_LATEST, generate_latest
 
 if TYPE_CHECKING:
     from airflow_t9k.controller.runner import Controller
+
+log = logging.getLogger(__name__)
 
 HEAD_LIMIT = 8192
 HEAD_TIMEOUT = 10.0
@@ -116,7 +119,12 @@ class Listener:
 
 async def serve(controller: Controller, address: str, port: int, probes: bool = True, metrics: bool = True) -> Listener:
     """Start serving; the caller cleans the listener up on shutdown."""
-    return await Listener(routes_for(controller, probes=probes, metrics=metrics)).start(address, port)
+    listener = await Listener(routes_for(controller, probes=probes, metrics=metrics)).start(address, port)
+    # Said once bound: whoever waits on the probes can tell this process answers, not another
+    # that held the port first (this one then exits: address already in use).
+    what = " and ".join(w for w, on in (("probes", probes), ("metrics", metrics)) if on)
+    log.info("%s: listening on %s:%d", what, address, listener.port)
+    return listener
 
 
 async def serve_all(controller: Controller, health: tuple[str, int], metrics: tuple[str, int]) -> list[Listener]:

@@ -41,27 +41,48 @@ class ControllerProcess:
         self.log_path = log_dir / f"controller-{namespace or 'all'}-{int(time.time() * 1000)}.log"
         self.port = free_port()
         self.proc: subprocess.Popen[bytes] | None = None
+        self.launched_at = 0  # the log's size when the process started: what it wrote comes after
+        self.ports_lost = 0
 
     def start(self, wait: bool = True) -> ControllerProcess:
+        self.log_path.parent.mkdir(parents=True, exist_ok=True)  # a module's own controller may start first on a fresh clone
+        self.log = open(self.log_path, "ab")  # noqa: SIM115 - closed in stop()
+        self._launch()
+        if wait:
+            self.wait_healthy()
+        return self
+
+    def _launch(self) -> None:
         args = [sys.executable, "-m", "airflow_t9k.cli", "controller", "--kubeconfig", str(self.kubeconfig),
                 "--health-port", str(self.port), "--health-address", "127.0.0.1", "--metrics-port", str(self.port),
                 "--log-level", "INFO", *self.extra]  # fmt: skip
         if self.namespace:
             args += ["-n", self.namespace]
-        self.log_path.parent.mkdir(parents=True, exist_ok=True)  # a module's own controller may start first on a fresh clone
-        self.log = open(self.log_path, "ab")  # noqa: SIM115 - closed in stop()
+        self.log.flush()
+        self.launched_at = self.log_path.stat().st_size
         self.proc = subprocess.Popen(args, stdout=self.log, stderr=subprocess.STDOUT, cwd=ROOT, env=os.environ.copy())
-        if wait:
-            self.wait_healthy()
-        return self
+
+    def _written(self) -> str:
+        with open(self.log_path, "rb") as f:
+            f.seek(self.launched_at)
+            return f.read().decode(errors="replace")
 
     def wait_healthy(self, timeout: float = 30) -> None:
-        """Until /readyz says every cache has synced and every watch is open."""
+        """Until this process listens and /readyz says every cache has synced and every watch is
+        open. ``free_port`` only found a port free a moment before: any process's outgoing
+        connection may take it meanwhile, and another test's controller or Airflow then answers
+        there. So the probes count only once this process has said it listens; a process that
+        found its port taken is started again on another (port allocation, not a retried test)."""
         deadline = time.monotonic() + timeout
         while time.monotonic() < deadline:
             if self.proc is not None and self.proc.poll() is not None:
+                if "address already in use" in self._written() and self.ports_lost < 3:
+                    self.ports_lost += 1
+                    self.port = free_port()
+                    self._launch()
+                    continue
                 raise AssertionError(f"controller exited with {self.proc.returncode}:\n{self.tail()}")
-            if self.probe("/readyz") == 200:
+            if f"listening on 127.0.0.1:{self.port}" in self._written() and self.probe("/readyz") == 200:
                 return
             time.sleep(0.1)
         raise AssertionError(f"controller not healthy within {timeout}s:\n{self.tail()}")
