@@ -21,6 +21,7 @@ from tests.support.ha import PodCreations
 LIMIT = 2
 JOBS_PER_SHAPE = int(os.environ.get("T9K_CHAOS_JOBS", "12"))
 KILL_FOR = float(os.environ.get("T9K_CHAOS_SECONDS", "35"))
+AFTER_FINISH = 4  # kills once every job has finished
 
 
 def _job(name: str, annotations: dict[str, str], **spec: object) -> dict:
@@ -74,21 +75,28 @@ def test_kill_loop_with_conflicting_edits_runs_no_replica_twice(jobs, controller
         jobs.create(succeeding(o))
     editor.start()
     kills = 0
+    phases: dict[str, str | None] = {}
+
+    def all_finished() -> bool:
+        for name in fail_names + ok_names:
+            phases[name] = jobs.phase("GenericJob", name)
+        return all(p in ("Succeeded", "Failed") for p in phases.values())
+
     started = time.monotonic()
+    kills_at_finish = None
     try:
+        # Kills go on while the jobs work, then AFTER_FINISH more (a controller started again
+        # over finished jobs must start nothing), for KILL_FOR seconds at most.
         while time.monotonic() - started < KILL_FOR:
             time.sleep(rng.uniform(1, 3))
             controller.kill()
             kills += 1
             controller = controller_factory(wait=False)
+            if kills_at_finish is None and all_finished():
+                kills_at_finish = kills
+            if kills_at_finish is not None and kills - kills_at_finish >= AFTER_FINISH:
+                break
         controller.wait_healthy(60)
-        phases = {}
-
-        def all_finished() -> bool:
-            for name in fail_names + ok_names:
-                phases[name] = jobs.phase("GenericJob", name)
-            return all(p in ("Succeeded", "Failed") for p in phases.values())
-
         wait_until(all_finished, timeout=180, interval=1, what="every job finished")
         editor.stop.set()
         recovery_started = time.monotonic()
@@ -108,7 +116,8 @@ def test_kill_loop_with_conflicting_edits_runs_no_replica_twice(jobs, controller
     orphans = [n for name in ok_names for n in jobs.live_pods(name)]
     short = {f"{n}-worker-0": runs.count(f"{n}-worker-0") for n in fail_names if runs.count(f"{n}-worker-0") < 1 + LIMIT}
     restarts = {n: jobs.get("GenericJob", n)["status"]["tasks"][0]["restartCount"] for n in fail_names}
-    figures(f"seed={seed} kills={kills} label_edits={editor.edits} jobs={2 * JOBS_PER_SHAPE} "
+    after_finish = kills - (kills_at_finish or kills)
+    figures(f"seed={seed} kills={kills} kills_after_finish={after_finish} label_edits={editor.edits} jobs={2 * JOBS_PER_SHAPE} "
           f"pod_runs={runs.created()} duplicates={sum(extra.values())} "
           f"wrong_phases={len(wrong)} orphans={len(orphans)} cleanup_after_finish={cleanup_seconds:.1f}s")  # fmt: skip
     assert extra == {}, f"replicas ran beyond their policy: {extra}"

@@ -15,6 +15,7 @@ what they submit.
 from __future__ import annotations
 
 import contextlib
+from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 from typing import Any
 
@@ -151,18 +152,6 @@ def test_airflow_in_pods_runs_t9k_jobs_under_the_charts_rbac(release, api_client
             (managed, f"{RELEASE}-ui-read", f"{RELEASE}-ui-read"),
         }
 
-        # Each component is who its ServiceAccount says, and holds no kubeconfig.
-        for pod, account in (("airflow-scheduler", "airflow-worker"), ("airflow-triggerer", "airflow-triggerer"),
-                             ("airflow-api-server", "airflow-api-server")):  # fmt: skip
-            seen = probe(pods, pod)
-            assert seen["user"] == identity(account), (pod, seen)
-            assert seen["KUBECONFIG"] is None, (pod, seen)
-            assert not seen["kubeconfigs"], (pod, seen)
-            assert not seen["home_kube"], (pod, seen)
-        seen = probe(pods, "airflow-dag-processor")  # parses DAGs only: no token at all
-        assert not seen["token"], seen
-        assert seen["user"] is None, seen
-
         runs = {WORKER: pods.trigger(WORKER), DEFERRED: pods.trigger(DEFERRED),
                 REFUSED: pods.trigger(REFUSED, {"namespace": unmanaged})}  # fmt: skip
         deferred: Obj = {}
@@ -173,7 +162,27 @@ def test_airflow_in_pods_runs_t9k_jobs_under_the_charts_rbac(release, api_client
                 deferred.update(ti)  # its trigger, and the triggerer (a job id) that runs it, while it waits
             return all(pods.run_state(dag, run) in ENDED for dag, run in runs.items())
 
-        wait_until(ended, timeout=420, interval=1, what="the three DAG runs ended")
+        # The components' identities are probed while the runs go on (each probe starts Python in
+        # a pod: some 10 s in all, which the runs' own waits hide). With a client of its own: the
+        # kubernetes client's exec stream swaps its client's request method while it runs.
+        components = ("airflow-scheduler", "airflow-triggerer", "airflow-api-server", "airflow-dag-processor")
+        prober = AirflowPods(client.ApiClient(api_client.configuration), managed, airflow_image, postgres_image)
+        with ThreadPoolExecutor(1) as pool:
+            probed = pool.submit(lambda: {pod: probe(prober, pod) for pod in components})
+            wait_until(ended, timeout=420, interval=1, what="the three DAG runs ended")
+            seen_in = probed.result()
+
+        # Each component is who its ServiceAccount says, and holds no kubeconfig.
+        for pod, account in (("airflow-scheduler", "airflow-worker"), ("airflow-triggerer", "airflow-triggerer"),
+                             ("airflow-api-server", "airflow-api-server")):  # fmt: skip
+            seen = seen_in[pod]
+            assert seen["user"] == identity(account), (pod, seen)
+            assert seen["KUBECONFIG"] is None, (pod, seen)
+            assert not seen["kubeconfigs"], (pod, seen)
+            assert not seen["home_kube"], (pod, seen)
+        seen = seen_in["airflow-dag-processor"]  # parses DAGs only: no token at all
+        assert not seen["token"], seen
+        assert seen["user"] is None, seen
         worker_ip = pods.pod("airflow-scheduler").status.pod_ip
         kubernetes = core.read_namespaced_service("kubernetes", "default").spec.cluster_ip
 
