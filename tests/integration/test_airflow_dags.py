@@ -3,11 +3,14 @@ the local cluster, with the controller running."""
 
 from __future__ import annotations
 
+import contextlib
 import json
 import os
 import shutil
 import subprocess
 import sys
+from collections.abc import Iterator
+from dataclasses import dataclass
 from pathlib import Path
 
 import pytest
@@ -16,6 +19,7 @@ from tests.support import dags_test
 from tests.support.airflow import NO_MIGRATION_CHECK, migrated_database
 from tests.support.cluster import own_namespace
 from tests.support.controller import ControllerProcess
+from tests.support.jobs import Jobs
 
 ROOT = Path(__file__).resolve().parents[2]
 AIRFLOW = Path(sys.executable).parent / "airflow"
@@ -74,43 +78,76 @@ def ok(result: subprocess.CompletedProcess[str]) -> str:
     return out
 
 
+def ended_ok(out: str, ended: str) -> str:
+    """``ok`` for a DAG run by ``runs`` below."""
+    assert ended == "ok", out[-4000:]
+    assert "DagRun Finished" in out, out[-4000:]
+    assert "state=success" in out, out[-4000:]
+    return out
+
+
 # example_pod_options runs in its own test below, which checks its pods too.
 EXAMPLES = ["example_genericjob", "example_pytorch", "example_tensorflow", "example_xgboost", "example_colossalai", "example_ti",
             "example_mpi", "example_ascend", "example_beam", "example_deepspeed", "example_yaml_and_sensor"]  # fmt: skip
+EXAMPLE_SHARES = 4
+# The other tests' DAGs, each test's in a namespace of its own: (DAG id, conf) run one after the other.
+OWN = {
+    "retraining": [("retraining_pipeline", {"candidate_metric": 0.99}), ("retraining_pipeline", {"candidate_metric": 0.5})],
+    "failing": [("t9k_failing", {})],
+    "pod_options": [("example_pod_options", {})],
+    "results": [("t9k_results", {})],
+}
 
 
-# The examples' replicas run 15 s each (their kwok duration, as users see it in the demo): run
-# one after the other, the eleven took 206 s (30 CPU-seconds); in four forks of one process at
-# once, 79 s (37 CPU-seconds), measured on 2026-11-28.
-SHARDS = 4
+@dataclass
+class Runs:
+    out: dict[str, tuple[str, str]]  # by key (a DAG id, or "<test>#<n>"): its output, how its command ended
+    namespaces: dict[str, str]  # "examples" and each of OWN: the namespace its jobs went to
+    dbs: dict[str, Path]  # each of OWN: its Airflow database
 
 
 @pytest.fixture(scope="module")
-def examples(airflow_home, cluster, core, crds) -> dict[str, tuple[str, str]]:
-    """Every example DAG under `airflow dags test` in one process forked ``SHARDS`` times, each
-    child with a database of its own (tests/support/dags_test.py: Airflow's imports and its
-    in-process Execution API built once, before the fork), against one namespace and one
-    controller: each DAG's output and end."""
-    with own_namespace(cluster, core) as namespace:
-        controller = ControllerProcess(cluster.kubeconfig, namespace, LOG_DIR).start()
-        try:
-            env = base_env(airflow_home, cluster.kubeconfig, namespace)
-            dbs = []
-            for shard in range(SHARDS):
-                migrated_database(airflow_home / f"examples-{shard}.db")
-                dbs += ["--db", str(airflow_home / f"examples-{shard}.db")]
-            specs = [f"{d}={airflow_home / 'dags' / f'{d}.py'}" for d in EXAMPLES]
-            command = [sys.executable, "-m", "tests.support.dags_test", *dbs, *specs]
-            result = subprocess.run(command, check=False, env=env, cwd=ROOT, stdout=subprocess.PIPE, stderr=subprocess.STDOUT,
-                                    text=True, timeout=900)  # fmt: skip
-            return dags_test.split(result.stdout)
-        finally:
-            controller.stop()
+def runs(airflow_home, cluster, core, crds) -> Iterator[Runs]:
+    """Every DAG of this module's tests under `airflow dags test`, at once, in forks of one
+    process (tests/support/dags_test.py: Airflow's imports and its in-process Execution API
+    built once, before the fork), each fork on a database of its own, against one controller.
+    The examples share a namespace (their jobs have different names) and go out in
+    ``EXAMPLE_SHARES`` forks; each other test's DAGs run in a fork and a namespace of their own.
+    Their replicas wait on kwok's simulated durations, so what one after the other took 206 s
+    (the examples) plus some 190 s (the other tests, one `dags test` process each) takes about
+    the longest fork's time."""
+    with contextlib.ExitStack() as stack:
+        namespaces = {name: stack.enter_context(own_namespace(cluster, core)) for name in ("examples", *OWN)}
+        others = [arg for name in OWN for arg in ("-n", namespaces[name])]
+        controller = ControllerProcess(cluster.kubeconfig, namespaces["examples"], LOG_DIR, *others).start()
+        stack.callback(controller.stop)
+        dags = airflow_home / "dags"
+        shares, dbs = [], {}
+
+        def share(label: str, namespace: str, runs: list[dict]) -> None:
+            db = airflow_home / f"{label}.db"
+            migrated_database(db)
+            conn = base_env(airflow_home, cluster.kubeconfig, namespace)["AIRFLOW_CONN_KUBERNETES_DEFAULT"]
+            shares.append({"db": str(db), "env": {"AIRFLOW_CONN_KUBERNETES_DEFAULT": conn}, "dags": runs})
+            dbs[label] = db
+
+        for i in range(EXAMPLE_SHARES):
+            share(f"examples-{i}", namespaces["examples"],
+                  [{"id": d, "file": str(dags / f"{d}.py")} for d in EXAMPLES[i::EXAMPLE_SHARES]])  # fmt: skip
+        for name, dag_runs in OWN.items():
+            share(name, namespaces[name], [{"key": f"{name}#{n}", "id": d, "file": str(dags / f"{d}.py"), "conf": conf}
+                                           for n, (d, conf) in enumerate(dag_runs, 1)])  # fmt: skip
+        plan = airflow_home / "plan.json"
+        plan.write_text(json.dumps(shares))
+        env = base_env(airflow_home, cluster.kubeconfig, namespaces["examples"])
+        result = subprocess.run([sys.executable, "-m", "tests.support.dags_test", str(plan)], check=False, env=env, cwd=ROOT,
+                                stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True, timeout=900)  # fmt: skip
+        yield Runs(dags_test.split(result.stdout), namespaces, {name: dbs[name] for name in OWN})
 
 
 @pytest.mark.parametrize("dag_id", EXAMPLES)
-def test_example_dag_runs_to_success(examples, dag_id):
-    out, ended = examples.get(dag_id, ("", "never ran"))
+def test_example_dag_runs_to_success(runs, dag_id):
+    out, ended = runs.out.get(dag_id, ("", "never ran"))
     assert ended == "ok", out[-4000:]
     assert "DagRun Finished" in out, out[-4000:]
     assert "state=success" in out, out[-4000:]
@@ -118,36 +155,39 @@ def test_example_dag_runs_to_success(examples, dag_id):
     assert "[event] Normal Succeeded" in out or dag_id == "example_yaml_and_sensor"
 
 
-def test_retraining_pipeline_promotes_then_keeps(run_dag, jobs, airflow_home):
-    first = ok(run_dag("retraining_pipeline", candidate_metric=0.99))
+def test_retraining_pipeline_promotes_then_keeps(runs, api_client):
+    jobs = Jobs(api_client, runs.namespaces["retraining"])
+    first = ended_ok(*runs.out.get("retraining#1", ("", "never ran")))
     assert "promoted model with metric 0.9900" in first
-    pt = jobs.api.list_namespaced_custom_object("batch.tensorstack.dev", "v1beta1", jobs.ns, "pytorchtrainingjobs")["items"]
-    assert len(pt) == 1
-    assert pt[0]["status"]["phase"] == "Succeeded"
-    # cleanUpPolicy Unfinished may remove a replica still running when the master finished;
-    # the master (rank 0) has succeeded and stays.
-    master = jobs.pods(pt[0]["metadata"]["name"])[f"{pt[0]['metadata']['name']}-worker-0"]
-    env = {e.name: e.value for e in master.spec.containers[0].env}
-    assert (env["RANK"], env["WORLD_SIZE"], env["MASTER_ADDR"]) == ("0", "2", f"{pt[0]['metadata']['name']}-worker-0")
-    second = ok(run_dag("retraining_pipeline", candidate_metric=0.5))
+    second = ended_ok(*runs.out.get("retraining#2", ("", "never ran")))
     assert "kept the production model" in second
     # Each training updated the model asset with an event whose extra is its job's result.
     import sqlite3
 
-    with sqlite3.connect(airflow_home / "airflow.db") as db:
+    with sqlite3.connect(runs.dbs["retraining"]) as db:
         rows = db.execute("select e.extra from asset_event e join asset a on a.id = e.asset_id "
                           "where a.uri = 's3://models/clicks-ranker' and e.source_dag_id = 'retraining_pipeline' "
                           "order by e.id").fetchall()  # fmt: skip
-    extras = [json.loads(r[0]) for r in rows][-2:]
+    extras = [json.loads(r[0]) for r in rows]
     assert [e["metric"] for e in extras] == [0.99, 0.5], extras
     assert all(e["model_uri"].startswith("s3://models/clicks-ranker/manual__") for e in extras), extras
-    assert extras[0]["t9k_job"]["name"] == pt[0]["metadata"]["name"]
-    assert extras[0]["t9k_job"]["kind"] == "PyTorchTrainingJob"
+    assert {e["t9k_job"]["kind"] for e in extras} == {"PyTorchTrainingJob"}
+    # One training job per run, each the one its run's event names.
+    pt = jobs.api.list_namespaced_custom_object("batch.tensorstack.dev", "v1beta1", jobs.ns, "pytorchtrainingjobs")["items"]
+    by_name = {j["metadata"]["name"]: j for j in pt}
+    assert sorted(by_name) == sorted(e["t9k_job"]["name"] for e in extras)
+    job = by_name[extras[0]["t9k_job"]["name"]]
+    assert job["status"]["phase"] == "Succeeded"
+    # cleanUpPolicy Unfinished may remove a replica still running when the master finished;
+    # the master (rank 0) has succeeded and stays.
+    name = job["metadata"]["name"]
+    master = jobs.pods(name)[f"{name}-worker-0"]
+    env = {e.name: e.value for e in master.spec.containers[0].env}
+    assert (env["RANK"], env["WORLD_SIZE"], env["MASTER_ADDR"]) == ("0", "2", f"{name}-worker-0")
 
 
-def test_failing_job_fails_the_task_with_the_reason(run_dag, jobs):
-    result = run_dag("t9k_failing")
-    out = result.stdout + result.stderr
+def test_failing_job_fails_the_task_with_the_reason(runs):
+    out, _ = runs.out.get("failing#1", ("", "never ran"))
     assert "state=failed" in out
     assert 'The job is failed with rule: { "worker": [1] }' in out
     assert "failed replicas:" in out
@@ -156,8 +196,9 @@ def test_failing_job_fails_the_task_with_the_reason(run_dag, jobs):
     assert "torch.cuda.OutOfMemoryError: CUDA out of memory" in out  # the replica's termination message
 
 
-def test_pod_options_example_puts_volume_toleration_and_shm_on_every_replica(run_dag, jobs, airflow_home):
-    out = ok(run_dag("example_pod_options"))
+def test_pod_options_example_puts_volume_toleration_and_shm_on_every_replica(runs, api_client):
+    jobs = Jobs(api_client, runs.namespaces["pod_options"])
+    out = ended_ok(*runs.out.get("pod_options#1", ("", "never ran")))
     assert "Pausing task as DEFERRED" in out
     assert "[event] Normal Succeeded" in out
     [job] = jobs.api.list_namespaced_custom_object("batch.tensorstack.dev", "v1beta1", jobs.ns, "pytorchtrainingjobs")["items"]
@@ -177,7 +218,7 @@ def test_pod_options_example_puts_volume_toleration_and_shm_on_every_replica(run
     # the Rendered Template view shows the manifest as submitted (rendered_job)
     import sqlite3
 
-    with sqlite3.connect(airflow_home / "airflow.db") as db:
+    with sqlite3.connect(runs.dbs["pod_options"]) as db:
         rows = db.execute(
             "select rendered_fields from rendered_task_instance_fields where dag_id = 'example_pod_options'"
         ).fetchall()
@@ -187,6 +228,6 @@ def test_pod_options_example_puts_volume_toleration_and_shm_on_every_replica(run
     assert rendered["spec"]["replicaSpecs"][0]["template"]["spec"]["tolerations"][0]["key"] == "nvidia.com/gpu"
 
 
-def test_results_reach_the_next_task_through_xcom(run_dag, jobs):
-    out = ok(run_dag("t9k_results"))
+def test_results_reach_the_next_task_through_xcom(runs):
+    out = ended_ok(*runs.out.get("results#1", ("", "never ran")))
     assert "every result arrived: ['colossalai', 'deepspeed', 'mpi', 'pytorch', 'sync', 'text']" in out

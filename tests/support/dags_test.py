@@ -1,38 +1,46 @@
-"""`airflow dags test` for several DAGs in one process, one after the other, or in forks of it.
+"""`airflow dags test` for several DAGs from one process: forks of it run them at once.
 
-    python -m tests.support.dags_test [--db SQLITE_FILE ...] DAG_ID[=FILE] ...
+    python -m tests.support.dags_test PLAN.json
 
-Each is Airflow's own command, parsed by Airflow's CLI parser and run as `airflow dags test
-DAG_ID [-f FILE]` runs it. What one process pays once instead of once per DAG: Airflow's
-imports (about 3 CPU-seconds) and the in-process Execution API that `dags test` serves its
-tasks from (its versioned FastAPI routers, about 3.6 CPU-seconds; Airflow caches it per
-process). Each DAG's output lies between two marker lines (`MARK` below); the second says how
-its command ended. Always exits 0: the caller reads each DAG's end from its output.
+The plan is a list of shares, each run by a child of its own, at once with the others:
+``{"db": SQLITE_FILE, "env": {NAME: VALUE}, "dags": [{"key": K, "id": DAG_ID, "file": FILE,
+"conf": {...}}]}``; a share's DAGs run one after the other, on its own migrated database
+(SQLite takes one writer at a time), with its environment (a connection to its own namespace,
+say). Each is Airflow's own command, parsed by Airflow's CLI parser and run as `airflow dags
+test DAG_ID [-f FILE] [--conf JSON]` runs it.
 
-With ``--db`` given N times, the process pays all that once, then forks N children that run
-the DAGs at once, the DAGs dealt out in turn, each child on its own migrated SQLite database
-(SQLite takes one writer at a time). A child writes to a file of its own; their outputs are
-printed one after the other once all have ended, in the same form as without ``--db``.
+What the process pays once, before it forks, instead of once per child: Airflow's imports
+(about 3 CPU-seconds) and the in-process Execution API that `dags test` serves its tasks from
+(its versioned routers, which Cadwyn builds on the first request: 5-6 CPU-seconds). The
+children write to files of their own; once all have ended their outputs are printed one after
+the other, each DAG's between two marker lines (`MARK` below) named by its key, the second
+saying how its command ended. Always exits 0: the caller reads each DAG's end from the output.
 """
 
 from __future__ import annotations
 
+import argparse
+import json
 import os
 import sys
 import tempfile
 import threading
 import traceback
+from typing import Any
 
 MARK = "=== t9k dags test"
 
 
-def run(parser, specs: list[str]) -> None:
-    for spec in specs:
-        dag_id, _, path = spec.partition("=")
-        print(f"\n{MARK} {dag_id} begin ===", flush=True)
+def run(parser: argparse.ArgumentParser, dags: list[dict[str, Any]]) -> None:
+    for dag in dags:
+        key = dag.get("key") or dag["id"]
+        print(f"\n{MARK} {key} begin ===", flush=True)
         ended = "ok"
         try:
-            args = parser.parse_args(["dags", "test", dag_id, *(["-f", path] if path else [])])
+            argv = ["dags", "test", dag["id"]]
+            argv += ["-f", dag["file"]] if dag.get("file") else []
+            argv += ["--conf", json.dumps(dag["conf"])] if dag.get("conf") else []
+            args = parser.parse_args(argv)
             args.func(args)
         except SystemExit as exc:  # "DagRun failed", or a bad argument
             ended = f"exit {exc.code}"
@@ -40,7 +48,7 @@ def run(parser, specs: list[str]) -> None:
             traceback.print_exc()
             ended = f"error {type(exc).__name__}"
         sys.stderr.flush()
-        print(f"\n{MARK} {dag_id} end: {ended} ===", flush=True)
+        print(f"\n{MARK} {key} end: {ended} ===", flush=True)
 
 
 def warm() -> None:
@@ -58,27 +66,28 @@ def warm() -> None:
         app._cadwyn_initialize()
 
 
-def forked(parser, shards: list[tuple[str, list[str]]]) -> None:
-    """Each (database, specs) in a child of its own, at once; their outputs in order."""
+def forked(parser: argparse.ArgumentParser, shares: list[dict[str, Any]]) -> None:
+    """Each share in a child of its own, at once; their outputs in order."""
     from airflow import settings
 
     # A thread running at the fork could hold a lock the child then waits on for ever.
     assert threading.active_count() == 1, f"threads before the fork: {threading.enumerate()}"
     outs, children = [], []
-    for db, specs in shards:
+    for share in shares:
         out = tempfile.NamedTemporaryFile(prefix="t9k-dags-test-", suffix=".out", delete=False)  # noqa: SIM115
         outs.append(out.name)
         sys.stdout.flush()
         sys.stderr.flush()
         pid = os.fork()
-        if pid == 0:  # the child: its own output and database, then its DAGs
+        if pid == 0:  # the child: its own output, environment and database, then its DAGs
             try:
                 os.dup2(out.fileno(), 1)
                 os.dup2(out.fileno(), 2)
-                os.environ["AIRFLOW__DATABASE__SQL_ALCHEMY_CONN"] = f"sqlite:///{db}"
+                os.environ.update(share.get("env") or {})
+                os.environ["AIRFLOW__DATABASE__SQL_ALCHEMY_CONN"] = f"sqlite:///{share['db']}"
                 settings.configure_vars()
                 settings.reconfigure_orm()
-                run(parser, specs)
+                run(parser, share["dags"])
             except BaseException:  # noqa: BLE001 - whatever it is, the parent must learn of it
                 traceback.print_exc()
             finally:
@@ -97,30 +106,25 @@ def forked(parser, shards: list[tuple[str, list[str]]]) -> None:
 
 
 def main(argv: list[str]) -> None:
-    dbs: list[str] = []
-    while argv[:1] == ["--db"]:
-        dbs.append(argv[1])
-        argv = argv[2:]
+    with open(argv[0]) as f:
+        shares = json.load(f)
     from airflow.cli.cli_parser import get_parser
 
     parser = get_parser()
-    if not dbs:
-        run(parser, argv)
-        return
     warm()
-    forked(parser, [(db, argv[i :: len(dbs)]) for i, db in enumerate(dbs)])
+    forked(parser, shares)
 
 
 def split(output: str) -> dict[str, tuple[str, str]]:
-    """Each DAG's output and how its command ended, from the output of ``main``."""
+    """Each DAG's output and how its command ended, by key, from the output of ``main``."""
     found: dict[str, tuple[str, str]] = {}
     for part in output.split(f"\n{MARK} ")[1:]:
         head, _, body = part.partition(" ===\n")
-        dag_id, _, word = head.partition(" ")
+        key, _, word = head.partition(" ")
         if word == "begin":
-            found[dag_id] = (body, "did not end")
+            found[key] = (body, "did not end")
         elif word.startswith("end: "):
-            found[dag_id] = (found.get(dag_id, ("", ""))[0], word.removeprefix("end: "))
+            found[key] = (found.get(key, ("", ""))[0], word.removeprefix("end: "))
     return found
 
 
