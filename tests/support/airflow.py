@@ -8,6 +8,7 @@ import hashlib
 import importlib.metadata
 import json
 import os
+import re
 import secrets
 import shutil
 import signal
@@ -57,6 +58,10 @@ def migrated_database(into: Path) -> None:
     shutil.copyfile(template, into)
 
 
+class _PortLost(Exception):
+    """The api-server found its port taken (see ``AirflowStack.start``)."""
+
+
 class AirflowStack:
     def __init__(self, home: Path, kubeconfig: Path, namespace: str, dags: Path = E2E_DAGS,
                  env: dict[str, str] | None = None) -> None:  # fmt: skip
@@ -82,6 +87,7 @@ class AirflowStack:
         )
         self.env.update(env or {})
         self.procs: dict[str, subprocess.Popen[bytes]] = {}
+        self.launched_at: dict[str, int] = {}  # each component's log size when it was last launched
 
     def cli(self, *args: str) -> str:
         out = subprocess.run([AIRFLOW, *args], check=False, env=self.env, capture_output=True, text=True, timeout=120)
@@ -89,16 +95,48 @@ class AirflowStack:
         return out.stdout
 
     def start(self) -> None:
+        """Every component started and healthy. ``free_port`` only found the api-server's port
+        free a moment before: another process's outgoing connection may take it meanwhile, and
+        another stack's api-server may then answer there for its own healthy components. So
+        the health counts only once this stack's api-server said it runs on its port; a stack
+        whose api-server lost its port starts again on another (port allocation, not a retry)."""
         migrated_database(self.home / "airflow.db")
-        self.launch("api-server")
-        for name in COMPONENTS:
-            self.launch(name)
-        wait_until(self.healthy, timeout=120, interval=1, what="airflow components healthy")
+        for lost in range(3):
+            self.launch("api-server")
+            for name in COMPONENTS:
+                self.launch(name)
+            try:
+                wait_until(self._up, timeout=120, interval=1, what="airflow components healthy")
+                return
+            except _PortLost:
+                if lost == 2:
+                    raise AssertionError(
+                        f"the api-server lost its port three times:\n{self._written('api-server')[-3000:]}"
+                    ) from None
+                self.stop()
+                self.port = free_port()
+                self.env["AIRFLOW__CORE__EXECUTION_API_SERVER_URL"] = f"http://127.0.0.1:{self.port}/execution/"
+
+    def _written(self, name: str) -> str:
+        """What the component's process wrote to its log since it was last launched."""
+        with open(self.home / f"{name}.log", "rb") as f:
+            f.seek(self.launched_at.get(name, 0))
+            return f.read().decode(errors="replace")
+
+    def _up(self) -> bool:
+        written = self._written("api-server")
+        if not re.search(rf"running on http://[^\s:]+:{self.port}\b", written, re.IGNORECASE):
+            if self.procs["api-server"].poll() is not None and "address already in use" in written.lower():
+                raise _PortLost
+            return False
+        return self.healthy()
 
     def launch(self, name: str) -> None:
         """Start one component (again), logging to ``<home>/<name>.log``."""
         args = ["api-server", "--port", str(self.port)] if name == "api-server" else [name]
-        with open(self.home / f"{name}.log", "ab") as log:  # the child keeps its own descriptor
+        log_path = self.home / f"{name}.log"
+        self.launched_at[name] = log_path.stat().st_size if log_path.exists() else 0
+        with open(log_path, "ab") as log:  # the child keeps its own descriptor
             self.procs[name] = subprocess.Popen([AIRFLOW, *args], env=self.env, stdout=log, stderr=subprocess.STDOUT,
                                                 start_new_session=True)  # fmt: skip
 
