@@ -69,7 +69,9 @@ rn_host_packages() {
   ((${#missing[@]})) || return 0
   ((EUID == 0)) || die "the real node needs Debian's ${missing[*]}: apt-get install -y ${RN_HOST_PACKAGES[*]}"
   log "installing ${missing[*]} from Debian's packages"
-  apt-get update -q >/dev/null && DEBIAN_FRONTEND=noninteractive apt-get install -y -q --no-install-recommends "${RN_HOST_PACKAGES[@]}" >/dev/null
+  # The lock timeout: `.ci/run` builds the images beside the Go builds, so two of these may meet.
+  apt-get update -q >/dev/null && DEBIAN_FRONTEND=noninteractive apt-get install -y -q -o DPkg::Lock::Timeout=600 \
+    --no-install-recommends "${RN_HOST_PACKAGES[@]}" >/dev/null
   # Debian's containerd package may start a system containerd; ours runs with its own socket
   # and state, so that one is left as the package set it up.
 }
@@ -103,12 +105,24 @@ rn_build() {
         python3 '$ROOT/scripts/realnode/mkimage.py' '$p/rootfs.tar' $RN_PAUSE_IMAGE --out '$RN_CACHE/images/pause.tar' --cmd '[\"/pause\"]'"
     rm -rf "$p"
   fi
-  if [[ ! -f $(rn_image_tar) ]]; then
+  rn_train_image
+  log "real node built in $((SECONDS - t0))s"
+}
+
+rn_train_image() {  # the replicas' image, from Debian packages and PyPI: mostly downloads
+  [[ -f $(rn_image_tar) ]] && return 0
+  ((EUID == 0)) || die "building an image runs mmdebstrap and chroot: run as root"
+  rn_host_packages
+  mkdir -p "$RN_CACHE/images" "$CACHE/logs"
+  # `.ci/run` starts this in the background and `build --real-node` may reach it meanwhile:
+  # the second waits for the first, then finds the image built.
+  (
+    flock 9
+    [[ -f $(rn_image_tar) ]] && exit 0
     rm -f "$RN_CACHE"/images/train-*.tar
     run_build "image $RN_TRAIN_IMAGE (Debian packages; several minutes)" "$CACHE/logs/build-train-image.log" \
       bash "$ROOT/scripts/realnode/image.sh" "$RN_CACHE/images/work" "$(rn_image_tar)" "$RN_TRAIN_IMAGE"
-  fi
-  log "real node built in $((SECONDS - t0))s"
+  ) 9>"$RN_CACHE/images/train.lock"
 }
 
 # -- certificates and configuration -----------------------------------------------------------
@@ -327,11 +341,17 @@ rn_import() {  # archive: import it unless containerd has it already (it keeps i
   # The archive's name, size and time: a rebuilt archive is imported again.
   stamp=$RN_CACHE/containerd/imported-$(basename "$tar")-$(stat -c %s-%Y "$tar")
   if [[ -f $stamp ]] && rn_ctr images ls -q | grep -qxF "$(cat "$stamp")"; then return 0; fi
-  log "importing $(basename "$tar") into containerd"
-  rn_ctr images import "$tar" >/dev/null
-  ref=$(tar -xOf "$tar" manifest.json | python3 -c 'import json,sys; print(json.load(sys.stdin)[0]["RepoTags"][0])')
-  rm -f "$RN_CACHE/containerd/imported-$(basename "$tar")"*
-  echo "$ref" >"$stamp"
+  # One import of an archive at a time (scripts/test.sh preloads the deploy tests' images while
+  # their fixtures may ask for them): the second finds the first's stamp.
+  (
+    flock 9
+    if [[ -f $stamp ]] && rn_ctr images ls -q | grep -qxF "$(cat "$stamp")"; then exit 0; fi
+    log "importing $(basename "$tar") into containerd"
+    rn_ctr images import "$tar" >/dev/null
+    ref=$(tar -xOf "$tar" manifest.json | python3 -c 'import json,sys; print(json.load(sys.stdin)[0]["RepoTags"][0])')
+    rm -f "$RN_CACHE/containerd/imported-$(basename "$tar")"-*
+    echo "$ref" >"$stamp"
+  ) 9>"$RN_CACHE/containerd/import-$(basename "$tar").lock"
 }
 
 rn_images() {  # the node's own images
