@@ -17,7 +17,7 @@ from datetime import datetime, timezone
 from typing import TYPE_CHECKING, Any
 
 from airflow_t9k.api import ownership
-from airflow_t9k.api.outcome import interpret, true_condition
+from airflow_t9k.api.outcome import condition, interpret, true_condition
 from airflow_t9k.api.paths import child_kind, child_path, job_path
 from airflow_t9k.api.resources import resource_for
 from airflow_t9k.controller import evidence
@@ -401,7 +401,15 @@ class Executor:
 
     async def not_managed(self, job: Obj, why: str) -> None:
         """Say on a job in a namespace the controller does not manage that it gets no pods:
-        a condition, and one Warning Event when the condition turns true (not every pass)."""
+        a condition, and one Warning Event when the condition turns true (not every pass).
+
+        Not over a false one: that is what ``managed`` writes, so a controller that does manage
+        the namespace (a namespaced one beside a cluster-wide one whose selector leaves the
+        namespace out) has the job. Turning it true again would have each controller undo the
+        other's write on every watch event, without end. The cost: a namespace relabelled out
+        of this controller's scope says so on its new jobs, not on those it reconciled before."""
+        if condition(job.get("status") or {}, NOT_MANAGED):
+            return
         sb = StatusBuilder(job.get("status"), datetime.now(timezone.utc))
         message = f"The controller does not reconcile this job and creates no pods for it: {why}."
         if sb.set_condition(NOT_MANAGED, True, NOT_MANAGED, message):

@@ -107,3 +107,22 @@ def test_airflows_own_namespace_excluded_gets_no_pod(api_client, cluster, core, 
         assert "--exclude-namespace" in cond["message"], cond
     finally:
         delete_cluster_scoped(api_client, docs)
+
+
+def test_two_controllers_on_one_job_settle_with_the_one_that_manages_it(namespace, jobs, crds, controller_factory):
+    """A cluster-wide controller whose selector leaves a namespace out (here one watching only
+    ``namespace``, with a selector its labels do not match) and a namespaced one that manages
+    it. The first says NamespaceNotManaged, the second turns that false and runs the job, and
+    the first then leaves it alone: before, each undid the other's write on every watch event,
+    for ever, with a Warning Event each time."""
+    key = f"sec-{uuid.uuid4().hex[:6]}.airflow-t9k.io/jobs"
+    controller_factory("--namespace-selector", f"{key}=enabled")
+    jobs.create(generic("both", ("worker", 1)))
+    _not_managed_once(jobs, "both")
+    controller_factory()  # the namespace's own
+    wait_until(lambda: jobs.pods("both"), timeout=30, what="pods from the controller that manages the namespace")
+    wait_until(lambda: (jobs.condition("GenericJob", "both", NOT_MANAGED) or {}).get("status") == "False", timeout=30,
+               what="NamespaceNotManaged turned false")  # fmt: skip
+    time.sleep(5)  # the two controllers' watches have each seen the other's last write many times over
+    assert jobs.condition("GenericJob", "both", NOT_MANAGED)["status"] == "False"
+    assert [e.reason for e in jobs.events("both")].count(NOT_MANAGED) == 1
