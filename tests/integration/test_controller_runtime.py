@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import http.server
+import threading
 import time
 import uuid
 from collections.abc import Iterator
@@ -12,7 +14,9 @@ import pytest
 import yaml
 from kubernetes import client, utils
 
+from tests.integration.conftest import LOG_DIR
 from tests.support.cluster import wait_until
+from tests.support.controller import ControllerProcess
 from tests.support.kubelet import set_pod_terminated
 from tests.support.rbac import delete_cluster_scoped
 from tests.support.templates import Templates, template
@@ -202,3 +206,34 @@ def test_held_replica_detail_lands_without_another_event(jobs, controller):
     assert status["phase"] == "Running"
     assert status["aggregate"]["running"] == 1
     assert controller.metrics().get("status_held", 0) >= 1
+
+
+def test_a_controller_whose_port_another_process_holds_is_not_mistaken_for_it(cluster, namespace, crds):
+    """``free_port`` picks a port that another process may take before the controller binds it.
+    Here a stranger holds it and answers 200 to every probe: the test's controller must not be
+    taken as healthy on the stranger's word; it is started again on another port and is healthy
+    there, itself."""
+
+    class Always200(http.server.BaseHTTPRequestHandler):
+        def do_GET(self) -> None:
+            self.send_response(200)
+            self.end_headers()
+
+        def log_message(self, *args: object) -> None:
+            pass
+
+    stranger = http.server.HTTPServer(("127.0.0.1", 0), Always200)
+    threading.Thread(target=stranger.serve_forever, daemon=True).start()
+    proc = ControllerProcess(cluster.kubeconfig, namespace, LOG_DIR)
+    taken = proc.port = stranger.server_address[1]
+    try:
+        proc.start()
+        assert proc.ports_lost == 1
+        assert proc.port != taken
+        assert proc.proc is not None
+        assert proc.proc.poll() is None
+        assert proc.probe("/readyz") == 200
+        assert f"listening on 127.0.0.1:{proc.port}" in proc.tail(200)
+    finally:
+        proc.stop()
+        stranger.shutdown()

@@ -25,7 +25,7 @@ from pathlib import Path
 from typing import Any
 
 from tests.support.cluster import wait_until
-from tests.support.controller import free_port
+from tests.support.controller import free_port, written_since
 from tests.support.locks import file_lock
 
 ROOT = Path(__file__).resolve().parents[2]
@@ -119,9 +119,7 @@ class AirflowStack:
 
     def _written(self, name: str) -> str:
         """What the component's process wrote to its log since it was last launched."""
-        with open(self.home / f"{name}.log", "rb") as f:
-            f.seek(self.launched_at.get(name, 0))
-            return f.read().decode(errors="replace")
+        return written_since(self.home / f"{name}.log", self.launched_at.get(name, 0))
 
     def _up(self) -> bool:
         written = self._written("api-server")

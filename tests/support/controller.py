@@ -33,6 +33,13 @@ def free_port() -> int:
         return int(s.getsockname()[1])
 
 
+def written_since(path: Path, offset: int) -> str:
+    """What a process logging to ``path`` wrote after the file was ``offset`` bytes long."""
+    with open(path, "rb") as f:
+        f.seek(offset)
+        return f.read().decode(errors="replace")
+
+
 class ControllerProcess:
     def __init__(self, kubeconfig: Path, namespace: str | None, log_dir: Path, *extra: str) -> None:
         self.kubeconfig = kubeconfig
@@ -62,11 +69,6 @@ class ControllerProcess:
         self.launched_at = self.log_path.stat().st_size
         self.proc = subprocess.Popen(args, stdout=self.log, stderr=subprocess.STDOUT, cwd=ROOT, env=os.environ.copy())
 
-    def _written(self) -> str:
-        with open(self.log_path, "rb") as f:
-            f.seek(self.launched_at)
-            return f.read().decode(errors="replace")
-
     def wait_healthy(self, timeout: float = 30) -> None:
         """Until this process listens and /readyz says every cache has synced and every watch is
         open. ``free_port`` only found a port free a moment before: any process's outgoing
@@ -76,13 +78,16 @@ class ControllerProcess:
         deadline = time.monotonic() + timeout
         while time.monotonic() < deadline:
             if self.proc is not None and self.proc.poll() is not None:
-                if "address already in use" in self._written() and self.ports_lost < 3:
+                if "address already in use" in written_since(self.log_path, self.launched_at) and self.ports_lost < 3:
                     self.ports_lost += 1
                     self.port = free_port()
                     self._launch()
                     continue
                 raise AssertionError(f"controller exited with {self.proc.returncode}:\n{self.tail()}")
-            if f"listening on 127.0.0.1:{self.port}" in self._written() and self.probe("/readyz") == 200:
+            if (
+                f"listening on 127.0.0.1:{self.port}" in written_since(self.log_path, self.launched_at)
+                and self.probe("/readyz") == 200
+            ):
                 return
             time.sleep(0.1)
         raise AssertionError(f"controller not healthy within {timeout}s:\n{self.tail()}")
