@@ -20,6 +20,13 @@ if TYPE_CHECKING:
 
 Obj = dict[str, Any]
 
+# The controller records a job's end before it sends the Event that says so (and after the
+# clean-up it causes), so the wait that saw the end may be ahead of that Event by a second or
+# more on a busy cluster. It gives the Event this long to reach the task log, and no longer: a
+# controller that sends none (or other reasons) costs a finished task these seconds at most.
+END_EVENT_WAIT = 5.0
+ENDING_REASONS = ("Succeeded", "Failed")
+
 
 def _parse_time(value: str | None) -> float | None:
     if not value:
@@ -38,7 +45,11 @@ class ForwardMixin:
         @property
         def namespace(self) -> str: ...
 
+        @property
+        def kind(self) -> str: ...
+
     _streamed: dict[str, Cursor]
+    _events_settled: asyncio.Event  # the job's ending Event was seen, or no more will be forwarded
 
     _watch_key: Any  # the trigger's: (connection, kubeconfig, context, ...) -> one shared watch
     make_hook: Any
@@ -74,8 +85,27 @@ class ForwardMixin:
         refused.add(uid)
         return False
 
+    def _is_ending(self, ev: Obj) -> bool:
+        obj = ev.get("involvedObject") or {}
+        return obj.get("kind") == self.kind and obj.get("name") == self.name and ev.get("reason") in ENDING_REASONS
+
+    async def ending_event_forwarded(self, cap: float = END_EVENT_WAIT) -> None:
+        """Return once the job's own Succeeded or Failed Event went through ``_forward_events``
+        (or it stopped forwarding), or after ``cap`` seconds."""
+        try:
+            await asyncio.wait_for(self._events_settled.wait(), cap)
+        except asyncio.TimeoutError:
+            self.log.debug("the job's ending Event did not arrive within %gs", cap)
+
     async def _forward_events(self) -> None:
         """Log new Events of the job and its replica pods, once each, at most ``max_forwarded``."""
+        self._events_settled.clear()
+        try:
+            await self._forward_events_until_cancelled()
+        finally:
+            self._events_settled.set()  # nothing more will come through here: nobody waits for it
+
+    async def _forward_events_until_cancelled(self) -> None:
         watch = await shared_watch.acquire(self._watch_key(), self.make_hook, child_path("Event", self.namespace), "Event")
         arriving = watch.subscribe_matching(self._about_this_job)
         seen: set[tuple[str, int]] = set()
@@ -94,13 +124,20 @@ class ForwardMixin:
             for ev in sorted(filter(self._about_this_job, watch.objects()), key=_event_order):
                 if await self._is_ours(ev, watch.hook, known, refused):
                     self._forward_event(ev, seen, since, budget)
+                    self._note_ending(ev)
             while budget[0] > 0:
                 ev = await arriving.get()
                 if await self._is_ours(ev, watch.hook, known, refused):
                     self._forward_event(ev, seen, since, budget)
+                    self._note_ending(ev)
         finally:
             watch.unsubscribe_matching(arriving)
             await shared_watch.release(watch)
+
+    def _note_ending(self, ev: Obj) -> None:
+        # Forwarded now, or earlier (seen, or from before ``events_since``): either way in the log.
+        if self._is_ending(ev):
+            self._events_settled.set()
 
     def _forward_event(self, ev: Obj, seen: set[tuple[str, int]], since: float, budget: list[int]) -> None:
         key = (ev["metadata"].get("uid", ""), int(ev.get("count") or 1))

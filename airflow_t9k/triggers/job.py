@@ -44,7 +44,7 @@ from airflow_t9k.api.startup import (  # noqa: F401 - startup_remaining/startup_
 from airflow_t9k.k8s.aio import within
 from airflow_t9k.k8s.errors import ApiError, is_permanent
 from airflow_t9k.triggers import records, shared_watch
-from airflow_t9k.triggers.forward import ForwardMixin
+from airflow_t9k.triggers.forward import ENDING_REASONS, ForwardMixin
 from airflow_t9k.triggers.lookup import LookupFailed, chosen, matcher, wait_for_match
 from airflow_t9k.triggers.outcome import LAST_READ, OutcomeMixin
 
@@ -124,6 +124,7 @@ class T9kJobTrigger(OutcomeMixin, ForwardMixin, BaseTrigger):
         self._last_job: Obj | None = None
         self._last_failure: str = ""
         self._streamed: dict[str, Cursor] = {}  # pod -> where its forwarded log lines stand
+        self._events_settled = asyncio.Event()
         self._fired = False
 
     # The job's identity, read everywhere (and ``name`` learnt from a label selector's match).
@@ -247,7 +248,7 @@ class T9kJobTrigger(OutcomeMixin, ForwardMixin, BaseTrigger):
         try:
             event = await self._wait(watch, changed)
             if helpers and event.payload["status"] != "error":
-                await asyncio.sleep(0.5)  # let the last Events and log lines reach the log
+                await self._let_the_log_catch_up(event.payload)
             return event
         finally:
             for helper in helpers:
@@ -255,6 +256,14 @@ class T9kJobTrigger(OutcomeMixin, ForwardMixin, BaseTrigger):
             await asyncio.gather(*helpers, return_exceptions=True)
             watch.unsubscribe(self.name, changed)
             await shared_watch.release(watch)
+
+    async def _let_the_log_catch_up(self, payload: Obj) -> None:
+        """Half a second for the last log lines; for an ended job, its ending Event too (it is
+        written after the status this wait saw: ``forward.END_EVENT_WAIT``)."""
+        waits = [asyncio.sleep(0.5)]
+        if self.forwarding.log_events and payload.get("phase") in ENDING_REASONS:
+            waits.append(self.ending_event_forwarded())
+        await asyncio.gather(*waits)
 
     async def _wake_on_matches(self, watch: shared_watch.SharedWatch, changed: asyncio.Event) -> None:
         arriving = watch.subscribe_matching(matcher(self.namespace, self.job.label_selector or ""))
