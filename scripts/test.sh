@@ -36,13 +36,14 @@ group() {  # name, pytest arguments...
   return "$rc"
 }
 
-rc=0
-group parallel -q -ra -n "$WORKERS" --dist loadgroup -m "integration and not serial" --durations=25 "$@" || rc=1
-
-# The deploy tests' images, loaded into the real node's containerd in the background as the
-# serial group begins (its first tests, tests/chaos, mostly wait): the deploy tests' fixtures
-# then find them there (rn_import skips what containerd has) instead of loading ~700 MB in their
-# setup. Only archives already built (.ci/run builds them); a fixture builds a missing one itself.
+# The deploy tests' images, loaded into the real node's containerd in the background while the
+# parallel group runs (it shares the cluster anyway, and the load is mostly disk: a few of its
+# CPU-seconds): the deploy tests' fixtures then find them there (rn_import skips what containerd
+# has) instead of loading ~700 MB in their setup. Not beside the serial group, which must have
+# the cluster to itself: its first test times the controller's recovery from an API-server
+# outage, and failed once in CI beside the load (its ~1.4 GB of writes are what etcd's fsyncs
+# would wait behind; docs/testing.md, failures). Only archives already built
+# (.ci/run builds them); a fixture builds a missing one itself.
 preload() {
   local name tar
   for name in controller airflow postgres; do
@@ -55,6 +56,10 @@ if [[ $# -eq 0 && -z ${T9K_TEST_KUBECONFIG:-} ]]; then
   preloading=$!
 fi
 
+rc=0
+group parallel -q -ra -n "$WORKERS" --dist loadgroup -m "integration and not serial" --durations=25 "$@" || rc=1
+[[ -z $preloading ]] || wait "$preloading" || true  # a failed preload only costs the fixtures the load
+
 unit_log=$(mktemp "${TMPDIR:-/tmp}/airflow-t9k-unit.XXXXXX")
 (
   t0=$SECONDS urc=0
@@ -66,7 +71,6 @@ unit_log=$(mktemp "${TMPDIR:-/tmp}/airflow-t9k-unit.XXXXXX")
 unit=$!
 group serial -q -ra -m serial --durations=25 "$@" || rc=1
 wait "$unit" || rc=1
-[[ -z $preloading ]] || wait "$preloading" || true  # a failed preload only costs the fixtures the load
 cat "$unit_log"
 rm -f "$unit_log"
 exit "$rc"
