@@ -273,10 +273,14 @@ def browser():
 def _login(browser, ui: Ui, user: str, path: str):
     page = browser.new_page(viewport={"width": 1500, "height": 1000})
     errors: list[str] = []
-    # No internet: every request that leaves the api-server is refused and reported.
-    page.route("**/*", lambda route: route.continue_() if route.request.url.startswith(ui.api.base)
-               else (errors.append(f"external request {route.request.url}"), route.abort()))  # fmt: skip
+    # Every request that leaves the api-server is reported (this machine has no internet: it
+    # fails on its own). Observed, not intercepted: in one CI run the task tab's bundle was never
+    # requested and Airflow showed its 404 for the plugin; interception was the one part of the
+    # page's loading the test added (docs/testing.md, failures).
+    page.on("request", lambda r: None if r.url.startswith(ui.api.base) else errors.append(f"external request {r.url}"))
     page.on("pageerror", lambda e: errors.append(str(e)))
+    # Airflow reports a plugin bundle it could not load only on the console: shown on a failure.
+    page.on("console", lambda m: print(f"[browser console] {m.type}: {m.text}") if m.type in ("error", "warning") else None)
     page.on("dialog", lambda d: d.accept())  # the actions' confirmation
     page.goto(ui.api.base + path)
     page.get_by_label("Username").fill(user)
