@@ -20,7 +20,7 @@ import time
 import urllib.error
 import urllib.request
 import uuid
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from pathlib import Path
 from typing import Any
 
@@ -94,13 +94,16 @@ class AirflowStack:
         assert out.returncode == 0, out.stdout + out.stderr
         return out.stdout
 
-    def start(self) -> None:
-        """Every component started and healthy. ``free_port`` only found the api-server's port
+    def start(self, prepare: Callable[[], object] | None = None) -> None:
+        """Every component started and healthy (``prepare``, if given, runs on the migrated
+        database before any component starts). ``free_port`` only found the api-server's port
         free a moment before: another process's outgoing connection may take it meanwhile, and
         another stack's api-server may then answer there for its own healthy components. So
         the health counts only once this stack's api-server said it runs on its port; a stack
         whose api-server lost its port starts again on another (port allocation, not a retry)."""
         migrated_database(self.home / "airflow.db")
+        if prepare is not None:
+            prepare()
         for lost in range(3):
             self.launch("api-server")
             for name in COMPONENTS:

@@ -28,8 +28,11 @@ def parse_metrics(text: str) -> dict[str, float]:
 
 
 def free_port() -> int:
+    """A port nothing listens on, on any address: the kernel picks one free for a wildcard bind.
+    (Bound on 127.0.0.1 it once returned the local cluster's API-server port, which listens on
+    the real node's bridge address only, and an Airflow api-server binding 0.0.0.0 then failed.)"""
     with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
+        s.bind(("0.0.0.0", 0))
         return int(s.getsockname()[1])
 
 

@@ -13,9 +13,6 @@ import urllib.request
 from pathlib import Path
 from typing import Any
 
-from tests.support.airflow import COMPONENTS, AirflowStack, migrated_database
-from tests.support.cluster import wait_until
-
 PASSWORD = "pw-{}"  # each user's password; written before the api-server generates any
 
 
@@ -32,16 +29,6 @@ def team_env(home: Path, bundles: dict[str, Path], users: dict[str, str]) -> dic
         "AIRFLOW__CORE__SIMPLE_AUTH_MANAGER_USERS": ",".join(f"{u}:{r}" for u, r in users.items()),
         "AIRFLOW__DAG_PROCESSOR__DAG_BUNDLE_CONFIG_LIST": json.dumps(config),
     }
-
-
-def start_with_teams(stack: AirflowStack) -> None:
-    """``stack.start()``, with the bundles' teams created before the dag-processor needs them."""
-    migrated_database(stack.home / "airflow.db")
-    stack.cli("teams", "sync")  # one team per team_name in the bundle config
-    stack.launch("api-server")
-    for name in COMPONENTS:
-        stack.launch(name)
-    wait_until(stack.healthy, timeout=120, interval=1, what="airflow components healthy")
 
 
 class Api:
