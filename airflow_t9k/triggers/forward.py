@@ -99,7 +99,6 @@ class ForwardMixin:
 
     async def _forward_events(self) -> None:
         """Log new Events of the job and its replica pods, once each, at most ``max_forwarded``."""
-        self._events_settled.clear()
         try:
             await self._forward_events_until_cancelled()
         finally:

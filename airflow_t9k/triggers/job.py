@@ -124,7 +124,6 @@ class T9kJobTrigger(OutcomeMixin, ForwardMixin, BaseTrigger):
         self._last_job: Obj | None = None
         self._last_failure: str = ""
         self._streamed: dict[str, Cursor] = {}  # pod -> where its forwarded log lines stand
-        self._events_settled = asyncio.Event()
         self._fired = False
 
     # The job's identity, read everywhere (and ``name`` learnt from a label selector's match).
@@ -242,6 +241,7 @@ class T9kJobTrigger(OutcomeMixin, ForwardMixin, BaseTrigger):
         if self.job.label_selector:  # a newer try's job of the followed task wakes the wait, which follows it
             helpers.append(asyncio.create_task(self._wake_on_matches(watch, changed)))
         if self.forwarding.log_events:
+            self._events_settled = asyncio.Event()  # one per wait: an Event belongs to the loop that waits on it
             helpers.append(asyncio.create_task(self._forward_events()))
         if self.forwarding.stream_logs:
             helpers.append(asyncio.create_task(self._follow_logs(watch)))
