@@ -357,6 +357,26 @@ status:
 EOF
 }
 
+# The fixed ports above lie in the kernel's ephemeral range (32768-60999 by default). While the
+# cluster runs they are reserved (net.ipv4.ip_local_reserved_ports, as root), so that no outgoing
+# connection and no bind to port 0 (a test's free port) takes one while its component is down: a
+# test's free port once was the API server's, which listens on one address only, and an API
+# server or Kueue started again after an outage test could find its port taken. Restored by down.
+RESERVED=/proc/sys/net/ipv4/ip_local_reserved_ports
+reserve_ports() {
+  [[ -w $RESERVED ]] || return 0
+  local before ours
+  before=$(cat "$RESERVED")
+  ours=$(IFS=,; echo "$P_ETCD,$P_ETCD_PEER,$P_ETCD_METRICS,$P_API,$P_KCM,$P_SCHED,$P_KWOK,$P_KUEUE_WEBHOOK,$P_KUEUE_HEALTH,$P_KUEUE_METRICS")
+  printf '%s\n' "$before" >"$STATE/reserved_ports.before"
+  echo "${before:+$before,}$ours" >"$RESERVED"
+}
+release_ports() {
+  [[ -f $STATE/reserved_ports.before && -w $RESERVED ]] || return 0
+  cat "$STATE/reserved_ports.before" >"$RESERVED"
+  rm -f "$STATE/reserved_ports.before"
+}
+
 up() {
   if pid_alive kube-apiserver; then
     log "already running; 'down' first to restart"
@@ -371,6 +391,7 @@ up() {
   done
   rm -rf "$STATE"
   mkdir -p "$STATE"/{logs,pids,etcd}
+  reserve_ports
   real_node_wanted && rn_prepare  # the bridge first: the API server listens on its address
   make_pki
   write_kubeconfig
@@ -496,6 +517,7 @@ down_quiet() {
     kill -9 "$pid" 2>/dev/null || true
   done
   ((${#stopped[@]})) && log "stopped ${stopped[*]}"
+  release_ports
   return 0
 }
 

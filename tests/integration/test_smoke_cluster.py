@@ -2,6 +2,11 @@
 
 from __future__ import annotations
 
+import os
+from urllib.parse import urlsplit
+
+import pytest
+import yaml
 from kubernetes import client
 from kubernetes.client.exceptions import ApiException
 
@@ -109,3 +114,24 @@ def test_kubelet_helper_sets_evicted_on_the_pod(core, namespace):
     set_pod_terminated(core, namespace, "evicted", phase="Failed", exit_code=137, reason="Evicted")
     pod = core.read_namespaced_pod("evicted", namespace)
     assert (pod.status.phase, pod.status.reason) == ("Failed", "Evicted")
+
+
+def _reserved(text: str) -> set[int]:
+    ports: set[int] = set()
+    for part in filter(None, text.strip().split(",")):
+        low, _, high = part.partition("-")
+        ports.update(range(int(low), int(high or low) + 1))
+    return ports
+
+
+def test_the_api_servers_port_is_reserved_while_the_cluster_runs(cluster):
+    """scripts/local-cluster.sh keeps its fixed ports (in the kernel's ephemeral range) from being
+    handed out while it runs: a test's free port was once the API server's, and an API server
+    started again after an outage could find its port taken by an outgoing connection."""
+    path = "/proc/sys/net/ipv4/ip_local_reserved_ports"
+    if cluster.external or not os.access(path, os.W_OK):
+        pytest.skip("the local cluster reserves its ports only as root (scripts/local-cluster.sh reserve_ports)")
+    server = yaml.safe_load(cluster.kubeconfig.read_text())["clusters"][0]["cluster"]["server"]
+    port = urlsplit(server).port
+    with open(path) as f:
+        assert port in _reserved(f.read())
