@@ -21,6 +21,7 @@ from kubernetes import client
 from tests.support.airflow import ROOT, AirflowStack
 from tests.support.cluster import wait_until
 from tests.support.controller import ControllerProcess
+from tests.support.kubelet import set_pod_terminated
 from tests.support.ui import PASSWORD, Api, team_env
 
 DAGS = Path(__file__).parent / "ui_dags"
@@ -512,6 +513,12 @@ def test_browser_the_tab_draws_the_metrics_the_replica_reports(ui, browser):
     assert not errors, errors
     page.close()
     append_log(ui.cluster, ui.ns, report(200))
+    # The replica "exits" once its last report is on record (it runs until then: on a timer it
+    # once ended before the report, in a loaded run, and XCom rightly held step 120).
+    wait_until(lambda: ((ui.job(dag, run_id) or {}).get("status", {}).get("progress") or {}).get("step") == 200,
+               timeout=30, interval=0.5, what="the last report on record")  # fmt: skip
+    core = client.CoreV1Api(ui.objects.api_client)
+    set_pod_terminated(core, ui.ns, f"{name}-worker-0", phase="Succeeded", exit_code=0)
     try:
         wait_until(lambda: ui.stack.ti(dag, run_id)[0] == "success", timeout=120, interval=1, what="the task succeeded")
     except AssertionError as exc:
