@@ -367,7 +367,7 @@ reserve_ports() {
   [[ -w $RESERVED ]] || return 0
   local before ours
   before=$(cat "$RESERVED")
-  ours=$(IFS=,; echo "$P_ETCD,$P_ETCD_PEER,$P_ETCD_METRICS,$P_API,$P_KCM,$P_SCHED,$P_KWOK,$P_KUEUE_WEBHOOK,$P_KUEUE_HEALTH,$P_KUEUE_METRICS")
+  ours="$P_ETCD,$P_ETCD_PEER,$P_ETCD_METRICS,$P_API,$P_KCM,$P_SCHED,$P_KWOK,$P_KUEUE_WEBHOOK,$P_KUEUE_HEALTH,$P_KUEUE_METRICS"
   printf '%s\n' "$before" >"$STATE/reserved_ports.before"
   echo "${before:+$before,}$ours" >"$RESERVED"
 }
