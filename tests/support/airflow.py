@@ -110,6 +110,7 @@ class AirflowStack:
                 self.launch(name)
             try:
                 wait_until(self._up, timeout=120, interval=1, what="airflow components healthy")
+                self._warm_execution_api()
                 return
             except _PortLost:
                 if lost == 2:
@@ -119,6 +120,15 @@ class AirflowStack:
                 self.stop()
                 self.port = free_port()
                 self.env["AIRFLOW__CORE__EXECUTION_API_SERVER_URL"] = f"http://127.0.0.1:{self.port}/execution/"
+
+    def _warm_execution_api(self) -> None:
+        """The execution API (Cadwyn) builds its versioned routers on its first request, on the
+        api-server's event loop: 5 CPU-seconds in which nothing else is answered. A task whose
+        supervisor calls then times out, retries, and fails before its operator runs (36 s on a
+        loaded CI machine). So the stack is ready once that first request has answered."""
+        url = f"http://127.0.0.1:{self.port}/execution/health"
+        with urllib.request.urlopen(url, timeout=180) as r:
+            assert r.status == 200, (url, r.status)
 
     def _written(self, name: str) -> str:
         """What the component's process wrote to its log since it was last launched."""

@@ -135,7 +135,10 @@ class AirflowPods:
         }
         if component == "api-server":
             container["ports"] = [{"name": "http", "containerPort": API_PORT}]
-            container["readinessProbe"] = {"httpGet": {"path": "/api/v2/monitor/health", "port": "http"}, "periodSeconds": 1}
+            # Ready once the execution API answers: its first request builds its routers, blocking
+            # every other request for seconds, and workers' calls meanwhile time out.
+            container["readinessProbe"] = {"httpGet": {"path": "/execution/health", "port": "http"}, "periodSeconds": 1,
+                                           "timeoutSeconds": 30}  # fmt: skip
         return {
             "serviceAccountName": account,
             "automountServiceAccountToken": token,
