@@ -179,6 +179,7 @@ class Recorder:
 
     job_state: Callable[[dict], str | None]  # "Running", "Succeeded", "Failed" or None
     pod_created: dict[str, float] = field(default_factory=dict)
+    pod_bound: dict[str, float] = field(default_factory=dict)  # its spec.nodeName first seen: the scheduler's part done
     pod_running: dict[str, float] = field(default_factory=dict)
     pod_terminal: dict[str, float] = field(default_factory=dict)
     pod_job: dict[str, str] = field(default_factory=dict)
@@ -195,6 +196,8 @@ class Recorder:
         with self.lock:
             self.pod_created.setdefault(name, t)
             self.pod_job.setdefault(name, name.rsplit("-", 2)[0])  # <job>-<type>-<index>
+            if (pod.get("spec") or {}).get("nodeName"):
+                self.pod_bound.setdefault(name, t)
             if phase == "Running":
                 self.pod_running.setdefault(name, t)
             elif phase in ("Succeeded", "Failed"):

@@ -174,7 +174,11 @@ def run_once(cluster: Cluster, variant: str, n: int, log_dir: Path, timeout: flo
     return {
         "variant": variant, "n": n, "ready_s": ready_s, "submit_s": last - first,
         "pods_exist_s": max(rec.pod_created.values()) - last,
+        "pods_bound_s": max(rec.pod_bound.values()) - last,
         "pods_running_s": max(rec.pod_running.values()) - last,
+        # Per pod, p50: created -> bound to a node (kube-scheduler), bound -> Running (kwok).
+        "pod_to_bound_p50_s": pct([rec.pod_bound[p] - rec.pod_created[p] for p in rec.pod_bound], 50),
+        "pod_bound_to_running_p50_s": pct([rec.pod_running[p] - t for p, t in rec.pod_bound.items() if p in rec.pod_running], 50),
         "pods_running_from_first_s": max(rec.pod_running.values()) - first,
         "jobs_running_s": max(rec.job_running.values()) - last,
         "done_after_pods_s": max(rec.job_done.values()) - max(rec.pod_terminal.values()),
@@ -286,7 +290,8 @@ def run_all(cluster: Cluster, args: argparse.Namespace, variants: list[str], out
                 results.append(r)
                 with out.open("a") as f:
                     f.write(json.dumps(r) + "\n")
-                print(f"N={n} round {rnd + 1} {v:9}: pods exist {r['pods_exist_s']:6.2f} s, jobs Running "
+                print(f"N={n} round {rnd + 1} {v:9}: pods exist {r['pods_exist_s']:6.2f} s, bound {r['pods_bound_s']:6.2f} s "
+                      f"(p50 {r['pod_to_bound_p50_s']:4.2f} s from creation), Running {r['pods_running_s']:6.2f} s, jobs Running "
                       f"{r['jobs_running_s']:6.2f} s, done after pods {r['done_after_pods_s']:5.2f} s, CPU "
                       f"{r['ctrl_cpu_s']:5.2f} s, RSS {r['ctrl_rss_mb']:5.0f} MB, other load {r['other_load_cpu_s']:5.1f} CPU s",
                       flush=True)  # fmt: skip

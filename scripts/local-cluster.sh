@@ -402,6 +402,14 @@ up() {
   {
     cat "$BIN/kwok-stages.yaml" "$ROOT/scripts/kwok/sim-stages.yaml"
     printf -- '---\napiVersion: kwok.x-k8s.io/v1alpha1\nkind: ClusterLogs\nmetadata: {name: all-pods}\nspec:\n  selector: {}\n  logs:\n  - logsFile: %s\n    follow: true\n' "$STATE/pod-logs/all.log"
+    # kwok moves at most 4 pods through their stages at once (its default), so the fake nodes'
+    # pods turn Running at ~45 a second here whichever controller made them, where real
+    # kubelets work side by side. The benchmarks may raise it (docs/benchmarks.md); tests keep it.
+    # A KwokConfiguration given here replaces kwok's defaulted one: the other workers' counts
+    # are kwok's defaults, written out (a zero is refused).
+    if [[ -n ${T9K_KWOK_POD_PARALLELISM:-} ]]; then
+      printf -- '---\napiVersion: config.kwok.x-k8s.io/v1alpha1\nkind: KwokConfiguration\noptions:\n  podPlayStageParallelism: %d\n  nodePlayStageParallelism: 4\n  nodeLeaseParallelism: 4\n  podsOnNodeSyncParallelism: 1\n' "$T9K_KWOK_POD_PARALLELISM"
+    fi
   } >"$STATE/kwok-stages.yaml"
 
   start etcd
