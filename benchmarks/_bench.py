@@ -37,6 +37,13 @@ CLK_TCK = os.sysconf("SC_CLK_TCK")
 WRITE_VERBS = {"POST", "PUT", "PATCH", "DELETE", "APPLY"}
 _METRIC = re.compile(r"^apiserver_request_total\{(?P<labels>[^}]*)\} (?P<value>\S+)$")
 _LABEL = re.compile(r'(\w+)="([^"]*)"')
+_ANY_METRIC = re.compile(r"^(?P<name>[a-z_:]+)(?:\{(?P<labels>[^}]*)\})? (?P<value>\S+)$")
+# How often kube-scheduler tried to place a pod and a gang, by result, and the time it spent in
+# its gang cycles: in all, and in finding the nodes (the rest is mostly its synchronous PATCH of
+# the PodGroup's status, in the one loop that schedules every pod).
+SCHEDULER_COUNTERS = ("scheduler_schedule_attempts_total", "scheduler_podgroup_schedule_attempts_total",
+                      "scheduler_podgroup_scheduling_attempt_duration_seconds_sum",
+                      "scheduler_podgroup_scheduling_algorithm_duration_seconds_sum")  # fmt: skip
 
 
 class Cluster:
@@ -90,6 +97,27 @@ class Cluster:
                 continue
             res = labels.get("resource", "") + (f"/{labels['subresource']}" if labels.get("subresource") else "")
             out[(res, labels["verb"], labels.get("code", ""))] += int(float(m.group("value")))
+        return out
+
+    def scheduler_counters(self, prefixes: tuple[str, ...] = SCHEDULER_COUNTERS) -> Counter[str]:
+        """kube-scheduler's own counters whose names start with one of ``prefixes``, summed by
+        metric and ``result`` (its /metrics, on the loopback port scripts/local-cluster.sh gives
+        it, read with this kubeconfig's token: the scheduler checks it with the API server).
+        Empty when the scheduler does not answer (a cluster started before it was given its
+        authentication kubeconfig)."""
+        port = os.environ.get("T9K_PORT_SCHEDULER", "30259")
+        out: Counter[str] = Counter()
+        try:  # it serves with the API server's certificate (scripts/local-cluster.sh)
+            r = requests.get(f"https://127.0.0.1:{port}/metrics", headers=self.headers, verify=self.ca, timeout=10)
+        except requests.RequestException:
+            return out
+        if r.status_code != 200:
+            return out
+        for line in r.text.splitlines():
+            m = _ANY_METRIC.match(line)
+            if m and m.group("name").startswith(prefixes):
+                result = dict(_LABEL.findall(m.group("labels") or "")).get("result")
+                out[m.group("name") + (f"{{{result}}}" if result else "")] += float(m.group("value"))
         return out
 
     def create_namespace(self, name: str) -> None:

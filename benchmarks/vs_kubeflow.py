@@ -20,7 +20,9 @@ Printed per N (medians over rounds): submit -> every pod exists / every pod Runn
 job Running (from the last submission), last pod ended -> every job Succeeded, each job's end
 after its last pod end (p50/max), API writes per job by resource and verb (the API server's
 apiserver_request_total over the run, all clients; events split by who reported them),
-controller CPU seconds and peak RSS (/proc), and the ratios ours / Kubeflow.
+controller CPU seconds and peak RSS (/proc), and the ratios ours / Kubeflow. After each run,
+kube-scheduler's own counters over it: pod and gang attempts by result, and the seconds of its
+gang cycles (its PodGroup status PATCH, made after the cycle's metric, is not in them).
 """
 
 from __future__ import annotations
@@ -144,6 +146,7 @@ def run_once(cluster: Cluster, variant: str, n: int, log_dir: Path, timeout: flo
         watches = [Watch(cluster, f"/api/v1/namespaces/{ns}/pods", rec.on_pod),
                    Watch(cluster, f"/apis/{group}/{version}/namespaces/{ns}/{plural}", rec.on_job)]  # fmt: skip
         before, cpu0, host0 = cluster.write_counts(), cpu_seconds(pid), host_busy_seconds()
+        sched0 = cluster.scheduler_counters()
         api0 = cpu_seconds(api_pid) if api_pid else float("nan")
         first, last = cluster.post_all([(f"/apis/{group}/{version}/namespaces/{ns}/{plural}", body(f"j{i}")) for i in range(n)])
         try:
@@ -153,6 +156,7 @@ def run_once(cluster: Cluster, variant: str, n: int, log_dir: Path, timeout: flo
                              f"ended; {len(rec.job_running)} jobs Running, {len(rec.job_done)} ended") from None  # fmt: skip
         time.sleep(2)  # trailing writes (the last events) land inside the window
         after, cpu1, host1 = cluster.write_counts(), cpu_seconds(pid), host_busy_seconds()
+        sched = cluster.scheduler_counters() - sched0
         api1 = cpu_seconds(api_pid) if api_pid else float("nan")
         rss = peak_rss_mb(pid)
         events = cluster.get(f"/api/v1/namespaces/{ns}/events")["items"]
@@ -187,8 +191,21 @@ def run_once(cluster: Cluster, variant: str, n: int, log_dir: Path, timeout: flo
         "other_load_cpu_s": (host1 - host0) - (cpu1 - cpu0) - (api1 - api0 if api_pid else 0),
         "writes": writes, "event_reporters": dict(reporters), "ctrl_events": ctrl_events,
         "status_modified_events": sum(rec.job_status_writes.values()), "failed_jobs": failed, "plural": plural,
-        "own_metrics": own,
+        "own_metrics": own, "scheduler": dict(sched),
     }  # fmt: skip
+
+
+def scheduler_line(counts: dict[str, float]) -> str:
+    """kube-scheduler's attempts in the run, pods and gangs by result, and its time in gang cycles."""
+
+    def by_result(metric: str) -> str:
+        return ", ".join(f"{k[len(metric) + 1 : -1]} {v:.0f}" for k, v in sorted(counts.items()) if k.startswith(metric + "{"))
+
+    pods, gangs = by_result("scheduler_schedule_attempts_total"), by_result("scheduler_podgroup_schedule_attempts_total")
+    cycles = sum(v for k, v in counts.items() if k.startswith("scheduler_podgroup_scheduling_attempt_duration_seconds_sum"))
+    finding = counts.get("scheduler_podgroup_scheduling_algorithm_duration_seconds_sum", 0.0)
+    return (f"pod attempts: {pods or 'none'}; gang attempts: {gangs or 'none'}; {cycles:.2f} s in gang cycles, "
+            f"{finding:.2f} s of it finding nodes")  # fmt: skip
 
 
 def writes_per_job(r: dict) -> dict[str, float]:
@@ -295,6 +312,8 @@ def run_all(cluster: Cluster, args: argparse.Namespace, variants: list[str], out
                       f"{r['jobs_running_s']:6.2f} s, done after pods {r['done_after_pods_s']:5.2f} s, CPU "
                       f"{r['ctrl_cpu_s']:5.2f} s, RSS {r['ctrl_rss_mb']:5.0f} MB, other load {r['other_load_cpu_s']:5.1f} CPU s",
                       flush=True)  # fmt: skip
+                if r["scheduler"]:
+                    print(f"  kube-scheduler: {scheduler_line(r['scheduler'])}", flush=True)
 
 
 if __name__ == "__main__":

@@ -290,7 +290,11 @@ component_cmd() {  # name: prints nothing, sets CMD to the component's command l
       --kube-api-qps=200 --kube-api-burst=400 --feature-gates="$FEATURE_GATES") ;;
     kube-scheduler) CMD=("$BIN/kube-scheduler" --kubeconfig="$KC" --leader-elect=false
       --bind-address=127.0.0.1 --secure-port="$P_SCHED" --kube-api-qps=200 --kube-api-burst=400
-      --feature-gates="$FEATURE_GATES") ;;
+      --feature-gates="$FEATURE_GATES"
+      # Its /metrics for the benchmarks (gang cycles, attempts by result), to the admin's token,
+      # as kubeadm wires it: tokens checked and authorized by the API server.
+      --authentication-kubeconfig="$KC" --authorization-kubeconfig="$KC"
+      --tls-cert-file="$PKI/apiserver.crt" --tls-private-key-file="$PKI/apiserver.key") ;;
     # Only the fake nodes (annotated by node_manifest): on a real node kwok would fake the
     # kubelet's status and lease and patch real pods Running with made-up addresses.
     kwok) CMD=("$KWOK" --kubeconfig="$KC" --config="$STATE/kwok-stages.yaml"
