@@ -39,8 +39,9 @@ _METRIC = re.compile(r"^apiserver_request_total\{(?P<labels>[^}]*)\} (?P<value>\
 _LABEL = re.compile(r'(\w+)="([^"]*)"')
 _ANY_METRIC = re.compile(r"^(?P<name>[a-z_:]+)(?:\{(?P<labels>[^}]*)\})? (?P<value>\S+)$")
 # How often kube-scheduler tried to place a pod and a gang, by result, and the time it spent in
-# its gang cycles: in all, and in finding the nodes (the rest is mostly its synchronous PATCH of
-# the PodGroup's status, in the one loop that schedules every pod).
+# its gang cycles: in all, and in finding the nodes. Neither holds the PodGroup status PATCH that
+# follows each cycle in the same loop: the cycle's metric is observed before it (docs/benchmarks.md,
+# session 22).
 SCHEDULER_COUNTERS = ("scheduler_schedule_attempts_total", "scheduler_podgroup_schedule_attempts_total",
                       "scheduler_podgroup_scheduling_attempt_duration_seconds_sum",
                       "scheduler_podgroup_scheduling_algorithm_duration_seconds_sum")  # fmt: skip
