@@ -29,10 +29,10 @@ from kubernetes.client.exceptions import ApiException
 from urllib3.exceptions import HTTPError
 
 from airflow_t9k.api.outcome import interpret
-from airflow_t9k.kinds.base import LABEL_JOB
 from tests.support.airflow import AirflowStack
 from tests.support.cluster import wait_until
 from tests.support.controller import ControllerProcess
+from tests.support.kubelet import release_pods
 
 DAGS = Path(__file__).resolve().parent / "dags"
 N = int(os.environ.get("T9K_CHAOS_DEFERRED", "10"))
@@ -205,21 +205,10 @@ def _ended(jobs: JobWatch, run_id: str) -> list[str]:
 
 
 def _release(api_client, ns: str, run_id: str) -> None:
-    """Let every pod of the run's jobs end: with a duration, kwok's stage ends it (and with
-    `sim.t9k.test/fail-pods`, fails it) that long after this update."""
-    core = client.CoreV1Api(api_client)
-    names = sorted(n for job_names in _names(api_client, ns, run_id).values() for n in job_names)
+    """Let every pod of the run's jobs end, RELEASED_RUNS_FOR after this."""
+    names = [n for job_names in _names(api_client, ns, run_id).values() for n in job_names]
     assert len(names) == N, names
-    selector = f"{LABEL_JOB} in ({','.join(names)})"
-
-    def every_pod() -> list | None:
-        pods = core.list_namespaced_pod(ns, label_selector=selector).items
-        return pods if len(pods) == N else None
-
-    for pod in wait_until(every_pod, timeout=30, interval=0.5, what=f"the {N} pods of the run's jobs"):
-        core.patch_namespaced_pod(
-            pod.metadata.name, ns, {"metadata": {"annotations": {"sim.t9k.test/duration": RELEASED_RUNS_FOR}}}
-        )
+    release_pods(client.CoreV1Api(api_client), ns, names, after=RELEASED_RUNS_FOR)
 
 
 def _names(api_client, ns: str, run_id: str) -> dict[str, set[str]]:

@@ -2,13 +2,16 @@
 
 Pods on kwok nodes never run code; integration tests use this to decide exactly how one
 replica ends (phase, exit code, reason, restart count), where the annotation-driven kwok
-stages are too coarse.
+stages are too coarse, or when (``release_pods``: a held pod is given its duration).
 """
 
 from __future__ import annotations
 
 from datetime import datetime, timezone
 from typing import TYPE_CHECKING, Any
+
+from airflow_t9k.kinds.base import LABEL_JOB
+from tests.support.cluster import wait_until
 
 if TYPE_CHECKING:
     from kubernetes import client
@@ -108,3 +111,18 @@ def set_pod_waiting(api: client.CoreV1Api, namespace: str, name: str, *, reason:
     statuses = [{"name": c.name, "image": c.image, "imageID": "", "ready": False, "started": False, "restartCount": 0,
                  "state": {"waiting": {"reason": reason, "message": message}}} for c in pod.spec.containers]  # fmt: skip
     return api.patch_namespaced_pod_status(name, namespace, {"status": {"phase": "Pending", "containerStatuses": statuses}})
+
+
+def release_pods(api: client.CoreV1Api, namespace: str, job_names: list[str], *, after: str = "1s") -> None:
+    """Let the held pods of these jobs end: a kwok pod without ``sim.t9k.test/duration`` stays
+    Running; with one, kwok's stage ends it (failed where ``sim.t9k.test/fail-pods`` matches)
+    that long after this update. Waits for one pod per job first (the controller may be a
+    moment behind its jobs)."""
+    selector = f"{LABEL_JOB} in ({','.join(sorted(job_names))})"
+
+    def every_pod() -> list[client.V1Pod] | None:
+        pods = api.list_namespaced_pod(namespace, label_selector=selector).items
+        return pods if len(pods) == len(job_names) else None
+
+    for pod in wait_until(every_pod, timeout=30, interval=0.5, what=f"the {len(job_names)} pods of {job_names}"):
+        api.patch_namespaced_pod(pod.metadata.name, namespace, {"metadata": {"annotations": {"sim.t9k.test/duration": after}}})
