@@ -39,10 +39,10 @@ with DAG("t9k_upgrade", start_date=START, schedule=None, catchup=False):
     GenericJobOperator(task_id="train", image="busybox", replicas=1, deferrable=True, log_events=False,
                        pod_annotations={"sim.t9k.test/duration": "5s"})  # fmt: skip
 
-# A job whose log the test appends to around a restart of the triggerer: its pod runs until
-# the test releases it (no `sim.t9k.test/duration`), however long the restart took.
+# A long job whose log the test appends to around a restart of the triggerer.
 with DAG("t9k_log_resume", start_date=START, schedule=None, catchup=False):
-    GenericJobOperator(task_id="train", image="busybox", replicas=1, deferrable=True, log_events=False)
+    GenericJobOperator(task_id="train", image="busybox", replicas=1, deferrable=True, log_events=False,
+                       pod_annotations={"sim.t9k.test/duration": "45s"})  # fmt: skip
 
 # One run id run three times (the run deleted and triggered again under the same id).
 with DAG("t9k_same_run_id", start_date=START, schedule=None, catchup=False):
