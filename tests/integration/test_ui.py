@@ -7,6 +7,7 @@ Users: ``admin``; ``alice`` reads team A's DAGs; ``carol`` edits them; ``bob`` r
 
 from __future__ import annotations
 
+import contextlib
 import json
 import os
 import time
@@ -293,9 +294,30 @@ def _login(browser, ui: Ui, user: str, path: str):
     page.goto(ui.api.base + path)
     page.get_by_label("Username").fill(user)
     page.get_by_label("Password").fill(PASSWORD.format(user))
+    trace = _traced(page)  # from the signed-in load on: the login form's own 401s are expected
     page.get_by_role("button", name="Sign in").click()
     page.wait_for_url(f"**{path}", timeout=30_000)
-    return page, errors
+    return page, errors, trace
+
+
+def _traced(page) -> list[str]:
+    """What the browser reports from now on about loading: console errors and warnings, failed
+    requests, error responses, and every response for one of our bundles. The plugin 404 that
+    twice failed a CI run (docs/testing.md, failures) leaves its cause only there."""
+    trace: list[str] = []
+    page.on("console", lambda m: trace.append(f"console {m.type}: {m.text}") if m.type in ("error", "warning") else None)
+    page.on("requestfailed", lambda r: trace.append(f"request failed {r.url}: {r.failure}"))
+    page.on("response", lambda r: trace.append(f"{r.status} {r.url}") if r.status >= 400 or "/t9k/static/" in r.url else None)
+    return trace
+
+
+@contextlib.contextmanager
+def _reported(trace: list[str]) -> Iterator[None]:
+    """A failed expectation's message starts with the trace: CI shows a failure's first lines."""
+    try:
+        yield
+    except AssertionError as e:
+        raise AssertionError(f"what the browser reported: {trace}\n{e}") from None
 
 
 def _shot(page, name: str) -> None:
@@ -309,7 +331,7 @@ def test_browser_jobs_page_updates_live_and_the_task_tab_shows_the_job(ui, brows
     run_id = ui.trigger("t9k_ui_a")  # a fresh run, watched from Running to Succeeded
     wait_until(lambda: ui.phase("t9k_ui_a", run_id) == "Running", timeout=60, interval=0.5, what="job running")
     name = ui.job("t9k_ui_a", run_id)["metadata"]["name"]
-    page, errors = _login(browser, ui, "alice", "/plugin/t9k-jobs")
+    page, errors, trace = _login(browser, ui, "alice", "/plugin/t9k-jobs")
     phase = page.get_by_test_id(f"job-phase-{name}")
     expect(phase).to_have_text("Running", timeout=20_000)
     expect(page.get_by_test_id("t9k-jobs")).not_to_contain_text("t9k_ui_b")  # team B's job is not listed
@@ -319,7 +341,8 @@ def test_browser_jobs_page_updates_live_and_the_task_tab_shows_the_job(ui, brows
 
     page.get_by_test_id(f"job-link-{name}").click()  # the row opens the task's T9k Job tab
     page.wait_for_url("**/plugin/t9k-job", timeout=20_000)
-    expect(page.get_by_test_id("t9k-phase")).to_have_text("Succeeded", timeout=20_000)
+    with _reported(trace):
+        expect(page.get_by_test_id("t9k-phase")).to_have_text("Succeeded", timeout=20_000)
     expect(page.get_by_test_id("t9k-rank")).to_have_text(["0", "1", "2"])
     expect(page.get_by_test_id("t9k-events")).to_contain_text(name)
     expect(page.get_by_test_id("t9k-log")).not_to_have_text("(empty)", timeout=20_000)
@@ -330,9 +353,11 @@ def test_browser_jobs_page_updates_live_and_the_task_tab_shows_the_job(ui, brows
 
 def test_browser_pause_and_resume_from_the_task_tab(ui, browser):
     run = urllib.parse.quote(ui.runs["t9k_ui_pause"], safe="")
-    page, errors = _login(browser, ui, "carol", f"/dags/t9k_ui_pause/runs/{run}/tasks/train/plugin/t9k-job")
+    page, errors, trace = _login(browser, ui, "carol", f"/dags/t9k_ui_pause/runs/{run}/tasks/train/plugin/t9k-job")
     from playwright.sync_api import expect
 
+    with _reported(trace):
+        expect(page.get_by_test_id("t9k-pause")).to_be_visible(timeout=20_000)
     page.get_by_test_id("t9k-pause").click()
     expect(page.get_by_test_id("t9k-action-result")).to_contain_text("paused", timeout=20_000)
     expect(page.get_by_test_id("t9k-phase")).to_have_text("Paused", timeout=30_000)
@@ -383,8 +408,9 @@ def test_browser_the_tab_shows_what_was_kept_after_clean_up(ui, browser):
 
     _cleaned_up(ui)
     run = urllib.parse.quote(ui.runs["t9k_ui_evidence"], safe="")
-    page, errors = _login(browser, ui, "alice", f"/dags/t9k_ui_evidence/runs/{run}/tasks/train/plugin/t9k-job")
-    expect(page.get_by_test_id("t9k-kept")).to_contain_text("loss is nan at step 812", timeout=20_000)
+    page, errors, trace = _login(browser, ui, "alice", f"/dags/t9k_ui_evidence/runs/{run}/tasks/train/plugin/t9k-job")
+    with _reported(trace):
+        expect(page.get_by_test_id("t9k-kept")).to_contain_text("loss is nan at step 812", timeout=20_000)
     expect(page.get_by_test_id("t9k-kept-log")).to_have_count(2)
     expect(page.get_by_test_id("t9k-root-cause")).to_contain_text("worker-0 failed first")
     _shot(page, "task-tab-kept")
@@ -458,8 +484,9 @@ def test_browser_the_tab_shows_earlier_attempts(ui, browser):
 
     _retried(ui)
     run = urllib.parse.quote(ui.runs["t9k_ui_retry"], safe="")
-    page, errors = _login(browser, ui, "alice", f"/dags/t9k_ui_retry/runs/{run}/tasks/train/plugin/t9k-job")
-    expect(page.get_by_test_id("t9k-phase")).to_have_text("Succeeded", timeout=20_000)
+    page, errors, trace = _login(browser, ui, "alice", f"/dags/t9k_ui_retry/runs/{run}/tasks/train/plugin/t9k-job")
+    with _reported(trace):
+        expect(page.get_by_test_id("t9k-phase")).to_have_text("Succeeded", timeout=20_000)
     attempts = page.get_by_test_id("t9k-attempt")
     expect(attempts).to_have_count(1)
     expect(attempts.first).to_contain_text("Try 1")
@@ -498,12 +525,14 @@ def test_browser_the_tab_draws_the_metrics_the_replica_reports(ui, browser):
         append_log(ui.cluster, ui.ns, report(step))
         time.sleep(0.5)
     name = ui.job(dag, run_id)["metadata"]["name"]
-    page, errors = _login(browser, ui, "alice", "/plugin/t9k-jobs")
-    expect(page.get_by_test_id(f"job-progress-{name}")).to_contain_text("/200", timeout=20_000)  # the Jobs page's column
+    page, errors, trace = _login(browser, ui, "alice", "/plugin/t9k-jobs")
+    with _reported(trace):
+        expect(page.get_by_test_id(f"job-progress-{name}")).to_contain_text("/200", timeout=20_000)  # the Jobs page's column
     page.close()
     run = urllib.parse.quote(run_id, safe="")
-    page, errors = _login(browser, ui, "alice", f"/dags/{dag}/runs/{run}/tasks/train/plugin/t9k-job")
-    expect(page.get_by_test_id("t9k-progress-summary")).to_contain_text("/200", timeout=20_000)
+    page, errors, trace = _login(browser, ui, "alice", f"/dags/{dag}/runs/{run}/tasks/train/plugin/t9k-job")
+    with _reported(trace):
+        expect(page.get_by_test_id("t9k-progress-summary")).to_contain_text("/200", timeout=20_000)
     expect(page.get_by_test_id("t9k-progress-metrics")).to_contain_text("acc")
     charts = page.get_by_test_id("t9k-chart")
     expect(charts).to_have_count(2)  # acc and loss, each over the run
