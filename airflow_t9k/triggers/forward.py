@@ -1,7 +1,10 @@
 """What the trigger forwards into the task log while it waits: the Kubernetes Events of the job
 and its pods (from a shared watch, once each, at most ``max_forwarded``) and its replicas' log
 lines (one ``follow=true`` stream per replica, no polling; every line of a stream, and after a
-reconnect exactly the lines not sent yet, ``api/logcursor.py``; at most ``max_log_lines``)."""
+reconnect exactly the lines not sent yet, ``api/logcursor.py``; at most ``max_log_lines``). At the
+job's end the followers stop and every replica's log is read once more from where it stands:
+lines written after a follower's last look reach the task log too (a replica that ran and ended
+between two looks at the job, or a job that ended while no triggerer ran)."""
 
 from __future__ import annotations
 
@@ -11,7 +14,9 @@ from typing import TYPE_CHECKING, Any
 
 from airflow_t9k.api.evidence import controlled_by
 from airflow_t9k.api.logcursor import Cursor, instant, since_time, split
+from airflow_t9k.api.outcome import interpret
 from airflow_t9k.api.paths import child_path
+from airflow_t9k.k8s.aio import within
 from airflow_t9k.k8s.errors import is_permanent
 from airflow_t9k.triggers import cursors, shared_watch
 
@@ -26,6 +31,10 @@ Obj = dict[str, Any]
 # controller that sends none (or other reasons) costs a finished task these seconds at most.
 END_EVENT_WAIT = 5.0
 ENDING_REASONS = ("Succeeded", "Failed")
+# The last read of the replicas' logs at the job's end: after a triggerer's restart it may first
+# wait for where the logs stood (``cursors.load``), then reads as long as the outcome's own last
+# read may take (``outcome.LAST_READ``). Past it the outcome is reported without those lines.
+DRAIN_WITHIN = cursors.LOAD_WITHIN + 15.0
 
 
 def _parse_time(value: str | None) -> float | None:
@@ -49,6 +58,9 @@ class ForwardMixin:
         def kind(self) -> str: ...
 
     _streamed: dict[str, Cursor]
+    _log_ending: Obj | None  # the ended job, once the wait saw its end: the followers stop and drain
+    _log_wake: asyncio.Event | None  # wakes the followers' loop
+    _log_task: asyncio.Task[None] | None  # _follow_logs, while it runs
     _events_settled: asyncio.Event  # the job's ending Event was seen, or no more will be forwarded
 
     _watch_key: Any  # the trigger's: (connection, kubeconfig, context, ...) -> one shared watch
@@ -152,9 +164,27 @@ class ForwardMixin:
         if budget[0] == 0:
             self.log.info("[event] forwarded %d events; not forwarding more", self.forwarding.max_forwarded)
 
+    async def logs_drained(self, job: Obj) -> None:
+        """The job ended: stop following and forward what each replica's log holds beyond where
+        it stands (``_drain``), before the outcome is reported. Bounded: the outcome matters
+        more than the last lines."""
+        task = self._log_task
+        if task is None or task.done():
+            return
+        self._log_ending = job
+        if self._log_wake is not None:
+            self._log_wake.set()
+        try:
+            await within(asyncio.shield(task), DRAIN_WITHIN)
+        except asyncio.TimeoutError:
+            self.log.info("the replicas' last log lines were not all read within %gs", DRAIN_WITHIN)
+        except Exception as exc:  # noqa: BLE001 - the outcome matters more than the logs
+            self.log.debug("reading the replicas' last log lines failed: %s", exc)
+
     async def _follow_logs(self, watch: shared_watch.SharedWatch) -> None:
-        """Follow every running replica's log (one stream each, no polling); each line once."""
-        waiter = watch.subscribe(self.name)
+        """Follow every running replica's log (one stream each, no polling); each line once.
+        Once the job ended (``logs_drained``), drain every replica's log instead."""
+        waiter = self._log_wake = watch.subscribe(self.name)
         followers: dict[str, tuple[str, asyncio.Task[None]]] = {}  # pod -> (uid, task)
         last_seen = self._streamed  # pod -> where its forwarded lines stand (failed logs skip those)
         for pod, cursor in (await cursors.load(self)).items():  # where a triggerer before a restart left them
@@ -163,7 +193,7 @@ class ForwardMixin:
         saver = asyncio.create_task(cursors.keep_saved(self, last_seen))
         try:
             await watch.synced()
-            while budget[0] > 0:
+            while budget[0] > 0 and self._log_ending is None:
                 waiter.clear()
                 for pod, uid in _running_replicas(watch.get(self.namespace, self.name)):
                     if self.forwarding.follow_pods is not None and pod not in self.forwarding.follow_pods:
@@ -173,8 +203,10 @@ class ForwardMixin:
                         continue
                     if current is None and len(followers) >= self.forwarding.max_followed_pods:
                         continue
-                    followers[pod] = (uid, asyncio.create_task(self._follow(watch, pod, last_seen, budget)))
+                    followers[pod] = (uid, asyncio.create_task(self._read_log(watch, pod, last_seen, budget, follow=True)))
                 await waiter.wait()
+            if self._log_ending is not None and budget[0] > 0:
+                await self._drain(watch, self._log_ending, followers, last_seen, budget)
         finally:
             watch.unsubscribe(self.name, waiter)
             for _, task in followers.values():
@@ -183,7 +215,30 @@ class ForwardMixin:
             saver.cancel()
             await asyncio.gather(saver, return_exceptions=True)
 
-    async def _follow(self, watch: shared_watch.SharedWatch, pod: str, last_seen: dict[str, Cursor], budget: list[int]) -> None:
+    async def _drain(self, watch: shared_watch.SharedWatch, job: Obj, followers: dict[str, tuple[str, asyncio.Task[None]]],
+                     last_seen: dict[str, Cursor], budget: list[int]) -> None:  # fmt: skip
+        """Stop the followers, then read each replica's log once, not following, from where its
+        cursor stands (from the deferral for one never followed): only lines not forwarded yet
+        are printed. A follower is cancelled between two lines, so its cursor says exactly what
+        it sent. Of a failed job, the failed replicas are left to the failed-logs report
+        (``outcome._failed_logs``), which prints them under their own headers."""
+        for _, task in followers.values():
+            task.cancel()
+        await asyncio.gather(*(t for _, t in followers.values()), return_exceptions=True)
+        read = set(followers)
+        for pod in _replicas(job, failed=interpret(job).succeeded):
+            if budget[0] <= 0:
+                return
+            if self.forwarding.follow_pods is not None and pod not in self.forwarding.follow_pods:
+                continue
+            if pod not in read and len(read) >= self.forwarding.max_followed_pods:
+                continue
+            read.add(pod)
+            await self._read_log(watch, pod, last_seen, budget, follow=False)
+
+    async def _read_log(self, watch: shared_watch.SharedWatch, pod: str, last_seen: dict[str, Cursor], budget: list[int],
+                        *, follow: bool) -> None:  # fmt: skip
+        """Forward ``pod``'s log from where its cursor stands; ``follow``: as it is written."""
         kube = await watch.hook.kube()
         # The log is read by the pod's name: only while the pod of that name is the job's own
         # replica (its controller is the job), not one someone else made under that name.
@@ -197,7 +252,7 @@ class ForwardMixin:
             self.log.debug("not following %s: not a replica of %s %s", pod, self.name, owner)
             return
         cursor = last_seen.setdefault(pod, Cursor())
-        query: dict[str, Any] = {"follow": True, "timestamps": True}
+        query: dict[str, Any] = {"follow": follow, "timestamps": True}
         deferred = instant(self.forwarding.events_since or "")
         since = cursor.since() or (since_time(deferred) if deferred is not None else None)
         if since:
@@ -226,6 +281,13 @@ class ForwardMixin:
                     return
         finally:
             resp.release()
+
+
+def _replicas(job: Obj, *, failed: bool) -> list[str]:
+    """The pod names of the job's replicas on record, in its status's order; ``failed``: with
+    the replicas whose phase is Failed."""
+    replicas = [replica for task in (job.get("status") or {}).get("tasks") or [] for replica in task.get("status") or []]
+    return [str(r["name"]) for r in replicas if r.get("name") and (failed or r.get("phase") != "Failed")]
 
 
 def _running_replicas(job: Obj | None) -> list[tuple[str, str]]:

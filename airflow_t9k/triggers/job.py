@@ -124,6 +124,9 @@ class T9kJobTrigger(OutcomeMixin, ForwardMixin, BaseTrigger):
         self._last_job: Obj | None = None
         self._last_failure: str = ""
         self._streamed: dict[str, Cursor] = {}  # pod -> where its forwarded log lines stand
+        self._log_ending: Obj | None = None
+        self._log_wake: asyncio.Event | None = None
+        self._log_task: asyncio.Task[None] | None = None
         self._fired = False
 
     # The job's identity, read everywhere (and ``name`` learnt from a label selector's match).
@@ -244,7 +247,8 @@ class T9kJobTrigger(OutcomeMixin, ForwardMixin, BaseTrigger):
             self._events_settled = asyncio.Event()  # one per wait: an Event belongs to the loop that waits on it
             helpers.append(asyncio.create_task(self._forward_events()))
         if self.forwarding.stream_logs:
-            helpers.append(asyncio.create_task(self._follow_logs(watch)))
+            self._log_task = asyncio.create_task(self._follow_logs(watch))
+            helpers.append(self._log_task)
         try:
             event = await self._wait(watch, changed)
             if helpers and event.payload["status"] != "error":
@@ -346,6 +350,7 @@ class T9kJobTrigger(OutcomeMixin, ForwardMixin, BaseTrigger):
                     self.log.info("%s %s/%s: %s", self.kind, self.namespace, self.name, state.summary())
                     last_phase = state.phase
                 if state.terminal:
+                    await self.logs_drained(job)  # the last lines first: the failed-logs report skips them
                     failed = await self._failed_logs(job) if not state.succeeded else {}
                     return self._event("success" if state.succeeded else "failed", job, state.summary(), failed)
                 if self.policy.target_phases and state.phase in self.policy.target_phases:

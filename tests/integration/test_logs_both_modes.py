@@ -66,3 +66,22 @@ async def test_the_deferred_wait_follows_only_the_deciding_replica_by_default(co
     out = [line for line in capsys.readouterr().out.splitlines() if marker in line]
     assert len(out) == 1, out
     assert f"[{trigger.name}-worker-0]" in out[0], out
+
+
+@pytest.mark.asyncio
+async def test_a_job_that_ended_before_its_trigger_ran_still_has_its_lines_forwarded(conn, cluster, jobs, controller, capsys):
+    """A short job can end before its trigger first looks (the triggerer busy or restarting): no
+    replica is running to follow, and the lines it wrote are read once at the end instead."""
+    if cluster.external:
+        pytest.skip("appending to pod logs needs the local cluster's kwok")
+    with pytest.raises(TaskDeferred) as exc:
+        make_op(sim={"sim.t9k.test/duration": "2s"}, deferrable=True, log_events=False).execute(context())
+    trigger = exc.value.trigger
+    jobs.wait_phase("GenericJob", trigger.name, "Running")
+    marker = uuid.uuid4().hex[:8]
+    _append_pod_log(cluster, jobs.ns, f"only line {marker}")
+    jobs.wait_phase("GenericJob", trigger.name, "Succeeded")
+    assert (await first_event(trigger)).payload["status"] == "success"
+    out = [line for line in capsys.readouterr().out.splitlines() if marker in line]
+    assert len(out) == 1, out
+    assert f"[{trigger.name}-worker-0] only line {marker}" in out[0], out

@@ -21,10 +21,12 @@ with DAG("t9k_no_delete", start_date=START, schedule=None, catchup=False):
                        pod_annotations={"sim.t9k.test/duration": "3s", "sim.t9k.test/message": '{"metric": 0.77}'})  # fmt: skip
 
 # A job that ends a second after its task deferred: the trigger holds its event until
-# [t9k] deferral_hold_seconds (10 s) after the deferral, past apache/airflow#72716.
+# [t9k] deferral_hold_seconds (10 s) after the deferral, past apache/airflow#72716. No log
+# streaming: at a job's end the trigger reads the replicas' last lines from where an earlier
+# triggerer left them, and on a triggerer's first trigger reading that takes ~8 s.
 with DAG("t9k_hold", start_date=START, schedule=None, catchup=False):
     GenericJobOperator(task_id="train", image="busybox", replicas=1, deferrable=True, log_events=False,
-                       pod_annotations={"sim.t9k.test/duration": "1s"})  # fmt: skip
+                       stream_logs=False, pod_annotations={"sim.t9k.test/duration": "1s"})  # fmt: skip
 
 # A deferrable sensor on a job that has already ended reads it once on the worker and ends there.
 with DAG("t9k_sensor_done", start_date=START, schedule=None, catchup=False):
@@ -39,10 +41,15 @@ with DAG("t9k_upgrade", start_date=START, schedule=None, catchup=False):
     GenericJobOperator(task_id="train", image="busybox", replicas=1, deferrable=True, log_events=False,
                        pod_annotations={"sim.t9k.test/duration": "5s"})  # fmt: skip
 
-# A long job whose log the test appends to around a restart of the triggerer.
+# A job whose log the test appends to around a restart of the triggerer: its pod runs until
+# the test releases it (no `sim.t9k.test/duration`), however long the restart took.
 with DAG("t9k_log_resume", start_date=START, schedule=None, catchup=False):
-    GenericJobOperator(task_id="train", image="busybox", replicas=1, deferrable=True, log_events=False,
-                       pod_annotations={"sim.t9k.test/duration": "45s"})  # fmt: skip
+    GenericJobOperator(task_id="train", image="busybox", replicas=1, deferrable=True, log_events=False)
+
+# A job whose pod runs until the test releases it: its last lines are written, and it ends, while
+# no triggerer runs.
+with DAG("t9k_log_end_down", start_date=START, schedule=None, catchup=False):
+    GenericJobOperator(task_id="train", image="busybox", replicas=1, deferrable=True, log_events=False)
 
 # One run id run three times (the run deleted and triggered again under the same id).
 with DAG("t9k_same_run_id", start_date=START, schedule=None, catchup=False):

@@ -47,3 +47,24 @@ def test_the_operator_hands_its_log_settings_to_the_trigger():
     assert o._trigger({"kind": "GenericJob", "name": "j", "namespace": "ml", "uid": "u"}, None).forwarding.follow_pods == (
         "j-worker-0",
     )
+
+
+def _job(*replicas: tuple[str, str]) -> dict:
+    return {"status": {"tasks": [{"name": "worker", "status": [{"name": n, "phase": p} for n, p in replicas]}]}}
+
+
+@pytest.mark.parametrize(
+    ("job", "failed", "expected"),
+    [
+        (_job(("j-worker-0", "Succeeded"), ("j-worker-1", "Running")), False, ["j-worker-0", "j-worker-1"]),
+        (_job(("j-worker-0", "Failed"), ("j-worker-1", "Succeeded")), False, ["j-worker-1"]),  # the failed-logs report's
+        (_job(("j-worker-0", "Failed"), ("j-worker-1", "Succeeded")), True, ["j-worker-0", "j-worker-1"]),
+        (_job(("", "Succeeded")), True, []),  # not created yet: no name on record
+        ({"status": {}}, True, []),
+        ({}, True, []),
+    ],
+)
+def test_the_replicas_read_once_more_at_the_jobs_end(job, failed, expected):
+    from airflow_t9k.triggers.forward import _replicas
+
+    assert _replicas(job, failed=failed) == expected
