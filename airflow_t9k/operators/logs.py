@@ -33,6 +33,9 @@ RETRY = 2.0  # seconds before opening a replica's log again (not started yet, or
 # (Closing a response from another thread blocks on the TLS socket a reader holds.)
 READ_IDLE = 10.0
 START_MARGIN = 5.0  # seconds before the wait began that the first read of a replica's log goes back
+# At the job's end, how long the followers get to put their read down before the last read of
+# each replica's log; one still reading then (a live stream) keeps its replica's log.
+FINISH_JOIN = 1.0
 
 
 def replica_pods(job: Obj | None) -> list[str]:
@@ -129,21 +132,69 @@ class LogFollower:
                 self.stop_event.wait(RETRY)
                 continue
             try:
-                for raw in resp:
-                    if self.stop_event.is_set():
-                        return
-                    stamp, text = split(raw.decode(errors="replace"))
-                    if not skip.fresh(stamp):
-                        continue  # forwarded before the reconnect
-                    if not self._take():
-                        return
-                    self.log.info("[%s] %s", pod, text)
-                    cursor.sent(stamp)
+                if not self._forward(pod, resp, cursor, skip, stoppable=True):
+                    return
             except Exception:  # noqa: BLE001, S110 - the stream broke or was idle READ_IDLE: reopen it
                 pass
             finally:
                 resp.release_conn()
             self.stop_event.wait(RETRY)
+
+    def _forward(self, pod: str, resp: Any, cursor: Cursor, skip: Any, *, stoppable: bool) -> bool:
+        """Log the lines of ``resp`` not sent yet; False once the wait stopped (``stoppable``) or
+        the line budget is spent."""
+        for raw in resp:
+            if stoppable and self.stop_event.is_set():
+                return False
+            stamp, text = split(raw.decode(errors="replace"))
+            if not skip.fresh(stamp):
+                continue  # forwarded before the reconnect
+            if not self._take():
+                return False
+            self.log.info("[%s] %s", pod, text)
+            cursor.sent(stamp)
+        return True
+
+    def finish(self, job: Obj, *, with_failed: bool) -> None:
+        """The job ended: stop following, then read once more, not following, the log of each
+        replica no follower is still reading, from where its cursor stands (from the wait's
+        start for one never followed). Lines a follower had not seen (between two opens of its
+        stream, or before its first) reach the task log too, once. ``with_failed``: the failed
+        replicas too (of a failed job, ``print_failed_logs`` prints them)."""
+        self.stop()
+        until = time.monotonic() + FINISH_JOIN
+        for t in list(self.threads.values()):
+            t.join(max(until - time.monotonic(), 0))
+        failed = set() if with_failed else {r.pod for r in first_failed(job)}
+        read = set(self.threads)
+        for pod in self.fixed if self.fixed is not None else replica_pods(job):
+            running = self.threads.get(pod)
+            if pod in failed or (running is not None and running.is_alive()):
+                continue
+            if pod not in read and len(read) >= self.max_pods:
+                continue
+            read.add(pod)
+            if self.owner_uid and not self._ours(pod):
+                continue
+            if not self._read_once(pod):
+                return
+
+    def _read_once(self, pod: str) -> bool:
+        """One read of ``pod``'s log from its cursor, not following; False when nothing more may be logged."""
+        cursor = self.last_seen.setdefault(pod, Cursor())
+        query: list[tuple[str, Any]] = [("timestamps", "true"), ("sinceTime", cursor.since() or self.started)]
+        try:
+            resp = self.hook.api_client.call_api(child_path("Pod", self.namespace, pod, "log"), "GET", query_params=query,
+                                                 auth_settings=["BearerToken"], _preload_content=False,
+                                                 _request_timeout=(10, READ_IDLE))  # fmt: skip
+        except Exception:  # noqa: BLE001 - gone (cleaned up) or unreachable: its lines are not to be had
+            return True
+        try:
+            return self._forward(pod, resp, cursor, cursor.resume(), stoppable=False)
+        except Exception:  # noqa: BLE001 - the read broke: what it gave is logged
+            return True
+        finally:
+            resp.release_conn()
 
 
 def print_failed_logs(hook: Any, job: Obj, log: logging.Logger, *, max_lines: int | None, max_pods: int, tail_lines: int,

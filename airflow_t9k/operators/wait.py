@@ -186,10 +186,13 @@ class WaitMixin:
     def _event_from(self, job: Obj | None, status: str, message: str | None = None) -> Obj:
         state = interpret(job)
         failed: Obj = {}
+        follower = getattr(self, "_logs", None)
+        if job is not None and follower is not None and state.terminal and status in ("success", "failed"):
+            # The replicas' last lines first (once); then nothing streamed interleaves with the failed logs.
+            follower.finish(job, with_failed=state.succeeded)
+        elif follower is not None and status == "failed":
+            follower.stop()
         if job is not None and status == "failed":
-            follower = getattr(self, "_logs", None)
-            if follower is not None:
-                follower.stop()  # its last lines first; then nothing streamed interleaves with these
             failed = print_failed_logs(self.hook, job, self.log, max_lines=self.max_log_lines, max_pods=self.max_followed_pods,
                                        tail_lines=self.log_tail_lines,
                                        streamed=follower.last_seen if follower else None)  # fmt: skip

@@ -85,3 +85,30 @@ async def test_a_job_that_ended_before_its_trigger_ran_still_has_its_lines_forwa
     out = [line for line in capsys.readouterr().out.splitlines() if marker in line]
     assert len(out) == 1, out
     assert f"[{trigger.name}-worker-0] only line {marker}" in out[0], out
+
+
+def test_the_worker_side_reads_each_replicas_log_once_more_when_the_job_ended(conn, cluster, jobs, controller, caplog):
+    """The worker-side wait's end reads, from its cursor, the log of each replica no follower is
+    still reading: here none ever ran (the job ended before the wait looked), as when a
+    follower was between two opens of its stream at the end."""
+    import logging
+
+    from airflow_t9k.operators.logs import LogFollower
+
+    if cluster.external:
+        pytest.skip("appending to pod logs needs the local cluster's kwok")
+    store = Store()
+    op = make_op(sim={"sim.t9k.test/duration": "2s"}, deferrable=True, log_events=False)
+    with pytest.raises(TaskDeferred):
+        op.execute(context(store))
+    ident = store["t9k_job"]
+    log = logging.getLogger("t9k-test-finish")
+    follower = LogFollower(op.hook, jobs.ns, log, 100, 8, None, owner_uid=ident["uid"])
+    jobs.wait_phase("GenericJob", ident["name"], "Running")
+    marker = uuid.uuid4().hex[:8]
+    _append_pod_log(cluster, jobs.ns, f"last line {marker}")
+    job = jobs.wait_phase("GenericJob", ident["name"], "Succeeded")
+    with caplog.at_level(logging.INFO, logger=log.name):
+        follower.finish(job, with_failed=True)
+    lines = sorted(r.getMessage() for r in caplog.records if marker in r.getMessage())
+    assert lines == [f"[{ident['name']}-worker-{i}] last line {marker}" for i in (0, 1)], lines
