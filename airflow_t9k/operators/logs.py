@@ -34,8 +34,9 @@ RETRY = 2.0  # seconds before opening a replica's log again (not started yet, or
 READ_IDLE = 10.0
 START_MARGIN = 5.0  # seconds before the wait began that the first read of a replica's log goes back
 # At the job's end, how long the followers get to put their read down before the last read of
-# each replica's log; one still reading then (a live stream) keeps its replica's log.
-FINISH_JOIN = 1.0
+# each replica's log. One between two opens, or at the end of its stream, stops at once; one still
+# reading then is on a live stream (a replica still running) and keeps its replica's log.
+FINISH_JOIN = 0.2
 
 
 def replica_pods(job: Obj | None) -> list[str]:

@@ -168,31 +168,43 @@ def _cursor(stack: AirflowStack, dag_id: str, run_id: str) -> dict:
         return {}
 
 
-def test_a_triggerer_restart_resumes_the_log_where_it_was(e2e, cluster, api_client):
-    stack, ns = e2e
-    marker = uuid.uuid4().hex[:8]
-    run_id = stack.trigger("t9k_log_resume")
-    wait_until(lambda: stack.ti("t9k_log_resume", run_id)[0] == "deferred", timeout=120, interval=0.5, what="deferred")
+def _lines_on_record(stack: AirflowStack, cluster, api_client, ns: str, dag_id: str, marker: str) -> tuple[str, list[str]]:
+    """A run of ``dag_id`` deferred, its job running, three lines of its replica forwarded and
+    the trigger's cursor saved past them: the run id and those lines."""
+    run_id = stack.trigger(dag_id)
+    wait_until(lambda: stack.ti(dag_id, run_id)[0] == "deferred", timeout=120, interval=0.5, what="deferred")
     wait_until(lambda: any((j.get("status") or {}).get("phase") == "Running" for j in _jobs(api_client, ns, run_id)),
                timeout=60, what="the job running")  # fmt: skip
     time.sleep(3)  # the trigger attaches to the replica's log
-    stamps = _append_lines(cluster, ns, *[f"before {i} {marker}" for i in range(3)])
+    before = [f"before {i} {marker}" for i in range(3)]
+    last = _nanoseconds(_append_lines(cluster, ns, *before)[-1])
     # The trigger saved where the log stands (every 5 s while it moves).
-    last = _nanoseconds(stamps[-1])
-    wait_until(lambda: any(c.get("at") == last for c in _cursor(stack, "t9k_log_resume", run_id).values()),
+    wait_until(lambda: any(c.get("at") == last for c in _cursor(stack, dag_id, run_id).values()),
                timeout=30, interval=1, what="the log cursor saved")  # fmt: skip
+    return run_id, before
+
+
+def _each_once(stack: AirflowStack, dag_id: str, run_id: str, lines: list[str]) -> None:
+    states = stack.states_until(dag_id, run_id, {"success", "failed"}, timeout=180)
+    log = stack.task_log(dag_id, run_id)
+    assert states[-1] == "success", (states, log[-4000:])
+    for line in lines:
+        assert log.count(line) == 1, (line, log.count(line), log[-4000:])
+
+
+def test_a_triggerer_restart_resumes_the_log_where_it_was(e2e, cluster, api_client):
+    stack, ns = e2e
+    marker = uuid.uuid4().hex[:8]
+    run_id, before = _lines_on_record(stack, cluster, api_client, ns, "t9k_log_resume", marker)
     stack.terminate("triggerer")
     stack.launch("triggerer")
     wait_until(stack.healthy, timeout=60, interval=1, what="the triggerer back")
     time.sleep(5)  # the new triggerer picks the trigger up and attaches again
-    _append_lines(cluster, ns, *[f"after {i} {marker}" for i in range(2)])
+    after = [f"after {i} {marker}" for i in range(2)]
+    _append_lines(cluster, ns, *after)
     names = [j["metadata"]["name"] for j in _jobs(api_client, ns, run_id)]
     release_pods(client.CoreV1Api(api_client), ns, names, after="3s")  # the job ends once those lines are out
-    states = stack.states_until("t9k_log_resume", run_id, {"success", "failed"}, timeout=180)
-    log = stack.task_log("t9k_log_resume", run_id)
-    assert states[-1] == "success", (states, log[-4000:])
-    for line in [f"before {i} {marker}" for i in range(3)] + [f"after {i} {marker}" for i in range(2)]:
-        assert log.count(line) == 1, (line, log.count(line), log[-4000:])
+    _each_once(stack, "t9k_log_resume", run_id, before + after)
 
 
 def test_lines_written_before_the_job_ended_while_no_triggerer_ran_reach_the_log(e2e, cluster, api_client):
@@ -200,15 +212,7 @@ def test_lines_written_before_the_job_ended_while_no_triggerer_ran_reach_the_log
     ended, with no replica running to follow, and still forwards those lines, once."""
     stack, ns = e2e
     marker = uuid.uuid4().hex[:8]
-    run_id = stack.trigger("t9k_log_end_down")
-    wait_until(lambda: stack.ti("t9k_log_end_down", run_id)[0] == "deferred", timeout=120, interval=0.5, what="deferred")
-    wait_until(lambda: any((j.get("status") or {}).get("phase") == "Running" for j in _jobs(api_client, ns, run_id)),
-               timeout=60, what="the job running")  # fmt: skip
-    time.sleep(3)  # the trigger attaches to the replica's log
-    before = [f"before {i} {marker}" for i in range(3)]
-    last = _nanoseconds(_append_lines(cluster, ns, *before)[-1])
-    wait_until(lambda: any(c.get("at") == last for c in _cursor(stack, "t9k_log_end_down", run_id).values()),
-               timeout=30, interval=1, what="the log cursor saved")  # fmt: skip
+    run_id, before = _lines_on_record(stack, cluster, api_client, ns, "t9k_log_end_down", marker)
     stack.terminate("triggerer")
     time.sleep(1.1)  # the next lines' stamps fall in a later second than the cursor's
     after = [f"after {i} {marker}" for i in range(2)]
@@ -217,11 +221,7 @@ def test_lines_written_before_the_job_ended_while_no_triggerer_ran_reach_the_log
     wait_until(lambda: [(j.get("status") or {}).get("phase") for j in _jobs(api_client, ns, run_id)] == ["Succeeded"],
                timeout=60, interval=0.5, what="the job succeeded with no triggerer")  # fmt: skip
     stack.launch("triggerer")
-    states = stack.states_until("t9k_log_end_down", run_id, {"success", "failed"}, timeout=180)
-    log = stack.task_log("t9k_log_end_down", run_id)
-    assert states[-1] == "success", (states, log[-4000:])
-    for line in before + after:
-        assert log.count(line) == 1, (line, log.count(line), log[-4000:])
+    _each_once(stack, "t9k_log_end_down", run_id, before + after)
 
 
 def _executor_events(stack: AirflowStack, dag_id: str, run_id: str) -> int:
