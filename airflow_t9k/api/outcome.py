@@ -45,6 +45,13 @@ class JobState:
     def succeeded(self) -> bool:
         return self.phase == SUCCEEDED
 
+    @property
+    def replicas_read_at_end(self) -> tuple[str, ...]:
+        """The replicas whose logs both waits read once more when the job ended: every one of a
+        succeeded job; of a failed one, those that did not fail (the failed-logs report prints
+        the failed ones under their own headers)."""
+        return tuple(p for p in self.replica_pods if self.succeeded or p not in self.failed_replicas)
+
     def summary(self) -> str:
         counts = ", ".join(f"{k} {v}" for k, v in self.aggregate.items() if v)
         text = f"phase {self.phase or 'unknown'}"

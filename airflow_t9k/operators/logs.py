@@ -21,6 +21,7 @@ from typing import Any
 from airflow_t9k.api.evidence import KeptLogs, controlled_by
 from airflow_t9k.api.failed import FailedLogs, first_failed, print_lines, unavailable
 from airflow_t9k.api.logcursor import Cursor, since_time, split
+from airflow_t9k.api.outcome import interpret
 from airflow_t9k.api.paths import child_path
 from airflow_t9k.kinds.registry import KINDS
 
@@ -156,21 +157,21 @@ class LogFollower:
             cursor.sent(stamp)
         return True
 
-    def finish(self, job: Obj, *, with_failed: bool) -> None:
+    def finish(self, job: Obj) -> None:
         """The job ended: stop following, then read once more, not following, the log of each
         replica no follower is still reading, from where its cursor stands (from the wait's
         start for one never followed). Lines a follower had not seen (between two opens of its
-        stream, or before its first) reach the task log too, once. ``with_failed``: the failed
-        replicas too (of a failed job, ``print_failed_logs`` prints them)."""
+        stream, or before its first) reach the task log too, once. Of a failed job the failed
+        replicas are left to ``print_failed_logs`` (``JobState.replicas_read_at_end``)."""
         self.stop()
         until = time.monotonic() + FINISH_JOIN
         for t in list(self.threads.values()):
             t.join(max(until - time.monotonic(), 0))
-        failed = set() if with_failed else {r.pod for r in first_failed(job)}
+        ended = interpret(job).replicas_read_at_end
         read = set(self.threads)
-        for pod in self.fixed if self.fixed is not None else replica_pods(job):
+        for pod in ended if self.fixed is None else [p for p in self.fixed if p in ended]:
             running = self.threads.get(pod)
-            if pod in failed or (running is not None and running.is_alive()):
+            if running is not None and running.is_alive():
                 continue
             if pod not in read and len(read) >= self.max_pods:
                 continue

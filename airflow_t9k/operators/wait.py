@@ -189,7 +189,7 @@ class WaitMixin:
         follower = getattr(self, "_logs", None)
         if job is not None and follower is not None and state.terminal and status in ("success", "failed"):
             # The replicas' last lines first (once); then nothing streamed interleaves with the failed logs.
-            follower.finish(job, with_failed=state.succeeded)
+            follower.finish(job)
         elif follower is not None and status == "failed":
             follower.stop()
         if job is not None and status == "failed":

@@ -226,7 +226,7 @@ class ForwardMixin:
             task.cancel()
         await asyncio.gather(*(t for _, t in followers.values()), return_exceptions=True)
         read = set(followers)
-        for pod in _replicas(job, failed=interpret(job).succeeded):
+        for pod in interpret(job).replicas_read_at_end:
             if budget[0] <= 0:
                 return
             if self.forwarding.follow_pods is not None and pod not in self.forwarding.follow_pods:
@@ -281,13 +281,6 @@ class ForwardMixin:
                     return
         finally:
             resp.release()
-
-
-def _replicas(job: Obj, *, failed: bool) -> list[str]:
-    """The pod names of the job's replicas on record, in its status's order; ``failed``: with
-    the replicas whose phase is Failed."""
-    replicas = [replica for task in (job.get("status") or {}).get("tasks") or [] for replica in task.get("status") or []]
-    return [str(r["name"]) for r in replicas if r.get("name") and (failed or r.get("phase") != "Failed")]
 
 
 def _running_replicas(job: Obj | None) -> list[tuple[str, str]]:

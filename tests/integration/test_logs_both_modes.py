@@ -109,6 +109,6 @@ def test_the_worker_side_reads_each_replicas_log_once_more_when_the_job_ended(co
     _append_pod_log(cluster, jobs.ns, f"last line {marker}")
     job = jobs.wait_phase("GenericJob", ident["name"], "Succeeded")
     with caplog.at_level(logging.INFO, logger=log.name):
-        follower.finish(job, with_failed=True)
+        follower.finish(job)
     lines = sorted(r.getMessage() for r in caplog.records if marker in r.getMessage())
     assert lines == [f"[{ident['name']}-worker-{i}] last line {marker}" for i in (0, 1)], lines

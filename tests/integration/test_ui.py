@@ -288,8 +288,6 @@ def _login(browser, ui: Ui, user: str, path: str):
     # page's loading the test added (docs/testing.md, failures).
     page.on("request", lambda r: errors.append(f"external request {r.url}") if _leaves(r.url, ui.api.base) else None)
     page.on("pageerror", lambda e: errors.append(str(e)))
-    # Airflow reports a plugin bundle it could not load only on the console: shown on a failure.
-    page.on("console", lambda m: print(f"[browser console] {m.type}: {m.text}") if m.type in ("error", "warning") else None)
     page.on("dialog", lambda d: d.accept())  # the actions' confirmation
     page.goto(ui.api.base + path)
     page.get_by_label("Username").fill(user)
@@ -301,9 +299,10 @@ def _login(browser, ui: Ui, user: str, path: str):
 
 
 def _traced(page) -> list[str]:
-    """What the browser reports from now on about loading: console errors and warnings, failed
-    requests, error responses, and every response for one of our bundles. The plugin 404 that
-    twice failed a CI run (docs/testing.md, failures) leaves its cause only there."""
+    """What the browser reports from now on about loading: console errors and warnings (where
+    Airflow reports a plugin bundle it could not load), failed requests, error responses, and
+    every response for one of our bundles. The plugin 404 that twice failed a CI run
+    (docs/testing.md, failures) leaves its cause only there."""
     trace: list[str] = []
     page.on("console", lambda m: trace.append(f"console {m.type}: {m.text}") if m.type in ("error", "warning") else None)
     page.on("requestfailed", lambda r: trace.append(f"request failed {r.url}: {r.failure}"))

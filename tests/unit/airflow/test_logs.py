@@ -49,22 +49,23 @@ def test_the_operator_hands_its_log_settings_to_the_trigger():
     )
 
 
-def _job(*replicas: tuple[str, str]) -> dict:
-    return {"status": {"tasks": [{"name": "worker", "status": [{"name": n, "phase": p} for n, p in replicas]}]}}
+def _job(phase: str | None, *replicas: tuple[str, str]) -> dict:
+    tasks = [{"name": "worker", "status": [{"name": n, "phase": p} for n, p in replicas]}]
+    return {"status": {"phase": phase, "tasks": tasks}}
 
 
 @pytest.mark.parametrize(
-    ("job", "failed", "expected"),
+    ("job", "expected"),
     [
-        (_job(("j-worker-0", "Succeeded"), ("j-worker-1", "Running")), False, ["j-worker-0", "j-worker-1"]),
-        (_job(("j-worker-0", "Failed"), ("j-worker-1", "Succeeded")), False, ["j-worker-1"]),  # the failed-logs report's
-        (_job(("j-worker-0", "Failed"), ("j-worker-1", "Succeeded")), True, ["j-worker-0", "j-worker-1"]),
-        (_job(("", "Succeeded")), True, []),  # not created yet: no name on record
-        ({"status": {}}, True, []),
-        ({}, True, []),
+        (_job("Succeeded", ("j-worker-0", "Succeeded"), ("j-worker-1", "Running")), ("j-worker-0", "j-worker-1")),
+        (_job("Failed", ("j-worker-0", "Failed"), ("j-worker-1", "Succeeded")), ("j-worker-1",)),  # the failed-logs report's
+        (_job("Succeeded", ("j-worker-0", "Failed"), ("j-worker-1", "Succeeded")), ("j-worker-0", "j-worker-1")),
+        (_job("Succeeded", ("", "Succeeded")), ()),  # not created yet: no name on record
+        ({"status": {"phase": "Succeeded"}}, ()),
+        ({}, ()),
     ],
 )
-def test_the_replicas_read_once_more_at_the_jobs_end(job, failed, expected):
-    from airflow_t9k.triggers.forward import _replicas
+def test_the_replicas_read_once_more_at_the_jobs_end(job, expected):
+    from airflow_t9k.api.outcome import interpret
 
-    assert _replicas(job, failed=failed) == expected
+    assert interpret(job).replicas_read_at_end == expected
