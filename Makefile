@@ -1,6 +1,8 @@
 # The commands of the README: `make demo`, `make check` (before every `make test`) and `make test`.
 VENV := .venv
 PIP := $(VENV)/bin/pip
+# The unit tests' collection reuses its compiled (and assertion-rewritten) modules (scripts/test.sh).
+unexport PYTHONDONTWRITEBYTECODE
 
 .PHONY: setup demo demo-real check lint test unit real chaos cluster-up cluster-down deploy-local undeploy-local chart
 
