@@ -1,4 +1,4 @@
-"""DAG for test_e2e_trigger_late.py: three deferred tasks whose deadline passes while the
+"""DAG for test_e2e_trigger.py (the late trigger): three deferred tasks whose deadline passes while the
 triggerer is stopped. Their jobs succeed, fail, or still run when it starts again: the pods
 have no `sim.t9k.test/duration`, so they run until the test releases two of them."""
 
