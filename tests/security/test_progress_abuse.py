@@ -3,7 +3,8 @@ many jobs a tenant runs (issue 29, 8): a line sequence whose ETA is infinite mus
 job's reconcile, and one namespace's many jobs must not take every followed log from the others.
 
 The second counts log streams and the ones refused across a controller's whole scope, timing
-what a neighbour's load would slow: these tests run alone (serial)."""
+what a neighbour's load would slow: it runs alone (serial). The first holds its replica running
+until every line has been read, so no neighbour's load can end it early: it runs beside others."""
 
 from __future__ import annotations
 
@@ -17,8 +18,7 @@ from tests.builders import generic
 from tests.integration.test_progress import append_log
 from tests.support.cluster import wait_until
 from tests.support.jobs import Jobs
-
-pytestmark = pytest.mark.serial
+from tests.support.kubelet import release_pods
 
 GJ = "GenericJob"
 
@@ -30,11 +30,11 @@ def _running(name: str, seconds: str = "") -> dict:
     return job
 
 
-def test_a_line_sequence_with_an_infinite_eta_does_not_stall_the_job(cluster, jobs, controller_factory):
+def test_a_line_sequence_with_an_infinite_eta_does_not_stall_the_job(cluster, core, jobs, controller_factory):
     if cluster.external:
         pytest.skip("appending to pod logs needs the local cluster's kwok")
     controller = controller_factory("--progress-interval", "1")
-    jobs.create(_running("eta", "14s"))
+    jobs.create(_running("eta"))  # held Running until released below
     jobs.wait_phase(GJ, "eta", "Running", timeout=30)
     wait_until(lambda: controller.metrics().get("progress_stream_open", 0) >= 1, timeout=20, what="the log followed")
     time.sleep(0.5)
@@ -42,6 +42,9 @@ def test_a_line_sequence_with_an_infinite_eta_does_not_stall_the_job(cluster, jo
     for epoch in ("0", "1e-300", "2e-300", "3e-300"):
         append_log(cluster, jobs.ns, f'T9K_PROGRESS {{"epoch": {epoch}, "total_epochs": 1e308}}')
         time.sleep(2.2)
+    wait_until(lambda: (jobs.get(GJ, "eta")["status"].get("progress") or {}).get("epoch") == 3e-300, timeout=30,
+               what="the last line in the status")  # fmt: skip
+    release_pods(core, jobs.ns, ["eta"])
     done = jobs.wait_phase(GJ, "eta", "Succeeded", "Failed", timeout=40)  # the pod ends; the pass that sees it must run
     assert done["status"]["phase"] == "Succeeded", done["status"]
     assert done["status"]["progress"]["epoch"] == 3e-300
@@ -50,6 +53,7 @@ def test_a_line_sequence_with_an_infinite_eta_does_not_stall_the_job(cluster, jo
     assert controller.metrics().get("reconcile_error", 0) == 0
 
 
+@pytest.mark.serial
 def test_one_namespaces_many_jobs_do_not_take_every_followed_log(api_client, core, cluster, jobs, namespace, controller_factory):
     if cluster.external:
         pytest.skip("appending to pod logs needs the local cluster's kwok")
