@@ -46,7 +46,7 @@ from airflow_t9k.k8s.errors import ApiError, is_permanent
 from airflow_t9k.triggers import records, shared_watch
 from airflow_t9k.triggers.forward import ENDING_REASONS, ForwardMixin
 from airflow_t9k.triggers.lookup import LookupFailed, chosen, matcher, wait_for_match
-from airflow_t9k.triggers.outcome import LAST_READ, OutcomeMixin
+from airflow_t9k.triggers.outcome import CREDENTIALS_WITHIN, LAST_READ, OutcomeMixin
 
 if TYPE_CHECKING:
     from airflow_t9k.api.logcursor import Cursor
@@ -213,8 +213,9 @@ class T9kJobTrigger(OutcomeMixin, ForwardMixin, BaseTrigger):
         try:
             if deadline is None:
                 return await self._watch_until_done()
-            # Room for the last read too, so the backstop does not cut it short.
-            return await within(self._watch_until_done(), max(deadline - time.time(), 0) + BACKSTOP + 2 * LAST_READ)
+            # Room for the last read too (its credentials, the job, its log tails), so the backstop does not cut it short.
+            last_read = CREDENTIALS_WITHIN + 2 * LAST_READ
+            return await within(self._watch_until_done(), max(deadline - time.time(), 0) + BACKSTOP + last_read)
         except asyncio.TimeoutError:
             return await self._at_deadline()
         except Exception as exc:  # whatever it is, the task must hear of it rather than wait forever

@@ -22,10 +22,13 @@ if TYPE_CHECKING:
     from airflow_t9k.triggers.records import Forwarding, JobRef, WaitPolicy
 
 Obj = dict[str, Any]
-# Seconds the one read of the job at the deadline may take (and its log tails as long). It
-# resolves the connection too, through the triggerer's supervisor, which answered 5 s late
-# while a restarted triggerer took its triggers over: too short a bound times out a finished job.
+# Seconds the one read of the job at the deadline may take (and its log tails as long).
 LAST_READ = 15.0
+# Seconds its credentials may take to load first: the connection is resolved through the
+# triggerer's supervisor, which a restarted triggerer's first XCom reads kept busy for 19 s on a
+# loaded machine (it builds its in-process API then). Counted apart from the read, so a triggerer
+# slow to answer itself does not pass for a job never seen.
+CREDENTIALS_WITHIN = 45.0
 
 
 class OutcomeMixin:
@@ -62,7 +65,7 @@ class OutcomeMixin:
         if not self.name:  # a selector that never matched: there is nothing to read
             return self._timeout_event()
         try:
-            job = await within(self._read_job_once(), LAST_READ)
+            job = await self._read_job_once()
         except Exception as exc:  # noqa: BLE001 - the deadline stands; say why the job is unknown
             if not isinstance(exc, asyncio.TimeoutError):
                 self._note_failure(exc)
@@ -83,7 +86,13 @@ class OutcomeMixin:
     async def _read_job_once(self) -> Obj | None:
         hook = self.make_hook()
         try:
-            return await hook.get_job(self.kind, self.name, self.namespace)
+            try:
+                await within(hook.kube(), CREDENTIALS_WITHIN)
+            except asyncio.TimeoutError:
+                self._last_failure = f"the triggerer's credentials for the cluster did not load within {CREDENTIALS_WITHIN:g}s"
+                self.log.warning("%s %s/%s past its deadline: %s", self.kind, self.namespace, self.name, self._last_failure)
+                raise
+            return await within(hook.get_job(self.kind, self.name, self.namespace), LAST_READ)
         finally:
             await hook.close()
 

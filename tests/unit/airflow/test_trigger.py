@@ -3,6 +3,7 @@ no credentials: the triggerer resolves them itself from the connection id or kub
 
 from __future__ import annotations
 
+import asyncio
 import json
 from datetime import datetime, timezone
 
@@ -269,3 +270,49 @@ async def test_yielding_the_event_marks_the_trigger_fired():
     assert not trigger._fired
     await trigger.run().__anext__()
     assert trigger._fired
+
+
+class _SlowHook:
+    """The trigger's hook at the deadline: credentials that take ``load`` seconds (the triggerer's
+    supervisor busy), then a GET that takes ``answer`` seconds (the API server)."""
+
+    def __init__(self, load: float, answer: float, phase: str) -> None:
+        self.load, self.answer, self.phase = load, answer, phase
+        self.loaded = self.closed = False
+
+    async def kube(self) -> None:  # as AsyncT9kHook's: static credentials load once, on first use
+        if not self.loaded:
+            await asyncio.sleep(self.load)
+            self.loaded = True
+
+    async def get_job(self, kind: str, name: str, namespace: str) -> dict:
+        await self.kube()
+        await asyncio.sleep(self.answer)
+        return {"kind": kind, "metadata": {"name": name, "namespace": namespace, "uid": "uid-1"},
+                "status": {"phase": self.phase}}  # fmt: skip
+
+    async def close(self) -> None:
+        self.closed = True
+
+
+@pytest.mark.asyncio
+@pytest.mark.parametrize(
+    ("load", "answer", "status", "message"),
+    [(0.0, 0.0, "success", "phase Succeeded"),
+     (0.3, 0.0, "success", "phase Succeeded"),  # credentials slower than the read's own bound: not a job never seen
+     (0.0, 0.3, "timeout", "(never seen)"),  # the API server did not answer in time
+     (0.9, 0.0, "timeout", "credentials for the cluster did not load within 0.6s")],
+    ids=["prompt", "slow-credentials", "no-answer", "credentials-never-load"],
+)  # fmt: skip
+async def test_the_read_at_the_deadline_bounds_credentials_and_the_answer_apart(monkeypatch, load, answer, status, message):
+    from airflow_t9k.triggers import outcome
+
+    monkeypatch.setattr(outcome, "LAST_READ", 0.2)
+    monkeypatch.setattr(outcome, "CREDENTIALS_WITHIN", 0.6)
+    trigger = T9kJobTrigger(**{**KWARGS, "policy": {**KWARGS["policy"], "target_phases": None}})
+    hook = _SlowHook(load, answer, "Succeeded")
+    trigger.make_hook = lambda: hook  # type: ignore[assignment]  # the hook's timing is what is tested
+    payload = (await trigger._at_deadline()).payload
+    assert payload["status"] == status, payload
+    assert message in payload["message"], payload
+    assert hook.closed
