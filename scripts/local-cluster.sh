@@ -92,12 +92,21 @@ real_node_wanted() { [[ ${T9K_REAL_NODE:-0} == 1 ]]; }
 log() { echo "[local-cluster] $*" >&2; }
 die() { log "error: $*"; exit 1; }
 
-pid_of() { cat "$STATE/pids/$1" 2>/dev/null || true; }
+# Builtins only (no cat, sed or subshell): the supervisor asks about every component every
+# second, and forking for it cost 0.034 CPU-seconds a second, some 70 in a `make test`.
+pid_of() {
+  local p=
+  [[ -r $STATE/pids/$1 ]] && read -r p <"$STATE/pids/$1"
+  echo "$p"
+}
 
 pid_alive() {  # a zombie (exited, not yet reaped by the supervisor) counts as dead
-  local p
-  p=$(pid_of "$1")
-  [[ -n $p ]] && kill -0 "$p" 2>/dev/null && [[ $(sed -E 's/^.*\) ([A-Za-z]).*$/\1/' "/proc/$p/stat" 2>/dev/null) != Z ]]
+  local p= stat=
+  [[ -r $STATE/pids/$1 ]] && read -r p <"$STATE/pids/$1"
+  [[ -n $p ]] && kill -0 "$p" 2>/dev/null || return 1
+  read -r stat <"/proc/$p/stat" 2>/dev/null || return 1
+  stat=${stat##*) }  # past "pid (comm) ": the state letter
+  [[ ${stat:0:1} != Z ]]
 }
 
 save_pid() {  # name, pid: written whole, so a reader never sees an empty file
@@ -447,8 +456,9 @@ supervise_loop() {
   save_pid supervisor $$
   mkdir -p "$STATE/restarts" "$STATE/held"
   log "supervising ${COMPONENTS[*]} (pid $$)"
-  local n count
-  while [[ "$(pid_of supervisor)" == "$$" ]]; do
+  local n count me= tick
+  exec {tick}<> <(:)  # `read -t 1` on it is a sleep without a process a second
+  while { read -r me <"$STATE/pids/supervisor"; } 2>/dev/null && [[ $me == "$$" ]]; do
     for n in "${COMPONENTS[@]}"; do
       [[ -f $STATE/held/$n ]] && continue
       pid_alive "$n" && continue
@@ -459,7 +469,7 @@ supervise_loop() {
       tail -5 "$STATE/logs/$n.log" >&2
       start "$n"
     done
-    sleep 1
+    read -rt 1 -u "$tick" || true
   done
   log "supervisor $$ stopping"
 }
