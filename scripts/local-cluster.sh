@@ -96,13 +96,13 @@ die() { log "error: $*"; exit 1; }
 # second, and forking for it cost 0.034 CPU-seconds a second, some 70 in a `make test`.
 pid_of() {
   local p=
-  [[ -r $STATE/pids/$1 ]] && read -r p <"$STATE/pids/$1"
+  [[ -r $STATE/pids/$1 ]] && read -r p <"$STATE/pids/$1" || true  # an empty file reads as no pid
   echo "$p"
 }
 
 pid_alive() {  # a zombie (exited, not yet reaped by the supervisor) counts as dead
   local p= stat=
-  [[ -r $STATE/pids/$1 ]] && read -r p <"$STATE/pids/$1"
+  [[ -r $STATE/pids/$1 ]] && read -r p <"$STATE/pids/$1" || true
   [[ -n $p ]] && kill -0 "$p" 2>/dev/null || return 1
   read -r stat <"/proc/$p/stat" 2>/dev/null || return 1
   stat=${stat##*) }  # past "pid (comm) ": the state letter
