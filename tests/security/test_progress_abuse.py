@@ -23,18 +23,16 @@ from tests.support.kubelet import release_pods
 GJ = "GenericJob"
 
 
-def _running(name: str, seconds: str = "") -> dict:
-    job = generic(name, ("worker", 1))
-    if seconds:
-        job["spec"]["replicaSpecs"][0]["template"]["metadata"] = {"annotations": {"sim.t9k.test/duration": seconds}}
-    return job
+def _running(name: str) -> dict:
+    """A one-replica job whose pod kwok holds Running until the test releases it (or ends)."""
+    return generic(name, ("worker", 1))
 
 
 def test_a_line_sequence_with_an_infinite_eta_does_not_stall_the_job(cluster, core, jobs, controller_factory):
     if cluster.external:
         pytest.skip("appending to pod logs needs the local cluster's kwok")
     controller = controller_factory("--progress-interval", "1")
-    jobs.create(_running("eta"))  # held Running until released below
+    jobs.create(_running("eta"))
     jobs.wait_phase(GJ, "eta", "Running", timeout=30)
     wait_until(lambda: controller.metrics().get("progress_stream_open", 0) >= 1, timeout=20, what="the log followed")
     time.sleep(0.5)
