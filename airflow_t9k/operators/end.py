@@ -116,7 +116,10 @@ class EndMixin:
                 raise AirflowException(text)
             raise AirflowTaskTimeout(event.get("message") or "timed out")
         if self.delete_on_finish == "always":
-            self._clean_up(ours)
+            if status == "failed":
+                self._clean_up(ours)
+            else:  # the wait failed, not (surely) the job: a triggerer's 403 must not cost a running training
+                self._clean_up_if_over(ours, status)
         order = event.get("failed_first") or []
         replicas = ", ".join([str(r["pod"]) for r in order] or list(state.failed_replicas))  # the first to fail first
         detail = f"; failed replicas: {replicas}" if replicas else ""
@@ -192,6 +195,30 @@ class EndMixin:
         except ApiError as exc:
             self.log.warning("could not delete %s %s/%s (delete_on_finish=%r): %s; it stays until deleted otherwise",
                              ident["kind"], ident["namespace"], ident["name"], self.delete_on_finish, exc.message)  # fmt: skip
+
+    def _clean_up_if_over(self, ident: Obj, status: object) -> None:
+        """``delete_on_finish="always"`` after an event that is not the job's end (``error``: the
+        triggerer could not read the job, a missing CRD, an exception in the trigger). The job
+        is read again: gone, or ended, it is cleaned up as usual; still running (or unreadable),
+        it stays for the retry to reattach to, since deleting it would train from scratch."""
+        if not ident.get("uid"):
+            return
+        try:
+            job = self.hook.get_job(ident["kind"], ident["name"], ident["namespace"])
+        except ApiError as exc:
+            self.log.warning("not deleting %s %s/%s after the %s event: it could not be read again (%s); a running "
+                             "job stays for the retry to reattach to", ident["kind"], ident["namespace"], ident["name"],
+                             status, exc.message)  # fmt: skip
+            return
+        if job is None or job["metadata"].get("uid") != ident["uid"]:
+            return  # gone already (or another object took the name): nothing of ours to delete
+        state = interpret(job)
+        if state.terminal:
+            self._clean_up(ident)
+            return
+        self.log.warning("not deleting %s %s/%s (delete_on_finish='always'): the %s event was about the wait, and the "
+                         "job is still %s; the retry reattaches to it", ident["kind"], ident["namespace"], ident["name"],
+                         status, state.phase or "not started")  # fmt: skip
 
     def _delete(self, ident: Obj) -> None:
         if self._delete_exact(ident["kind"], ident["name"], ident["namespace"], ident.get("uid")):

@@ -505,7 +505,8 @@ class Store(dict):
 
 @pytest.mark.parametrize(("status", "delete_on_finish"), [("error", "always"), ("failed", "always"), ("success", "on_success")])
 def test_finish_deletes_only_the_uid_this_task_recorded(status, delete_on_finish):
-    o = finishing_op(delete_on_finish=delete_on_finish)
+    ended = {"kind": "GenericJob", "metadata": {"name": "j", "namespace": "ml", "uid": "ours"}, "status": {"phase": "Failed"}}
+    o = finishing_op(current=ended, delete_on_finish=delete_on_finish)
     store = Store(t9k_job={"kind": "GenericJob", "name": "j", "namespace": "ml", "uid": "ours"})
     ev = event(status, uid="stranger")  # e.g. the trigger saw a replacement of the same name
     with pytest.raises(AirflowException) if status != "success" else __import__("contextlib").nullcontext():
@@ -513,6 +514,44 @@ def test_finish_deletes_only_the_uid_this_task_recorded(status, delete_on_finish
     deletes = [c for c in o.hook.calls if c[0] == "delete"]
     assert deletes == [("delete", "j", "ours")]
     assert all(c[2]["metadata"]["uid"] == "ours" for c in o.hook.calls if c[0] == "patch")
+
+
+class UnreadableHook(RecordingHook):
+    def get_job(self, kind, name, namespace):
+        from airflow_t9k.k8s.errors import ApiError
+
+        raise ApiError(403, "Forbidden", "genericjobs is forbidden")
+
+
+def _job(phase, uid="u"):
+    return {"kind": "GenericJob", "metadata": {"name": "j", "namespace": "ml", "uid": uid}, "status": {"phase": phase}}
+
+
+# delete_on_finish="always" after an ``error`` event (the trigger could not read the job, a 403 in
+# the triggerer, an exception in the trigger): the job is read again and only an ended one goes.
+@pytest.mark.parametrize(
+    ("current", "deleted"),
+    [
+        (_job("Running"), False),  # still training: the retry reattaches to it
+        (_job("Pending"), False),
+        (_job("Paused"), False),
+        (_job("Succeeded"), True),
+        (_job("Failed"), True),
+        ({}, False),  # gone already
+        (_job("Running", uid="someone-elses"), False),  # another object took the name
+        ("unreadable", False),  # the worker cannot read it either: leave it
+    ],
+    ids=["running", "pending", "paused", "succeeded", "failed", "gone", "replaced", "unreadable"],
+)
+def test_an_error_event_with_delete_always_deletes_only_a_job_that_ended(current, deleted):
+    o = finishing_op(delete_on_finish="always")
+    if current == "unreadable":
+        o._hook = UnreadableHook()
+    else:
+        o._hook.current = current
+    with pytest.raises(AirflowException):
+        o.execute_complete(ctx(), event("error", message="403 Forbidden: genericjobs is forbidden"))
+    assert [c for c in o.hook.calls if c[0] == "delete"] == ([("delete", "j", "u")] if deleted else [])
 
 
 @pytest.mark.parametrize(
