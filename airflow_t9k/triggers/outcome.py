@@ -6,6 +6,7 @@ from __future__ import annotations
 import asyncio
 from typing import TYPE_CHECKING, Any
 
+from airflow.sdk.configuration import conf
 from airflow.triggers.base import TriggerEvent
 
 from airflow_t9k.api.evidence import KeptLogs
@@ -203,16 +204,46 @@ class OutcomeMixin:
     # -- kill ----------------------------------------------------------------------------
     async def on_kill(self) -> None:
         """A user killed the deferred task: do not leave the job running (``keep``: the user
-        wants it; ``none``: a sensor's trigger, whose job belongs to another task)."""
+        wants it; ``none``: a sensor's trigger, whose job belongs to another task).
+
+        Airflow 3.3.2 also calls ``on_kill`` on a triggerer that lost its triggers to another
+        one (its heartbeat lapsed past ``[triggerer] triggerer_health_check_threshold``: a
+        stalled host, a database failover; apache/airflow#73454): when it wakes it cancels the
+        triggers it no longer owns as if a user had. So the task's state is read first, through
+        the task SDK: still ``deferred`` means the trigger moved and another triggerer watches
+        the job, which is left alone; a state that cannot be read leaves it alone too (a job
+        left running costs GPU time, one deleted costs the training). The whole of it ends within
+        ``[triggerer] on_kill_timeout``, credentials and the API server's answer included."""
         if self.policy.on_kill_action in ("none", "keep"):
             return
+        verb = "deleting" if self.policy.on_kill_action == "delete" else "pausing"
         if self._fired:
-            self.log.info("not %s %s %s/%s on kill: the trigger had already reported it",
-                          "deleting" if self.policy.on_kill_action == "delete"
-                          else "pausing", self.kind, self.namespace, self.name)  # fmt: skip
+            self.log.info("not %s %s %s/%s on kill: the trigger had already reported it", verb, self.kind,
+                          self.namespace, self.name)  # fmt: skip
             return
+        budget = kill_budget(conf.getfloat("triggerer", "on_kill_timeout", fallback=30.0))
+        stage = ["reading the task's state"]
+        try:
+            await within(self._kill_if_stopped(stage, verb), budget)
+        except asyncio.TimeoutError:
+            self.log.warning("not %s %s %s/%s: %s took longer than %gs ([triggerer] on_kill_timeout less a margin); "
+                             "the job stays (delete or pause it by hand, or Clear the task: its retry reattaches)",
+                             verb, self.kind, self.namespace, self.name, stage[0], budget)  # fmt: skip
+
+    async def _kill_if_stopped(self, stage: list[str], verb: str) -> None:
+        ti = getattr(self, "task_instance", None)
+        if ti is not None:
+            state, why = await task_state(ti)
+            decision = kill_decision(state, why)
+            if decision != "act":
+                self.log.warning("not %s %s %s/%s on this cancellation: %s", verb, self.kind, self.namespace, self.name,
+                                 decision)  # fmt: skip
+                return
+        stage[0] = "loading the triggerer's credentials"
         hook = self.make_hook()
         try:
+            await hook.kube()
+            stage[0] = f"{verb} the job (the API server's answer)"
             if self.policy.on_kill_action == "pause":
                 # uid in the patch: the API server refuses it (422) for another object of the name;
                 # the mark lets a retry resume this job (and no job paused by hand).
@@ -228,3 +259,62 @@ class OutcomeMixin:
                 self.log.info("deleted %s %s/%s", self.kind, self.namespace, self.name)
         finally:
             await hook.close()
+
+
+# Seconds kept back from ``[triggerer] on_kill_timeout``: the triggerer cancels ``on_kill`` at that
+# bound without a word in the task log, so ours ends first and says what it left undone.
+KILL_MARGIN = 2.0
+# Seconds the task's state may take to arrive (through the triggerer's supervisor).
+STATE_WITHIN = 10.0
+
+
+def kill_budget(on_kill_timeout: float) -> float:
+    """The seconds ``on_kill`` gives itself: the triggerer's bound less a margin, at least 1 s."""
+    return max(1.0, on_kill_timeout - KILL_MARGIN) if on_kill_timeout > 0 else 1.0
+
+
+def kill_decision(state: str | None, unreadable: str | None) -> str:
+    """``act`` when the task instance is really being stopped, else why the job is left alone.
+
+    ``state``: the task instance's state as the API server has it now (None: cleared, no state
+    yet); ``unreadable``: why it could not be read (then ``state`` means nothing)."""
+    if unreadable is not None:
+        return (f"the task's state could not be read ({unreadable}), so this may be a triggerer losing its triggers "
+                "to another one rather than a kill; the job stays")  # fmt: skip
+    if state == "deferred":
+        return ("the task is still deferred: this triggerer lost the trigger to another one (its heartbeat lapsed past "
+                "[triggerer] triggerer_health_check_threshold), which watches the job now; the job stays")  # fmt: skip
+    return "act"
+
+
+async def task_state(ti: Any) -> tuple[str | None, str | None]:
+    """(state, None) of the trigger's task instance, read through the task SDK as the cncf
+    provider's ``safe_to_cancel`` does; (None, why) when it cannot be read."""
+    try:
+        from airflow.sdk.execution_time.comms import GetTaskStates
+        from airflow.sdk.execution_time.task_runner import SUPERVISOR_COMMS
+
+        map_index = getattr(ti, "map_index", None)
+        mapped = map_index is not None and map_index >= 0
+        msg = GetTaskStates(dag_id=ti.dag_id, task_ids=[ti.task_id], run_ids=[ti.run_id], map_index=map_index if mapped else None)
+        answer = await asyncio.wait_for(SUPERVISOR_COMMS.asend(msg), STATE_WITHIN)
+    except asyncio.TimeoutError:
+        return None, f"no answer within {STATE_WITHIN:g}s"
+    except Exception as exc:  # noqa: BLE001 - no supervisor (not in a triggerer), an API error: unknown
+        return None, f"{type(exc).__name__}: {exc}"
+    return state_in(answer, ti)
+
+
+def state_in(answer: Any, ti: Any) -> tuple[str | None, str | None]:
+    """The task instance's state in a ``TaskStatesResult`` (run id -> task key -> state; a mapped
+    instance's key is ``<task_id>_<map_index>``, as the execution API's ``/states`` names it)."""
+    states = getattr(answer, "task_states", None)
+    if not isinstance(states, dict):
+        return None, f"the triggerer's supervisor answered {type(answer).__name__}: {str(answer)[:200]}"
+    map_index = getattr(ti, "map_index", None)
+    key = f"{ti.task_id}_{map_index}" if map_index is not None and map_index >= 0 else ti.task_id
+    run = states.get(ti.run_id)
+    if not isinstance(run, dict) or key not in run:
+        return None, f"task instance {ti.dag_id}/{ti.run_id}/{key} not found"
+    state = run[key]
+    return (None if state is None else str(getattr(state, "value", state))), None

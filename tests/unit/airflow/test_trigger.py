@@ -316,3 +316,95 @@ async def test_the_read_at_the_deadline_bounds_credentials_and_the_answer_apart(
     assert payload["status"] == status, payload
     assert message in payload["message"], payload
     assert hook.closed
+
+
+# -- a kill that is not one: Airflow 3.3.2's triggerer calls on_kill for triggers it lost ------
+@pytest.mark.parametrize(
+    ("state", "unreadable", "acts"),
+    [("failed", None, True),  # Mark failed
+     ("success", None, True),  # Mark success
+     (None, None, True),  # Clear: no state until scheduled again
+     ("restarting", None, True),
+     ("up_for_retry", None, True),
+     ("scheduled", None, True),
+     ("deferred", None, False),  # the trigger moved to another triggerer
+     (None, "no answer within 10s", False),
+     ("failed", "ErrorResponse", False)],  # an unreadable answer means nothing
+)  # fmt: skip
+def test_on_kill_acts_only_when_the_task_is_really_stopped(state, unreadable, acts):
+    from airflow_t9k.triggers.outcome import kill_decision
+
+    decision = kill_decision(state, unreadable)
+    assert (decision == "act") is acts
+    if not acts:
+        assert "the job stays" in decision
+
+
+@pytest.mark.parametrize(
+    ("map_index", "states", "expected"),
+    [(-1, {"r": {"t": "deferred"}}, ("deferred", None)),
+     (3, {"r": {"t_3": "failed", "t": "deferred"}}, ("failed", None)),  # a mapped instance's own key
+     (-1, {"r": {"t": None}}, (None, None)),
+     (-1, {"other": {"t": "failed"}}, (None, "task instance d/r/t not found")),
+     (2, {"r": {"t_1": "failed"}}, (None, "task instance d/r/t_2 not found"))],
+)  # fmt: skip
+def test_the_task_state_is_read_from_the_supervisors_answer(map_index, states, expected):
+    from types import SimpleNamespace
+
+    from airflow_t9k.triggers.outcome import state_in
+
+    ti = SimpleNamespace(dag_id="d", run_id="r", task_id="t", map_index=map_index)
+    assert state_in(SimpleNamespace(task_states=states), ti) == expected
+    state, why = state_in(SimpleNamespace(error="not found"), ti)  # an ErrorResponse
+    assert state is None and why and "SimpleNamespace" in why
+
+
+@pytest.mark.parametrize(("timeout", "budget"), [(30, 28), (5, 3), (2, 1), (0, 1), (-1, 1)])
+def test_on_kill_keeps_a_margin_within_the_triggerers_bound(timeout, budget):
+    from airflow_t9k.triggers.outcome import kill_budget
+
+    assert kill_budget(timeout) == budget
+
+
+@pytest.mark.asyncio
+@pytest.mark.parametrize("state", ["deferred", None])
+async def test_on_kill_of_a_moved_trigger_never_touches_the_job(monkeypatch, state):
+    from types import SimpleNamespace
+
+    from airflow_t9k.triggers import outcome
+
+    async def read(ti):
+        return ("deferred", None) if state else (None, "no answer within 10s")
+
+    monkeypatch.setattr(outcome, "task_state", read)
+    trigger = T9kJobTrigger(kind="GenericJob", name="n", namespace="ml", on_kill_action="delete")
+    trigger.task_instance = SimpleNamespace(dag_id="d", run_id="r", task_id="t", map_index=-1, try_number=1)
+    trigger.make_hook = None  # type: ignore[assignment]  # any use would raise
+    await trigger.on_kill()
+
+
+@pytest.mark.asyncio
+async def test_on_kill_ends_within_the_triggerers_bound_when_credentials_are_slow(monkeypatch, caplog, capsys):
+    import asyncio
+    import time as _time
+
+    monkeypatch.setenv("AIRFLOW__TRIGGERER__ON_KILL_TIMEOUT", "3")
+
+    class SlowHook:
+        closed = False
+
+        async def kube(self):
+            await asyncio.sleep(60)
+
+        async def close(self):
+            SlowHook.closed = True
+
+    trigger = T9kJobTrigger(kind="GenericJob", name="n", namespace="ml", on_kill_action="delete")
+    trigger.make_hook = SlowHook  # type: ignore[assignment]
+    started = _time.monotonic()
+    with caplog.at_level("WARNING"):
+        await trigger.on_kill()
+    assert _time.monotonic() - started < 2.5  # 3 s less the margin: the triggerer's own cut never comes
+    assert SlowHook.closed
+    said = caplog.text + capsys.readouterr().out  # the trigger's logger goes through structlog
+    assert "loading the triggerer's credentials took longer than 1s" in said
