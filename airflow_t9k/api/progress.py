@@ -32,7 +32,7 @@ MARKER = "T9K_PROGRESS"
 MAX_LINE = 8192  # characters: a longer line is not a report (and is not parsed)
 MAX_METRICS = 16  # named metrics kept per job; later names are dropped, the first ones stay
 MAX_NAME = 64
-_NAME = re.compile(r"^[A-Za-z_][A-Za-z0-9_.:/-]*$")
+_NAME = re.compile(r"[A-Za-z_][A-Za-z0-9_.:/-]*")  # fullmatch: "$" would let a name end in a newline
 _MARKER = re.compile(r"(?:^|[^A-Za-z0-9_])" + MARKER + r"(?:\s+|$)")
 # Reserved keys, as printed (snake_case or camelCase) -> the report's own key.
 RESERVED = {"step": "step", "total_steps": "total_steps", "totalSteps": "total_steps", "epoch": "epoch",
@@ -141,7 +141,7 @@ def parse_values(raw: Any) -> Obj | None:
 
 
 def _add_metric(metrics: Obj, name: Any, value: Any) -> None:
-    if not isinstance(name, str) or len(name) > MAX_NAME or not _NAME.match(name) or name in RESERVED or name == "metrics":
+    if not isinstance(name, str) or len(name) > MAX_NAME or not _NAME.fullmatch(name) or name in RESERVED or name == "metrics":
         return
     if len(metrics) >= MAX_METRICS and name not in metrics:
         return

@@ -32,6 +32,9 @@ CASES = [
     ('T9K_PROGRESS {"step": 3, "metrics": {"val/acc": 0.8, "eval:loss": 0.2, "metrics": 1, "step": 9}}',
      {"step": 3, "metrics": {"val/acc": 0.8, "eval:loss": 0.2}}),
     ('T9K_PROGRESS {"step": 3, "metrics": [1, 2]}', {"step": 3}),
+    # A name must match whole: a trailing newline (or one inside) reached status and the task log
+    ('T9K_PROGRESS {"step": 3, "loss\\n": 0.5, "acc\\nFAKE: done": 1, "ok": 0.1}', {"step": 3, "metrics": {"ok": 0.1}}),
+    ('T9K_PROGRESS {"step": 3, "metrics": {"val/acc\\n": 0.8}}', {"step": 3}),
     ('T9K_PROGRESS {"step": 1e400}', None),  # not finite
     ('T9K_PROGRESS {"step": 123456789012345678901234567890}', None),  # too large to be a step
     # Garbage: no report at all

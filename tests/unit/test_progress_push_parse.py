@@ -36,6 +36,10 @@ CASES = [
                                                 {"name": "loss", "value": "0.31"}]}},
      {"percent": 12, "step": 120, "total_steps": 1000, "metrics": {"loss": 0.31}}, []),
     ({T: {"metrics": [{"name": "loss", "value": 0.5}]}}, {"metrics": {"loss": 0.5}}, []),  # numbers as numbers
+    # A name must match whole: a trailing newline reached status and the task log.
+    ({T: {"metrics": [{"name": "loss\n", "value": "0.2"}, {"name": "acc", "value": "0.9"}]}},
+     {"metrics": {"acc": 0.9}}, ["trainerStatus.metrics[0] (loss\n)"]),
+    ({"step": 1, "loss\n": 0.5}, {"step": 1}, ["loss\n"]),
     # Invalid parts are left out and named; the rest is kept.
     ({T: {"progressPercentage": 140, "estimatedRemainingSeconds": -3, "metrics": [{"name": "loss", "value": "1"}]}},
      {"metrics": {"loss": 1}}, [f"{T}.progressPercentage", f"{T}.estimatedRemainingSeconds"]),
