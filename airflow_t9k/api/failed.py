@@ -13,17 +13,25 @@ are not printed twice: a streamed replica's log is read from the second of its l
 line, and exactly the lines sent at that stamp are skipped (``api/logcursor.py``; stamps are
 not unique, so lines that share the last one are told apart by their order).
 
+Every line is as the followers forward it (``log_lines``): a progress bar's ``\r`` redraws
+resolved to the last, at most ``LOG_LINE_BYTES`` with the cut mark. The root cause's last lines
+that go into the final event (the trigger's ``next_kwargs``) and the error message are bounded
+again (``tail_of``): each line at most ``LOG_TAIL_LINE_BYTES``, ``LOG_TAIL_BYTES`` in all.
+
 Pure: the operator (sync) and the trigger (async) do the reading, in ``operators/logs.py``
 and ``triggers/outcome.py``.
 """
 
 from __future__ import annotations
 
+import re
 from dataclasses import dataclass, field
 from typing import Any
 
 from airflow_t9k.api.evidence import last_lines
 from airflow_t9k.api.logcursor import Cursor, instant, split, unsent
+from airflow_t9k.api.paths import LOG_LINE_BYTES, LOG_TAIL_BYTES, LOG_TAIL_LINE_BYTES
+from airflow_t9k.k8s.client import CUT_MARK_ROOM, LineSplitter, cut_line
 
 Obj = dict[str, Any]
 PRINT_CHUNK = 1000  # lines per log record when printing a failed replica's log
@@ -113,15 +121,56 @@ def _stamped(raw: str) -> bool:
     return stamp[:4].isdigit() and "T" in stamp and instant(stamp) is not None
 
 
+def log_lines(text: str) -> list[str]:
+    """The lines of a log as read (a tail, or the lines the controller kept), each as a follower
+    forwards it (``LineSplitter(log=True)``): split at newlines only, a line's ``\r`` redraws
+    resolved to the last, at most ``LOG_LINE_BYTES`` after its stamp, with the cut mark."""
+    splitter = LineSplitter(LOG_LINE_BYTES, log=True)
+    raw = splitter.feed(text.encode("utf-8", errors="replace")) + splitter.flush()
+    return [line.decode("utf-8", errors="replace") for line in raw]
+
+
 def strip_stamps(text: str) -> list[str]:
     """The lines of a log read with ``timestamps=true``, without their stamps (a line that is not
     stamped, such as "(log not available: ...)", as it is)."""
-    return [split(raw)[1] if _stamped(raw) else raw for raw in text.splitlines()]
+    return [split(raw)[1] if _stamped(raw) else raw for raw in log_lines(text)]
 
 
 def stamped_lines(text: str) -> list[tuple[str, str]]:
     """(stamp, text) of each line of a log read with ``timestamps=true`` ("" for a line without one)."""
-    return [split(raw) if _stamped(raw) else ("", raw) for raw in text.splitlines()]
+    return [split(raw) if _stamped(raw) else ("", raw) for raw in log_lines(text)]
+
+
+_MARKED = re.compile(r" \u2026 \[cut: (\d+) bytes\]$")
+
+
+def cap_line(line: str, limit: int) -> str:
+    """``line`` within ``limit`` bytes, cut as ``cut_line`` cuts; a line cut before keeps
+    counting what that cut left out."""
+    raw = line.encode("utf-8", errors="replace")
+    if len(raw) <= limit:
+        return line
+    dropped = 0
+    if (m := _MARKED.search(line)) is not None:
+        raw, dropped = line[: m.start()].encode("utf-8", errors="replace"), int(m.group(1))
+    return cut_line(raw, limit, dropped).decode("utf-8", errors="replace")
+
+
+def tail_of(lines: list[str], count: int) -> str:
+    """The last ``count`` of ``lines`` for the final event and the error message: each at most
+    ``LOG_TAIL_LINE_BYTES``, and only the last that fit in ``LOG_TAIL_BYTES`` in all, after a
+    line saying how many earlier ones were left out."""
+    wanted = lines[-count:] if count > 0 else []
+    kept: list[str] = []
+    size = CUT_MARK_ROOM  # room for the line saying what was left out
+    for line in reversed(wanted):
+        capped = cap_line(line, LOG_TAIL_LINE_BYTES)
+        size += len(capped.encode("utf-8", errors="replace")) + 1
+        if size > LOG_TAIL_BYTES and kept:
+            kept.append(f"\u2026 [cut: {len(wanted) - len(kept)} earlier lines]")
+            break
+        kept.append(capped)
+    return "\n".join(reversed(kept))
 
 
 @dataclass
@@ -195,7 +244,7 @@ class FailedLogs:
         # streamed second may hold fewer than that (then ``tail_read`` reads them on their own).
         covered = len(lines) >= self.tail_lines or (cursor is None and (asked is None or asked >= self.tail_lines))
         if self.replicas and pod == self.replicas[0].pod and covered:
-            self.tail = "\n".join(lines[-self.tail_lines :]) if self.tail_lines > 0 else ""
+            self.tail = tail_of(lines, self.tail_lines)
             self._tail_read = True
         self.printed[pod] = len(fresh)
         self.cut[pod] = asked is not None and len(fresh) >= asked
@@ -212,7 +261,7 @@ class FailedLogs:
     def set_tail(self, text: str, kept: bool = False) -> None:
         if kept:
             text = last_lines(text, self.tail_lines)
-        self.tail = "\n".join(strip_stamps(text)[-self.tail_lines :])
+        self.tail = tail_of(strip_stamps(text), self.tail_lines)
         self._tail_read = True
 
     def skipped(self) -> list[str]:

@@ -36,6 +36,17 @@ def child_kind(obj: dict) -> str:  # type: ignore[type-arg]
 # prints one endless line, or gigabytes, costs the reader a bounded answer. The API server cuts
 # the answer there; the reader says nothing is lost silently where it shows it.
 LOG_LIMIT_BYTES = 8 * 1024 * 1024
+# Every pod log line that reaches the task log, streamed or printed at a failure, is at most this
+# many bytes of text after its stamp (k8s/client.py LineSplitter(log=True), with the cut mark
+# "… [cut: N bytes]" at its end): containerd writes a longer line as several 16 KiB records, so
+# a line no runtime split is never cut, and a progress bar printed for an hour (one line of
+# megabytes) costs the task log 16 KiB, not the lines after it.
+LOG_LINE_BYTES = 16 * 1024
+# The failed replica's last lines that go into the task's final event (the trigger's
+# next_kwargs) and its error message: each line at most LOG_TAIL_LINE_BYTES, and the last lines
+# that fit in LOG_TAIL_BYTES in all (a traceback's 50 lines are a few KB).
+LOG_TAIL_LINE_BYTES = 2 * 1024
+LOG_TAIL_BYTES = 32 * 1024
 
 
 def _path(base: str, plural: str, namespace: str | None, name: str | None, sub: str | None) -> str:

@@ -15,7 +15,7 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import json
-from collections.abc import AsyncIterator, Iterator
+from collections.abc import AsyncIterator, Iterable, Iterator
 from typing import Any, Protocol
 
 import aiohttp
@@ -27,9 +27,9 @@ from kubernetes.config import ConfigException
 from kubernetes_asyncio import client as async_client
 
 from airflow_t9k.api.evidence import controlled_by, evidence_name
-from airflow_t9k.api.paths import LOG_LIMIT_BYTES, child_path, job_path
+from airflow_t9k.api.paths import LOG_LIMIT_BYTES, LOG_LINE_BYTES, child_path, job_path
 from airflow_t9k.api.resources import resource_for
-from airflow_t9k.k8s.client import Kube
+from airflow_t9k.k8s.client import Kube, LineSplitter
 from airflow_t9k.k8s.errors import ApiError, Forbidden, NotFound, NotServed, Unauthorized, Unreachable, from_response
 
 Obj = dict[str, Any]
@@ -37,6 +37,28 @@ JOB_NAME_LABEL = "batch.tensorstack.dev/job-name"
 INSTALL_CRDS = "airflow-t9k crds | kubectl apply --server-side -f -"
 VERBS = {"GET": "get", "POST": "create", "PUT": "update", "PATCH": "patch", "DELETE": "delete"}
 MAX_REASON = 600  # characters of scheduler reasons in a message
+READ_SIZE = 1 << 16  # bytes of a log answer taken at a time
+
+
+def bounded_log(chunks: Iterable[bytes]) -> str:
+    """A pod log answer as text, split as the followers split a stream (``LineSplitter(log=True)``):
+    each line at most ``LOG_LINE_BYTES`` after its stamp, with the cut mark, of its ``\r``
+    redraws the last; the answer is never held whole (up to ``LOG_LIMIT_BYTES`` of it)."""
+    splitter = LineSplitter(LOG_LINE_BYTES, log=True)
+    return _text([line for chunk in chunks for line in splitter.feed(chunk)] + splitter.flush())
+
+
+async def bounded_log_async(resp: Any) -> str:
+    """``bounded_log`` of an aiohttp answer, as its chunks arrive."""
+    splitter = LineSplitter(LOG_LINE_BYTES, log=True)
+    lines: list[bytes] = []
+    async for chunk in resp.content.iter_any():
+        lines += splitter.feed(chunk)
+    return _text(lines + splitter.flush())
+
+
+def _text(lines: list[bytes]) -> str:
+    return "".join(line.decode("utf-8", errors="replace") + "\n" for line in lines)
 
 
 def _target(path: str) -> tuple[str, str, bool]:
@@ -279,7 +301,7 @@ class T9kHook(KubernetesHook):
                       since: str | None = None) -> str:  # fmt: skip
         """The last ``lines`` lines of the pod's log (None: all of it), from ``since`` (an RFC 3339
         ``sinceTime``) on, each line stamped with ``timestamps`` (to tell lines already streamed
-        from new ones)."""
+        from new ones), each bounded (``bounded_log``)."""
         path = child_path("Pod", namespace, pod, "log")
         query: list[tuple[str, Any]] = [("tailLines", lines)] if lines is not None else []
         query.append(("limitBytes", LOG_LIMIT_BYTES))  # bounded whatever the replica printed
@@ -293,7 +315,10 @@ class T9kHook(KubernetesHook):
                     path, "GET", query_params=query, header_params={"Accept": "application/json"},
                     auth_settings=["BearerToken"], _preload_content=False,
                 )  # fmt: skip
-            return resp.data.decode("utf-8", errors="replace") if resp.data else ""
+            try:
+                return bounded_log(resp.stream(READ_SIZE, decode_content=True))
+            finally:
+                resp.release_conn()
         except ApiError as exc:
             return f"(log not available: {exc.message or exc.reason})"
 
@@ -464,9 +489,12 @@ class AsyncT9kHook(AsyncKubernetesHook):
             query["sinceTime"] = since
         try:
             resp = await kube._send("GET", child_path("Pod", namespace, pod, "log"), query=query)
-            text = (await resp.read()).decode(errors="replace")
-            ok = 200 <= resp.status < 300
-            resp.release()
-            return text if ok else f"(log not available: {from_response(resp.status, text).message})"
+            try:
+                if not 200 <= resp.status < 300:
+                    text = (await resp.read()).decode(errors="replace")
+                    return f"(log not available: {from_response(resp.status, text).message})"
+                return await bounded_log_async(resp)
+            finally:
+                resp.release()
         except (OSError, aiohttp.ClientError, asyncio.TimeoutError) as exc:
             return f"(log not available: {exc})"

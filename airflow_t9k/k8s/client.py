@@ -15,7 +15,7 @@ import json
 import logging
 import re
 import sys
-from collections.abc import AsyncGenerator, AsyncIterator, Callable
+from collections.abc import AsyncGenerator, Callable
 from typing import TYPE_CHECKING, Any, Protocol
 from urllib.parse import urlencode
 
@@ -168,6 +168,27 @@ def list_metadata(raw: str) -> Obj:
     return json.loads(m.group(1)) if m else {}
 
 
+# The mark that ends a pod log line cut at its cap: how many bytes of the line were left out.
+CUT_MARK = " \u2026 [cut: {} bytes]"
+CUT_MARK_ROOM = 40  # bytes the mark takes at most (a 20-digit count)
+# The stamp a log read with ``timestamps=true`` starts each line with (RFC 3339, then a space).
+_STAMP = re.compile(rb"\d{4}-\d\d-\d\dT\d\d:\d\d:\d\d(?:\.\d{1,9})?(?:Z|[+-]\d\d:?\d\d) ")
+STAMP_ROOM = 64  # bytes a line's stamp takes at most, kept besides the cap
+
+
+def cut_line(text: bytes, max_line: int, dropped: int = 0) -> bytes:
+    """``text`` as it is when it fits in ``max_line`` bytes (and nothing of it was ``dropped``
+    before), else its start, ended at a character's boundary, and the cut mark naming how many
+    bytes were left out: at most ``max_line`` bytes in all (for a cap of at least
+    ``CUT_MARK_ROOM``)."""
+    if not dropped and len(text) <= max_line:
+        return text
+    keep = max(min(len(text), max_line - CUT_MARK_ROOM), 0)
+    while 0 < keep < len(text) and text[keep] & 0xC0 == 0x80:  # not inside a UTF-8 character
+        keep -= 1
+    return text[:keep] + CUT_MARK.format(dropped + len(text) - keep).encode()
+
+
 class LineSplitter:
     """The lines of a streamed answer, from its chunks as they arrive, in time linear in its size.
 
@@ -177,16 +198,33 @@ class LineSplitter:
     and a line arriving over several chunks is kept as its pieces until it ends. With
     ``max_line``, a longer line is cut there and the rest of it skipped, so one endless line
     cannot grow the buffer.
+
+    ``log=True`` reads a pod's log (read with ``timestamps=true``, or not): a ``\r`` ends a
+    redraw of the line (a progress bar redrawn for an hour is one line of megabytes), and of a
+    line's redraws only the last with something other than white space is kept, after the
+    line's stamp: what a terminal shows once the line ended. ``max_line`` then bounds the text
+    after the stamp, and a line cut there comes whole at its end, as its start and
+    ``CUT_MARK`` with the count of bytes left out (never the rest as lines of their own). A line
+    comes when it ends, so it holds the text of the line at most twice (``max_line`` each), never
+    the line.
     """
 
-    def __init__(self, max_line: int | None = None) -> None:
+    def __init__(self, max_line: int | None = None, *, log: bool = False) -> None:
         self.max_line = max_line
+        self.log = log
         self._pieces: list[bytes] = []
         self._size = 0
         self._skipping = False
+        # log=True: the open redraw's bytes left out past the cap; the open line's stamp (with
+        # its space), known once its first redraw ended; its last ended redraw with text.
+        self._dropped = 0
+        self._stamp: bytes | None = None
+        self._kept: tuple[bytes, int] | None = None
 
     def feed(self, chunk: bytes) -> list[bytes]:
         """The lines ``chunk`` completes (without their newline)."""
+        if self.log:
+            return self._feed_log(chunk)
         parts = chunk.split(b"\n")
         out: list[bytes] = []
         for part in parts[:-1]:
@@ -202,6 +240,74 @@ class LineSplitter:
                 out.append(b"".join(self._pieces)[: self.max_line])
                 self._pieces, self._size, self._skipping = [], 0, True
         return out
+
+    def flush(self) -> list[bytes]:
+        """The last line when the answer ended without its newline: for a read that does not
+        follow (nothing more comes). A followed stream leaves it: a reopened one reads it whole."""
+        if self.log:
+            if not (self._pieces or self._dropped or self._stamp is not None):
+                return []
+            return [self._end_line()]
+        line, self._pieces, self._size = b"".join(self._pieces), [], 0
+        if not line or self._skipping:
+            self._skipping = False
+            return []
+        return [line if self.max_line is None else line[: self.max_line]]
+
+    def _feed_log(self, chunk: bytes) -> list[bytes]:
+        parts = chunk.split(b"\n")
+        out: list[bytes] = []
+        for part in parts[:-1]:
+            if (not self._pieces and self._stamp is None and not self._dropped and b"\r" not in part
+                    and (self.max_line is None or len(part) <= self.max_line)):  # fmt: skip
+                out.append(part)  # the common line: in one chunk, short, no redraws
+                continue
+            self._add(part)
+            out.append(self._end_line())
+        if parts[-1]:
+            self._add(parts[-1])
+        return out
+
+    def _add(self, piece: bytes) -> None:
+        """More of the open line (no newline in it)."""
+        redraws = piece.split(b"\r")
+        for redraw in redraws[:-1]:
+            self._take(redraw)
+            self._end_redraw()
+        self._take(redraws[-1])
+
+    def _take(self, part: bytes) -> None:
+        if not part:
+            return
+        if self.max_line is None:
+            room = len(part)
+        else:  # the first redraw holds the line's stamp too
+            room = self.max_line + (STAMP_ROOM if self._stamp is None else 0) - self._size
+        if room >= len(part):
+            self._pieces.append(part)
+            self._size += len(part)
+            return
+        if room > 0:
+            self._pieces.append(part[:room])
+            self._size += room
+        self._dropped += len(part) - max(room, 0)
+
+    def _end_redraw(self) -> None:
+        text, dropped = b"".join(self._pieces), self._dropped
+        self._pieces, self._size, self._dropped = [], 0, 0
+        if self._stamp is None:  # the line's first redraw: it starts with the stamp
+            m = _STAMP.match(text)
+            self._stamp = m.group(0) if m else b""
+            text = text[len(self._stamp) :]
+        if self._kept is None or dropped or text.strip():
+            self._kept = (text, dropped)
+
+    def _end_line(self) -> bytes:
+        self._end_redraw()
+        text, dropped = self._kept or (b"", 0)
+        line = (self._stamp or b"") + (text if self.max_line is None else cut_line(text, self.max_line, dropped))
+        self._stamp, self._kept = None, None
+        return line
 
 
 class Response(Protocol):
@@ -520,17 +626,22 @@ class Kube:
             return {"type": UNDECODABLE, "object": {"kind": exc.identity.get("kind"), "metadata": exc.identity}}
 
     async def lines(self, path: str, *, query: dict[str, Any], timeout: float | None = None,
-                    max_line: int = 1 << 16) -> AsyncIterator[bytes]:  # fmt: skip
+                    max_line: int = 1 << 16, log: bool = False, flush: bool = False) -> AsyncGenerator[bytes, None]:  # fmt: skip
         """The lines of a streamed answer (a followed pod log) as they arrive, until it ends or
         ``timeout`` seconds have passed; a line longer than ``max_line`` bytes is cut there
-        and the rest of it skipped, so one endless line cannot grow the buffer."""
+        and the rest of it skipped, so one endless line cannot grow the buffer. ``log``: a pod's
+        log, split as ``LineSplitter(log=True)`` does (redraws, stamps, the cut mark);
+        ``flush``: an unterminated last line comes too (a read that does not follow)."""
         resp = await self._send("GET", path, query=query, timeout=timeout)
         try:
             if not 200 <= resp.status <= 299:
                 raise from_response(resp.status, (await resp.read()).decode("utf-8", errors="replace"))
-            splitter = LineSplitter(max_line)
+            splitter = LineSplitter(max_line, log=log)
             async for chunk in resp.content.iter_any():
                 for line in splitter.feed(chunk):
+                    yield line
+            if flush:
+                for line in splitter.flush():
                     yield line
         finally:
             resp.release()

@@ -41,7 +41,7 @@ READ_SIZE = 1 << 16
 
 class LineSource(Protocol):
     def lines(self, path: str, *, query: dict[str, Any], timeout: float | None = None,
-              max_line: int = 1 << 16) -> AsyncIterator[bytes]: ...  # fmt: skip
+              max_line: int = 1 << 16, log: bool = False, flush: bool = False) -> AsyncIterator[bytes]: ...  # fmt: skip
 
 
 class StreamLost(ConnectionError):
@@ -221,12 +221,14 @@ class MultiplexedLines:
         return len(self._conns)
 
     async def lines(self, path: str, *, query: dict[str, Any], timeout: float | None = None,
-                    max_line: int = 1 << 16) -> AsyncIterator[bytes]:  # fmt: skip
+                    max_line: int = 1 << 16, log: bool = False, flush: bool = False) -> AsyncIterator[bytes]:  # fmt: skip
         """The lines of a streamed answer as they arrive, until it ends or ``timeout`` seconds
-        have passed (then TimeoutError); a line longer than ``max_line`` bytes is cut there."""
+        have passed (then TimeoutError); a line longer than ``max_line`` bytes is cut there.
+        ``log`` and ``flush`` as ``Kube.lines`` takes them."""
         conn = None if self.http2 is False else await self._connection()
         if conn is None:
-            async for line in self.fallback.lines(path, query=query, timeout=timeout, max_line=max_line):
+            how = {"log": log, "flush": flush} if log or flush else {}  # a plain stream asks what it always did
+            async for line in self.fallback.lines(path, query=query, timeout=timeout, max_line=max_line, **how):
                 yield line
             return
         params = query_params(query)
@@ -250,10 +252,13 @@ class MultiplexedLines:
                     body += chunk
                     conn.consumed(sid, len(chunk))
                 raise from_response(status, body.decode("utf-8", errors="replace"))
-            splitter = LineSplitter(max_line)
+            splitter = LineSplitter(max_line, log=log)
             while (chunk := await stream.next_chunk()) is not None:
                 conn.consumed(sid, len(chunk))
                 for line in splitter.feed(chunk):
+                    yield line
+            if flush:
+                for line in splitter.flush():
                     yield line
         finally:
             if expiry is not None:

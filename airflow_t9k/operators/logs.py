@@ -9,6 +9,11 @@ in the trigger; the worker-side wait follows them here, one thread per pod, each
 replicas' logs follow, the first to fail first
 and named as the root cause, within ``max_followed_pods`` replicas and ``max_log_lines`` lines
 again (``api/failed.py``); the trigger prints them the same way from the triggerer.
+
+Every answer is split by the bounded ``LineSplitter(log=True)`` (k8s/client.py), as the trigger
+splits its own: a line holds at most ``LOG_LINE_BYTES`` after its stamp (with the cut mark), and
+of a progress bar's ``\r`` redraws the last. A line of megabytes costs a reader that much, never
+the buffer to hold it, and the lines after it still come.
 """
 
 from __future__ import annotations
@@ -16,13 +21,15 @@ from __future__ import annotations
 import logging
 import threading
 import time
+from collections.abc import Iterator
 from typing import Any
 
 from airflow_t9k.api.evidence import KeptLogs, controlled_by
 from airflow_t9k.api.failed import FailedLogs, first_failed, print_lines, unavailable
 from airflow_t9k.api.logcursor import Cursor, since_time, split
 from airflow_t9k.api.outcome import interpret
-from airflow_t9k.api.paths import child_path
+from airflow_t9k.api.paths import LOG_LINE_BYTES, child_path
+from airflow_t9k.k8s.client import LineSplitter
 from airflow_t9k.kinds.registry import KINDS
 
 Obj = dict[str, Any]
@@ -38,6 +45,7 @@ START_MARGIN = 5.0  # seconds before the wait began that the first read of a rep
 # each replica's log. One between two opens, or at the end of its stream, stops at once; one still
 # reading then is on a live stream (a replica still running) and keeps its replica's log.
 FINISH_JOIN = 0.2
+READ_SIZE = 1 << 16  # bytes asked of the answer at a time (what urllib3 iterating a response asks)
 
 
 def replica_pods(job: Obj | None) -> list[str]:
@@ -79,6 +87,7 @@ class LogFollower:
         self.lock = threading.Lock()
         self.threads: dict[str, threading.Thread] = {}
         self.last_seen: dict[str, Cursor] = {}  # pod -> where its forwarded lines stand
+        self.warned: set[str] = set()  # pods whose log broke off once already (said once each)
 
     def update(self, job: Obj) -> None:
         """Start following every pod to follow that the job's status now names."""
@@ -134,18 +143,30 @@ class LogFollower:
                 self.stop_event.wait(RETRY)
                 continue
             try:
-                if not self._forward(pod, resp, cursor, skip, stoppable=True):
+                if not self._forward(pod, pod_log_lines(resp, flush=False), cursor, skip, stoppable=True):
                     return
-            except Exception:  # noqa: BLE001, S110 - the stream broke or was idle READ_IDLE: reopen it
-                pass
+            except Exception as exc:  # noqa: BLE001 - the stream broke or was idle READ_IDLE: reopen it
+                self._broke(pod, exc)
             finally:
                 resp.release_conn()
             self.stop_event.wait(RETRY)
 
-    def _forward(self, pod: str, resp: Any, cursor: Cursor, skip: Any, *, stoppable: bool) -> bool:
-        """Log the lines of ``resp`` not sent yet; False once the wait stopped (``stoppable``) or
-        the line budget is spent."""
-        for raw in resp:
+    def _broke(self, pod: str, exc: Exception) -> None:
+        """A read of ``pod``'s log ended on an error; it is opened again from its cursor. Said once
+        a pod at warning level; a stream silent for ``READ_IDLE`` is not an error."""
+        from urllib3.exceptions import ReadTimeoutError
+
+        if isinstance(exc, ReadTimeoutError) or pod in self.warned:
+            self.log.debug("reading the log of %s again after: %s", pod, exc)
+            return
+        self.warned.add(pod)
+        self.log.warning("the log of %s broke off (%s: %s); reading it again from its last line sent", pod,
+                         type(exc).__name__, exc)  # fmt: skip
+
+    def _forward(self, pod: str, lines: Iterator[bytes], cursor: Cursor, skip: Any, *, stoppable: bool) -> bool:
+        """Log the ``lines`` not sent yet; False once the wait stopped (``stoppable``) or the line
+        budget is spent."""
+        for raw in lines:
             if stoppable and self.stop_event.is_set():
                 return False
             stamp, text = split(raw.decode(errors="replace"))
@@ -192,11 +213,23 @@ class LogFollower:
         except Exception:  # noqa: BLE001 - gone (cleaned up) or unreachable: its lines are not to be had
             return True
         try:
-            return self._forward(pod, resp, cursor, cursor.resume(), stoppable=False)
-        except Exception:  # noqa: BLE001 - the read broke: what it gave is logged
+            return self._forward(pod, pod_log_lines(resp, flush=True), cursor, cursor.resume(), stoppable=False)
+        except Exception as exc:  # noqa: BLE001 - the read broke: what it gave is logged, the other replicas are read
+            self._broke(pod, exc)
             return True
         finally:
             resp.release_conn()
+
+
+def pod_log_lines(resp: Any, *, flush: bool) -> Iterator[bytes]:
+    """The lines of a pod log answer (urllib3's, not preloaded) as they arrive, bounded
+    (``LineSplitter(log=True)``); ``flush``: an unterminated last line too (a read that does
+    not follow)."""
+    splitter = LineSplitter(LOG_LINE_BYTES, log=True)
+    for chunk in resp.stream(READ_SIZE, decode_content=True):
+        yield from splitter.feed(chunk)
+    if flush:
+        yield from splitter.flush()
 
 
 def print_failed_logs(hook: Any, job: Obj, log: logging.Logger, *, max_lines: int | None, max_pods: int, tail_lines: int,

@@ -4,18 +4,29 @@ lines (one ``follow=true`` stream per replica, no polling; every line of a strea
 reconnect exactly the lines not sent yet, ``api/logcursor.py``; at most ``max_log_lines``). At the
 job's end the followers stop and every replica's log is read once more from where it stands:
 lines written after a follower's last look reach the task log too (a replica that ran and ended
-between two looks at the job, or a job that ended while no triggerer ran)."""
+between two looks at the job, or a job that ended while no triggerer ran).
+
+Every log is split by the bounded ``LineSplitter(log=True)`` (k8s/client.py): a line of megabytes
+(a progress bar redrawn with ``\r`` for an hour) comes as its last redraw, at most
+``LOG_LINE_BYTES`` after its stamp with the cut mark, and the lines after it still come. A
+follower that ends on an error (the stream broke, the API server refused it) says so once at
+warning level and is started again, from its cursor, at the job's next change (after
+``RESTART_AFTER`` seconds, doubling while it keeps failing; then, when the job does not change):
+never a line twice."""
 
 from __future__ import annotations
 
 import asyncio
+import contextlib
+import functools
+from dataclasses import dataclass, field
 from datetime import datetime
 from typing import TYPE_CHECKING, Any
 
 from airflow_t9k.api.evidence import controlled_by
 from airflow_t9k.api.logcursor import Cursor, instant, since_time, split
 from airflow_t9k.api.outcome import interpret
-from airflow_t9k.api.paths import child_path
+from airflow_t9k.api.paths import LOG_LINE_BYTES, child_path
 from airflow_t9k.k8s.aio import within
 from airflow_t9k.k8s.errors import is_permanent
 from airflow_t9k.triggers import cursors, shared_watch
@@ -35,6 +46,13 @@ ENDING_REASONS = ("Succeeded", "Failed")
 # wait for where the logs stood (``cursors.load``), then reads as long as the outcome's own last
 # read may take (``outcome.LAST_READ``). Past it the outcome is reported without those lines.
 DRAIN_WITHIN = cursors.LOAD_WITHIN + 15.0
+# A follower that ended on an error is started again at the job's next change, or after
+# RESTART_AFTER seconds when the job does not change (a long training may not for hours); one that
+# keeps failing waits RESTART_AFTER seconds, doubled for each error in a row, up to
+# RESTART_AT_MOST: a log the API server keeps refusing costs a request every ten minutes.
+RESTART_AFTER = 2.0
+RESTART_AT_MOST = 600.0
+TIMER_SLACK = 0.1  # seconds: the loop runs a timer up to its clock's resolution early
 
 
 def _parse_time(value: str | None) -> float | None:
@@ -179,18 +197,22 @@ class ForwardMixin:
         except asyncio.TimeoutError:
             self.log.info("the replicas' last log lines were not all read within %gs", DRAIN_WITHIN)
         except Exception as exc:  # noqa: BLE001 - the outcome matters more than the logs
-            self.log.debug("reading the replicas' last log lines failed: %s", exc)
+            self.log.warning("reading the replicas' last log lines failed: %s", exc)
 
     async def _follow_logs(self, watch: shared_watch.SharedWatch) -> None:
         """Follow every running replica's log (one stream each, no polling); each line once.
-        Once the job ended (``logs_drained``), drain every replica's log instead."""
+        A follower that ended on an error is started again (``Breaks``). Once the job ended
+        (``logs_drained``), drain every replica's log instead."""
         waiter = self._log_wake = watch.subscribe(self.name)
-        followers: dict[str, tuple[str, asyncio.Task[None]]] = {}  # pod -> (uid, task)
+        followers: dict[str, tuple[str, asyncio.Task[bool]]] = {}  # pod -> (uid, task)
         last_seen = self._streamed  # pod -> where its forwarded lines stand (failed logs skip those)
         for pod, cursor in (await cursors.load(self)).items():  # where a triggerer before a restart left them
             last_seen.setdefault(pod, cursor)
         budget = [self.forwarding.max_log_lines]
+        breaks = Breaks()
         saver = asyncio.create_task(cursors.keep_saved(self, last_seen))
+        timers: list[asyncio.TimerHandle] = []
+        loop = asyncio.get_running_loop()
         try:
             await watch.synced()
             while budget[0] > 0 and self._log_ending is None:
@@ -199,15 +221,25 @@ class ForwardMixin:
                     if self.forwarding.follow_pods is not None and pod not in self.forwarding.follow_pods:
                         continue
                     current = followers.get(pod)
-                    if current is not None and (current[0] == uid or not current[1].done()):
+                    if current is not None and not current[1].done():
                         continue
+                    if current is not None and current[0] == uid:
+                        if not _ended_on_error(current[1]):
+                            continue  # its stream ended (the container did): nothing more to follow
+                        if breaks.retry_at.get(pod, 0.0) - loop.time() > TIMER_SLACK:
+                            continue  # the timer set when it ended wakes this loop then
                     if current is None and len(followers) >= self.forwarding.max_followed_pods:
                         continue
-                    followers[pod] = (uid, asyncio.create_task(self._read_log(watch, pod, last_seen, budget, follow=True)))
+                    task = asyncio.create_task(self._read_log(watch, pod, last_seen, budget, follow=True, breaks=breaks))
+                    task.add_done_callback(functools.partial(self._restart_later, pod=pod, breaks=breaks, waiter=waiter,
+                                                             timers=timers))  # fmt: skip
+                    followers[pod] = (uid, task)
                 await waiter.wait()
             if self._log_ending is not None and budget[0] > 0:
-                await self._drain(watch, self._log_ending, followers, last_seen, budget)
+                await self._drain(watch, self._log_ending, followers, last_seen, budget, breaks)
         finally:
+            for timer in timers:
+                timer.cancel()
             watch.unsubscribe(self.name, waiter)
             for _, task in followers.values():
                 task.cancel()
@@ -215,13 +247,26 @@ class ForwardMixin:
             saver.cancel()
             await asyncio.gather(saver, return_exceptions=True)
 
-    async def _drain(self, watch: shared_watch.SharedWatch, job: Obj, followers: dict[str, tuple[str, asyncio.Task[None]]],
-                     last_seen: dict[str, Cursor], budget: list[int]) -> None:  # fmt: skip
+    def _restart_later(self, task: asyncio.Task[bool], pod: str, breaks: Breaks, waiter: asyncio.Event,
+                       timers: list[asyncio.TimerHandle]) -> None:  # fmt: skip
+        """A follower ended: on an error, wake the followers' loop once its pause (``Breaks``)
+        is over, to start it again from its cursor."""
+        if not _ended_on_error(task) or self._log_ending is not None:
+            return
+        loop = asyncio.get_running_loop()
+        pause = breaks.pause(pod)
+        breaks.retry_at[pod] = loop.time() + pause
+        timers[:] = [t for t in timers if t.when() > loop.time()]
+        timers.append(loop.call_later(max(pause, RESTART_AFTER), waiter.set))
+
+    async def _drain(self, watch: shared_watch.SharedWatch, job: Obj, followers: dict[str, tuple[str, asyncio.Task[bool]]],
+                     last_seen: dict[str, Cursor], budget: list[int], breaks: Breaks) -> None:  # fmt: skip
         """Stop the followers, then read each replica's log once, not following, from where its
         cursor stands (from the deferral for one never followed): only lines not forwarded yet
         are printed. A follower is cancelled between two lines, so its cursor says exactly what
         it sent. Of a failed job, the failed replicas are left to the failed-logs report
-        (``outcome._failed_logs``), which prints them under their own headers."""
+        (``outcome._failed_logs``), which prints them under their own headers. A replica whose
+        read fails is said and skipped: the others are still read."""
         for _, task in followers.values():
             task.cancel()
         await asyncio.gather(*(t for _, t in followers.values()), return_exceptions=True)
@@ -234,53 +279,77 @@ class ForwardMixin:
             if pod not in read and len(read) >= self.forwarding.max_followed_pods:
                 continue
             read.add(pod)
-            await self._read_log(watch, pod, last_seen, budget, follow=False)
+            await self._read_log(watch, pod, last_seen, budget, follow=False, breaks=breaks)
 
     async def _read_log(self, watch: shared_watch.SharedWatch, pod: str, last_seen: dict[str, Cursor], budget: list[int],
-                        *, follow: bool) -> None:  # fmt: skip
-        """Forward ``pod``'s log from where its cursor stands; ``follow``: as it is written."""
-        kube = await watch.hook.kube()
-        # The log is read by the pod's name: only while the pod of that name is the job's own
-        # replica (its controller is the job), not one someone else made under that name.
-        owner = self._owner_uid(self._last_job or watch.get(self.namespace, self.name))
+                        *, follow: bool, breaks: Breaks | None = None) -> bool:  # fmt: skip
+        """Forward ``pod``'s log from where its cursor stands; ``follow``: as it is written.
+        False when an error ended it (said once a pod at warning level, ``Breaks``), True when
+        the log ended, the pod is not the job's, or the line budget is spent."""
+        breaks = breaks if breaks is not None else Breaks()
         try:
+            kube = await watch.hook.kube()
+            # The log is read by the pod's name: only while the pod of that name is the job's own
+            # replica (its controller is the job), not one someone else made under that name.
+            owner = self._owner_uid(self._last_job or watch.get(self.namespace, self.name))
             found = await watch.hook.get_pod(pod, self.namespace)
-        except Exception as exc:  # noqa: BLE001 - unreachable: the next change of the job tries again
-            self.log.debug("cannot check the pod %s: %s", pod, exc)
-            return
-        if found is None or not owner or not controlled_by(found, owner):
-            self.log.debug("not following %s: not a replica of %s %s", pod, self.name, owner)
-            return
-        cursor = last_seen.setdefault(pod, Cursor())
-        query: dict[str, Any] = {"follow": follow, "timestamps": True}
-        deferred = instant(self.forwarding.events_since or "")
-        since = cursor.since() or (since_time(deferred) if deferred is not None else None)
-        if since:
-            query["sinceTime"] = since
-        skip = cursor.resume()  # a reopened stream replays its last second: skip exactly what was sent
-        try:
-            resp = await kube._send("GET", child_path("Pod", self.namespace, pod, "log"), query=query, timeout=None)
-        except OSError as exc:
-            self.log.debug("cannot follow the log of %s: %s", pod, exc)
-            return
-        try:
-            if resp.status != 200:
-                self.log.debug("cannot follow the log of %s: HTTP %s", pod, resp.status)
-                return
-            async for raw in resp.content:
-                stamp, text = split(raw.decode(errors="replace"))
-                if not skip.fresh(stamp):
-                    continue  # already forwarded before a reconnect
-                if budget[0] <= 0:
-                    return
-                budget[0] -= 1
-                self.log.info("[%s] %s", pod, text)
-                cursor.sent(stamp)
-                if budget[0] == 0:
-                    self.log.info("[logs] forwarded %d log lines; not forwarding more", self.forwarding.max_log_lines)
-                    return
-        finally:
-            resp.release()
+            if found is None or not owner or not controlled_by(found, owner):
+                self.log.debug("not following %s: not a replica of %s %s", pod, self.name, owner)
+                return True
+            cursor = last_seen.setdefault(pod, Cursor())
+            query: dict[str, Any] = {"follow": follow, "timestamps": True}
+            deferred = instant(self.forwarding.events_since or "")
+            since = cursor.since() or (since_time(deferred) if deferred is not None else None)
+            if since:
+                query["sinceTime"] = since
+            skip = cursor.resume()  # a reopened stream replays its last second: skip exactly what was sent
+            lines = kube.lines(child_path("Pod", self.namespace, pod, "log"), query=query, timeout=None,
+                               max_line=LOG_LINE_BYTES, log=True, flush=not follow)  # fmt: skip
+            async with contextlib.aclosing(lines):
+                async for raw in lines:
+                    stamp, text = split(raw.decode(errors="replace"))
+                    if not skip.fresh(stamp):
+                        continue  # already forwarded before a reconnect
+                    if budget[0] <= 0:
+                        return True
+                    budget[0] -= 1
+                    self.log.info("[%s] %s", pod, text)
+                    cursor.sent(stamp)
+                    breaks.in_a_row.pop(pod, None)
+                    if budget[0] == 0:
+                        self.log.info("[logs] forwarded %d log lines; not forwarding more", self.forwarding.max_log_lines)
+                        return True
+        except Exception as exc:  # noqa: BLE001 - unreachable, refused, broken: said once; the next change of the job retries
+            breaks.in_a_row[pod] = breaks.in_a_row.get(pod, 0) + 1
+            said = self.log.debug if pod in breaks.said else self.log.warning
+            breaks.said.add(pod)
+            said("%s the log of %s stopped: %s: %s; %s", "following" if follow else "reading", pod, type(exc).__name__,
+                 getattr(exc, "message", None) or exc,
+                 "it is followed again from its last line sent" if follow else "its last lines are not forwarded")  # fmt: skip
+            return False
+        return True
+
+
+@dataclass
+class Breaks:
+    """The replicas' logs whose reading ended on an error: said once each (at warning level), and
+    how many times in a row (a line read again resets it), which sets the pause before the next
+    try (``pause``)."""
+
+    said: set[str] = field(default_factory=set)
+    in_a_row: dict[str, int] = field(default_factory=dict)
+    retry_at: dict[str, float] = field(default_factory=dict)  # pod -> the loop's time it may start again
+
+    def pause(self, pod: str) -> float:
+        """Seconds before the log of ``pod`` is followed again: none after its first error (the
+        job's next change, or ``RESTART_AFTER`` without one), then doubling from ``RESTART_AFTER``."""
+        errors = self.in_a_row.get(pod, 0)
+        return 0.0 if errors <= 1 else min(RESTART_AFTER * 2 ** (errors - 2), RESTART_AT_MOST)
+
+
+def _ended_on_error(task: asyncio.Task[bool]) -> bool:
+    """Whether a follower's task ended on an error (not cancelled, not at the log's end)."""
+    return not task.cancelled() and (task.exception() is not None or task.result() is False)
 
 
 def _running_replicas(job: Obj | None) -> list[tuple[str, str]]:

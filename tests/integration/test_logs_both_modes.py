@@ -1,6 +1,7 @@
 """Replica logs reach the task log in both modes (issue 21, point 6): the worker-side wait
 follows the deciding replica as the trigger does, and ``log_replicas``/``max_log_lines`` set
-what and how much. kwok serves every pod's log from the test namespace's pod-log file."""
+what and how much. kwok serves every pod's log from the test namespace's pod-log file. A line of
+megabytes (a progress bar redrawn with ``\r``) does not stop either mode's streaming (issue 44, 3)."""
 
 from __future__ import annotations
 
@@ -8,6 +9,7 @@ import asyncio
 import threading
 import time
 import uuid
+from datetime import datetime, timezone
 
 import pytest
 from airflow.sdk.exceptions import TaskDeferred
@@ -112,3 +114,72 @@ def test_the_worker_side_reads_each_replicas_log_once_more_when_the_job_ended(co
         follower.finish(job)
     lines = sorted(r.getMessage() for r in caplog.records if marker in r.getMessage())
     assert lines == [f"[{ident['name']}-worker-{i}] last line {marker}" for i in (0, 1)], lines
+
+
+MIB = 1 << 20
+REDRAWS = 80_000  # a progress bar's redraws, about 5 MiB in all
+
+
+def _print_long_lines(cluster, namespace: str, marker: str) -> None:
+    """As if every pod of ``namespace`` printed a progress bar redrawn with ``\\r`` for an hour
+    (one line of about 5 MiB, written as containerd writes it: 16 KiB partial records, then the
+    rest), a plain line of 5 MiB, and then the marker line."""
+    now = datetime.now(timezone.utc).strftime("%Y-%m-%dT%H:%M:%S")
+    bar = "".join(
+        f"\r{i * 100 // REDRAWS:3d}%|{'#' * (i * 40 // REDRAWS):40s}| {i}/{REDRAWS} [it/s]" for i in range(1, REDRAWS + 1)
+    )
+    assert len(bar) > 5 * MIB
+    records = [bar[i : i + 16384] for i in range(0, len(bar), 16384)]
+    text = "".join(f"{now}.{n:09d}Z stdout {'P' if n < len(records) - 1 else 'F'} {r}\n" for n, r in enumerate(records))
+    n = len(records)
+    text += f"{now}.{n:09d}Z stdout F {'x' * (5 * MIB)}\n{now}.{n + 1:09d}Z stdout F after the long lines {marker}\n"
+    cluster.print_to_pods(namespace, text)
+
+
+def _check_long_lines(out: str, pod: str, marker: str) -> None:
+    """The marker reached the task log once, after the bar's last redraw and the plain line's
+    start with its cut mark; no line of 5 MiB did."""
+    mine = [line for line in out.split("\n") if f"[{pod}]" in line]  # split at newlines only: a \r stays in its line
+    assert sum(f"[{pod}] after the long lines {marker}" in line for line in mine) == 1, [m[:200] for m in mine]
+    assert max(len(line) for line in mine) < 20_000, [len(m) for m in mine]
+    assert any(f"| {REDRAWS}/{REDRAWS} [it/s]" in line and "\r" not in line for line in mine)  # the bar's last redraw
+    assert any("xxxx \u2026 [cut: " in line for line in mine)  # the plain line: its start, and how much was left out
+    assert "x" * (5 * MIB) not in out
+
+
+def test_a_5mib_line_does_not_stop_the_worker_side_wait_streaming(conn, cluster, jobs, controller, capsys):
+    if cluster.external:
+        pytest.skip("appending to pod logs needs the local cluster's kwok")
+    store, marker = Store(), uuid.uuid4().hex[:8]
+    op = make_op(sim={"sim.t9k.test/duration": "8s"}, deferrable=False, log_events=False)
+    outcome: list[object] = []
+    worker = threading.Thread(target=lambda: outcome.append(op.execute(context(store))), daemon=True)
+    worker.start()
+    try:
+        while "t9k_job" not in store:
+            time.sleep(0.2)
+        name = store["t9k_job"]["name"]
+        jobs.wait_phase("GenericJob", name, "Running")
+        time.sleep(2)  # the follower attaches once the containers run
+        _print_long_lines(cluster, jobs.ns, marker)
+    finally:
+        worker.join(60)
+    assert outcome
+    assert outcome[0]["phase"] == "Succeeded"
+    _check_long_lines(capsys.readouterr().out, f"{name}-worker-0", marker)
+
+
+@pytest.mark.asyncio
+async def test_a_5mib_line_does_not_stop_the_deferred_wait_streaming(conn, cluster, jobs, controller, capsys):
+    if cluster.external:
+        pytest.skip("appending to pod logs needs the local cluster's kwok")
+    with pytest.raises(TaskDeferred) as exc:
+        make_op(sim={"sim.t9k.test/duration": "6s"}, deferrable=True, log_events=False).execute(context())
+    trigger = exc.value.trigger
+    task = asyncio.create_task(first_event(trigger))
+    jobs.wait_phase("GenericJob", trigger.name, "Running")
+    await asyncio.sleep(1.5)
+    marker = uuid.uuid4().hex[:8]
+    _print_long_lines(cluster, jobs.ns, marker)
+    assert (await task).payload["status"] == "success"
+    _check_long_lines(capsys.readouterr().out, f"{trigger.name}-worker-0", marker)

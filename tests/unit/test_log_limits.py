@@ -26,7 +26,7 @@ def test_the_tasks_tail_names_a_byte_limit(monkeypatch):
 
     def call_api(path: str, method: str, query_params: list, **_: Any) -> SimpleNamespace:
         asked.append(dict(query_params))
-        return SimpleNamespace(data=b"line\n")
+        return SimpleNamespace(stream=lambda *_, **__: iter([b"li", b"ne\n"]), release_conn=lambda: None)
 
     monkeypatch.setattr(T9kHook, "api_client", property(lambda self: SimpleNamespace(call_api=call_api)))
     hook = T9kHook(conn_id="kubernetes_default")
@@ -41,11 +41,14 @@ def test_the_triggers_tail_names_a_byte_limit(monkeypatch):
 
     asked: list[dict[str, Any]] = []
 
+    class Content:
+        async def iter_any(self) -> Any:
+            for chunk in (b"li", b"ne\n"):
+                yield chunk
+
     class Resp:
         status = 200
-
-        async def read(self) -> bytes:
-            return b"line\n"
+        content = Content()
 
         def release(self) -> None:
             pass
