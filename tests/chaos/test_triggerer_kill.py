@@ -10,10 +10,15 @@ Round one: jobs that succeed, released once the restarted triggerer owns every t
 they all end while it watches. Round two: jobs that fail, released while no triggerer runs,
 which stays down until the first has ended. No job is submitted twice: jobs are counted from
 a watch (a new uid is a new submission) and listed by the labels the operator sets.
+
+Then two triggerer faults that are not kills, on the same Airflow: a triggerer frozen (SIGSTOP)
+until a second one takes its triggers, then thawed (issue 44, item 1), and a triggerer whose
+identity may not read the jobs (issue 44, item 2).
 """
 
 from __future__ import annotations
 
+import json
 import os
 import threading
 import time
@@ -114,7 +119,10 @@ def stack(cluster, api_client, crds, tmp_path_factory) -> Iterator[tuple[Airflow
     airflow = AirflowStack(home, cluster.kubeconfig, ns, dags=DAGS, env=env)
     jobs = JobWatch(client.CustomObjectsApi(api_client), ns)
     try:
-        airflow.start()
+        # WAL: a frozen triggerer (test_a_frozen_triggerer_...) must not hold SQLite's database lock
+        # from every other component, as a reader's open transaction does in rollback-journal mode.
+        # PostgreSQL, as deployed, never did.
+        airflow.start(prepare=lambda: _wal(home / "airflow.db"))
         yield airflow, ns, jobs
     finally:
         jobs.stop()
@@ -122,6 +130,13 @@ def stack(cluster, api_client, crds, tmp_path_factory) -> Iterator[tuple[Airflow
             airflow.kill(name)
         controller.stop()
         core.delete_namespace(ns)
+
+
+def _wal(db: Path) -> None:
+    import sqlite3
+
+    with sqlite3.connect(db) as conn:
+        assert conn.execute("pragma journal_mode=wal").fetchone() == ("wal",)
 
 
 def _triggers(airflow: AirflowStack, dag_id: str, run_id: str) -> list[tuple[str, str, int | None]]:
@@ -237,3 +252,122 @@ def _final(airflow: AirflowStack, dag_id: str, run_id: str) -> dict[str, tuple[s
     tis = airflow.tis(dag_id, run_id)
     done = len(tis) == N and all(s in ("success", "failed", "upstream_failed", "skipped") and end for s, _, end in tis.values())
     return tis if done else None
+
+
+# -- not kills: a trigger that moved, and a trigger that errs ----------------------------------
+def _alive_triggerers(airflow: AirflowStack, within: float = 5.0) -> set[int]:
+    rows = airflow._query("select id, latest_heartbeat from job where job_type = 'TriggererJob' and state = 'running'")
+    return {i for i, beat in rows if beat and time.time() - _utc(beat) < within}
+
+
+def _jobs_of(api_client, ns: str, run_id: str) -> dict[str, dict]:
+    api = client.CustomObjectsApi(api_client)
+    items = api.list_namespaced_custom_object(GROUP, VERSION, ns, PLURAL, label_selector=f"{LABEL}/run-id={run_id}")["items"]
+    return {j["metadata"]["labels"][f"{LABEL}/task-id"]: j for j in items}
+
+
+def test_a_frozen_triggerer_leaves_the_jobs_it_lost_to_another_running(stack, api_client, figures) -> None:
+    """Issue 44, item 1. A triggerer frozen (SIGSTOP) past ``triggerer_health_check_threshold``
+    while its tasks are deferred loses their triggers to a second triggerer; thawed, Airflow 3.3.2
+    cancels the triggers it no longer owns as a user's kill would, and calls ``on_kill``. The
+    tasks are still deferred, so the trigger leaves the jobs alone: they keep running (not
+    deleted, not paused) and each task ends in success on its first try."""
+    airflow, ns, _jobs = stack
+    dag_id = "t9k_chaos_moved"
+    tasks = {"on_kill_delete", "on_kill_pause"}
+    first = "triggerer"
+    (first_id,) = wait_until(lambda: _alive_triggerers(airflow, within=8.0) or None, timeout=60, interval=0.5,
+                             what="one triggerer heartbeating")  # fmt: skip
+    run_id = airflow.trigger(dag_id)
+
+    def watched_by_first() -> bool:
+        rows = _triggers(airflow, dag_id, run_id)
+        if len(rows) != len(tasks) or any(state != "deferred" or who != first_id for _, state, who in rows):
+            return False
+        return _trigger_log(airflow, dag_id, run_id).count(": phase") >= len(tasks)  # each trigger has seen its job
+
+    wait_until(watched_by_first, timeout=120, interval=0.5, what="both tasks deferred, watched by the first triggerer")
+    before = {t: j["metadata"]["uid"] for t, j in _jobs_of(api_client, ns, run_id).items()}
+    assert set(before) == tasks
+
+    airflow.launch("triggerer-2")
+    (second_id,) = wait_until(lambda: _alive_triggerers(airflow, within=8.0) - {first_id} or None, timeout=90, interval=0.5,
+                              what="a second triggerer heartbeating")  # fmt: skip
+    assert watched_by_first(), "the second triggerer took a trigger of a live one"
+    airflow.freeze(first)
+    frozen_at = time.monotonic()
+    try:
+
+        def moved() -> bool:
+            return all(state == "deferred" and who == second_id for _, state, who in _triggers(airflow, dag_id, run_id))
+
+        wait_until(moved, timeout=HEALTH_THRESHOLD + 60, interval=0.5, what="the second triggerer owns both triggers")
+        moved_after = time.monotonic() - frozen_at
+        # The second triggerer runs the triggers (each logs its job's phase again) before the first wakes.
+        wait_until(lambda: _trigger_log(airflow, dag_id, run_id).count(": phase") >= 2 * len(tasks), timeout=60,
+                   interval=0.5, what="the second triggerer running both triggers")  # fmt: skip
+    finally:
+        airflow.thaw(first)
+
+    # Thawed, the first triggerer cancels the triggers it lost, and their on_kill reads the task's state.
+    said = "the task is still deferred: this triggerer lost the trigger to another one"
+    acted = ("deleted GenericJob", "paused GenericJob")
+
+    def killed() -> str | None:
+        log = _trigger_log(airflow, dag_id, run_id)
+        return log if log.count(said) >= len(tasks) or any(a in log for a in acted) else None
+
+    log = wait_until(killed, timeout=90, interval=0.5, what="the thawed triggerer's on_kill of both triggers")
+    assert not any(a in log for a in acted), log[-4000:]
+    now = _jobs_of(api_client, ns, run_id)
+    assert {t: j["metadata"]["uid"] for t, j in now.items()} == before, "a job was deleted (or replaced)"
+    assert {t: (j["spec"].get("runMode") or {}).get("pause", {}).get("enabled") for t, j in now.items()} == {
+        t: None for t in tasks
+    }, "a job was paused"
+    assert {t: interpret(j).phase for t, j in now.items()} == {t: "Running" for t in tasks}
+    assert {who for _, _, who in _triggers(airflow, dag_id, run_id)} == {second_id}  # still watched, by the second
+
+    release_pods(client.CoreV1Api(api_client), ns, [j["metadata"]["name"] for j in now.values()], after=RELEASED_RUNS_FOR)
+
+    def ended() -> dict | None:
+        tis = airflow.tis(dag_id, run_id)
+        return tis if len(tis) == len(tasks) and all(s in ("success", "failed") for s, _, _ in tis.values()) else None
+
+    tis = wait_until(ended, timeout=120, interval=0.5, what="both tasks ended")
+    figures(f"frozen triggerer: triggers moved {moved_after:.1f}s after the freeze (threshold {HEALTH_THRESHOLD}s); "
+            f"on thawing it cancelled them and kept both jobs")  # fmt: skip
+    assert {t: (s, n) for t, (s, n, _) in tis.items()} == {t: ("success", 1) for t in tasks}
+    airflow.kill("triggerer-2")
+
+
+def _trigger_log(airflow: AirflowStack, dag_id: str, run_id: str) -> str:
+    """What the run's triggers wrote, by the triggerers that ran them (``attempt=N.log.trigger.<job>.log``)."""
+    files = (airflow.home / "logs" / f"dag_id={dag_id}" / f"run_id={run_id}").glob("task_id=*/attempt=*.log.trigger.*.log")
+    return "".join(f.read_text(errors="replace") for f in files)
+
+
+def test_a_trigger_error_with_delete_always_leaves_a_running_job(stack, cluster, api_client, tmp_path) -> None:
+    """Issue 44, item 2. A triggerer that may not read the job (a broken Role: 403) ends the wait
+    with an ``error`` event; the task, with ``delete_on_finish="always"``, fails, and its running
+    job stays (the worker reads it again and finds it running) for a retry to reattach to."""
+    from tests.support.rbac import token_kubeconfig
+
+    airflow, ns, _jobs = stack
+    blind = token_kubeconfig(api_client, cluster.kubeconfig, ns, "blind-triggerer",
+                             [{"apiGroups": [""], "resources": ["events"], "verbs": ["list", "watch"]}],
+                             tmp_path / "blind-kubeconfig")  # fmt: skip
+    conn = {"conn_type": "kubernetes", "extra": {"kube_config_path": str(blind), "namespace": ns}}
+    airflow.terminate("triggerer", grace=10)
+    airflow.launch("triggerer", env={"AIRFLOW_CONN_KUBERNETES_DEFAULT": json.dumps(conn)})
+    dag_id = "t9k_chaos_trigger_error"
+    run_id = airflow.trigger(dag_id)
+    state, tries = wait_until(lambda: (s := airflow.ti(dag_id, run_id))[0] in ("failed", "success") and s,
+                              timeout=150, interval=0.5, what="the task ended")  # fmt: skip
+    log = airflow.task_log(dag_id, run_id)
+    assert (state, tries) == ("failed", 1), log[-4000:]
+    assert "forbidden" in log.lower(), log[-4000:]  # the trigger's error: the triggerer may not read the job
+    jobs = _jobs_of(api_client, ns, run_id)
+    assert set(jobs) == {"job"}, "the running job was deleted after the trigger's error"
+    assert interpret(jobs["job"]).phase in ("Running", "Pending", "Created"), jobs["job"].get("status")
+    assert "not deleting GenericJob" in log, log[-4000:]
+    assert "the retry reattaches to it" in log, log[-4000:]

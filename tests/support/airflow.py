@@ -103,6 +103,7 @@ class AirflowStack:
         self.env.update(env or {})
         self.procs: dict[str, subprocess.Popen[bytes]] = {}
         self.launched_at: dict[str, int] = {}  # each component's log size when it was last launched
+        self.component_env: dict[str, dict[str, str]] = {}  # a component's own settings over the stack's
 
     def cli(self, *args: str) -> str:
         out = subprocess.run([AIRFLOW, *args], check=False, env=self.env, capture_output=True, text=True, timeout=120)
@@ -157,15 +158,27 @@ class AirflowStack:
             return False
         return self.healthy()
 
-    def launch(self, name: str) -> None:
-        """Start one component (again), logging to ``<home>/<name>.log``."""
-        args = ["api-server", "--port", str(self.port)] if name == "api-server" else [name]
-        command = [sys.executable, "-P", "-c", SCHEDULER, *args] if name == "scheduler" else [AIRFLOW, *args]
+    def launch(self, name: str, env: dict[str, str] | None = None) -> None:
+        """Start one component (again), logging to ``<home>/<name>.log``. A second one of a kind
+        is named ``<component>-<n>`` (``triggerer-2``). ``env``: this component's own settings
+        over the stack's, kept for its later launches."""
+        component = name if name in ("api-server", *COMPONENTS) else name.rsplit("-", 1)[0]
+        args = ["api-server", "--port", str(self.port)] if component == "api-server" else [component]
+        command = [sys.executable, "-P", "-c", SCHEDULER, *args] if component == "scheduler" else [AIRFLOW, *args]
+        if env is not None:
+            self.component_env[name] = env
         log_path = self.home / f"{name}.log"
         self.launched_at[name] = log_path.stat().st_size if log_path.exists() else 0
         with open(log_path, "ab") as log:  # the child keeps its own descriptor
-            self.procs[name] = subprocess.Popen(command, env=self.env, stdout=log, stderr=subprocess.STDOUT,
-                                                start_new_session=True)  # fmt: skip
+            self.procs[name] = subprocess.Popen(command, env={**self.env, **self.component_env.get(name, {})}, stdout=log,
+                                                stderr=subprocess.STDOUT, start_new_session=True)  # fmt: skip
+
+    def freeze(self, name: str) -> None:
+        """SIGSTOP a component's whole process group: a host stalled, a VM paused, a long GC."""
+        os.killpg(self.procs[name].pid, signal.SIGSTOP)
+
+    def thaw(self, name: str) -> None:
+        os.killpg(self.procs[name].pid, signal.SIGCONT)
 
     def kill(self, name: str) -> None:
         """SIGKILL a component and every process of its group, as when its node dies."""
