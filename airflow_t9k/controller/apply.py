@@ -22,7 +22,7 @@ from airflow_t9k.api.paths import child_kind, child_path, job_path
 from airflow_t9k.api.resources import resource_for
 from airflow_t9k.controller import evidence
 from airflow_t9k.controller.reconcile import Create, CreateSSHSecret, Delete, Emit, Patch, Plan, ReplaceStatus
-from airflow_t9k.controller.reconcile.actions import Action, KeepEvidence, WriteSpec
+from airflow_t9k.controller.reconcile.actions import Action, DeleteJob, KeepEvidence, WriteSpec
 from airflow_t9k.controller.reconcile.plan import SSH_SECRET_STATUS, rejected
 from airflow_t9k.controller.reconcile.status import StatusBuilder, bounded
 from airflow_t9k.controller.scope import NOT_MANAGED
@@ -167,6 +167,9 @@ class Executor:
                     return None
                 if isinstance(action, Delete):
                     await self._delete(ns, action)
+                    return None
+                if isinstance(action, DeleteJob):
+                    await self._delete_job(job, action)
                     return None
                 if isinstance(action, Patch):
                     await self._patch(ns, action)
@@ -347,6 +350,24 @@ class Executor:
         if cached is not None:
             marked = {**cached, "metadata": {**cached["metadata"], "deletionTimestamp": _now()}}
             informer.store(marked)
+
+    async def _delete_job(self, job: Obj, action: DeleteJob) -> None:
+        """The job itself goes (its ``ttlSecondsAfterFinished`` passed: reconcile/steps/expire.py), its
+        children by their owner references. NotFound: gone already; Conflict: the uid precondition
+        failed, the name is another job's now, left alone. The cached job is marked as being
+        deleted, so a pass before the watch brings the deletion plans nothing."""
+        meta = job["metadata"]
+        ns, name = meta["namespace"], meta["name"]
+        try:
+            await self.kube.delete(job_path(resource_for(job["kind"]), ns, name), uid=action.uid)
+        except (NotFound, Conflict):
+            return
+        self.metrics["delete_expired"] += 1
+        log.info("deleted %s %s/%s: its ttlSecondsAfterFinished has passed", job["kind"], ns, name)
+        informer = self.informer_for(job["kind"], ns)
+        cached = informer.get((ns, name))
+        if cached is not None and (cached.get("metadata") or {}).get("uid") == action.uid:
+            informer.store({**cached, "metadata": {**cached["metadata"], "deletionTimestamp": _now()}})
 
     async def _write_spec(self, job: Obj, merged: Obj, record: Obj | None = None) -> str | None:
         """Write a job's spec with its template merged in (reconcile/template.py): a PUT with the

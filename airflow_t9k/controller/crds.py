@@ -133,10 +133,13 @@ TOTAL_RULE = f"at most {MAX_REPLICAS_TOTAL} replicas in all"
 RULES = arr(obj(additionalProperties=arr(integer(0), minItems=1)))
 
 CLEANUP = enum("All", "None", "Unfinished")
+# Seconds after the job ended at which the controller deletes it (reconcile/steps/expire.py).
+TTL = integer(0)
 RUN_POLICY = obj(
-    {"activeDeadlineSeconds": integer(1), "backoffLimit": integer(0), "cleanUpPolicy": CLEANUP},
+    {"activeDeadlineSeconds": integer(1), "backoffLimit": integer(0), "cleanUpPolicy": CLEANUP,
+     "ttlSecondsAfterFinished": TTL},
     open_=True,
-)
+)  # fmt: skip
 
 
 def replica_specs(type_schema: S, restart: S, extra: S | None = None) -> S:
@@ -197,6 +200,7 @@ SPECS: dict[str, S] = {
                 }
             ),
             cleanUpPolicy=CLEANUP,
+            ttlSecondsAfterFinished=TTL,  # GenericJob has no runPolicy: beside cleanUpPolicy, as batch/v1 Job's
         ),
         ["replicaSpecs"],
     ),
@@ -255,7 +259,7 @@ SPECS: dict[str, S] = {
                 },
                 ["command"],
             ),
-            runPolicy=obj({"cleanUpWorkers": boolean()}),
+            runPolicy=obj({"cleanUpWorkers": boolean(), "ttlSecondsAfterFinished": TTL}),
         ),
         ["worker"],
     ),
@@ -280,7 +284,7 @@ SPECS: dict[str, S] = {
             launcher=obj({"resources": CONTAINER["resources"]}),  # our extension: the launcher's own resources
             ssh=obj({"sshAuthMountPath": string(pattern="^/"), "sshdPath": string(pattern="^/")}),
             mpiHome=string(),
-            runPolicy=obj({"cleanUpWorkers": boolean()}),
+            runPolicy=obj({"cleanUpWorkers": boolean(), "ttlSecondsAfterFinished": TTL}),
         ),
         ["worker"],
         open_=True,
@@ -321,7 +325,7 @@ SPECS: dict[str, S] = {
                 open_=True,
             ),
             "jobTemplate": obj({"metadata": POD_TEMPLATE["properties"]["metadata"], "spec": JOB_SPEC}, ["spec"]),
-            "runPolicy": obj({"cleanUpCluster": boolean()}),
+            "runPolicy": obj({"cleanUpCluster": boolean(), "ttlSecondsAfterFinished": TTL}),
             "runMode": OPEN,
         },  # declared only so the rule below can reject it
         None,

@@ -77,6 +77,7 @@ def npus(template: Obj) -> int:
 class AscendJob(JobKind):
     resource = RESOURCES["AscendJob"]
     training_container = CONTAINER
+    ttl_path = None  # runPolicy.ttlSecondsAfterFinished is ignored (IGNORED_RUN_POLICY): the job stays
     supports_debug = False  # not a T9k kind: no runMode
     supports_pause = False
 

@@ -120,6 +120,11 @@ class JobKind:
     resource: ClassVar[JobResource]
     # The container that trains; debug and resume overrides apply to it.
     training_container: ClassVar[str | None] = None
+    # Where the kind keeps ``ttlSecondsAfterFinished`` under ``spec`` (Kubeflow's run policy
+    # field): ``runPolicy`` for every T9k kind that has one; None where it has no meaning
+    # (AscendJob: seed 002 calls it meaningless). The controller deletes a finished job that
+    # many seconds after it ended (controller/reconcile/steps/expire.py).
+    ttl_path: ClassVar[tuple[str, ...] | None] = ("runPolicy", "ttlSecondsAfterFinished")
     supports_debug: ClassVar[bool] = True
     supports_pause: ClassVar[bool] = True
     # A fixed-world launch (one launcher addressing every worker) cannot go on with one replica
@@ -189,6 +194,7 @@ class JobKind:
             raise InvalidSpec(f"{self.resource.kind} does not support Debug mode (runMode.debug)")
         if pause_enabled(job) and not self.supports_pause:
             raise InvalidSpec(f"{self.resource.kind} does not support Pause mode (runMode.pause)")
+        self.ttl_after_finished(job)
 
     def success_rules(self, job: Obj) -> list[Rule]:
         """Default: every replica of every type has completed."""
@@ -220,6 +226,19 @@ class JobKind:
     def active_deadline(self, job: Obj) -> int | None:
         """Seconds after the start at which the job fails (``runPolicy.activeDeadlineSeconds``)."""
         return None
+
+    def ttl_after_finished(self, job: Obj) -> int | None:
+        """Seconds after its end at which the finished job is deleted (``ttl_path``); None: kept."""
+        if self.ttl_path is None:
+            return None
+        value: Any = job.get("spec") or {}
+        for key in self.ttl_path:
+            value = value.get(key) if isinstance(value, dict) else None
+        if value is None:
+            return None
+        if not isinstance(value, int) or isinstance(value, bool) or value < 0:
+            raise InvalidSpec(f"spec.{'.'.join(self.ttl_path)} must be a non-negative integer, got {value!r}")
+        return value
 
     def main_container(self, pod_spec: Obj) -> Obj | None:
         """The training container: debug and resume overrides and injected env go here."""

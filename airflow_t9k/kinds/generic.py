@@ -14,6 +14,9 @@ IMPLIED_PORT = 2222
 
 class GenericJob(JobKind):
     resource = RESOURCES["GenericJob"]
+    # GenericJob has no runPolicy: its run settings (cleanUpPolicy) are fields of spec, as
+    # batch/v1 Job's ttlSecondsAfterFinished is.
+    ttl_path = ("ttlSecondsAfterFinished",)
 
     def replica_specs(self, job: Obj) -> list[ReplicaSpec]:
         out = []

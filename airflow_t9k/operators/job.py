@@ -23,6 +23,7 @@ module holds the arguments, templating and ``execute``.
 from __future__ import annotations
 
 import copy
+import math
 from collections.abc import Collection, Sequence
 from datetime import timedelta
 from typing import TYPE_CHECKING, Any, ClassVar, cast
@@ -76,6 +77,30 @@ ON_KILL = ("delete", "pause", "keep")
 FINISHED_XCOM = ("phase", "summary")
 
 
+def ttl_seconds(value: Any) -> int | None:
+    """``ttl_after_finished`` as whole seconds (a timedelta rounded up); a ValueError for anything
+    but a non-negative integer or timedelta."""
+    if value is None:
+        return None
+    if isinstance(value, timedelta):
+        seconds = value.total_seconds()
+        if seconds < 0:
+            raise ValueError(f"ttl_after_finished must not be negative, got {value!r}")
+        return math.ceil(seconds)
+    if isinstance(value, bool) or not isinstance(value, int) or value < 0:
+        raise ValueError(f"ttl_after_finished must be a non-negative integer (seconds) or a timedelta, got {value!r}")
+    return value
+
+
+def ttl_refused(kind: str) -> str | None:
+    """Why ``ttl_after_finished`` has no meaning for ``kind``; None where it has one (or the kind is
+    unknown, which fails on its own)."""
+    if kind in KINDS and KINDS[kind].ttl_path is None:
+        return (f"ttl_after_finished has no meaning for {kind}: seed 002 calls runPolicy.ttlSecondsAfterFinished "
+                "meaningless and the controller ignores it; delete_on_finish deletes the job when the task ends")  # fmt: skip
+    return None
+
+
 class T9kJobOperator(SubmitMixin, WaitMixin, CheckpointMixin, AssetsMixin, LineageMixin, LineageParentMixin, EndMixin,
                      BaseOperator):  # fmt: skip
     """
@@ -110,6 +135,14 @@ class T9kJobOperator(SubmitMixin, WaitMixin, CheckpointMixin, AssetsMixin, Linea
     :param queue_timeout: fail, the same way as ``startup_timeout``, when the job waited in its
         queue this long without being admitted; time in the queue does not count as startup
     :param delete_on_finish: ``never``, ``always`` or ``on_success``
+    :param ttl_after_finished: seconds (or a timedelta, rounded up to whole seconds) after the
+        job ended at which the controller deletes it, with everything it owns (its pods, logs and
+        ``<name>-evidence``), whether or not any task is still around: the job's
+        ``spec.runPolicy.ttlSecondsAfterFinished`` (GenericJob's ``spec.ttlSecondsAfterFinished``).
+        ``0`` deletes it as soon as it ended. Default None: the job stays (``delete_on_finish``
+        decides). Refused for AscendJob, whose controller ignores the field (seed 002). The task's
+        XComs, its log and its task state store keep what it took from the job (docs/airflow.md,
+        "Finished jobs: ttl_after_finished")
     :param on_kill_action: ``delete`` or ``pause`` the job when the task is killed or times out
         (a retry resumes a job that a kill or timeout paused), or ``keep`` it running (Mark
         success or Clear of a running task then leaves the training alone); nothing is done to
@@ -202,6 +235,7 @@ class T9kJobOperator(SubmitMixin, WaitMixin, CheckpointMixin, AssetsMixin, Linea
         startup_timeout: float | timedelta | None = DEFAULT_STARTUP_TIMEOUT,
         startup_error_grace: float | timedelta | None = DEFAULT_STARTUP_ERROR_GRACE,
         delete_on_finish: str = "never",
+        ttl_after_finished: timedelta | int | None = None,
         on_kill_action: str = "delete",
         log_events: bool = True,
         stream_logs: bool = True,
@@ -282,6 +316,10 @@ class T9kJobOperator(SubmitMixin, WaitMixin, CheckpointMixin, AssetsMixin, Linea
         # A dict may hold kubernetes.client models (a V1PodTemplateSpec, as KubernetesPodOperator's
         # full_pod_spec takes a V1Pod): the API's dicts from here on.
         self.job = _plain(job) if isinstance(job, dict) else job
+        self.ttl_after_finished = ttl_seconds(ttl_after_finished)
+        known = self.kind or (self.job.get("kind") if isinstance(self.job, dict) else None)
+        if self.ttl_after_finished is not None and isinstance(known, str) and (why := ttl_refused(known)):
+            raise ValueError(why)  # a job given as YAML or a file is checked when rendered
         self.name_suffix = name_suffix
         self.namespace = namespace
         self.kubernetes_conn_id = kubernetes_conn_id
@@ -399,6 +437,7 @@ class T9kJobOperator(SubmitMixin, WaitMixin, CheckpointMixin, AssetsMixin, Linea
             meta["annotations"][ANNOTATION_EVIDENCE_LINES] = str(self.evidence_log_lines)
         job["metadata"] = meta
         self._refer_template(job)
+        self._apply_ttl(job)
         self._apply_checkpoint(job, ti)
         self._apply_lineage_parent(job, context)
         try:
@@ -417,6 +456,28 @@ class T9kJobOperator(SubmitMixin, WaitMixin, CheckpointMixin, AssetsMixin, Linea
         if spec.get("templateRef") not in (None, ref):
             raise AirflowException(f"the job names template {spec['templateRef']!r} and the task {ref!r}: give one")
         spec["templateRef"] = ref
+
+    def _apply_ttl(self, job: Obj) -> None:
+        """``ttl_after_finished`` as the kind's ``ttlSecondsAfterFinished`` (``JobKind.ttl_path``):
+        the controller deletes the finished job that long after it ended."""
+        if self.ttl_after_finished is None:
+            return
+        why = ttl_refused(job["kind"])
+        if why:
+            raise AirflowException(why)
+        path = KINDS[job["kind"]].ttl_path or ()
+        holder = job.setdefault("spec", {})
+        for key in path[:-1]:
+            if holder.get(key) is None:
+                holder[key] = {}
+            holder = holder[key]
+            if not isinstance(holder, dict):
+                raise AirflowException(f"the job's spec.{key} is not a mapping; ttl_after_finished cannot be set in it")
+        given = holder.get(path[-1])
+        if given is not None and given != self.ttl_after_finished:
+            raise AirflowException(f"the job sets spec.{'.'.join(path)} to {given!r} and the task ttl_after_finished to "
+                                   f"{self.ttl_after_finished}: give one")  # fmt: skip
+        holder[path[-1]] = self.ttl_after_finished
 
     def dry_run(self) -> None:
         """Print the job this task would submit: template files read and Jinja rendered as in a

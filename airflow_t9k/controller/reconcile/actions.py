@@ -46,6 +46,15 @@ class Delete:
 
 
 @dataclass(frozen=True)
+class DeleteJob:
+    """Delete the job itself (``ttlSecondsAfterFinished`` passed: reconcile/steps/expire.py), with
+    its uid as precondition; its children go by their owner references. NotFound means it is
+    already gone, a failed precondition that the name is another job's now: left alone."""
+
+    uid: str | None
+
+
+@dataclass(frozen=True)
 class Patch:
     """Merge-patch a child the controller keeps in step with the spec (a ConfigMap's data)."""
 
@@ -102,7 +111,7 @@ class Emit:
     message: str
 
 
-Action = Create | CreateSSHSecret | Delete | Patch | ReplaceStatus | KeepEvidence | WriteSpec
+Action = Create | CreateSSHSecret | Delete | DeleteJob | Patch | ReplaceStatus | KeepEvidence | WriteSpec
 
 
 @dataclass(frozen=True)

@@ -58,6 +58,7 @@ class PassState:
     debug: bool = False
     budget: list[int] | None = None  # a shared restart budget, spent as restarts are decided
     deadline_in: float | None = None  # seconds until activeDeadlineSeconds passes
+    expire_in: float | None = None  # seconds until a finished job's ttlSecondsAfterFinished passes (steps/expire.py)
     group_cause: SlotState | None = None  # the disrupted replica that restarts a fixed-world group
     outcome: Outcome | None = None
     children: list[Action] = field(default_factory=list)  # what ``children`` asked for

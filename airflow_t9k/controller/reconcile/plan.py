@@ -4,7 +4,8 @@ A pass is the ordered list ``STEPS``: each step takes the plan so far (``PassSta
 reconcile/passstate.py) and returns it, and may end the pass, after which only the steps
 marked ``always`` run. The list is the order of decisions (docs/design.md, "One pass"):
 
-1. a job being deleted is left alone; a job naming a template gets it merged in first;
+1. a job being deleted is left alone; a finished job whose ``ttlSecondsAfterFinished`` has
+   passed is deleted; a job naming a template gets it merged in first;
 2. an invalid spec fails the job with a condition naming the problem, and touches nothing;
 3. a finished job is only cleaned up: its phase never changes again;
 4. Pause mode deletes every pod (phase ``Paused``); Kueue and Volcano hold pods back until
@@ -34,6 +35,7 @@ from airflow_t9k.controller.reconcile.steps import (
     admit,
     children,
     decide,
+    expire,
     finished,
     gates,
     modes,
@@ -55,6 +57,7 @@ __all__ = ["SSH_SECRET_STATUS", "STEPS", "plan", "rejected", "ssh_secret_recorde
 
 STEPS: tuple[Step, ...] = (
     Step("deleting", admit.deleting),  # a job being deleted: nothing to write
+    Step("expire", expire.expire),  # a finished job past ttlSecondsAfterFinished is deleted
     Step("legacy", admit.legacy),  # conditions an earlier version wrote, renamed as the seeds name them
     Step("template", admit.resolve_template),  # docs/templates.md
     Step("shape", admit.shape),  # validation; the size Kueue admitted
@@ -76,7 +79,7 @@ STEPS: tuple[Step, ...] = (
     Step("replicas", act.replicas),  # create, replace, restart
     Step("failures", record.failures),  # ReplicaFailure
     Step("tasks", record.tasks),  # status.tasks, aggregate, backoffCount
-    Step("wake", record.wake),  # the next pass at the deadline
+    Step("wake", record.wake),  # the next pass at the deadline, or at the TTL of a job that ends now
     Step("seal", wrap.seal, always=True),
     Step("usage", wrap.usage, always=True),  # docs/usage.md
     Step("progress", wrap.progress, always=True),  # docs/progress.md

@@ -945,3 +945,124 @@ def test_a_ti_jobs_name_may_be_a_template():
     bad = ti_op(name="{{ params.name }}")
     with pytest.raises(AirflowException, match="must be a Kubernetes object name"):
         bad.render_template_fields({**ctx(), "params": {"name": "Not_A_Name"}})
+
+
+# -- ttl_after_finished: the controller deletes the finished job (issue 44, item 8) --------------
+def _ttl_field(job):
+    spec = job["spec"]
+    return (
+        spec.get("ttlSecondsAfterFinished")
+        if job["kind"] == "GenericJob"
+        else (spec.get("runPolicy") or {}).get("ttlSecondsAfterFinished")
+    )
+
+
+@pytest.mark.parametrize("kind", sorted(k for k in OPERATORS if k != "AscendJob"))
+def test_ttl_after_finished_sets_the_kinds_ttl_seconds_after_finished(kind):
+    from datetime import timedelta
+
+    job = op(OPERATORS[kind], ttl_after_finished=timedelta(minutes=5)).render_job(ctx())
+    assert _ttl_field(job) == 300
+    assert KINDS[kind].ttl_after_finished(job) == 300  # where the controller reads it
+    if kind == "GenericJob":
+        assert "runPolicy" not in job["spec"]  # GenericJob has none: spec.ttlSecondsAfterFinished, as batch/v1 Job
+    if kind == "BeamJob":
+        assert job["spec"]["runPolicy"]["cleanUpCluster"] is True  # the run policy it had stays
+    assert _ttl_field(op(OPERATORS[kind]).render_job(ctx())) is None  # by default the job stays
+
+
+@pytest.mark.parametrize(("given", "seconds"), [(0, 0), (86400, 86400), ("td:1.5", 2), ("td:0", 0)])
+def test_ttl_after_finished_takes_seconds_or_a_timedelta_rounded_up(given, seconds):
+    from datetime import timedelta
+
+    value = timedelta(seconds=float(given[3:])) if isinstance(given, str) else given
+    assert _ttl_field(op(ttl_after_finished=value).render_job(ctx())) == seconds
+
+
+@pytest.mark.parametrize("bad", [-1, "td:-1", 1.5, True, "60"])
+def test_a_bad_ttl_after_finished_fails_at_dag_parse(bad):
+    from datetime import timedelta
+
+    value = timedelta(seconds=-1) if bad == "td:-1" else bad
+    with pytest.raises(ValueError, match="ttl_after_finished must"):
+        op(ttl_after_finished=value)
+
+
+def test_ttl_after_finished_is_refused_where_it_has_no_meaning():
+    with pytest.raises(ValueError, match="no meaning for AscendJob"):
+        op(AscendJobOperator, replicas=2, ttl_after_finished=60)
+    ascend = {"kind": "AscendJob", "metadata": {"labels": {"framework": "pytorch"}}, "spec": {}}
+    with pytest.raises(ValueError, match="no meaning for AscendJob"):
+        op(T9kJobOperator, job=ascend, ttl_after_finished=0)
+    # Given as YAML, the kind is known once the job is read: refused then, before anything is submitted.
+    o = op(T9kJobOperator, job=yaml.safe_dump(ascend), ttl_after_finished=0)
+    with pytest.raises(AirflowException, match="no meaning for AscendJob"):
+        o.render_job(ctx())
+
+
+def test_ttl_after_finished_and_the_jobs_own_field_must_agree():
+    o = op(PyTorchTrainingJobOperator, spec={"runPolicy": {"ttlSecondsAfterFinished": 60, "backoffLimit": 1}},
+           ttl_after_finished=30)  # fmt: skip
+    with pytest.raises(AirflowException, match="give one"):
+        o.render_job(ctx())
+    same = op(PyTorchTrainingJobOperator, spec={"runPolicy": {"ttlSecondsAfterFinished": 60, "backoffLimit": 1}},
+              ttl_after_finished=60).render_job(ctx())  # fmt: skip
+    assert same["spec"]["runPolicy"] == {"ttlSecondsAfterFinished": 60, "backoffLimit": 1}
+    job = {"kind": "PyTorchTrainingJob", "spec": {"runPolicy": None, "replicaSpecs": []}}
+    assert op(T9kJobOperator, job=job, ttl_after_finished=5).render_job(ctx())["spec"]["runPolicy"] == {
+        "ttlSecondsAfterFinished": 5
+    }
+
+
+class GoneHook:
+    """The cluster after the TTL deleted the job: it is nowhere, and nothing may be created."""
+
+    def __init__(self):
+        from types import SimpleNamespace
+
+        self.calls: list[tuple] = []
+        self.api_client = SimpleNamespace(configuration=SimpleNamespace(host="https://k8s"))
+
+    def get_job(self, kind, name, namespace):
+        self.calls.append(("get", name))
+        return None
+
+    def create_job(self, job, namespace):
+        raise AssertionError("a retry of a delivered success submitted a job")
+
+    def patch_job(self, kind, name, namespace, patch):
+        from airflow_t9k.k8s.errors import NotFound
+
+        self.calls.append(("patch", name))
+        raise NotFound(404, "NotFound", f"{name} not found")
+
+    def delete_job(self, kind, name, namespace, uid=None):
+        self.calls.append(("delete", name, uid))
+        return False
+
+
+@pytest.mark.parametrize("delete_on_finish", ["never", "on_success", "always"])
+def test_a_retry_delivers_a_success_whose_job_the_ttl_deleted(delete_on_finish):
+    """Try 1 delivered the success and failed after (its XCom backend, a lost worker); the TTL
+    deleted the job since. The retry delivers the recorded result again and trains nothing."""
+    from tests.support.task import context
+
+    o = op(ttl_after_finished=0, delete_on_finish=delete_on_finish, retries=2)
+    o._hook = GoneHook()
+    name = o.render_job(ctx())["metadata"]["name"]
+    ident = {"kind": "GenericJob", "name": name, "namespace": "ml", "uid": "u1"}
+    final = {**ident, "status": "success", "phase": "Succeeded", "message": "done",
+             "state": {"phase": "Succeeded", "message": "done", "result_message": '{"metric": 0.91}',
+                       "aggregate": {"succeeded": 1}}}  # fmt: skip
+    c = context(try_number=2, max_tries=2)
+    store = c["task_state_store"]
+    store.set("t9k_job", ident)
+    store.set("t9k_jobs", [{"try": 1, **ident}])
+    store.set("t9k_delivered", {"uid": "u1", "try": 1, "event": final})
+    out = o.execute(c)
+    assert (out["uid"], out["phase"], out["result"]) == ("u1", "Succeeded", {"metric": 0.91})
+    assert c["ti"].xcom["result"] == {"metric": 0.91}
+    assert c["ti"].xcom["phase"] == "Succeeded"
+    assert store["t9k_delivered"]["try"] == 2  # this try delivered it too
+    deletes = [call for call in o.hook.calls if call[0] == "delete"]
+    assert deletes == ([("delete", name, "u1")] if delete_on_finish != "never" else [])  # gone: nothing to do

@@ -7,6 +7,7 @@ from typing import TYPE_CHECKING
 
 from airflow_t9k.controller.reconcile.progress import replica_failure
 from airflow_t9k.controller.reconcile.status import aggregate, replica_entry, replica_phase
+from airflow_t9k.controller.reconcile.steps.expire import ttl_of
 
 if TYPE_CHECKING:
     from airflow_t9k.controller.reconcile.passstate import PassState
@@ -28,9 +29,13 @@ def tasks(p: PassState) -> PassState:
 
 
 def wake(p: PassState) -> PassState:
-    """A job that goes on and has a deadline is planned again when the deadline passes."""
+    """A job that goes on and has a deadline is planned again when the deadline passes; one that
+    ends in this pass and has a ``ttlSecondsAfterFinished``, when that passes (steps/expire.py)."""
     if p.outcome is None and p.deadline_in is not None:
         p.requeue_after = p.deadline_in
+    if p.outcome is not None:
+        ttl = ttl_of(p)
+        p.expire_in = None if ttl is None else float(ttl)
     return p
 
 

@@ -13,11 +13,15 @@ from airflow_t9k.controller.reconcile.usage import with_usage
 
 
 def seal(p: PassState) -> PassState:
-    """The plan: ``sb.new`` with a phase change announced first, or the status the pass found."""
+    """The plan: ``sb.new`` with a phase change announced first, or the status the pass found;
+    woken at a finished job's TTL (steps/expire.py) if that comes first."""
+    requeue = p.requeue_after
+    if p.expire_in is not None:
+        requeue = p.expire_in if requeue is None else min(requeue, p.expire_in)
     if p.keep_status:
-        p.result = Plan(tuple(p.actions), p.sb.old, tuple(p.events), p.requeue_after)
+        p.result = Plan(tuple(p.actions), p.sb.old, tuple(p.events), requeue)
     else:
-        p.result = finish_plan(p.sb, p.actions, p.events, p.requeue_after)
+        p.result = finish_plan(p.sb, p.actions, p.events, requeue)
     return p
 
 

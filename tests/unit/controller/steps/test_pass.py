@@ -9,7 +9,7 @@ from airflow_t9k.controller.reconcile.plan import STEPS
 from tests.builders import generic
 from tests.unit.controller.steps.state import state
 
-ORDER = ["deleting", "legacy", "template", "shape", "observe", "finished", "strategy", "render", "scheduler", "pause",
+ORDER = ["deleting", "expire", "legacy", "template", "shape", "observe", "finished", "strategy", "render", "scheduler", "pause",
          "admission", "gang", "podgroup", "start", "deadline", "verdict", "children", "end", "group-restart", "replicas",
          "failures", "tasks", "wake", "seal", "usage", "progress", "public"]  # fmt: skip
 
