@@ -148,12 +148,13 @@ MANIFESTS: dict[str, tuple[list[str], list[str], str]] = {
         ),
     ),
     "deploy/rbac-airflow-ui.yaml": (
-        ["rbac-airflow-ui.yaml"],
+        ["rbac-airflow-ui.yaml", "admission-policy-ui.yaml"],
         ["airflow.rbac.namespaces={ml-jobs}"],
         (
             "RBAC for the Airflow UI's identity (the T9k Jobs page and tab) in `ml-jobs`: airflow-t9k-ui-read reads\n"
             "# and changes nothing; airflow-t9k-ui-actions is the tab's Pause, Resume, Delete and Scale (leave its\n"
-            "# Role and RoleBinding out for a read-only UI). Set [t9k] ui_namespace (or team_namespaces) to match."
+            "# Role and RoleBinding out for a read-only UI, and with them the ValidatingAdmissionPolicy that lets the\n"
+            "# UI change only a job's pause). Set [t9k] ui_namespace (or team_namespaces) to match."
         ),
     ),
     "deploy/optional/admission-policy.yaml": (

@@ -49,6 +49,8 @@ def attacked(kind: str, attack: str) -> dict:
             p["hostPID"] = True
         elif attack == "hostNetwork":
             p["hostNetwork"] = True
+        elif attack == "hostPort":  # a port of the node, beside its other pods and daemons
+            p["containers"][0]["ports"] = [{"containerPort": 8080, "hostPort": 8080}]
         elif attack == "hostPath":
             p["volumes"] = [{"name": "root", "hostPath": {"path": "/"}}]
         elif attack == "serviceAccount":
@@ -91,7 +93,7 @@ def _effective(jobs: Jobs) -> None:
 
 
 @pytest.mark.parametrize("kind", KINDS)
-@pytest.mark.parametrize("attack", ["privileged", "hostPID", "hostNetwork", "hostPath", "serviceAccount"])
+@pytest.mark.parametrize("attack", ["privileged", "hostPID", "hostNetwork", "hostPort", "hostPath", "serviceAccount"])
 def test_the_admission_policy_refuses_the_escape(jobs, policy, kind, attack):
     _effective(jobs)
     why = _refusal(jobs, attacked(kind, attack))

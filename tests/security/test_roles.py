@@ -139,3 +139,48 @@ def test_the_ui_role_reads_what_the_tab_reads_and_writes_only_with_the_actions_r
             assert jobs.phase("GenericJob", "ui-read") != "Paused"
     finally:
         delete_cluster_scoped(api_client, docs)
+
+
+def test_the_cluster_wide_ui_role_reads_no_configmap_outside_the_job_namespaces(api_client, cluster, core, namespace, crds,
+                                                                                tmp_path):  # fmt: skip
+    """Issue 45, item 6: with ``airflow.rbac.clusterWide`` the UI's read role granted ``configmaps
+    get`` in every namespace (Airflow's own configuration, other teams'); a stolen api-server token
+    read them all. Now the evidence ConfigMaps are read only where the chart binds them per
+    namespace (``airflow.rbac.namespaces``). The chart rendered as a user would, its UI roles
+    applied, a real token for the UI's identity."""
+    from tests.support.chart import render
+
+    suffix = uuid.uuid4().hex[:6]
+    sa = f"airflow-api-server-{suffix}"
+    subject = {"kind": "ServiceAccount", "name": sa, "namespace": namespace}
+    values = {"airflow.rbac.clusterWide": True, "airflow.rbac.namespaces": [namespace], "airflow.rbac.ui.actions": False,
+              "airflow.rbac.ui.subjects": [subject], "crds.install": False}  # fmt: skip
+    docs = [o for o in render(values) if o["metadata"]["name"].startswith("airflow-t9k-ui-")]
+    assert {o["kind"] for o in docs} == {"ClusterRole", "ClusterRoleBinding", "RoleBinding"}, docs
+    for o in docs:  # unique names: other tests on this cluster render the same chart
+        o["metadata"]["name"] = o["metadata"]["name"].replace("airflow-t9k-ui-", f"airflow-t9k-ui-{suffix}-")
+        if "roleRef" in o:
+            o["roleRef"]["name"] = o["roleRef"]["name"].replace("airflow-t9k-ui-", f"airflow-t9k-ui-{suffix}-")
+    other = _other_namespace(core)
+    core.create_namespaced_service_account(namespace, {"metadata": {"name": sa}})
+    utils.create_from_yaml(api_client, yaml_objects=docs)
+    try:
+        core.create_namespaced_config_map(other, {"metadata": {"name": "airflow-config"}, "data": {"sql_alchemy_conn": "x"}})
+        core.create_namespaced_config_map(namespace, {"metadata": {"name": "j-evidence"}, "data": {"summary.json": "{}"}})
+        token = core.create_namespaced_service_account_token(sa, namespace, {"spec": {"expirationSeconds": 3600}}).status.token
+        base = yaml.safe_load(cluster.kubeconfig.read_text())
+        base["users"] = [{"name": "sa", "user": {"token": token}}]
+        base["contexts"][0]["context"]["user"] = "sa"
+        path = tmp_path / "kubeconfig-ui-cluster"
+        path.write_text(yaml.safe_dump(base))
+        ui = client.CoreV1Api(config.new_client_from_config(config_file=str(path)))
+        wait_until(lambda: ui.read_namespaced_config_map("j-evidence", namespace).data == {"summary.json": "{}"}, timeout=20,
+                   what="the evidence read where it is bound")  # fmt: skip
+        for name, ns in (("airflow-config", other), ("kube-root-ca.crt", "kube-system")):
+            with pytest.raises(ApiException) as refused:
+                ui.read_namespaced_config_map(name, ns)
+            assert refused.value.status == 403, refused.value.body
+        assert ui.list_namespaced_pod(other).items == []  # what the pages read, it still reads everywhere
+    finally:
+        core.delete_namespace(other)
+        delete_cluster_scoped(api_client, docs)

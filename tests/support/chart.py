@@ -107,6 +107,7 @@ PUSH: dict[str, dict[str, Any]] = {
     "push-own-secret-netpol": {"progress.push.tls.source": "secret", "progress.push.tls.secretName": "my-progress-tls",
                                "progress.push.port": 9443, "networkPolicy.enabled": True},
     "push-off-netpol": {"progress.push.enabled": False, "networkPolicy.enabled": True},
+    "push-no-netpol": {"networkPolicy.enabled": False},  # opted out: the default renders it whenever push is on
 }  # fmt: skip
 # cert-manager's Certificate: rendered by the unit tests only (the local API server has no cert-manager CRDs).
 CERT_MANAGER: dict[str, Any] = {

@@ -1,4 +1,4 @@
-"""Cluster-scoped RBAC objects a test applied from deploy/, removed again afterwards."""
+"""Cluster-scoped RBAC objects (and admission policies) a test applied from deploy/, removed again afterwards."""
 
 from __future__ import annotations
 
@@ -14,6 +14,10 @@ def delete_cluster_scoped(api_client: client.ApiClient, docs: list[dict[str, Any
             rbac.delete_cluster_role(d["metadata"]["name"])
         elif d["kind"] == "ClusterRoleBinding":
             rbac.delete_cluster_role_binding(d["metadata"]["name"])
+        elif d["kind"] == "ValidatingAdmissionPolicyBinding":
+            client.AdmissionregistrationV1Api(api_client).delete_validating_admission_policy_binding(d["metadata"]["name"])
+        elif d["kind"] == "ValidatingAdmissionPolicy":
+            client.AdmissionregistrationV1Api(api_client).delete_validating_admission_policy(d["metadata"]["name"])
 
 
 def token_kubeconfig(api_client: client.ApiClient, kubeconfig: Any, namespace: str, name: str, rules: list[dict[str, Any]],

@@ -89,7 +89,7 @@ def ui_rules() -> set[tuple[str, str, str, str]]:
     for r in RESOURCES.values():
         out |= _all(r.group, r.plural, "get", "list")
     out |= _all("", "pods", "get", "list") | _all("", "events", "list")
-    return out | _all("", "pods/log", "get") | _all("", "configmaps", "get")
+    return out | _all("", "pods/log", "get")  # ConfigMaps (evidence) only per namespace: EVIDENCE
 
 
 COMBOS = list(combinations(cert_manager=True))
@@ -268,6 +268,7 @@ def test_the_push_path_is_wired_when_on_and_absent_when_off(rendered):
         "--progress-audience=airflow-t9k-progress",
         "--progress-push-rate=1",
         "--progress-push-burst=10",
+        f"--progress-check-source-ip={'on' if values.get('progress.push.checkSourceIP', True) else 'off'}",
     ]
     assert c["volumeMounts"] == [{"name": "progress-tls", "mountPath": tls, "readOnly": True}]  # no subPath
     source = values.get("progress.push.tls.source", "helm")
@@ -297,7 +298,8 @@ def test_the_push_path_is_wired_when_on_and_absent_when_off(rendered):
 def test_the_network_policy_admits_pushes_from_the_scopes_namespaces(rendered):
     values, objs = rendered
     policies = by_kind(objs, "NetworkPolicy")
-    if not values.get("networkPolicy.enabled"):
+    enabled = values.get("networkPolicy.enabled", "auto")  # auto: whenever the push endpoint is served
+    if not (enabled is True or (enabled == "auto" and values.get("progress.push.enabled", True))):
         assert policies == []
         return
     (policy,) = policies
@@ -340,8 +342,9 @@ def test_the_crds_are_airflow_t9k_crds_own_kept_on_uninstall(rendered):
 
 def test_the_admission_policy_is_there_only_when_asked(rendered):
     values, objs = rendered
-    policies = by_kind(objs, "ValidatingAdmissionPolicy")
-    bindings = by_kind(objs, "ValidatingAdmissionPolicyBinding")
+    ui = "airflow-t9k-ui-actions"  # the UI's own policy: test_the_ui_actions_policy_comes_with_the_actions_role
+    policies = [p for p in by_kind(objs, "ValidatingAdmissionPolicy") if p["metadata"]["name"] != ui]
+    bindings = [b for b in by_kind(objs, "ValidatingAdmissionPolicyBinding") if b["metadata"]["name"] != ui]
     if not values.get("admissionPolicy.enabled"):
         assert policies == bindings == []
         return
@@ -352,6 +355,25 @@ def test_the_admission_policy_is_there_only_when_asked(rendered):
     assert accounts == [{"name": "allowedServiceAccounts", "expression": "['default', 'trainer']"}]
     kinds = {r for rule in policy["spec"]["matchConstraints"]["resourceRules"] for r in rule["resources"]}
     assert kinds == {r.plural for r in RESOURCES.values()}
+
+
+def test_the_ui_actions_policy_comes_with_the_actions_role(rendered):
+    values, objs = rendered
+    rbac_on = values.get("airflow.rbac.namespaces") or values.get("airflow.rbac.clusterWide")
+    actions = rbac_on and values.get("airflow.rbac.ui.enabled", True) and values.get("airflow.rbac.ui.actions", True)
+    policies = [p for p in by_kind(objs, "ValidatingAdmissionPolicy") if p["metadata"]["name"] == "airflow-t9k-ui-actions"]
+    bindings = [b for b in by_kind(objs, "ValidatingAdmissionPolicyBinding") if b["metadata"]["name"] == "airflow-t9k-ui-actions"]
+    if not actions:
+        assert policies == bindings == []
+        return
+    (policy,), (binding,) = policies, bindings
+    assert binding["spec"] == {"policyName": "airflow-t9k-ui-actions", "validationActions": ["Deny"]}
+    assert policy["spec"]["failurePolicy"] == "Fail"
+    (match,) = policy["spec"]["matchConditions"]
+    assert "request.userInfo.username in ['system:serviceaccount:airflow:airflow-api-server']" in match["expression"]
+    rules = policy["spec"]["matchConstraints"]["resourceRules"]
+    assert {r for rule in rules for r in rule["resources"]} == {r.plural for r in RESOURCES.values()}  # no subresource
+    assert {op for rule in rules for op in rule["operations"]} == {"UPDATE"}  # Delete is RBAC's
 
 
 def test_airflows_identities_get_their_roles_where_jobs_run(rendered):
@@ -370,9 +392,9 @@ def test_airflows_identities_get_their_roles_where_jobs_run(rendered):
             same(granted(_binds(objs, "ClusterRoleBinding", "airflow-t9k-ui-read", None, ui)["rules"]), ui_rules())
         if actions:
             same(granted(_binds(objs, "ClusterRoleBinding", "airflow-t9k-ui-actions", None, ui)["rules"]), ui_actions_rules())
-        # The tasks (DAG authors' code) read ConfigMaps never through a ClusterRoleBinding; the
-        # evidence ClusterRole is bound per namespace. (The UI's own identity keeps its read role.)
-        for b in (b for b in by_kind(objs, "ClusterRoleBinding") if b["subjects"] == tasks):
+        # The tasks (DAG authors' code) and the UI read ConfigMaps never through a ClusterRoleBinding;
+        # the evidence ClusterRoles are bound per namespace.
+        for b in (b for b in by_kind(objs, "ClusterRoleBinding") if b["subjects"] in (tasks, ui)):
             role = _one(objs, "ClusterRole", b["roleRef"]["name"])
             assert not {r for _, r, _, _ in granted(role["rules"])} & {"configmaps", "secrets"}, b["metadata"]["name"]
         for ns in namespaces:
@@ -381,17 +403,23 @@ def test_airflows_identities_get_their_roles_where_jobs_run(rendered):
                                           "name": "airflow-t9k-evidence"}  # fmt: skip
             assert binding["subjects"] == tasks
             same(granted(_one(objs, "ClusterRole", "airflow-t9k-evidence")["rules"]), EVIDENCE)
+            if ui_on:
+                ui_evidence = _one(objs, "RoleBinding", "airflow-t9k-ui-evidence", ns)
+                assert ui_evidence["roleRef"]["name"] == "airflow-t9k-ui-evidence"
+                assert ui_evidence["subjects"] == ui
+                same(granted(_one(objs, "ClusterRole", "airflow-t9k-ui-evidence")["rules"]), EVIDENCE)
         assert not [o for o in by_kind(objs, "Role") if o["metadata"]["name"].startswith(("airflow-t9k-tasks", "airflow-t9k-ui"))]
     else:
         for ns in namespaces:
             same(granted(_binds(objs, "RoleBinding", "airflow-t9k-tasks", ns, tasks)["rules"]), tasks_rules() | EVIDENCE)
             if ui_on:
-                same(granted(_binds(objs, "RoleBinding", "airflow-t9k-ui-read", ns, ui)["rules"]), ui_rules())
+                same(granted(_binds(objs, "RoleBinding", "airflow-t9k-ui-read", ns, ui)["rules"]), ui_rules() | EVIDENCE)
             if actions:
                 same(granted(_binds(objs, "RoleBinding", "airflow-t9k-ui-actions", ns, ui)["rules"]), ui_actions_rules())
     names = {o["metadata"]["name"] for o in objs if o["kind"] in ("Role", "ClusterRole")}
     assert ("airflow-t9k-tasks" in names) is bool(namespaces or cluster)
     assert ("airflow-t9k-evidence" in names) is bool(namespaces and cluster)
+    assert ("airflow-t9k-ui-evidence" in names) is bool(namespaces and cluster and ui_on)
     for name in ("airflow-t9k-ui-read", "airflow-t9k-ui-actions"):
         assert (name in names) is bool((namespaces or cluster) and name in ui_names and ui_on), name
 
@@ -419,6 +447,10 @@ def test_the_ui_role_reads_and_changes_nothing():
         ({"progress.push.tls.source": "certManager"}, "needs progress.push.tls.certManager.issuerRef"),
         ({"controller.progressInterval": 0}, "progress.push.enabled needs controller.progressInterval > 0"),
         ({"networkPolicy.enabled": True, "scope.selector": "team in (a,b)"}, "give networkPolicy.pushFrom"),
+        ({"scope.selector": "team in (a,b)"}, "give networkPolicy.pushFrom"),  # auto: push is on by default
+        ({"networkPolicy.enabled": "sometimes"}, "networkPolicy.enabled must be auto, true or false"),
+        ({"serviceAccount.create": False}, "serviceAccount.create=false needs serviceAccount.name"),
+        ({"serviceAccount.create": False, "serviceAccount.name": "default"}, "Not default"),
     ],
 )
 def test_values_that_cannot_work_fail_the_render_naming_the_value(values, message):
@@ -457,3 +489,12 @@ def test_the_plain_manifests_are_the_charts_current_rendering():
     out = subprocess.run([sys.executable, str(ROOT / "scripts" / "gen_chart.py"), "--check"], check=False, capture_output=True,
                          text=True, env={**os.environ, "T9K_HELM": helm()})  # fmt: skip
     assert out.returncode == 0, f"run scripts/gen_chart.py (or make chart):\n{out.stdout}{out.stderr}"
+
+
+def test_an_account_made_beforehand_is_used_and_not_rendered():
+    from tests.support.chart import render
+
+    objs = render({"serviceAccount.create": False, "serviceAccount.name": "t9k-ctl", "crds.install": False})
+    assert by_kind(objs, "ServiceAccount") == []
+    dep = _one(objs, "Deployment", "airflow-t9k-controller", NS)
+    assert dep["spec"]["template"]["spec"]["serviceAccountName"] == "t9k-ctl"

@@ -350,12 +350,6 @@ Without them the buttons answer with the right the API server refused. */}}
   resources:
   - pods/log
   verbs: [get]
-# A finished job's evidence ConfigMap, by name.
-- apiGroups:
-  - ''
-  resources:
-  - configmaps
-  verbs: [get]
 {{- end -}}
 
 {{- define "airflow-t9k.uiActionsRules" -}}
