@@ -342,9 +342,10 @@ def test_the_crds_are_airflow_t9k_crds_own_kept_on_uninstall(rendered):
 
 def test_the_admission_policy_is_there_only_when_asked(rendered):
     values, objs = rendered
-    ui = "airflow-t9k-ui-actions"  # the UI's own policy: test_the_ui_actions_policy_comes_with_the_actions_role
-    policies = [p for p in by_kind(objs, "ValidatingAdmissionPolicy") if p["metadata"]["name"] != ui]
-    bindings = [b for b in by_kind(objs, "ValidatingAdmissionPolicyBinding") if b["metadata"]["name"] != ui]
+    # The UI's and the controller's own policies: test_the_ui_actions_policy_..., test_the_controllers_policy_...
+    others = ("airflow-t9k-ui-actions", "airflow-t9k-controller-writes")
+    policies = [p for p in by_kind(objs, "ValidatingAdmissionPolicy") if p["metadata"]["name"] not in others]
+    bindings = [b for b in by_kind(objs, "ValidatingAdmissionPolicyBinding") if b["metadata"]["name"] not in others]
     if not values.get("admissionPolicy.enabled"):
         assert policies == bindings == []
         return
@@ -355,6 +356,31 @@ def test_the_admission_policy_is_there_only_when_asked(rendered):
     assert accounts == [{"name": "allowedServiceAccounts", "expression": "['default', 'trainer']"}]
     kinds = {r for rule in policy["spec"]["matchConstraints"]["resourceRules"] for r in rule["resources"]}
     assert kinds == {r.plural for r in RESOURCES.values()}
+
+
+def test_the_controllers_policy_binds_its_own_identity_to_its_scope(rendered):
+    values, objs = rendered
+    (policy,) = [
+        p for p in by_kind(objs, "ValidatingAdmissionPolicy") if p["metadata"]["name"] == "airflow-t9k-controller-writes"
+    ]
+    (binding,) = [b for b in by_kind(objs, "ValidatingAdmissionPolicyBinding")
+                  if b["metadata"]["name"] == "airflow-t9k-controller-writes"]  # fmt: skip
+    assert binding["spec"] == {"policyName": "airflow-t9k-controller-writes", "validationActions": ["Deny"]}
+    dep = _one(objs, "Deployment", "airflow-t9k-controller", NS)
+    account = dep["spec"]["template"]["spec"]["serviceAccountName"]
+    (match,) = policy["spec"]["matchConditions"]
+    assert match["expression"] == f"request.userInfo.username == 'system:serviceaccount:{NS}:{account}'"
+    scope, owned, pod_spec = (v["expression"] for v in policy["spec"]["validations"])
+    mode = values.get("scope.mode", "selector")
+    if mode == "namespaces":
+        assert scope == "request.namespace in [" + ", ".join(f"'{n}'" for n in values["scope.namespaces"]) + "]"
+    else:
+        excluded = [NS, *values.get("scope.exclude", ["airflow"])]
+        assert scope.startswith("!(request.namespace in [" + ", ".join(f"'{n}'" for n in excluded) + "])")
+        if mode == "selector":
+            assert "namespaceObject.metadata.labels['airflow-t9k.io/jobs'] == 'enabled'" in scope
+    assert owned == "variables.ownedByAJob"
+    assert pod_spec == "request.operation != 'UPDATE' || request.kind.kind != 'Pod' || object.spec == oldObject.spec"
 
 
 def test_the_ui_actions_policy_comes_with_the_actions_role(rendered):
