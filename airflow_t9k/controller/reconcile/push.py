@@ -1,7 +1,7 @@
 """What every replica gets when the controller runs its progress endpoint (docs/progress.md, "The push path").
 
-Each container of each replica pod gets the endpoint's URL for its job, the CA to trust and a
-token, by env, under Kubeflow Trainer's names (so the Kubeflow SDK's ``update_trainjob_status``
+The training container of each replica pod (``reporters``) gets the endpoint's URL for its job,
+the CA to trust and a token, by env, under Kubeflow Trainer's names (so the Kubeflow SDK's ``update_trainjob_status``
 and the Transformers ``KubeflowTrainerCallback`` report here unchanged) and under ours:
 
 - ``T9K_PROGRESS_URL`` / ``KUBEFLOW_TRAINER_SERVER_URL``:
@@ -35,6 +35,10 @@ VOLUME = "t9k-progress"
 CA_ANNOTATION = f"{LABEL_PREFIX}/progress-ca"
 URL_ANNOTATION = f"{LABEL_PREFIX}/progress-url"
 TOKEN_FILE, CA_FILE, URL_FILE = "token", "ca.crt", "url"
+# The job's own choices (its annotations): which containers report, and a token despite a
+# template's automountServiceAccountToken: false.
+CONTAINERS = f"{LABEL_PREFIX}/progress-containers"
+TOKEN_OPT_IN = f"{LABEL_PREFIX}/progress-token"
 # Our names, then Kubeflow Trainer v2.2's (pkg/runtime/framework/plugins/trainjobstatus).
 ENV_NAMES = (("T9K_PROGRESS_URL", "T9K_PROGRESS_CA_CERT", "T9K_PROGRESS_TOKEN"),
              ("KUBEFLOW_TRAINER_SERVER_URL", "KUBEFLOW_TRAINER_SERVER_CA_CERT", "KUBEFLOW_TRAINER_SERVER_TOKEN"))  # fmt: skip
@@ -73,18 +77,40 @@ def volume(target: PushTarget) -> Obj:
     ]}}  # fmt: skip
 
 
+def reporters(kind: JobKind, job: Obj, pod_spec: Obj) -> list[str] | None:
+    """The containers of a replica that get the token: the kind's training container, or those
+    the job names in ``batch.tensorstack.dev/progress-containers`` (a sidecar has no business
+    holding a credential of the job). None: no container at all, because the template set
+    ``automountServiceAccountToken: false`` and the job did not opt in with
+    ``batch.tensorstack.dev/progress-token: "mount"`` (the author asked for no token in the pod)."""
+    notes = (job.get("metadata") or {}).get("annotations") or {}
+    if pod_spec.get("automountServiceAccountToken") is False and notes.get(TOKEN_OPT_IN) != "mount":
+        return None
+    names = [n.strip() for n in str(notes.get(CONTAINERS) or "").split(",") if n.strip()]
+    if names:
+        return names
+    main = kind.main_container(pod_spec)
+    return [str(main.get("name"))] if main else []
+
+
 def inject(kind: JobKind, job: Obj, pod: Obj, target: PushTarget | None) -> None:
-    """The endpoint, CA and token in every container of ``pod`` (in place); the controller's
-    names and volume win over a template's. Nothing for a kind without progress (BeamJob)."""
+    """The endpoint, CA and token in the reporting containers of ``pod`` (in place, ``reporters``);
+    the controller's names and volume win over a template's. Nothing for a kind without progress
+    (BeamJob)."""
     if target is None or kind.decisive_replica(job) is None:
+        return
+    spec = pod.setdefault("spec", {})
+    chosen = reporters(kind, job, spec)
+    if chosen is None:
         return
     annotations = pod["metadata"].setdefault("annotations", {})
     annotations[CA_ANNOTATION], annotations[URL_ANNOTATION] = target.ca_pem, push_url(target, job)
-    spec = pod.setdefault("spec", {})
     spec["volumes"] = [v for v in spec.get("volumes") or [] if not (isinstance(v, dict) and v.get("name") == VOLUME)]
     spec["volumes"].append(volume(target))
     env = push_env(target, job)
     for c in spec.get("containers") or []:
+        if c.get("name") not in chosen:
+            continue
         c["env"] = [e for e in c.get("env") or [] if not (isinstance(e, dict) and e.get("name") in env)]
         c["env"] += [{"name": k, "value": v} for k, v in env.items()]
         mounts = [m for m in c.get("volumeMounts") or [] if not (isinstance(m, dict) and m.get("name") == VOLUME)]

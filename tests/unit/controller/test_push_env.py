@@ -114,3 +114,36 @@ def test_the_pass_creates_pods_with_them_and_the_cache_keeps_no_copy_of_the_ca()
     later = created_pods(plan(job, Observed(progress_push=replace(TARGET, ca_pem=CA + CA)), NOW).actions)
     assert len(later) == 2
     assert all(p["metadata"]["annotations"][CA_ANNOTATION] == CA + CA for p in later)
+
+
+def _with_sidecar(job: Obj, automount: bool | None = None, **notes: str) -> Obj:
+    spec = job["spec"]["replicaSpecs"][0]["template"]["spec"]
+    spec["containers"].append({"name": "log-shipper", "image": "fluent-bit"})
+    if automount is not None:
+        spec["automountServiceAccountToken"] = automount
+    job["metadata"]["annotations"] = notes
+    return job
+
+
+# Issue 45, item 6: the token only where the training runs, and never where the author said no token.
+@pytest.mark.parametrize(
+    ("automount", "notes", "with_token"),
+    [(None, {}, {"main"}),  # a sidecar holds no credential of the job
+     (True, {}, {"main"}),
+     (None, {"batch.tensorstack.dev/progress-containers": "main, log-shipper"}, {"main", "log-shipper"}),
+     (None, {"batch.tensorstack.dev/progress-containers": "log-shipper"}, {"log-shipper"}),
+     (False, {}, set()),  # the template asked for no token in the pod
+     (False, {"batch.tensorstack.dev/progress-token": "mount"}, {"main"}),  # unless the job opts in
+     (False, {"batch.tensorstack.dev/progress-token": "yes"}, set())],
+    ids=["default", "automount", "named-both", "named-sidecar", "no-automount", "opted-in", "not-the-word"],
+)  # fmt: skip
+def test_the_token_goes_only_to_the_reporting_containers(automount, notes, with_token):
+    job = _with_sidecar(generic("g", ("worker", 1)), automount, **notes)
+    kind = KINDS["GenericJob"]
+    (slot,) = slots(kind, job)
+    pod = build_pod(kind, job, slot, 0, False, push=TARGET)
+    holders = {c["name"] for c in pod["spec"]["containers"]
+               if any(m["name"] == VOLUME for m in c.get("volumeMounts") or []) or "T9K_PROGRESS_TOKEN" in env_of(c)}  # fmt: skip
+    assert holders == with_token
+    has_volume = any(v["name"] == VOLUME for v in pod["spec"].get("volumes") or [])
+    assert has_volume is bool(with_token)
