@@ -10,6 +10,7 @@ from airflow_t9k.kinds.base import (
     LABEL_JOB,
     LABEL_KIND,
     LABEL_MANAGED_BY,
+    LABEL_PREFIX,
     LABEL_RANK,
     LABEL_TYPE,
     LABEL_UID,
@@ -144,7 +145,11 @@ def build_pod(kind: JobKind, job: Obj, slot: Slot, restarts: int, resumed: bool,
     pod_spec["restartPolicy"] = "Never"  # the controller, not the kubelet, decides restarts
     labels = {**(tmeta.get("labels") or {}), **replica_selector(job, slot.type, slot.rank)}
     labels.update({OWNER_LABEL: job["metadata"]["name"], ROLE_LABEL: slot.type, LABEL_MANAGED_BY: MANAGED_BY})
-    annotations = {**(tmeta.get("annotations") or {}), ANNOTATION_RESTARTS: str(restarts)}
+    # The controller's own annotations (batch.tensorstack.dev/...) never come from a template: one
+    # there would pre-authorize in-place restarts (in-place-restarts) or forge a progress URL or CA.
+    own = f"{LABEL_PREFIX}/"
+    kept = {k: v for k, v in (tmeta.get("annotations") or {}).items() if not str(k).startswith(own)}
+    annotations = {**kept, ANNOTATION_RESTARTS: str(restarts)}
     sched = scheduler_settings(job)
     if sched and kind.queued(job, slot.type):
         labels[QUEUE_LABEL] = str(sched["queue"])

@@ -147,3 +147,21 @@ def test_the_token_goes_only_to_the_reporting_containers(automount, notes, with_
     assert holders == with_token
     has_volume = any(v["name"] == VOLUME for v in pod["spec"].get("volumes") or [])
     assert has_volume is bool(with_token)
+
+
+@pytest.mark.parametrize(
+    "forged",
+    ["batch.tensorstack.dev/in-place-restarts", "batch.tensorstack.dev/group-restart", "batch.tensorstack.dev/progress-ca",
+     "batch.tensorstack.dev/progress-url", "batch.tensorstack.dev/restart-count"],
+)  # fmt: skip
+def test_a_template_cannot_set_the_controllers_own_annotations(forged):
+    """Issue 45, item 6: a template annotation ``in-place-restarts: "99"`` pre-authorized 99
+    in-place restarts; one of the progress CA or URL pointed the replica at another endpoint."""
+    job = generic("g", ("worker", 1))
+    job["spec"]["replicaSpecs"][0]["template"]["metadata"] = {"annotations": {forged: "99", "team.example.com/owner": "ml"}}
+    kind = KINDS["GenericJob"]
+    (slot,) = slots(kind, job)
+    pod = build_pod(kind, job, slot, 0, False)
+    notes = pod["metadata"]["annotations"]
+    assert notes.get(forged) in (None, "0")  # gone, or the controller's own value (restart-count 0)
+    assert notes["team.example.com/owner"] == "ml"  # the author's own annotations stay
