@@ -179,8 +179,9 @@ def run(cluster: Cluster, n: int, log_dir: Path, timeout: float) -> dict:
     cq = f"bench-{ns}"
     g, v, p = T9K
     port = free_port()
+    # This process posts for the kwok pods, from none of their addresses: the source check is off.
     flags = ("--progress-streams", "0", "--progress-endpoint", f"https://127.0.0.1:{port}", "--progress-address", "127.0.0.1",
-             "--progress-port", str(port))  # fmt: skip
+             "--progress-port", str(port), "--progress-check-source-ip", "off")  # fmt: skip
     ctrl = Ours(cluster, ns, log_dir, extra=flags)
     ca_file = log_dir / f"progress-ca-{ns}.pem"
     rec, reporter, statuses = Recorder(t9k_state), Reporter(cluster, ns, ca_file), Statuses()

@@ -362,7 +362,8 @@ async def main_async(args: argparse.Namespace) -> int:
             # Only here: aiohttp's web server (about 2 MB) is loaded by a controller that pushes.
             from airflow_t9k.controller.push_server import ProgressEndpoint, serve_push
 
-            endpoint = ProgressEndpoint(controller, log_kube or kube, kinds=kinds, audience=args.progress_audience)
+            endpoint = ProgressEndpoint(controller, log_kube or kube, kinds=kinds, audience=args.progress_audience,
+                                        check_source=args.progress_check_source_ip == "on")  # fmt: skip
             servers.append(await serve_push(endpoint, args.progress_address, args.progress_port, push[1].context))
             certs = asyncio.create_task(follow_certificates(controller, push[1])) if push[1].files else None
             log.info("progress endpoint %s: listening on %s:%d, TLS %s, token audience %s", push[0].endpoint,

@@ -6,14 +6,20 @@ Trainer's ``{"trainerStatus": ...}`` or ours). In order, each step cheaper than 
 
 1. the path names a job kind this controller reconciles (404), and this replica is the leader
    (503 with ``Retry-After``: a standby's values would never reach a status);
-2. the token: a JWT for our audience, bound to a pod of the job's namespace, not expired, at a
-   first unverified look (401/403); then the API server's TokenReview, at most
-   ``review_rate`` a second over all jobs (429), its answer cached by the token's digest
-   (5 minutes at most, never past the token's expiry; a refusal 10 s);
-3. the job exists (404) in a managed namespace (403), and the token's pod is one of its
-   replicas: same namespace and uid, controlled by the job, under a replica's name (403);
-4. at most ``rate`` requests a second per job, ``burst`` at once (429 with ``Retry-After``);
-5. the body: at most 64 KB (413), JSON (400), one of the two shapes (422), at least one value
+2. the token at a first, unverified look: a JWT for our audience, bound to a pod of the job's
+   namespace, not expired (401/403);
+3. the controller's cache, before any TokenReview, for the pod the token claims: the job exists
+   in a managed namespace and the pod is one of its replicas by name and uid (403, one answer
+   for all), and the request comes from that pod's address (403; 503 while the cache has no
+   address for it yet; ``check_source``). A forged token naming a made-up pod ends here;
+4. the API server's TokenReview, at most ``namespace_review_rate`` a second per namespace and
+   ``review_rate`` over all (429), its answer cached by the token's digest (5 minutes at most,
+   never past the token's expiry; a refusal 10 s);
+5. the job exists (404) in a managed namespace (403), and the pod the TokenReview vouches for is
+   one of its replicas: same namespace and uid, controlled by the job, under a replica's name
+   (403): 3 again, on the verified identity and the cache as it is after the TokenReview;
+6. at most ``rate`` requests a second per job, ``burst`` at once (429 with ``Retry-After``);
+7. the body: at most 64 KB (413), JSON (400), one of the two shapes (422), at least one value
    kept (422 naming what was ignored).
 
 An accepted report is merged into the job's latest values (``pushed.py``) and answered 200 with
@@ -39,6 +45,7 @@ from airflow_t9k.api.resources import RESOURCES
 from airflow_t9k.controller.push_auth import (
     Bucket,
     Identity,
+    NamespaceBuckets,
     Refused,
     TokenCache,
     bearer,
@@ -46,6 +53,7 @@ from airflow_t9k.controller.push_auth import (
     identity_of,
     membership,
     precheck,
+    screen,
 )
 from airflow_t9k.controller.reconcile.push import AUDIENCE
 from airflow_t9k.k8s.errors import ApiError, Forbidden
@@ -85,14 +93,17 @@ def status(code: int, reason: str, message: str) -> Obj:
 
 class ProgressEndpoint:
     def __init__(self, host: Host, kube: Kube, *, kinds: list[str], audience: str = AUDIENCE, review_rate: float = 100.0,
-                 review_burst: float = 200.0, clock: Callable[[], float] = time.monotonic,
+                 review_burst: float = 200.0, namespace_review_rate: float = 25.0, namespace_review_burst: float = 50.0,
+                 check_source: bool = True, clock: Callable[[], float] = time.monotonic,
                  wall: Callable[[], float] = time.time) -> None:  # fmt: skip
         self.host = host
         self.kube = kube  # for TokenReviews
         self.kinds = set(kinds)
         self.audience = audience
+        self.check_source = check_source  # the request must come from the pod's own address
         self.clock, self.wall = clock, wall
         self.reviews = Bucket(review_rate, review_burst, clock())
+        self.namespace_reviews = NamespaceBuckets(namespace_review_rate, namespace_review_burst)
         self.cache = TokenCache()
         self._inflight: dict[str, asyncio.Future[Identity]] = {}
         self._rbac_warned = False
@@ -130,8 +141,13 @@ class ProgressEndpoint:
             raise Refused(404, "NotFound", f"no job kind {info['plural']}.{info['group']}/{info['version']} here")
         if not self.host.leading():
             raise Refused(503, "ServiceUnavailable", "this controller replica is not the leader; send again", retry_after=1)
-        who = await self.identify(bearer(request.headers.get("Authorization")), ns)
+        token = bearer(request.headers.get("Authorization"))
+        claimed = precheck(token, self.audience, ns, self.wall())
         job = self.host.cached_job(kind, ns, name)
+        screen(KINDS[kind], name, job, self.host.why_not_managed(ns) if job is not None else None,
+               self.host.cached_pod(ns, claimed.pod_name), claimed, request.remote, self.check_source)  # fmt: skip
+        who = await self.identify(token, ns)
+        job = self.host.cached_job(kind, ns, name)  # again: the TokenReview took a while
         if job is None:
             raise Refused(404, "NotFound", f"{kind} {ns}/{name} not found")
         why = self.host.why_not_managed(ns)
@@ -166,17 +182,22 @@ class ProgressEndpoint:
 
     # -- who is calling --------------------------------------------------------------------------
     async def identify(self, token: str, namespace: str) -> Identity:
+        """Who the API server says the token's pod is (``precheck`` and ``screen`` passed first)."""
         key = TokenCache.key(token)
         known = self.cache.get(key, self.clock())
         if isinstance(known, Refused):
             raise known
         if known is not None:
             return known
-        precheck(token, self.audience, namespace, self.wall())
         running = self._inflight.get(key)
         if running is not None:  # the same new token twice at once: one TokenReview
             return await asyncio.shield(running)
-        wait = self.reviews.take(self.clock())
+        now = self.clock()
+        wait = self.namespace_reviews.take(namespace, now)  # the namespace's budget first: a flood spends only its own
+        if wait > 0:
+            raise Refused(429, "TooManyRequests", f"too many new tokens from namespace {namespace} to check at once; "
+                          "send again", retry_after=wait)  # fmt: skip
+        wait = self.reviews.take(now)
         if wait > 0:
             raise Refused(429, "TooManyRequests", "too many new tokens to check at once; send again", retry_after=wait)
         future: asyncio.Future[Identity] = asyncio.get_running_loop().create_future()

@@ -58,6 +58,14 @@ def add_push_arguments(p: Any) -> None:
         metavar="N",
         help="reports one job's replicas may push at once (default 10)",
     )
+    g.add_argument(
+        "--progress-check-source-ip",
+        choices=("on", "off"),
+        default="on",
+        help="on (default): a report must come from an address of the pod its token names (the cached pod's "
+        "status.podIPs), checked before the TokenReview; off where a proxy, a service mesh's sidecar or NAT between "
+        "the pods and the controller hides the pod's address",
+    )
 
 
 def push_setup(args: argparse.Namespace) -> tuple[PushTarget, ServingTLS] | None:

@@ -13,15 +13,17 @@ import uuid
 from kubernetes import client
 
 from tests.support.cluster import wait_until
-from tests.support.push import CA_ANNOTATION, env_of, post, push_flags, token
+from tests.support.push import CA_ANNOTATION, FROM_HERE, env_of, post, push_flags, token
 
 GJ = "GenericJob"
 
 
 def running_job(jobs, name: str, replicas: int = 2) -> dict[str, client.V1Pod]:
+    """Its pods on the local cluster have this machine's address (FROM_HERE): the test's POSTs
+    pass the controller's source check, on as by default."""
     jobs.create({"apiVersion": "batch.tensorstack.dev/v1beta1", "kind": GJ, "metadata": {"name": name},
                  "spec": {"replicaSpecs": [{"type": "worker", "replicas": replicas, "template": {"spec": {
-                     "containers": [{"name": "main", "image": "busybox"}]}}}]}})  # fmt: skip
+                     **FROM_HERE, "containers": [{"name": "main", "image": "busybox"}]}}}]}})  # fmt: skip
     jobs.wait_phase(GJ, name, "Running")
     pods = jobs.live_pods(name)
     assert len(pods) == replicas
@@ -35,8 +37,8 @@ TRAINER_BODY = {"trainerStatus": {"progressPercentage": 30, "estimatedRemainingS
                                               {"name": "current_epoch", "value": "1.5"}]}}  # fmt: skip
 
 
-def test_a_replica_pushes_with_its_projected_token_and_the_values_reach_the_status(jobs, controller_factory):
-    _, flags = push_flags()
+def test_a_replica_pushes_with_its_projected_token_and_the_values_reach_the_status(cluster, jobs, controller_factory):
+    _, flags = push_flags(check_source=not cluster.external)
     controller_factory("--progress-interval", "2", *flags)
     pods = running_job(jobs, "push")
     pod = pods["push-worker-1"]  # any replica may push, not only the one whose log is followed
@@ -76,8 +78,8 @@ def test_a_replica_pushes_with_its_projected_token_and_the_values_reach_the_stat
     assert (p["replica"], p["totalSteps"], p["metrics"]) == ("push-worker-0", 1000, {"loss": 0.25, "acc": 0.5})
 
 
-def test_tokens_of_another_job_another_audience_another_namespace_or_no_pod_are_refused(jobs, controller_factory):
-    _, flags = push_flags()
+def test_tokens_of_another_job_another_audience_another_namespace_or_no_pod_are_refused(cluster, jobs, controller_factory):
+    _, flags = push_flags(check_source=not cluster.external)
     controller_factory("--progress-interval", "2", *flags)
     mine = running_job(jobs, "mine", replicas=1)["mine-worker-0"]
     theirs = running_job(jobs, "theirs", replicas=1)["theirs-worker-0"]

@@ -17,10 +17,21 @@ AUDIENCE = "airflow-t9k-progress"
 CA_ANNOTATION = "batch.tensorstack.dev/progress-ca"
 
 
-def push_flags(port: int | None = None, host: str = "127.0.0.1", address: str = "127.0.0.1") -> tuple[int, list[str]]:
+# The controller takes a report only from an address of the pod the token names
+# (--progress-check-source-ip, on by default). The tests POST from this machine, as the pods' own
+# programs would from theirs: kwok gives a hostNetwork pod its node's address, 127.0.0.1 on the
+# local cluster (scripts/local-cluster.sh, kwok --node-ip), so such a pod's tests push from its
+# address. On an external cluster (T9K_TEST_KUBECONFIG) the pods' addresses are elsewhere: the
+# check is off there.
+FROM_HERE = {"hostNetwork": True}
+
+
+def push_flags(port: int | None = None, host: str = "127.0.0.1", address: str = "127.0.0.1",
+               check_source: bool = True) -> tuple[int, list[str]]:  # fmt: skip
     """A free port and the controller flags that turn the push path on there (a CA made at start)."""
     port = port or free_port()
-    return port, ["--progress-endpoint", f"https://{host}:{port}", "--progress-address", address, "--progress-port", str(port)]
+    flags = ["--progress-endpoint", f"https://{host}:{port}", "--progress-address", address, "--progress-port", str(port)]
+    return port, flags + ([] if check_source else ["--progress-check-source-ip", "off"])
 
 
 def token(core: client.CoreV1Api, namespace: str, pod: client.V1Pod | None, audience: str = AUDIENCE,

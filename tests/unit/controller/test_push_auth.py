@@ -13,13 +13,17 @@ from airflow_t9k.controller.push_auth import (
     POD_UID,
     Bucket,
     Identity,
+    NamespaceBuckets,
     Refused,
     TokenCache,
+    address,
     bearer,
     claims,
     identity_of,
     membership,
+    pod_addresses,
     precheck,
+    screen,
 )
 from airflow_t9k.controller.reconcile.desired import build_pod, slots
 from airflow_t9k.kinds.registry import KINDS
@@ -52,6 +56,17 @@ def test_bucket_lets_a_burst_through_then_the_rate():
     assert b.take(1.0) == 0  # a second on: one more
     assert b.take(1.0) == pytest.approx(1.0)
     assert [b.take(100) for _ in range(4)] == [0, 0, 0, 1.0]  # idle time refills at most the burst
+
+
+def test_namespace_buckets_are_one_per_namespace_and_bounded():
+    b = NamespaceBuckets(rate=1.0, burst=2, size=2)
+    assert [b.take("flood", 0) for _ in range(4)] == [0, 0, 1.0, 1.0]  # the flood spends its own
+    assert [b.take("quiet", 0) for _ in range(2)] == [0, 0]  # another namespace still has its burst
+    assert b.take("flood", 1.0) == 0  # the rate refills
+    assert b.take("third", 1.0) == 0  # a third namespace: the least recently used (quiet) is forgotten
+    assert len(b) == 2
+    assert b.take("flood", 1.0) == pytest.approx(1.0)  # flood was remembered, still drained
+    assert [b.take("quiet", 1.0) for _ in range(3)] == [0, 0, 1.0]  # quiet starts again full
 
 
 def test_bucket_over_a_minute_allows_burst_plus_rate_times_seconds():
@@ -91,11 +106,14 @@ def test_bearer(header, token):
         (jwt({**token_claims(), "kubernetes.io": {"namespace": "ns"}}), 401, "not bound to a pod"),
         (jwt(token_claims(pod="job-worker-0")), 401, "not bound to a pod"),
         (jwt(token_claims(ns="other")), 403, "not in namespace 'ns'"),
+        (jwt(token_claims(pod={"name": "job-worker-0"})), 401, "not bound to a pod"),  # no uid
+        (jwt(token_claims(pod={"name": "", "uid": "p-uid"})), 401, "not bound to a pod"),
+        (jwt(token_claims(pod={"name": 7, "uid": "p-uid"})), 401, "not bound to a pod"),
     ],
 )
 def test_precheck(token, code, words):
-    if code is None:
-        precheck(token, AUD, "ns", NOW)
+    if code is None:  # the pod it claims (unverified), to look up in the cache
+        assert precheck(token, AUD, "ns", NOW) == Identity("ns", "default", "job-worker-0", "p-uid")
         return
     with pytest.raises(Refused) as err:
         precheck(token, AUD, "ns", NOW)
@@ -220,3 +238,78 @@ def test_token_cache_keeps_answers_until_their_deadline_and_at_most_its_size():
     assert cache.get(keys[1], now=5) is None
     assert cache.get(keys[0], now=10) is None  # past its deadline
     assert isinstance(cache.get(keys[3], now=19), Refused)
+
+
+# -- the screen: the cache before any TokenReview (issue 45, 2) --------------------------------------
+
+
+@pytest.mark.parametrize(
+    ("text", "ip"),
+    [("10.0.0.7", "10.0.0.7"), ("::ffff:10.0.0.7", "10.0.0.7"), ("::FFFF:a00:7", "10.0.0.7"), ("fd00::0001", "fd00::1"),
+     (" fd00:0:0::1 ", "fd00::1"), ("fe80::1%eth0", "fe80::1"), ("10.0.0.256", None), ("", None), (None, None),
+     (7, None), ("pod-a", None)],
+)  # fmt: skip
+def test_address(text, ip):
+    assert (str(address(text)) if address(text) is not None else None) == ip
+
+
+def running(ips: Any = ("10.0.0.7",), index: int = 0) -> Obj:
+    p = replica(JOB, index)
+    if ips is not None:
+        p["status"] = {"phase": "Running", "podIP": ips[0] if ips else "", "podIPs": [{"ip": ip} for ip in ips]}
+    return p
+
+
+def test_pod_addresses():
+    assert pod_addresses(running(("10.0.0.7", "fd00::7"))) == {address("10.0.0.7"), address("fd00::7")}
+    assert pod_addresses({"status": {"podIP": "10.0.0.8"}}) == {address("10.0.0.8")}  # before podIPs existed
+    assert pod_addresses(running(None)) == pod_addresses(running(())) == set()
+    assert pod_addresses({"status": {"podIP": 3, "podIPs": ["10.0.0.1", {"ip": None}]}}) == set()
+    assert pod_addresses({"status": "x"}) == set()
+
+
+def claimed_by(p: Obj, **kw: Any) -> Identity:
+    return Identity("ns", "default", kw.get("name", p["metadata"]["name"]), kw.get("uid", p["metadata"]["uid"]))
+
+
+NOT_HERE = "is not a replica of GenericJob ns/job here"
+POD = running()
+DUAL = running(("10.0.0.7", "fd00::7"))
+
+
+@pytest.mark.parametrize(
+    ("job", "unmanaged", "pod", "claimed", "remote", "check", "refusal"),
+    [
+        (JOB, None, POD, claimed_by(POD), "10.0.0.7", True, None),
+        (JOB, None, POD, claimed_by(POD), "::ffff:10.0.0.7", True, None),  # a dual-stack listener's IPv4 peer
+        (JOB, None, DUAL, claimed_by(DUAL), "fd00:0::7", True, None),  # its IPv6 address, spelled otherwise
+        (JOB, None, DUAL, claimed_by(DUAL), "10.0.0.7", True, None),
+        (JOB, None, running(index=1), claimed_by(running(index=1)), "10.0.0.7", True, None),  # any replica
+        (JOB, None, POD, claimed_by(POD), "10.0.0.8", False, None),  # the check off: from anywhere
+        (None, None, POD, claimed_by(POD), "10.0.0.7", True, (403, NOT_HERE)),  # no such job
+        (JOB, "not selected", POD, claimed_by(POD), "10.0.0.7", True, (403, NOT_HERE)),  # not reconciled here
+        (JOB, None, None, claimed_by(POD, name="job-worker-9"), "10.0.0.7", True, (403, NOT_HERE)),  # a made-up pod
+        (JOB, None, POD, claimed_by(POD, uid="made-up"), "10.0.0.7", True, (403, NOT_HERE)),  # a made-up uid
+        (JOB, None, running(index=0) | {"metadata": replica(OTHER, 0)["metadata"]}, claimed_by(replica(OTHER, 0)),
+         "10.0.0.7", False, (403, NOT_HERE)),  # a pod of another job, the check off or not
+        (JOB, None, POD, claimed_by(POD), "10.0.0.8", True, (403, "comes from 10.0.0.8, not from an address of pod")),
+        (JOB, None, POD, claimed_by(POD), "127.0.0.1", True, (403, "comes from 127.0.0.1")),
+        (JOB, None, POD, claimed_by(POD), "fd00::7", True, (403, "comes from fd00::7")),
+        (JOB, None, POD, claimed_by(POD), None, True, (403, "comes from an unknown address")),
+        (JOB, None, POD, claimed_by(POD), "not-an-ip", True, (403, "comes from not-an-ip")),
+        (JOB, None, running(None), claimed_by(POD), "10.0.0.7", True, (503, "no IP address in the controller's cache yet")),
+        (JOB, None, running(()), claimed_by(POD), "10.0.0.7", True, (503, "no IP address")),
+        (JOB, None, running(None), claimed_by(POD), "10.0.0.7", False, None),  # no address, nothing to compare
+    ],
+)  # fmt: skip
+def test_screen(job, unmanaged, pod, claimed, remote, check, refusal):
+    kind = KINDS["GenericJob"]
+    if refusal is None:
+        screen(kind, "job", job, unmanaged, pod, claimed, remote, check)
+        return
+    with pytest.raises(Refused) as err:
+        screen(kind, "job", job, unmanaged, pod, claimed, remote, check)
+    assert (err.value.code, refusal[1] in err.value.message) == (refusal[0], True), err.value.message
+    assert err.value.reason == {403: "Forbidden", 503: "ServiceUnavailable"}[refusal[0]]
+    if refusal[0] == 503:
+        assert err.value.retry_after == 1

@@ -37,10 +37,11 @@ BODY = {
 }
 
 
-def jwt(pod: str, ns: str = "ns", aud: str = AUD) -> str:
+def jwt(pod: str, ns: str = "ns", aud: str = AUD, uid: str | None = None, alg: str = "RS256", sig: str = "sig") -> str:
     enc = lambda o: base64.urlsafe_b64encode(json.dumps(o).encode()).rstrip(b"=").decode()  # noqa: E731
-    payload = {"aud": [aud], "exp": 4_000_000_000, "kubernetes.io": {"namespace": ns, "pod": {"name": pod, "uid": f"uid-{pod}"}}}
-    return f"{enc({'alg': 'RS256'})}.{enc(payload)}.sig"
+    payload = {"aud": [aud], "exp": 4_000_000_000,
+               "kubernetes.io": {"namespace": ns, "pod": {"name": pod, "uid": uid or f"uid-{pod}"}}}  # fmt: skip
+    return f"{enc({'alg': alg})}.{enc(payload)}.{sig}"
 
 
 class FakeKube:
@@ -75,13 +76,15 @@ class Host:
         self.pods: dict[tuple[str, str], Obj] = {}
         self.lead = True
 
-    def add_job(self, name: str, replicas: int = 2) -> None:
+    def add_job(self, name: str, replicas: int = 2, ns: str = "ns") -> None:
         job = generic(name, ("worker", replicas))
-        self.jobs[("GenericJob", "ns", name)] = job
+        job["metadata"]["namespace"] = ns
+        self.jobs[("GenericJob", ns, name)] = job
         for slot in slots(KINDS["GenericJob"], job):
             pod = build_pod(KINDS["GenericJob"], job, slot, 0, False)
             pod["metadata"]["uid"] = f"uid-{slot.pod_name}"
-            self.pods[("ns", slot.pod_name)] = pod
+            pod["status"] = {"podIP": "127.0.0.1", "podIPs": [{"ip": "127.0.0.1"}]}  # where the test client sends from
+            self.pods[(ns, slot.pod_name)] = pod
 
     def leading(self) -> bool:
         return self.lead
@@ -97,14 +100,14 @@ class Host:
 
 
 @contextlib.asynccontextmanager
-async def endpoint() -> AsyncIterator[tuple[Host, FakeKube, TestClient]]:
+async def endpoint(**kw: Any) -> AsyncIterator[tuple[Host, FakeKube, TestClient]]:
     host, kube = Host(), FakeKube()
     host.add_job("job")
     host.add_job("other")
     for pod in ("job-worker-0", "job-worker-1", "other-worker-0"):
         kube.identities[jwt(pod)] = ("ns", pod)
     kube.identities[jwt("job-worker-0", ns="elsewhere")] = ("elsewhere", "job-worker-0")
-    ep = ProgressEndpoint(host, kube, kinds=["GenericJob"], review_rate=5, review_burst=5)  # type: ignore[arg-type]
+    ep = ProgressEndpoint(host, kube, kinds=["GenericJob"], **{"review_rate": 5, "review_burst": 5, **kw})  # type: ignore[arg-type]
     async with TestClient(TestServer(ep.app())) as client:
         yield host, kube, client
 
@@ -167,21 +170,79 @@ async def test_what_is_refused_before_asking_the_api_server():
 
 
 @pytest.mark.asyncio
-async def test_who_the_api_server_vouches_for_must_be_a_replica_of_that_job():
+async def test_what_the_controllers_cache_refuses_before_any_token_review():
+    """Issue 45, 2: the claims name the pod; the job, the replica (name and uid) and its address
+    are looked up in the cache first, so a forged token of a made-up pod costs no TokenReview."""
     async with endpoint() as (host, kube, client):
-        code, body, _ = await post(client, "job", token=jwt("other-worker-0"))  # a pod of another job
+        host.pods[("ns", "other-worker-1")]["status"] = {"podIP": "10.244.0.9", "podIPs": [{"ip": "10.244.0.9"}]}
+        host.pods[("ns", "job-worker-1")]["status"] = {"phase": "Pending"}  # no address yet
+        host.add_job("job", ns="kube-system")
+        not_here = "is not a replica of GenericJob ns/{} here: no such job, its namespace is not reconciled here"
+        cases = [
+            ({"token": jwt("other-worker-0")}, 403, "pod other-worker-0 " + not_here.format("job")),  # another job's pod
+            ({"token": jwt("made-up-7", alg="none", sig="")}, 403, "pod made-up-7 " + not_here.format("job")),
+            ({"token": jwt("job-worker-0", uid="uid-made-up")}, 403, "pod job-worker-0 " + not_here.format("job")),
+            ({"job": "missing", "token": jwt("missing-worker-0")}, 403, not_here.format("missing")),  # no 404: no oracle
+            ({"path": "/apis/batch.tensorstack.dev/v1beta1/namespaces/kube-system/genericjobs/job/progress",
+              "token": jwt("job-worker-0", ns="kube-system")}, 403, "not reconciled here"),
+            ({"job": "other", "token": jwt("other-worker-1")}, 403,
+             "the request comes from 127.0.0.1, not from an address of pod other-worker-1"),  # another pod's address
+            ({"token": jwt("job-worker-1")}, 503, "has no IP address in the controller's cache yet"),
+        ]  # fmt: skip
+        for kw, code, words in cases:
+            got, body, headers = await post(client, **kw)
+            assert (got, body["kind"], body["code"]) == (code, "Status", code), (kw, body)
+            assert words in body["message"], body
+            assert kw["token"] not in body["message"]
+            if code == 503:
+                assert headers["Retry-After"] == "1"
+        assert (kube.reviews, host.metrics["token_review"]) == (0, 0)
+        assert host.pushed.report(("GenericJob", "ns", "job"), "uid-job") is None
+
+
+@pytest.mark.asyncio
+async def test_without_the_source_check_a_replica_pushes_from_anywhere():
+    async with endpoint(check_source=False) as (host, kube, client):
+        host.pods[("ns", "job-worker-0")]["status"] = {"podIP": "10.244.0.9"}
+        assert (await post(client, token=jwt("job-worker-0")))[0] == 200
+        assert (await post(client, token=jwt("made-up-7")))[0] == 403  # the rest of the screen stays
+        assert kube.reviews == 1
+
+
+@pytest.mark.asyncio
+async def test_who_the_api_server_vouches_for_must_be_a_replica_of_that_job():
+    """The screen reads claims anyone can write and only refuses; the TokenReview decides."""
+    async with endpoint() as (host, kube, client):
+        lying = jwt("job-worker-0", sig="lying")  # claims job-worker-0; the API server says it is other-worker-0's
+        kube.identities[lying] = ("ns", "other-worker-0")
+        code, body, _ = await post(client, "job", token=lying)
         assert code == 403
         assert "pod other-worker-0 is not a replica of GenericJob ns/job" in body["message"]
-        code, body, _ = await post(client, "missing", token=jwt("job-worker-0"))  # after authentication only
-        assert code == 404
-        assert "GenericJob ns/missing not found" in body["message"]
-        forged = jwt("job-worker-0").replace(".sig", ".forged")  # the same claims, a signature the API server refuses
+        forged = jwt("job-worker-0", sig="forged")  # the same claims, a signature the API server refuses
         for _ in range(3):
             code, body, _ = await post(client, token=forged)
             assert code == 401
             assert "did not accept the token" in body["message"]
-        assert kube.reviews == 3  # the refusal is cached too: other-worker-0, job-worker-0 (404), forged once
+        assert kube.reviews == 2  # the refusal is cached too: forged once
         assert host.pushed.report(("GenericJob", "ns", "job"), "uid-job") is None
+
+
+@pytest.mark.asyncio
+async def test_one_namespaces_new_tokens_cannot_take_every_token_review():
+    async with endpoint(review_rate=5, review_burst=5, namespace_review_rate=1, namespace_review_burst=3) as (host, kube, client):
+        for i in range(5):
+            host.add_job(f"j{i}", 1)
+            kube.identities[jwt(f"j{i}-worker-0")] = ("ns", f"j{i}-worker-0")
+        host.add_job("quiet", 1, ns="quiet")
+        kube.identities[jwt("quiet-worker-0", ns="quiet")] = ("quiet", "quiet-worker-0")
+        codes = [(await post(client, f"j{i}", token=jwt(f"j{i}-worker-0")))[0] for i in range(5)]
+        assert codes == [200] * 3 + [429] * 2  # the namespace's burst; the global one had 2 more
+        code, body, headers = await post(client, "j4", token=jwt("j4-worker-0"))
+        assert (code, "from namespace ns" in body["message"], int(headers["Retry-After"]) >= 1) == (429, True, True)
+        path = "/apis/batch.tensorstack.dev/v1beta1/namespaces/quiet/genericjobs/quiet/progress"
+        code, body, _ = await post(client, token=jwt("quiet-worker-0", ns="quiet"), path=path)
+        assert code == 200, body  # another namespace still has its budget
+        assert kube.reviews == 4
 
 
 @pytest.mark.asyncio
