@@ -216,10 +216,14 @@ def test_the_deployment_is_hardened_and_follows_the_values(rendered):
     assert "--metrics-address=127.0.0.1" in args  # /metrics names jobs: loopback unless asked
     mode = values.get("scope.mode", "selector")
     scope_args = [a for a in args if a.startswith(("--namespace", "--exclude-namespace"))]
+    # Excluded in both scopes that could reach them: scope.exclude, and the namespaces Airflow's
+    # identities run in (issue 45: a job there would put pods beside Airflow's own accounts).
+    airflows = {"airflow"}  # the namespace of the default airflow.rbac.*.subjects
+    excluded = [f"--exclude-namespace={n}" for n in sorted(set(values.get("scope.exclude", ["airflow"])) | airflows)]
     expected = {
-        "selector": ["--namespace-selector=airflow-t9k.io/jobs=enabled"],
+        "selector": ["--namespace-selector=airflow-t9k.io/jobs=enabled", *excluded],
         "namespaces": [f"--namespace={n}" for n in values.get("scope.namespaces", [])],
-        "all": [f"--exclude-namespace={n}" for n in values.get("scope.exclude", [])],
+        "all": excluded,
     }[mode]
     assert scope_args == expected
     leader = values.get("leaderElection.enabled", True)
@@ -524,3 +528,28 @@ def test_an_account_made_beforehand_is_used_and_not_rendered():
     assert by_kind(objs, "ServiceAccount") == []
     dep = _one(objs, "Deployment", "airflow-t9k-controller", NS)
     assert dep["spec"]["template"]["spec"]["serviceAccountName"] == "t9k-ctl"
+
+
+@pytest.mark.parametrize("mode", ["selector", "all"])
+def test_the_namespaces_airflow_runs_in_are_never_reconciled(mode):
+    """Issue 45, item 6: a job in Airflow's own namespace puts pods beside its identities (and a
+    labelled Airflow namespace was reconciled in the selector scope): every subject's namespace is
+    excluded, in the controller's flags and in its admission policy."""
+    from tests.support.chart import render
+
+    subjects = [{"kind": "ServiceAccount", "name": "worker", "namespace": "airflow-prod"}]
+    ui = [{"kind": "ServiceAccount", "name": "web", "namespace": "airflow-web"}]
+    objs = render({"scope.mode": mode, "scope.exclude": ["legacy"], "airflow.rbac.tasks.subjects": subjects,
+                   "airflow.rbac.ui.subjects": ui, "crds.install": False})  # fmt: skip
+    args = _one(objs, "Deployment", "airflow-t9k-controller", NS)["spec"]["template"]["spec"]["containers"][0]["args"]
+    assert [a for a in args if a.startswith("--exclude-namespace")] == [
+        "--exclude-namespace=airflow-prod",
+        "--exclude-namespace=airflow-web",
+        "--exclude-namespace=legacy",
+    ]
+    (policy,) = [
+        p for p in by_kind(objs, "ValidatingAdmissionPolicy") if p["metadata"]["name"] == "airflow-t9k-controller-writes"
+    ]
+    assert policy["spec"]["validations"][0]["expression"].startswith(
+        f"!(request.namespace in ['{NS}', 'airflow-prod', 'airflow-web', 'legacy'])"
+    )

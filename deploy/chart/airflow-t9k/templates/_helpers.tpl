@@ -105,3 +105,19 @@ URL replicas are given. */}}
 {{- fail (printf "controller.queueing must be auto, kueue or off (got %q)" .Values.controller.queueing) -}}
 {{- end -}}
 {{- end -}}
+
+{{/* The namespaces never reconciled beyond the cluster's own: scope.exclude and every namespace
+Airflow's identities run in (airflow.rbac.tasks.subjects, airflow.rbac.ui.subjects). A job there
+would put pods next to Airflow's own service accounts and Secrets. One per line, sorted, unique. */}}
+{{- define "airflow-t9k.excludedNamespaces" -}}
+{{- $out := list -}}
+{{- range .Values.scope.exclude -}}
+{{- $out = append $out . -}}
+{{- end -}}
+{{- range (concat .Values.airflow.rbac.tasks.subjects .Values.airflow.rbac.ui.subjects) -}}
+{{- if .namespace -}}
+{{- $out = append $out .namespace -}}
+{{- end -}}
+{{- end -}}
+{{- $out | uniq | sortAlpha | join "\n" -}}
+{{- end -}}
