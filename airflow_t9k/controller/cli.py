@@ -364,7 +364,9 @@ async def main_async(args: argparse.Namespace) -> int:
 
             endpoint = ProgressEndpoint(controller, log_kube or kube, kinds=kinds, audience=args.progress_audience,
                                         check_source=args.progress_check_source_ip == "on")  # fmt: skip
-            servers.append(await serve_push(endpoint, args.progress_address, args.progress_port, push[1].context))
+            servers.append(await serve_push(endpoint, args.progress_address, args.progress_port, push[1].context,
+                                            max_connections=args.progress_max_connections,
+                                            max_per_source=args.progress_max_connections_per_source))  # fmt: skip
             certs = asyncio.create_task(follow_certificates(controller, push[1])) if push[1].files else None
             log.info("progress endpoint %s: listening on %s:%d, TLS %s, token audience %s", push[0].endpoint,
                      args.progress_address, args.progress_port,

@@ -55,6 +55,7 @@ from airflow_t9k.controller.push_auth import (
     precheck,
     screen,
 )
+from airflow_t9k.controller.push_listener import MAX_CONNECTIONS, MAX_PER_SOURCE, Listener
 from airflow_t9k.controller.reconcile.push import AUDIENCE
 from airflow_t9k.k8s.errors import ApiError, Forbidden
 from airflow_t9k.kinds.registry import KINDS
@@ -246,9 +247,31 @@ class ProgressEndpoint:
         return who
 
 
-async def serve_push(endpoint: ProgressEndpoint, address: str, port: int, context: Any) -> web.AppRunner:
-    """Start the endpoint on its own listener (TLS); the caller cleans the runner up on shutdown."""
-    runner = web.AppRunner(endpoint.app(), access_log=None, keepalive_timeout=KEEPALIVE)
+class PushServer:
+    """The endpoint's app behind its listener (``push_listener.py``); ``cleanup`` stops both."""
+
+    def __init__(self, runner: web.AppRunner, listener: Listener) -> None:
+        self.runner, self.listener = runner, listener
+
+    async def cleanup(self) -> None:
+        await self.listener.close()
+        await self.runner.cleanup()
+
+
+async def serve_push(endpoint: ProgressEndpoint, address: str, port: int, context: Any, *,
+                     max_connections: int = MAX_CONNECTIONS, max_per_source: int = MAX_PER_SOURCE) -> PushServer:  # fmt: skip
+    """Start the endpoint on its own listener (TLS), its connections bounded in number, handshake
+    time and silence; the caller cleans it up on shutdown."""
+    runner = web.AppRunner(endpoint.app(), access_log=None, keepalive_timeout=KEEPALIVE, handle_signals=False)
     await runner.setup()
-    await web.TCPSite(runner, address, port, ssl_context=context, backlog=1024).start()
-    return runner
+    server = runner.server
+    if server is None:  # setup() sets it
+        raise RuntimeError("aiohttp's runner has no server after setup")
+    listener = Listener(server, context, endpoint.host.metrics, max_connections=max_connections,
+                        max_per_source=max_per_source)  # fmt: skip
+    try:
+        await listener.start(address, port)
+    except BaseException:
+        await runner.cleanup()
+        raise
+    return PushServer(runner, listener)

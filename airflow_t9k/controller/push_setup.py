@@ -8,6 +8,7 @@ from dataclasses import replace
 from typing import TYPE_CHECKING, Any
 from urllib.parse import urlsplit
 
+from airflow_t9k.controller.push_listener import MAX_CONNECTIONS, MAX_PER_SOURCE
 from airflow_t9k.controller.reconcile.push import AUDIENCE, PushTarget
 from airflow_t9k.controller.tls import CHECK_EVERY, ServingTLS, from_files, reload, self_signed
 
@@ -67,6 +68,23 @@ def add_push_arguments(p: Any) -> None:
         "the pods and the controller hides the pod's address",
     )
 
+    g.add_argument(
+        "--progress-max-connections",
+        type=int,
+        default=MAX_CONNECTIONS,
+        metavar="N",
+        help=f"connections the endpoint keeps open at once, TLS handshakes included (default {MAX_CONNECTIONS}); "
+        "more are closed as they arrive. Each costs about 70 KB (measured): this bounds what a flood can take from the "
+        "reconciler's memory",
+    )
+    g.add_argument(
+        "--progress-max-connections-per-source",
+        type=int,
+        default=MAX_PER_SOURCE,
+        metavar="N",
+        help=f"of those, from one address (default {MAX_PER_SOURCE}; a pod has one, a node's SNAT puts its pods behind one)",
+    )
+
 
 def push_setup(args: argparse.Namespace) -> tuple[PushTarget, ServingTLS] | None:
     """The push path's target and TLS from the flags; None when it is off. BadFlags on a wrong flag."""
@@ -82,6 +100,8 @@ def push_setup(args: argparse.Namespace) -> tuple[PushTarget, ServingTLS] | None
         raise BadFlags("--progress-endpoint needs --progress-interval > 0: it bounds how often pushed values are written")
     if args.progress_push_rate <= 0 or args.progress_push_burst < 1:
         raise BadFlags("--progress-push-rate must be > 0 and --progress-push-burst >= 1")
+    if args.progress_max_connections < 1 or args.progress_max_connections_per_source < 1:
+        raise BadFlags("--progress-max-connections and --progress-max-connections-per-source must be at least 1")
     if bool(args.progress_tls_cert) != bool(args.progress_tls_key):
         raise BadFlags("--progress-tls-cert and --progress-tls-key go together")
     try:
