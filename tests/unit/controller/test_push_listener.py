@@ -107,3 +107,31 @@ async def test_requests_are_served_and_silent_connections_closed_and_refused():
     finally:
         await listener.close()
         await runner.cleanup()
+
+
+@pytest.mark.asyncio
+async def test_a_load_within_the_caps_is_served_whole():
+    """The caps bound a flood, not the replicas' load: 200 replicas (40 addresses, 5 behind each,
+    as behind a node's SNAT) pushing at once, each twice on its kept-alive connection, are all
+    answered, none refused or cut."""
+    tls, runner, listener, counts, port = await _serve(max_connections=256, max_per_source=32)
+    context = ssl.create_default_context(cadata=tls.ca_pem)
+
+    async def replica(i: int) -> list[int]:
+        connector = aiohttp.TCPConnector(ssl=context, local_addr=(f"127.0.3.{1 + i % 40}", 0))
+        async with aiohttp.ClientSession(connector=connector) as session:
+            codes = []
+            for _ in range(2):
+                async with session.post(f"https://127.0.0.1:{port}/", data=b'{"step": 1}') as r:
+                    await r.read()
+                    codes.append(r.status)
+            return codes
+
+    try:
+        answers = await asyncio.gather(*(replica(i) for i in range(200)))
+    finally:
+        await listener.close()
+        await runner.cleanup()
+    assert [c for codes in answers for c in codes] == [200] * 400
+    assert not [k for k in counts if k.startswith("progress_push_connection_refused")], counts
+    assert counts["progress_push_handshake_failed"] == 0
