@@ -6,12 +6,19 @@ controller adds ``T9K_RESTART_COUNT`` to every pod it builds (controller/reconci
 - ``checkpoint=`` names a volume (a PersistentVolumeClaim, or any writable volume source) and
   a directory in it. Every container of every replica mounts this task's own directory of it
   at ``T9K_CHECKPOINT_DIR`` (default ``/t9k/checkpoint``).
-- This task's directory is ``<path>/<dag_id>/<run_id>/<task_id>[/map-<i>]``. It is derived from
-  what a replica restart, a task retry and a Clear keep (the DAG run, the task, the map index)
-  and never from the try number, so each of them finds the checkpoints the one before left;
-  a new DAG run, another task or another map index starts in an empty directory. Each part is
-  kept readable: characters other than ``A-Za-z0-9._-`` become ``_`` and such a part gets a
-  short digest of the original, so two run ids that differ only there never share a directory.
+- This task's directory is ``<path>/<dag_id>/<run_id>/<task_id>[/map-<i>]``, derived from what a
+  replica restart, a task retry and a Clear keep (the DAG run, the task, the map index); a new
+  DAG run, another task or another map index starts in an empty directory. Each part is kept
+  readable: characters other than ``A-Za-z0-9._-`` become ``_`` and such a part gets a short
+  digest of the original, so two run ids that differ only there never share a directory.
+- ``checkpoint_scope`` (``scope_dir``) picks a directory inside it: ``"series"`` (the default)
+  the task's directory itself for the first series of tries and ``series-<first try>`` for the
+  series each Clear starts, so retries resume and a Clear starts empty; ``"try"`` ``try-<n>``
+  for every try that submits a job; ``"run"`` the task's directory for every try and Clear,
+  except that a Clear whose job differs from the one before it (``api/specdigest.py``) gets
+  ``spec-<digest>``, so a sweep's map index never resumes another configuration's checkpoints.
+- The job a try reattaches to keeps the directory it was submitted with: ``location_in`` reads
+  it from the job's own mount, and that is the location the task reports.
 - ``T9K_ATTEMPT`` is the Airflow try number that submitted the job; ``T9K_RESTART_COUNT`` the
   replica's restarts within it. A program that writes ``{"checkpoint": ...}`` in its result
   (the deciding replica's termination message) has that value pushed as XCom ``checkpoint``.
@@ -34,7 +41,8 @@ ENV_DIR = "T9K_CHECKPOINT_DIR"
 ENV_ATTEMPT = "T9K_ATTEMPT"
 ENV_RESTARTS = "T9K_RESTART_COUNT"
 ENV_RERUN = "T9K_RERUN"  # 0 for the task's first job in its DAG run, n for the n-th run anew beside earlier ones
-SCOPES = ("run", "try")  # checkpoint_scope: one directory per DAG run (and task), or per try besides
+SCOPES = ("series", "run", "try")  # checkpoint_scope (docs/checkpoints.md)
+DEFAULT_SCOPE = "series"
 RESULT_KEY = "checkpoint"
 KEYS = ("claim", "volume", "path", "mount_path")
 # A checkpoint must outlive the pod and be writable: these sources are neither.
@@ -149,11 +157,30 @@ def task_dir(dag_id: str, run_id: str, task_id: str, map_index: int = -1) -> str
 
 
 def sub_path(checkpoint: Checkpoint, dag_id: str, run_id: str, task_id: str, map_index: int = -1,
-             try_number: int | None = None) -> str:  # fmt: skip
+             try_number: int | None = None, own: str = "") -> str:  # fmt: skip
     """The directory in the volume that containers mount (the volume mount's ``subPath``); with
-    ``try_number`` (``checkpoint_scope="try"``), that try's own directory inside the task's."""
-    own = f"try-{int(try_number)}" if try_number is not None else ""
+    ``try_number`` that try's own directory inside the task's, with ``own`` (``scope_dir``) that
+    directory."""
+    if try_number is not None:
+        own = f"try-{int(try_number)}"
     return "/".join(p for p in (checkpoint.path, task_dir(dag_id, run_id, task_id, map_index), own) if p)
+
+
+def scope_dir(scope: str, try_number: int, series_start: int) -> str:
+    """The directory inside the task's that a job submitted by ``try_number``, of the series that
+    started at ``series_start``, mounts ('' for the task's own): ``checkpoint_scope``'s choice."""
+    if scope == "try":
+        return f"try-{int(try_number)}"
+    if scope == "series" and series_start > 1:  # the first series keeps the task's own, as "run" always did
+        return f"series-{int(series_start)}"
+    return ""
+
+
+def config_dir(base: str, spec_digest: str) -> str:
+    """``checkpoint_scope="run"``: the directory of a job whose spec differs from the job this
+    task ran before it in its DAG run (a Clear after the DAG changed, a sweep's element that
+    changed), keyed by the job's spec digest: never the other configuration's checkpoints."""
+    return f"{base}/spec-{spec_digest.partition(':')[2][:12] or spec_digest[:12]}"
 
 
 def _set_env(container: Obj, name: str, value: str) -> None:
@@ -231,6 +258,38 @@ def apply(job: Obj, *, attempt: int | None, checkpoint: Checkpoint | None = None
                 mount["subPath"] = directory
             c["volumeMounts"] = [*given, mount]
             _set_env(c, ENV_DIR, checkpoint.mount_path)
+
+
+def set_sub_path(job: Obj, directory: str) -> None:
+    """Point every checkpoint mount of ``job`` at ``directory`` (in place)."""
+    for template in _templates(job):
+        spec = template.get("spec")
+        for c in _containers(spec) if isinstance(spec, dict) else []:
+            mounts = c.get("volumeMounts")
+            for m in mounts if isinstance(mounts, list) else []:
+                if isinstance(m, dict) and m.get("name") == VOLUME_NAME:
+                    m["subPath"] = directory
+
+
+def _ours(items: Any) -> Obj | None:
+    """The checkpoint's volume (or mount) among ``items``, None when there is none."""
+    found = [i for i in items if isinstance(i, dict) and i.get("name") == VOLUME_NAME] if isinstance(items, list) else []
+    return found[0] if found else None
+
+
+def location_in(job: Obj | None) -> Obj | None:
+    """Where ``job``'s replicas keep their checkpoints, read from the job itself (the volume of
+    ``VOLUME_NAME`` and its mount's ``subPath`` and path), as ``location`` gives it; None for a job
+    that mounts none. The job a try reattaches to keeps what it was submitted with."""
+    for template in pod_templates(job or {}):
+        spec = template.get("spec")
+        if not isinstance(spec, dict) or (volume := _ours(spec.get("volumes"))) is None:
+            continue
+        for c in _containers(spec):
+            if (mount := _ours(c.get("volumeMounts"))) is not None:
+                source = {k: v for k, v in volume.items() if k != "name"}
+                return {"volume": source, "sub_path": mount.get("subPath") or "", "mount_path": mount.get("mountPath")}
+    return None
 
 
 def reported(result: Any) -> Any:

@@ -1,8 +1,10 @@
 """Part of ``T9kJobOperator``: ``checkpoint=``, ``T9K_ATTEMPT``, the termination grace period,
 and XCom ``checkpoint`` (what the program reported) and ``checkpoint_location``.
 
-The choices (one directory per DAG run, task and map index; never the try number) are in
-``airflow_t9k.api.checkpoint`` and docs/checkpoints.md.
+The choices (one directory per DAG run, task and map index, and inside it one per series of
+tries, per try, or per configuration: ``checkpoint_scope``) are in ``airflow_t9k.api.checkpoint``
+and docs/checkpoints.md. The location the task reports is the one of the job it actually ran,
+read from that job: a try that reattaches to an earlier try's job reports that job's directory.
 """
 
 from __future__ import annotations
@@ -13,10 +15,15 @@ from typing import Any
 from airflow.sdk.exceptions import AirflowException
 
 from airflow_t9k.api import checkpoint as ckpt
+from airflow_t9k.api import specdigest
+from airflow_t9k.api.rerun import first_try
 
 Obj = dict[str, Any]
 XCOM_CHECKPOINT = "checkpoint"
 XCOM_LOCATION = "checkpoint_location"
+# In the task state store: the job a try last ran, its spec digest and checkpoint location (for a
+# retry that delivers a job deleted since, and for checkpoint_scope="run"'s next configuration).
+CHECKPOINT_KEY = "t9k_checkpoint"
 
 
 def _templated(value: Any) -> bool:
@@ -40,11 +47,12 @@ class CheckpointMixin:
     checkpoint: Any
     checkpoint_scope: str
     termination_grace_period: int | None
+    retries: Any
     log: Any
     _push: Any
 
     def _init_checkpoint(self, checkpoint: Any, termination_grace_period: float | timedelta | None,
-                         scope: str = "run") -> None:  # fmt: skip
+                         scope: str = ckpt.DEFAULT_SCOPE) -> None:  # fmt: skip
         # Checked when the DAG is parsed unless templated; then again when rendered.
         if checkpoint is not None and not _templated(checkpoint):
             ckpt.parse(checkpoint)
@@ -63,8 +71,10 @@ class CheckpointMixin:
         except ValueError as exc:
             raise AirflowException(str(exc)) from None
         map_index = getattr(ti, "map_index", -1)
-        own = int(getattr(ti, "try_number", 0) or 0) if self.checkpoint_scope == "try" else None
-        return parsed, ckpt.sub_path(parsed, ti.dag_id, ti.run_id, ti.task_id, -1 if map_index is None else map_index, own)
+        try_number = int(getattr(ti, "try_number", 0) or 0)
+        series = first_try(try_number, getattr(ti, "max_tries", None), self.retries)
+        own = ckpt.scope_dir(self.checkpoint_scope, try_number, series)
+        return parsed, ckpt.sub_path(parsed, ti.dag_id, ti.run_id, ti.task_id, -1 if map_index is None else map_index, own=own)
 
     def _apply_checkpoint(self, job: Obj, ti: Any) -> None:
         """Mount, env and grace period on every replica of ``job`` (in place)."""
@@ -77,12 +87,55 @@ class CheckpointMixin:
         except ValueError as exc:
             raise AirflowException(str(exc)) from None
 
-    def _push_checkpoint_location(self, context: Any) -> None:
-        found = self._checkpoint_of(context["ti"])
-        if found is not None:
-            where = ckpt.location(*found)
-            self.log.info("checkpoints of this task: %s at %s in the volume, mounted at %s (%s)", where["volume"],
-                          where["sub_path"], where["mount_path"], ckpt.ENV_DIR)  # fmt: skip
+    def _checkpoint_for_new_job(self, job: Obj, store: Any) -> None:
+        """``checkpoint_scope="run"``: a job about to be submitted whose spec differs from the job
+        this task ran before it in its DAG run (a Clear after the DAG or a sweep's element changed)
+        mounts a directory of its own configuration, ``<task's>/spec-<digest>``; the same spec
+        keeps the directory that job had (in place)."""
+        if self.checkpoint_scope != "run" or store is None or (here := ckpt.location_in(job)) is None:
+            return
+        before = store.get(CHECKPOINT_KEY)
+        digest = specdigest.recorded(job)
+        if not isinstance(before, dict) or not digest:
+            return
+        theirs, where = before.get("digest"), before.get("location")
+        base = here["sub_path"]  # "run": the task's own directory
+        if not isinstance(theirs, str) or not specdigest.comparable(theirs) or not specdigest.comparable(digest):
+            return  # the job before has no digest (an older version): the task's directory, as it had
+        if theirs == digest:
+            kept = where.get("sub_path") if isinstance(where, dict) else None
+            if isinstance(kept, str) and kept.startswith(f"{base}/spec-"):  # this configuration's own, from before
+                ckpt.set_sub_path(job, kept)
+            return
+        own = ckpt.config_dir(base, digest)
+        self.log.info("checkpoint_scope='run': the job this try submits differs from the one this task ran before in "
+                      "this DAG run; its checkpoints go to %s, not to that job's (%s)", own,
+                      where.get("sub_path") if isinstance(where, dict) else base)  # fmt: skip
+        ckpt.set_sub_path(job, own)
+
+    def _push_checkpoint_location(self, context: Any, used: Obj | None = None, uid: str | None = None) -> None:
+        """XCom ``checkpoint_location``: where the job this try ran (``used``, as the API server
+        returned it; else the job of ``uid`` a try recorded, for a delivery whose job is gone)
+        keeps its checkpoints, read from that job's own mount; recorded in the task state store."""
+        store = context.get("task_state_store")
+        where: Obj | None = None
+        if used is not None:
+            where = ckpt.location_in(used)
+            if where is None and self.checkpoint is not None:
+                meta = used.get("metadata") or {}
+                self.log.info("the job this try runs (%s/%s) mounts no checkpoint: it was submitted without checkpoint=",
+                              meta.get("namespace"), meta.get("name"))  # fmt: skip
+            if where is not None and store is not None and (meta := used.get("metadata") or {}).get("uid"):
+                store.set(CHECKPOINT_KEY, {"uid": meta["uid"], "digest": specdigest.recorded(used), "location": where})
+        else:
+            before = store.get(CHECKPOINT_KEY) if store is not None else None
+            if uid and isinstance(before, dict) and before.get("uid") == uid:
+                where = before.get("location") if isinstance(before.get("location"), dict) else None
+            elif (found := self._checkpoint_of(context["ti"])) is not None:
+                where = ckpt.location(*found)
+        if where is not None:
+            self.log.info("checkpoints of this task: %s at %s in the volume, mounted at %s (%s)", where.get("volume"),
+                          where.get("sub_path"), where.get("mount_path"), ckpt.ENV_DIR)  # fmt: skip
             self._push(context["ti"], XCOM_LOCATION, where)
 
     def _finish(self, context: Any, event: Obj) -> Obj:

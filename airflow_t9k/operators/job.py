@@ -10,6 +10,8 @@ What it does that Airflow's own Kubernetes operators do not (see docs/airflow.md
 - a try that finishes with a job marks it consumed (``CONSUMED_BY``): a later try (a retry, a
   Clear) reattaches to a job that runs or whose result nobody consumed, and runs one whose
   result a try already consumed anew beside it, as ``<name>-t<try>`` (the earlier run stays);
+  a Clear takes a job that runs only when the job it renders has the same spec digest
+  (``airflow-t9k.io/spec-digest``, api/specdigest.py), and otherwise ends it (``on_kill_action``);
 - the trigger watches the job (no polling) and carries the task's timeouts with it;
 - a kill, sync or deferred, deletes (or pauses) the job, so nothing is left running; every
   delete and patch carries the uid this task recorded, so it never reaches another object that
@@ -41,6 +43,8 @@ from airflow_t9k.api.rerun import SUBMISSION, first_try
 from airflow_t9k.api.resources import resource_for
 from airflow_t9k.api.result import parse_source
 from airflow_t9k.api.retry import check_codes
+from airflow_t9k.api.specdigest import SPEC_DIGEST
+from airflow_t9k.api.specdigest import digest as spec_digest
 from airflow_t9k.api.startup import DEFAULT_STARTUP_ERROR_GRACE, DEFAULT_STARTUP_TIMEOUT
 from airflow_t9k.kinds.base import ANNOTATION_EVIDENCE_LINES
 from airflow_t9k.kinds.registry import KINDS
@@ -177,13 +181,16 @@ class T9kJobOperator(SubmitMixin, WaitMixin, CheckpointMixin, AssetsMixin, Linea
         ``{"claim": ..., "path": ...}``) or any lasting volume source (``{"volume": {"nfs":
         {...}}, "path": ...}``); ``mount_path`` (default ``/t9k/checkpoint``). Each DAG run,
         task and map index gets its own directory, ``<path>/<dag>/<run>/<task>[/map-<i>]``, the
-        same for replica restarts, retries and Clears (docs/checkpoints.md). Templated. A
-        result ``{"checkpoint": ...}`` is pushed as XCom ``checkpoint``
-    :param checkpoint_scope: ``"run"`` (default): one checkpoint directory per DAG run, task and
-        map index, which retries and Clears resume from; ``"try"``: each try that submits a job
-        gets its own (``.../try-<n>``), so a Clear after fixing upstream data trains from scratch.
-        Either way the program gets ``T9K_RERUN`` (0 for the task's first job in its DAG run, n for
-        the n-th run anew beside earlier ones) to decide for itself
+        same for replica restarts and retries; ``checkpoint_scope`` decides about Clears
+        (docs/checkpoints.md). Templated. A result ``{"checkpoint": ...}`` is pushed as XCom
+        ``checkpoint``, and where the job actually run keeps its checkpoints as ``checkpoint_location``
+    :param checkpoint_scope: ``"series"`` (default): retries resume from the task's directory and
+        each Clear starts empty in its own (``.../series-<first try>``); ``"run"``: retries and
+        Clears resume from the task's directory (a Clear whose job differs from the one before,
+        an edited DAG or a sweep's changed element, gets ``.../spec-<digest>``); ``"try"``: each
+        try that submits a job gets its own (``.../try-<n>``). A try that reattaches to an
+        earlier try's job keeps that job's directory. Either way the program gets ``T9K_RERUN``
+        (0 for the task's first job in its DAG run, n for the n-th run anew beside earlier ones)
     :param asset_from_result: a key of the job's (dict) result whose value is an asset URI (e.g.
         ``"model_uri"``): when the job succeeds, that asset gets an event through each ``AssetAlias``
         in ``outlets`` (required), with the same extra as below. Every ``Asset`` in ``outlets``
@@ -253,7 +260,7 @@ class T9kJobOperator(SubmitMixin, WaitMixin, CheckpointMixin, AssetsMixin, Linea
         skip_on_exit_code: int | Collection[int] | None = None,
         evidence_log_lines: int | None = None,
         checkpoint: str | Obj | None = None,
-        checkpoint_scope: str = "run",
+        checkpoint_scope: str = "series",
         termination_grace_period: float | timedelta | None = None,
         asset_from_result: str | None = None,
         template: str | None = None,
@@ -441,9 +448,12 @@ class T9kJobOperator(SubmitMixin, WaitMixin, CheckpointMixin, AssetsMixin, Linea
         self._apply_checkpoint(job, ti)
         self._apply_lineage_parent(job, context)
         try:
-            return with_queue(job, self.queue_name, self.priority, self.min_available, self.priority_class)
+            job = with_queue(job, self.queue_name, self.priority, self.min_available, self.priority_class)
         except ValueError as exc:
             raise AirflowException(str(exc)) from None
+        # What a Clear compares before it takes a job that still runs (api/specdigest.py, api/rerun.py).
+        job["metadata"].setdefault("annotations", {})[SPEC_DIGEST] = spec_digest(job)
+        return job
 
     def _refer_template(self, job: Obj) -> None:
         """``spec.templateRef`` from ``template=``/``cluster_template=``: the controller merges the
@@ -506,6 +516,8 @@ class T9kJobOperator(SubmitMixin, WaitMixin, CheckpointMixin, AssetsMixin, Linea
         found = self._find(store, job)
         if found.delivered is not None:  # a success this series delivered, its job deleted since
             return self._deliver_again(context, found.delivered)
+        if found.job is None:
+            self._checkpoint_for_new_job(job, store)  # checkpoint_scope="run": another configuration's own directory
         current = found.job or self._submit(job, store, found.recorded)
         identity = {
             "kind": job["kind"],
@@ -524,7 +536,7 @@ class T9kJobOperator(SubmitMixin, WaitMixin, CheckpointMixin, AssetsMixin, Linea
         for link in TOOL_LINKS:  # there while the job runs; Airflow pushes them again when the task ends
             if url := tool_url(getattr(self, link.attribute, None), identity):
                 self._push(context["ti"], link.xcom_key, url)
-        self._push_checkpoint_location(context)
+        self._push_checkpoint_location(context, current)  # the job's own: an earlier try's when reattached
         if not self.wait_for_completion:
             self._consume(identity)  # this try is done with it: a Clear submits anew once it ends
             return identity
@@ -544,6 +556,6 @@ class T9kJobOperator(SubmitMixin, WaitMixin, CheckpointMixin, AssetsMixin, Linea
         identity = {k: event.get(k) for k in ("kind", "name", "namespace", "uid")}
         self._identity = {**identity, "server": self.hook.api_client.configuration.host}
         self._push(context["ti"], XCOM_IDENTITY, self._identity)
-        self._push_checkpoint_location(context)
+        self._push_checkpoint_location(context, uid=event.get("uid"))
         self._waited = True
         return self._finish(context, event)

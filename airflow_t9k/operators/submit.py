@@ -6,7 +6,10 @@ A job is this task's only by the uid the task recorded in its state store (or, f
 whose uid a dying worker never recorded, by the nonce recorded before the create): a job's
 ``airflow-t9k.io`` annotations and labels are written by whoever creates it, so a co-tenant could
 make a job that claims to be this task's, and adopting it would hand its result to the DAG.
-Which recorded job a later try takes is ``api/rerun.py``'s decision.
+Which recorded job a later try takes is ``api/rerun.py``'s decision: a retry reattaches to a job
+that still runs; a Clear (a new series of tries) only when the job it renders now has the spec
+digest the job was submitted with (``api/specdigest.py``), and otherwise ends the old job as
+``on_kill_action`` says and submits the job anew.
 
 Every delete and patch carries the uid this task recorded: the API server refuses it for
 another object that took the name (a uid precondition, or ``metadata.uid`` in a merge patch),
@@ -23,10 +26,11 @@ from typing import Any
 from airflow.sdk.exceptions import AirflowException
 
 from airflow_t9k.api import checkpoint as ckpt
+from airflow_t9k.api import specdigest
 from airflow_t9k.api.attempts import ATTEMPTS_KEY
 from airflow_t9k.api.attempts import parse as parse_attempts
-from airflow_t9k.api.rerun import SUBMISSION, rerun_names, take_again
-from airflow_t9k.api.runmode import paused_by_task, resume_patch
+from airflow_t9k.api.rerun import REPLACE, SUBMISSION, TAKE, in_series, rerun_names, reuse
+from airflow_t9k.api.runmode import pause_patch, paused_by_task, resume_patch
 from airflow_t9k.k8s.errors import AlreadyExists, ApiError, Conflict, Invalid, NotFound
 from airflow_t9k.operators.manifest import CONSUMED_BY, DELIVERED_BY, DELIVERED_KEY, STATE_KEY, SUBMITTING_KEY
 
@@ -50,6 +54,7 @@ class SubmitMixin:
     hook: Any
     log: Any
     name_suffix: bool
+    on_kill_action: str
     _try_number: int
     _series_start: int
 
@@ -58,7 +63,8 @@ class SubmitMixin:
             return Found()
         saved = store.get(STATE_KEY) or None
         pending = store.get(SUBMITTING_KEY) or None
-        recorded = {str(e["uid"]) for e in parse_attempts(store.get(ATTEMPTS_KEY))}
+        attempts = parse_attempts(store.get(ATTEMPTS_KEY))
+        recorded = {str(e["uid"]) for e in attempts}
         if isinstance(saved, dict) and saved.get("uid"):
             recorded.add(str(saved["uid"]))
         if (
@@ -85,24 +91,64 @@ class SubmitMixin:
                 return Found(delivered=delivered["event"], recorded=frozenset(recorded))
             self.log.info("the job of an earlier try (%s/%s) is gone; submitting a new one", saved["namespace"], saved["name"])
             return Found(recorded=frozenset(recorded))
+        took = [e["try"] for e in attempts if e["uid"] == current["metadata"].get("uid")]
         return Found(
-            job=self._adopt_or_replace(current, "reattaching to the job of an earlier try"), recorded=frozenset(recorded)
+            job=self._adopt_or_replace(current, "reattaching to the job of an earlier try", job, took),
+            recorded=frozenset(recorded),
         )
 
-    def _adopt_or_replace(self, current: Obj, why: str) -> Obj | None:
+    def _adopt_or_replace(self, current: Obj, why: str, job: Obj | None = None, took: list[int] | None = None) -> Obj | None:
         """Take the job this task recorded (resuming it if a kill or timeout of an earlier try
-        paused it), or None: the caller runs the job anew beside it (see ``api/rerun.py``)."""
+        paused it), or None: the caller runs the job anew beside it, after ending it first when
+        a Clear changed the job the task renders (``job``; see ``api/rerun.py``). ``took``: the
+        tries the task recorded running ``current``."""
         meta = current["metadata"]
-        take, reason = take_again(current, self._series_start)
-        if not take:
+        digest = specdigest.recorded(job) if job is not None else None
+        same_series = in_series(current, self._series_start, took or ())
+        decision = reuse(current, self._series_start, digest, same_series)
+        reason = decision.why
+        if decision.action == REPLACE:
+            hint = "; ".join(specdigest.changes(current, job)) if job is not None else "the spec"
+            self.log.info("%s %s/%s (uid %s): %s (%s); ending it as on_kill_action=%r says, and running the job anew",
+                          current["kind"], meta["namespace"], meta["name"], meta["uid"], reason, hint,
+                          self.on_kill_action)  # fmt: skip
+            self._end_replaced(current)
+            return None
+        if decision.action != TAKE:
+            if job is not None and not same_series and digest and specdigest.recorded(current) not in (None, digest):
+                reason += f" ({'; '.join(specdigest.changes(current, job))})"
             self.log.info("%s %s/%s: %s; it stays as that try's record (its pods and logs too), and this try runs the job "
                           "anew beside it", current["kind"], meta["namespace"], meta["name"], reason)  # fmt: skip
             return None
+        if decision.note:
+            self.log.info("%s %s/%s: %s", current["kind"], meta["namespace"], meta["name"], decision.note)
         if paused_by_task(current):
             self.log.info("resuming %s %s/%s, paused by an earlier try", current["kind"], meta["namespace"], meta["name"])
             current = self._patch_exact(current, resume_patch(meta["uid"])) or current
         self.log.info("%s: %s %s/%s uid %s (%s)", why, current["kind"], meta["namespace"], meta["name"], meta["uid"], reason)
         return current
+
+    def _end_replaced(self, current: Obj) -> None:
+        """End a job a Clear does not take, as ``on_kill_action`` says: delete it, pause it (a
+        job already paused stays so), or leave it running (``keep``, said in the log). A write
+        the API server refuses is a warning: the task still runs the job it renders now."""
+        meta = current["metadata"]
+        what = f"{current['kind']} {meta['namespace']}/{meta['name']}"
+        try:
+            if self.on_kill_action == "keep":
+                self.log.warning("leaving %s running (on_kill_action='keep'): it is no longer this task's job, and it "
+                                 "runs beside the new one until it ends or is deleted", what)  # fmt: skip
+            elif self.on_kill_action == "pause":
+                pause = ((current.get("spec") or {}).get("runMode") or {}).get("pause") or {}
+                if isinstance(pause, dict) and pause.get("enabled"):
+                    self.log.info("%s stays paused (on_kill_action='pause'); no try resumes it", what)
+                elif self._patch_exact(current, pause_patch(meta["uid"], f"replaced by try {self._try_number}")) is not None:
+                    self.log.info("paused %s (on_kill_action='pause'); no try resumes it", what)
+            elif self._delete_exact(current["kind"], meta["name"], meta["namespace"], meta["uid"]):
+                self.log.info("deleted %s (on_kill_action='delete')", what)
+        except ApiError as exc:
+            self.log.warning("could not %s %s (%s); it may run beside the new job until it ends or is deleted",
+                             self.on_kill_action, what, exc.message)  # fmt: skip
 
     def _submit(self, job: Obj, store: Any, recorded: frozenset[str] = frozenset()) -> Obj:
         """Create the job under the first free name of this try (``api/rerun.py``). Before each

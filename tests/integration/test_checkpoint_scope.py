@@ -24,7 +24,7 @@ def _pods_see(jobs, name: str) -> set[tuple[str, str]]:
     return out
 
 
-@pytest.mark.parametrize("scope", ["run", "try"])
+@pytest.mark.parametrize("scope", ["run", "try", "series"])
 def test_a_clear_after_success_knows_its_rerun_and_its_checkpoint_scope(conn, jobs, controller, scope):
     store = Store()
     first = make_op(sim=DONE, deferrable=False, retries=1, checkpoint=NFS, checkpoint_scope=scope).execute(
@@ -41,5 +41,7 @@ def test_a_clear_after_success_knows_its_rerun_and_its_checkpoint_scope(conn, jo
     assert rerun2 == "1"
     if scope == "run":
         assert directory2 == directory  # resumes from what the finished run left
+    elif scope == "series":  # the default: the first series in the task's directory, the Clear's in its own
+        assert directory2 == f"{directory}/series-2"
     else:
         assert (directory.rsplit("/", 1)[1], directory2.rsplit("/", 1)[1]) == ("try-1", "try-2")  # starts empty

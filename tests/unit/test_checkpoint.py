@@ -239,3 +239,28 @@ def test_checkpoint_scope_is_checked_and_picks_the_directory():
         for scope in ckpt.SCOPES
     }
     assert mounts["try"] == f"{mounts['run']}/try-4"
+
+
+# -- issue 44, item 5: the series scope, and the location read back from a job -------------------
+@pytest.mark.parametrize(
+    ("scope", "try_number", "series_start", "own"),
+    [("series", 1, 1, ""), ("series", 3, 1, ""), ("series", 4, 4, "series-4"), ("series", 5, 4, "series-4"),
+     ("run", 4, 4, ""), ("try", 1, 1, "try-1"), ("try", 5, 4, "try-5")],
+    ids=["series-first", "series-retry", "series-clear", "series-clear-retry", "run-clear", "try-first", "try-clear-retry"],
+)  # fmt: skip
+def test_the_scopes_directory_inside_the_tasks(scope, try_number, series_start, own):
+    assert ckpt.scope_dir(scope, try_number, series_start) == own
+    c = ckpt.parse("ckpt/exp")
+    assert ckpt.sub_path(c, "d", "r", "t", own=own) == "/".join(p for p in ("exp/d/r/t", own) if p)
+
+
+@pytest.mark.parametrize("layout", sorted(LAYOUTS))
+def test_the_location_is_read_back_from_the_job_and_can_be_moved(layout):
+    job = copy.deepcopy(LAYOUTS[layout])
+    c = ckpt.parse({"volume": {"nfs": {"server": "nas", "path": "/x"}}, "path": "exp", "mount_path": "/ckpt"})
+    ckpt.apply(job, attempt=1, checkpoint=c, directory="exp/d/r/t/series-4")
+    assert ckpt.location_in(job) == ckpt.location(c, "exp/d/r/t/series-4")
+    ckpt.set_sub_path(job, "exp/d/r/t/spec-0123456789ab")
+    assert ckpt.location_in(job)["sub_path"] == "exp/d/r/t/spec-0123456789ab"
+    assert ckpt.location_in(LAYOUTS[layout]) is None  # no checkpoint mounted
+    assert ckpt.location_in(None) is None

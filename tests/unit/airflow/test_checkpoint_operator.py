@@ -20,9 +20,11 @@ from tests.unit.airflow.test_operators import FakeTI, complete, event, finishing
 VOLUME = "airflow-t9k-checkpoint"
 
 
-def render(o, try_number: int = 1, **ti):
+def render(o, try_number: int = 1, max_tries: int | None = None, **ti):
     t = FakeTI(**ti)
     t.try_number = try_number
+    if max_tries is not None:  # Airflow's: retries + 1 tries in the first series (docs/airflow.md, "Re-runs")
+        t.max_tries = max_tries
     return o.render_job({"ti": t})
 
 
@@ -52,9 +54,9 @@ def test_every_operator_mounts_the_checkpoint_in_every_replica(kind):
     assert all(env["T9K_CHECKPOINT_DIR"] == "/t9k/checkpoint" and env["T9K_ATTEMPT"] == "1" for _, _, env in found)
 
 
-def test_the_directory_is_the_same_for_every_try_and_differs_by_map_index():
-    o = op(PyTorchTrainingJobOperator, command="python t.py", replicas=2, checkpoint={"claim": "ckpt"})
-    by_try = {n: mounts(render(o, try_number=n, map_index=4)) for n in (1, 2, 7)}
+def test_the_directory_is_the_same_for_every_try_of_a_series_and_differs_by_map_index():
+    o = op(PyTorchTrainingJobOperator, command="python t.py", replicas=2, retries=6, checkpoint={"claim": "ckpt"})
+    by_try = {n: mounts(render(o, try_number=n, max_tries=6, map_index=4)) for n in (1, 2, 7)}
     sub_paths = {m["subPath"] for found in by_try.values() for _, m, _ in found}
     assert len(sub_paths) == 1
     assert sub_paths.pop().endswith("/train/map-4")
@@ -195,3 +197,106 @@ def test_checkpoint_with_a_job_template_mounts_into_the_containers_the_job_names
     bare = {"kind": "GenericJob", "spec": {"templateRef": {"name": "t"}, "replicaSpecs": [{"type": "a", "replicas": 1}]}}
     ckpt.apply(bare, attempt=2)  # no checkpoint: a template for the attempt's env is made, nothing refused
     assert bare["spec"]["replicaSpecs"][0]["template"] == {"spec": {}}
+
+
+# -- issue 44, item 5: each scope on a retry and on a Clear; the location of the job actually run ----
+# (try number, max_tries) with retries=2: the first series is tries 1-3 (max_tries 2); a Clear after
+# try 2 sets max_tries = 2 + 2, its series starting at try 3.
+TRIES = {"first": (1, 2), "retry": (2, 2), "clear": (3, 4), "clear-retry": (4, 4)}
+
+
+@pytest.mark.parametrize(
+    ("scope", "expected"),
+    [
+        ("series", {"first": "", "retry": "", "clear": "/series-3", "clear-retry": "/series-3"}),
+        ("run", {"first": "", "retry": "", "clear": "", "clear-retry": ""}),
+        ("try", {"first": "/try-1", "retry": "/try-2", "clear": "/try-3", "clear-retry": "/try-4"}),
+    ],
+)
+def test_each_scope_on_a_retry_and_on_a_clear(scope, expected):
+    o = op(GenericJobOperator, command="python t.py", retries=2, checkpoint="ckpt/exp", checkpoint_scope=scope)
+    base = "exp/dag/manual_1/train"
+    got = {when: mounts(render(o, n, max_tries=m, run_id="manual_1"))[0][1]["subPath"] for when, (n, m) in TRIES.items()}
+    assert got == {when: base + own for when, own in expected.items()}
+
+
+def test_series_is_the_default_scope():
+    assert op(GenericJobOperator, command="python t.py", checkpoint="ckpt").checkpoint_scope == "series"
+
+
+def _ran(sub_path: str) -> dict:
+    """A job as the API server returns it, mounting ``sub_path`` of the NFS checkpoint volume."""
+    template = {"spec": {"volumes": [{"name": VOLUME, "nfs": {"server": "nas", "path": "/c"}}],
+                         "containers": [{"name": "main", "volumeMounts": [{"name": VOLUME, "mountPath": "/ckpt",
+                                                                           "subPath": sub_path}]}]}}  # fmt: skip
+    return {"kind": "GenericJob", "metadata": {"name": "j", "namespace": "ml", "uid": "u1"},
+            "spec": {"replicaSpecs": [{"type": "worker", "replicas": 1, "template": template}]}}  # fmt: skip
+
+
+@pytest.mark.parametrize("scope", ["try", "series", "run"])
+def test_the_location_pushed_is_the_one_of_the_job_actually_run(scope):
+    """A try that reattaches to an earlier try's job reports that job's directory, not its own."""
+    from tests.support.task import Store
+
+    o = op(GenericJobOperator, command="python t.py", checkpoint={"volume": {"nfs": {"server": "nas", "path": "/c"}}},
+           checkpoint_scope=scope)  # fmt: skip
+    store = Store()
+    c = {"ti": FakeTI(run_id="manual_1"), "task_state_store": store}
+    c["ti"].try_number = 5
+    o._push_checkpoint_location(c, _ran("dag/manual_1/train/try-1"))
+    where = {"volume": {"nfs": {"server": "nas", "path": "/c"}}, "sub_path": "dag/manual_1/train/try-1", "mount_path": "/ckpt"}
+    assert c["ti"].xcom["checkpoint_location"] == where
+    assert store["t9k_checkpoint"]["location"] == where
+    # A retry that delivers that job again after it was deleted: the location recorded with it.
+    again = {"ti": FakeTI(run_id="manual_1"), "task_state_store": store}
+    o._push_checkpoint_location(again, uid="u1")
+    assert again["ti"].xcom["checkpoint_location"] == where
+
+
+def test_a_job_without_the_mount_reports_no_location():
+    o = op(GenericJobOperator, command="python t.py", checkpoint="ckpt")
+    c = {"ti": FakeTI()}
+    job = _ran("x")
+    job["spec"]["replicaSpecs"][0]["template"]["spec"]["volumes"] = []
+    o._push_checkpoint_location(c, job)
+    assert "checkpoint_location" not in c["ti"].xcom
+
+
+@pytest.mark.parametrize(
+    ("before", "image", "expected"),
+    [
+        (None, "img:2", ""),  # the task's first job
+        ("same", "img:1", ""),  # a Clear of the same job resumes, as "run" always did
+        ("other", "img:2", "/spec-"),  # another configuration: a directory of its own
+        ("no-digest", "img:2", ""),  # the job before was an older version's
+        ("same-config-dir", "img:2", "/spec-"),  # that configuration's own, found again
+    ],
+)  # fmt: skip
+def test_run_scope_never_resumes_another_configurations_checkpoints(before, image, expected):
+    from airflow_t9k.api.specdigest import SPEC_DIGEST
+    from tests.support.task import Store
+
+    def rendered(img):
+        o = op(GenericJobOperator, image=img, command="python t.py", checkpoint="ckpt/exp", checkpoint_scope="run")
+        return o, render(o, run_id="manual_1")
+
+    o, job = rendered(image)
+    base = "exp/dag/manual_1/train"
+    store = Store()
+    earlier = rendered("img:1")[1]["metadata"]["annotations"][SPEC_DIGEST]
+    if before == "same":
+        store["t9k_checkpoint"] = {"uid": "u0", "digest": earlier, "location": {"sub_path": base}}
+    elif before == "other":
+        store["t9k_checkpoint"] = {"uid": "u0", "digest": earlier, "location": {"sub_path": base}}
+    elif before == "no-digest":
+        store["t9k_checkpoint"] = {"uid": "u0", "digest": None, "location": {"sub_path": base}}
+    elif before == "same-config-dir":
+        digest = job["metadata"]["annotations"][SPEC_DIGEST]
+        store["t9k_checkpoint"] = {"uid": "u0", "digest": digest, "location": {"sub_path": f"{base}/spec-{digest[3:15]}"}}
+    o._checkpoint_for_new_job(job, store)
+    sub_path = mounts(job)[0][1]["subPath"]
+    assert sub_path.startswith(base + expected)
+    if expected:
+        assert sub_path == f"{base}/spec-{job['metadata']['annotations'][SPEC_DIGEST][3:15]}"
+    else:
+        assert sub_path == base
