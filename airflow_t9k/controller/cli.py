@@ -100,6 +100,17 @@ def add_controller_parser(sub: Any) -> None:
                    help="address for /metrics (default 127.0.0.1: it names namespaces and jobs and answers anyone who "
                         "reaches it; scrape through a proxy that checks a token, or open it behind a NetworkPolicy). "
                         "The same address and port as the health endpoint share one listener")  # fmt: skip
+    p.add_argument("--metrics-secure", action="store_true",
+                   help="serve /metrics over HTTPS to callers with a bearer token the API server accepts (TokenReview) "
+                        "and allows to get the non-resource URL /metrics (SubjectAccessReview), as controller-runtime's "
+                        "secure metrics server does; the Helm chart turns it on. Needs RBAC to create tokenreviews and "
+                        "subjectaccessreviews")  # fmt: skip
+    p.add_argument(
+        "--metrics-tls-cert",
+        metavar="FILE",
+        help="with --metrics-secure: the serving certificate (PEM); default a self-signed one made at start",
+    )
+    p.add_argument("--metrics-tls-key", metavar="FILE", help="its private key (PEM)")
     le = p.add_argument_group("leader election (for more than one replica)")
     le.add_argument("--leader-elect", action="store_true",
                     help="act only while holding a coordination.k8s.io Lease (the Deployment turns this on); "
@@ -288,6 +299,21 @@ def make_elector(args: argparse.Namespace, kube: Kube, instruments: Metrics) -> 
         raise RefuseToStart(str(exc)) from None
 
 
+def metrics_security(args: argparse.Namespace, kube: Any) -> tuple[Any, Any]:
+    """(TLS context, guard) for --metrics-secure: the given certificate, or a self-signed one for
+    this host (a scraper verifies it by its own CA, or skips verification, as it does for Kueue)."""
+    import socket
+
+    from airflow_t9k.controller.metrics_auth import MetricsGuard
+    from airflow_t9k.controller.tls import from_files, self_signed
+
+    if bool(args.metrics_tls_cert) != bool(args.metrics_tls_key):
+        raise RefuseToStart("--metrics-tls-cert and --metrics-tls-key go together")
+    tls = from_files(args.metrics_tls_cert, args.metrics_tls_key, None) if args.metrics_tls_cert else \
+        self_signed([socket.gethostname(), "localhost", "127.0.0.1"])  # fmt: skip
+    return tls.context, MetricsGuard(kube)
+
+
 async def main_async(args: argparse.Namespace) -> int:
     try:
         # No bound on the pool: its long-lived watches (one per job kind and child kind in each
@@ -355,8 +381,9 @@ async def main_async(args: argparse.Namespace) -> int:
             log_kube = InstrumentedKube(await load_transport(args.kubeconfig, args.context, connections=pool), instruments)
             log_lines = multiplexed(log_kube, instruments) if args.progress_http2 == "auto" else None
         controller = Controller(kube, settings, instruments, log_kube=log_kube, log_lines=log_lines)
+        secure = metrics_security(args, kube) if args.metrics_secure else None
         servers.extend(await serve_all(controller, (args.health_address, args.health_port),
-                                       (args.metrics_address, args.metrics_port)))  # fmt: skip
+                                       (args.metrics_address, args.metrics_port), secure=secure))  # fmt: skip
         certs = None
         if push is not None:
             # Only here: aiohttp's web server (about 2 MB) is loaded by a controller that pushes.

@@ -147,7 +147,8 @@ def test_every_combination_renders_one_consistent_release(rendered):
         for b in objs
         if b["kind"] in ("RoleBinding", "ClusterRoleBinding")
     }
-    assert roles == bound
+    # The metrics reader is for the user to bind to their Prometheus' account.
+    assert roles - {("ClusterRole", None, "airflow-t9k-metrics-reader")} == bound
 
 
 def test_the_controller_gets_exactly_the_rights_of_its_scope(rendered):
@@ -213,7 +214,12 @@ def test_the_deployment_is_hardened_and_follows_the_values(rendered):
     assert c["ports"][0] == {"name": "health", "containerPort": 8081}
     assert "--health-port=8081" in args
     assert {"name": "POD_NAMESPACE", "valueFrom": {"fieldRef": {"fieldPath": "metadata.namespace"}}} in c["env"]
-    assert "--metrics-address=127.0.0.1" in args  # /metrics names jobs: loopback unless asked
+    # /metrics names jobs: over HTTPS to tokens allowed to get it (metrics.secure), else loopback only.
+    assert [a for a in args if a.startswith("--metrics")] == [
+        "--metrics-secure",
+        "--metrics-address=0.0.0.0",
+        "--metrics-port=8080",
+    ]
     mode = values.get("scope.mode", "selector")
     scope_args = [a for a in args if a.startswith(("--namespace", "--exclude-namespace"))]
     # Excluded in both scopes that could reach them: scope.exclude, and the namespaces Airflow's
@@ -253,15 +259,17 @@ def test_the_push_path_is_wired_when_on_and_absent_when_off(rendered):
     reviews = [o for o in by_kind(objs, "ClusterRole") if o["metadata"]["name"] == "airflow-t9k-controller-progress"]
     if not on:
         assert push_args == []
-        assert c["ports"] == [{"name": "health", "containerPort": 8081}]
+        assert c["ports"] == [{"name": "health", "containerPort": 8081}, {"name": "metrics", "containerPort": 8080}]
         assert "volumes" not in pod
         assert "volumeMounts" not in c
-        assert by_kind(objs, "Service") == by_kind(objs, "Secret") == by_kind(objs, "Certificate") == reviews == []
+        assert [s["metadata"]["name"] for s in by_kind(objs, "Service")] == ["airflow-t9k-controller-metrics"]
+        assert by_kind(objs, "Secret") == by_kind(objs, "Certificate") == reviews == []
         return
     svc = _one(objs, "Service", "airflow-t9k-controller-progress", NS)
     assert svc["spec"]["selector"] == dep["spec"]["selector"]["matchLabels"]
     assert svc["spec"]["ports"] == [{"name": "progress", "port": port, "targetPort": "progress", "protocol": "TCP"}]
-    assert c["ports"] == [{"name": "health", "containerPort": 8081}, {"name": "progress", "containerPort": port}]
+    assert c["ports"] == [{"name": "health", "containerPort": 8081}, {"name": "metrics", "containerPort": 8080},
+                          {"name": "progress", "containerPort": port}]  # fmt: skip
     tls = "/etc/airflow-t9k/progress-tls"
     assert push_args == [
         f"--progress-endpoint=https://airflow-t9k-controller-progress.{NS}.svc:{port}",
@@ -312,10 +320,11 @@ def test_the_network_policy_admits_pushes_from_the_scopes_namespaces(rendered):
     assert policy["spec"]["policyTypes"] == ["Ingress"]  # egress (API server, kubelets) left alone
     rules = policy["spec"]["ingress"]
     assert rules[0] == {"ports": [{"port": "health", "protocol": "TCP"}]}  # the kubelet's probes, from anywhere
+    assert rules[1] == {"ports": [{"port": "metrics", "protocol": "TCP"}]}  # scrapers, from anywhere: it checks their tokens
     if not values.get("progress.push.enabled", True):
-        assert len(rules) == 1
+        assert len(rules) == 2
         return
-    (push,) = rules[1:]
+    (push,) = rules[2:]
     assert push["ports"] == [{"port": "progress", "protocol": "TCP"}]
     mode = values.get("scope.mode", "selector")
     expected = {
@@ -553,3 +562,34 @@ def test_the_namespaces_airflow_runs_in_are_never_reconciled(mode):
     assert policy["spec"]["validations"][0]["expression"].startswith(
         f"!(request.namespace in ['{NS}', 'airflow-prod', 'airflow-web', 'legacy'])"
     )
+
+
+@pytest.mark.parametrize("secure", [True, False])
+def test_metrics_are_served_securely_behind_a_service_prometheus_can_bind_to(secure):
+    """Issue 45, item 5: HTTPS, TokenReview and SubjectAccessReview (the controller's right to ask),
+    a metrics Service, a reader ClusterRole to bind Prometheus to, opt-in monitors; off: loopback only."""
+    from tests.support.chart import render
+
+    objs = render({"metrics.secure": secure, "metrics.serviceMonitor.enabled": secure, "metrics.podMonitor.enabled": secure,
+                   "metrics.podMonitor.tokenSecret": "prometheus-token", "crds.install": False})  # fmt: skip
+    args = _one(objs, "Deployment", "airflow-t9k-controller", NS)["spec"]["template"]["spec"]["containers"][0]["args"]
+    names = {(o["kind"], o["metadata"]["name"]) for o in objs}
+    if not secure:
+        assert [a for a in args if a.startswith("--metrics")] == ["--metrics-address=127.0.0.1", "--metrics-port=8080"]
+        assert not {n for n in names if "metrics" in n[1] or n[0] in ("ServiceMonitor", "PodMonitor")}
+        return
+    assert "--metrics-secure" in args
+    reader = _one(objs, "ClusterRole", "airflow-t9k-metrics-reader")
+    assert reader["rules"] == [{"nonResourceURLs": ["/metrics"], "verbs": ["get"]}]
+    auth = _one(objs, "ClusterRole", "airflow-t9k-controller-metrics-auth")
+    assert granted(auth["rules"]) == {("authentication.k8s.io", "tokenreviews", "create", "*"),
+                                      ("authorization.k8s.io", "subjectaccessreviews", "create", "*")}  # fmt: skip
+    svc = _one(objs, "Service", "airflow-t9k-controller-metrics", NS)
+    assert svc["spec"]["ports"] == [{"name": "https", "port": 8080, "targetPort": "metrics", "protocol": "TCP"}]
+    (monitor,) = by_kind(objs, "ServiceMonitor")
+    (endpoint,) = monitor["spec"]["endpoints"]
+    assert (endpoint["port"], endpoint["scheme"], endpoint["path"]) == ("https", "https", "/metrics")
+    assert endpoint["bearerTokenFile"] == "/var/run/secrets/kubernetes.io/serviceaccount/token"
+    (pod_monitor,) = by_kind(objs, "PodMonitor")
+    (pod_endpoint,) = pod_monitor["spec"]["podMetricsEndpoints"]
+    assert pod_endpoint["authorization"]["credentials"] == {"name": "prometheus-token", "key": "token"}
