@@ -16,7 +16,7 @@ from collections.abc import Callable, Hashable, Iterator
 from typing import TYPE_CHECKING, Any
 from urllib.parse import urlsplit
 
-from prometheus_client import CollectorRegistry, Counter, Gauge, Histogram
+from prometheus_client import CollectorRegistry, Counter, Gauge, GCCollector, Histogram, PlatformCollector, ProcessCollector
 from prometheus_client.core import CounterMetricFamily, GaugeMetricFamily, Metric
 from prometheus_client.registry import Collector
 
@@ -49,6 +49,11 @@ class Metrics:
     def __init__(self) -> None:
         self.registry = CollectorRegistry(auto_describe=True)
         r = self.registry
+        # process_resident_memory_bytes, open fds, CPU; python_gc_*, python_info: what a dashboard
+        # and an OOM alert read of any Prometheus target.
+        ProcessCollector(registry=r)
+        PlatformCollector(registry=r)
+        GCCollector(registry=r)
         self.reconcile_total = Counter("controller_runtime_reconcile_total", "Reconciliations by result.",
                                        ["controller", "result"], registry=r)  # fmt: skip
         self.reconcile_errors = Counter("controller_runtime_reconcile_errors_total", "Reconciliations that failed.",
@@ -130,6 +135,17 @@ class _ControllerCollector(Collector):
         for (kind, ns), informer in sorted(c.informers.items()):
             healthy.add_metric([kind, ns], float(informer.synced.is_set() and informer.healthy))
         yield healthy
+        jobs = GaugeMetricFamily("airflow_t9k_jobs", "Jobs in the controller's cache, by kind and phase.",
+                                 labels=["kind", "phase"])  # fmt: skip
+        counts: dict[tuple[str, str], int] = {}
+        for (kind, _ns), informer in c.informers.items():
+            if kind in c.settings.kinds:
+                for job in informer.cache.values():
+                    key = (kind, str(((job.get("status") or {}).get("phase")) or "Unknown"))
+                    counts[key] = counts.get(key, 0) + 1
+        for (kind, phase), n in sorted(counts.items()):
+            jobs.add_metric([kind, phase], n)
+        yield jobs
 
 
 class TimedQueue(WorkQueue):

@@ -115,6 +115,10 @@ async def test_metrics_keep_our_counters_and_add_controller_runtime_names():
             queue.add(key)
         queue.done(key)
     controller.informers[("Pod", "ns")].synced.set()
+    jobs = controller.informers[("GenericJob", "ns")].cache
+    for name, phase in (("a", "Running"), ("b", "Running"), ("c", "Failed"), ("d", None)):
+        jobs[("ns", name)] = {"kind": "GenericJob", "metadata": {"name": name, "namespace": "ns"},
+                              "status": {"phase": phase} if phase else {}}  # fmt: skip
     async with served(controller) as http:
         status, headers, text = await http.get("/metrics")
         assert status == 200
@@ -135,6 +139,12 @@ async def test_metrics_keep_our_counters_and_add_controller_runtime_names():
     assert m['workqueue_depth{name="t9kjob"}'] == 2 == m["airflow_t9k_controller_queue_depth"]  # d, and c again
     assert m['airflow_t9k_informer_healthy{kind="Pod",namespace="ns"}'] == 1
     assert m['airflow_t9k_informer_healthy{kind="GenericJob",namespace="ns"}'] == 0
+    # Jobs by kind and phase (issue 45, item 5), and the process' own figures.
+    assert m['airflow_t9k_jobs{kind="GenericJob",phase="Running"}'] == 2
+    assert m['airflow_t9k_jobs{kind="GenericJob",phase="Failed"}'] == 1
+    assert m['airflow_t9k_jobs{kind="GenericJob",phase="Unknown"}'] == 1
+    assert m["process_resident_memory_bytes"] > 10_000_000
+    assert 'python_gc_objects_collected_total{generation="0"}' in m
 
 
 @pytest.mark.asyncio
