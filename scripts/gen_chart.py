@@ -162,6 +162,11 @@ MANIFESTS: dict[str, tuple[list[str], list[str], str]] = {
         ["admissionPolicy.enabled=true"],
         "Optional: a ValidatingAdmissionPolicy on the job kinds.",
     ),
+    "deploy/optional/admission-policy-token-secrets.yaml": (
+        ["admission-policy-token-secrets.yaml"],
+        ["admissionPolicy.enabled=true"],
+        "Optional, next to admission-policy.yaml (Kubernetes >= 1.30). See docs/airflow.md, \"Tenancy\".",
+    ),
 }
 
 HELM_ONLY = re.compile(r"^\s*(# Source: .*|helm\.sh/chart: .*|app\.kubernetes\.io/managed-by: Helm)\n", re.MULTILINE)

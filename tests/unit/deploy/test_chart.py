@@ -356,7 +356,7 @@ def test_the_crds_are_airflow_t9k_crds_own_kept_on_uninstall(rendered):
 def test_the_admission_policy_is_there_only_when_asked(rendered):
     values, objs = rendered
     # The UI's and the controller's own policies: test_the_ui_actions_policy_..., test_the_controllers_policy_...
-    others = ("airflow-t9k-ui-actions", "airflow-t9k-controller-writes")
+    others = ("airflow-t9k-ui-actions", "airflow-t9k-controller-writes", "airflow-t9k-token-secrets")
     policies = [p for p in by_kind(objs, "ValidatingAdmissionPolicy") if p["metadata"]["name"] not in others]
     bindings = [b for b in by_kind(objs, "ValidatingAdmissionPolicyBinding") if b["metadata"]["name"] not in others]
     if not values.get("admissionPolicy.enabled"):
@@ -593,3 +593,27 @@ def test_metrics_are_served_securely_behind_a_service_prometheus_can_bind_to(sec
     (pod_monitor,) = by_kind(objs, "PodMonitor")
     (pod_endpoint,) = pod_monitor["spec"]["podMetricsEndpoints"]
     assert pod_endpoint["authorization"]["credentials"] == {"name": "prometheus-token", "key": "token"}
+
+
+TOKEN_SECRETS_OFF = {"admissionPolicy.enabled": True, "admissionPolicy.tokenSecrets.enabled": False}
+
+
+@pytest.mark.parametrize(
+    ("values", "rendered_"), [({}, False), ({"admissionPolicy.enabled": True}, True), (TOKEN_SECRETS_OFF, False)]
+)
+def test_the_token_secret_policy_comes_with_the_admission_policy(values, rendered_):
+    """Issue 45, item 6: the token-Secret policy was a loose file; it is the chart's, with the same accounts."""
+    from tests.support.chart import render
+
+    objs = render({**values, "admissionPolicy.allowedServiceAccounts": ["default", "trainer"], "crds.install": False})
+    policies = [p for p in by_kind(objs, "ValidatingAdmissionPolicy") if p["metadata"]["name"] == "airflow-t9k-token-secrets"]
+    if not rendered_:
+        assert policies == []
+        return
+    (policy,) = policies
+    accounts = [v["expression"] for v in policy["spec"]["variables"] if v["name"] == "allowedServiceAccounts"]
+    assert accounts == ["['default', 'trainer']"]
+    (binding,) = [
+        b for b in by_kind(objs, "ValidatingAdmissionPolicyBinding") if b["metadata"]["name"] == "airflow-t9k-token-secrets"
+    ]
+    assert binding["spec"]["matchResources"]["namespaceSelector"] == {"matchLabels": {"airflow-t9k.io/jobs": "enabled"}}
