@@ -6,7 +6,7 @@ from __future__ import annotations
 from collections.abc import Callable
 from typing import Any
 
-from airflow.sdk.exceptions import AirflowException, AirflowFailException, AirflowSkipException, AirflowTaskTimeout
+from airflow.sdk.exceptions import AirflowSkipException, AirflowTaskTimeout
 
 from airflow_t9k.api.failed import root_cause
 from airflow_t9k.api.outcome import JobState, describe_usage, interpret
@@ -16,6 +16,7 @@ from airflow_t9k.api.retry import permanent, startup_permanent
 from airflow_t9k.api.runmode import pause_patch
 from airflow_t9k.k8s.errors import ApiError
 from airflow_t9k.kinds.registry import get_kind
+from airflow_t9k.operators.failures import failure, startup_failure
 from airflow_t9k.operators.manifest import STATE_KEY
 
 Obj = dict[str, Any]
@@ -112,8 +113,8 @@ class EndMixin:
                 text = event.get("message") or "the job cannot start"
                 why_not = startup_permanent(event.get("waiting"), text)
                 if why_not:
-                    raise AirflowFailException(f"{text}\nnot retried: {why_not}")
-                raise AirflowException(text)
+                    raise startup_failure(f"{text}\nnot retried: {why_not}", event, permanent=True)
+                raise startup_failure(text, event, permanent=False)
             raise AirflowTaskTimeout(event.get("message") or "timed out")
         if self.delete_on_finish == "always":
             if status == "failed":
@@ -139,8 +140,8 @@ class EndMixin:
             raise AirflowSkipException(f"{text}\nskipped: the first failed replica exited with {code}, in skip_on_exit_code")
         why_not = permanent(state, self.permanent_exit_codes)
         if why_not:  # retrying cannot help: fail now and keep the retries (and the GPUs) for what can
-            raise AirflowFailException(f"{text}\nnot retried: {why_not}")
-        raise AirflowException(text)
+            raise failure(f"{text}\nnot retried: {why_not}", event, cause, permanent=True)
+        raise failure(text, event, cause, permanent=False)  # typed: a retry_policy can route it (operators/failures.py)
 
     def _ended_meanwhile(self, ours: Obj) -> Obj | None:
         """Re-read the job before acting on a timeout: a trigger that ran late (or a stale

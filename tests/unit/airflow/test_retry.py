@@ -7,6 +7,7 @@ from airflow.sdk.exceptions import AirflowException, AirflowFailException
 
 from airflow_t9k.api.outcome import JobState, interpret
 from airflow_t9k.api.retry import check_codes, permanent
+from airflow_t9k.operators.failures import T9kJobError
 from tests.unit.airflow.test_operators import ctx, event, finishing_op
 
 
@@ -60,7 +61,8 @@ def test_the_task_fails_without_retries_only_when_a_retry_cannot_help(root_cause
     ev = event("failed", phase="Failed", state={"phase": "Failed", "failed_replicas": ["j-worker-1"], "root_cause": root_cause})
     with pytest.raises(AirflowException) as exc:
         finishing_op(permanent_exit_codes=codes).execute_complete(ctx(), ev)
-    assert type(exc.value) is raised
+    assert isinstance(exc.value, T9kJobError)  # typed (operators/failures.py), and retried or not as Airflow says:
+    assert isinstance(exc.value, AirflowFailException) is (raised is AirflowFailException)
     assert "root cause: replica j-worker-1 failed first" in str(exc.value)
     assert ("not retried:" in str(exc.value)) is (raised is AirflowFailException)
 
@@ -80,7 +82,8 @@ def test_a_job_that_cannot_start_is_retried_unless_its_image_name_is_invalid(wai
           **({"waiting": waiting} if waiting else {})}  # fmt: skip
     with pytest.raises(AirflowException) as exc:
         finishing_op().execute_complete(ctx(), ev)
-    assert type(exc.value) is raised
+    assert isinstance(exc.value, T9kJobError)  # typed (operators/failures.py), and retried or not as Airflow says:
+    assert isinstance(exc.value, AirflowFailException) is (raised is AirflowFailException)
     assert "image nope:1 cannot be pulled" in str(exc.value)
     assert ("not retried: a replica's image name is invalid" in str(exc.value)) is (raised is AirflowFailException)
 
