@@ -31,7 +31,7 @@ from datetime import timedelta
 from typing import TYPE_CHECKING, Any, ClassVar, cast
 
 import yaml
-from airflow.sdk import BaseOperator
+from airflow.sdk import NEVER_EXPIRE, BaseOperator
 from airflow.sdk.configuration import conf
 from airflow.sdk.exceptions import AirflowException
 
@@ -103,6 +103,15 @@ def ttl_refused(kind: str) -> str | None:
         return (f"ttl_after_finished has no meaning for {kind}: seed 002 calls runPolicy.ttlSecondsAfterFinished "
                 "meaningless and the controller ignores it; delete_on_finish deletes the job when the task ends")  # fmt: skip
     return None
+
+
+def record_try(store: Any, identity: Obj, nonce: str | None, try_number: int) -> None:
+    """The job this try runs, in the task state store: for a retry to reattach (``STATE_KEY``, kept
+    as long as Airflow keeps task state), and for the T9k Job tab's "Earlier attempts" (the last 20
+    tries, ``api/attempts.py``), kept for good: a monthly retraining's history must outlive
+    ``[state_store] default_retention_days`` (30 by default)."""
+    store.set(STATE_KEY, {**identity, **({"nonce": nonce} if nonce else {})})
+    store.set(ATTEMPTS_KEY, record_attempt(store.get(ATTEMPTS_KEY), try_number, identity), retention=NEVER_EXPIRE)
 
 
 class T9kJobOperator(SubmitMixin, WaitMixin, CheckpointMixin, AssetsMixin, LineageMixin, LineageParentMixin, EndMixin,
@@ -528,10 +537,7 @@ class T9kJobOperator(SubmitMixin, WaitMixin, CheckpointMixin, AssetsMixin, Linea
         }
         self._identity = identity
         if store is not None:
-            nonce = (current["metadata"].get("annotations") or {}).get(SUBMISSION)
-            store.set(STATE_KEY, {**identity, **({"nonce": nonce} if nonce else {})})
-            # Which job each try ran, for the T9k Job tab's earlier attempts (api/attempts.py).
-            store.set(ATTEMPTS_KEY, record_attempt(store.get(ATTEMPTS_KEY), self._try_number, identity))
+            record_try(store, identity, (current["metadata"].get("annotations") or {}).get(SUBMISSION), self._try_number)
         self._push(context["ti"], XCOM_IDENTITY, identity)
         for link in TOOL_LINKS:  # there while the job runs; Airflow pushes them again when the task ends
             if url := tool_url(getattr(self, link.attribute, None), identity):

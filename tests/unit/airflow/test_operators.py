@@ -1066,3 +1066,28 @@ def test_a_retry_delivers_a_success_whose_job_the_ttl_deleted(delete_on_finish):
     assert store["t9k_delivered"]["try"] == 2  # this try delivered it too
     deletes = [call for call in o.hook.calls if call[0] == "delete"]
     assert deletes == ([("delete", name, "u1")] if delete_on_finish != "never" else [])  # gone: nothing to do
+
+
+def test_earlier_attempts_are_kept_past_the_state_stores_retention():
+    """Issue 44, item 7: the record behind the T9k Job tab's "Earlier attempts" used Airflow's
+    default retention ([state_store] default_retention_days, 30): a monthly retraining lost it."""
+    from airflow.sdk import NEVER_EXPIRE
+
+    from airflow_t9k.operators.job import record_try
+
+    class Recording(Store):
+        def __init__(self):
+            super().__init__()
+            self.retention = {}
+
+        def set(self, key, value, retention=None):
+            self[key] = value
+            self.retention[key] = retention
+
+    store = Recording()
+    ident = {"kind": "GenericJob", "name": "j", "namespace": "ml", "uid": "u1"}
+    record_try(store, ident, "n1", 1)
+    record_try(store, {**ident, "name": "j-t2", "uid": "u2"}, None, 2)
+    assert store.retention == {"t9k_job": None, "t9k_jobs": NEVER_EXPIRE}
+    assert [a["try"] for a in store["t9k_jobs"]] == [1, 2]
+    assert store["t9k_job"] == {**ident, "name": "j-t2", "uid": "u2"}
