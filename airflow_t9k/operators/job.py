@@ -31,9 +31,10 @@ from datetime import timedelta
 from typing import TYPE_CHECKING, Any, ClassVar, cast
 
 import yaml
-from airflow.sdk import NEVER_EXPIRE, BaseOperator
+from airflow.sdk import BaseOperator
 from airflow.sdk.configuration import conf
 from airflow.sdk.exceptions import AirflowException
+from airflow.sdk.execution_time.context import NEVER_EXPIRE  # airflow.sdk re-exports it lazily; its stub does not name it
 
 from airflow_t9k.api.attempts import ATTEMPTS_KEY
 from airflow_t9k.api.attempts import record as record_attempt
@@ -363,6 +364,7 @@ class T9kJobOperator(SubmitMixin, WaitMixin, CheckpointMixin, AssetsMixin, Linea
         self._waited = False  # the wait has returned its event
         self._try_number = 0
         self._series_start = 0
+        self._max_tries: int | None = None
 
     # -- templating: only a top-level ``job`` string may name a file -------------------------
     # Airflow applies template_ext to every templated string, also inside dicts and lists, so
@@ -519,6 +521,8 @@ class T9kJobOperator(SubmitMixin, WaitMixin, CheckpointMixin, AssetsMixin, Linea
         # The first try since the task's first run or its last Clear: retries after it never train a
         # job that succeeded again (api/rerun.py).
         self._series_start = first_try(self._try_number, getattr(ti, "max_tries", None), self.retries)
+        max_tries = getattr(ti, "max_tries", None)
+        self._max_tries = max_tries if isinstance(max_tries, int) and not isinstance(max_tries, bool) else None
         job = copy.deepcopy(self.rendered_job) if isinstance(self.rendered_job, dict) else self.render_job(context)
         meta = job["metadata"]
         store = context.get("task_state_store")

@@ -57,6 +57,7 @@ class SubmitMixin:
     on_kill_action: str
     _try_number: int
     _series_start: int
+    _max_tries: int | None
 
     def _find(self, store: Any, job: Obj) -> Found:
         if store is None:
@@ -84,7 +85,8 @@ class SubmitMixin:
         if current is None or current["metadata"].get("uid") != saved.get("uid"):
             delivered = store.get(DELIVERED_KEY)
             if (isinstance(delivered, dict) and delivered.get("uid") == saved["uid"] and isinstance(delivered.get("try"), int)
-                    and delivered["try"] >= self._series_start and isinstance(delivered.get("event"), dict)):  # fmt: skip
+                    and same_series(delivered, self._max_tries, self._series_start)
+                    and isinstance(delivered.get("event"), dict)):  # fmt: skip
                 self.log.info("%s %s/%s succeeded and try %s delivered its result; the job is gone since, and this retry "
                               "delivers that result again (a retry never trains again)", saved["kind"], saved["namespace"],
                               saved["name"], delivered["try"])  # fmt: skip
@@ -248,6 +250,22 @@ class SubmitMixin:
         again; a retry of this series delivers it again (``api/rerun.py``)."""
         if store is not None and ours.get("uid"):
             kept = {k: event.get(k) for k in ("status", "kind", "name", "namespace", "uid", "phase", "message", "state")}
-            store.set(DELIVERED_KEY, {"uid": ours["uid"], "try": self._try_number, "event": {**kept, "uid": ours["uid"]}})
+            record = {"uid": ours["uid"], "try": self._try_number, "event": {**kept, "uid": ours["uid"]}}
+            if self._max_tries is not None:  # the series it belongs to, as Airflow numbers it (same_series)
+                record["max_tries"] = self._max_tries
+            store.set(DELIVERED_KEY, record)
         if ours.get("uid"):
             self._mark(ours, DELIVERED_BY, "delivered")
+
+
+def same_series(delivered: Obj, max_tries: int | None, series_start: int) -> bool:
+    """Whether a delivery record is of the series the current try belongs to. Airflow sets a task
+    instance's ``max_tries`` when a series starts (``retries`` for the first, ``try_number +
+    retries`` at a Clear) and keeps it through its retries, so a record carrying the ``max_tries``
+    of its try answers exactly, whatever ``retries`` the DAG says today; an older record (or a
+    task instance that does not say) is judged by the first try of the series as computed from
+    today's ``retries`` (``api/rerun.first_try``)."""
+    recorded = delivered.get("max_tries")
+    if isinstance(recorded, int) and not isinstance(recorded, bool) and isinstance(max_tries, int):
+        return recorded == max_tries
+    return int(delivered.get("try") or 0) >= series_start

@@ -326,3 +326,22 @@ def test_a_paused_job_of_another_spec_is_not_resumed_by_a_clear():
     old = cluster.jobs[first["name"]]
     assert old["spec"]["runMode"]["pause"]["enabled"] is True
     assert not [c for c in cluster.calls if c[0] == "patch" and c[1] == first["name"] and "spec" in c[2]]
+
+
+@pytest.mark.parametrize(
+    ("record", "max_tries", "series_start", "same"),
+    [({"try": 2, "max_tries": 3}, 3, 1, True),  # a retry of the series that delivered
+     ({"try": 2, "max_tries": 3}, 5, 1, False),  # a Clear since (Airflow's max_tries moved on)...
+     ({"try": 2, "max_tries": 3}, 3, 4, True),  # ...and not fooled by today's retries (raised from 2 to 5 since)
+     ({"try": 4, "max_tries": 6}, 3, 1, False),
+     ({"try": 2}, 3, 1, True),  # an older record: today's retries decide, as before
+     ({"try": 2}, 3, 3, False),
+     ({"try": 2, "max_tries": 3}, None, 1, True)],  # a task instance that does not say
+    ids=["retry", "cleared", "retries-changed", "other-series", "old-record", "old-record-cleared", "no-max-tries"],
+)  # fmt: skip
+def test_a_delivery_belongs_to_the_series_airflow_numbered(record, max_tries, series_start, same):
+    """Issue 44, item 7: the retry-vs-Clear decision read today's ``retries``; a DAG whose retries
+    changed between two tries of one series took a retry for a Clear (and trained again)."""
+    from airflow_t9k.operators.submit import same_series
+
+    assert same_series(record, max_tries, series_start) is same
