@@ -165,7 +165,7 @@ MANIFESTS: dict[str, tuple[list[str], list[str], str]] = {
     "deploy/optional/admission-policy-token-secrets.yaml": (
         ["admission-policy-token-secrets.yaml"],
         ["admissionPolicy.enabled=true"],
-        "Optional, next to admission-policy.yaml (Kubernetes >= 1.30). See docs/airflow.md, \"Tenancy\".",
+        'Optional, next to admission-policy.yaml (Kubernetes >= 1.30). See docs/airflow.md, "Tenancy".',
     ),
 }
 
