@@ -24,6 +24,12 @@ if TYPE_CHECKING:
     from airflow_t9k.hooks.t9k import T9kHook
 
 
+# Phases a job reaches only after it went through the target phase: a sensor waiting for Running
+# that looks after the job ended has seen a job that ran (a Failed job may never have).
+PASSED_THROUGH: dict[str, tuple[str, ...]] = {"Running": ("Succeeded",)}
+SEEN_KEY = "t9k_sensor_seen"  # the job a poke saw, for the pokes after a reschedule
+
+
 def _phases(value: Any) -> tuple[str, ...]:
     """Target phases as given, or rendered from a template to one string ("Running,Succeeded")."""
     if isinstance(value, str):
@@ -137,7 +143,18 @@ class T9kJobSensor(BaseSensorOperator):
 
     def poke(self, context: Any) -> bool:
         self._run_id = self._run_id or _run_id(context)
-        return self._check(self._job())
+        # In mode="reschedule" every poke is a new process: which job was seen is kept in the task
+        # state store, so a job deleted after it was seen fails the sensor instead of waiting it out.
+        store = context.get("task_state_store") if hasattr(context, "get") else None
+        saved = store.get(SEEN_KEY) if store is not None and self._seen is None else None
+        if isinstance(saved, str):
+            self._seen = saved
+        before = self._seen
+        try:
+            return self._check(self._job())
+        finally:
+            if store is not None and self._seen is not None and self._seen != before:
+                store.set(SEEN_KEY, self._seen)
 
     def _check(self, job: dict[str, Any] | None) -> bool:
         state = interpret(job)
@@ -150,6 +167,10 @@ class T9kJobSensor(BaseSensorOperator):
             self.log.info("following %s %s, the newest try's job of the task", self.kind, job["metadata"]["name"])
         self._seen = str(job["metadata"]["name"])
         if state.phase in self.targets:
+            return True
+        passed = sorted(t for t in self.targets if state.phase in PASSED_THROUGH.get(t, ()))
+        if passed:  # e.g. Running wanted, and the job has run and ended since the last look
+            self.log.info("%s %s is %s: it went through %s", self.kind, job["metadata"]["name"], state.phase, ", ".join(passed))
             return True
         if state.phase in TERMINAL_PHASES:
             raise AirflowException(

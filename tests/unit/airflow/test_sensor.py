@@ -121,3 +121,55 @@ def test_a_bad_label_selector_fails_on_the_worker():
     s._hook = NoCluster()
     with pytest.raises(AirflowException, match="label selector"):
         s.execute({})
+
+
+class Jobs:
+    """What each GET of the job returns, in turn (None: gone)."""
+
+    def __init__(self, *phases):
+        self.phases = list(phases)
+
+    def get_job(self, kind, name, namespace):
+        phase = self.phases.pop(0)
+        return None if phase is None else {"kind": kind, "metadata": {"name": name}, "status": {"phase": phase}}
+
+    def get_namespace(self):
+        return "ml"
+
+
+class StateStore(dict):
+    def set(self, key, value, **_):
+        self[key] = value
+
+
+@pytest.mark.parametrize(
+    ("targets", "phase", "outcome"),
+    [(("Running",), "Running", True),
+     (("Running",), "Succeeded", True),  # it ran, and ended between two pokes
+     (("Running",), "Failed", AirflowException),  # it may never have run
+     (("Running",), "Pending", False),
+     (("Succeeded",), "Failed", AirflowException)],
+)  # fmt: skip
+def test_a_job_that_went_through_the_target_phase_counts(targets, phase, outcome):
+    s = sensor(target_phases=targets, mode="reschedule")
+    s._hook = Jobs(phase)
+    if outcome is AirflowException:
+        with pytest.raises(AirflowException, match="not in"):
+            s.poke({"task_state_store": StateStore()})
+    else:
+        assert s.poke({"task_state_store": StateStore()}) is outcome
+
+
+def test_deleted_after_it_was_seen_survives_a_reschedule():
+    """Each poke of mode="reschedule" is a new process: which job was seen lives in the task state store."""
+    store = StateStore()
+    first = sensor(mode="reschedule")
+    first._hook = Jobs("Running")
+    assert first.poke({"task_state_store": store}) is False
+    later = sensor(mode="reschedule")  # the next poke: a new operator object, nothing in memory
+    later._hook = Jobs(None)
+    with pytest.raises(AirflowException, match="deleted after it was seen"):
+        later.poke({"task_state_store": store})
+    never = sensor(mode="reschedule")  # a job never seen: it may still come
+    never._hook = Jobs(None)
+    assert never.poke({"task_state_store": StateStore()}) is False
