@@ -89,23 +89,28 @@ def teams_of(session: Session, dag_ids: set[str]) -> dict[str, str | None]:
     return DagModel.get_dag_id_to_team_name_mapping(sorted(dag_ids), session=session) if dag_ids else {}
 
 
+# How the task state store marks a value a [workers] state_store_backend keeps elsewhere: the
+# stored format (what the table holds), not a Python name of Airflow's.
+EXTERNAL_REF = "__airflow_state_ref__"
+
+
 def _stored_attempts(session: Session, key: TaskKey) -> Any:
-    """The task's ``t9k_jobs`` as the task wrote it, read as Airflow's workers read the task state
-    store: through its metastore backend, and, for a value a ``[workers] state_store_backend`` kept
-    elsewhere (the table then holds a reference), through that backend. None when there is none,
+    """The task's ``t9k_jobs`` as the task wrote it, read through Airflow's public state-store API
+    (``airflow.state.get_state_backend``, the configured ``[state_store] backend``), and, for a
+    value a ``[workers] state_store_backend`` kept elsewhere (the table then holds a reference),
+    through that backend's own ``deserialize_task_state_store_from_ref``. None when there is none,
     or it cannot be read."""
-    from airflow._shared.state import TaskScope
-    from airflow.sdk.execution_time.context import _get_worker_state_store_backend, _unwrap_external_ref
-    from airflow.state.metastore import _get_db_backend
+    from airflow.configuration import conf
+    from airflow.state import TaskScope, get_state_backend
 
     dag_id, run_id, task_id, map_index = key
     try:
-        raw = _get_db_backend().get(TaskScope(dag_id, run_id, task_id, map_index), ATTEMPTS_KEY, session=session)
+        raw = get_state_backend().get(TaskScope(dag_id, run_id, task_id, map_index), ATTEMPTS_KEY, session=session)
         value = json.loads(raw) if raw else None
-        ref = _unwrap_external_ref(value) if isinstance(value, dict) else None
+        ref = value.get(EXTERNAL_REF) if isinstance(value, dict) else None
         if ref:
-            backend = _get_worker_state_store_backend()
-            return backend.deserialize_task_state_store_from_ref(ref) if backend is not None else None
+            backend_class = conf.getimport("workers", "state_store_backend", fallback=None)
+            return backend_class().deserialize_task_state_store_from_ref(ref) if backend_class is not None else None
         return value
     except Exception:  # noqa: BLE001 - no earlier attempts shown beats a tab that fails
         return None
