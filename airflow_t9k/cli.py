@@ -22,6 +22,15 @@ def build_parser() -> argparse.ArgumentParser:
     check = sub.add_parser("check", help="say whether job manifests are whole and valid, and how to complete an excerpt")
     check.add_argument("files", nargs="+", metavar="FILE")
     check.set_defaults(func=_check)
+    doctor = sub.add_parser(
+        "doctor",
+        help="check what an Airflow connection's identity can do: the cluster, the CRDs, "
+        "every right the tasks and the triggerer use (Airflow's Test button asks for /version only)",
+    )
+    doctor.add_argument("--conn-id", default="kubernetes_default", help="the Kubernetes connection (default kubernetes_default)")
+    doctor.add_argument("--namespace", "-n", help="where jobs go (default: the connection's namespace, then default)")
+    doctor.add_argument("--kind", action="append", dest="kinds", help="only these job kinds (default: all)")
+    doctor.set_defaults(func=_doctor)
     from airflow_t9k.controller.cli import add_controller_parser
 
     add_controller_parser(sub)
@@ -81,6 +90,17 @@ def _check(args: argparse.Namespace) -> int:
         bad += bool(found)
         print(f"{path}: " + ("ok" if not found else "; ".join(found)))
     return 1 if bad else 0
+
+
+def _doctor(args: argparse.Namespace) -> int:
+    from airflow_t9k.hooks.doctor import report, run  # Airflow's: only here
+    from airflow_t9k.hooks.t9k import T9kHook
+
+    hook = T9kHook(kubernetes_conn_id=args.conn_id)
+    namespace = args.namespace or hook.get_namespace() or "default"
+    checks = run(hook, namespace, args.kinds)
+    print(report(checks))
+    return 0 if all(c.ok for c in checks) else 1
 
 
 def main(argv: Sequence[str] | None = None) -> int:
