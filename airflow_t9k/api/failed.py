@@ -304,3 +304,15 @@ def root_cause(failed_first: list[Obj]) -> str:
     what = ", ".join(str(x) for x in (f"at {first['finished_at']}" if first.get("finished_at") else "", first.get("detail")) if x)
     others = f"; then {', '.join(str(r['pod']) for r in failed_first[1:])}" if len(failed_first) > 1 else ""
     return f"; root cause: replica {first['pod']} failed first{f' ({what})' if what else ''}{others}"
+
+
+def final_lines(text: str, cursor: Cursor | None, asked: int) -> list[str]:
+    """Of a replica's last ``asked`` lines (read with timestamps), the ones not forwarded yet
+    (``cursor``: where its forwarded lines stand), each within the line cap. When the read was cut
+    inside the run of lines stamped with the cursor's second, which of those were sent cannot be
+    told: then only the lines of later seconds."""
+    lines = stamped_lines(text)
+    fresh, certain = unsent(lines, cursor, complete=len(lines) < asked)
+    if not certain and cursor is not None and cursor.at is not None:
+        fresh = [t for stamp, t in lines if (when := instant(stamp)) is not None and when > cursor.at]
+    return [cap_line(t, LOG_LINE_BYTES) for t in fresh]

@@ -25,7 +25,7 @@ from collections.abc import Iterator
 from typing import Any
 
 from airflow_t9k.api.evidence import KeptLogs, controlled_by
-from airflow_t9k.api.failed import FailedLogs, first_failed, print_lines, unavailable
+from airflow_t9k.api.failed import FailedLogs, final_lines, first_failed, print_lines, unavailable
 from airflow_t9k.api.logcursor import Cursor, since_time, split
 from airflow_t9k.api.outcome import interpret
 from airflow_t9k.api.paths import LOG_LINE_BYTES, child_path
@@ -73,8 +73,9 @@ class LogFollower:
     """Follows replica logs from the worker while the task waits there (threads, stopped at the end)."""
 
     def __init__(self, hook: Any, namespace: str, log: logging.Logger, max_lines: int | None, max_pods: int,
-                 pods: list[str] | None, owner_uid: str | None = None) -> None:  # fmt: skip
+                 pods: list[str] | None, owner_uid: str | None = None, tail_lines: int = 50) -> None:  # fmt: skip
         self.hook, self.namespace, self.log = hook, namespace, log
+        self.max_lines, self.tail_lines = max_lines, tail_lines
         self.owner_uid = owner_uid  # a pod of that name is followed only while the job is its controller
         # From a little before the wait began, as the trigger follows from its deferral: a try that
         # reattaches does not print again what the try before it printed; the margin allows for
@@ -190,7 +191,8 @@ class LogFollower:
             t.join(max(until - time.monotonic(), 0))
         ended = interpret(job).replicas_read_at_end
         read = set(self.threads)
-        for pod in ended if self.fixed is None else [p for p in self.fixed if p in ended]:
+        candidates = ended if self.fixed is None else [p for p in self.fixed if p in ended]
+        for pod in candidates:
             running = self.threads.get(pod)
             if running is not None and running.is_alive():
                 continue
@@ -200,7 +202,23 @@ class LogFollower:
             if self.owner_uid and not self._ours(pod):
                 continue
             if not self._read_once(pod):
-                return
+                break
+        if self.budget is not None and self.budget <= 0:
+            self._final_lines([p for p in candidates if not self.owner_uid or self._ours(p)][: self.max_pods])
+
+    def _final_lines(self, pods: list[str]) -> None:
+        """The line budget ran out: still, the end of the training reaches the task log, the last
+        ``tail_lines`` of each replica read at the end not forwarded yet, under their own header."""
+        for pod in pods:
+            try:
+                text = self.hook.read_log_tail(pod, self.namespace, self.tail_lines, timestamps=True)
+            except Exception as exc:  # noqa: BLE001 - gone or unreachable: the outcome matters more
+                self.log.debug("could not read the last lines of %s: %s", pod, exc)
+                continue
+            fresh = final_lines(text or "", self.last_seen.get(pod), self.tail_lines)
+            if fresh:
+                print_lines(self.log, f"--- the last {len(fresh)} lines of {pod} (after max_log_lines={self.max_lines} ran "
+                                      "out) ---", fresh)  # fmt: skip
 
     def _read_once(self, pod: str) -> bool:
         """One read of ``pod``'s log from its cursor, not following; False when nothing more may be logged."""

@@ -94,7 +94,7 @@ class WaitMixin:
         """
         self._startup_errors = StartupErrors(self.startup_error_grace)
         self._logs = (LogFollower(self.hook, identity["namespace"], self.log, self.max_log_lines, self.max_followed_pods,
-                                  self._follow_pods, owner_uid=identity["uid"])
+                                  self._follow_pods, owner_uid=identity["uid"], tail_lines=self.log_tail_lines)
                       if self.stream_logs and self.max_log_lines else None)  # fmt: skip
         try:
             return self._wait_sync_loop(identity, deadline)

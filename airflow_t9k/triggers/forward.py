@@ -24,6 +24,7 @@ from datetime import datetime
 from typing import TYPE_CHECKING, Any
 
 from airflow_t9k.api.evidence import controlled_by
+from airflow_t9k.api.failed import final_lines, print_lines
 from airflow_t9k.api.logcursor import Cursor, instant, since_time, split
 from airflow_t9k.api.outcome import interpret
 from airflow_t9k.api.paths import LOG_LINE_BYTES, child_path
@@ -235,8 +236,13 @@ class ForwardMixin:
                                                              timers=timers))  # fmt: skip
                     followers[pod] = (uid, task)
                 await waiter.wait()
-            if self._log_ending is not None and budget[0] > 0:
+            while self._log_ending is None:  # the line budget ran out: wait for the end, for its last lines
+                waiter.clear()
+                await waiter.wait()
+            if budget[0] > 0:
                 await self._drain(watch, self._log_ending, followers, last_seen, budget, breaks)
+            if budget[0] <= 0:
+                await self._final_lines(watch, self._log_ending, last_seen)
         finally:
             for timer in timers:
                 timer.cancel()
@@ -280,6 +286,23 @@ class ForwardMixin:
                 continue
             read.add(pod)
             await self._read_log(watch, pod, last_seen, budget, follow=False, breaks=breaks)
+
+    async def _final_lines(self, watch: shared_watch.SharedWatch, job: Obj, last_seen: dict[str, Cursor]) -> None:
+        """The line budget ran out: still, the end of the training reaches the task log. The last
+        ``log_tail_lines`` of each replica read at the end (``max_followed_pods`` of them), of what
+        was not forwarded yet, under a header that says why they come apart."""
+        f = self.forwarding
+        pods = [p for p in interpret(job).replicas_read_at_end if f.follow_pods is None or p in f.follow_pods]
+        for pod in pods[: f.max_followed_pods]:
+            try:
+                text = await watch.hook.read_log_tail(pod, self.namespace, f.log_tail_lines, timestamps=True)
+            except Exception as exc:  # noqa: BLE001 - the outcome matters more than the lines
+                self.log.debug("could not read the last lines of %s: %s", pod, exc)
+                continue
+            fresh = final_lines(text, last_seen.get(pod), f.log_tail_lines)
+            if fresh:
+                print_lines(self.log, f"--- the last {len(fresh)} lines of {pod} (after max_log_lines={f.max_log_lines} ran "
+                                      "out) ---", fresh)  # fmt: skip
 
     async def _read_log(self, watch: shared_watch.SharedWatch, pod: str, last_seen: dict[str, Cursor], budget: list[int],
                         *, follow: bool, breaks: Breaks | None = None) -> bool:  # fmt: skip

@@ -183,3 +183,45 @@ async def test_a_5mib_line_does_not_stop_the_deferred_wait_streaming(conn, clust
     _print_long_lines(cluster, jobs.ns, marker)
     assert (await task).payload["status"] == "success"
     _check_long_lines(capsys.readouterr().out, f"{trigger.name}-worker-0", marker)
+
+
+@pytest.mark.parametrize("deferrable", [False, True], ids=["worker", "deferred"])
+def test_the_last_lines_are_printed_after_the_line_budget_ran_out(conn, cluster, jobs, controller, deferrable, capsys):
+    """Issue 44, item 7: with ``max_log_lines`` spent early, the end of the training (its last
+    ``log_tail_lines``) still reaches the task log, once, under its own header."""
+    if cluster.external:
+        pytest.skip("appending to pod logs needs the local cluster's kwok")
+    marker = uuid.uuid4().hex[:8]
+    op = make_op(sim={"sim.t9k.test/duration": "7s"}, deferrable=deferrable, log_events=False, max_log_lines=3,
+                 log_tail_lines=2)  # fmt: skip
+    store = Store()
+    outcome: list[object] = []
+
+    def run() -> None:
+        try:
+            outcome.append(op.execute(context(store)))
+        except TaskDeferred as exc:
+            outcome.append(asyncio.run(first_event(exc.trigger)).payload)
+
+    worker = threading.Thread(target=run, daemon=True)
+    worker.start()
+    try:
+        while "t9k_job" not in store:
+            time.sleep(0.2)
+        name = store["t9k_job"]["name"]
+        jobs.wait_phase("GenericJob", name, "Running")
+        time.sleep(2)  # the followers attach once the containers run
+        _append_pod_log(cluster, jobs.ns, *[f"step {i} {marker}" for i in range(10)])
+    finally:
+        worker.join(60)
+    assert outcome
+    out = capsys.readouterr().out
+    steps = [line for line in out.splitlines() if marker in line]
+    assert sum(f"step {i} {marker}" in line for line in steps for i in range(3)) == 3, steps  # the budget: three lines
+    assert any("the last 2 lines of" in line and "after max_log_lines=3 ran out" in line for line in out.splitlines()), out[
+        -3000:
+    ]
+    for i in (8, 9):  # the end of the training, once each
+        assert sum(f"step {i} {marker}" in line for line in steps) == 1, steps
+    for i in range(3, 8):  # and nothing in between
+        assert not any(f"step {i} {marker}" in line for line in steps), steps

@@ -426,3 +426,24 @@ def test_a_cut_line_keeps_its_stamp_so_a_streamed_one_is_not_printed_again():
     plan = FailedLogs([FailedReplica("a", None)], 100, 8, tail_lines=5, streamed={"a": cursor})
     assert plan.add("a", text, 100) == ["after"]
     assert [cut_mark(line) for line in log_lines(text)] == [True, False]
+
+
+@pytest.mark.parametrize(
+    ("text", "at", "left", "asked", "expected"),
+    [("2026-01-01T00:00:05Z a\n2026-01-01T00:00:06Z b\n2026-01-01T00:00:07Z c\n", None, 0, 5, ["a", "b", "c"]),
+     ("2026-01-01T00:00:05Z a\n2026-01-01T00:00:06Z b\n2026-01-01T00:00:07Z c\n", "2026-01-01T00:00:06Z", 1, 5, ["c"]),
+     # a read cut inside the run of the cursor's second: only later seconds are certainly new
+     ("2026-01-01T00:00:06Z x\n2026-01-01T00:00:06Z y\n2026-01-01T00:00:07Z z\n", "2026-01-01T00:00:06Z", 5, 3, ["z"]),
+     ("2026-01-01T00:00:05Z a\n", "2026-01-01T00:00:09Z", 1, 5, [])],
+    ids=["never-sent", "after-the-cursor", "cut-in-the-cursors-second", "all-sent"],
+)  # fmt: skip
+def test_the_final_lines_are_those_not_forwarded_yet(text, at, left, asked, expected):
+    from airflow_t9k.api.failed import final_lines
+    from airflow_t9k.api.logcursor import Cursor
+
+    cursor = None
+    if at is not None:
+        cursor = Cursor()
+        for _ in range(left):
+            cursor.sent(at)
+    assert final_lines(text, cursor, asked) == expected
