@@ -182,9 +182,9 @@ class OffloadedStore:
 def test_earlier_tries_are_read_through_the_state_store_backend(session, monkeypatch):
     """A value a ``[workers] state_store_backend`` offloaded is a reference in the table; the tab
     reads it as the workers do (issue 28, point 7)."""
-    from airflow.state import TaskScope
     from airflow.sdk.execution_time import context as sdk_context
     from airflow.sdk.execution_time.context import _wrap_external_ref
+    from airflow.state import TaskScope
 
     from airflow_t9k.ui.records import earlier_tries
 
