@@ -116,6 +116,14 @@ class Metrics:
         return TimedQueue(self)
 
 
+def push_code(what: str) -> str | None:
+    """The HTTP status a push counter counts (``progress_push``: 200, ``progress_push_429``: 429); None for others."""
+    if what == "progress_push":
+        return "200"
+    rest = what.removeprefix("progress_push_")
+    return rest if rest != what and rest.isdigit() and len(rest) == 3 else None
+
+
 class _ControllerCollector(Collector):
     def __init__(self, controller: Controller) -> None:
         self.controller = controller
@@ -123,9 +131,18 @@ class _ControllerCollector(Collector):
     def collect(self) -> Iterator[Metric]:
         c = self.controller
         own = CounterMetricFamily("airflow_t9k_controller", "What the controller did, by what.", labels=["what"])
+        # The progress endpoint's answers by HTTP status: a family of their own, the code a label
+        # (not a `what` value per code, which no dashboard can sum or alert on by class).
+        pushes = CounterMetricFamily("airflow_t9k_progress_push_requests", "Reports the progress endpoint answered, by "
+                                     "HTTP status code.", labels=["code"])  # fmt: skip
         for what, value in sorted(c.metrics.items()):
-            own.add_metric([what], value)
+            code = push_code(what)
+            if code is not None:
+                pushes.add_metric([code], value)
+            else:
+                own.add_metric([what], value)
         yield own
+        yield pushes
         yield GaugeMetricFamily("airflow_t9k_controller_queue_depth", "Jobs waiting for a worker.", value=len(c.queue))
         depth = GaugeMetricFamily("workqueue_depth", "Keys waiting in the work queue.", labels=["name"])
         depth.add_metric([QUEUE], len(c.queue))

@@ -75,5 +75,5 @@ def test_a_real_replica_reports_with_the_helper_and_the_values_reach_the_status(
     assert len(running) >= 3, seen  # live while it ran (12 s at a write per 2 s at most)
     assert any(s.get("eta") for s in running), seen
     metrics = controller.metrics()
-    assert metrics.get("progress_push", 0) >= 3, metrics
+    assert metrics.get('airflow_t9k_progress_push_requests_total{code="200"}', 0) >= 3, metrics
     assert metrics.get("token_review", 0) == 1, metrics  # one token, checked once, then cached

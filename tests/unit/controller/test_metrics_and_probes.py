@@ -101,6 +101,8 @@ async def test_metrics_keep_our_counters_and_add_controller_runtime_names():
     controller = offline_controller(workers=3)
     controller.metrics["create.Pod"] += 4
     controller.metrics["status_write"] += 1
+    controller.metrics["progress_push"] += 2  # answered 200
+    controller.metrics["progress_push_429"] += 1
     queue = controller.queue
     for key in ("a", "b", "c", "d"):
         queue.add(key)
@@ -144,6 +146,11 @@ async def test_metrics_keep_our_counters_and_add_controller_runtime_names():
     assert m['airflow_t9k_jobs{kind="GenericJob",phase="Failed"}'] == 1
     assert m['airflow_t9k_jobs{kind="GenericJob",phase="Unknown"}'] == 1
     assert m["process_resident_memory_bytes"] > 10_000_000
+    # The push endpoint's answers by code, a family of their own (not `what` values, issue 45 item 5).
+    assert m['airflow_t9k_progress_push_requests_total{code="200"}'] == 2
+    assert m['airflow_t9k_progress_push_requests_total{code="429"}'] == 1
+    assert "progress_push" not in m
+    assert "progress_push_429" not in m
     assert 'python_gc_objects_collected_total{generation="0"}' in m
 
 
