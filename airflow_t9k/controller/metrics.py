@@ -78,7 +78,9 @@ class Metrics:
                               "Writes refused because this replica's leadership had lapsed.", registry=r)  # fmt: skip
         self.leader = Gauge("leader_election_master_status", "1 while this replica holds the lease.", ["name"], registry=r)
         # What finished jobs used (status.usage, docs/usage.md), once per job, when its end is written.
-        by = ["namespace", "dag_id"]
+        # job_namespace, not namespace: the Prometheus Operator gives every scraped series the
+        # target's own namespace label and would rename ours to exported_namespace.
+        by = ["job_namespace", "dag_id"]
         self.jobs_finished = Counter("airflow_t9k_jobs_finished_total", "Jobs that ended, by phase.", [*by, "phase"], registry=r)
         self.accelerator_seconds = Counter("airflow_t9k_job_accelerator_seconds_total",
                                            "Accelerator-seconds finished jobs used, by resource name.",
@@ -86,9 +88,10 @@ class Metrics:
         self.wasted_seconds = Counter("airflow_t9k_job_wasted_accelerator_seconds_total",
                                       "Accelerator-seconds of runs that ended in a restart or a disruption.",
                                       [*by, "resource"], registry=r)  # fmt: skip
-        self.cpu_seconds = Counter(
-            "airflow_t9k_job_cpu_seconds_total", "Cpu-seconds (limits) finished jobs used.", by, registry=r
-        )
+        self.cpu_seconds = Counter(  # what the replicas were allowed (limits) for as long as they ran, not measured use
+            "airflow_t9k_job_cpu_limit_seconds_total", "CPU limit-seconds of finished jobs: their replicas' CPU limits "
+            "times how long they ran (not the CPU they used).", by, registry=r
+        )  # fmt: skip
         self.wall_seconds = Counter(
             "airflow_t9k_job_wall_seconds_total", "Wall time of finished jobs, start to end.", by, registry=r
         )
@@ -148,7 +151,7 @@ class _ControllerCollector(Collector):
         depth.add_metric([QUEUE], len(c.queue))
         yield depth
         healthy = GaugeMetricFamily("airflow_t9k_informer_healthy", "1 while the watch is open and synced.",
-                                    labels=["kind", "namespace"])  # fmt: skip
+                                    labels=["kind", "watched_namespace"])  # fmt: skip
         for (kind, ns), informer in sorted(c.informers.items()):
             healthy.add_metric([kind, ns], float(informer.synced.is_set() and informer.healthy))
         yield healthy

@@ -85,7 +85,7 @@ def test_usage_matches_the_pods_run_times_and_counts_the_restarts_waste(jobs, co
     assert usage["open"] == {}
     assert [e["podUID"] for e in status["restartHistory"]] == [uid1]
     # Prometheus, once, by namespace and DAG
-    labels = {"namespace": jobs.ns, "dag_id": "nightly_retrain"}
+    labels = {"job_namespace": jobs.ns, "dag_id": "nightly_retrain"}
     wait_until(lambda: controller.metric_sum("airflow_t9k_jobs_finished_total", **labels, phase="Succeeded") == 1,
                timeout=10, what="the finished job counted")  # fmt: skip
     assert controller.metric_sum("airflow_t9k_job_accelerator_seconds_total", **labels) == GPUS * (first + second)

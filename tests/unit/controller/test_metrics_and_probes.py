@@ -139,8 +139,8 @@ async def test_metrics_keep_our_counters_and_add_controller_runtime_names():
     assert m['workqueue_queue_duration_seconds_count{name="t9kjob"}'] == 3
     assert m['workqueue_retries_total{name="t9kjob"}'] == 1
     assert m['workqueue_depth{name="t9kjob"}'] == 2 == m["airflow_t9k_controller_queue_depth"]  # d, and c again
-    assert m['airflow_t9k_informer_healthy{kind="Pod",namespace="ns"}'] == 1
-    assert m['airflow_t9k_informer_healthy{kind="GenericJob",namespace="ns"}'] == 0
+    assert m['airflow_t9k_informer_healthy{kind="Pod",watched_namespace="ns"}'] == 1
+    assert m['airflow_t9k_informer_healthy{kind="GenericJob",watched_namespace="ns"}'] == 0
     # Jobs by kind and phase (issue 45, item 5), and the process' own figures.
     assert m['airflow_t9k_jobs{kind="GenericJob",phase="Running"}'] == 2
     assert m['airflow_t9k_jobs{kind="GenericJob",phase="Failed"}'] == 1
@@ -296,15 +296,15 @@ async def test_a_finished_jobs_usage_is_counted_once_by_namespace_and_dag():
     await controller.kube.close()
     assert len(writes) == 4
     value = controller.instruments.registry.get_sample_value
-    nightly = {"namespace": "ns", "dag_id": "nightly"}
+    nightly = {"job_namespace": "ns", "dag_id": "nightly"}
     assert value("airflow_t9k_job_accelerator_seconds_total", {**nightly, "resource": "nvidia.com/gpu"}) == 120
     assert value("airflow_t9k_job_wasted_accelerator_seconds_total", {**nightly, "resource": "nvidia.com/gpu"}) == 40
-    assert value("airflow_t9k_job_cpu_seconds_total", nightly) == 30
+    assert value("airflow_t9k_job_cpu_limit_seconds_total", nightly) == 30
     assert value("airflow_t9k_job_wall_seconds_total", nightly) == 70
     assert value("airflow_t9k_jobs_finished_total", {**nightly, "phase": "Succeeded"}) == 1
-    assert value("airflow_t9k_jobs_finished_total", {"namespace": "ns", "dag_id": "", "phase": "Failed"}) == 1
+    assert value("airflow_t9k_jobs_finished_total", {"job_namespace": "ns", "dag_id": "", "phase": "Failed"}) == 1
     assert (
-        value("airflow_t9k_job_accelerator_seconds_total", {"namespace": "ns", "dag_id": "", "resource": "nvidia.com/gpu"}) == 120
+        value("airflow_t9k_job_accelerator_seconds_total", {"job_namespace": "ns", "dag_id": "", "resource": "nvidia.com/gpu"}) == 120
     )
 
 
