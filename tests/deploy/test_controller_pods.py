@@ -68,3 +68,50 @@ def test_a_job_outside_the_selected_namespaces_is_told_so_and_gets_no_pod(releas
     assert "does not match the controller's --namespace-selector 'airflow-t9k.io/jobs=enabled'" in cond["message"]
     jobs.reasons("outside", "NamespaceNotManaged")
     assert jobs.pods("outside") == {}
+
+
+def test_prometheus_scrapes_the_metrics_service_with_a_bound_token_only(release, api_client, core):
+    """Issue 45, item 5: /metrics as the chart serves it, through its Service
+    (<release>-controller-metrics, kube-proxy on the node): HTTPS, a token bound to
+    <release>-metrics-reader gets the metrics; an unbound token and none are refused."""
+    import ssl
+    import uuid
+
+    from kubernetes import client
+
+    release.wait_ready()
+    svc = core.read_namespaced_service(f"{CONTROLLER}-metrics", NAMESPACE)
+    url = f"https://{svc.spec.cluster_ip}:{svc.spec.ports[0].port}/metrics"
+    ns, suffix = NAMESPACE, uuid.uuid4().hex[:6]
+    rbac = client.RbacAuthorizationV1Api(api_client)
+    accounts = {"prometheus": f"prometheus-{suffix}", "stranger": f"stranger-{suffix}"}
+    for sa in accounts.values():
+        core.create_namespaced_service_account(ns, {"metadata": {"name": sa}})
+    binding = f"metrics-{suffix}"
+    rbac.create_cluster_role_binding({"metadata": {"name": binding}, "roleRef": {
+        "apiGroup": "rbac.authorization.k8s.io", "kind": "ClusterRole", "name": "airflow-t9k-metrics-reader"},
+        "subjects": [{"kind": "ServiceAccount", "name": accounts["prometheus"], "namespace": ns}]})  # fmt: skip
+    context = ssl.create_default_context()
+    context.check_hostname, context.verify_mode = False, ssl.CERT_NONE  # the controller's self-signed certificate
+
+    def scrape(token: str | None) -> tuple[int, str]:
+        headers = {"Authorization": f"Bearer {token}"} if token else {}
+        try:
+            with urllib.request.urlopen(urllib.request.Request(url, headers=headers), timeout=10, context=context) as r:
+                return r.status, r.read().decode()
+        except urllib.error.HTTPError as err:
+            return err.code, err.read().decode()
+
+    try:
+        spec = {"spec": {"expirationSeconds": 600}}
+        tokens = {who: core.create_namespaced_service_account_token(sa, ns, spec).status.token for who, sa in accounts.items()}
+        _, body = wait_until(lambda: (r := scrape(tokens["prometheus"]))[0] == 200 and r, timeout=30,
+                                what="the metrics through the Service")  # fmt: skip
+        assert "controller_runtime_reconcile_total" in body
+        assert "process_resident_memory_bytes" in body
+        assert scrape(tokens["stranger"])[0] == 403
+        assert scrape(None)[0] == 401
+    finally:
+        rbac.delete_cluster_role_binding(binding)
+        for sa in accounts.values():
+            core.delete_namespaced_service_account(sa, ns)
