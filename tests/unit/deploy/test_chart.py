@@ -293,7 +293,7 @@ def test_the_push_path_is_wired_when_on_and_absent_when_off(rendered):
     if source == "helm":
         (made,) = secrets
         assert made["metadata"]["name"] == secret
-        assert made["metadata"]["annotations"] == {"helm.sh/resource-policy": "keep"}
+        assert "annotations" not in made["metadata"]  # removed with the release: no CA key left behind (issue 45)
         assert set(made["data"]) == {"tls.crt", "tls.key", "ca.crt", "ca.key"}
         assert certs == []
     elif source == "secret":
