@@ -13,11 +13,21 @@ reads it from there. Two DAGs share the pipeline:
   ``retraining-code``), and the metric that comes back is the measured accuracy.
 
 Both are asset-aware: "prepare_data" updates the data asset ``CLICKS``, which "train" reads
-(``inlets``), and "train" updates the model asset ``MODEL`` (``outlets``) with an asset event
-whose extra is the job's result (the metric, the model version's URI) and the job. A third DAG,
-``retraining_evaluation``, is scheduled on ``MODEL`` (``schedule=[MODEL]``): each successful
-training runs it with that event, and it reads the metric from the event, not from XCom. Trainings
-that end together may share one run: it evaluates every model among its events.
+(``inlets``), and "train" updates the candidate asset ``CANDIDATE`` (``outlets``) with an asset
+event whose extra is the job's result (the metric, the model version's URI) and the job. Only
+"promote" updates the production asset ``MODEL``, and only when the candidate beats the champion:
+downstream DAGs scheduled on ``MODEL`` see promotions, never a training that lost.
+
+Promotion cannot race: the champion (its metric, model URI, run) is kept in Airflow 3.3's asset
+state store on ``MODEL``, and "promote" reads and writes it with at most one instance running at
+a time across all runs (``max_active_tis_per_dag=1``): two runs finishing together cannot both
+win, the second compares with the first's result. The DAG runs one at a time
+(``max_active_runs=1``), and a backfill never promotes: an old week's model is not compared with
+today's champion. "better_than_production" is the early look that branches; "promote" decides.
+
+A third DAG, ``retraining_evaluation``, is scheduled on ``CANDIDATE``: each successful training runs
+it with that event, and it reads the metric from the event, not from XCom. Trainings that end
+together may share one run: it evaluates every model among its events.
 """
 
 from __future__ import annotations
@@ -25,13 +35,15 @@ from __future__ import annotations
 from datetime import datetime
 from typing import Any
 
-from airflow.sdk import DAG, Asset, Variable, task
+from airflow.sdk import DAG, Asset, get_current_context, task
+from airflow.sdk.exceptions import AirflowSkipException
 
 from airflow_t9k.operators.kinds import PyTorchTrainingJobOperator
 
-BEST_METRIC = "retraining_best_metric"
 CLICKS = Asset("s3://ml-data/clicks")  # the training data, updated by prepare_data
-MODEL = Asset("s3://models/clicks-ranker")  # the model, updated by every successful training
+CANDIDATE = Asset("s3://models/clicks-ranker/candidates")  # every model a training made
+MODEL = Asset("s3://models/clicks-ranker")  # the production model: updated only by a promotion
+CHAMPION = "champion"  # MODEL's asset state: the production model's metric, URI and run
 
 REAL_NODE = {  # where the local cluster's real node takes jobs (scripts/local-cluster.sh up --real-node)
     "image": "localhost/airflow-t9k/train:1",
@@ -42,7 +54,7 @@ REAL_NODE = {  # where the local cluster's real node takes jobs (scripts/local-c
 
 def training(real: bool) -> PyTorchTrainingJobOperator:
     data = "{{ ti.xcom_pull(task_ids='prepare_data')['dataset'] }}"
-    common = {"task_id": "train", "replicas": 2, "timeout": 1800, "deferrable": True, "inlets": [CLICKS], "outlets": [MODEL],
+    common = {"task_id": "train", "replicas": 2, "timeout": 1800, "deferrable": True, "inlets": [CLICKS], "outlets": [CANDIDATE],
               "spec": {"runPolicy": {"backoffLimit": 2, "cleanUpPolicy": "Unfinished"}}}  # fmt: skip
     if real:
         return PyTorchTrainingJobOperator(
@@ -72,6 +84,7 @@ def pipeline(dag_id: str, real: bool) -> None:
         start_date=datetime(2026, 1, 1),
         schedule="@weekly",
         catchup=False,
+        max_active_runs=1,  # a week's training waits for the last one: no two candidates race
         params={"candidate_metric": 0.91, "train_seconds": "5s"},
         tags=["t9k", "retraining"] + (["real-node"] if real else []),
     ):
@@ -92,15 +105,30 @@ def pipeline(dag_id: str, real: bool) -> None:
             print(f"metric from the training job: {metric:.4f}")
             return metric
 
-        @task.branch
+        @task.branch(inlets=[MODEL])
         def better_than_production(metric: float) -> str:
-            best = float(Variable.get(BEST_METRIC, default="0.0"))
+            champion = get_current_context()["asset_state_store"][MODEL].get(CHAMPION) or {}
+            best = float(champion.get("metric", 0.0))
             print(f"candidate {metric:.4f} vs production {best:.4f}")
             return "promote" if metric > best else "keep_production"
 
-        @task
-        def promote(metric: float) -> str:
-            Variable.set(BEST_METRIC, str(metric))
+        # Decides under mutual exclusion (one instance at a time, whatever the run): read the
+        # champion, compare, write the winner, and only then the production asset's event.
+        @task(outlets=[MODEL], max_active_tis_per_dag=1)
+        def promote(metric: float, job: dict[str, Any]) -> str:
+            context = get_current_context()
+            run = context["dag_run"]
+            if str(getattr(run.run_type, "value", run.run_type)) == "backfill":
+                raise AirflowSkipException("a backfill does not promote: its model is not compared with today's champion")
+            state = context["asset_state_store"][MODEL]
+            champion = state.get(CHAMPION) or {}
+            if champion and float(champion["metric"]) >= metric:  # another run promoted a better one meanwhile
+                raise AirflowSkipException(f"kept the production model: {champion['metric']} from {champion['run_id']} "
+                                           f"is not beaten by {metric:.4f}")  # fmt: skip
+            model_uri = str((job.get("result") or {}).get("model_uri") or "")
+            state.set(CHAMPION, {"metric": metric, "model_uri": model_uri, "run_id": run.run_id})
+            context["outlet_events"][MODEL].extra = {"metric": metric, "model_uri": model_uri,
+                                                     "previous_metric": champion.get("metric")}  # fmt: skip
             return f"promoted model with metric {metric:.4f}"
 
         @task
@@ -109,17 +137,17 @@ def pipeline(dag_id: str, real: bool) -> None:
 
         metric = evaluate(train.output)
         data >> train
-        better_than_production(metric) >> [promote(metric), keep_production()]
+        better_than_production(metric) >> [promote(metric, train.output), keep_production()]
 
 
 pipeline("retraining_pipeline", real=False)
 pipeline("retraining_pipeline_real", real=True)
 
-# Scheduled on the model asset: runs after each training that succeeded, with its asset event.
+# Scheduled on the candidate asset: runs after each training that succeeded, with its asset event.
 with DAG(
     "retraining_evaluation",
     start_date=datetime(2026, 1, 1),
-    schedule=[MODEL],
+    schedule=[CANDIDATE],
     catchup=False,
     tags=["t9k", "retraining", "assets"],
 ):
@@ -131,11 +159,11 @@ with DAG(
         # still drop an event that lands while the scheduler makes that run (within tens of ms);
         # tests/integration/test_e2e_assets.py keeps its trainings apart for that reason.
         models = []
-        for event in triggering_asset_events[MODEL]:
+        for event in triggering_asset_events[CANDIDATE]:
             extra = event.extra  # the training job's result, and the job
             job = extra.get("t9k_job") or {}
             print(
-                f"model {extra.get('model_uri', MODEL.uri)} from {job.get('kind')} {job.get('namespace')}/{job.get('name')} "
+                f"model {extra.get('model_uri', CANDIDATE.uri)} from {job.get('kind')} {job.get('namespace')}/{job.get('name')} "
                 f"(run {event.source_run_id}): metric {extra.get('metric')}"
             )
             models.append({"metric": extra.get("metric"), "model_uri": extra.get("model_uri"), "job": job.get("name")})

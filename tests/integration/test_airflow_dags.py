@@ -158,14 +158,26 @@ def test_retraining_pipeline_promotes_then_keeps(runs, api_client):
     assert "promoted model with metric 0.9900" in first
     second = ended_ok(*runs.out.get("retraining#2", ("", "never ran")))
     assert "kept the production model" in second
-    # Each training updated the model asset with an event whose extra is its job's result.
+    # Each training updated the candidate asset with an event whose extra is its job's result; only
+    # the promotion updated the production asset, and the champion is kept in its asset state.
     import sqlite3
 
+    def events(uri: str) -> list[tuple[str, dict]]:
+        with sqlite3.connect(runs.dbs["retraining"]) as db:
+            rows = db.execute("select e.source_task_id, e.extra from asset_event e join asset a on a.id = e.asset_id "
+                              "where a.uri = ? and e.source_dag_id = 'retraining_pipeline' order by e.id",
+                              (uri,)).fetchall()  # fmt: skip
+        return [(r[0], json.loads(r[1])) for r in rows]
+
+    production = events("s3://models/clicks-ranker")
+    assert [(task, e["metric"], e["previous_metric"]) for task, e in production] == [("promote", 0.99, None)], production
     with sqlite3.connect(runs.dbs["retraining"]) as db:
-        rows = db.execute("select e.extra from asset_event e join asset a on a.id = e.asset_id "
-                          "where a.uri = 's3://models/clicks-ranker' and e.source_dag_id = 'retraining_pipeline' "
-                          "order by e.id").fetchall()  # fmt: skip
-    extras = [json.loads(r[0]) for r in rows]
+        (champion,) = db.execute("select s.value from asset_state_store s join asset a on a.id = s.asset_id "
+                                 "where a.uri = 's3://models/clicks-ranker' and s.key = 'champion'").fetchone()  # fmt: skip
+    champion = json.loads(champion)
+    assert champion["metric"] == 0.99, champion
+    assert champion["model_uri"] == production[0][1]["model_uri"]
+    extras = [e for _, e in events("s3://models/clicks-ranker/candidates")]
     assert [e["metric"] for e in extras] == [0.99, 0.5], extras
     assert all(e["model_uri"].startswith("s3://models/clicks-ranker/manual__") for e in extras), extras
     assert {e["t9k_job"]["kind"] for e in extras} == {"PyTorchTrainingJob"}

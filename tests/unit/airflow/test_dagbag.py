@@ -31,11 +31,17 @@ def test_every_example_dag_imports_without_errors(monkeypatch):
     # Asset-aware: train reads the data asset and updates the model asset; evaluation is scheduled on it.
     from airflow.sdk import Asset
 
+    candidates, production = Asset("s3://models/clicks-ranker/candidates"), Asset("s3://models/clicks-ranker")
     for dag_id in ("retraining_pipeline", "retraining_pipeline_real"):
-        train = bag.dags[dag_id].get_task("train")
+        dag = bag.dags[dag_id]
+        train = dag.get_task("train")
         assert train.inlets == [Asset("s3://ml-data/clicks")]
-        assert train.outlets == [Asset("s3://models/clicks-ranker")]
-    assert list(bag.dags["retraining_evaluation"].timetable.asset_condition.objects) == [Asset("s3://models/clicks-ranker")]
+        assert train.outlets == [candidates]  # every training: a candidate, not the production model
+        promote = dag.get_task("promote")
+        assert promote.outlets == [production]  # only a promotion updates it
+        assert promote.max_active_tis_per_dag == 1  # one decision at a time, whatever the run (issue 44, 6)
+        assert dag.max_active_runs == 1
+    assert list(bag.dags["retraining_evaluation"].timetable.asset_condition.objects) == [candidates]
 
 
 def test_an_example_dag_copied_alone_into_a_dag_folder_imports(tmp_path):
