@@ -557,6 +557,7 @@ class T9kJobOperator(SubmitMixin, WaitMixin, CheckpointMixin, AssetsMixin, Linea
         self._follow_pods = pods_to_follow(current, self.log_replicas, self.max_followed_pods)
         if self.deferrable:
             self.defer(trigger=self._trigger(identity, deadline), method_name="execute_complete")
+        self._cursor_store = context.get("task_state_store")
         event = self._wait_sync(identity, deadline)
         self._waited = True
         return self._finish(context, event)

@@ -90,6 +90,21 @@ class LogFollower:
         self.last_seen: dict[str, Cursor] = {}  # pod -> where its forwarded lines stand
         self.warned: set[str] = set()  # pods whose log broke off once already (said once each)
 
+    def resume_from(self, saved: Any, uid: str) -> None:
+        """Start where an earlier try of this task left the same job's logs (``snapshot``): the
+        lines written between that try's loss and this one reach the task log, once."""
+        if not isinstance(saved, dict) or saved.get("uid") != uid or not isinstance(saved.get("pods"), dict):
+            return
+        for pod, value in saved["pods"].items():
+            cursor = Cursor.from_dict(value)
+            if cursor.at is not None:
+                self.last_seen.setdefault(str(pod), cursor)
+
+    def snapshot(self, uid: str) -> dict[str, Any]:
+        """Where each replica's forwarded lines stand, for a later try (``resume_from``)."""
+        with self.lock:  # a cursor moves under the lock: its stamp and count are read together
+            return {"uid": uid, "pods": {pod: c.as_dict() for pod, c in self.last_seen.items() if c.at is not None}}
+
     def update(self, job: Obj) -> None:
         """Start following every pod to follow that the job's status now names."""
         wanted = self.fixed if self.fixed is not None else replica_pods(job)
@@ -176,7 +191,8 @@ class LogFollower:
             if not self._take():
                 return False
             self.log.info("[%s] %s", pod, text)
-            cursor.sent(stamp)
+            with self.lock:
+                cursor.sent(stamp)
         return True
 
     def finish(self, job: Obj) -> None:

@@ -23,6 +23,10 @@ from airflow_t9k.triggers.records import Connection, Forwarding, JobRef, WaitPol
 Obj = dict[str, Any]
 
 
+# Where the worker-side wait left the followed logs, for the next try (the task state store).
+WORKER_CURSOR_KEY = "t9k_worker_log_cursor"
+
+
 class WaitMixin:
     """Part of ``T9kJobOperator``: waiting for its job, deferred or on the worker."""
 
@@ -86,6 +90,8 @@ class WaitMixin:
             ),
         )
 
+    _cursor_store: Any = None  # the task state store, set by execute
+
     def _wait_sync(self, identity: Obj, deadline: float | None) -> Obj:
         """Wait on this worker by watching the job (one watch, resumed when it ends).
 
@@ -96,11 +102,29 @@ class WaitMixin:
         self._logs = (LogFollower(self.hook, identity["namespace"], self.log, self.max_log_lines, self.max_followed_pods,
                                   self._follow_pods, owner_uid=identity["uid"], tail_lines=self.log_tail_lines)
                       if self.stream_logs and self.max_log_lines else None)  # fmt: skip
+        store = getattr(self, "_cursor_store", None)
+        if self._logs is not None and store is not None:
+            self._logs.resume_from(store.get(WORKER_CURSOR_KEY), identity["uid"])
         try:
             return self._wait_sync_loop(identity, deadline)
         finally:
             if self._logs is not None:
                 self._logs.stop()
+                self._save_cursors(identity)
+
+    def _save_cursors(self, identity: Obj) -> None:
+        """Where the followed logs stand, in the task state store when it moved: a retry after this
+        try is lost (its worker killed) reads on from there (``LogFollower.resume_from``)."""
+        store = getattr(self, "_cursor_store", None)
+        if self._logs is None or store is None:
+            return
+        snapshot = self._logs.snapshot(identity["uid"])
+        if snapshot["pods"] and snapshot != getattr(self, "_cursor_saved", None):
+            try:
+                store.set(WORKER_CURSOR_KEY, snapshot)
+                self._cursor_saved = snapshot
+            except Exception as exc:  # noqa: BLE001 - the log goes on; a retry would repeat lines
+                self.log.debug("could not save where the logs stand: %s", exc)
 
     def _wait_sync_loop(self, identity: Obj, deadline: float | None) -> Obj:
         delay = 1.0
@@ -133,6 +157,7 @@ class WaitMixin:
             return self._event_from(job, "error", f"{identity['kind']} {identity['name']} was deleted or replaced")
         if self._logs is not None:
             self._logs.update(job)
+            self._save_cursors(identity)  # at most once a watch (60 s): a lost try repeats, never drops, lines
         state = interpret(job)
         if state.phase != last[0]:
             self.log.info("%s %s: %s", identity["kind"], identity["name"], state.summary())

@@ -447,3 +447,25 @@ def test_the_final_lines_are_those_not_forwarded_yet(text, at, left, asked, expe
         for _ in range(left):
             cursor.sent(at)
     assert final_lines(text, cursor, asked) == expected
+
+
+def test_a_retry_reads_on_from_where_a_lost_try_left_the_logs():
+    """Issue 44, item 7: the worker-side cursor is kept (the task state store, ``snapshot``): lines
+    written between a lost try and its retry reach the retry's log, and none is printed twice."""
+    log = [(stamp(1), "step 1"), (stamp(2), "step 2"), (stamp(2, 1), "step 2b")]
+    hook = SyncHook({"j-worker-0": log})
+    first, lines = _follower(hook, "lost")
+    first.finish(_job("Succeeded", "j-worker-0", replica_phase="Succeeded"))  # read what was there
+    assert lines.forwarded() == ["[j-worker-0] step 1", "[j-worker-0] step 2", "[j-worker-0] step 2b"]
+    saved = first.snapshot(OWNER)
+    log += [(stamp(3), "step 3 (while no try ran)"), (stamp(4), "step 4")]  # the worker died; the training went on
+    retry, again = _follower(hook, "retry")
+    retry.started = stamp(4)  # the retry's own start: without the saved cursor, step 3 would be lost
+    retry.resume_from(saved, OWNER)
+    retry.finish(_job("Succeeded", "j-worker-0", replica_phase="Succeeded"))
+    assert again.forwarded() == ["[j-worker-0] step 3 (while no try ran)", "[j-worker-0] step 4"]
+    other, nothing = _follower(hook, "other-job")
+    other.started = stamp(4)
+    other.resume_from(saved, "another-uid")  # another job's cursor is not this one's
+    other.finish(_job("Succeeded", "j-worker-0", replica_phase="Succeeded"))
+    assert nothing.forwarded() == ["[j-worker-0] step 4"]
