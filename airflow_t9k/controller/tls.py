@@ -136,11 +136,30 @@ def self_signed(hosts: list[str], days: int = 365) -> ServingTLS:
     )  # fmt: skip
     pem = serialization.Encoding.PEM
     ctx = _context()
-    # load_cert_chain reads files only: a private directory, gone once loaded.
+    key_pem = key.private_bytes(pem, serialization.PrivateFormat.PKCS8, serialization.NoEncryption())
+    _load_chain(ctx, cert.public_bytes(pem), key_pem)
+    return ServingTLS(ctx, ca_cert.public_bytes(pem).decode())
+
+
+def _load_chain(ctx: ssl.SSLContext, cert_pem: bytes, key_pem: bytes) -> None:
+    """``load_cert_chain`` reads files only. In memory where Linux offers it (``memfd``): the
+    chart's pods have a read-only root filesystem and no writable /tmp; elsewhere a private
+    directory, gone once loaded."""
+    if hasattr(os, "memfd_create"):
+        fds = [os.memfd_create(name) for name in ("tls.crt", "tls.key")]
+        try:
+            for fd, data in zip(fds, (cert_pem, key_pem), strict=True):
+                os.write(fd, data)
+            ctx.load_cert_chain(f"/proc/self/fd/{fds[0]}", f"/proc/self/fd/{fds[1]}")
+            return
+        except OSError:
+            pass  # no /proc: the directory below
+        finally:
+            for fd in fds:
+                os.close(fd)
     with tempfile.TemporaryDirectory(prefix="t9k-progress-tls-") as tmp:
         cert_path, key_path = Path(tmp, "tls.crt"), Path(tmp, "tls.key")
-        cert_path.write_bytes(cert.public_bytes(pem))
+        cert_path.write_bytes(cert_pem)
         key_path.touch(mode=0o600)
-        key_path.write_bytes(key.private_bytes(pem, serialization.PrivateFormat.PKCS8, serialization.NoEncryption()))
+        key_path.write_bytes(key_pem)
         ctx.load_cert_chain(str(cert_path), str(key_path))
-    return ServingTLS(ctx, ca_cert.public_bytes(pem).decode())

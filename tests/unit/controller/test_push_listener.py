@@ -135,3 +135,15 @@ async def test_a_load_within_the_caps_is_served_whole():
     assert [c for codes in answers for c in codes] == [200] * 400
     assert not [k for k in counts if k.startswith("progress_push_connection_refused")], counts
     assert counts["progress_push_handshake_failed"] == 0
+
+
+def test_a_certificate_made_at_start_needs_no_writable_directory(monkeypatch):
+    """The chart's pods have a read-only root filesystem and no writable /tmp: --metrics-secure
+    (and the push path without files) made its certificate through a temporary directory, and
+    the deployed controller crashed at start (run 46). It is loaded from memory (memfd) now."""
+    import tempfile
+
+    monkeypatch.setattr(tempfile, "tempdir", "/nonexistent-read-only")
+    tls = self_signed(["airflow-t9k-controller-metrics"])
+    assert tls.context.cert_store_stats() is not None
+    assert "BEGIN CERTIFICATE" in tls.ca_pem
