@@ -15,13 +15,12 @@ from __future__ import annotations
 import uuid
 
 import pytest
-import yaml
-from kubernetes import client, config, utils
+from kubernetes import client, utils
 from kubernetes.client.exceptions import ApiException
 
 from tests.kind_jobs import minimal
 from tests.support.cluster import wait_until
-from tests.support.rbac import delete_cluster_scoped
+from tests.support.rbac import account_client, delete_cluster_scoped
 
 
 def _made(call) -> str | None:
@@ -63,14 +62,9 @@ def identity(api_client, cluster, core, namespace, crds, tmp_path):
     core.create_namespace({"metadata": {"name": outside, "labels": {"airflow-t9k/test": "true"}}})
     core.create_namespaced_service_account(namespace, {"metadata": {"name": sa}})
     utils.create_from_yaml(api_client, yaml_objects=rights + docs)
-    token = core.create_namespaced_service_account_token(sa, namespace, {"spec": {"expirationSeconds": 3600}}).status.token
-    base = yaml.safe_load(cluster.kubeconfig.read_text())
-    base["users"] = [{"name": "sa", "user": {"token": token}}]
-    base["contexts"][0]["context"]["user"] = "sa"
-    path = tmp_path / "kubeconfig-controller"
-    path.write_text(yaml.safe_dump(base))
+    ctl = account_client(core, cluster.kubeconfig, namespace, sa, tmp_path / "kubeconfig-controller")
     try:
-        yield client.CoreV1Api(config.new_client_from_config(config_file=str(path))), inside, outside, name
+        yield client.CoreV1Api(ctl), inside, outside, name
     finally:
         delete_cluster_scoped(api_client, rights + docs)
         for ns in (inside, outside):

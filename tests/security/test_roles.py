@@ -167,13 +167,9 @@ def test_the_cluster_wide_ui_role_reads_no_configmap_outside_the_job_namespaces(
     try:
         core.create_namespaced_config_map(other, {"metadata": {"name": "airflow-config"}, "data": {"sql_alchemy_conn": "x"}})
         core.create_namespaced_config_map(namespace, {"metadata": {"name": "j-evidence"}, "data": {"summary.json": "{}"}})
-        token = core.create_namespaced_service_account_token(sa, namespace, {"spec": {"expirationSeconds": 3600}}).status.token
-        base = yaml.safe_load(cluster.kubeconfig.read_text())
-        base["users"] = [{"name": "sa", "user": {"token": token}}]
-        base["contexts"][0]["context"]["user"] = "sa"
-        path = tmp_path / "kubeconfig-ui-cluster"
-        path.write_text(yaml.safe_dump(base))
-        ui = client.CoreV1Api(config.new_client_from_config(config_file=str(path)))
+        from tests.support.rbac import account_client
+
+        ui = client.CoreV1Api(account_client(core, cluster.kubeconfig, namespace, sa, tmp_path / "kubeconfig-ui-cluster"))
         wait_until(lambda: ui.read_namespaced_config_map("j-evidence", namespace).data == {"summary.json": "{}"}, timeout=20,
                    what="the evidence read where it is bound")  # fmt: skip
         for name, ns in (("airflow-config", other), ("kube-root-ca.crt", "kube-system")):

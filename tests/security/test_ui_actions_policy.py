@@ -13,13 +13,12 @@ from __future__ import annotations
 import uuid
 
 import pytest
-import yaml
-from kubernetes import client, config, utils
+from kubernetes import client, utils
 from kubernetes.client.exceptions import ApiException
 
 from tests.kind_jobs import minimal
 from tests.support.cluster import wait_until
-from tests.support.rbac import delete_cluster_scoped
+from tests.support.rbac import account_client, delete_cluster_scoped
 
 GROUP, VERSION, PLURAL = "batch.tensorstack.dev", "v1beta1", "genericjobs"
 
@@ -45,15 +44,10 @@ def ui(api_client, cluster, core, namespace, crds, tmp_path):
                     target[key] = target[key].replace("airflow-t9k-ui-", f"airflow-t9k-ui-{suffix}-")
     core.create_namespaced_service_account(namespace, {"metadata": {"name": sa}})
     utils.create_from_yaml(api_client, yaml_objects=docs)
-    token = core.create_namespaced_service_account_token(sa, namespace, {"spec": {"expirationSeconds": 3600}}).status.token
-    base = yaml.safe_load(cluster.kubeconfig.read_text())
-    base["users"] = [{"name": "sa", "user": {"token": token}}]
-    base["contexts"][0]["context"]["user"] = "sa"
-    path = tmp_path / "kubeconfig-ui"
-    path.write_text(yaml.safe_dump(base))
+    ui = account_client(core, cluster.kubeconfig, namespace, sa, tmp_path / "kubeconfig-ui")
     policy = next(o["metadata"]["name"] for o in docs if o["kind"] == "ValidatingAdmissionPolicy")
     try:
-        yield client.CustomObjectsApi(config.new_client_from_config(config_file=str(path))), policy
+        yield client.CustomObjectsApi(ui), policy
     finally:
         delete_cluster_scoped(api_client, docs)
 

@@ -20,6 +20,22 @@ def delete_cluster_scoped(api_client: client.ApiClient, docs: list[dict[str, Any
             client.AdmissionregistrationV1Api(api_client).delete_validating_admission_policy(d["metadata"]["name"])
 
 
+def account_client(core: client.CoreV1Api, kubeconfig: Any, namespace: str, account: str, path: Any) -> client.ApiClient:
+    """An API client that is ``account`` (a ServiceAccount of ``namespace`` that exists): a token
+    from the TokenRequest API in a kubeconfig at ``path`` with ``kubeconfig``'s cluster and CA."""
+    import yaml
+    from kubernetes import config
+
+    token = core.create_namespaced_service_account_token(account, namespace, {"spec": {"expirationSeconds": 3600}}).status.token
+    with open(kubeconfig) as f:
+        base = yaml.safe_load(f.read())
+    base["users"] = [{"name": "sa", "user": {"token": token}}]
+    base["contexts"][0]["context"]["user"] = "sa"
+    with open(path, "w") as f:
+        f.write(yaml.safe_dump(base))
+    return config.new_client_from_config(config_file=str(path))
+
+
 def token_kubeconfig(api_client: client.ApiClient, kubeconfig: Any, namespace: str, name: str, rules: list[dict[str, Any]],
                      path: Any) -> Any:  # fmt: skip
     """A real ServiceAccount ``name`` in ``namespace`` with a Role of exactly ``rules``, and a
