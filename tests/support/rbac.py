@@ -20,11 +20,10 @@ def delete_cluster_scoped(api_client: client.ApiClient, docs: list[dict[str, Any
             client.AdmissionregistrationV1Api(api_client).delete_validating_admission_policy(d["metadata"]["name"])
 
 
-def account_client(core: client.CoreV1Api, kubeconfig: Any, namespace: str, account: str, path: Any) -> client.ApiClient:
-    """An API client that is ``account`` (a ServiceAccount of ``namespace`` that exists): a token
-    from the TokenRequest API in a kubeconfig at ``path`` with ``kubeconfig``'s cluster and CA."""
+def account_kubeconfig(core: client.CoreV1Api, kubeconfig: Any, namespace: str, account: str, path: Any) -> Any:
+    """A kubeconfig at ``path`` that is ``account`` (a ServiceAccount of ``namespace`` that exists):
+    a token from the TokenRequest API, with ``kubeconfig``'s cluster and CA."""
     import yaml
-    from kubernetes import config
 
     token = core.create_namespaced_service_account_token(account, namespace, {"spec": {"expirationSeconds": 3600}}).status.token
     with open(kubeconfig) as f:
@@ -33,29 +32,27 @@ def account_client(core: client.CoreV1Api, kubeconfig: Any, namespace: str, acco
     base["contexts"][0]["context"]["user"] = "sa"
     with open(path, "w") as f:
         f.write(yaml.safe_dump(base))
-    return config.new_client_from_config(config_file=str(path))
+    return path
+
+
+def account_client(core: client.CoreV1Api, kubeconfig: Any, namespace: str, account: str, path: Any) -> client.ApiClient:
+    """An API client that is ``account`` (``account_kubeconfig``)."""
+    from kubernetes import config
+
+    return config.new_client_from_config(config_file=str(account_kubeconfig(core, kubeconfig, namespace, account, path)))
 
 
 def token_kubeconfig(api_client: client.ApiClient, kubeconfig: Any, namespace: str, name: str, rules: list[dict[str, Any]],
                      path: Any) -> Any:  # fmt: skip
     """A real ServiceAccount ``name`` in ``namespace`` with a Role of exactly ``rules``, and a
     kubeconfig at ``path`` holding its token (the cluster and CA of ``kubeconfig``)."""
-    import yaml
-
     core, rbac = client.CoreV1Api(api_client), client.RbacAuthorizationV1Api(api_client)
     core.create_namespaced_service_account(namespace, {"metadata": {"name": name}})
     rbac.create_namespaced_role(namespace, {"metadata": {"name": name}, "rules": rules})
     rbac.create_namespaced_role_binding(namespace, {
         "metadata": {"name": name}, "roleRef": {"apiGroup": "rbac.authorization.k8s.io", "kind": "Role", "name": name},
         "subjects": [{"kind": "ServiceAccount", "name": name, "namespace": namespace}]})  # fmt: skip
-    token = core.create_namespaced_service_account_token(name, namespace, {"spec": {"expirationSeconds": 3600}}).status.token
-    with open(kubeconfig) as f:
-        base = yaml.safe_load(f.read())
-    base["users"] = [{"name": "sa", "user": {"token": token}}]
-    base["contexts"][0]["context"]["user"] = "sa"
-    with open(path, "w") as f:
-        f.write(yaml.safe_dump(base))
-    return path
+    return account_kubeconfig(core, kubeconfig, namespace, name, path)
 
 
 def airflow_rules(job_verbs: tuple[str, ...] = ("create", "get", "list", "watch", "patch", "delete")) -> list[dict[str, Any]]:
