@@ -6,9 +6,11 @@ megabytes (a progress bar redrawn with ``\r``) does not stop either mode's strea
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import threading
 import time
 import uuid
+from collections.abc import Iterator
 from datetime import datetime, timezone
 
 import pytest
@@ -23,24 +25,41 @@ def _forwarded(out: str, marker: str) -> list[str]:
     return [line.split("[info     ] ", 1)[1].split(" [airflow", 1)[0].strip() for line in out.splitlines() if marker in line]
 
 
-@pytest.mark.parametrize(("log_replicas", "expected_pods"), [("deciding", ["worker-0"]), ("all", ["worker-0", "worker-1"])])
-def test_the_worker_side_wait_streams_replica_logs(conn, cluster, jobs, controller, log_replicas, expected_pods, capsys):
-    if cluster.external:
-        pytest.skip("appending to pod logs needs the local cluster's kwok")
-    store, marker = Store(), uuid.uuid4().hex[:8]
-    op = make_op(sim={"sim.t9k.test/duration": "8s"}, deferrable=False, log_events=False, log_replicas=log_replicas)
+@contextlib.contextmanager
+def running(op, jobs, settle: float = 2.0) -> Iterator[tuple[list[object], str]]:
+    """The task's ``execute`` in a thread (deferred: its trigger until its one event), as a worker
+    runs it; yields (its outcome, once it ended; the job's name) once the job runs and the
+    followers had ``settle`` seconds to attach, and waits for the task at the end."""
+    store: Store = Store()
     outcome: list[object] = []
-    worker = threading.Thread(target=lambda: outcome.append(op.execute(context(store))), daemon=True)
+
+    def run() -> None:
+        try:
+            outcome.append(op.execute(context(store)))
+        except TaskDeferred as exc:
+            outcome.append(asyncio.run(first_event(exc.trigger)).payload)
+
+    worker = threading.Thread(target=run, daemon=True)
     worker.start()
     try:
         while "t9k_job" not in store:
             time.sleep(0.2)
         name = store["t9k_job"]["name"]
         jobs.wait_phase("GenericJob", name, "Running")
-        time.sleep(3)  # the followers attach once the containers run
-        _append_pod_log(cluster, jobs.ns, f"epoch 1 loss 0.9 {marker}", f"epoch 2 loss 0.5 {marker}")
+        time.sleep(settle)  # the followers attach once the containers run
+        yield outcome, name
     finally:
         worker.join(60)
+
+
+@pytest.mark.parametrize(("log_replicas", "expected_pods"), [("deciding", ["worker-0"]), ("all", ["worker-0", "worker-1"])])
+def test_the_worker_side_wait_streams_replica_logs(conn, cluster, jobs, controller, log_replicas, expected_pods, capsys):
+    if cluster.external:
+        pytest.skip("appending to pod logs needs the local cluster's kwok")
+    marker = uuid.uuid4().hex[:8]
+    op = make_op(sim={"sim.t9k.test/duration": "8s"}, deferrable=False, log_events=False, log_replicas=log_replicas)
+    with running(op, jobs, settle=3) as (outcome, name):
+        _append_pod_log(cluster, jobs.ns, f"epoch 1 loss 0.9 {marker}", f"epoch 2 loss 0.5 {marker}")
     assert outcome
     assert outcome[0]["phase"] == "Succeeded"
     lines = _forwarded(capsys.readouterr().out, marker)
@@ -150,20 +169,10 @@ def _check_long_lines(out: str, pod: str, marker: str) -> None:
 def test_a_5mib_line_does_not_stop_the_worker_side_wait_streaming(conn, cluster, jobs, controller, capsys):
     if cluster.external:
         pytest.skip("appending to pod logs needs the local cluster's kwok")
-    store, marker = Store(), uuid.uuid4().hex[:8]
+    marker = uuid.uuid4().hex[:8]
     op = make_op(sim={"sim.t9k.test/duration": "8s"}, deferrable=False, log_events=False)
-    outcome: list[object] = []
-    worker = threading.Thread(target=lambda: outcome.append(op.execute(context(store))), daemon=True)
-    worker.start()
-    try:
-        while "t9k_job" not in store:
-            time.sleep(0.2)
-        name = store["t9k_job"]["name"]
-        jobs.wait_phase("GenericJob", name, "Running")
-        time.sleep(2)  # the follower attaches once the containers run
+    with running(op, jobs) as (outcome, name):
         _print_long_lines(cluster, jobs.ns, marker)
-    finally:
-        worker.join(60)
     assert outcome
     assert outcome[0]["phase"] == "Succeeded"
     _check_long_lines(capsys.readouterr().out, f"{name}-worker-0", marker)
@@ -194,26 +203,8 @@ def test_the_last_lines_are_printed_after_the_line_budget_ran_out(conn, cluster,
     marker = uuid.uuid4().hex[:8]
     op = make_op(sim={"sim.t9k.test/duration": "7s"}, deferrable=deferrable, log_events=False, max_log_lines=3,
                  log_tail_lines=2)  # fmt: skip
-    store = Store()
-    outcome: list[object] = []
-
-    def run() -> None:
-        try:
-            outcome.append(op.execute(context(store)))
-        except TaskDeferred as exc:
-            outcome.append(asyncio.run(first_event(exc.trigger)).payload)
-
-    worker = threading.Thread(target=run, daemon=True)
-    worker.start()
-    try:
-        while "t9k_job" not in store:
-            time.sleep(0.2)
-        name = store["t9k_job"]["name"]
-        jobs.wait_phase("GenericJob", name, "Running")
-        time.sleep(2)  # the followers attach once the containers run
+    with running(op, jobs) as (outcome, _name):
         _append_pod_log(cluster, jobs.ns, *[f"step {i} {marker}" for i in range(10)])
-    finally:
-        worker.join(60)
     assert outcome
     out = capsys.readouterr().out
     steps = [line for line in out.splitlines() if marker in line]
