@@ -145,7 +145,10 @@ class Listener:
         self._accepting: asyncio.Task[None] | None = None
         self._handshakes: set[asyncio.Task[None]] = set()
 
-    async def start(self, address: str, port: int, backlog: int = 1024) -> None:
+    async def start(self, address: str, port: int, backlog: int = 4096) -> None:
+        # A deep accept queue (the kernel's, not this process's memory; capped by somaxconn): a
+        # burst the loop takes a moment to accept is accepted and refused at once, instead of
+        # overflowing and reaching it half a minute later through the clients' SYN retries.
         infos = await asyncio.get_running_loop().getaddrinfo(address, port, type=socket.SOCK_STREAM, flags=socket.AI_PASSIVE)
         family, kind, proto, _, where = infos[0]
         sock = socket.socket(family, kind, proto)

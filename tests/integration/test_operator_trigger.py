@@ -282,8 +282,12 @@ async def test_trigger_log_streaming_is_bounded(conn, cluster, jobs, controller,
     _append_pod_log(cluster, jobs.ns, *[f"line {i} {marker}" for i in range(5)])
     await task
     messages = capsys.readouterr().out.splitlines()
-    assert sum(marker in m for m in messages) == 3
-    assert any("forwarded 3 log lines; not forwarding more" in m for m in messages)
+    stop = next(i for i, m in enumerate(messages) if "forwarded 3 log lines; not forwarding more" in m)
+    assert sum(marker in m for m in messages[:stop]) == 3  # the budget: three lines as they were written
+    # Then, at the job's end, the last lines not forwarded, under their own header (issue 44, item 7).
+    assert any("after max_log_lines=3 ran out" in m for m in messages[stop:]), messages[stop:]
+    for i in range(5):
+        assert sum(f"line {i} {marker}" in m for m in messages) == 1, [m for m in messages if marker in m]
 
 
 def test_hook_lists_a_jobs_replica_pods_and_its_events(conn, jobs, controller):
