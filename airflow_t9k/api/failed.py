@@ -316,3 +316,8 @@ def final_lines(text: str, cursor: Cursor | None, asked: int) -> list[str]:
     if not certain and cursor is not None and cursor.at is not None:
         fresh = [t for stamp, t in lines if (when := instant(stamp)) is not None and when > cursor.at]
     return [cap_line(t, LOG_LINE_BYTES) for t in fresh]
+
+
+def final_header(pod: str, count: int, max_lines: int | None) -> str:
+    """The header of the last lines printed after the line budget ran out (both waits)."""
+    return f"--- the last {count} lines of {pod} (after max_log_lines={max_lines} ran out) ---"

@@ -25,7 +25,7 @@ from collections.abc import Iterator
 from typing import Any
 
 from airflow_t9k.api.evidence import KeptLogs, controlled_by
-from airflow_t9k.api.failed import FailedLogs, final_lines, first_failed, print_lines, unavailable
+from airflow_t9k.api.failed import FailedLogs, final_header, final_lines, first_failed, print_lines, unavailable
 from airflow_t9k.api.logcursor import Cursor, since_time, split
 from airflow_t9k.api.outcome import interpret
 from airflow_t9k.api.paths import LOG_LINE_BYTES, child_path
@@ -226,15 +226,16 @@ class LogFollower:
         """The line budget ran out: still, the end of the training reaches the task log, the last
         ``tail_lines`` of each replica read at the end not forwarded yet, under their own header."""
         for pod in pods:
+            cursor = self.last_seen.get(pod)
+            since = (cursor.since() if cursor else None) or self.started  # never lines from before this wait
             try:
-                text = self.hook.read_log_tail(pod, self.namespace, self.tail_lines, timestamps=True)
+                text = self.hook.read_log_tail(pod, self.namespace, self.tail_lines, timestamps=True, since=since)
             except Exception as exc:  # noqa: BLE001 - gone or unreachable: the outcome matters more
                 self.log.debug("could not read the last lines of %s: %s", pod, exc)
                 continue
-            fresh = final_lines(text or "", self.last_seen.get(pod), self.tail_lines)
+            fresh = final_lines(text or "", cursor, self.tail_lines)
             if fresh:
-                print_lines(self.log, f"--- the last {len(fresh)} lines of {pod} (after max_log_lines={self.max_lines} ran "
-                                      "out) ---", fresh)  # fmt: skip
+                print_lines(self.log, final_header(pod, len(fresh), self.max_lines), fresh)
 
     def _read_once(self, pod: str) -> bool:
         """One read of ``pod``'s log from its cursor, not following; False when nothing more may be logged."""

@@ -24,7 +24,7 @@ from datetime import datetime
 from typing import TYPE_CHECKING, Any
 
 from airflow_t9k.api.evidence import controlled_by
-from airflow_t9k.api.failed import final_lines, print_lines
+from airflow_t9k.api.failed import final_header, final_lines, print_lines
 from airflow_t9k.api.logcursor import Cursor, instant, since_time, split
 from airflow_t9k.api.outcome import interpret
 from airflow_t9k.api.paths import LOG_LINE_BYTES, child_path
@@ -293,16 +293,20 @@ class ForwardMixin:
         was not forwarded yet, under a header that says why they come apart."""
         f = self.forwarding
         pods = [p for p in interpret(job).replicas_read_at_end if f.follow_pods is None or p in f.follow_pods]
+        deferred = instant(f.events_since or "")
         for pod in pods[: f.max_followed_pods]:
+            cursor = last_seen.get(pod)
+            # From its cursor's second, or from the deferral for a replica never followed: never
+            # the lines of what ran before this task waited.
+            since = (cursor.since() if cursor else None) or (since_time(deferred) if deferred is not None else None)
             try:
-                text = await watch.hook.read_log_tail(pod, self.namespace, f.log_tail_lines, timestamps=True)
+                text = await watch.hook.read_log_tail(pod, self.namespace, f.log_tail_lines, timestamps=True, since=since)
             except Exception as exc:  # noqa: BLE001 - the outcome matters more than the lines
                 self.log.debug("could not read the last lines of %s: %s", pod, exc)
                 continue
-            fresh = final_lines(text, last_seen.get(pod), f.log_tail_lines)
+            fresh = final_lines(text, cursor, f.log_tail_lines)
             if fresh:
-                print_lines(self.log, f"--- the last {len(fresh)} lines of {pod} (after max_log_lines={f.max_log_lines} ran "
-                                      "out) ---", fresh)  # fmt: skip
+                print_lines(self.log, final_header(pod, len(fresh), f.max_log_lines), fresh)
 
     async def _read_log(self, watch: shared_watch.SharedWatch, pod: str, last_seen: dict[str, Cursor], budget: list[int],
                         *, follow: bool, breaks: Breaks | None = None) -> bool:  # fmt: skip

@@ -469,3 +469,26 @@ def test_a_retry_reads_on_from_where_a_lost_try_left_the_logs():
     other.resume_from(saved, "another-uid")  # another job's cursor is not this one's
     other.finish(_job("Succeeded", "j-worker-0", replica_phase="Succeeded"))
     assert nothing.forwarded() == ["[j-worker-0] step 4"]
+
+
+class TailHook(SyncHook):
+    """Also answers ``read_log_tail`` as the API server does (``tailLines`` of what ``sinceTime`` keeps)."""
+
+    def read_log_tail(self, pod: str, namespace: str, lines: int | None, timestamps: bool = False,
+                      since: str | None = None) -> str:  # fmt: skip
+        kept = [(s, t) for s, t in self.logs[pod] if (instant(s) or 0) >= (instant(since or "") or 0)]
+        return "".join(f"{s} {t}\n" for s, t in kept[-lines if lines else 0 :])
+
+
+def test_the_last_lines_after_the_budget_never_reach_back_before_the_wait():
+    """The last lines printed once ``max_log_lines`` ran out are this wait's: a replica never
+    followed is read from the wait's start, not its whole log (an earlier try's lines)."""
+    log = [(stamp(1), "before this wait"), (stamp(5), "step 1"), (stamp(6), "step 2"), (stamp(7), "step 3")]
+    follower, lines = _follower(TailHook({"j-worker-0": log}), "budget")
+    follower.started = stamp(4)
+    follower.budget = 0  # spent already
+    follower.finish(_job("Succeeded", "j-worker-0", replica_phase="Succeeded"))
+    printed = "\n".join(r.getMessage() for r in lines.records)
+    assert "the last 3 lines of j-worker-0 (after max_log_lines=1000 ran out)" in printed
+    assert "step 3" in printed
+    assert "before this wait" not in printed
