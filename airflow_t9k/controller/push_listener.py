@@ -24,7 +24,6 @@ from __future__ import annotations
 import asyncio
 import asyncio.sslproto as sslproto
 import contextlib
-import ipaddress
 import logging
 import socket
 import ssl
@@ -32,6 +31,8 @@ import struct
 from collections import Counter
 from collections.abc import Callable
 from typing import Any
+
+from airflow_t9k.controller.push_auth import address
 
 log = logging.getLogger(__name__)
 
@@ -41,16 +42,12 @@ HANDSHAKE_TIMEOUT = 5.0
 IDLE_TIMEOUT = 15.0
 
 
-def source_of(address: Any) -> str:
-    """The peer's address as one key: an IPv4-mapped IPv6 address is its IPv4 address."""
-    host = str(address[0] if isinstance(address, tuple) else address)
-    try:
-        ip = ipaddress.ip_address(host.split("%", 1)[0])
-    except ValueError:
-        return host
-    if isinstance(ip, ipaddress.IPv6Address) and ip.ipv4_mapped is not None:
-        return str(ip.ipv4_mapped)
-    return str(ip)
+def source_of(peer: Any) -> str:
+    """The peer's address as one key, normalized as the push path's source check compares
+    addresses (``push_auth.address``: an IPv4-mapped IPv6 address is its IPv4 address)."""
+    host = str(peer[0] if isinstance(peer, tuple) else peer)
+    ip = address(host)
+    return host if ip is None else str(ip)
 
 
 class Admission:

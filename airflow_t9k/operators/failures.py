@@ -82,10 +82,6 @@ PERMANENTLY: dict[type[T9kJobError], type[T9kJobError]] = {
 }
 
 
-def permanently(cls: type[T9kJobError]) -> type[T9kJobError]:
-    return PERMANENTLY[cls]
-
-
 def reason_of(detail: str) -> str:
     """The Kubernetes reason in a failure detail (``container main exit code 137 (OOMKilled)``)."""
     for m in _REASON.finditer(detail or ""):
@@ -106,7 +102,7 @@ def failure(message: str, event: dict[str, Any], root_cause: dict[str, Any], *, 
     elif reason in EVICTIONS:
         cls = T9kJobEvicted
     code = root_cause.get("exitCode")
-    return (permanently(cls) if permanent else cls)(
+    return (PERMANENTLY[cls] if permanent else cls)(
         message, kind=str(event.get("kind") or ""), namespace=str(event.get("namespace") or ""),
         name=str(event.get("name") or ""), replica=str(root_cause.get("replica") or (order[0].get("pod") if order else "") or ""),
         exit_code=code if isinstance(code, int) and not isinstance(code, bool) else None, reason=reason,
@@ -120,7 +116,7 @@ def startup_failure(message: str, event: dict[str, Any], *, permanent: bool) -> 
     pulls = [r for r in reasons if r in IMAGE_PULL]
     cls: type[T9kJobError] = T9kJobImagePullError if pulls else T9kJobStartupError
     replica = next((p for p, r in sorted(waiting.items()) if r in (pulls or reasons)), "") if isinstance(waiting, dict) else ""
-    return (permanently(cls) if permanent else cls)(
+    return (PERMANENTLY[cls] if permanent else cls)(
         message, kind=str(event.get("kind") or ""), namespace=str(event.get("namespace") or ""),
         name=str(event.get("name") or ""), replica=replica, reason=(pulls or reasons or [""])[0],
     )  # fmt: skip
