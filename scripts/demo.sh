@@ -76,7 +76,7 @@ else
   # kwok runs no code: write a few "training" lines into the pods' log file while it runs.
   (
     for _ in $(seq 240); do
-      kubectl_ -n "$NS" get pytorchtrainingjobs -o jsonpath='{.items[*].status.phase}' 2>/dev/null | grep -q Running && break
+      kubectl_ -n "$NS" get pytorchtrainingjobs -o jsonpath='{.items[*].status.phase}' 2>/dev/null | grep Running >/dev/null && break
       sleep 0.5
     done
     sleep 1  # the trigger attaches to the running replicas' logs

@@ -327,7 +327,9 @@ rn_bridge_up() {
   # nobody answers for, and its DNS queries are lost for up to half a minute (a ColossalAI
   # launcher failed "Temporary failure in name resolution" that way). A set address never moves.
   ip link set "$RN_BRIDGE" address "$RN_BRIDGE_MAC"
-  ip addr show dev "$RN_BRIDGE" | grep -q "$RN_IP/" || ip addr add "$RN_IP/16" dev "$RN_BRIDGE"
+  # Not `ip ... | grep -q`: under pipefail, grep leaving at its first match can end `ip` with
+  # SIGPIPE, and the address then looks absent (CI, stop 51: "ipv4: Address already assigned").
+  [[ $(ip -o -4 addr show dev "$RN_BRIDGE") == *" $RN_IP/"* ]] || ip addr add "$RN_IP/16" dev "$RN_BRIDGE"
   ip link set "$RN_BRIDGE" up
 }
 
@@ -340,12 +342,12 @@ rn_import() {  # archive: import it unless containerd has it already (it keeps i
   local tar=$1 stamp ref
   # The archive's name, size and time: a rebuilt archive is imported again.
   stamp=$RN_CACHE/containerd/imported-$(basename "$tar")-$(stat -c %s-%Y "$tar")
-  if [[ -f $stamp ]] && rn_ctr images ls -q | grep -qxF "$(cat "$stamp")"; then return 0; fi
+  if [[ -f $stamp ]] && grep -xF "$(cat "$stamp")" <<<"$(rn_ctr images ls -q)" >/dev/null; then return 0; fi
   # One import of an archive at a time (scripts/test.sh preloads the deploy tests' images while
   # their fixtures may ask for them): the second finds the first's stamp.
   (
     flock 9
-    if [[ -f $stamp ]] && rn_ctr images ls -q | grep -qxF "$(cat "$stamp")"; then exit 0; fi
+    if [[ -f $stamp ]] && grep -xF "$(cat "$stamp")" <<<"$(rn_ctr images ls -q)" >/dev/null; then exit 0; fi
     log "importing $(basename "$tar") into containerd"
     rn_ctr images import "$tar" >/dev/null
     ref=$(tar -xOf "$tar" manifest.json | python3 -c 'import json,sys; print(json.load(sys.stdin)[0]["RepoTags"][0])')
@@ -433,6 +435,7 @@ rn_down() {  # the node's pods, its processes, and every change to the host
   rn_stop_pid kubelet
   rn_stop_pid kube-proxy
   # Its rules (iptables and ip6tables, every KUBE-* chain it made), whatever mode it ran in.
+  mkdir -p "$RN_STATE/logs"
   [[ -x $BIN/kube-proxy ]] && "$BIN/kube-proxy" --cleanup >"$RN_STATE/logs/kube-proxy-cleanup.log" 2>&1
   pid_alive kube-apiserver && kubectl_ delete node "$RN_NAME" --ignore-not-found >/dev/null 2>&1
   if [[ -S $RN_SOCK ]]; then
