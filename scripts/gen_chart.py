@@ -56,6 +56,14 @@ spec:
 """
 
 
+LICENCE_FILES = ("LICENSE", "NOTICE")
+
+
+def licence_copies() -> dict[Path, str]:
+    """The repository's LICENSE and NOTICE in the chart, which `helm package` puts in its archive."""
+    return {CHART / name: (ROOT / name).read_text() for name in LICENCE_FILES}
+
+
 def crd_templates() -> dict[Path, str]:
     out = {}
     for crd in [*all_crds(), *template_crds()]:
@@ -224,7 +232,7 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--check", action="store_true", help="change nothing; fail naming what is not current")
     ap.add_argument("--crds-only", action="store_true", help="only the chart's CRD templates (needs no Helm)")
     args = ap.parse_args(argv)
-    parts: list[Callable[[], dict[Path, str]]] = [crd_templates]
+    parts: list[Callable[[], dict[Path, str]]] = [crd_templates, licence_copies]
     if not args.crds_only:
         parts.append(lambda: manifests(helm_binary()))
     stale = [p for part in parts for p in sync(part(), args.check)]

@@ -3,6 +3,7 @@
 #   customize.sh ROOTFS SITE_DIR SITE_PATH_IN_IMAGE RECIPE
 set -euo pipefail
 R=$1 SITE=$2 SITE_PATH=$3 RECIPE=$4
+ROOT=$(cd "$(dirname "${BASH_SOURCE[0]}")/../.." && pwd)
 WITH_PACKAGE=1 IMAGE_ENV=() WRITABLE_PATHS=() CHECK_IMPORTS="" CHECK_COMMAND=""  # what a recipe may leave unset
 # shellcheck source=controller.conf
 source "$RECIPE"
@@ -23,6 +24,8 @@ if ((WITH_PACKAGE)); then
   # Byte-compiled by the image's own python3, checked by hash only (never against the source's
   # time): nothing needs writing at run time, and a read-only root filesystem costs no start-up.
   in_root "$R" python3 -m compileall -q --invalidation-mode unchecked-hash "/$SITE_PATH" >/dev/null
+  # The package's licence and notice where Debian keeps a package's (the wheel's .dist-info has them too).
+  install -D -m 0644 -t "$R/usr/share/doc/airflow-t9k" "$ROOT/LICENSE" "$ROOT/NOTICE"
 fi
 
 # The non-root user the image runs as: its own uid, never one a Debian package created (a pod's
