@@ -29,6 +29,7 @@ lint: setup
 	$(VENV)/bin/ruff format --check .
 	$(VENV)/bin/ruff check .
 	$(VENV)/bin/mypy
+	$(VENV)/bin/python scripts/gen_chart_values.py --check  # the chart's values.schema.json and docs table are values.yaml's
 
 # Every tier on one local cluster: the parallel group on WORKERS pytest-xdist workers, then the
 # serial group (scripts/test.sh; docs/testing.md, "Parallel workers").
@@ -62,3 +63,12 @@ undeploy-local:
 # After changing the chart or the CRDs: regenerate the chart's CRD templates and deploy/*.yaml.
 chart: setup
 	$(VENV)/bin/python scripts/gen_chart.py
+
+# A release's artifacts in dist/ from the committed HEAD: sdist, wheel, the chart (.tgz), the controller's
+# and Airflow's images (OCI archives) with their SBOMs, SHA256SUMS (scripts/dist.sh; docs/development.md,
+# "Releases"). IMAGES=0 leaves the images out (they need root); ALLOW_DIRTY=1 builds HEAD past uncommitted changes.
+.PHONY: dist
+IMAGES ?= 1
+IMAGE_REPO ?= ghcr.io/airflow-t9k/airflow-t9k
+dist: setup
+	IMAGES=$(IMAGES) IMAGE_REPO=$(IMAGE_REPO) ALLOW_DIRTY=$(ALLOW_DIRTY) scripts/dist.sh

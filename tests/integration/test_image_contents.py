@@ -1,0 +1,68 @@
+"""The images scripts/images/build.sh makes, read from their archives as built (issue 46): the
+package's LICENSE and NOTICE in /usr/share/doc/airflow-t9k, Debian's copyright files kept, the
+OCI labels in the configuration, the SBOM's packages, and Airflow's image installed within its
+constraints. No cluster is used: `scripts/local-cluster.sh image build` builds each image once
+(cached by content; .ci/run builds them before the tests) and the test reads the archive's layer.
+Integration only because a build takes minutes (root and mmdebstrap)."""
+
+from __future__ import annotations
+
+import re
+
+import pytest
+
+from scripts import sbom
+from scripts.images import labels
+from tests.support.chart import ROOT
+from tests.support.deploy import script
+
+DOC = "usr/share/doc/airflow-t9k"
+CONSTRAINTS = ROOT / "scripts" / "images" / "airflow-constraints-3.3.2-py3.11.txt"
+
+
+@pytest.fixture(scope="module", params=["controller", "airflow"])
+def image(request: pytest.FixtureRequest) -> tuple[str, str]:
+    name = request.param
+    script("image", "build", name)  # a no-op when the archive of this content is there
+    return name, script("image", "tar", name)
+
+
+def _norm(name: str) -> str:
+    return re.sub(r"[-_.]+", "-", name).lower()
+
+
+def test_the_image_carries_the_licence_notice_and_labels(image: tuple[str, str]) -> None:
+    name, archive = image
+    contents = sbom.read_image(archive, keep={f"{DOC}/LICENSE", f"{DOC}/NOTICE"})
+    for file in ("LICENSE", "NOTICE"):
+        assert contents.files.get(f"{DOC}/{file}") == (ROOT / file).read_bytes(), f"{name}: /{DOC}/{file}"
+    assert contents.config["config"]["Labels"] == labels.labels(name)
+    # Debian's copyright files stay (the rest of /usr/share/doc does not): one for (nearly) every package.
+    installed = [e["Package"] for e in sbom.dpkg_entries(contents.files[sbom.DPKG_STATUS].decode())]
+    with_copyright = [p for p in installed if f"usr/share/doc/{p}/copyright" in contents.copyrights]
+    assert "usr/share/doc/base-files/copyright" in contents.copyrights
+    assert len(with_copyright) >= 0.9 * len(installed), sorted(set(installed) - set(with_copyright))
+
+
+def test_the_sbom_of_the_image_names_the_package_and_debian_s(image: tuple[str, str]) -> None:
+    name, archive = image
+    doc = sbom.sbom(archive)
+    purls = [p["externalRefs"][0]["referenceLocator"] for p in doc["packages"][1:]]
+    version = labels.version()
+    assert f"pkg:pypi/airflow-t9k@{version}" in purls
+    assert any(p.startswith("pkg:deb/debian/python3@") for p in purls)
+    assert any(p.startswith("pkg:deb/debian/base-files@") for p in purls)
+    pypi = {p.split("/", 1)[1].split("@")[0] for p in purls if p.startswith("pkg:pypi/")}
+    assert ("apache-airflow" in pypi) == (name == "airflow")
+    assert ("kubernetes" in pypi) == (name == "airflow")  # left out of the controller's (controller.conf)
+
+
+def test_airflow_s_image_keeps_to_its_constraints() -> None:
+    script("image", "build", "airflow")
+    doc = sbom.sbom(script("image", "tar", "airflow"))
+    pins = dict(line.split("==", 1) for line in CONSTRAINTS.read_text().splitlines() if "==" in line and not line.startswith("#"))
+    installed = {_norm(p["name"]): p["versionInfo"] for p in doc["packages"][1:] if p["SPDXID"].startswith("SPDXRef-PyPI-")}
+    assert installed["apache-airflow"] == "3.3.2"
+    off = {n: (v, pins[n]) for n, v in installed.items() if n in pins and v != pins[n]}
+    assert not off, f"installed vs constrained: {off}"
+    assert set(installed) - {"airflow-t9k"} <= set(pins), "a distribution the constraints do not pin"
