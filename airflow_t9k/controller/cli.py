@@ -18,6 +18,8 @@ from typing import Any
 from airflow_t9k.api.resources import RESOURCES, TEMPLATE_RESOURCES, resource_for
 from airflow_t9k.controller.features import detect_gang, detect_in_place
 from airflow_t9k.controller.leader import LeaderElector
+from airflow_t9k.controller.logs import FORMATS as LOG_FORMATS
+from airflow_t9k.controller.logs import configure as configure_logging
 from airflow_t9k.controller.metrics import InstrumentedKube, Metrics
 from airflow_t9k.controller.push_setup import BadFlags, add_push_arguments, follow_certificates, push_setup
 from airflow_t9k.controller.runner import Controller, Settings
@@ -138,6 +140,13 @@ def add_controller_parser(sub: Any) -> None:
         help="seconds between renewals and between a standby's attempts (default 1.5)",
     )
     p.add_argument("--log-level", default="INFO", choices=["DEBUG", "INFO", "WARNING", "ERROR"])
+    p.add_argument(
+        "--log-format",
+        default="text",
+        choices=LOG_FORMATS,
+        help="text (default): a line for a terminal; json: one JSON object a line with ts, level, logger, msg and, "
+        "during a job's pass, kind, namespace, job, uid and reconcileID (docs/operations.md)",
+    )
     p.add_argument("--event-loop", choices=["auto", "asyncio", "uvloop"], default="auto",
                    help="asyncio event loop: auto (default) runs on uvloop where it is installed, else on "
                         "asyncio's own; uvloop requires it")  # fmt: skip
@@ -433,10 +442,7 @@ async def main_async(args: argparse.Namespace) -> int:
 
 
 def run_controller(args: argparse.Namespace) -> int:
-    logging.basicConfig(level=args.log_level, format="%(asctime)s %(levelname)s %(name)s: %(message)s")
-    # The client library logs whole response bodies at DEBUG, Secrets included (our SSH keys).
-    for noisy in ("kubernetes_asyncio", "aiohttp"):
-        logging.getLogger(noisy).setLevel(max(logging.INFO, logging.getLogger().level))
+    configure_logging(args.log_level, getattr(args, "log_format", "text"))
     # Jobs may hold values nested as deep as the API server stores them (10,000 levels) in the
     # fields the CRDs leave open; every pass serializes the job for its status write.
     sys.setrecursionlimit(max(sys.getrecursionlimit(), DEEP_NESTING))
@@ -445,7 +451,12 @@ def run_controller(args: argparse.Namespace) -> int:
     except RefuseToStart as exc:
         log.error("%s", exc)
         return 2
-    return run(main_async(args))
+    try:
+        return run(main_async(args))
+    except Exception:
+        # Through the log, so that with --log-format=json the crash is one JSON line too.
+        log.critical("controller crashed", exc_info=True)
+        return 1
 
 
 def loop_runner(choice: str) -> Callable[[Coroutine[Any, Any, int]], int]:

@@ -21,6 +21,7 @@ from prometheus_client.core import CounterMetricFamily, GaugeMetricFamily, Metri
 from prometheus_client.registry import Collector
 
 from airflow_t9k.api.outcome import interpret
+from airflow_t9k.controller.metrics_jobs import JobGauges
 from airflow_t9k.controller.queue import WorkQueue
 from airflow_t9k.k8s.client import Kube
 
@@ -158,14 +159,17 @@ class _ControllerCollector(Collector):
         jobs = GaugeMetricFamily("airflow_t9k_jobs", "Jobs in the controller's cache, by kind and phase.",
                                  labels=["kind", "phase"])  # fmt: skip
         counts: dict[tuple[str, str], int] = {}
+        gauges = JobGauges(time.time())
         for (kind, _ns), informer in c.informers.items():
             if kind in c.settings.kinds:
                 for job in informer.cache.values():
                     key = (kind, str(((job.get("status") or {}).get("phase")) or "Unknown"))
                     counts[key] = counts.get(key, 0) + 1
+                    gauges.add(kind, job)
         for (kind, phase), n in sorted(counts.items()):
             jobs.add_metric([kind, phase], n)
         yield jobs
+        yield from gauges.families()
 
 
 class TimedQueue(WorkQueue):

@@ -35,6 +35,7 @@ from typing import TYPE_CHECKING, Any
 from airflow_t9k.api.outcome import interpret
 from airflow_t9k.api.paths import child_path
 from airflow_t9k.api.progress import MARKER, MAX_LINE, merge, parse_line
+from airflow_t9k.controller.logs import outside_pass
 from airflow_t9k.controller.reconcile.observe import is_deleting
 from airflow_t9k.controller.reconcile.reporting import LATEST, PROGRESS
 from airflow_t9k.k8s.errors import Forbidden
@@ -203,7 +204,9 @@ class ProgressStreams:
                 since = s.time
             s.stopping = None
             s.opened = asyncio.get_running_loop().time()
-            s.task = asyncio.get_running_loop().create_task(self._follow(key, s, job["metadata"]["namespace"], container, since))
+            follow = self._follow(key, s, job["metadata"]["namespace"], container, since)
+            # The job's stream, but not the pass's: it outlives the pass that opens it (logs.py).
+            s.task = outside_pass(keep_job=True).run(asyncio.get_running_loop().create_task, follow)
             self.metrics["progress_stream_open"] += 1
         if ended(pod) or ended_before:
             self._stop_soon(s)

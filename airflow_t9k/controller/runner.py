@@ -14,6 +14,7 @@ from airflow_t9k.api import ownership
 from airflow_t9k.api.outcome import interpret
 from airflow_t9k.api.paths import GANG_GROUP, child_kind, child_path, job_path
 from airflow_t9k.api.resources import RESOURCES, TEMPLATE_RESOURCES, resource_for
+from airflow_t9k.controller import logs
 from airflow_t9k.controller.apply import Executor
 from airflow_t9k.controller.metrics import Metrics, TimedQueue
 from airflow_t9k.controller.pushed import PushedReports, newest
@@ -401,6 +402,7 @@ class Controller:
             if self.pushed is not None:
                 self.pushed.forget(key)
             return
+        logs.bind(uid=str(job["metadata"].get("uid") or ""))
         self.metrics["reconcile"] += 1
         why = self.why_not_managed(ns)
         if why is not None:
@@ -460,23 +462,24 @@ class Controller:
     async def _worker(self) -> None:
         while True:
             key = cast("JobKey", await self.queue.get())  # the queue holds job keys only
-            try:
-                await self.reconcile(key)
-                if self.queue.failures(key) >= REPORT_AFTER_FAILURES:
-                    await self._report(key, None)
-                self.queue.forget(key)
-            except Conflict:
-                self.metrics["conflict"] += 1
-                self.queue.add(key)  # the watch brings the newer object; plan again from it
-            except Exception as exc:
-                self.metrics["reconcile_error"] += 1
-                delay = self.queue.add_rate_limited(key)
-                log.warning("reconcile of %s failed (%s); retrying in %.1fs", key, bounded(repr(exc), 500), delay,
-                            exc_info=log.isEnabledFor(logging.DEBUG))  # fmt: skip
-                if self.queue.failures(key) == REPORT_AFTER_FAILURES:
-                    await self._report(key, exc)
-            finally:
-                self.queue.done(key)
+            with logs.job_pass(*key):  # every line of the pass names the job and the pass (logs.py)
+                try:
+                    await self.reconcile(key)
+                    if self.queue.failures(key) >= REPORT_AFTER_FAILURES:
+                        await self._report(key, None)
+                    self.queue.forget(key)
+                except Conflict:
+                    self.metrics["conflict"] += 1
+                    self.queue.add(key)  # the watch brings the newer object; plan again from it
+                except Exception as exc:
+                    self.metrics["reconcile_error"] += 1
+                    delay = self.queue.add_rate_limited(key)
+                    log.warning("reconcile of %s failed (%s); retrying in %.1fs", key, bounded(repr(exc), 500), delay,
+                                exc_info=log.isEnabledFor(logging.DEBUG))  # fmt: skip
+                    if self.queue.failures(key) == REPORT_AFTER_FAILURES:
+                        await self._report(key, exc)
+                finally:
+                    self.queue.done(key)
 
     async def _report(self, key: JobKey, exc: BaseException | None) -> None:
         """Say on the job that its passes keep failing (or that they work again); best effort."""

@@ -19,6 +19,8 @@ import asyncio
 import logging
 from typing import TYPE_CHECKING
 
+from airflow_t9k.controller.logs import outside_pass
+
 if TYPE_CHECKING:
     from collections.abc import Callable
 
@@ -58,8 +60,9 @@ class NamespaceWatches:
         informers = {kind: self.make(kind, namespace) for kind in self.kinds}
         self.informers[namespace] = informers
         loop = asyncio.get_running_loop()
-        tasks = [loop.create_task(i.run(), name=f"informer-{kind}-{namespace}") for kind, i in informers.items()]
-        tasks.append(loop.create_task(self._announce(namespace, list(informers.values())), name=f"synced-{namespace}"))
+        ctx = outside_pass()  # started by a job's pass, they serve every job of the namespace (logs.py)
+        tasks = [ctx.run(loop.create_task, i.run(), name=f"informer-{kind}-{namespace}") for kind, i in informers.items()]
+        tasks.append(ctx.run(loop.create_task, self._announce(namespace, list(informers.values())), name=f"synced-{namespace}"))
         self.tasks[namespace] = tasks
         log.info("watching the children of namespace %s", namespace)
 
