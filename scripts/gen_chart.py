@@ -8,6 +8,8 @@
   (airflow_t9k/controller/crds.py), wrapped in the chart's labels and its keep policy.
 - The plain manifests (deploy/*.yaml, deploy/optional/*.yaml) are the chart rendered with
   `helm template` for each variant, for users who apply manifests with kubectl.
+- The chart's values.schema.json and the values table of docs/install.md come from values.yaml
+  and its comments (scripts/gen_chart_values.py, which `make lint` runs with --check).
 
 Run with the project's Python (.venv/bin/python): it imports the package. The manifests need
 Helm, built on first use by `scripts/local-cluster.sh helm` (or the binary named by $T9K_HELM).
@@ -29,6 +31,7 @@ ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 
 from airflow_t9k.controller.crds import all_crds, template_crds  # noqa: E402
+from scripts.gen_chart_values import generated as values_contract  # noqa: E402
 
 if TYPE_CHECKING:
     from collections.abc import Callable
@@ -165,6 +168,15 @@ MANIFESTS: dict[str, tuple[list[str], list[str], str]] = {
             "# UI change only a job's pause). Set [t9k] ui_namespace (or team_namespaces) to match."
         ),
     ),
+    "deploy/rbac-people.yaml": (
+        ["rbac-people.yaml"],
+        [],
+        (
+            'ClusterRoles for people (docs/install.md, "Roles for people"): airflow-t9k-job-viewer, aggregated into\n'
+            "# Kubernetes' view, and airflow-t9k-job-editor, into edit and admin: a namespace's viewers then read its\n"
+            "# T9k jobs, its editors submit them."
+        ),
+    ),
     "deploy/optional/admission-policy.yaml": (
         ["admission-policy.yaml"],
         ["admissionPolicy.enabled=true"],
@@ -230,9 +242,9 @@ def sync(files: dict[Path, str], check: bool) -> list[Path]:
 def main(argv: list[str] | None = None) -> int:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--check", action="store_true", help="change nothing; fail naming what is not current")
-    ap.add_argument("--crds-only", action="store_true", help="only the chart's CRD templates (needs no Helm)")
+    ap.add_argument("--crds-only", action="store_true", help="only what needs no Helm: the CRD templates and the values contract")
     args = ap.parse_args(argv)
-    parts: list[Callable[[], dict[Path, str]]] = [crd_templates, licence_copies]
+    parts: list[Callable[[], dict[Path, str]]] = [crd_templates, values_contract, licence_copies]
     if not args.crds_only:
         parts.append(lambda: manifests(helm_binary()))
     stale = [p for part in parts for p in sync(part(), args.check)]

@@ -147,8 +147,10 @@ def test_every_combination_renders_one_consistent_release(rendered):
         for b in objs
         if b["kind"] in ("RoleBinding", "ClusterRoleBinding")
     }
-    # The metrics reader is for the user to bind to their Prometheus' account.
-    assert roles - {("ClusterRole", None, "airflow-t9k-metrics-reader")} == bound
+    # The metrics reader is for the user to bind to their Prometheus' account; the roles for people
+    # are aggregated into view, edit and admin (tests/unit/deploy/test_chart_contract.py).
+    for_users = {("ClusterRole", None, f"airflow-t9k-{n}") for n in ("metrics-reader", "job-viewer", "job-editor")}
+    assert roles - for_users == bound
 
 
 def test_the_controller_gets_exactly_the_rights_of_its_scope(rendered):
@@ -475,19 +477,19 @@ def test_the_ui_role_reads_and_changes_nothing():
 @pytest.mark.parametrize(
     ("values", "message"),
     [
-        ({"scope.mode": "everything"}, "scope.mode must be selector, namespaces or all"),
+        ({"scope.mode": "everything"}, "at '/scope/mode': value must be one of 'selector', 'namespaces', 'all'"),
         ({"scope.mode": "namespaces"}, "needs at least one namespace in scope.namespaces"),
         ({"scope.mode": "namespaces", "scope.namespaces": [NS]}, "lists the release's own namespace"),
         ({"scope.selector": ""}, "needs scope.selector"),
         ({"leaderElection.enabled": False}, "more than one replica needs leaderElection.enabled"),
-        ({"controller.queueing": "sometimes"}, "controller.queueing must be auto, kueue or off"),
+        ({"controller.queueing": "sometimes"}, "at '/controller/queueing': value must be one of 'auto', 'kueue', 'off'"),
         ({"progress.push.tls.source": "vault"}, "progress.push.tls.source must be helm, secret or certManager"),
         ({"progress.push.tls.source": "secret"}, "progress.push.tls.source=secret needs progress.push.tls.secretName"),
         ({"progress.push.tls.source": "certManager"}, "needs progress.push.tls.certManager.issuerRef"),
         ({"controller.progressInterval": 0}, "progress.push.enabled needs controller.progressInterval > 0"),
         ({"networkPolicy.enabled": True, "scope.selector": "team in (a,b)"}, "give networkPolicy.pushFrom"),
         ({"scope.selector": "team in (a,b)"}, "give networkPolicy.pushFrom"),  # auto: push is on by default
-        ({"networkPolicy.enabled": "sometimes"}, "networkPolicy.enabled must be auto, true or false"),
+        ({"networkPolicy.enabled": "sometimes"}, "at '/networkPolicy/enabled': value must be one of 'auto', true, false"),
         ({"serviceAccount.create": False}, "serviceAccount.create=false needs serviceAccount.name"),
         ({"serviceAccount.create": False, "serviceAccount.name": "default"}, "Not default"),
     ],

@@ -1,10 +1,22 @@
-{{/* Names and labels. `fullname` is the release name when it already holds the chart's name
-(release `airflow-t9k`: objects `airflow-t9k-controller`, ...), else <release>-airflow-t9k. */}}
+{{/* Names and labels, as `helm create` makes them. `name` is the chart's name or nameOverride.
+`fullname`, which starts every resource name, is fullnameOverride, else the release name when it
+already holds `name` (release `airflow-t9k`: objects `airflow-t9k-controller`, ...), else
+<release>-<name>. 50 characters at most: the longest suffix (-controller-progress) still fits a
+Service's 63. */}}
+{{- define "airflow-t9k.name" -}}
+{{- default .Chart.Name .Values.nameOverride | trunc 63 | trimSuffix "-" -}}
+{{- end -}}
+
 {{- define "airflow-t9k.fullname" -}}
-{{- if contains .Chart.Name .Release.Name -}}
+{{- if .Values.fullnameOverride -}}
+{{- .Values.fullnameOverride | trunc 50 | trimSuffix "-" -}}
+{{- else -}}
+{{- $name := include "airflow-t9k.name" . -}}
+{{- if contains $name .Release.Name -}}
 {{- .Release.Name | trunc 50 | trimSuffix "-" -}}
 {{- else -}}
-{{- printf "%s-%s" .Release.Name .Chart.Name | trunc 50 | trimSuffix "-" -}}
+{{- printf "%s-%s" .Release.Name $name | trunc 50 | trimSuffix "-" -}}
+{{- end -}}
 {{- end -}}
 {{- end -}}
 
@@ -17,7 +29,7 @@
 {{- end -}}
 
 {{- define "airflow-t9k.labels" -}}
-app.kubernetes.io/name: {{ .Chart.Name }}
+app.kubernetes.io/name: {{ include "airflow-t9k.name" . }}
 app.kubernetes.io/instance: {{ .Release.Name }}
 app.kubernetes.io/version: {{ .Chart.AppVersion | quote }}
 app.kubernetes.io/part-of: airflow-t9k
@@ -31,7 +43,7 @@ app.kubernetes.io/component: controller
 {{- end -}}
 
 {{- define "airflow-t9k.selectorLabels" -}}
-app.kubernetes.io/name: {{ .Chart.Name }}
+app.kubernetes.io/name: {{ include "airflow-t9k.name" . }}
 app.kubernetes.io/instance: {{ .Release.Name }}
 app.kubernetes.io/component: controller
 {{- end -}}
