@@ -101,20 +101,19 @@ MANIFESTS: dict[str, tuple[list[str], list[str], str]] = {
         [],
         (
             'Only for a controller run with --progress-endpoint (docs/progress.md, "The push path"): it asks\n'
-            "# the API server whose each replica's progress token is (a TokenReview). Apply with\n"
-            "# rbac-cluster.yaml or rbac-namespace.yaml; a controller without the push path needs none of this."
+            "# the API server whose each replica's progress token is (a TokenReview), and keeps the endpoint's\n"
+            "# TLS in one Secret of its namespace (optional/progress-push.yaml). Apply with rbac-cluster.yaml or\n"
+            "# rbac-namespace.yaml; a controller without the push path needs none of this."
         ),
     ),
     "deploy/optional/progress-push.yaml": (
         ["deployment.yaml", "progress-push.yaml"],
-        ["progress.push.tls.source=secret", "progress.push.tls.secretName=airflow-t9k-controller-progress-tls"],
+        [],
         (
             'The controller with the progress push path on (docs/progress.md, "The push path"): apply instead\n'
-            "# of deployment.yaml, with rbac-progress-push.yaml, after making the Secret with the endpoint's TLS\n"
-            "# for airflow-t9k-controller-progress.airflow-t9k-system.svc (cert-manager, or by hand:\n"
-            "#   kubectl -n airflow-t9k-system create secret generic airflow-t9k-controller-progress-tls \\\n"
-            "#     --from-file=tls.crt --from-file=tls.key --from-file=ca.crt).\n"
-            '# The Helm chart makes the Secret itself (docs/install.md, "Progress pushed by replicas").'
+            "# of deployment.yaml, with rbac-progress-push.yaml. The controllers keep the endpoint's CA and\n"
+            "# certificate in the Secret airflow-t9k-controller-progress-certs, made empty here, and renew them\n"
+            '# (docs/progress.md, "TLS"); re-applying this file leaves what they wrote alone.'
         ),
     ),
     "deploy/rbac-cluster.yaml": (

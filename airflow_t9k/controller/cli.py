@@ -21,7 +21,14 @@ from airflow_t9k.controller.leader import LeaderElector
 from airflow_t9k.controller.logs import FORMATS as LOG_FORMATS
 from airflow_t9k.controller.logs import configure as configure_logging
 from airflow_t9k.controller.metrics import InstrumentedKube, Metrics
-from airflow_t9k.controller.push_setup import BadFlags, add_push_arguments, follow_certificates, push_setup
+from airflow_t9k.controller.push_setup import (
+    BadFlags,
+    add_push_arguments,
+    follow_certificates,
+    keep_certificates,
+    push_setup,
+    tls_origin,
+)
 from airflow_t9k.controller.runner import Controller, Settings
 from airflow_t9k.controller.scope import Scope, SelectorError, parse_selector
 from airflow_t9k.controller.serve import serve_all
@@ -364,6 +371,15 @@ async def main_async(args: argparse.Namespace) -> int:
         except (RefuseToStart, BadFlags) as exc:
             log.error("%s", exc)
             return 2
+        keeper = None
+        if push is not None and args.progress_tls_secret:
+            from airflow_t9k.controller.cert_secret import CertsUnavailable
+
+            try:  # not fenced by the lease: every replica keeps its certificate
+                push, keeper = await keep_certificates(args, InstrumentedKube(transport, instruments), push)
+            except CertsUnavailable as exc:
+                log.error("progress endpoint: %s", exc)
+                return 3
         if elector is not None:
             kube.fence = elector.valid  # every write of the controller checks its lease first
         settings = Settings(
@@ -403,11 +419,9 @@ async def main_async(args: argparse.Namespace) -> int:
             servers.append(await serve_push(endpoint, args.progress_address, args.progress_port, push[1].context,
                                             max_connections=args.progress_max_connections,
                                             max_per_source=args.progress_max_connections_per_source))  # fmt: skip
-            certs = asyncio.create_task(follow_certificates(controller, push[1])) if push[1].files else None
+            certs = asyncio.create_task(follow_certificates(controller, push[1], keeper)) if push[1].files or keeper else None
             log.info("progress endpoint %s: listening on %s:%d, TLS %s, token audience %s", push[0].endpoint,
-                     args.progress_address, args.progress_port,
-                     "from " + ", ".join(push[1].files) if push[1].files else "from a CA made at start (in memory)",
-                     args.progress_audience)  # fmt: skip
+                     args.progress_address, args.progress_port, tls_origin(push[1], keeper), args.progress_audience)  # fmt: skip
         task = asyncio.create_task(controller.run(elector=elector))
         loop = asyncio.get_running_loop()
         for sig in (signal.SIGTERM, signal.SIGINT):

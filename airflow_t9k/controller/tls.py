@@ -1,26 +1,28 @@
 """The progress endpoint's serving certificate (docs/progress.md, "TLS").
 
-Two ways, chosen by flags:
+Three ways, chosen by flags:
 
+- **A Secret the controllers keep** (``--progress-tls-secret``, the Helm chart's default): every
+  replica makes the CA and the certificate when the Secret lacks them, renews them, and serves
+  what it holds (``certs.py``, ``cert_secret.py``, ``load_pems`` here). Restarts, upgrades and
+  re-renders keep the CA.
 - **Files** (``--progress-tls-cert``, ``--progress-tls-key``, ``--progress-tls-ca``): what a
-  deployment mounts from a Secret (the Helm chart's, cert-manager's). They are read again when
-  they change (checked every minute), so a renewed certificate is served without a restart, and
-  pods created after that get the new CA. The CA defaults to the certificate itself (a
-  self-signed one).
-- **Made at start** (no files): a CA and a serving certificate for the endpoint's host, kept in
+  deployment mounts from a Secret someone else keeps (cert-manager's, the user's). They are read
+  again when they change (checked every minute), so a renewed certificate is served without a
+  restart, and pods created after that get the new CA. The CA defaults to the certificate itself
+  (a self-signed one).
+- **Made at start** (neither): a CA and a serving certificate for the endpoint's host, kept in
   memory only, for one controller run by hand (the local cluster). A restarted controller has a
   new CA, which replicas started before it do not trust: their reports fail until they end.
-  That is why a deployment gives files.
 
-Either way the controller reads nothing from the cluster: it holds no right on Secrets but
-``create`` (docs/design.md, "Tenancy"), and needs none for this.
+Whichever way, one ``SSLContext`` serves from start to end: a new certificate is loaded into it,
+new connections get it, the listener and the open connections stay.
 """
 
 from __future__ import annotations
 
 import asyncio
 import datetime
-import ipaddress
 import logging
 import os
 import ssl
@@ -39,6 +41,12 @@ class ServingTLS:
     ca_pem: str
     files: tuple[str, str, str] | None = None  # (cert, key, ca) when read from files
     stamp: tuple[tuple[int, int, int], ...] = ()  # the files' (inode, mtime, size) when last read
+    loaded: bytes = b""  # the certificate and key last given to load_pems
+
+
+def empty() -> ServingTLS:
+    """A context with no certificate yet, for ``load_pems`` to fill (before the listener starts)."""
+    return ServingTLS(_context(), "")
 
 
 def _context() -> ssl.SSLContext:
@@ -98,47 +106,31 @@ async def watch(tls: ServingTLS, every: float = CHECK_EVERY) -> None:
 
 
 def self_signed(hosts: list[str], days: int = 365) -> ServingTLS:
-    """A CA and a certificate it signs for ``hosts`` (names or addresses), in memory (ECDSA P-256:
-    a cheap handshake)."""
-    from cryptography import x509
-    from cryptography.hazmat.primitives import hashes, serialization
-    from cryptography.hazmat.primitives.asymmetric import ec
-    from cryptography.x509.oid import ExtendedKeyUsageOID, NameOID
+    """A CA and a certificate it signs for ``hosts`` (names or addresses), in memory."""
+    from cryptography.hazmat.primitives import serialization  # here: about 7 MB a controller without TLS never loads
+
+    from airflow_t9k.controller.certs import issue, new_ca
 
     now = datetime.datetime.now(datetime.timezone.utc)
-    ca_key = ec.generate_private_key(ec.SECP256R1())
-    ca_name = x509.Name([x509.NameAttribute(NameOID.COMMON_NAME, "airflow-t9k progress CA")])
-    ca_cert = (
-        x509.CertificateBuilder().subject_name(ca_name).issuer_name(ca_name).public_key(ca_key.public_key())
-        .serial_number(x509.random_serial_number()).not_valid_before(now - datetime.timedelta(minutes=5))
-        .not_valid_after(now + datetime.timedelta(days=days))
-        .add_extension(x509.BasicConstraints(ca=True, path_length=0), critical=True)
-        .add_extension(x509.KeyUsage(digital_signature=True, key_cert_sign=True, crl_sign=True, content_commitment=False,
-                                     key_encipherment=False, data_encipherment=False, key_agreement=False,
-                                     encipher_only=False, decipher_only=False), critical=True)
-        .sign(ca_key, hashes.SHA256())
-    )  # fmt: skip
-    sans: list[x509.GeneralName] = []
-    for h in dict.fromkeys([*hosts, "localhost", "127.0.0.1"]):
-        try:
-            sans.append(x509.IPAddress(ipaddress.ip_address(h)))
-        except ValueError:
-            sans.append(x509.DNSName(h))
-    key = ec.generate_private_key(ec.SECP256R1())
-    cert = (
-        x509.CertificateBuilder()
-        .subject_name(x509.Name([x509.NameAttribute(NameOID.COMMON_NAME, hosts[0] if hosts else "localhost")]))
-        .issuer_name(ca_name).public_key(key.public_key()).serial_number(x509.random_serial_number())
-        .not_valid_before(now - datetime.timedelta(minutes=5)).not_valid_after(now + datetime.timedelta(days=days))
-        .add_extension(x509.SubjectAlternativeName(sans), critical=False)
-        .add_extension(x509.ExtendedKeyUsage([ExtendedKeyUsageOID.SERVER_AUTH]), critical=False)
-        .sign(ca_key, hashes.SHA256())
-    )  # fmt: skip
-    pem = serialization.Encoding.PEM
+    ca = new_ca(now, days)
+    cert_pem, key_pem = issue(ca, list(dict.fromkeys([*hosts, "localhost", "127.0.0.1"])), now, days)
     ctx = _context()
-    key_pem = key.private_bytes(pem, serialization.PrivateFormat.PKCS8, serialization.NoEncryption())
-    _load_chain(ctx, cert.public_bytes(pem), key_pem)
-    return ServingTLS(ctx, ca_cert.public_bytes(pem).decode())
+    _load_chain(ctx, cert_pem, key_pem)
+    return ServingTLS(ctx, ca.cert.public_bytes(serialization.Encoding.PEM).decode())
+
+
+def load_pems(tls: ServingTLS, cert_pem: bytes, key_pem: bytes, ca_pem: str) -> bool:
+    """Serve this certificate to new connections from now on, and give pods ``ca_pem``. False
+    when it is what is served already. Give only a pair known to match (``certs.serves``): a key
+    that does not fit the certificate raises ssl.SSLError and may leave the context without one."""
+    if cert_pem + key_pem == tls.loaded:
+        tls.ca_pem = ca_pem
+        return False
+    if "-----BEGIN CERTIFICATE-----" not in ca_pem:
+        raise ValueError("no PEM certificate in the CA bundle")
+    _load_chain(tls.context, cert_pem, key_pem)
+    tls.loaded, tls.ca_pem = cert_pem + key_pem, ca_pem
+    return True
 
 
 def _load_chain(ctx: ssl.SSLContext, cert_pem: bytes, key_pem: bytes) -> None:

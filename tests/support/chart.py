@@ -101,7 +101,8 @@ CRDS: dict[str, dict[str, Any]] = {"crds-kept": {}, "crds-not-kept": {"crds.keep
 
 # The progress push path's choices (progress.push.*, networkPolicy.*) read the scope (the
 # NetworkPolicy's peers) and nothing else of the product: each is rendered with each scope, the
-# other values at their defaults (the product itself renders the default, push on with Helm's TLS).
+# other values at their defaults (the product itself renders the default, push on with the TLS the
+# controllers keep).
 PUSH: dict[str, dict[str, Any]] = {
     "push-off": {"progress.push.enabled": False},
     "push-own-secret-netpol": {"progress.push.tls.source": "secret", "progress.push.tls.secretName": "my-progress-tls",

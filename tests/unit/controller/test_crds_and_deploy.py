@@ -183,10 +183,15 @@ def test_the_controller_can_create_secrets_and_never_read_them():
         assert verbs == {"create"}, (name, verbs)
 
 
-def test_the_push_path_adds_only_tokenreviews_create():
-    """docs/progress.md: the progress endpoint asks the API server whose a token is, nothing more."""
-    assert [(r["apiGroups"], r["resources"], r["verbs"]) for r in _rules("rbac-progress-push.yaml")] == [
-        (["authentication.k8s.io"], ["tokenreviews"], ["create"])
+def test_the_push_path_adds_only_tokenreviews_create_and_its_own_tls_secret():
+    """docs/progress.md: the progress endpoint asks the API server whose a token is, and the
+    controllers keep its TLS in one Secret of their namespace, by name ("TLS")."""
+    assert [(r["apiGroups"], r["resources"], r["verbs"], r.get("resourceNames")) for r in _rules("rbac-progress-push.yaml")] == [
+        (["authentication.k8s.io"], ["tokenreviews"], ["create"], None),
+        ([""], ["secrets"], ["get", "watch", "update"], ["airflow-t9k-controller-progress-certs"]),
+        ([""], ["secrets"], ["create"], None),  # cannot be limited to a name
     ]
+    roles = [d for d in yaml.safe_load_all((DEPLOY / "rbac-progress-push.yaml").read_text()) if d["kind"] == "Role"]
+    assert [r["metadata"]["namespace"] for r in roles] == ["airflow-t9k-system"]
     for name in ("rbac-cluster.yaml", "rbac-namespace.yaml"):  # not granted unless the push path is on
         assert not any("tokenreviews" in r["resources"] for r in _rules(name)), name

@@ -59,9 +59,17 @@ def test_off_by_default():
         (["--progress-tls-cert", "/x", "--progress-tls-key", "/y"], "need --progress-endpoint"),
         (["--progress-endpoint", "https://h:8443", "--progress-tls-cert", "/missing", "--progress-tls-key", "/missing"],
          "progress endpoint TLS"),
+        (["--progress-tls-secret", "ns/s"], "need --progress-endpoint"),
+        (["--progress-endpoint", "https://h:8443", "--progress-tls-secret", "ns/s", "--progress-tls-cert", "/x",
+          "--progress-tls-key", "/y"], "one of the two"),
+        (["--progress-endpoint", "https://h:8443", "--progress-tls-secret", "ns/s", "--progress-tls-ca", "/x"], "one of the two"),
+        (["--progress-endpoint", "https://h:8443", "--progress-tls-secret", "s"], "give NAMESPACE/NAME when not running"),
+        (["--progress-endpoint", "https://h:8443", "--progress-tls-secret", "ns/s", "--progress-tls-cert-days", "3650"],
+         "less than --progress-tls-ca-days"),
     ],
 )  # fmt: skip
-def test_flags_that_do_not_go_together_are_refused_with_the_reason(argv, words):
+def test_flags_that_do_not_go_together_are_refused_with_the_reason(argv, words, monkeypatch):
+    monkeypatch.delenv("POD_NAMESPACE", raising=False)
     with pytest.raises(BadFlags, match=words):
         push_setup(parse(*argv))
 
@@ -88,3 +96,16 @@ def test_from_files_the_ca_defaults_to_the_certificate_and_a_change_is_read_agai
     (tmp_path / "tls.key").write_text("half written")  # a broken file: the old certificate stays
     assert tls.reload(serving) is False
     assert serving.ca_pem == pem2
+
+
+def test_a_kept_secret_starts_with_nothing_loaded_and_takes_the_pods_namespace(monkeypatch):
+    """--progress-tls-secret: the Secret's certificate and CA come later (cert_secret.py), before
+    anything listens; its namespace defaults to the pod's."""
+    from airflow_t9k.controller.push_setup import secret_ref
+
+    monkeypatch.setenv("POD_NAMESPACE", "airflow-t9k-system")
+    target, serving = push_setup(parse("--progress-endpoint", "https://ctl.airflow-t9k-system.svc:8443",
+                                       "--progress-tls-secret", "ctl-progress-certs"))  # fmt: skip
+    assert (target.ca_pem, serving.ca_pem, serving.loaded, serving.files) == ("", "", b"", None)
+    assert secret_ref("ctl-progress-certs") == ("airflow-t9k-system", "ctl-progress-certs")
+    assert secret_ref("other/ctl-progress-certs") == ("other", "ctl-progress-certs")

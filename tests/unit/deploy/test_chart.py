@@ -190,10 +190,15 @@ def test_the_controller_gets_exactly_the_rights_of_its_scope(rendered):
 def test_no_right_is_wider_than_its_use(rendered):
     _, objs = rendered
     for role in [*by_kind(objs, "Role"), *by_kind(objs, "ClusterRole")]:
-        for g, r, v, _ in granted(role["rules"]):
+        for g, r, v, n in granted(role["rules"]):
             assert "*" not in (g, r, v), role["metadata"]["name"]
-            if r == "secrets":
-                assert v == "create", (role["metadata"]["name"], v)  # never read, by anyone the chart binds
+            if r == "secrets":  # never read by anyone the chart binds, but the push endpoint's TLS
+                # Secret by its name, which the controllers keep (test_chart_push_tls.py)
+                kept = (role["metadata"]["name"], n) == (
+                    "airflow-t9k-controller-progress-tls",
+                    "airflow-t9k-controller-progress-certs",
+                )
+                assert v == "create" or kept, (role["metadata"]["name"], v, n)
 
 
 def test_the_deployment_is_hardened_and_follows_the_values(rendered):
@@ -247,8 +252,10 @@ def test_the_deployment_is_hardened_and_follows_the_values(rendered):
 
 def test_the_push_path_is_wired_when_on_and_absent_when_off(rendered):
     """docs/progress.md, "The push path": a Service to the controllers' named port, the endpoint's
-    TLS from a Secret mounted whole (never subPath: renewals reach the files), the flags naming
-    them, and TokenReview create bound to the controller; nothing of it when off."""
+    TLS kept by the controllers in a Secret the chart renders empty (by default), or from a
+    Secret mounted whole (never subPath: renewals reach the files), the flags naming it, and
+    TokenReview create bound to the controller; nothing of it when off. The TLS in detail:
+    test_chart_push_tls.py."""
     values, objs = rendered
     on = values.get("progress.push.enabled", True)
     port = values.get("progress.push.port", 8443)
@@ -273,30 +280,40 @@ def test_the_push_path_is_wired_when_on_and_absent_when_off(rendered):
     assert c["ports"] == [{"name": "health", "containerPort": 8081}, {"name": "metrics", "containerPort": 8080},
                           {"name": "progress", "containerPort": port}]  # fmt: skip
     tls = "/etc/airflow-t9k/progress-tls"
+    source = values.get("progress.push.tls.source", "controller")
+    svc = f"airflow-t9k-controller-progress.{NS}.svc"
+    if source == "controller":
+        secret = values.get("progress.push.tls.secretName") or "airflow-t9k-controller-progress-certs"
+        tls_args = [f"--progress-tls-secret={secret}", f"--progress-tls-dns-name={svc}",
+                    f"--progress-tls-dns-name={svc}.cluster.local", "--progress-tls-cert-days=90",
+                    "--progress-tls-ca-days=3650"]  # fmt: skip
+    else:
+        secret = values.get("progress.push.tls.secretName") or "airflow-t9k-controller-progress-tls"
+        tls_args = [f"--progress-tls-cert={tls}/tls.crt", f"--progress-tls-key={tls}/tls.key", f"--progress-tls-ca={tls}/ca.crt"]
     assert push_args == [
-        f"--progress-endpoint=https://airflow-t9k-controller-progress.{NS}.svc:{port}",
+        f"--progress-endpoint=https://{svc}:{port}",
         f"--progress-port={port}",
-        f"--progress-tls-cert={tls}/tls.crt",
-        f"--progress-tls-key={tls}/tls.key",
-        f"--progress-tls-ca={tls}/ca.crt",
+        *tls_args,
         "--progress-audience=airflow-t9k-progress",
         "--progress-push-rate=1",
         "--progress-push-burst=10",
         f"--progress-check-source-ip={'on' if values.get('progress.push.checkSourceIP', True) else 'off'}",
     ]
-    assert c["volumeMounts"] == [{"name": "progress-tls", "mountPath": tls, "readOnly": True}]  # no subPath
-    source = values.get("progress.push.tls.source", "helm")
-    secret = values.get("progress.push.tls.secretName") or "airflow-t9k-controller-progress-tls"
-    items = [{"key": k, "path": k} for k in ("tls.crt", "tls.key", "ca.crt")]  # never the CA's key
-    assert pod["volumes"] == [{"name": "progress-tls", "secret": {"secretName": secret, "items": items}}]
+    if source == "controller":  # read through the API by every replica, no volume
+        assert "volumeMounts" not in c
+        assert "volumes" not in pod
+    else:
+        assert c["volumeMounts"] == [{"name": "progress-tls", "mountPath": tls, "readOnly": True}]  # no subPath
+        items = [{"key": k, "path": k} for k in ("tls.crt", "tls.key", "ca.crt")]  # never a CA's key
+        assert pod["volumes"] == [{"name": "progress-tls", "secret": {"secretName": secret, "items": items}}]
     same(granted(_binds(objs, "ClusterRoleBinding", "airflow-t9k-controller-progress", None, [SA])["rules"]),
          _all("authentication.k8s.io", "tokenreviews", "create"))  # fmt: skip
     secrets, certs = by_kind(objs, "Secret"), by_kind(objs, "Certificate")
-    if source == "helm":
+    if source == "controller":
         (made,) = secrets
         assert made["metadata"]["name"] == secret
         assert "annotations" not in made["metadata"]  # removed with the release: no CA key left behind (issue 45)
-        assert set(made["data"]) == {"tls.crt", "tls.key", "ca.crt", "ca.key"}
+        assert "data" not in made  # the controllers fill it: every render the same, no key in it (issue 46)
         assert certs == []
     elif source == "secret":
         assert secrets == certs == []  # the user's own
@@ -386,6 +403,12 @@ def test_the_controllers_policy_binds_its_own_identity_to_its_scope(rendered):
     (match,) = policy["spec"]["matchConditions"]
     assert match["expression"] == f"request.userInfo.username == 'system:serviceaccount:{NS}:{account}'"
     scope, owned, pod_spec = (v["expression"] for v in policy["spec"]["validations"])
+    # One exception, the push endpoint's TLS Secret the controllers keep (test_chart_push_tls.py).
+    (tls_secret,) = [v["expression"] for v in policy["spec"]["variables"] if v["name"] == "progressTLS"]
+    kept = values.get("progress.push.enabled", True) and values.get("progress.push.tls.source", "controller") == "controller"
+    assert (tls_secret != "false") is kept
+    assert scope.startswith("variables.progressTLS || (")
+    scope = scope.removeprefix("variables.progressTLS || (").removesuffix(")")
     mode = values.get("scope.mode", "selector")
     if mode == "namespaces":
         assert scope == "request.namespace in [" + ", ".join(f"'{n}'" for n in values["scope.namespaces"]) + "]"
@@ -394,7 +417,7 @@ def test_the_controllers_policy_binds_its_own_identity_to_its_scope(rendered):
         assert scope.startswith("!(request.namespace in [" + ", ".join(f"'{n}'" for n in excluded) + "])")
         if mode == "selector":
             assert "namespaceObject.metadata.labels['airflow-t9k.io/jobs'] == 'enabled'" in scope
-    assert owned == "variables.ownedByAJob"
+    assert owned == "variables.progressTLS || variables.ownedByAJob"
     assert pod_spec == "request.operation != 'UPDATE' || request.kind.kind != 'Pod' || object.spec == oldObject.spec"
 
 
@@ -483,7 +506,6 @@ def test_the_ui_role_reads_and_changes_nothing():
         ({"scope.selector": ""}, "needs scope.selector"),
         ({"leaderElection.enabled": False}, "more than one replica needs leaderElection.enabled"),
         ({"controller.queueing": "sometimes"}, "at '/controller/queueing': value must be one of 'auto', 'kueue', 'off'"),
-        ({"progress.push.tls.source": "vault"}, "progress.push.tls.source must be helm, secret or certManager"),
         ({"progress.push.tls.source": "secret"}, "progress.push.tls.source=secret needs progress.push.tls.secretName"),
         ({"progress.push.tls.source": "certManager"}, "needs progress.push.tls.certManager.issuerRef"),
         ({"controller.progressInterval": 0}, "progress.push.enabled needs controller.progressInterval > 0"),
@@ -562,7 +584,7 @@ def test_the_namespaces_airflow_runs_in_are_never_reconciled(mode):
         p for p in by_kind(objs, "ValidatingAdmissionPolicy") if p["metadata"]["name"] == "airflow-t9k-controller-writes"
     ]
     assert policy["spec"]["validations"][0]["expression"].startswith(
-        f"!(request.namespace in ['{NS}', 'airflow-prod', 'airflow-web', 'legacy'])"
+        f"variables.progressTLS || (!(request.namespace in ['{NS}', 'airflow-prod', 'airflow-web', 'legacy'])"
     )
 
 

@@ -58,14 +58,21 @@ app.kubernetes.io/component: airflow
 {{- end -}}
 
 {{/* The progress push path (docs/progress.md, "The push path"): the Service in front of the
-controllers' listener (a DNS label: 63 characters at most), the Secret with its TLS files, and the
-URL replicas are given. */}}
+controllers' listener (a DNS label: 63 characters at most), the Secret with its TLS files (kept by
+the controllers: `-progress-certs`; cert-manager's: `-progress-tls`), the names its certificate is
+for, and the URL replicas are given. */}}
 {{- define "airflow-t9k.progressService" -}}
 {{- printf "%s-progress" (include "airflow-t9k.controller" .) | trunc 63 | trimSuffix "-" -}}
 {{- end -}}
 
 {{- define "airflow-t9k.progressSecret" -}}
-{{- default (printf "%s-progress-tls" (include "airflow-t9k.controller" .)) .Values.progress.push.tls.secretName -}}
+{{- $suffix := ternary "certs" "tls" (eq .Values.progress.push.tls.source "controller") -}}
+{{- default (printf "%s-progress-%s" (include "airflow-t9k.controller" .) $suffix) .Values.progress.push.tls.secretName -}}
+{{- end -}}
+
+{{- define "airflow-t9k.progressHosts" -}}
+{{- $svc := include "airflow-t9k.progressService" . -}}
+{{- printf "%s.%s.svc\n%s.%s.svc.cluster.local" $svc .Release.Namespace $svc .Release.Namespace -}}
 {{- end -}}
 
 {{- define "airflow-t9k.progressEndpoint" -}}
@@ -99,8 +106,14 @@ URL replicas are given. */}}
 {{- end -}}
 {{- with .Values.progress.push -}}
 {{- if .enabled -}}
-{{- if not (has .tls.source (list "helm" "secret" "certManager")) -}}
-{{- fail (printf "progress.push.tls.source must be helm, secret or certManager (got %q)" .tls.source) -}}
+{{- if eq .tls.source "helm" -}}
+{{- fail "progress.push.tls.source=helm is gone (Helm's lookup and genCA made a new CA on every render without a cluster: helm template, Argo CD): use controller, the default, where the controllers keep the CA and certificate themselves (docs/progress.md, \"TLS\")" -}}
+{{- end -}}
+{{- if not (has .tls.source (list "controller" "secret" "certManager")) -}}
+{{- fail (printf "progress.push.tls.source must be controller, secret or certManager (got %q)" .tls.source) -}}
+{{- end -}}
+{{- if and (eq .tls.source "controller") (ge (int .tls.certDays) (int .tls.caDays)) -}}
+{{- fail "progress.push.tls.certDays must be less than progress.push.tls.caDays: a certificate ends with its CA" -}}
 {{- end -}}
 {{- if and (eq .tls.source "secret") (not .tls.secretName) -}}
 {{- fail "progress.push.tls.source=secret needs progress.push.tls.secretName (a Secret with tls.crt, tls.key and ca.crt in the release's namespace)" -}}
