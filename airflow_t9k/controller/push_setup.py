@@ -137,6 +137,8 @@ def push_setup(args: argparse.Namespace) -> tuple[PushTarget, ServingTLS] | None
         raise BadFlags("--progress-max-connections and --progress-max-connections-per-source must be at least 1")
     if bool(args.progress_tls_cert) != bool(args.progress_tls_key):
         raise BadFlags("--progress-tls-cert and --progress-tls-key go together")
+    if getattr(args, "progress_tls_dns_name", None) and not secret:
+        raise BadFlags("--progress-tls-dns-name needs --progress-tls-secret (a certificate made at start is for the URL's host)")
     if secret:
         if args.progress_tls_cert or args.progress_tls_ca:
             raise BadFlags("--progress-tls-secret or --progress-tls-cert/--progress-tls-key/--progress-tls-ca: one of the two")

@@ -66,6 +66,7 @@ def test_off_by_default():
         (["--progress-endpoint", "https://h:8443", "--progress-tls-secret", "s"], "give NAMESPACE/NAME when not running"),
         (["--progress-endpoint", "https://h:8443", "--progress-tls-secret", "ns/s", "--progress-tls-cert-days", "3650"],
          "less than --progress-tls-ca-days"),
+        (["--progress-endpoint", "https://h:8443", "--progress-tls-dns-name", "h"], "needs --progress-tls-secret"),
     ],
 )  # fmt: skip
 def test_flags_that_do_not_go_together_are_refused_with_the_reason(argv, words, monkeypatch):
