@@ -41,7 +41,8 @@ fi
 "$PY" -m build --version >/dev/null 2>&1 || die "$PY has no 'build' module: make setup (the [release] extra)"
 
 REVISION=$(git -C "$ROOT" rev-parse HEAD)
-# Every timestamp the tools write (sdist and wheel members, the SBOMs) is the commit's.
+# The wheel's members and the SBOMs are stamped with the commit's time (the sdist's generated files, PKG-INFO
+# and *.egg-info, keep setuptools' own).
 SOURCE_DATE_EPOCH=$(git -C "$ROOT" log -1 --format=%ct HEAD)
 export SOURCE_DATE_EPOCH
 WORK=$(mktemp -d "${TMPDIR:-/tmp}/airflow-t9k-dist.XXXXXX")

@@ -32,6 +32,7 @@ DIST_INFO = re.compile(r"^usr/(?:local/)?lib/python3[^/]*/(?:dist|site)-packages
 DPKG_STATUS = "var/lib/dpkg/status"
 OS_RELEASE = ("etc/os-release", "usr/lib/os-release")
 COPYRIGHT = re.compile(r"^usr/share/doc/([^/]+)/copyright$")
+DOC_DIR = re.compile(r"^usr/share/doc/([^/]+)$")
 # The trove classifiers that name one licence without doubt (a "BSD License" does not say which).
 CLASSIFIERS = {
     "License :: OSI Approved :: Apache Software License": "Apache-2.0",
@@ -55,6 +56,14 @@ class Contents:
     manifest_digest: str | None  # an OCI archive's, as a registry will name the image
     files: dict[str, bytes] = field(default_factory=dict)
     copyrights: set[str] = field(default_factory=set)
+    doc_links: dict[str, str] = field(default_factory=dict)  # a package's doc directory linked to another's
+
+    def copyright_of(self, package: str) -> str | None:
+        """The path of a Debian package's copyright file in the image, if there is one."""
+        for name in (package, self.doc_links.get(package)):
+            if name and f"usr/share/doc/{name}/copyright" in self.copyrights:
+                return f"/usr/share/doc/{name}/copyright"
+        return None
 
 
 def _member(archive: tarfile.TarFile, name: str) -> IO[bytes]:
@@ -104,6 +113,8 @@ def _scan(layer: IO[bytes], contents: Contents, keep: set[str]) -> None:
                 continue
             if COPYRIGHT.match(path):
                 contents.copyrights.add(path)
+            elif info.issym() and (doc := DOC_DIR.match(path)) and "/" not in info.linkname.strip("/"):
+                contents.doc_links[doc.group(1)] = info.linkname.strip("/")  # libgcc-s1 -> gcc-12-base
             if info.isfile() and (path == DPKG_STATUS or path in OS_RELEASE or path in keep or DIST_INFO.match(path)):
                 f = tar.extractfile(info)
                 if f is not None:
@@ -185,8 +196,8 @@ def debian_packages(contents: Contents) -> list[Obj]:
     out = []
     for fields in sorted(dpkg_entries(status.decode("utf-8", "replace")), key=lambda f: f["Package"]):
         name, version, arch = fields["Package"], fields["Version"], fields.get("Architecture", "all")
-        copyright_file = f"usr/share/doc/{name}/copyright"
-        comment = f"Debian's copyright file in the image: /{copyright_file}" if copyright_file in contents.copyrights else None
+        copyright_file = contents.copyright_of(name)
+        comment = f"Debian's copyright file in the image: {copyright_file}" if copyright_file else None
         purl = f"pkg:deb/debian/{name}@{quote(version, safe='')}?arch={arch}{qualifier}"
         out.append(_package(_spdx_id("Deb", name, version, arch), name, version, purl, "NOASSERTION", comment))
     return out

@@ -145,6 +145,11 @@ Package: tzdata
 Status: install ok installed
 Architecture: all
 Version: 2024a-0+deb12u1
+
+Package: libgcc-s1
+Status: install ok installed
+Architecture: amd64
+Version: 12.2.0-14
 """
 SITE = "usr/local/lib/python3.11/dist-packages"
 
@@ -158,6 +163,9 @@ def rootfs(tmp_path: Path) -> Path:
         _add(tar, "./var/lib/dpkg/status", STATUS)
         _add(tar, "./etc/os-release", b'ID=debian\nVERSION_ID="12"\n')
         _add(tar, "./usr/share/doc/base-files/copyright", b"Format: ...")
+        link = tarfile.TarInfo("./usr/share/doc/libgcc-s1")  # Debian links some packages' doc directory to another's
+        link.type, link.linkname = tarfile.SYMTYPE, "base-files"
+        tar.addfile(link)
         metadata = {
             f"airflow_t9k-{VERSION}": f"Name: airflow-t9k\nVersion: {VERSION}\nLicense-Expression: Apache-2.0\n\nbody",
             "six-1.17.0": "Name: six\nVersion: 1.17.0\nLicense: MIT\nClassifier: License :: OSI Approved :: MIT License\n",
@@ -234,6 +242,7 @@ def test_the_sbom_lists_the_image_s_python_and_debian_packages(rootfs: Path, tmp
         "pkg:pypi/odd-name@2.0%2Blocal",
         "pkg:deb/debian/base-files@12.4%2Bdeb12u5?arch=amd64&distro=debian-12",
         "pkg:deb/debian/tzdata@2024a-0%2Bdeb12u1?arch=all&distro=debian-12",  # the removed one is not there
+        "pkg:deb/debian/libgcc-s1@12.2.0-14?arch=amd64&distro=debian-12",
     }
     assert by_purl[f"pkg:pypi/airflow-t9k@{VERSION}"]["licenseDeclared"] == "Apache-2.0"
     assert by_purl["pkg:pypi/six@1.17.0"]["licenseDeclared"] == "MIT"
@@ -243,6 +252,8 @@ def test_the_sbom_lists_the_image_s_python_and_debian_packages(rootfs: Path, tmp
     base = by_purl["pkg:deb/debian/base-files@12.4%2Bdeb12u5?arch=amd64&distro=debian-12"]
     assert base["licenseComments"].endswith("/usr/share/doc/base-files/copyright")
     assert "licenseComments" not in by_purl["pkg:deb/debian/tzdata@2024a-0%2Bdeb12u1?arch=all&distro=debian-12"]
+    linked = by_purl["pkg:deb/debian/libgcc-s1@12.2.0-14?arch=amd64&distro=debian-12"]
+    assert linked["licenseComments"].endswith("/usr/share/doc/base-files/copyright")
     ids = [p["SPDXID"] for p in doc["packages"]]
     assert len(set(ids)) == len(ids)
     assert all(re.fullmatch(r"SPDXRef-[A-Za-z0-9.-]+", i) for i in ids)
