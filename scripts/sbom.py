@@ -203,8 +203,9 @@ def debian_packages(contents: Contents) -> list[Obj]:
     return out
 
 
-def sbom(path: str, created: float | None = None) -> Obj:
-    contents = read_image(path)
+def sbom(path: str, created: float | None = None, contents: Contents | None = None) -> Obj:
+    """The SBOM of the image archive at ``path`` (``contents``: what read_image read from it already)."""
+    contents = contents or read_image(path)
     labels = contents.config.get("config", {}).get("Labels") or {}
     title = labels.get("org.opencontainers.image.title") or os.path.basename(path)
     version = labels.get("org.opencontainers.image.version", "NOASSERTION")

@@ -7,7 +7,10 @@ Integration only because a build takes minutes (root and mmdebstrap)."""
 
 from __future__ import annotations
 
+import functools
 import re
+from dataclasses import dataclass
+from typing import Any
 
 import pytest
 
@@ -20,23 +23,37 @@ DOC = "usr/share/doc/airflow-t9k"
 CONSTRAINTS = ROOT / "scripts" / "images" / "airflow-constraints-3.3.2-py3.11.txt"
 
 
+@dataclass
+class Image:
+    name: str
+    archive: str
+    contents: sbom.Contents
+    doc: dict[str, Any]  # its SBOM
+
+
+@functools.cache
+def _image(name: str) -> Image:
+    """Built once (a no-op when the archive of this content is there), read once for all the tests."""
+    script("image", "build", name)
+    archive = script("image", "tar", name)
+    contents = sbom.read_image(archive, keep={f"{DOC}/LICENSE", f"{DOC}/NOTICE"})
+    return Image(name, archive, contents, sbom.sbom(archive, contents=contents))
+
+
 @pytest.fixture(scope="module", params=["controller", "airflow"])
-def image(request: pytest.FixtureRequest) -> tuple[str, str]:
-    name = request.param
-    script("image", "build", name)  # a no-op when the archive of this content is there
-    return name, script("image", "tar", name)
+def image(request: pytest.FixtureRequest) -> Image:
+    return _image(request.param)
 
 
 def _norm(name: str) -> str:
     return re.sub(r"[-_.]+", "-", name).lower()
 
 
-def test_the_image_carries_the_licence_notice_and_labels(image: tuple[str, str]) -> None:
-    name, archive = image
-    contents = sbom.read_image(archive, keep={f"{DOC}/LICENSE", f"{DOC}/NOTICE"})
+def test_the_image_carries_the_licence_notice_and_labels(image: Image) -> None:
+    contents = image.contents
     for file in ("LICENSE", "NOTICE"):
-        assert contents.files.get(f"{DOC}/{file}") == (ROOT / file).read_bytes(), f"{name}: /{DOC}/{file}"
-    assert contents.config["config"]["Labels"] == labels.labels(name)
+        assert contents.files.get(f"{DOC}/{file}") == (ROOT / file).read_bytes(), f"{image.name}: /{DOC}/{file}"
+    assert contents.config["config"]["Labels"] == labels.labels(image.name)
     # Debian's copyright files stay (the rest of /usr/share/doc does not): one for every package, some through
     # a doc directory linked to another package's (libgcc-s1 -> gcc-12-base).
     installed = [e["Package"] for e in sbom.dpkg_entries(contents.files[sbom.DPKG_STATUS].decode())]
@@ -44,22 +61,18 @@ def test_the_image_carries_the_licence_notice_and_labels(image: tuple[str, str])
     assert [p for p in installed if contents.copyright_of(p) is None] == []
 
 
-def test_the_sbom_of_the_image_names_the_package_and_debian_s(image: tuple[str, str]) -> None:
-    name, archive = image
-    doc = sbom.sbom(archive)
-    purls = [p["externalRefs"][0]["referenceLocator"] for p in doc["packages"][1:]]
-    version = labels.version()
-    assert f"pkg:pypi/airflow-t9k@{version}" in purls
+def test_the_sbom_of_the_image_names_the_package_and_debian_s(image: Image) -> None:
+    purls = [p["externalRefs"][0]["referenceLocator"] for p in image.doc["packages"][1:]]
+    assert f"pkg:pypi/airflow-t9k@{labels.version()}" in purls
     assert any(p.startswith("pkg:deb/debian/python3@") for p in purls)
     assert any(p.startswith("pkg:deb/debian/base-files@") for p in purls)
     pypi = {p.split("/", 1)[1].split("@")[0] for p in purls if p.startswith("pkg:pypi/")}
-    assert ("apache-airflow" in pypi) == (name == "airflow")
-    assert ("kubernetes" in pypi) == (name == "airflow")  # left out of the controller's (controller.conf)
+    assert ("apache-airflow" in pypi) == (image.name == "airflow")
+    assert ("kubernetes" in pypi) == (image.name == "airflow")  # left out of the controller's (controller.conf)
 
 
 def test_airflow_s_image_keeps_to_its_constraints() -> None:
-    script("image", "build", "airflow")
-    doc = sbom.sbom(script("image", "tar", "airflow"))
+    doc = _image("airflow").doc
     pins = dict(line.split("==", 1) for line in CONSTRAINTS.read_text().splitlines() if "==" in line and not line.startswith("#"))
     installed = {_norm(p["name"]): p["versionInfo"] for p in doc["packages"][1:] if p["SPDXID"].startswith("SPDXRef-PyPI-")}
     assert installed["apache-airflow"] == "3.3.2"
