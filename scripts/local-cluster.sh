@@ -805,7 +805,9 @@ image_id() {
   local recipe
   recipe=$(image_recipe "$1")
   {
-    cat "$recipe" "$ROOT"/scripts/images/{build.sh,customize.sh,archive.py,requirements.py} "$ROOT/scripts/realnode/mkimage.py"
+    # Everything the build reads: its scripts, the vendored constraints, the licence files it copies in.
+    cat "$recipe" "$ROOT"/scripts/images/{build.sh,customize.sh,archive.py,requirements.py,constraints.py,labels.py} \
+      "$ROOT"/scripts/images/*.txt "$ROOT/scripts/realnode/mkimage.py" "$ROOT"/{LICENSE,NOTICE}
     # An image without this package (WITH_PACKAGE=0: the tests' PostgreSQL) is its recipe alone.
     if ! grep -q '^WITH_PACKAGE=0' "$recipe"; then
       (cd "$ROOT" && find airflow_t9k -type f ! -name '*.pyc' ! -path '*/__pycache__/*' -print0 | LC_ALL=C sort -z | xargs -0 sha256sum)
