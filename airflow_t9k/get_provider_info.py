@@ -46,8 +46,9 @@ def get_provider_info() -> dict[str, Any]:
                     },
                     "deferral_hold_seconds": {
                         "description": "A deferred task's trigger holds its event until this many seconds after the task "
-                        "deferred: Airflow 3.3's scheduler can fail a try resumed before it read the deferring process's "
-                        "exit (apache/airflow#72716). Only jobs that end within the window wait. 0 turns it off.",
+                        "deferred: Airflow's scheduler can fail a try resumed before it read the deferring process's exit "
+                        "(apache/airflow#72716; 3.4 no longer once the resumed try is queued, still once it runs). Only "
+                        "jobs that end within the window wait. 0 turns it off.",
                         "version_added": "0.1.0",
                         "type": "float",
                         "example": "15",

@@ -22,6 +22,7 @@ from airflow.models.taskinstance import TaskInstance
 from airflow.models.xcom import XComModel
 from sqlalchemy import select
 
+from airflow_t9k import compat
 from airflow_t9k.api.attempts import ATTEMPTS_KEY, parse
 from airflow_t9k.api.identity import FIELDS as IDENTITY_FIELDS
 from airflow_t9k.api.identity import checked
@@ -101,11 +102,10 @@ def _stored_attempts(session: Session, key: TaskKey) -> Any:
     through that backend's own ``deserialize_task_state_store_from_ref``. None when there is none,
     or it cannot be read."""
     from airflow.configuration import conf
-    from airflow.state import TaskScope, get_state_backend
+    from airflow.state import get_state_backend
 
-    dag_id, run_id, task_id, map_index = key
     try:
-        raw = get_state_backend().get(TaskScope(dag_id, run_id, task_id, map_index), ATTEMPTS_KEY, session=session)
+        raw = get_state_backend().get(compat.state_scope(session, key), ATTEMPTS_KEY, session=session)
         value = json.loads(raw) if raw else None
         ref = value.get(EXTERNAL_REF) if isinstance(value, dict) else None
         if ref:
@@ -118,14 +118,10 @@ def _stored_attempts(session: Session, key: TaskKey) -> Any:
 
 def earlier_tries(session: Session, key: TaskKey, current_try: int) -> list[Obj]:
     """The task instance's tries before ``current_try``, newest first: each with Airflow's state
-    for it (TaskInstanceHistory) and the job it ran, from the task's own history in the task
-    state store (api/attempts.py; None where that try submitted or recorded none)."""
-    from airflow.models.taskinstancehistory import TaskInstanceHistory as H
-
-    dag_id, run_id, task_id, map_index = key
-    states = {int(r.try_number): r for r in session.execute(
-        select(H.try_number, H.state, H.start_date, H.end_date).where(
-            H.dag_id == dag_id, H.run_id == run_id, H.task_id == task_id, H.map_index == map_index))}  # fmt: skip
+    for it (Airflow's rows of earlier tries, compat.earlier_tries) and the job it ran, from the
+    task's own history in the task state store (api/attempts.py; None where that try submitted
+    or recorded none)."""
+    states = {int(r.try_number): r for r in compat.earlier_tries(session, key)}
     jobs = {e["try"]: e for e in parse(_stored_attempts(session, key))}
     out = []
     for n in sorted((set(states) | set(jobs)) - {current_try}, reverse=True):

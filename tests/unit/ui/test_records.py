@@ -5,15 +5,16 @@ from __future__ import annotations
 
 import json
 import uuid
-import zlib
 from collections.abc import Iterator
 from typing import ClassVar
 
 import pytest
-from sqlalchemy import create_engine, event, insert
+from sqlalchemy import create_engine, event
 from sqlalchemy.orm import Session
 
+from airflow_t9k.compat import attempts_are_rows
 from airflow_t9k.ui.records import TaskRecord, recorded_uids, task_record
+from tests.support.airflow_rows import add_attempts, add_ti, add_try
 
 IDENTITY = {"kind": "GenericJob", "namespace": "team-a", "name": "train-1", "uid": "uid-1", "server": "https://k8s"}
 
@@ -36,20 +37,6 @@ def session(engine) -> Iterator[Session]:
     with Session(engine) as s:
         yield s
         s.rollback()
-
-
-def add_ti(s: Session, dag: str, run: str, task: str, map_index: int = -1, xcom: object = None, raw: bool = False) -> None:
-    from airflow.models.taskinstance import TaskInstance
-    from airflow.models.xcom import XComModel
-
-    s.execute(insert(TaskInstance.__table__).values(id=uuid.uuid4(), dag_id=dag, run_id=run, task_id=task,
-                                                    map_index=map_index, pool="default_pool"))  # fmt: skip
-    if xcom is not None:
-        # The Task Execution API stores values already as JSON, serialize_value as a JSON string: both occur.
-        value = xcom if raw else json.dumps(xcom)
-        s.execute(insert(XComModel.__table__).values(dag_run_id=zlib.crc32(f"{dag}/{run}".encode()), dag_id=dag, run_id=run,
-                                                     task_id=task, map_index=map_index,
-                                                     key="t9k_job", value=value))  # fmt: skip
 
 
 CASES = [
@@ -102,6 +89,17 @@ def test_recorded_uids_in_one_query(engine, session):
     assert recorded_uids(session, set()) == {}
 
 
+def test_the_current_try_s_record_not_an_earlier_one_s(session):
+    """Airflow 3.4 keeps each try's XCom (an earlier try's row archived with it): the tab and the
+    jobs page read the current try's ``t9k_job`` only. On 3.3 the earlier try's XCom is gone."""
+    add_try(session, "d", "r", "t", 1, "failed", xcom={**IDENTITY, "name": "train-1-old", "uid": "uid-old"})
+    add_ti(session, "d", "r", "t", -1, IDENTITY, try_number=2)
+    add_try(session, "d", "r", "t", 3, "failed", xcom={**IDENTITY, "name": "train-1-odd", "uid": "uid-odd"})  # order-proof
+    assert task_record(session, ("d", "r", "t", -1)) == TaskRecord({k: IDENTITY[k] for k in ("kind", "namespace", "name", "uid")},
+                                                                    try_number=2)  # fmt: skip
+    assert recorded_uids(session, {("d", "r", "t", -1)}) == {("d", "r", "t", -1): "uid-1"}
+
+
 def test_an_action_is_written_to_airflows_audit_log(session):
     from airflow.models.log import Log
     from sqlalchemy import select
@@ -117,27 +115,12 @@ def test_an_action_is_written_to_airflows_audit_log(session):
                                      "detail": "GenericJob team-a/train-1 deleted"}  # fmt: skip
 
 
-def add_try(s: Session, dag: str, run: str, task: str, n: int, state: str) -> None:
-    from airflow.models.taskinstancehistory import TaskInstanceHistory
-
-    s.execute(insert(TaskInstanceHistory.__table__).values(task_instance_id=uuid.uuid4(), dag_id=dag, run_id=run, task_id=task,
-                                                           map_index=-1, try_number=n, state=state,
-                                                           pool="default_pool"))  # fmt: skip
-
-
-def add_attempts(s: Session, dag: str, run: str, task: str, value: str) -> None:
-    from airflow.models.task_state_store import TaskStateStoreModel
-
-    s.execute(insert(TaskStateStoreModel.__table__).values(dag_run_id=1, dag_id=dag, run_id=run, task_id=task, map_index=-1,
-                                                           key="t9k_jobs", value=value))  # fmt: skip
-
-
 def job_of(n: int) -> dict:
     return {"kind": "GenericJob", "namespace": "team-a", "name": f"train-1-t{n}", "uid": f"uid-{n}"}
 
 
 TRY_CASES = [
-    # (TaskInstanceHistory tries, the task state store's t9k_jobs (JSON text), current try, expected (try, state, job))
+    # (earlier tries (compat.earlier_tries), the task state store's t9k_jobs (JSON text), current try, expected (try, state, job))
     (
         "two earlier tries, newest first",
         {1: "failed", 2: "failed"},
@@ -200,3 +183,28 @@ def test_earlier_tries_are_read_through_the_state_store_backend(session, monkeyp
         monkeypatch.delenv("AIRFLOW__WORKERS__STATE_STORE_BACKEND")
         sdk_context._get_worker_state_store_backend.cache_clear()
     assert [(e["try"], e["job"]) for e in got] == [(1, job_of(1))]
+
+
+@pytest.mark.skipif(not attempts_are_rows(), reason="Airflow 3.3 has no regions: its store is keyed by map index")
+def test_a_mapped_task_instances_earlier_tries_are_read_under_its_region(session):
+    """Airflow 3.4 keeps a mapped task instance in its expansion's region, and its task state
+    store under that region and index: the tab reads the tries and the store there, not another
+    expansion's (a Clear of the whole task makes a new region with the same map indexes)."""
+    from airflow.models.task_state_store import TaskStateStoreModel
+    from airflow.models.taskinstance import TaskInstance
+    from sqlalchemy import insert
+
+    from airflow_t9k.ui.records import earlier_tries
+
+    region, other = uuid.uuid4(), uuid.uuid4()
+    rows = [(region, 1, "failed", None), (region, 2, "running", True), (other, 1, "upstream_failed", None)]
+    for where, n, state, live in rows:
+        session.execute(insert(TaskInstance.__table__).values(id=uuid.uuid4(), dag_id="d", run_id="r", task_id="t",
+                                                              region_id=where, region_index=2, try_number=n, state=state,
+                                                              pool="default_pool", working_set=live))  # fmt: skip
+    for where, n in ((region, 1), (other, 9)):
+        session.execute(insert(TaskStateStoreModel.__table__).values(dag_run_id=1, dag_id="d", run_id="r", task_id="t",
+                                                                     region_id=where, region_index=2, key="t9k_jobs",
+                                                                     value=json.dumps([{"try": n, **job_of(n)}])))  # fmt: skip
+    got = earlier_tries(session, ("d", "r", "t", 2), 2)
+    assert [(e["try"], e["state"], e["job"]) for e in got] == [(1, "failed", job_of(1))]
