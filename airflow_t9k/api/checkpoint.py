@@ -6,9 +6,10 @@ controller adds ``T9K_RESTART_COUNT`` to every pod it builds (controller/reconci
 - ``checkpoint=`` names a volume (a PersistentVolumeClaim, or any writable volume source) and
   a directory in it. Every container of every replica mounts this task's own directory of it
   at ``T9K_CHECKPOINT_DIR`` (default ``/t9k/checkpoint``).
-- This task's directory is ``<path>/<dag_id>/<run_id>/<task_id>[/map-<i>]``, derived from what a
-  replica restart, a task retry and a Clear keep (the DAG run, the task, the map index); a new
-  DAG run, another task or another map index starts in an empty directory. Each part is kept
+- This task's directory is ``<path>/<dag_id>/<run_id>/<task_id>[/iter-<n>][/map-<i>]``, derived
+  from what a replica restart, a task retry and a Clear keep (the DAG run, the task, the Task Loop
+  iteration, the map index); a new DAG run, another task, another iteration of a loop or another
+  map index starts in an empty directory. Each part is kept
   readable: characters other than ``A-Za-z0-9._-`` become ``_`` and such a part gets a short
   digest of the original, so two run ids that differ only there never share a directory.
 - ``checkpoint_scope`` (``scope_dir``) picks a directory inside it: ``"series"`` (the default)
@@ -148,22 +149,26 @@ def _part(text: str) -> str:
     return safe
 
 
-def task_dir(dag_id: str, run_id: str, task_id: str, map_index: int = -1) -> str:
-    """This task's directory, relative to ``Checkpoint.path``: never the try number."""
+def task_dir(dag_id: str, run_id: str, task_id: str, map_index: int = -1, iteration: int | None = None) -> str:
+    """This task's directory, relative to ``Checkpoint.path``: never the try number. A Task Loop's
+    iteration (Airflow 3.4) is a new training, in ``iter-<n>`` (before the map index: the loop
+    holds the expansion); outside a loop the directory is the one it always was."""
     parts = [_part(dag_id), _part(run_id), _part(task_id)]
+    if iteration is not None:
+        parts.append(f"iter-{int(iteration)}")
     if map_index is not None and map_index >= 0:
         parts.append(f"map-{map_index}")
     return "/".join(parts)
 
 
 def sub_path(checkpoint: Checkpoint, dag_id: str, run_id: str, task_id: str, map_index: int = -1,
-             try_number: int | None = None, own: str = "") -> str:  # fmt: skip
+             try_number: int | None = None, own: str = "", iteration: int | None = None) -> str:  # fmt: skip
     """The directory in the volume that containers mount (the volume mount's ``subPath``); with
     ``try_number`` that try's own directory inside the task's, with ``own`` (``scope_dir``) that
     directory."""
     if try_number is not None:
         own = f"try-{int(try_number)}"
-    return "/".join(p for p in (checkpoint.path, task_dir(dag_id, run_id, task_id, map_index), own) if p)
+    return "/".join(p for p in (checkpoint.path, task_dir(dag_id, run_id, task_id, map_index, iteration), own) if p)
 
 
 def scope_dir(scope: str, try_number: int, series_start: int) -> str:

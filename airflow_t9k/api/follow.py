@@ -1,9 +1,10 @@
 """Which job a sensor given labels follows: the one match, or the newest try's job of one task.
 
-A task that retried has a job per try (``<name>``, ``<name>-t2``...), all carrying the task's
-labels; a sensor following that task (``task=(dag_id, task_id)``, or a selector whose matches
-are all one task's jobs) follows the newest try's job (the ``airflow-t9k.io/try-number`` label,
-then the newest creation) instead of failing on "matches 2 jobs". Matches of different tasks,
+A task that retried has a job per try (``<name>``, ``<name>-t2``...), and a task in a Task Loop
+(Airflow 3.4) a job per iteration, all carrying the task's labels; a sensor following that task
+(``task=(dag_id, task_id)``, or a selector whose matches are all one task's jobs) follows the
+newest iteration's newest try's job (the ``airflow-t9k.io/loop-iteration`` and ``try-number``
+labels, then the newest creation) instead of failing on "matches 2 jobs". Matches of different tasks,
 or of jobs no task submitted, are still an error: the sensor cannot tell which one is meant. Pure.
 """
 
@@ -27,12 +28,21 @@ def task_identity(job: Obj) -> tuple[str, ...] | None:
     return values if all(isinstance(v, str) and v for v in values) else None  # type: ignore[return-value]
 
 
-def try_of(job: Obj) -> int:
-    value = ((job.get("metadata") or {}).get("labels") or {}).get(f"{LABEL}/try-number")
+def _label_int(job: Obj, name: str, default: int) -> int:
+    value = ((job.get("metadata") or {}).get("labels") or {}).get(f"{LABEL}/{name}")
     try:
         return int(str(value))
     except ValueError:
-        return 0
+        return default
+
+
+def try_of(job: Obj) -> int:
+    return _label_int(job, "try-number", 0)
+
+
+def iteration_of(job: Obj) -> int:
+    """The Task Loop iteration that ran the job (Airflow 3.4); -1 for a job of no loop."""
+    return _label_int(job, "loop-iteration", -1)
 
 
 def choose(matches: list[Obj], what: str) -> Obj | None:
@@ -46,7 +56,12 @@ def choose(matches: list[Obj], what: str) -> Obj | None:
         tasks = "" if None in identities else f" of {len(identities)} tasks"
         raise Ambiguous(f"{what} matches {len(matches)} jobs{tasks} ({names}); it must match one, or the jobs of one task "
                         "(whose newest try's job is then followed)")  # fmt: skip
-    return max(matches, key=lambda j: (try_of(j), str(j["metadata"].get("creationTimestamp") or ""), j["metadata"]["name"]))
+    return max(matches, key=_newest)
+
+
+def _newest(job: Obj) -> tuple[int, int, str, str]:
+    meta = job["metadata"]
+    return iteration_of(job), try_of(job), str(meta.get("creationTimestamp") or ""), meta["name"]
 
 
 def task_selector(labels: dict[str, str]) -> str:

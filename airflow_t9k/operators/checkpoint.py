@@ -1,7 +1,7 @@
 """Part of ``T9kJobOperator``: ``checkpoint=``, ``T9K_ATTEMPT``, the termination grace period,
 and XCom ``checkpoint`` (what the program reported) and ``checkpoint_location``.
 
-The choices (one directory per DAG run, task and map index, and inside it one per series of
+The choices (one directory per DAG run, task, map index and loop iteration, and inside it one per series of
 tries, per try, or per configuration: ``checkpoint_scope``) are in ``airflow_t9k.api.checkpoint``
 and docs/checkpoints.md. The location the task reports is the one of the job it actually ran,
 read from that job: a try that reattaches to an earlier try's job reports that job's directory.
@@ -17,6 +17,7 @@ from airflow.sdk.exceptions import AirflowException
 from airflow_t9k.api import checkpoint as ckpt
 from airflow_t9k.api import specdigest
 from airflow_t9k.api.rerun import first_try
+from airflow_t9k.compat import loop_iteration
 
 Obj = dict[str, Any]
 XCOM_CHECKPOINT = "checkpoint"
@@ -62,8 +63,9 @@ class CheckpointMixin:
         self.checkpoint_scope = scope
         self.termination_grace_period = grace_seconds(termination_grace_period)
 
-    def _checkpoint_of(self, ti: Any) -> tuple[ckpt.Checkpoint, str] | None:
-        """The parsed ``checkpoint`` and this task's directory in it (the mount's subPath)."""
+    def _checkpoint_of(self, ti: Any, iteration: int | None = None) -> tuple[ckpt.Checkpoint, str] | None:
+        """The parsed ``checkpoint`` and this task's directory in it (the mount's subPath);
+        ``iteration``: the Task Loop iteration, whose training starts in a directory of its own."""
         if self.checkpoint is None:
             return None
         try:
@@ -74,11 +76,12 @@ class CheckpointMixin:
         try_number = int(getattr(ti, "try_number", 0) or 0)
         series = first_try(try_number, getattr(ti, "max_tries", None), self.retries)
         own = ckpt.scope_dir(self.checkpoint_scope, try_number, series)
-        return parsed, ckpt.sub_path(parsed, ti.dag_id, ti.run_id, ti.task_id, -1 if map_index is None else map_index, own=own)
+        index = -1 if map_index is None else map_index
+        return parsed, ckpt.sub_path(parsed, ti.dag_id, ti.run_id, ti.task_id, index, own=own, iteration=iteration)
 
-    def _apply_checkpoint(self, job: Obj, ti: Any) -> None:
+    def _apply_checkpoint(self, job: Obj, ti: Any, iteration: int | None = None) -> None:
         """Mount, env and grace period on every replica of ``job`` (in place)."""
-        found = self._checkpoint_of(ti)
+        found = self._checkpoint_of(ti, iteration)
         if found is not None and (why := ckpt.warning(found[0])) is not None:
             self.log.warning("%s", why)
         try:
@@ -131,7 +134,7 @@ class CheckpointMixin:
             before = store.get(CHECKPOINT_KEY) if store is not None else None
             if uid and isinstance(before, dict) and before.get("uid") == uid:
                 where = before.get("location") if isinstance(before.get("location"), dict) else None
-            elif (found := self._checkpoint_of(context["ti"])) is not None:
+            elif (found := self._checkpoint_of(context["ti"], loop_iteration(context))) is not None:
                 where = ckpt.location(*found)
         if where is not None:
             self.log.info("checkpoints of this task: %s at %s in the volume, mounted at %s (%s)", where.get("volume"),

@@ -2,8 +2,9 @@
 
 What it does that Airflow's own Kubernetes operators do not (see docs/airflow.md):
 
-- the job name is derived from dag, run, task and map index, and the job is labelled with
-  them and the try number, so it can always be found again;
+- the job name is derived from dag, run, task and map index (and the Task Loop iteration, in a
+  loop of Airflow 3.4), and the job is labelled with them and the try number, so it can always
+  be found again;
 - name, namespace and uid go to the task state store *before* waiting: a retry or a
   restarted worker reattaches to that exact job (uid checked) instead of submitting a second
   one; a name conflict adopts the existing job only if its annotations say it is ours;
@@ -47,6 +48,7 @@ from airflow_t9k.api.retry import check_codes
 from airflow_t9k.api.specdigest import SPEC_DIGEST
 from airflow_t9k.api.specdigest import digest as spec_digest
 from airflow_t9k.api.startup import DEFAULT_STARTUP_ERROR_GRACE, DEFAULT_STARTUP_TIMEOUT
+from airflow_t9k.compat import loop_iteration
 from airflow_t9k.kinds.base import ANNOTATION_EVIDENCE_LINES
 from airflow_t9k.kinds.registry import KINDS
 from airflow_t9k.links import TOOL_LINKS, XCOM_IDENTITY, T9kJobLink, tool_url
@@ -60,6 +62,7 @@ from airflow_t9k.operators.logs import DEFAULT_MAX_FOLLOWED_PODS, DEFAULT_MAX_LO
 from airflow_t9k.operators.manifest import (  # noqa: F401 - also imported from here by others
     CONSUMED_BY,
     LABEL,
+    LOOP_ITERATION,
     STATE_KEY,
     _label_value,
     _plain,
@@ -67,7 +70,7 @@ from airflow_t9k.operators.manifest import (  # noqa: F401 - also imported from 
     load_job,
     split_command,
 )
-from airflow_t9k.operators.submit import SubmitMixin
+from airflow_t9k.operators.submit import SubmitMixin, iteration_of
 from airflow_t9k.operators.wait import WaitMixin
 
 if TYPE_CHECKING:
@@ -106,12 +109,12 @@ def ttl_refused(kind: str) -> str | None:
     return None
 
 
-def record_try(store: Any, identity: Obj, nonce: str | None, try_number: int) -> None:
+def record_try(store: Any, identity: Obj, nonce: str | None, try_number: int, iteration: int | None = None) -> None:
     """The job this try runs, in the task state store: for a retry to reattach (``STATE_KEY``, kept
-    as long as Airflow keeps task state), and for the T9k Job tab's "Earlier attempts" (the last 20
-    tries, ``api/attempts.py``), kept for good: a monthly retraining's history must outlive
-    ``[state_store] default_retention_days`` (30 by default)."""
-    store.set(STATE_KEY, {**identity, **({"nonce": nonce} if nonce else {})})
+    as long as Airflow keeps task state; with the Task Loop ``iteration`` inside a loop), and for
+    the T9k Job tab's "Earlier attempts" (the last 20 tries, ``api/attempts.py``), kept for good: a
+    monthly retraining's history must outlive ``[state_store] default_retention_days`` (30 by default)."""
+    store.set(STATE_KEY, {**identity, **({"nonce": nonce} if nonce else {}), **iteration_of(iteration)})
     store.set(ATTEMPTS_KEY, record_attempt(store.get(ATTEMPTS_KEY), try_number, identity), retention=NEVER_EXPIRE)
 
 
@@ -365,6 +368,7 @@ class T9kJobOperator(SubmitMixin, WaitMixin, CheckpointMixin, AssetsMixin, Linea
         self._try_number = 0
         self._series_start = 0
         self._max_tries: int | None = None
+        self._iteration: int | None = None
 
     # -- templating: only a top-level ``job`` string may name a file -------------------------
     # Airflow applies template_ext to every templated string, also inside dicts and lists, so
@@ -431,9 +435,10 @@ class T9kJobOperator(SubmitMixin, WaitMixin, CheckpointMixin, AssetsMixin, Linea
         dag_id, run_id, task_id = ti.dag_id, ti.run_id, ti.task_id
         map_index = getattr(ti, "map_index", -1)
         map_index = -1 if map_index is None else map_index
+        iteration = loop_iteration(context)  # each iteration of a Task Loop trains its own job
         given = meta.get("name")
         if not given or self.name_suffix:
-            meta["name"] = job_name(dag_id, run_id, task_id, map_index, base=given)
+            meta["name"] = job_name(dag_id, run_id, task_id, map_index, base=given, iteration=iteration)
         meta["namespace"] = self.namespace or meta.get("namespace") or self.hook.get_namespace() or "default"
         meta["labels"] = {
             **(meta.get("labels") or {}),
@@ -451,12 +456,14 @@ class T9kJobOperator(SubmitMixin, WaitMixin, CheckpointMixin, AssetsMixin, Linea
             f"{LABEL}/task-id": task_id,
             f"{LABEL}/map-index": str(map_index),
         }
+        if iteration is not None:  # only inside a loop: other jobs' labels stay as they were
+            meta["labels"][LOOP_ITERATION] = meta["annotations"][LOOP_ITERATION] = str(iteration)
         if self.evidence_log_lines is not None:  # the controller keeps this many lines per replica at clean-up
             meta["annotations"][ANNOTATION_EVIDENCE_LINES] = str(self.evidence_log_lines)
         job["metadata"] = meta
         self._refer_template(job)
         self._apply_ttl(job)
-        self._apply_checkpoint(job, ti)
+        self._apply_checkpoint(job, ti, iteration)
         self._apply_lineage_parent(job, context)
         try:
             job = with_queue(job, self.queue_name, self.priority, self.min_available, self.priority_class)
@@ -523,6 +530,7 @@ class T9kJobOperator(SubmitMixin, WaitMixin, CheckpointMixin, AssetsMixin, Linea
         self._series_start = first_try(self._try_number, getattr(ti, "max_tries", None), self.retries)
         max_tries = getattr(ti, "max_tries", None)
         self._max_tries = max_tries if isinstance(max_tries, int) and not isinstance(max_tries, bool) else None
+        self._iteration = loop_iteration(context)
         job = copy.deepcopy(self.rendered_job) if isinstance(self.rendered_job, dict) else self.render_job(context)
         meta = job["metadata"]
         store = context.get("task_state_store")
@@ -541,7 +549,8 @@ class T9kJobOperator(SubmitMixin, WaitMixin, CheckpointMixin, AssetsMixin, Linea
         }
         self._identity = identity
         if store is not None:
-            record_try(store, identity, (current["metadata"].get("annotations") or {}).get(SUBMISSION), self._try_number)
+            nonce = (current["metadata"].get("annotations") or {}).get(SUBMISSION)
+            record_try(store, identity, nonce, self._try_number, self._iteration)
         self._push(context["ti"], XCOM_IDENTITY, identity)
         for link in TOOL_LINKS:  # there while the job runs; Airflow pushes them again when the task ends
             if url := tool_url(getattr(self, link.attribute, None), identity):

@@ -1,8 +1,8 @@
 """The job's manifest, before the operator submits it: names, labels, commands, loading.
 
-Pure: no cluster, no Airflow context. The name is derived from dag, run, task and map index,
-so a retry, a restarted worker or a Clear finds the job again; the exact identity is in the
-job's annotations, which adoption compares (labels are sanitised and cut).
+Pure: no cluster, no Airflow context. The name is derived from dag, run, task and map index (and
+the Task Loop iteration, inside a loop), so a retry, a restarted worker or a Clear finds the job
+again; the exact identity is in the job's annotations (labels are sanitised and cut).
 """
 
 from __future__ import annotations
@@ -24,6 +24,7 @@ Obj = dict[str, Any]
 
 STATE_KEY = "t9k_job"
 LABEL = "airflow-t9k.io"
+LOOP_ITERATION = f"{LABEL}/loop-iteration"  # label and annotation of a job a Task Loop's iteration runs
 SUBMITTING_KEY = "t9k_submitting"  # the name and nonce of a job about to be created (api/rerun.py)
 DELIVERED_KEY = "t9k_delivered"  # the final event of the success a try of this series delivered
 
@@ -39,11 +40,16 @@ def _label_value(text: str) -> str:
     return re.sub(r"^[^A-Za-z0-9]+|[^A-Za-z0-9]+$", "", v)
 
 
-def job_name(dag_id: str, run_id: str, task_id: str, map_index: int = -1, base: str | None = None) -> str:
+def job_name(dag_id: str, run_id: str, task_id: str, map_index: int = -1, base: str | None = None,
+             iteration: int | None = None) -> str:  # fmt: skip
     """Deterministic, short enough for ``<job>-<type>-<rank>`` Service names (<= 63): ``base``
-    (a name the user gave, else the task id) cut to 24 characters, then a digest of the task."""
-    digest = hashlib.sha256(f"{dag_id}\x00{run_id}\x00{task_id}\x00{map_index}".encode()).hexdigest()[:10]
-    return f"{_slug(base or task_id, 24)}-{digest}"
+    (a name the user gave, else the task id) cut to 24 characters, then a digest of the task.
+    ``iteration``: the Task Loop iteration (Airflow 3.4, compat.loop_iteration), in the digest only
+    when there is one, so a task outside a loop keeps the name it always had."""
+    task = f"{dag_id}\x00{run_id}\x00{task_id}\x00{map_index}"
+    if iteration is not None:
+        task += f"\x00loop-iteration={iteration}"
+    return f"{_slug(base or task_id, 24)}-{hashlib.sha256(task.encode()).hexdigest()[:10]}"
 
 
 def split_command(value: Any, field: str = "command") -> list[str] | None:

@@ -58,12 +58,23 @@ class SubmitMixin:
     _try_number: int
     _series_start: int
     _max_tries: int | None
+    _iteration: int | None  # the Task Loop iteration this try runs (compat.loop_iteration)
+
+    def _this_iteration(self, record: Any, what: str) -> Any:
+        """``record`` (a task state store value), or None when an earlier iteration of a Task Loop
+        wrote it. Airflow 3.4 keeps a store per iteration; a ``[state_store] backend`` that keys by
+        map index alone would show this iteration the last one's job, which must not be taken."""
+        if not isinstance(record, dict) or record.get("iteration") == self._iteration:
+            return record
+        self.log.info("the task state store's %s is of loop iteration %s, and this is iteration %s: not this "
+                      "iteration's job", what, record.get("iteration"), self._iteration)  # fmt: skip
+        return None
 
     def _find(self, store: Any, job: Obj) -> Found:
         if store is None:
             return Found()
-        saved = store.get(STATE_KEY) or None
-        pending = store.get(SUBMITTING_KEY) or None
+        saved = self._this_iteration(store.get(STATE_KEY) or None, STATE_KEY)
+        pending = self._this_iteration(store.get(SUBMITTING_KEY) or None, SUBMITTING_KEY)
         attempts = parse_attempts(store.get(ATTEMPTS_KEY))
         recorded = {str(e["uid"]) for e in attempts}
         if isinstance(saved, dict) and saved.get("uid"):
@@ -169,7 +180,8 @@ class SubmitMixin:
                 # the names taken before this one (a run id reused without its state store).
                 ckpt.set_env(attempt, ckpt.ENV_RERUN, str(max(len(recorded), index)))
                 if store is not None:
-                    store.set(SUBMITTING_KEY, {"kind": job["kind"], "name": name, "namespace": meta["namespace"], "nonce": nonce})
+                    pending = {"kind": job["kind"], "name": name, "namespace": meta["namespace"], "nonce": nonce}
+                    store.set(SUBMITTING_KEY, {**pending, **iteration_of(self._iteration)})
                 try:
                     created = self.hook.create_job(attempt, meta["namespace"])
                 except AlreadyExists:
@@ -256,6 +268,12 @@ class SubmitMixin:
             store.set(DELIVERED_KEY, record)
         if ours.get("uid"):
             self._mark(ours, DELIVERED_BY, "delivered")
+
+
+def iteration_of(iteration: int | None) -> Obj:
+    """What a task state store record adds for a Task Loop's iteration: nothing outside a loop, so
+    the records of every other task stay as they were."""
+    return {} if iteration is None else {"iteration": iteration}
 
 
 def same_series(delivered: Obj, max_tries: int | None, series_start: int) -> bool:
