@@ -1,9 +1,9 @@
 """Part of ``T9kJobOperator``: ``checkpoint=``, ``T9K_ATTEMPT``, the termination grace period,
 and XCom ``checkpoint`` (what the program reported) and ``checkpoint_location``.
 
-The choices (one directory per DAG run, task, map index and loop iteration, and inside it one per series of
-tries, per try, or per configuration: ``checkpoint_scope``) are in ``airflow_t9k.api.checkpoint``
-and docs/checkpoints.md. The location the task reports is the one of the job it actually ran,
+The choices (one directory per DAG run, task, loop iteration and map index, and inside it one per
+series of tries, per try, or per configuration: ``checkpoint_scope``) are in
+``airflow_t9k.api.checkpoint`` and docs/checkpoints.md. The location the task reports is the one of the job it actually ran,
 read from that job: a try that reattaches to an earlier try's job reports that job's directory.
 """
 
