@@ -72,3 +72,12 @@ IMAGES ?= 1
 IMAGE_REPO ?= ghcr.io/airflow-t9k/airflow-t9k
 dist: setup
 	IMAGES=$(IMAGES) IMAGE_REPO=$(IMAGE_REPO) ALLOW_DIRTY=$(ALLOW_DIRTY) scripts/dist.sh
+
+# The Airflow layer against the next Airflow (3.4.0b2): its unit tests, then the end-to-end subset
+# (deferrable operator, trigger, sensor, the UI plugin, a Task Loop) on the local cluster, from a
+# virtualenv of its own, .venv-airflow-next, made on first use (scripts/test-airflow-next.sh;
+# docs/airflow.md, "Supported Airflow versions"). LEG=unit or LEG=e2e runs one of them.
+.PHONY: test-airflow-next
+LEG ?= all
+test-airflow-next:
+	scripts/test-airflow-next.sh $(LEG)
