@@ -9,6 +9,7 @@ Airflow 3.3 has no loops: the module is skipped there; ``make test-airflow-next`
 
 from __future__ import annotations
 
+import importlib.util
 import json
 from collections.abc import Iterator
 from pathlib import Path
@@ -20,7 +21,10 @@ from airflow_t9k.operators.manifest import LOOP_ITERATION, job_name
 from tests.support.airflow import AirflowStack, airflow_on_cluster
 from tests.support.cluster import wait_until
 
-pytest.importorskip("airflow.sdk.definitions.loop", reason="Task Loops need Airflow 3.4 (make test-airflow-next)")
+pytestmark = pytest.mark.skipif(
+    importlib.util.find_spec("airflow.sdk.definitions.loop") is None,
+    reason="Task Loops need Airflow 3.4 (make test-airflow-next)",
+)
 
 DAGS = Path(__file__).resolve().parent / "e2e_loop_dags"
 DAG_ID, TASK_ID = "t9k_e2e_loop", "retrain.train"
