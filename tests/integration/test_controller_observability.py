@@ -91,8 +91,8 @@ def test_every_metric_the_dashboard_and_the_rules_name_is_on_a_running_controlle
     assert not missing, missing
     samples = {(s.name, tuple(sorted(s.labels.items()))): s.value for f in families for s in f.samples}
 
-    def value(name: str, **labels: str) -> float | None:
-        return next((v for (n, ls), v in samples.items() if n == name and labels.items() <= dict(ls).items()), None)
+    def value(metric: str, /, **labels: str) -> float | None:
+        return next((v for (n, ls), v in samples.items() if n == metric and labels.items() <= dict(ls).items()), None)
 
     # Not only declared: the series the panels and alerts read have values for these jobs.
     assert value("leader_election_master_status", name=lease) == 1
