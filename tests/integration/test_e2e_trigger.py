@@ -191,6 +191,7 @@ def test_a_trigger_started_after_its_deadline_reports_what_the_job_did(e2e, api_
     )
     assert time.time() < deadline - MARGIN, "the deadline is too close; raise LATE_TIMEOUT"
 
+    before = {who for _, who in _triggers(stack, run_id).values()}
     stack.terminate("triggerer")
     release_pods(client.CoreV1Api(api_client), ns, [jobs[t]["metadata"]["name"] for t in ("succeeds", "fails")])
 
@@ -202,22 +203,29 @@ def test_a_trigger_started_after_its_deadline_reports_what_the_job_did(e2e, api_
     assert {state for state, _ in _triggers(stack, run_id).values()} == {"deferred"}  # nothing decided without a triggerer
     assert (_jobs_by_task(api_client, ns, run_id)["runs"].get("status") or {}).get("phase") == "Running"
     stack.launch("triggerer")
-    restarted = time.monotonic()
+
+    def taken() -> bool:  # every trigger owned by the new triggerer (or its task already ended)
+        return all(state != "deferred" or who not in (None, *before) for state, who in _triggers(stack, run_id).values())
+
+    # How soon a triggerer starts depends on the host (CI, 2026-12-01: 30 s more at a load of 14 on
+    # two cores): the promptness asserted below counts from the takeover, not from the launch.
+    wait_until(taken, timeout=HEALTH_THRESHOLD + 120, interval=0.5, what="the new triggerer owning the late triggers")
+    taken_at = time.monotonic()
 
     def final() -> dict[str, tuple[str | None, int, str | None]] | None:
         tis = stack.tis(LATE_DAG, run_id)
         return tis if all(tis[t][0] in ("success", "failed") for t in LATE_TASKS) else None
 
     tis = wait_until(final, timeout=HEALTH_THRESHOLD + 90, interval=0.5, what="every task ended")
-    took = time.monotonic() - restarted
+    took = time.monotonic() - taken_at
 
     assert {t: (s, n) for t, (s, n, _) in tis.items()} == {
         "succeeds": ("success", 1),
         "fails": ("failed", 1),
         "runs": ("failed", 1),
     }
-    # Within the takeover and one read past the deadline (the new triggerer's credentials, then the answer).
-    assert took < HEALTH_THRESHOLD + 45, took
+    # One read past the deadline: the new triggerer's credentials, then the answer.
+    assert took < 45, took
 
     logs = {t: _log(stack, run_id, t) for t in LATE_TASKS}
     after = {t: _jobs_by_task(api_client, ns, run_id).get(t) for t in LATE_TASKS}
