@@ -226,7 +226,9 @@ class Controller:
         return None if informer is None else informer.get((namespace, name))
 
     def cached_pod(self, namespace: str, name: str) -> Obj | None:
-        return self.cached_job("Pod", namespace, name)
+        # Through informer_for: with a namespace selector (the chart's default scope) pods are
+        # cached per managed namespace, not under self.informers, which then has none.
+        return self.informer_for("Pod", namespace).get((namespace, name))
 
     # -- events -> keys ---------------------------------------------------------------------
     def _on_job(self, event: str, obj: Obj) -> None:

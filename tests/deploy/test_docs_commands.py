@@ -199,7 +199,7 @@ def test_install_md_install_upgrade_metrics_uninstall(cluster: LocalCluster, cor
                          text=True, check=False)  # fmt: skip
     assert out.returncode == 0, out.stdout + out.stderr
     (conn,) = json.loads(out.stdout[out.stdout.index("[") :])
-    assert (conn["conn_type"], json.loads(conn["extra"])["namespace"]) == ("kubernetes", TEAM), conn
+    assert (conn["conn_type"], conn["extra_dejson"]["namespace"]) == ("kubernetes", TEAM), conn
 
     generation = apps.read_namespaced_deployment(f"{RELEASE}-controller", NAMESPACE).metadata.generation
     shell.run(by_section["Upgrade"])

@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import uuid
 
+import pytest
 from kubernetes import client
 
 from tests.support.cluster import wait_until
@@ -37,8 +38,16 @@ TRAINER_BODY = {"trainerStatus": {"progressPercentage": 30, "estimatedRemainingS
                                               {"name": "current_epoch", "value": "1.5"}]}}  # fmt: skip
 
 
-def test_a_replica_pushes_with_its_projected_token_and_the_values_reach_the_status(cluster, jobs, controller_factory):
+@pytest.mark.parametrize("scope", ["all", "selector"])
+def test_a_replica_pushes_with_its_projected_token_and_the_values_reach_the_status(cluster, core, jobs, controller_factory,
+                                                                                   scope):  # fmt: skip
+    """With --namespace-selector (the chart's default scope) the controller caches pods per
+    managed namespace: the endpoint found no pod there and refused every replica (2026-12-01)."""
     _, flags = push_flags(check_source=not cluster.external)
+    if scope == "selector":
+        key = f"push-{uuid.uuid4().hex[:6]}.airflow-t9k.io/jobs"
+        core.patch_namespace(jobs.ns, {"metadata": {"labels": {key: "enabled"}}})
+        flags = [*flags, "--namespace-selector", f"{key}=enabled"]
     controller_factory("--progress-interval", "2", *flags)
     pods = running_job(jobs, "push")
     pod = pods["push-worker-1"]  # any replica may push, not only the one whose log is followed
