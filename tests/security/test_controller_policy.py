@@ -16,20 +16,10 @@ import uuid
 
 import pytest
 from kubernetes import client, utils
-from kubernetes.client.exceptions import ApiException
 
 from tests.kind_jobs import minimal
 from tests.support.cluster import wait_until
-from tests.support.rbac import account_client, delete_cluster_scoped
-
-
-def _made(call) -> str | None:
-    """None when the write went through, else the refusal."""
-    try:
-        call()
-    except ApiException as exc:
-        return f"{exc.status} {exc.body}"
-    return None
+from tests.support.rbac import account_client, delete_cluster_scoped, refusal
 
 
 @pytest.fixture
@@ -83,7 +73,7 @@ def test_the_controllers_identity_writes_only_its_jobs_children_in_scope(identit
 
     # A new policy takes effect within a moment: a ConfigMap out of scope, a new name each time.
     def probe() -> str | None:
-        return _made(lambda: ctl.create_namespaced_config_map(outside, {"metadata": {"name": f"p-{uuid.uuid4().hex[:6]}"}}))
+        return refusal(lambda: ctl.create_namespaced_config_map(outside, {"metadata": {"name": f"p-{uuid.uuid4().hex[:6]}"}}))
 
     wait_until(probe, timeout=30, what="the policy in effect")
     job = minimal("GenericJob", "owner")
@@ -97,25 +87,25 @@ def test_the_controllers_identity_writes_only_its_jobs_children_in_scope(identit
     core.create_namespaced_pod(inside, _pod("someones", None))
 
     refused = {
-        "a ConfigMap of kube-system": _made(lambda: ctl.patch_namespaced_config_map(
+        "a ConfigMap of kube-system": refusal(lambda: ctl.patch_namespaced_config_map(
             "kube-root-ca.crt", "kube-system", {"metadata": {"labels": {"x": "y"}}}, dry_run="All")),
-        "a child of a job out of scope": _made(lambda: ctl.create_namespaced_pod(outside, _pod("forged", owner))),
-        "a pod with no job": _made(lambda: ctl.create_namespaced_pod(inside, _pod("loose", None))),
-        "a team's ConfigMap": _made(lambda: ctl.patch_namespaced_config_map("team-config", inside, {"data": {"k": "x"}})),
-        "deleting a team's ConfigMap": _made(lambda: ctl.delete_namespaced_config_map("team-config", inside)),
-        "deleting someone's pod": _made(lambda: ctl.delete_namespaced_pod("someones", inside)),
+        "a child of a job out of scope": refusal(lambda: ctl.create_namespaced_pod(outside, _pod("forged", owner))),
+        "a pod with no job": refusal(lambda: ctl.create_namespaced_pod(inside, _pod("loose", None))),
+        "a team's ConfigMap": refusal(lambda: ctl.patch_namespaced_config_map("team-config", inside, {"data": {"k": "x"}})),
+        "deleting a team's ConfigMap": refusal(lambda: ctl.delete_namespaced_config_map("team-config", inside)),
+        "deleting someone's pod": refusal(lambda: ctl.delete_namespaced_pod("someones", inside)),
     }  # fmt: skip
     assert {w: r for w, r in refused.items() if r is None} == {}, "the controller's identity wrote what it may not"
     assert all(r and r.startswith("403") and policy in r for r in refused.values()), refused
 
     # What the controller does: a replica of its job, its annotations patched, its deletion.
-    assert _made(lambda: ctl.create_namespaced_pod(inside, _pod("owner-worker-0", owner))) is None
-    assert _made(lambda: ctl.patch_namespaced_pod("owner-worker-0", inside,
+    assert refusal(lambda: ctl.create_namespaced_pod(inside, _pod("owner-worker-0", owner))) is None
+    assert refusal(lambda: ctl.patch_namespaced_pod("owner-worker-0", inside,
                                                   {"metadata": {"annotations": {"restart": "1"}}})) is None  # fmt: skip
-    image = _made(lambda: ctl.patch_namespaced_pod("owner-worker-0", inside, {"spec": {"containers": [
+    image = refusal(lambda: ctl.patch_namespaced_pod("owner-worker-0", inside, {"spec": {"containers": [
         {"name": "main", "image": "attacker/miner"}]}}))  # fmt: skip
     assert image is not None, "the controller's identity changed a pod's image"
     assert image.startswith("403"), image
     assert "changes no pod's spec" in image, image
-    assert _made(lambda: ctl.delete_namespaced_pod("owner-worker-0", inside)) is None
+    assert refusal(lambda: ctl.delete_namespaced_pod("owner-worker-0", inside)) is None
     assert core.read_namespaced_config_map("team-config", inside).data == {"k": "v"}

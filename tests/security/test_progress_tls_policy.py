@@ -16,19 +16,9 @@ from kubernetes import client, utils
 
 from tests.support.chart import render
 from tests.support.cluster import wait_until
-from tests.support.rbac import account_client, delete_cluster_scoped
+from tests.support.rbac import account_client, delete_cluster_scoped, refusal
 
 SECRET = "airflow-t9k-controller-progress-certs"
-
-
-def _refusal(call) -> str | None:
-    from kubernetes.client.exceptions import ApiException
-
-    try:
-        call()
-    except ApiException as exc:
-        return f"{exc.status} {exc.body}"
-    return None
 
 
 @pytest.fixture
@@ -76,26 +66,26 @@ def test_the_controller_may_keep_its_tls_secret_and_no_other(controller_identity
     ctl, inside, policy = controller_identity
 
     def probe() -> str | None:  # a new policy takes effect within a moment
-        return _refusal(lambda: ctl.create_namespaced_secret(namespace, {"metadata": {"name": f"p-{uuid.uuid4().hex[:6]}"}}))
+        return refusal(lambda: ctl.create_namespaced_secret(namespace, {"metadata": {"name": f"p-{uuid.uuid4().hex[:6]}"}}))
 
     wait_until(probe, timeout=30, what="the policy in effect")
     refused = {
         "another Secret in the release's namespace": probe(),
-        "its Secret's name in a namespace it serves": _refusal(
+        "its Secret's name in a namespace it serves": refusal(
             lambda: ctl.create_namespaced_secret(inside, {"metadata": {"name": SECRET}})),
-        "a loose Secret in a namespace it serves": _refusal(
+        "a loose Secret in a namespace it serves": refusal(
             lambda: ctl.create_namespaced_secret(inside, {"metadata": {"name": "loose"}})),
     }  # fmt: skip
     assert {w: r for w, r in refused.items() if r is None} == {}, "the controller's identity wrote a Secret it may not"
     assert all(r and r.startswith("403") and policy in r for r in refused.values()), refused
 
     # What the controllers do: create it (when gone), read it, write it from what they read.
-    assert _refusal(lambda: ctl.create_namespaced_secret(namespace, {"metadata": {"name": SECRET}, "type": "Opaque"})) is None
+    assert refusal(lambda: ctl.create_namespaced_secret(namespace, {"metadata": {"name": SECRET}, "type": "Opaque"})) is None
     secret = ctl.read_namespaced_secret(SECRET, namespace)
     secret.data = {"ca.crt": "Y2E="}
-    assert _refusal(lambda: ctl.replace_namespaced_secret(SECRET, namespace, secret)) is None
+    assert refusal(lambda: ctl.replace_namespaced_secret(SECRET, namespace, secret)) is None
     # RBAC's side: no read of another Secret in the release's namespace (the Role names one).
     core.create_namespaced_secret(namespace, {"metadata": {"name": "someone-elses"}, "stringData": {"k": "v"}})
-    read = _refusal(lambda: ctl.read_namespaced_secret("someone-elses", namespace))
+    read = refusal(lambda: ctl.read_namespaced_secret("someone-elses", namespace))
     assert read is not None
     assert read.startswith("403"), read

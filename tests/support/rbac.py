@@ -64,3 +64,14 @@ def airflow_rules(job_verbs: tuple[str, ...] = ("create", "get", "list", "watch"
         {"apiGroups": [""], "resources": ["pods/log"], "verbs": ["get"]},
         {"apiGroups": [""], "resources": ["configmaps"], "verbs": ["get"]},
     ]
+
+
+def refusal(call: Any) -> str | None:
+    """None when ``call()`` went through, else the API server's refusal: "<status> <body>"."""
+    from kubernetes.client.exceptions import ApiException
+
+    try:
+        call()
+    except ApiException as exc:
+        return f"{exc.status} {exc.body}"
+    return None

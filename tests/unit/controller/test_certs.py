@@ -5,9 +5,7 @@ planned changes nothing, so replicas that all plan agree and stop writing."""
 from __future__ import annotations
 
 import datetime
-import socket
 import ssl
-import threading
 from collections.abc import Callable
 from pathlib import Path
 
@@ -16,6 +14,7 @@ from cryptography import x509
 
 from airflow_t9k.controller import certs
 from airflow_t9k.controller.certs import CA, issue, key_bytes, new_ca, plan_certs
+from tests.support.tls import handshake
 
 NOW = datetime.datetime(2027, 3, 1, 12, 0, tzinfo=datetime.timezone.utc)
 DAY = datetime.timedelta(days=1)
@@ -187,31 +186,7 @@ def test_the_flags_defaults_are_the_modules():
 
 
 def _handshake(server: Data, trusted: bytes, host: str, tmp: Path) -> None:
-    """A real TLS handshake: a server with tls.crt/tls.key, a client trusting ``trusted`` (the
-    bundle a pod got when it was created) and verifying ``host``. Raises what the client meets."""
-    (tmp / "tls.crt").write_bytes(server["tls.crt"])
-    (tmp / "tls.key").write_bytes(server["tls.key"])
-    server_ctx = ssl.SSLContext(ssl.PROTOCOL_TLS_SERVER)
-    server_ctx.load_cert_chain(tmp / "tls.crt", tmp / "tls.key")
-    client_ctx = ssl.create_default_context(cadata=trusted.decode())
-    with socket.create_server(("127.0.0.1", 0)) as listener:
-        port = listener.getsockname()[1]
-
-        def serve() -> None:
-            conn, _ = listener.accept()
-            try:
-                with server_ctx.wrap_socket(conn, server_side=True) as tls:
-                    tls.sendall(b"ok")
-            except (ssl.SSLError, OSError):
-                pass
-
-        t = threading.Thread(target=serve, daemon=True)
-        t.start()
-        try:
-            with socket.create_connection(("127.0.0.1", port)) as raw, client_ctx.wrap_socket(raw, server_hostname=host) as tls:
-                assert tls.recv(2) == b"ok"
-        finally:
-            t.join(5)
+    handshake(server["tls.crt"], server["tls.key"], trusted, host, tmp)
 
 
 def test_real_handshakes_across_a_ca_rotation(tmp_path):

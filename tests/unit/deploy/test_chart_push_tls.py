@@ -10,13 +10,12 @@ renewal reloaded); installed and upgraded while pods push: tests/deploy/test_pro
 from __future__ import annotations
 
 import datetime
-import socket
 import ssl
-import threading
 
 import pytest
 
 from tests.support.chart import by_kind, granted, render, template
+from tests.support.tls import handshake
 
 NS = "ml-platform"
 SVC = "airflow-t9k-controller-progress"
@@ -153,30 +152,9 @@ def test_a_certificate_the_controller_makes_for_the_charts_names_serves_a_real_h
     names = [a.split("=", 1)[1] for a in _container(_objs())["args"] if a.startswith("--progress-tls-dns-name=")]
     data = plan_certs(None, names, datetime.datetime.now(datetime.timezone.utc))
     assert data is not None
-    (tmp_path / "tls.crt").write_bytes(data["tls.crt"])
-    (tmp_path / "tls.key").write_bytes(data["tls.key"])
-    server_ctx = ssl.SSLContext(ssl.PROTOCOL_TLS_SERVER)
-    server_ctx.load_cert_chain(tmp_path / "tls.crt", tmp_path / "tls.key")
-    client_ctx = ssl.create_default_context(cadata=data["ca.crt"].decode())
     for host, ok in ((HOSTS[0], True), (HOSTS[1], True), (f"{SVC}.other.svc", False)):
-        with socket.create_server(("127.0.0.1", 0)) as listener:
-            port = listener.getsockname()[1]
-
-            def serve(listener: socket.socket = listener) -> None:
-                conn, _ = listener.accept()
-                try:
-                    with server_ctx.wrap_socket(conn, server_side=True) as tls:
-                        tls.sendall(b"ok")
-                except (ssl.SSLError, OSError):
-                    pass
-
-            t = threading.Thread(target=serve, daemon=True)
-            t.start()
-            with socket.create_connection(("127.0.0.1", port)) as raw:
-                if ok:
-                    with client_ctx.wrap_socket(raw, server_hostname=host) as tls:
-                        assert tls.recv(2) == b"ok"
-                else:
-                    with pytest.raises(ssl.SSLCertVerificationError):
-                        client_ctx.wrap_socket(raw, server_hostname=host)
-            t.join(5)
+        if ok:
+            handshake(data["tls.crt"], data["tls.key"], data["ca.crt"], host, tmp_path)
+        else:
+            with pytest.raises(ssl.SSLCertVerificationError):
+                handshake(data["tls.crt"], data["tls.key"], data["ca.crt"], host, tmp_path)
