@@ -135,9 +135,12 @@ RULES = arr(obj(additionalProperties=arr(integer(0), minItems=1)))
 CLEANUP = enum("All", "None", "Unfinished")
 # Seconds after the job ended at which the controller deletes it (reconcile/steps/expire.py).
 TTL = integer(0)
+# Seconds without a progress report after which a running job is stalled (reconcile/stall.py), as a
+# Deployment's field of that name: in runPolicy, or beside GenericJob's other run settings.
+PROGRESS_DEADLINE = integer(1)
 RUN_POLICY = obj(
     {"activeDeadlineSeconds": integer(1), "backoffLimit": integer(0), "cleanUpPolicy": CLEANUP,
-     "ttlSecondsAfterFinished": TTL},
+     "ttlSecondsAfterFinished": TTL, "progressDeadlineSeconds": PROGRESS_DEADLINE},
     open_=True,
 )  # fmt: skip
 
@@ -201,6 +204,7 @@ SPECS: dict[str, S] = {
             ),
             cleanUpPolicy=CLEANUP,
             ttlSecondsAfterFinished=TTL,  # GenericJob has no runPolicy: beside cleanUpPolicy, as batch/v1 Job's
+            progressDeadlineSeconds=PROGRESS_DEADLINE,  # and as a Deployment's
         ),
         ["replicaSpecs"],
     ),
@@ -259,7 +263,9 @@ SPECS: dict[str, S] = {
                 },
                 ["command"],
             ),
-            runPolicy=obj({"cleanUpWorkers": boolean(), "ttlSecondsAfterFinished": TTL}),
+            runPolicy=obj(
+                {"cleanUpWorkers": boolean(), "ttlSecondsAfterFinished": TTL, "progressDeadlineSeconds": PROGRESS_DEADLINE}
+            ),
         ),
         ["worker"],
     ),
@@ -284,7 +290,9 @@ SPECS: dict[str, S] = {
             launcher=obj({"resources": CONTAINER["resources"]}),  # our extension: the launcher's own resources
             ssh=obj({"sshAuthMountPath": string(pattern="^/"), "sshdPath": string(pattern="^/")}),
             mpiHome=string(),
-            runPolicy=obj({"cleanUpWorkers": boolean(), "ttlSecondsAfterFinished": TTL}),
+            runPolicy=obj(
+                {"cleanUpWorkers": boolean(), "ttlSecondsAfterFinished": TTL, "progressDeadlineSeconds": PROGRESS_DEADLINE}
+            ),
         ),
         ["worker"],
         open_=True,
@@ -325,7 +333,9 @@ SPECS: dict[str, S] = {
                 open_=True,
             ),
             "jobTemplate": obj({"metadata": POD_TEMPLATE["properties"]["metadata"], "spec": JOB_SPEC}, ["spec"]),
-            "runPolicy": obj({"cleanUpCluster": boolean(), "ttlSecondsAfterFinished": TTL}),
+            "runPolicy": obj(
+                {"cleanUpCluster": boolean(), "ttlSecondsAfterFinished": TTL, "progressDeadlineSeconds": PROGRESS_DEADLINE}
+            ),
             "runMode": OPEN,
         },  # declared only so the rule below can reject it
         None,
@@ -367,6 +377,7 @@ SPECS: dict[str, S] = {
                     "activeDeadlineSeconds": integer(1),
                     "cleanPodPolicy": enum("All", "Running", "None"),
                     "ttlSecondsAfterFinished": integer(0),
+                    "progressDeadlineSeconds": PROGRESS_DEADLINE,
                     "schedulingPolicy": obj(
                         {"minAvailable": integer(0), "queue": string(), "priorityClass": string()}, open_=True
                     ),

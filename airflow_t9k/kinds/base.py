@@ -125,6 +125,11 @@ class JobKind:
     # (AscendJob: seed 002 calls it meaningless). The controller deletes a finished job that
     # many seconds after it ended (controller/reconcile/steps/expire.py).
     ttl_path: ClassVar[tuple[str, ...] | None] = ("runPolicy", "ttlSecondsAfterFinished")
+    # Where the kind keeps ``progressDeadlineSeconds`` under ``spec`` (a Deployment's field of that
+    # name): seconds without a progress report after which a running job is stalled
+    # (controller/reconcile/stall.py). ``runPolicy`` where the kind has one, else beside its
+    # other run settings (GenericJob: ``spec``).
+    progress_deadline_path: ClassVar[tuple[str, ...]] = ("runPolicy", "progressDeadlineSeconds")
     supports_debug: ClassVar[bool] = True
     supports_pause: ClassVar[bool] = True
     # A fixed-world launch (one launcher addressing every worker) cannot go on with one replica
@@ -195,6 +200,7 @@ class JobKind:
         if pause_enabled(job) and not self.supports_pause:
             raise InvalidSpec(f"{self.resource.kind} does not support Pause mode (runMode.pause)")
         self.ttl_after_finished(job)
+        self.progress_deadline(job)
 
     def success_rules(self, job: Obj) -> list[Rule]:
         """Default: every replica of every type has completed."""
@@ -229,16 +235,12 @@ class JobKind:
 
     def ttl_after_finished(self, job: Obj) -> int | None:
         """Seconds after its end at which the finished job is deleted (``ttl_path``); None: kept."""
-        if self.ttl_path is None:
-            return None
-        value: Any = job.get("spec") or {}
-        for key in self.ttl_path:
-            value = value.get(key) if isinstance(value, dict) else None
-        if value is None:
-            return None
-        if not isinstance(value, int) or isinstance(value, bool) or value < 0:
-            raise InvalidSpec(f"spec.{'.'.join(self.ttl_path)} must be a non-negative integer, got {value!r}")
-        return value
+        return None if self.ttl_path is None else seconds_at(job, self.ttl_path, 0)
+
+    def progress_deadline(self, job: Obj) -> int | None:
+        """Seconds without progress after which the running job is stalled (``progress_deadline_path``);
+        None: never judged."""
+        return seconds_at(job, self.progress_deadline_path, 1)
 
     def main_container(self, pod_spec: Obj) -> Obj | None:
         """The training container: debug and resume overrides and injected env go here."""
@@ -354,6 +356,19 @@ def check_rules(field_name: str, rules: list[Rule], counts: dict[str, int]) -> N
                         f"{field_name}[{i}].{rtype} has rank {rank!r}, but {rtype} has "
                         f"{counts[rtype]} replica(s) (ranks 0..{counts[rtype] - 1})"
                     )
+
+
+def seconds_at(job: Obj, path: tuple[str, ...], minimum: int) -> int | None:
+    """A whole number of seconds at ``spec.<path>`` (None when absent); InvalidSpec below ``minimum``."""
+    value: Any = job.get("spec") or {}
+    for key in path:
+        value = value.get(key) if isinstance(value, dict) else None
+    if value is None:
+        return None
+    if not isinstance(value, int) or isinstance(value, bool) or value < minimum:
+        what = "a non-negative integer" if minimum == 0 else f"an integer of at least {minimum}"
+        raise InvalidSpec(f"spec.{'.'.join(path)} must be {what}, got {value!r}")
+    return value
 
 
 def run_mode(job: Obj) -> Obj:

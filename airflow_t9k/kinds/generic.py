@@ -15,8 +15,9 @@ IMPLIED_PORT = 2222
 class GenericJob(JobKind):
     resource = RESOURCES["GenericJob"]
     # GenericJob has no runPolicy: its run settings (cleanUpPolicy) are fields of spec, as
-    # batch/v1 Job's ttlSecondsAfterFinished is.
+    # batch/v1 Job's ttlSecondsAfterFinished and a Deployment's progressDeadlineSeconds are.
     ttl_path = ("ttlSecondsAfterFinished",)
+    progress_deadline_path = ("progressDeadlineSeconds",)  # beside them too (docs/kinds.md)
 
     def replica_specs(self, job: Obj) -> list[ReplicaSpec]:
         out = []
