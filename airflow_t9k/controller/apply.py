@@ -101,7 +101,9 @@ class Executor:
         found decided on record, or of a job from before the record).
         """
         current = job
-        creates = [(a.kind, a.name) for a in plan.actions if isinstance(a, (Create, KeepEvidence))]
+        # Evidence merged into the job's own ConfigMap creates nothing (reconcile/evidence.py).
+        creates = [(a.kind, a.name) for a in plan.actions
+                   if isinstance(a, Create) or (isinstance(a, KeepEvidence) and not a.merge)]  # fmt: skip
         # Every status this version writes carries the record (so no job it planned looks like
         # one from before it: api/ownership.py legacy); a pass that writes nothing adds none.
         writes = creates or adopted or plan.status != (job.get("status") or {})
@@ -180,7 +182,12 @@ class Executor:
                 if isinstance(action, WriteSpec):
                     return await self._write_spec(job, action.job, action.record)
                 if isinstance(action, KeepEvidence):  # read what the pods said, then keep it
-                    problem = await self._create(ns, await evidence.fill(self.kube, ns, job, action), job, children)
+                    manifest = await evidence.fill(self.kube, ns, job, action)
+                    if action.merge:  # the job's own record (the pass saw it): its new keys added
+                        await self._patch(ns, Patch("ConfigMap", action.name, {"data": manifest["data"], "metadata": {
+                            "annotations": manifest["metadata"].get("annotations") or {}}}))  # fmt: skip
+                        return None
+                    problem = await self._create(ns, manifest, job, children)
                     if problem:  # not the job's fault: clean-up goes on after the grace (reconcile/evidence.py)
                         log.warning("evidence of %s/%s not kept: %s", ns, job["metadata"]["name"], problem)
                     return None

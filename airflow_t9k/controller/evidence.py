@@ -1,5 +1,6 @@
-"""The I/O half of keeping a finished job's evidence (the decision is reconcile/evidence.py):
-each pod's last log lines and the job's Events, read just before clean-up deletes the pods."""
+"""The I/O half of keeping a job's evidence (the decision is reconcile/evidence.py): each pod's
+last log lines and the job's Events, read just before clean-up deletes the pods, or before a
+stalled job's replicas restart (reconcile/stall.py)."""
 
 from __future__ import annotations
 
@@ -29,19 +30,19 @@ async def fill(kube: Any, ns: str, job: Obj, action: KeepEvidence) -> Obj:
             return
         try:
             text = await kube.request_text(f"/api/v1/namespaces/{ns}/pods/{pod}/log",
-                                           {"tailLines": action.lines, "limitBytes": MAX_LOG_BYTES})  # fmt: skip
+                                           {"tailLines": action.lines, "limitBytes": action.log_bytes})  # fmt: skip
         except ApiError as exc:  # e.g. the node is gone with the pod's log
             text = f"(the log could not be read: {bounded(exc.message, 300)})\n"
         except (OSError, asyncio.TimeoutError) as exc:
             text = f"(the log could not be read: {exc!r})\n"
-        data[f"{pod}.log"] = text[-MAX_LOG_BYTES:]
+        data[action.log_key.format(pod=pod)] = text[-min(action.log_bytes, MAX_LOG_BYTES) :]
 
     await asyncio.gather(*(one(p) for p in action.pods))
     try:
         found = await kube.get(f"/api/v1/namespaces/{ns}/events",
                                query={"fieldSelector": f"involvedObject.uid={job['metadata'].get('uid', '')}"})  # fmt: skip
         events = sorted(found.get("items") or [], key=lambda e: str(e.get("lastTimestamp") or e.get("eventTime") or ""))
-        data["events.json"] = json.dumps([
+        data[action.events_key] = json.dumps([
             {"type": e.get("type"), "reason": e.get("reason"), "message": bounded(str(e.get("message") or ""), 500),
              "count": e.get("count"), "time": e.get("lastTimestamp") or e.get("eventTime")}
             for e in events[-MAX_EVENTS:]

@@ -29,6 +29,8 @@ KEPT = (
     "progress",
     "template",
     "created",
+    "restartHistory",  # what restarted and why (reconcile/disruption.py), a stall's included
+    "stall",  # the last stall, on record across passes (reconcile/stall.py)
 )
 
 
@@ -51,7 +53,9 @@ def to_core(status: Obj | None) -> Obj | None:
     elif condition(status, "Created") is not None:
         core["phase"] = "Pending"
     # Admitted: Kueue's admission (controller/reconcile/queueing.py), the same condition in both shapes.
-    for public, internal in (("Succeeded", "Completed"), ("Failed", "Failed"), ("Running", "Running"), ("Admitted", "Admitted")):
+    pairs = (("Succeeded", "Completed"), ("Failed", "Failed"), ("Running", "Running"), ("Admitted", "Admitted"),
+             ("Stalled", "Stalled"))  # fmt: skip
+    for public, internal in pairs:
         c = condition(status, public)
         if c is not None:
             core_conditions.append({**{k: c[k] for k in ("status", "reason", "message", "lastTransitionTime") if k in c},
@@ -73,12 +77,17 @@ class _Conditions:
     def find(self, type_: str) -> Obj | None:
         return condition({"conditions": self.items}, type_)
 
-    def set(self, type_: str, status: bool, reason: str, message: str) -> bool:
+    def set(self, type_: str, status: bool, reason: str, message: str, move: bool = True) -> bool:
+        """``move=False``: a change stays in place (a Stalled condition turned false must not become
+        the job's State column, ``conditions[-1:]``)."""
         value = "True" if status else "False"
         current = self.find(type_)
         if current is not None and current.get("status") == value:
             current.update(reason=reason, message=message)
             return False
+        if current is not None and not move:
+            current.update(status=value, reason=reason, message=message, lastUpdateTime=self.now, lastTransitionTime=self.now)
+            return True
         if current is not None:
             self.items.remove(current)
         self.items.append({"type": type_, "status": value, "reason": reason, "message": message,
@@ -120,6 +129,11 @@ def from_core(job: Obj, core: Obj, restarting: bool, now: datetime, selector: di
         conds.set("Running", True, f"{kind}Running", f"{kind} {name} is running.")
     elif phase == "Pending" and condition(core, "Admitted") is not None:  # waiting in a Kueue queue, or evicted
         conds.clear("Running", f"{kind}Queued", f"{kind} {name} waits for admission by Kueue.")
+    stalled = condition(core, "Stalled")  # hang detection (reconcile/stall.py)
+    if stalled is not None and (stalled.get("status") == "True" or conds.find("Stalled") is not None):
+        stalled_true = stalled.get("status") == "True"
+        conds.set("Stalled", stalled_true, str(stalled.get("reason") or ""), str(stalled.get("message") or ""),
+                  move=stalled_true)  # fmt: skip
     admitted = condition(core, "Admitted")
     if admitted is not None:
         conds.set(

@@ -74,13 +74,19 @@ class ReplaceStatus:
 
 @dataclass(frozen=True)
 class KeepEvidence:
-    """Create a finished job's evidence ConfigMap (reconcile/evidence.py): ``manifest`` holds the
-    summary; the I/O layer adds each pod's last ``lines`` log lines (``<pod>.log``) and the job's
-    Events (``events.json``)."""
+    """Create a job's evidence ConfigMap (reconcile/evidence.py): ``manifest`` holds the summary;
+    the I/O layer adds each pod's last ``lines`` log lines (``log_key``, at most ``log_bytes``) and
+    the job's Events (``events_key``). One ConfigMap holds a stall's evidence (reconcile/stall.py)
+    and the job's end's, under keys of their own: ``merge`` adds the keys to the job's own
+    ConfigMap, which the pass observed, instead of creating it."""
 
     manifest: Obj
     pods: tuple[str, ...]
     lines: int
+    log_key: str = "{pod}.log"
+    events_key: str = "events.json"
+    log_bytes: int = 16 * 1024  # reconcile/evidence.py MAX_LOG_BYTES
+    merge: bool = False
 
     @property
     def kind(self) -> str:

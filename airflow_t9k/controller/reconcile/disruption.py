@@ -76,9 +76,10 @@ def recorded(sb: StatusBuilder, key: str) -> bool:
 
 
 def record(sb: StatusBuilder, replica: str, key: str, cause: str, counted: bool, exit_code: int | None = None,
-           in_place: bool = False) -> bool:  # fmt: skip
+           in_place: bool = False, reason: str | None = None) -> bool:  # fmt: skip
     """Append one replacement to the history unless ``key`` is there; True when it was new.
-    ``in_place``: the pod was restarted on its node (reconcile/inplace.py), not recreated."""
+    ``in_place``: the pod was restarted on its node (reconcile/inplace.py), not recreated;
+    ``reason``: a word for what decided it (``ProgressDeadlineExceeded``: reconcile/stall.py)."""
     if not key or recorded(sb, key):
         return False
     entry: Obj = {"time": timestamp(sb.now), "replica": replica, "cause": cause, "counted": counted, "podUID": key}
@@ -86,6 +87,8 @@ def record(sb: StatusBuilder, replica: str, key: str, cause: str, counted: bool,
         entry["exitCode"] = exit_code
     if in_place:
         entry["inPlace"] = True
+    if reason:
+        entry["reason"] = reason
     history = [*(sb.new.get(HISTORY) or []), entry]
     sb.new[HISTORY] = history[-HISTORY_LIMIT:]
     return True

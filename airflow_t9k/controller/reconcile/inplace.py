@@ -183,13 +183,16 @@ def authorize(pod: Obj, restarts: int) -> Patch:
     return Patch("Pod", meta["name"], {"metadata": {"uid": meta.get("uid"), "annotations": annotations}})
 
 
-def restart_in_place(pod: Obj, cause: str) -> Patch | None:
+def restart_in_place(pod: Obj, cause: str, restarts: int | None = None) -> Patch | None:
     """Ask a healthy pod's agent to restart it in place, once per ``cause`` (a group restart);
-    None when this pod was asked for it already."""
+    None when this pod was asked for it already. ``restarts``: the replica's new restart count,
+    when this restart is counted against it (a stall's: reconcile/stall.py)."""
     meta = pod["metadata"]
     if (meta.get("annotations") or {}).get(ANNOTATION_GROUP) == cause:
         return None
     annotations = {ANNOTATION_AUTHORIZED: str(authorized(pod) + 1), ANNOTATION_GROUP: cause}
+    if restarts is not None:
+        annotations[ANNOTATION_RESTARTS] = str(restarts)
     return Patch("Pod", meta["name"], {"metadata": {"uid": meta.get("uid"), "annotations": annotations}})
 
 

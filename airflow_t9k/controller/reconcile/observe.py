@@ -9,6 +9,8 @@ from typing import TYPE_CHECKING, Any
 from airflow_t9k.api.paths import GANG_GROUP, child_kind
 
 if TYPE_CHECKING:
+    from datetime import datetime
+
     from airflow_t9k.controller.reconcile.push import PushTarget
 
 Obj = dict[str, Any]
@@ -42,6 +44,11 @@ class Observed:
     # ``progress_interval`` seconds (reconcile/reporting.py).
     report: Obj | None = None
     progress_interval: float = 10.0
+    # Hang detection (reconcile/stall.py): whether the controller hears the job's reports now (its
+    # reporting replica's log followed, or the push path: runner.py), and since when this controller
+    # has been listening (its start as leader): silence is only counted from then. None: no bound.
+    progress_heard: bool = True
+    progress_since: datetime | None = None
     # The controller's progress endpoint (--progress-endpoint), whose URL, CA and token every
     # replica gets (reconcile/push.py); None: the push path is off.
     progress_push: PushTarget | None = None

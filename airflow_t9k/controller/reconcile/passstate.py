@@ -58,6 +58,7 @@ class PassState:
     debug: bool = False
     budget: list[int] | None = None  # a shared restart budget, spent as restarts are decided
     deadline_in: float | None = None  # seconds until activeDeadlineSeconds passes
+    stall_in: float | None = None  # seconds until the job is stalled, or a stall's next step is due (reconcile/stall.py)
     expire_in: float | None = None  # seconds until a finished job's ttlSecondsAfterFinished passes (steps/expire.py)
     group_cause: SlotState | None = None  # the disrupted replica that restarts a fixed-world group
     outcome: Outcome | None = None

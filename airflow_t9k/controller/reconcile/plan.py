@@ -13,6 +13,7 @@ marked ``always`` run. The list is the order of decisions (docs/design.md, "One 
 5. its deadline, a kind's own verdict (BeamJob: its submit Job), then failure rules, then
    success rules, are checked against the replicas' outcomes (Debug mode skips this); a
    job whose replicas have all ended without satisfying a rule fails rather than hanging;
+   a running job silent past its ``progressDeadlineSeconds`` is stalled (reconcile/stall.py);
 6. missing children are created, and failed replicas whose restart policy allows it are
    deleted, to be recreated under the same name by a later pass;
 7. a job that just finished applies its clean-up policy.
@@ -41,6 +42,7 @@ from airflow_t9k.controller.reconcile.steps import (
     modes,
     record,
     render,
+    stall,
     strategy,
     wrap,
 )
@@ -73,6 +75,7 @@ STEPS: tuple[Step, ...] = (
     Step("start", decide.start),  # Debug, the restart budget, startTime
     Step("deadline", decide.deadline),  # activeDeadlineSeconds
     Step("verdict", decide.verdict),  # a kind's verdict, failure rules, success rules
+    Step("stall", stall.stall),  # progressDeadlineSeconds: evidence, then a group restart or the end
     Step("children", children.children),  # SSH Secret, ConfigMaps, Services
     Step("end", act.end_job),  # phase, root cause, clean-up (docs/disruptions.md)
     Step("group-restart", act.group_restart),  # fixed-world launches

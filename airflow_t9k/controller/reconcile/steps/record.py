@@ -29,10 +29,12 @@ def tasks(p: PassState) -> PassState:
 
 
 def wake(p: PassState) -> PassState:
-    """A job that goes on and has a deadline is planned again when the deadline passes; one that
-    ends in this pass and has a ``ttlSecondsAfterFinished``, when that passes (steps/expire.py)."""
-    if p.outcome is None and p.deadline_in is not None:
-        p.requeue_after = p.deadline_in
+    """A job that goes on and has a deadline is planned again when the deadline passes (the first
+    of ``activeDeadlineSeconds`` and a stall's: steps/stall.py); one that ends in this pass and has
+    a ``ttlSecondsAfterFinished``, when that passes (steps/expire.py)."""
+    timers = [t for t in (p.deadline_in, p.stall_in) if t is not None]
+    if p.outcome is None and timers:
+        p.requeue_after = min(timers)
     if p.outcome is not None:
         ttl = ttl_of(p)
         p.expire_in = None if ttl is None else float(ttl)

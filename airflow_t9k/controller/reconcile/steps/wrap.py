@@ -44,7 +44,7 @@ def public(p: PassState) -> PassState:
 
 
 def public_plan(p: PassState, inner: Plan) -> Plan:
-    restarting = any(e.reason == "ReplicaRestarting" for e in inner.events)
+    restarting = any(e.reason in ("ReplicaRestarting", "StallRestarting") for e in inner.events)
     status, extra = p.kind.public_status(p.submitted, inner.status, restarting, p.now, p.observed)
     if queueing.in_use(p.submitted, p.observed):  # Kueue admits the whole gang: the kind's "not enforced" warning is wrong
         extra = [e for e in extra if e[1] != "GangSchedulingNotEnforced"]

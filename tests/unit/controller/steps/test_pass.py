@@ -10,7 +10,7 @@ from tests.builders import generic
 from tests.unit.controller.steps.state import state
 
 ORDER = ["deleting", "expire", "legacy", "template", "shape", "observe", "finished", "strategy", "render", "scheduler", "pause",
-         "admission", "gang", "podgroup", "start", "deadline", "verdict", "children", "end", "group-restart", "replicas",
+         "admission", "gang", "podgroup", "start", "deadline", "verdict", "stall", "children", "end", "group-restart", "replicas",
          "failures", "tasks", "wake", "seal", "usage", "progress", "public"]  # fmt: skip
 
 
