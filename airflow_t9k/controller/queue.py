@@ -9,7 +9,7 @@ before starting new jobs. Under a burst of submissions a FIFO queue makes a pod'
 behind every job still to be created (measured: p99 73 s from a pod's end to its job's
 status at 1,000 jobs, docs/benchmarks.md). New jobs are not starved either: while both
 lanes hold work, every FAST_SHARE+1-th key comes from the slow lane. A key added urgently
-while it waits in the slow lane moves to the fast one.
+while it waits in the slow lane moves to the fast one. A plan's timer (``wake``) is one per key.
 """
 
 from __future__ import annotations
@@ -33,6 +33,7 @@ class WorkQueue:
         self._processing: set[Hashable] = set()
         self._failures: dict[Hashable, int] = {}
         self._fast_streak = 0
+        self._wakes: dict[Hashable, tuple[float, asyncio.TimerHandle]] = {}  # key -> its one plan timer (``wake``)
 
     def add(self, key: Hashable, urgent: bool = True) -> None:
         """Queue ``key``; ``urgent=False`` for work that may wait behind the rest (a new job)."""
@@ -54,6 +55,24 @@ class WorkQueue:
 
     def add_after(self, key: Hashable, delay: float) -> None:
         asyncio.get_running_loop().call_later(delay, self.add, key)
+
+    def wake(self, key: Hashable, delay: float) -> None:
+        """Plan ``key`` again within ``delay`` seconds (a plan's ``requeue_after``), with one timer per
+        key: the earliest. The pass it wakes asks for its next wake itself, so a later timer adds
+        nothing while an earlier one is pending: a job whose reports keep moving its stall deadline
+        holds one timer, not one per pass (reconcile/stall.py)."""
+        loop = asyncio.get_running_loop()
+        due = loop.time() + delay
+        pending = self._wakes.get(key)
+        if pending is not None and pending[0] <= due:
+            return
+        if pending is not None:
+            pending[1].cancel()  # the earlier pass asks for the later time again
+        self._wakes[key] = (due, loop.call_later(delay, self._woken, key))
+
+    def _woken(self, key: Hashable) -> None:
+        self._wakes.pop(key, None)
+        self.add(key)
 
     def add_rate_limited(self, key: Hashable) -> float:
         """Requeue after a failure, backing off per key: 0.5 s, 1 s, 2 s ... up to 60 s."""

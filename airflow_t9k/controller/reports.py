@@ -151,6 +151,11 @@ class ProgressStreams:
     def active(self) -> int:
         return sum(1 for s in self.streams.values() if s.active)
 
+    def refused(self, key: Hashable) -> bool:
+        """The job's log is not followed: the streams are all taken (``--progress-streams``), so its
+        silence says nothing (hang detection, reconcile/stall.py)."""
+        return key in self._refused
+
     def report(self, key: Hashable, uid: str | None) -> Obj | None:
         """What the job's replica reported so far, for ``Observed.report``; None before anything."""
         s = self.streams.get(key)

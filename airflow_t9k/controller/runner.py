@@ -187,6 +187,7 @@ class Controller:
         )
         self.instruments.bind(self)
         self.reported: set[str] = set()  # uids of undecodable objects already reported
+        self.listening_since: datetime | None = None  # when the workers last started (``_start_workers``)
         self._held: dict[JobKey, float] = {}  # job -> when its held status write is due (loop time)
         self._quick_plans: set[JobKey] = set()  # jobs whose last plan took at most INLINE_PLAN_SECONDS
         self._background: set[asyncio.Task[None]] = set()
@@ -371,11 +372,12 @@ class Controller:
         children = (found["Pod"], found["Service"], found["ConfigMap"], no_secrets, found["Job"])
         key = (job["kind"], job["metadata"]["namespace"], job["metadata"]["name"])
         uid = job["metadata"].get("uid")
-        report = newest(self.reports.report(key, uid) if self.reports is not None else None,
-                        self.pushed.report(key, uid) if self.pushed is not None else None)  # fmt: skip
+        pushed = self.pushed.report(key, uid) if self.pushed is not None else None
+        report = newest(self.reports.report(key, uid) if self.reports is not None else None, pushed)
         more: dict[str, Any] = {"volcano": self.settings.volcano, "podgroups": found.get("PodGroup", {}),
                 "template": self.template_of(job), "template_wait": self.settings.template_wait,
                 "report": report, "progress_interval": self.settings.progress_interval,
+                "progress_heard": self.hears(key, pushed), "progress_since": self.listening_since,
                 "beam_external_service": self.settings.beam_external_service,
                 "progress_push": self.settings.progress_push, "in_place_problem": self.settings.in_place_problem,
                 "restart_agent_image": self.settings.restart_agent_image, "gang_problem": self.settings.gang_problem,
@@ -391,6 +393,13 @@ class Controller:
             priority_classes={**cluster["PriorityClass"], **cluster["WorkloadPriorityClass"]},  # Kueue's own class wins
             **more,
         )  # fmt: skip
+
+    def hears(self, key: JobKey, pushed: Obj | None) -> bool:
+        """Whether a report of the job would reach this controller now, so its silence means
+        something (hang detection, reconcile/stall.py): its reporting replica's log is followed (or
+        will be, once its pod starts), or the push path is the only one, or the job has pushed."""
+        followed = self.reports is not None and not self.reports.refused(key)
+        return followed or (self.pushed is not None and (self.reports is None or pushed is not None))
 
     # -- work -------------------------------------------------------------------------------
     async def reconcile(self, key: JobKey) -> None:
@@ -423,8 +432,8 @@ class Controller:
         job = await self.executor.managed(job)
         found, adopt = self.owned_children(job)
         result = await self._plan(key, job, found)
-        if result.requeue_after is not None:
-            self.queue.add_after(key, result.requeue_after)
+        if result.requeue_after is not None:  # a deadline, a stall's, a TTL: one timer per job
+            self.queue.wake(key, result.requeue_after)
         if not adopt and self._hold(key, job, result):
             self.metrics["status_held"] += 1
             return
@@ -517,6 +526,9 @@ class Controller:
                     self.queue.add((kind, ns, name))
 
     def _start_workers(self) -> list[asyncio.Task[None]]:
+        # Silence is counted from here at the earliest: what was reported while no worker of this
+        # controller listened may not have been read yet (reconcile/stall.py).
+        self.listening_since = datetime.now(timezone.utc)
         return [asyncio.create_task(self._worker(), name=f"worker-{n}") for n in range(self.settings.workers)]
 
     async def _lead(self, elector: LeaderElector) -> None:

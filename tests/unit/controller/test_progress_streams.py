@@ -264,10 +264,13 @@ async def test_at_most_max_streams_are_open():
     await settle()
     assert streams.active() == 2
     assert counts["progress_stream_refused"] == 1
+    # Its silence says nothing (hang detection): the controller knows it does not listen.
+    assert [streams.refused(("GenericJob", "ns", f"j{n}")) for n in range(3)] == [False, False, True]
     streams.forget(("GenericJob", "ns", "j0"))
     streams.sync(("GenericJob", "ns", "j2"), generic("j2", ("worker", 1)), pods(pod("j2-worker-0")))
     await settle()
     assert streams.active() == 2
+    assert not streams.refused(("GenericJob", "ns", "j2"))
     assert [p for p, _ in logs.opened] == ["j0-worker-0", "j1-worker-0", "j2-worker-0"]
     await streams.close()
 

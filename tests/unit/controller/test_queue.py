@@ -49,6 +49,23 @@ async def test_add_after_adds_later():
     assert await asyncio.wait_for(q.get(), 1) == "a"
 
 
+@pytest.mark.asyncio
+async def test_wake_keeps_one_timer_per_key_the_earliest():
+    q = WorkQueue()
+    q.wake("a", 0.05)
+    q.wake("a", 5.0)  # later: the pass at 0.05 s asks for it again
+    q.wake("b", 5.0)
+    q.wake("b", 0.05)  # earlier: replaces the later one
+    assert len(q._wakes) == 2
+    got = {await asyncio.wait_for(q.get(), 1), await asyncio.wait_for(q.get(), 1)}
+    assert got == {"a", "b"}
+    assert q._wakes == {}  # nothing left pending: no second pass at 5 s
+    q.done("a")
+    q.done("b")
+    q.wake("a", 0.01)  # fired: a new wake is armed
+    assert await asyncio.wait_for(q.get(), 1) == "a"
+
+
 async def drain(q: WorkQueue) -> list:
     out = []
     while len(q):
