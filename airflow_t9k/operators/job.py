@@ -70,6 +70,7 @@ from airflow_t9k.operators.manifest import (  # noqa: F401 - also imported from 
     load_job,
     split_command,
 )
+from airflow_t9k.operators.stall import ProgressDeadlineMixin
 from airflow_t9k.operators.submit import SubmitMixin, iteration_of
 from airflow_t9k.operators.wait import WaitMixin
 
@@ -119,7 +120,7 @@ def record_try(store: Any, identity: Obj, nonce: str | None, try_number: int, it
 
 
 class T9kJobOperator(SubmitMixin, WaitMixin, CheckpointMixin, AssetsMixin, LineageMixin, LineageParentMixin, EndMixin,
-                     BaseOperator):  # fmt: skip
+                     ProgressDeadlineMixin, BaseOperator):  # fmt: skip
     """
     Submit a T9k job and wait until it ends.
 
@@ -160,6 +161,14 @@ class T9kJobOperator(SubmitMixin, WaitMixin, CheckpointMixin, AssetsMixin, Linea
         decides). Refused for AscendJob, whose controller ignores the field (seed 002). The task's
         XComs, its log and its task state store keep what it took from the job (docs/airflow.md,
         "Finished jobs: ttl_after_finished")
+    :param progress_deadline: a timedelta (or seconds) without progress after which the running
+        job is stalled: the job's ``progressDeadlineSeconds`` (``spec.runPolicy``'s, GenericJob's
+        ``spec``'s). The controller keeps the replicas' last log lines in ``<name>-evidence``, then
+        restarts every replica where the restart policy and budget allow (counted), else fails the
+        job with reason ``ProgressDeadlineExceeded``; the task log says so. Progress is a
+        ``T9K_PROGRESS`` line or a push (``airflow_t9k.progress.report``); a job that never
+        reports is never judged (docs/progress.md, "Hang detection"). Refused for BeamJob, which
+        reports none
     :param on_kill_action: ``delete`` or ``pause`` the job when the task is killed or times out
         (a retry resumes a job that a kill or timeout paused), or ``keep`` it running (Mark
         success or Clear of a running task then leaves the training alone); nothing is done to
@@ -256,6 +265,7 @@ class T9kJobOperator(SubmitMixin, WaitMixin, CheckpointMixin, AssetsMixin, Linea
         startup_error_grace: float | timedelta | None = DEFAULT_STARTUP_ERROR_GRACE,
         delete_on_finish: str = "never",
         ttl_after_finished: timedelta | int | None = None,
+        progress_deadline: timedelta | float | None = None,
         on_kill_action: str = "delete",
         log_events: bool = True,
         stream_logs: bool = True,
@@ -337,6 +347,7 @@ class T9kJobOperator(SubmitMixin, WaitMixin, CheckpointMixin, AssetsMixin, Linea
         # full_pod_spec takes a V1Pod): the API's dicts from here on.
         self.job = _plain(job) if isinstance(job, dict) else job
         self.ttl_after_finished = ttl_seconds(ttl_after_finished)
+        self._init_progress_deadline(progress_deadline)
         known = self.kind or (self.job.get("kind") if isinstance(self.job, dict) else None)
         if self.ttl_after_finished is not None and isinstance(known, str) and (why := ttl_refused(known)):
             raise ValueError(why)  # a job given as YAML or a file is checked when rendered
@@ -463,6 +474,7 @@ class T9kJobOperator(SubmitMixin, WaitMixin, CheckpointMixin, AssetsMixin, Linea
         job["metadata"] = meta
         self._refer_template(job)
         self._apply_ttl(job)
+        self._apply_progress_deadline(job)
         self._apply_checkpoint(job, ti, iteration)
         self._apply_lineage_parent(job, context)
         try:

@@ -14,6 +14,7 @@ from airflow_t9k.api.progress import note as progress_note
 from airflow_t9k.api.queueing import note as queue_note
 from airflow_t9k.api.queueing import queue_failure, queue_remaining
 from airflow_t9k.api.resources import resource_for
+from airflow_t9k.api.stall import note as stall_note
 from airflow_t9k.api.startup import StartupErrors, startup_error, startup_failure, startup_remaining, waiting_detail
 from airflow_t9k.k8s.errors import ApiError, is_transient
 from airflow_t9k.operators.logs import LogFollower, print_failed_logs
@@ -191,6 +192,10 @@ class WaitMixin:
         if line and line != getattr(self, "_queue_note", None):
             self.log.info("%s %s: %s", identity["kind"], identity["name"], line)
         self._queue_note = line
+        stall = stall_note(job)  # hang detection: each change of the job's Stalled condition once
+        if stall is not None and stall[0] != getattr(self, "_stall_note", None):
+            (self.log.warning if stall[2] else self.log.info)("%s %s: %s", identity["kind"], identity["name"], stall[1])
+            self._stall_note = stall[0]
         queue_left = queue_remaining(job, self.queue_timeout, time.time())
         if queue_left is not None and queue_left <= 0:
             return self._event_from(job, "timeout", queue_failure(identity["kind"], identity["namespace"], identity["name"],

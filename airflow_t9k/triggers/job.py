@@ -35,6 +35,7 @@ from airflow_t9k.api.outcome import interpret
 from airflow_t9k.api.paths import job_path
 from airflow_t9k.api.progress import note as progress_note
 from airflow_t9k.api.resources import resource_for
+from airflow_t9k.api.stall import note as stall_note
 from airflow_t9k.api.startup import (  # noqa: F401 - startup_remaining/startup_failure: their old home
     DEFAULT_STARTUP_ERROR_GRACE,
     StartupErrors,
@@ -304,6 +305,7 @@ class T9kJobTrigger(OutcomeMixin, ForwardMixin, BaseTrigger):
         last_phase = None
         last_note = None
         last_progress = None
+        last_stall = None
         errors = StartupErrors(self.policy.startup_error_grace)
         while True:
             changed.clear()
@@ -374,6 +376,11 @@ class T9kJobTrigger(OutcomeMixin, ForwardMixin, BaseTrigger):
                 if line and line != last_note:
                     self.log.info("%s %s/%s: %s", self.kind, self.namespace, self.name, line)
                 last_note = line
+                stall = stall_note(job)  # hang detection: each change of the job's Stalled condition once
+                if stall is not None and stall[0] != last_stall:
+                    (self.log.warning if stall[2] else self.log.info)("%s %s/%s: %s", self.kind, self.namespace,
+                                                                      self.name, stall[1])  # fmt: skip
+                    last_stall = stall[0]
                 queue_left = queueing.queue_remaining(job, self.policy.queue_timeout, time.time())
                 if queue_left is not None and queue_left <= 0:
                     return self._event("timeout", job, queueing.queue_failure(self.kind, self.namespace, self.name, job,
