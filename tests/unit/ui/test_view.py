@@ -385,6 +385,32 @@ def test_root_cause_and_restart_history_come_from_the_status():
     assert (plain["root_cause"], plain["restart_history"]) == (None, [])
 
 
+def test_a_stall_shows_in_the_tabs_conditions_and_restart_history():
+    """Hang detection (controller/reconcile/stall.py): the tab lists the Stalled condition with the
+    job's other conditions, and the counted group restart it caused."""
+    stalled = {
+        "type": "Stalled",
+        "status": "True",
+        "reason": "ProgressDeadlineExceeded",
+        "message": "No replica reported progress for 600s",
+        "lastTransitionTime": "2026-01-01T11:50:00Z",
+    }
+    running = {"type": "Running", "status": "True", "reason": "-", "message": "m", "lastTransitionTime": "2026-01-01T11:00:00Z"}
+    entry = {
+        "time": "2026-01-01T11:51:00Z",
+        "replica": "j-worker-0 (whole group)",
+        "counted": True,
+        "podUID": "stall/x",
+        "cause": "ProgressDeadlineExceeded: No replica reported progress for 600s",
+        "reason": "ProgressDeadlineExceeded",
+    }
+    d = view.detail(job(status={"phase": "Running", "conditions": [stalled, running], "restartHistory": [entry]}), [], [], NOW)
+    assert [c["type"] for c in d["conditions"]] == ["Running", "Stalled"]  # over time
+    assert d["conditions"][1]["reason"] == "ProgressDeadlineExceeded"
+    assert d["restart_history"][0]["cause"].startswith("ProgressDeadlineExceeded: ")
+    assert d["restart_history"][0]["counted"] is True
+
+
 @pytest.mark.parametrize(
     ("usage", "expected"),
     [
