@@ -1,0 +1,25 @@
+"""Reports its progress, then blocks the way a collective that never returns does (issue 47: hang
+detection). After a restart (``T9K_RESTART_COUNT`` at least 1, the replica's counted restarts)
+it reports again, waits a moment and succeeds, unless told to block ``always``.
+
+    hang.py STEPS [always]
+"""
+
+import json
+import os
+import sys
+import time
+
+steps = int(sys.argv[1])
+always = sys.argv[2:] == ["always"]
+run = int(os.environ.get("T9K_RESTART_COUNT") or 0)
+print(f"run {run}", flush=True)
+for step in range(1, steps + 1):
+    time.sleep(0.3)
+    print("T9K_PROGRESS " + json.dumps({"step": run * steps + step, "total_steps": 10 * steps}), flush=True)
+if run == 0 or always:
+    print("all-reduce 7: waiting for peers", flush=True)
+    while True:
+        time.sleep(3600)
+time.sleep(3)  # the report read and the stall cleared before the job ends
+print("done", flush=True)
