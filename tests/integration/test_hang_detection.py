@@ -61,7 +61,7 @@ def test_a_job_whose_progress_stops_is_restarted_then_failed_once_no_restart_is_
     # Silence: evidence first, Stalled on record, then every replica restarts (counted once).
     c = wait_until(lambda: stalled(jobs, "hang"), timeout=DEADLINE + SLACK, what="Stalled")
     took = time.monotonic() - last_report
-    assert DEADLINE - 1 <= took <= DEADLINE + SLACK, took
+    assert DEADLINE - 2 <= took <= DEADLINE + SLACK, took  # report stamps are whole seconds
     assert c["reason"] == "ProgressDeadlineExceeded"
     assert "from replica hang-worker-0" in c["message"]
     wait_until(lambda: jobs.get(GJ, "hang")["status"].get("restartHistory") or [], timeout=SLACK, what="the restart")
@@ -117,7 +117,7 @@ def test_a_job_that_never_reports_is_never_judged_and_costs_no_write(cluster, jo
     controller = controller_factory("--progress-interval", "1")
     jobs.create(hung_job("quiet", limit=3))
     jobs.wait_phase(GJ, "quiet", "Running")
-    time.sleep(2)
+    time.sleep(3)  # the last detail write (--coalesce-status) done
     writes = controller.metrics().get("status_write", 0)
     time.sleep(DEADLINE * 2)
     assert jobs.condition(GJ, "quiet", "Stalled") is None

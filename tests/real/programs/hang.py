@@ -21,5 +21,5 @@ if run == 0 or always:
     print("all-reduce 7: waiting for peers", flush=True)
     while True:
         time.sleep(3600)
-time.sleep(3)  # the report read and the stall cleared before the job ends
+time.sleep(20)  # the report read (a followed log reopens with back-off after the restart) and the stall cleared first
 print("done", flush=True)
