@@ -46,3 +46,8 @@ def test_tasks(job, pods, outcome, phases, backoff):
                                                                  (12.5, ("Failed", "X", "m"), None)])  # fmt: skip
 def test_wake(deadline_in, outcome, requeue):
     assert record.wake(state(generic(), deadline_in=deadline_in, outcome=outcome)).requeue_after == requeue
+
+
+@pytest.mark.parametrize(("deadline_in", "stall_in", "requeue"), [(None, 30.0, 30.0), (12.5, 30.0, 12.5), (60.0, 5.0, 5.0)])
+def test_wake_at_the_first_of_the_deadline_and_a_stalls(deadline_in, stall_in, requeue):
+    assert record.wake(state(generic(), deadline_in=deadline_in, stall_in=stall_in)).requeue_after == requeue

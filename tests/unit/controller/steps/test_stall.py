@@ -222,6 +222,13 @@ def test_evidence_kept_then_every_replica_restarts_counted_once():
     assert (c["status"], c["reason"]) == ("False", "ProgressResumed")
     assert [e.reason for e in ok.events] == ["ProgressResumed"]
     assert ok.status["stall"]["resolvedAt"] == ts(21)
+    assert ok.requeue_after == pytest.approx(59.0)  # the timer again, from the new report
+
+    # Silent again past the deadline: a new stall, with a key of its own.
+    status = {**ok.status, "progress": {**ok.status["progress"], "reportedAt": ts(20)}}
+    again = run(job(), status, *new, kept(ts(-100)), now=NOW + timedelta(seconds=81))
+    assert (cond(again.status)["status"], again.status["stall"]["key"]) == ("True", ts(20))
+    assert [e.reason for e in again.events] == ["Stalled"]
 
 
 def test_in_place_every_replica_is_asked_once_and_the_counted_one_carries_its_count():
