@@ -29,6 +29,7 @@ from airflow_t9k.controller.push_setup import (
     push_setup,
     tls_origin,
 )
+from airflow_t9k.controller.reconcile.priority import PriorityBand, describe_map, parse_map
 from airflow_t9k.controller.runner import Controller, Settings
 from airflow_t9k.controller.scope import Scope, SelectorError, parse_selector
 from airflow_t9k.controller.serve import serve_all
@@ -188,7 +189,26 @@ def add_controller_parser(sub: Any) -> None:
     p.add_argument("--gang-scheduling", choices=["auto", "off"], default="auto",
                    help="a PodGroup (scheduling.k8s.io/v1alpha2, all-or-nothing placement) for every multi-pod job "
                         "that Kueue and Volcano do not admit, where the API server serves it (docs/queueing.md)")  # fmt: skip
+    p.add_argument("--priority-class-map", action="append", default=[], type=priority_map, metavar="LOW-HIGH=NAME,...",
+                   help="give the pods of a job with spec.scheduler.t9kScheduler the PriorityClass its priority maps to, "
+                        "so kube-scheduler orders and preempts by it without Kueue (docs/queueing.md): e.g. "
+                        "'0-49=batch-low,50-100=batch-high', or '0-100=airflow-t9k-priority-{priority}' for one class a "
+                        "value; a pod template's own priorityClassName wins. Default: none (the priority is only a pod "
+                        "annotation). Needs get, list, watch on priorityclasses")  # fmt: skip
     p.set_defaults(func=run_controller)
+
+
+def priority_map(text: str) -> tuple[PriorityBand, ...]:
+    """One ``--priority-class-map`` as bands; argparse reports a bad one as a usage error."""
+    try:
+        return parse_map(text)
+    except ValueError as exc:
+        raise argparse.ArgumentTypeError(str(exc)) from None
+
+
+def priority_bands(given: list[tuple[PriorityBand, ...]]) -> tuple[PriorityBand, ...]:
+    """Every ``--priority-class-map`` given, as one map (checked again: two flags may overlap)."""
+    return parse_map(describe_map(tuple(b for bands in given for b in bands)))
 
 
 def crd_is_ours(labels: dict[str, str]) -> bool:
@@ -368,7 +388,8 @@ async def main_async(args: argparse.Namespace) -> int:
             elector = make_elector(args, InstrumentedKube(transport, instruments), instruments)
             scope = make_scope(args)
             push = push_setup(args)
-        except (RefuseToStart, BadFlags) as exc:
+            bands = priority_bands(args.priority_class_map)
+        except (RefuseToStart, BadFlags, ValueError) as exc:
             log.error("%s", exc)
             return 2
         keeper = None
@@ -397,6 +418,7 @@ async def main_async(args: argparse.Namespace) -> int:
             progress_interval=max(args.progress_interval, 0.0),
             progress_streams=args.progress_streams,
             beam_external_service=args.allow_beam_external_service,
+            priority_map=bands,
             progress_push=push[0] if push else None,
             push_rate=args.progress_push_rate,
             push_burst=args.progress_push_burst,

@@ -33,6 +33,7 @@ from airflow_t9k.kinds.templates import CLUSTER, NAMESPACED, unresolved, wanted
 if TYPE_CHECKING:
     from airflow_t9k.controller.leader import LeaderElector
     from airflow_t9k.controller.queue import WorkQueue
+    from airflow_t9k.controller.reconcile.priority import PriorityBand
     from airflow_t9k.controller.reconcile.push import PushTarget
     from airflow_t9k.k8s.multiplexed import LineSource
 
@@ -92,6 +93,8 @@ class Settings:
     push_burst: float = 10.0
     # Whether a BeamJob may ask for a NodePort or LoadBalancer Service (kinds/beam.py EXTERNAL_SCOPES).
     beam_external_service: bool = False
+    # --priority-class-map (reconcile/priority.py): t9kScheduler priorities -> PriorityClasses; empty: off.
+    priority_map: tuple[PriorityBand, ...] = ()
 
 
 def detail_only(old: Obj, result: Plan) -> bool:
@@ -182,6 +185,12 @@ class Controller:
             for kind, path in KUEUE_CLUSTER.items():
                 self.informers[(kind, "")] = Informer(kube, path, kind=kind, watch_timeout=settings.watch_timeout,
                                                       transform=slim_for(kind))  # fmt: skip
+        if settings.priority_map:
+            # A class created or changed is what a job's status.scheduling names: plan them again.
+            self.informers[("PriorityClass", "")] = Informer(
+                kube, KUEUE_CLUSTER["PriorityClass"], kind="PriorityClass", watch_timeout=settings.watch_timeout,
+                transform=slim_for("PriorityClass"), handler=self._on_priority_class,
+            )  # fmt: skip
         self.executor = Executor(
             kube, self.informer_for, self.metrics, on_created=self._index, on_finished=self.instruments.job_finished
         )
@@ -240,6 +249,12 @@ class Controller:
         # A job with no children yet is new work, which waits behind the jobs already running.
         started = event != "ADDED" or meta.get("uid") in self.children
         self.queue.add((obj["kind"], meta["namespace"], meta["name"]), urgent=started)
+
+    def _on_priority_class(self, event: str, obj: Obj) -> None:
+        # Not during the first list: every job is planned once the caches have synced anyway.
+        informer = self.informers.get(("PriorityClass", ""))
+        if informer is not None and informer.synced.is_set():
+            self._requeue_all()
 
     def _undecodable(self, obj: Obj) -> None:
         """An object the watch could not decode stays out of the cache; say so on it, once."""
@@ -381,7 +396,9 @@ class Controller:
                 "beam_external_service": self.settings.beam_external_service,
                 "progress_push": self.settings.progress_push, "in_place_problem": self.settings.in_place_problem,
                 "restart_agent_image": self.settings.restart_agent_image, "gang_problem": self.settings.gang_problem,
-                "gangs": found.get(GANG_GROUP, {})}  # fmt: skip
+                "gangs": found.get(GANG_GROUP, {}), "priority_map": self.settings.priority_map}  # fmt: skip
+        if self.settings.priority_map:
+            more["pod_priority_classes"] = {n: o for (_, n), o in self.informers[("PriorityClass", "")].cache.items()}
         if not self.kueue:
             return Observed(*children, queueing=self.settings.queueing, **more)
         ns = job["metadata"]["namespace"]

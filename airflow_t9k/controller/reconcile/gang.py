@@ -16,7 +16,8 @@ replacement while others run is placed alone: the scheduler's gang counts only p
 seen end, so a lone replacement next to a finished replica could never reach ``minCount``.
 
 ``status.scheduling`` says what the job's scheduler settings do on this cluster: who enforces the
-gang, and whether ``t9kScheduler``'s queue and priority are enforced by Kueue or only recorded.
+gang, whether ``t9kScheduler``'s queue is enforced by Kueue or only recorded, and whether its
+priority is Kueue's, a PriorityClass kube-scheduler preempts by (reconcile/priority.py), or recorded.
 Pure: everything comes in through the job and ``Observed``.
 """
 
@@ -24,7 +25,7 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING
 
-from airflow_t9k.controller.reconcile import queueing, volcano
+from airflow_t9k.controller.reconcile import priority, queueing, volcano
 from airflow_t9k.controller.reconcile.actions import Action, Create
 from airflow_t9k.controller.reconcile.desired import child_meta, scheduler_settings
 from airflow_t9k.controller.reconcile.observe import Observed, is_deleting
@@ -120,13 +121,14 @@ def describe(kind: JobKind, job: Obj, observed: Observed, queued: bool, pods: in
     else:
         out["effect"] = "Ignored"
         out["gang"] = f"not enforced: pods are placed one by one ({observed.gang_problem})"
-    if sched:
+    choice = priority.choose(job, observed)
+    if sched and choice is not None:
+        why = "" if queued else queueing.why_not(job, observed)
         if queued:
             out["queue"] = f"{sched['queue']}: enforced by Kueue (the job waits in LocalQueue {sched['queue']})"
-            out["priority"] = f"{sched['priority']}: enforced by Kueue (the Workload's priority orders the queue and preempts)"
         else:
-            why = queueing.why_not(job, observed)
             out["queue"] = f"{sched['queue']}: ignored, only the pod label scheduler.tensorstack.dev/queue ({why})"
-            out["priority"] = (f"{sched['priority']}: ignored, only the pod annotation scheduler.tensorstack.dev/priority "
-                               f"({why})")  # fmt: skip
+        out["priority"] = priority.describe(choice, queued, why, priority.own_classes(kind, job))
+        if choice.name is not None:
+            out["priorityClassName"] = choice.name  # what the pods created from now on carry
     return out

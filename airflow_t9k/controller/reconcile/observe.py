@@ -11,6 +11,7 @@ from airflow_t9k.api.paths import GANG_GROUP, child_kind
 if TYPE_CHECKING:
     from datetime import datetime
 
+    from airflow_t9k.controller.reconcile.priority import PriorityBand
     from airflow_t9k.controller.reconcile.push import PushTarget
 
 Obj = dict[str, Any]
@@ -64,6 +65,10 @@ class Observed:
     # of that API (kind "GangGroup" here, apart from Volcano's).
     gang_problem: str | None = "not detected (the controller looks when it starts)"
     gangs: Mapping[str, Obj] = field(default_factory=dict)
+    # Priority without Kueue (reconcile/priority.py): --priority-class-map, and the cluster's
+    # PriorityClasses (scheduling.k8s.io) by name, watched only where the map is set.
+    priority_map: tuple[PriorityBand, ...] = ()
+    pod_priority_classes: Mapping[str, Obj] = field(default_factory=dict)
 
     @classmethod
     def of(cls, *objects: Obj, queueing: str = "off", local_queues: Collection[str] = (), volcano: bool = False,

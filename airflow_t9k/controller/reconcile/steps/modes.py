@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from airflow_t9k.controller.reconcile import gang, queueing
+from airflow_t9k.controller.reconcile import gang, priority, queueing
 from airflow_t9k.controller.reconcile.actions import Delete, Emit
 from airflow_t9k.controller.reconcile.desired import scheduler_settings
 from airflow_t9k.controller.reconcile.observe import is_deleting
@@ -18,15 +18,22 @@ def scheduler(p: PassState) -> PassState:
     p.queued = queueing.in_use(p.job, p.observed)
     said = p.sb.new[gang.STATUS] = gang.describe(p.kind, p.job, p.observed, p.queued, len(p.states))
     sched = scheduler_settings(p.job)
-    if sched and said["effect"] == "Ignored" and len(p.states) > 1 and p.sb.old.get(gang.STATUS) != said:
+    changed = p.sb.old.get(gang.STATUS) != said
+    if sched and said["effect"] == "Ignored" and len(p.states) > 1 and changed:
         message = f"spec.scheduler.t9kScheduler asks for gang scheduling, but the gang is {said['gang']}."
         p.events.append(Emit("Warning", "GangSchedulingNotEnforced", message))
+    unmapped = priority.warning(priority.choose(p.job, p.observed))
+    if unmapped and changed:  # the platform maps priorities to classes, and this one has none
+        p.events.append(Emit("Warning", "PriorityNotEnforced", unmapped))
     if p.queued or not sched:
         return p
+    by_class = said.get("priorityClassName")
+    enforced = (f"queue admission is not enforced (the priority is: PriorityClass {by_class} on the pods)" if by_class
+                else "queue admission and priority are not enforced")  # fmt: skip
     message = (
         f"spec.scheduler.t9kScheduler (queue {sched['queue']!r}, priority {sched['priority']}) "
-        "is recorded on the pods, but this cluster has no T9k Scheduler: queue admission and priority are not "
-        f"enforced and pods use the default scheduler. No Kueue admission either: {queueing.why_not(p.job, p.observed)} "
+        f"is recorded on the pods, but this cluster has no T9k Scheduler: {enforced} "
+        f"and pods use the default scheduler. No Kueue admission either: {queueing.why_not(p.job, p.observed)} "
         "(docs/queueing.md)."
     )
     if p.sb.set_condition("QueueAdmission", False, "NotEnforced", message):
