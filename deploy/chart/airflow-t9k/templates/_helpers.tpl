@@ -129,6 +129,34 @@ for, and the URL replicas are given. */}}
 {{- if not (has .Values.controller.queueing (list "auto" "kueue" "off")) -}}
 {{- fail (printf "controller.queueing must be auto, kueue or off (got %q)" .Values.controller.queueing) -}}
 {{- end -}}
+{{- with .Values.jobPriority -}}
+{{- if and .install.enabled .map -}}
+{{- fail "jobPriority.install.enabled and jobPriority.map both map priorities to classes: give one" -}}
+{{- end -}}
+{{- if and .install.enabled (gt (int .install.from) (int .install.to)) -}}
+{{- fail (printf "jobPriority.install.from (%d) is above jobPriority.install.to (%d)" (int .install.from) (int .install.to)) -}}
+{{- end -}}
+{{- if and .install.enabled (not (regexMatch "^[a-z0-9][-a-z0-9.]*$" .install.prefix)) -}}
+{{- fail (printf "jobPriority.install.prefix %q must start a PriorityClass name (lower-case letters, digits, '-', '.')" .install.prefix) -}}
+{{- end -}}
+{{- if and .install.enabled (hasPrefix "system-" .install.prefix) -}}
+{{- fail "jobPriority.install.prefix must not start with system-: those classes are the cluster's own components'" -}}
+{{- end -}}
+{{- if and .install.enabled (gt (sub (int .install.to) (int .install.from)) 999) -}}
+{{- fail "jobPriority.install makes at most 1000 PriorityClasses: narrow from..to" -}}
+{{- end -}}
+{{- end -}}
+{{- end -}}
+
+{{/* The controller's --priority-class-map: the installed classes', else jobPriority.map (empty: none). */}}
+{{- define "airflow-t9k.priorityClassMap" -}}
+{{- with .Values.jobPriority -}}
+{{- if .install.enabled -}}
+{{- printf "%d-%d=%s{priority}" (int .install.from) (int .install.to) .install.prefix -}}
+{{- else -}}
+{{- join "," .map -}}
+{{- end -}}
+{{- end -}}
 {{- end -}}
 
 {{/* The namespaces never reconciled beyond the cluster's own: scope.exclude and every namespace

@@ -239,6 +239,8 @@ go into a ClusterRole. tests/unit/deploy/test_chart_render.py checks every varia
   - get
   - list
   - watch
+# PriorityClasses: Kueue's priorities, and the classes --priority-class-map names (jobPriority:
+# whether the class a job's t9kScheduler priority maps to exists, and its value).
 - apiGroups:
   - scheduling.k8s.io
   resources:
