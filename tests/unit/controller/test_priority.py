@@ -198,3 +198,34 @@ def test_a_preempted_replica_spends_no_restart_and_comes_back_with_its_class():
     assert created["metadata"]["annotations"]["batch.tensorstack.dev/restart-count"] == "0"
     assert gone.status["phase"] != "Failed"
     assert [e["restartCount"] for t in gone.status["tasks"] for e in t["status"]] == [0]
+
+
+# -- the controller process: the flag, and PriorityClasses watched only with a map ---------------
+
+
+def test_the_flag_is_parsed_and_two_flags_that_overlap_are_refused():
+    from airflow_t9k.cli import build_parser
+    from airflow_t9k.controller.cli import priority_bands
+
+    args = build_parser().parse_args(["controller", "--priority-class-map", "0-49=low", "--priority-class-map", "50=mid"])
+    assert [str(b) for b in priority_bands(args.priority_class_map)] == ["0-49=low", "50=mid"]
+    with pytest.raises(ValueError, match="overlap"):
+        priority_bands(build_parser().parse_args(["controller", "--priority-class-map", "0-49=a",
+                                                  "--priority-class-map", "40-60=b"]).priority_class_map)  # fmt: skip
+    with pytest.raises(SystemExit):  # argparse's usage error, naming the entry
+        build_parser().parse_args(["controller", "--priority-class-map", "high=x"])
+
+
+@pytest.mark.parametrize("mapped", [False, True])
+def test_priority_classes_are_watched_only_with_a_map(mapped):
+    from airflow_t9k.controller.runner import Controller, Settings
+
+    bands = BANDS if mapped else ()
+    controller = Controller(kube=None, settings=Settings(namespaces=["ns"], kinds=["GenericJob"], priority_map=bands))  # type: ignore[arg-type]
+    assert (("PriorityClass", "") in controller.informers) is mapped
+    job = generic(scheduler=T9K)
+    if mapped:
+        controller.informers[("PriorityClass", "")].cache[("", "batch-normal")] = CLASSES["batch-normal"]
+    got = controller.observed(job, {"Pod": {}, "Service": {}, "ConfigMap": {}, "Job": {}})
+    assert got.priority_map == bands
+    assert dict(got.pod_priority_classes) == ({"batch-normal": CLASSES["batch-normal"]} if mapped else {})
