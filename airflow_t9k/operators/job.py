@@ -574,6 +574,7 @@ class T9kJobOperator(SubmitMixin, WaitMixin, CheckpointMixin, AssetsMixin, Linea
         state = interpret(current)
         if state.terminal:
             return self._finish(context, self._event_from(current, "success" if state.succeeded else "failed"))
+        self._phase_seen(state.phase)  # a job reattached to may run already (TIJobOperator's ti_state)
         deadline = self._deadline(context)
         self._follow_pods = pods_to_follow(current, self.log_replicas, self.max_followed_pods)
         if self.deferrable:

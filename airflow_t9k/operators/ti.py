@@ -268,13 +268,36 @@ class TIJobOperator(T9kJobOperator):
             "spec": {"replicaSpecs": specs, "runPolicy": {"cleanUpPolicy": "Unfinished"}},
         }
 
+    # TI's states only move forward (Created, Running, then the end): ``ti_state`` is written when
+    # the job is submitted, when it is first seen Running (by the worker-side wait, before a
+    # deferral, or by the trigger in the triggerer: Forwarding.running_xcom, no extra resume), and
+    # at the end (``_finish``).
+    _state_ti: Any = None
+    _state_pushed: str | None = None
+
     def execute(self, context: Any) -> Obj:
-        self._push(context["ti"], "ti_state", "Created")
+        self._state_ti, self._state_pushed = context["ti"], None
+        self._push_state("Created")
         return super().execute(context)
+
+    def _push_state(self, state: str) -> None:
+        if self._state_ti is not None and state != self._state_pushed:
+            self._push(self._state_ti, "ti_state", state)
+            self._state_pushed = state
+
+    def _phase_seen(self, phase: str | None) -> None:
+        if ti_state(phase) == "Running":
+            self._push_state("Running")
+
+    def _running_xcom(self) -> tuple[str, str] | None:
+        if not self.do_xcom_push or self._state_pushed == "Running":
+            return None  # nothing is pushed at all, or Running is on record already
+        return ("ti_state", "Running")
 
     def _finish(self, context: Any, event: Obj) -> Obj:
         ti = context["ti"]
-        self._push(ti, "ti_state", ti_state(event.get("phase")))
+        self._state_ti = ti
+        self._push_state(ti_state(event.get("phase")))
         if self.do_xcom_push:  # the report reads the job: not when nothing is pushed
             self._push(ti, "ti_job", ti_report(self._read(event), event, self.cluster or self._cluster(context)))
         return super()._finish(context, event)

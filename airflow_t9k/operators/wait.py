@@ -88,8 +88,17 @@ class WaitMixin:
                 follow_pods=tuple(self._follow_pods) if self._follow_pods is not None else None,
                 log_tail_lines=self.log_tail_lines,
                 save_log_cursor=self.do_xcom_push,
+                running_xcom=self._running_xcom(),
             ),
         )
+
+    def _running_xcom(self) -> tuple[str, str] | None:
+        """An XCom the trigger writes when it first sees the job Running (TIJobOperator's ``ti_state``)."""
+        return None
+
+    def _phase_seen(self, phase: str | None) -> None:
+        """The job's phase, each time it changes, as this worker sees it: before deferring, and in
+        the worker-side wait (TIJobOperator pushes ``ti_state`` from it)."""
 
     _cursor_store: Any = None  # the task state store, set by execute
 
@@ -163,6 +172,7 @@ class WaitMixin:
         if state.phase != last[0]:
             self.log.info("%s %s: %s", identity["kind"], identity["name"], state.summary())
             last[0] = state.phase
+            self._phase_seen(state.phase)
         if state.terminal:
             return self._event_from(job, "success" if state.succeeded else "failed")
         remaining = None if deadline is None else deadline - time.time()

@@ -58,20 +58,25 @@ async def load(trigger: Any) -> dict[str, Cursor]:
 
 async def save(trigger: Any, cursors: dict[str, Cursor]) -> bool:
     """Write the cursors; False when there is no task to write them to or writing failed."""
+    return await put(trigger, KEY, {pod: c.as_dict() for pod, c in cursors.items() if c.at is not None})
+
+
+async def put(trigger: Any, key: str, value: Any) -> bool:
+    """Write one XCom of the deferred task from the triggerer (also ``forwarding.running_xcom``, such
+    as TIJobOperator's ``ti_state``); False when there is no task to write to or writing failed."""
     ti = _ti_key(trigger)
     if ti is None:
         return False
     try:
         from airflow.sdk.bases.xcom import BaseXCom
 
-        value = {pod: c.as_dict() for pod, c in cursors.items() if c.at is not None}
         index = ti.map_index if getattr(ti, "map_index", None) is not None else -1
         await asyncio.wait_for(
-            BaseXCom.aset(KEY, value, dag_id=ti.dag_id, task_id=ti.task_id, run_id=ti.run_id, map_index=index), 10
+            BaseXCom.aset(key, value, dag_id=ti.dag_id, task_id=ti.task_id, run_id=ti.run_id, map_index=index), 10
         )
         return True
-    except Exception as exc:  # noqa: BLE001 - the log goes on; a restart would repeat lines, as before
-        trigger.log.debug("could not write %s: %s", KEY, exc)
+    except Exception as exc:  # noqa: BLE001 - the wait goes on; what is written is best-effort
+        trigger.log.debug("could not write %s: %s", key, exc)
         return False
 
 

@@ -352,6 +352,8 @@ class T9kJobTrigger(OutcomeMixin, ForwardMixin, BaseTrigger):
                 if state.phase != last_phase:
                     self.log.info("%s %s/%s: %s", self.kind, self.namespace, self.name, state.summary())
                     last_phase = state.phase
+                if state.phase == "Running":
+                    await self._running_seen()  # forwarding.running_xcom, once (outcome.py)
                 if state.terminal:
                     await self.logs_drained(job)  # the last lines first: the failed-logs report skips them
                     failed = await self._failed_logs(job) if not state.succeeded else {}

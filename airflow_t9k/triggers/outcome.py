@@ -16,6 +16,7 @@ from airflow_t9k.api.runmode import pause_patch
 from airflow_t9k.api.startup import startup_error, startup_failure, waiting_detail
 from airflow_t9k.k8s.aio import within
 from airflow_t9k.k8s.errors import ApiError
+from airflow_t9k.triggers import cursors
 
 if TYPE_CHECKING:
     from airflow_t9k.api.logcursor import Cursor
@@ -55,6 +56,21 @@ class OutcomeMixin:
     _last_failure: str
     _streamed: dict[str, Cursor]
     _fired: bool
+
+    _running_written: bool = False
+
+    async def _running_seen(self) -> None:
+        """The job runs: ``forwarding.running_xcom`` into the task's XCom, once (TIJobOperator's
+        ``ti_state``). Here rather than by an extra event: an event ends the deferral, and a resume
+        and a new deferral would cost a worker slot and a trigger each. Awaited, so it is written
+        before any end event the task then writes its final state from."""
+        wanted = self.forwarding.running_xcom
+        if self._running_written or not wanted or len(wanted) != 2:
+            return
+        self._running_written = True
+        if not await cursors.put(self, str(wanted[0]), wanted[1]):
+            self.log.info("could not write XCom %s=%s now the job runs (no task instance, or the API did not answer); "
+                          "the task writes its final value at the end", wanted[0], wanted[1])  # fmt: skip
 
     async def _at_deadline(self) -> TriggerEvent:
         """The deadline has passed: read the job once, bounded, before saying ``timeout``.

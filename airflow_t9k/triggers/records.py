@@ -76,17 +76,21 @@ class Forwarding:
     follow_pods: tuple[str, ...] | None = None  # None: every running replica
     log_tail_lines: int = 50  # lines of the first failed replica's log quoted in the event's message
     save_log_cursor: bool = True  # keep where the logs stand in XCom t9k_log_cursor (not with do_xcom_push=False)
+    # (key, value): an XCom the trigger writes once, when it first sees the job Running, so a deferred
+    # task shows it without a resume (TIJobOperator: ("ti_state", "Running")). None: nothing.
+    running_xcom: tuple[str, str] | None = None
 
 
-# 1: the four records (no key); 2: ``version`` written, unknown fields ignored. Raise it whenever a
-# field is added, so an older triggerer can say which version wrote what it ignores.
-VERSION = 2
+# 1: the four records (no key); 2: ``version`` written, unknown fields ignored; 3: Forwarding's
+# running_xcom. Raise it whenever a field is added, so an older triggerer can say which version
+# wrote what it ignores.
+VERSION = 3
 VERSION_KEY = "version"
 RECORDS: dict[str, type] = {"job": JobRef, "connection": Connection, "policy": WaitPolicy, "forwarding": Forwarding}
 # Flat keyword arguments that earlier versions stored and that hold credentials: still read from
 # an old row (the triggerer needs them to reach the cluster), never written by a new deferral.
 LEGACY_CREDENTIALS = ("config_dict", "connection_extras")
-_TUPLES = {"target_phases", "follow_pods"}
+_TUPLES = {"target_phases", "follow_pods", "running_xcom"}
 
 
 def _field_names(cls: type) -> set[str]:

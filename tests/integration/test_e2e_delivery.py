@@ -12,6 +12,8 @@ cluster: a training that succeeded is never run again (issue 28, point 1).
   ``version``) loads on this triggerer with a warning, and its task goes on (point 6);
 - a triggerer restart resumes a replica's log where the trigger left it (its XCom
   ``t9k_log_cursor``), not from the deferral: each line reaches the task log once (point 7);
+- a deferred TIJobOperator's XCom ``ti_state`` reads ``Running`` while its job runs, written by the
+  trigger with the task still deferred (issue 47, item 5);
 - one run id run three times (deleted and triggered again): each run submits its job under the
   next free name instead of failing on the third (point 7).
 """
@@ -107,6 +109,35 @@ def test_a_deferrable_sensor_on_an_ended_job_ends_on_the_worker(e2e):
     assert "Pausing task as DEFERRED" not in sensor_log, sensor_log[-3000:]
 
 
+def test_a_deferred_ti_jobs_state_reads_running_while_it_runs_without_a_resume(e2e, api_client):
+    # Before issue 47 (item 5) ti_state was written when the job was submitted (Created) and at its end.
+    stack, ns = e2e
+    run_id = stack.trigger("t9k_ti_running")
+    wait_until(lambda: stack.ti("t9k_ti_running", run_id)[0] == "deferred", timeout=120, interval=0.5, what="deferred")
+    api = client.CustomObjectsApi(api_client)
+
+    def running() -> list[str]:
+        items = api.list_namespaced_custom_object("batch.tensorstack.dev", "v1beta1", ns, "tensorflowtrainingjobs")["items"]
+        return [j["metadata"]["name"] for j in items if j["metadata"]["annotations"].get("airflow-t9k.io/run-id") == run_id
+                and (j.get("status") or {}).get("phase") == "Running"]  # fmt: skip
+
+    names = wait_until(running, timeout=60, what="the TI job running")
+
+    def state() -> object:
+        try:
+            return _xcom(stack, "t9k_ti_running", run_id, "ti_state")
+        except Exception:  # noqa: BLE001 - not readable yet
+            return None
+
+    wait_until(lambda: state() == "Running", timeout=30, interval=1, what="ti_state Running")
+    assert stack.ti("t9k_ti_running", run_id)[0] == "deferred"  # written from the triggerer: no resume
+    release_pods(client.CoreV1Api(api_client), ns, names)
+    states = stack.states_until("t9k_ti_running", run_id, {"success", "failed"}, timeout=180)
+    log = stack.task_log("t9k_ti_running", run_id)
+    assert states[-1] == "success", (states, log[-4000:])
+    assert _xcom(stack, "t9k_ti_running", run_id, "ti_state") == "Succeeded"
+
+
 # A newer worker's row: a field the WaitPolicy does not know, a record of its own, a higher version.
 REWRITE = """
 from airflow.models.trigger import Trigger
@@ -119,7 +150,7 @@ with create_session() as session:
     kwargs = rows[0].kwargs
     kwargs["policy"] = {**kwargs["policy"], "retry_budget": 3}
     kwargs["tracing"] = {"span": "abc"}
-    kwargs["version"] = 3
+    kwargs["version"] = 4
     rows[0].kwargs = kwargs
 """
 
@@ -138,7 +169,7 @@ def test_a_trigger_row_a_newer_worker_wrote_loads_on_this_triggerer_with_a_warni
     states = stack.states_until("t9k_upgrade", run_id, {"success", "failed"}, timeout=180)
     log = stack.task_log("t9k_upgrade", run_id)
     assert states[-1] == "success", (states, log[-4000:])
-    assert "T9kJobTrigger written by version 3 of airflow-t9k (this triggerer runs version 2); ignored: " in log, log[-4000:]
+    assert "T9kJobTrigger written by version 4 of airflow-t9k (this triggerer runs version 3); ignored: " in log, log[-4000:]
     assert "WaitPolicy fields retry_budget" in log, log[-4000:]
     assert "key 'tracing'" in log, log[-4000:]
 

@@ -19,10 +19,12 @@ def test_seed_tfplus_distributed_example_runs_three_workers_and_reports_like_ti(
     with DAG("dag", start_date=datetime(2026, 1, 1), schedule=None):
         op = TIJobOperator(task_id="train", command=SEED_COMMAND, runtime_version="tfplus-1.6.0-gpu", worker_count=3,
                            worker_type="0U0G2P", runtime_images={"tfplus-1.6.0-gpu": "busybox"}, deferrable=False,
-                           pod_annotations={"sim.t9k.test/duration": "1s"})  # fmt: skip
+                           pod_annotations={"sim.t9k.test/duration": "5s"})  # fmt: skip
     ctx = context()
     out = op.execute(ctx)
     assert out["phase"] == "Succeeded"
+    # TI's states in order, Running while it ran (issue 47, item 5: before, Created then the end).
+    assert [v for k, v in ctx["ti"].pushed if k == "ti_state"] == ["Created", "Running", "Succeeded"]
     name = out["name"]
     job = jobs.get("TensorFlowTrainingJob", name)
     tasks = job["status"]["tasks"]

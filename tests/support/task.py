@@ -13,10 +13,12 @@ class FakeTI:
         if max_tries is not None:
             self.max_tries = max_tries
         self.xcom: dict[str, Any] = {}
+        self.pushed: list[tuple[str, Any]] = []  # every push, in order (an XCom written more than once)
         self.start_date = None
 
     def xcom_push(self, key: str, value: Any) -> None:
         self.xcom[key] = value
+        self.pushed.append((key, value))
 
 
 class Store(dict):

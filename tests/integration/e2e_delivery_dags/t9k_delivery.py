@@ -8,6 +8,7 @@ from datetime import datetime, timedelta
 from airflow.sdk import DAG
 
 from airflow_t9k.operators.kinds import GenericJobOperator
+from airflow_t9k.operators.ti import TIJobOperator
 from airflow_t9k.sensors.job import T9kJobSensor
 
 START = datetime(2026, 1, 1)
@@ -55,3 +56,9 @@ with DAG("t9k_log_end_down", start_date=START, schedule=None, catchup=False):
 with DAG("t9k_same_run_id", start_date=START, schedule=None, catchup=False):
     GenericJobOperator(task_id="train", image="busybox", replicas=1, deferrable=False,
                        pod_annotations={"sim.t9k.test/duration": "2s"})  # fmt: skip
+
+# A TI job whose pod runs until the test releases it: its XCom ti_state reads Running while it runs,
+# written by the trigger in the triggerer (issue 47, item 5), with the task still deferred.
+with DAG("t9k_ti_running", start_date=START, schedule=None, catchup=False):
+    TIJobOperator(task_id="train", command="python train.py", runtime_images={"tf-1.7.0-py3": "busybox"},
+                  deferrable=True, log_events=False, stream_logs=False)  # fmt: skip
