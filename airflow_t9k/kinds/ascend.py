@@ -21,9 +21,10 @@ pods stay). Succeeded and Failed pods stay under the default, so their logs can 
 from __future__ import annotations
 
 from datetime import datetime
+from typing import TYPE_CHECKING
 
 from airflow_t9k.api.resources import RESOURCES
-from airflow_t9k.kinds import ascend_gang, ascend_ranktable, kubeflow_status
+from airflow_t9k.kinds import ascend_gang, ascend_ranktable, ascend_verdict, kubeflow_status
 from airflow_t9k.kinds.base import (
     TRAINING_RESTART_POLICIES,
     UNLIMITED,
@@ -36,6 +37,9 @@ from airflow_t9k.kinds.base import (
     container_named,
     set_env,
 )
+
+if TYPE_CHECKING:
+    from airflow_t9k.kinds.verdict import Ended
 
 CONTAINER = "ascend"
 PORT_NAME = "ascendjob-port"
@@ -304,6 +308,11 @@ class AscendJob(JobKind):
                            "NPU_POD": str(npus(spec.template) > 0).lower()})  # fmt: skip
             if "ip" in inputs or is_leader:  # a lone MindSpore worker has no scheduler to find
                 _set_address(main, "MS_SCHED_HOST", None if is_leader else ip)
+
+    def rule_verdict(self, job: Obj, phase: str, ended: list[Ended]) -> tuple[str, str] | None:
+        """What decided the end, in seed 002's terms: an AscendJob has no success or failure rules,
+        only "every pod must succeed", restart policies and ``runPolicy.backoffLimit``."""
+        return ascend_verdict.verdict(job, phase, ended, self.backoff_limit(job))
 
     # -- status ---------------------------------------------------------------------------
     def core_status(self, status: Obj | None) -> Obj | None:

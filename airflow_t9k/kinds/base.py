@@ -15,6 +15,7 @@ from typing import TYPE_CHECKING, Any, ClassVar, Protocol
 
 if TYPE_CHECKING:
     from airflow_t9k.api.resources import JobResource
+    from airflow_t9k.kinds.verdict import Ended
 
 Obj = dict[str, Any]
 Rule = dict[str, list[int]]
@@ -305,8 +306,10 @@ class JobKind:
         """Override clean-up: (policy, types). None means spec.cleanUpPolicy for all types."""
         return None
 
-    def outcome_message(self, job: Obj, phase: str) -> str | None:
-        """The Completed/Failed message when a rule decides the job; None: the core's, naming the rule."""
+    def rule_verdict(self, job: Obj, phase: str, ended: list[Ended]) -> tuple[str, str] | None:
+        """(reason, message) of the Completed/Failed condition when the job's rules decide its end;
+        ``ended``: the replicas the deciding rule names (kinds/verdict.py). None: the core's, seed
+        001's reason (``Failed``, ``Succeeded``) and a message naming the rule."""
         return None
 
     def podgroup_spec(self, job: Obj) -> Obj | None:

@@ -11,10 +11,14 @@ from __future__ import annotations
 
 import copy
 import re
+from typing import TYPE_CHECKING
 
 from airflow_t9k.api.resources import RESOURCES
 from airflow_t9k.kinds.base import InvalidSpec, JobKind, ModeOverride, Obj
 from airflow_t9k.kinds.ssh_launch import HOSTFILE, LAUNCHER, SSHLaunchKind, spec_of
+
+if TYPE_CHECKING:
+    from airflow_t9k.kinds.verdict import Ended
 
 MASTER_PORT = 29500
 _NUMBER = re.compile(r"^-\d")
@@ -87,9 +91,9 @@ class ColossalAIJob(SSHLaunchKind):
             parts += ["--extra_launch_args", torch_args]
         return parts + [str(c) for c in worker["command"]]
 
-    def outcome_message(self, job: Obj, phase: str) -> str | None:
+    def rule_verdict(self, job: Obj, phase: str, ended: list[Ended]) -> tuple[str, str] | None:
         # Seed 003's status example: the launcher's failure reads "The job exited with an error code."
-        return "The job exited with an error code." if phase == "Failed" else None
+        return ("Failed", "The job exited with an error code.") if phase == "Failed" else None
 
     def queued(self, job: Obj, rtype: str) -> bool:
         # Seed 003 puts the "execution replicas" (the workers) in the queue, not the launcher:

@@ -4,7 +4,9 @@ The core keeps T9k's status (phase, conditions, per-replica ``tasks``); this mod
 to conditions ``Created / Running / Restarting / Succeeded / Failed``, ``replicaStatuses``,
 ``startTime``, ``completionTime`` and ``lastReconcileTime``, and back. ``tasks`` and
 ``backoffCount`` stay in the status: they carry restart counts across a pod's deletion and
-name the failed replicas for the operator's report.
+name the failed replicas for the operator's report; so do ``rootCause`` (the replica that failed
+first, which the operator's error and ``permanent_exit_codes`` read) and ``restartHistory`` (the
+disruptions on record, so a pass repeated after a conflict finds its own decision).
 """
 
 from __future__ import annotations
@@ -29,6 +31,7 @@ KEPT = (
     "progress",
     "template",
     "created",
+    "rootCause",  # the failure that decided the end (reconcile/disruption.py)
     "restartHistory",  # what restarted and why (reconcile/disruption.py), a stall's included
     "stall",  # the last stall, on record across passes (reconcile/stall.py)
 )

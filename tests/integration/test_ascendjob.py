@@ -92,7 +92,15 @@ def test_restart_then_backoff_exhausted(jobs, controller):
     set_pod_terminated(jobs.core, jobs.ns, "ac-worker-1", phase="Failed", exit_code=1)
     failed = jobs.wait_condition(KIND, "ac", "Failed")["status"]
     assert failed["backoffCount"] == 1
-    assert '{ "Worker": [1] }' in failed["conditions"][-1]["message"]
+    # What decided it, not a failure rule AscendJob does not have (issue 47, item 5).
+    last = failed["conditions"][-1]
+    assert last["reason"] == "BackoffLimitExceeded", last
+    assert (
+        "replica ac-worker-1 (Worker) failed with exit code 1 after 1 restart(s), and runPolicy.backoffLimit (1) is spent"
+        in last["message"]
+    ), last
+    assert "rule" not in last["message"]
+    assert failed["rootCause"]["replica"] == "ac-worker-1"
     # cleanPodPolicy's default, Running (seed 002; MindCluster's handleFinishedJob): the Master
     # stops holding its NPUs, the failed worker stays with its logs.
     wait_until(lambda: "ac-master-0" not in jobs.live_pods("ac"), timeout=30, what="master cleaned up")

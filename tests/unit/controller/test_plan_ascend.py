@@ -221,7 +221,8 @@ def test_success_needs_every_pod_and_clean_pod_policy_none_keeps_pods():
     assert conditions(p.status)["Succeeded"] == "True"
     assert conditions(p.status)["Running"] == "False"
     assert p.deletes() == []
-    assert "successfully" in p.status["conditions"][-1]["message"]
+    assert p.status["conditions"][-1]["message"].startswith("AscendJob ac succeeded: all 3 pods succeeded")
+    assert p.status["conditions"][-1]["reason"] == "AscendJobSucceeded"
 
 
 def test_restarting_lasts_until_every_replica_runs_again_and_restart_counts_survive_the_pod():

@@ -3,13 +3,16 @@
 from __future__ import annotations
 
 import json
+from dataclasses import replace
 from datetime import datetime
 from typing import TYPE_CHECKING
 
 from airflow_t9k.controller.reconcile import queueing
 from airflow_t9k.controller.reconcile.disruption import group_disruption
 from airflow_t9k.controller.reconcile.status import timestamp
+from airflow_t9k.kinds import verdict as verdict_
 from airflow_t9k.kinds.base import JobKind, Obj, Rule, debug_enabled
+from airflow_t9k.kinds.verdict import Ended
 
 if TYPE_CHECKING:
     from airflow_t9k.controller.reconcile.passstate import Outcome, PassState
@@ -78,18 +81,44 @@ def decide(kind: JobKind, job: Obj, states: list[SlotState], budget: list[int] |
     }
     if rule := satisfied(kind.failure_rules(job), failed_for_good):
         # Seed 001's reasons: the message names the rule, so a "FailureRule" reason added nothing.
-        return "Failed", "Failed", kind.outcome_message(job, "Failed") or f"The job is failed with rule: {fmt(rule)}"
+        # A kind without such rules names what decided instead (AscendJob: kinds/verdict.py).
+        said = kind.rule_verdict(job, "Failed", deciders(states, rule, budget))
+        return ("Failed", *said) if said else ("Failed", "Failed", f"The job is failed with rule: {fmt(rule)}")
     if rule := satisfied(kind.success_rules(job), succeeded):
-        return (
-            "Succeeded",
-            "Succeeded",
-            kind.outcome_message(job, "Succeeded") or f"The job has finished successfully with rule: {fmt(rule)}",
-        )
+        said = kind.rule_verdict(job, "Succeeded", deciders(states, rule, budget))
+        return ("Succeeded", *said) if said else ("Succeeded", "Succeeded",
+                                                 f"The job has finished successfully with rule: {fmt(rule)}")  # fmt: skip
     ended = succeeded | failed_for_good
     restartable = any(s.restart_recorded or (s.ended and s.can_restart(budget)) for s in states)
     if states and len(ended) == len(states) and not restartable:
         return "Failed", "NoRuleSatisfied", "All replicas have ended, but no success rule was satisfied."
     return None
+
+
+def deciders(states: list[SlotState], rule: Rule, budget: list[int] | None) -> list[Ended]:
+    """The replicas ``rule`` names, in its order, with why a failed one is not restarted."""
+    by_slot = {(s.slot.type, s.slot.rank): s for s in states}
+    out = []
+    for rtype, ranks in rule.items():
+        for rank in ranks:
+            s = by_slot.get((rtype, rank))
+            if s is None or s.phase not in ("Succeeded", "Failed"):
+                continue
+            policy = s.slot.spec.restart
+            failed = s.phase == "Failed"
+            if not failed:
+                why = ""
+            elif not replace(policy, limit=s.restarts + 1).allows(False, s.restarts, s.exit_code):
+                why = verdict_.POLICY  # whatever is left of the limit, the policy does not restart this end
+            elif s.restarts >= policy.limit:
+                why = verdict_.LIMIT
+            elif budget is not None and budget[0] <= 0:
+                why = verdict_.BACKOFF
+            else:
+                why = ""
+            out.append(Ended(s.slot.pod_name, rtype, str(s.phase), s.exit_code if failed else None, policy.policy,
+                             s.restarts, why))  # fmt: skip
+    return out
 
 
 def satisfied(rules: list[Rule], done: set[tuple[str, int]]) -> Rule | None:
