@@ -37,7 +37,11 @@ API_VERSION = "kueue.x-k8s.io/v1beta2"
 CONDITION = "Admitted"  # on the job: False while it waits in its queue, True once Kueue admitted it
 # Eviction reasons after which Kueue queues the Workload again by itself (its jobframework's rule).
 REQUEUED_BY_KUEUE = ("Preempted", "NodeFailures")
-POD_TEMPLATE_KEYS = ("nodeSelector", "tolerations", "affinity", "runtimeClassName", "overhead")
+# What Kueue reads of a podSet's pod spec besides the containers: placement, and requests.
+# resourceClaims, as Kueue's own job integrations pass the whole pod spec: Kueue counts the DRA
+# devices of claims from ResourceClaimTemplates against its quota where its DRA integration is on
+# (docs/queueing.md "DRA devices": which version does what with them).
+POD_TEMPLATE_KEYS = ("nodeSelector", "tolerations", "affinity", "runtimeClassName", "overhead", "resourceClaims")
 
 
 @dataclass(frozen=True)
