@@ -14,6 +14,9 @@
   ``--runtime-config=scheduling.k8s.io/v1alpha2=true``); whether kube-scheduler enforces them
   (feature gate ``GangScheduling``) cannot be read through the API, so a served PodGroup API is
   taken as the scheduler's too (the local cluster turns both on together; docs/queueing.md).
+- **DRA devices** (Kubernetes 1.34+: ``resource.k8s.io/v1``): the API server serves
+  ResourceClaimTemplates, so the controller can read what a pod's claims ask for and count it
+  in the job's usage (reconcile/dra.py, docs/usage.md).
 
 Each answer is ``None`` when the feature is there, else one sentence saying why not.
 """
@@ -33,6 +36,7 @@ log = logging.getLogger(__name__)
 
 FEATURE = "RestartAllContainersOnContainerExits"
 GANG_API = "/apis/scheduling.k8s.io/v1alpha2"
+DRA_API = "/apis/resource.k8s.io/v1"
 NODES_NAMED = 3  # nodes named in the sentence; the rest are counted
 
 
@@ -95,4 +99,22 @@ async def detect_gang(kube: Kube) -> str | None:
         return f"the API server's {GANG_API[6:]} could not be read: {exc.message}"
     if not any(r.get("name") == "podgroups" for r in doc.get("resources") or []):
         return f"the API server serves {GANG_API[6:]} without PodGroups"
+    return None
+
+
+def claim_templates_path(namespace: str | None = None) -> str:
+    """Where ResourceClaimTemplates are listed and watched: one namespace's, or every namespace's."""
+    return f"{DRA_API}/namespaces/{namespace}/resourceclaimtemplates" if namespace else f"{DRA_API}/resourceclaimtemplates"
+
+
+async def detect_dra(kube: Kube) -> str | None:
+    """None where the API server serves ResourceClaimTemplates (resource.k8s.io/v1), else why not."""
+    try:
+        doc = await kube.get(DRA_API)
+    except NotFound:
+        return f"the API server does not serve {DRA_API[6:]} (Kubernetes 1.34 or later)"
+    except ApiError as exc:
+        return f"the API server's {DRA_API[6:]} could not be read: {exc.message}"
+    if not any(r.get("name") == "resourceclaimtemplates" for r in doc.get("resources") or []):
+        return f"the API server serves {DRA_API[6:]} without ResourceClaimTemplates"
     return None

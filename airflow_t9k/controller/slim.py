@@ -90,7 +90,9 @@ def _slim_pod(out: Obj, pod: Obj) -> Obj:
                                       for c in spec["containers"] if isinstance(c, dict)]}  # fmt: skip
         if isinstance(spec.get("initContainers"), list):  # names only: whether the pod restarts in place
             out["spec"]["initContainers"] = [{"name": c.get("name")} for c in spec["initContainers"] if isinstance(c, dict)]
-        for key in ("nodeName", "schedulingGroup"):  # whether a gang is placed yet (reconcile/gang.py)
+        # nodeName, schedulingGroup: whether a gang is placed yet (reconcile/gang.py); resourceClaims:
+        # the DRA devices usage counts (reconcile/dra.py).
+        for key in ("nodeName", "schedulingGroup", "resourceClaims"):
             if key in spec:
                 out["spec"][key] = spec[key]
     return out
@@ -102,9 +104,10 @@ SLIM: dict[str, Transform] = {
     # status, all of it: phase (rules, clean-up, Beam's "cluster running"), reason (Evicted),
     # containerStatuses' states with exit codes, reasons and termination messages (restart
     # policy, failure messages, the decisive replica's result; the runs' start and finish
-    # times, which usage counts). Of the spec only each container's name and resources:
-    # usage counts what their limits ask for (reconcile/usage.py); the core renders new pods
-    # from the job, never from the pods it sees. And what in-place restarts and gangs read:
+    # times, which usage counts). Of the spec only each container's name and resources, and
+    # the pod's resourceClaims: usage counts what their limits and the claims' templates ask
+    # for (reconcile/usage.py); the core renders new pods from the job, never from the pods it
+    # sees. And what in-place restarts and gangs read:
     # the containers' restart rules, the init containers' names (reconcile/inplace.py), the
     # node a pod is bound to and its scheduling group (reconcile/gang.py).
     "Pod": lambda obj: _slim_pod(_keeper(top=("status",))(obj), obj),

@@ -5,6 +5,9 @@ A pod's *run* lasts from its first container's ``startedAt`` to its last contain
 containers' limits ask for (init containers excluded): every extended resource
 (``nvidia.com/gpu``, ``huawei.com/Ascend910``, any ``vendor/name`` that is not cpu, memory,
 storage or hugepages) times the run's seconds, and cpu (limit, else request) times them.
+Devices asked for through DRA (a claim made from a ResourceClaimTemplate, reconcile/dra.py)
+count the same way, under their DeviceClass's name (``gpu.nvidia.com``): a DeviceClass name
+has no ``/``, so it never is an extended resource's.
 
 ``status.usage`` is a ledger that survives the pods' deletion and counts each run once:
 
@@ -36,6 +39,7 @@ from decimal import Decimal, InvalidOperation
 from typing import Any
 
 from airflow_t9k.controller.reconcile.actions import Delete, Plan
+from airflow_t9k.controller.reconcile.dra import pod_devices
 from airflow_t9k.controller.reconcile.observe import Observed, is_deleting
 from airflow_t9k.controller.reconcile.status import FINISHED, timestamp
 
@@ -65,8 +69,9 @@ def is_accelerator(resource: str) -> bool:
     return resource not in NOT_ACCELERATORS and not resource.startswith("hugepages-")
 
 
-def requested(pod: Obj) -> tuple[dict[str, float], float]:
-    """(accelerators per resource name, cpus) the pod's containers' limits ask for."""
+def requested(pod: Obj, claim_templates: Mapping[str, Obj] | None = None) -> tuple[dict[str, float], float]:
+    """(accelerators per resource name, cpus) the pod's containers' limits ask for, and the DRA
+    devices its claims from ``claim_templates`` (its namespace's, by name) ask for, per DeviceClass."""
     accelerators: dict[str, float] = {}
     cpu = 0.0
     for c in (pod.get("spec") or {}).get("containers") or []:
@@ -76,6 +81,8 @@ def requested(pod: Obj) -> tuple[dict[str, float], float]:
             if is_accelerator(str(name)) and (n := _number(value)) > 0:
                 accelerators[str(name)] = accelerators.get(str(name), 0.0) + n
         cpu += _number(limits.get("cpu", requests.get("cpu", 0)))
+    for device_class, n in pod_devices(pod, claim_templates or {}).items():
+        accelerators[device_class] = accelerators.get(device_class, 0.0) + n
     return accelerators, cpu
 
 
@@ -116,11 +123,13 @@ def _add(into: dict[str, Any], what: Mapping[str, float], seconds: float) -> Non
         into[name] = _tidy(float(into.get(name, 0)) + n * seconds)
 
 
-def account(old: Obj | None, new: Obj, pods: Mapping[str, Obj], deleted: Iterable[str], now: datetime) -> Obj:
+def account(old: Obj | None, new: Obj, pods: Mapping[str, Obj], deleted: Iterable[str], now: datetime,
+            claim_templates: Mapping[str, Obj] | None = None) -> Obj:  # fmt: skip
     """``new`` (a status) with ``usage`` brought up to date for this pass.
 
     ``old``: the status the pass started from; ``pods``: the job's pods by name; ``deleted``:
-    uids of pods the pass deletes. A finished job's usage is final: nothing changes after.
+    uids of pods the pass deletes; ``claim_templates``: the job namespace's ResourceClaimTemplates
+    by name, read when a run opens. A finished job's usage is final: nothing changes after.
     """
     if (old or {}).get("phase") in FINISHED:
         return new
@@ -142,7 +151,7 @@ def account(old: Obj | None, new: Obj, pods: Mapping[str, Obj], deleted: Iterabl
         start, _ = _times(pod)
         if start is None:
             continue
-        accelerators, cpu = requested(pod)
+        accelerators, cpu = requested(pod, claim_templates)
         ledger["open"][uid] = {
             "pod": pod["metadata"].get("name", ""),
             "start": start,
@@ -184,5 +193,12 @@ def with_usage(job: Obj, old: Obj | None, plan: Plan, observed: Observed, now: d
         return plan
     uids = {n: (p.get("metadata") or {}).get("uid") for n, p in observed.pods.items()}
     deleted = {a.uid or uids.get(a.name) or "" for a in plan.actions if isinstance(a, Delete) and a.kind == "Pod"}
-    status = account(old, plan.status, observed.pods, deleted - {""}, now)
+    status = account(old, plan.status, observed.pods, deleted - {""}, now, claim_templates(observed))
     return plan if status is plan.status else replace(plan, status=status)
+
+
+def claim_templates(observed: Observed) -> Mapping[str, Obj]:
+    """The job namespace's ResourceClaimTemplates by name, where the runner watches them
+    (``Observed.claim_templates``); none where it does not, and then DRA devices count nothing."""
+    found = getattr(observed, "claim_templates", None)  # until Observed carries the field
+    return found if isinstance(found, Mapping) else {}
