@@ -82,6 +82,14 @@ def started(pod: Obj) -> str | None:
     return min(times) if times else None
 
 
+def container_id(pod: Obj, container: str | None) -> str | None:
+    """The ID of the followed container's current run (None before it has one)."""
+    for cs in (pod.get("status") or {}).get("containerStatuses") or []:
+        if container is None or cs.get("name") == container:
+            return str(cs.get("containerID") or "") or None
+    return None
+
+
 def ended(pod: Obj) -> bool:
     return str((pod.get("status") or {}).get("phase")) in ("Succeeded", "Failed")
 
@@ -114,6 +122,7 @@ class Stream:
     def __init__(self, uid: str, values: Obj) -> None:
         self.uid = uid
         self.pod_uid: str | None = None
+        self.instance: str | None = None  # the followed container's ID: a restart in place gives a new one
         self.pod = ""
         self.values = values
         self.time: str | None = None  # the last report's timestamp (to the second)
@@ -191,10 +200,14 @@ class ProgressStreams:
                 and recorded.get("reportedAt")
             ):
                 s.time = str(recorded["reportedAt"])  # go on from there, not from the pod's start
-        if s.pod_uid != pod_uid:
+        instance = container_id(pod, container)
+        # The same pod with a new container (restarted in place, reconcile/inplace.py): the open
+        # stream may hang on the container that ended, so it is opened again, on the one running.
+        restarted = s.pod_uid == pod_uid and s.active and instance != s.instance
+        if s.pod_uid != pod_uid or restarted:
             if s.active:
                 s.cancel()
-            if self.active() >= self.max_streams and not self._make_room(key):
+            if not restarted and self.active() >= self.max_streams and not self._make_room(key):
                 if key not in self._refused:
                     self._refused.add(key)
                     self.metrics["progress_stream_refused"] += 1
@@ -203,7 +216,9 @@ class ProgressStreams:
                     )
                 return
             self._refused.discard(key)
-            s.pod_uid, s.pod, s.last = pod_uid, str(pod["metadata"]["name"]), ""
+            if not restarted:  # a new pod's log is read from its start; the same pod's goes on after s.last
+                s.last = ""
+            s.pod_uid, s.pod, s.instance = pod_uid, str(pod["metadata"]["name"]), instance
             since = started(pod) or ""
             if s.time and s.time >= _stamp(since):  # values recorded from this pod: go on from there
                 since = s.time

@@ -39,7 +39,8 @@ def test_a_blocked_program_is_restarted_in_its_pods_and_goes_on(jobs, controller
     assert stalled["reason"] == "ProgressDeadlineExceeded"
     done = real.finished(jobs, "GenericJob", "hr", ["hr-worker-0", "hr-worker-1"], timeout=180)
     status = done["status"]
-    assert status["phase"] == "Succeeded", real.describe("hr-worker-0", "hr-worker-1")
+    said = json.dumps({k: status.get(k) for k in ("conditions", "restartHistory", "stall")}, indent=1)
+    assert status["phase"] == "Succeeded", said + real.describe("hr-worker-0", "hr-worker-1")
     [entry] = status["restartHistory"]
     assert (entry["reason"], entry["counted"], entry.get("inPlace")) == ("ProgressDeadlineExceeded", True, True)
     c = next(c for c in status["conditions"] if c["type"] == "Stalled")

@@ -46,7 +46,8 @@ class FakeLogs:
             yield line
 
 
-def pod(name: str, uid: str | None = None, phase: str = "Running", started: str | None = "2026-11-25T12:00:00Z") -> Obj:
+def pod(name: str, uid: str | None = None, phase: str = "Running", started: str | None = "2026-11-25T12:00:00Z",
+        cid: str | None = None) -> Obj:  # fmt: skip
     state: Obj = {"waiting": {"reason": "ContainerCreating"}}
     if started and phase == "Running":
         state = {"running": {"startedAt": started}}
@@ -54,7 +55,8 @@ def pod(name: str, uid: str | None = None, phase: str = "Running", started: str 
         state = {"terminated": {"exitCode": 0, "startedAt": started, "finishedAt": "2026-11-25T12:05:00Z"}}
     return {"metadata": {"name": name, "uid": uid or f"uid-{name}"},
             "spec": {"containers": [{"name": "main"}, {"name": "sidecar"}]},
-            "status": {"phase": phase, "containerStatuses": [{"name": "main", "state": state}]}}  # fmt: skip
+            "status": {"phase": phase, "containerStatuses": [{"name": "main", "state": state,
+                                                              **({"containerID": cid} if cid else {})}]}}  # fmt: skip
 
 
 def pods(*ps: Obj) -> dict[str, Obj]:
@@ -175,6 +177,28 @@ async def test_a_restarted_replica_is_followed_and_the_values_go_on(monkeypatch)
     await settle()
     assert logs.opened[-1][1]["sinceTime"] == "2026-11-25T12:01:00Z"  # the new pod's start
     assert streams.report(KEY, "uid-job")["values"] == {"step": 3, "metrics": {"loss": 1}}
+    assert streams.active() == 1
+    await streams.close()
+
+
+@pytest.mark.asyncio
+async def test_a_replica_restarted_in_place_is_followed_on_its_new_container():
+    """The same pod with a new container: the stream on the old one may never end (seen on a real
+    kubelet after an in-place restart), so the pass that sees the new container opens it again."""
+    streams, logs, _, counts = make(interval=0)
+    job = generic("job", ("worker", 1))
+    streams.sync(KEY, job, pods(pod("job-worker-0", cid="containerd://one")))
+    logs.feed("job-worker-0", "2026-11-25T12:00:01.500Z T9K_PROGRESS step=1")
+    await settle()
+    streams.sync(KEY, job, pods(pod("job-worker-0", cid="containerd://one")))  # nothing new: the same stream
+    await settle()
+    assert len(logs.opened) == 1
+    streams.sync(KEY, job, pods(pod("job-worker-0", cid="containerd://two", started="2026-11-25T12:00:09Z")))
+    logs.feed("job-worker-0", "2026-11-25T12:00:01.500Z T9K_PROGRESS step=1", "2026-11-25T12:00:10Z T9K_PROGRESS step=2")
+    await settle()
+    assert [q["sinceTime"] for _, q in logs.opened] == ["2026-11-25T12:00:00Z", "2026-11-25T12:00:01Z"]
+    assert counts["progress_line"] == 2  # the line read before is skipped
+    assert streams.report(KEY, "uid-job")["values"] == {"step": 2}
     assert streams.active() == 1
     await streams.close()
 
