@@ -622,7 +622,11 @@ leaderElection: {leaderElect: false}
 internalCertManagement: {enable: false}
 clientConnection: {qps: 50, burst: 100}
 # On by default, it would want a certificate at a fixed path and listen on all interfaces.
-featureGates: {VisibilityOnDemand: false}
+# DynamicResourceAllocation (alpha in v0.17): DRA devices of claims from ResourceClaimTemplates
+# count against quota, under the logical name their DeviceClass maps to (tests/integration/test_dra.py).
+featureGates: {VisibilityOnDemand: false, DynamicResourceAllocation: true}
+resources:
+  deviceClassMappings: [{name: dra.t9k.test/gpu, deviceClassNames: [gpu.dra.t9k.test]}]
 integrations: {frameworks: [batch/job]}
 CFG
 }
