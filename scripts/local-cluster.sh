@@ -624,6 +624,7 @@ clientConnection: {qps: 50, burst: 100}
 # On by default, it would want a certificate at a fixed path and listen on all interfaces.
 # DynamicResourceAllocation (alpha in v0.17): DRA devices of claims from ResourceClaimTemplates
 # count against quota, under the logical name their DeviceClass maps to (tests/integration/test_dra.py).
+# v0.18 renames it KueueDRAIntegration (on by default) and refuses the old name set true: drop it then.
 featureGates: {VisibilityOnDemand: false, DynamicResourceAllocation: true}
 resources:
   deviceClassMappings: [{name: dra.t9k.test/gpu, deviceClassNames: [gpu.dra.t9k.test]}]
