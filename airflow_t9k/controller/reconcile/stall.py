@@ -54,7 +54,11 @@ if TYPE_CHECKING:
 STALLED = "Stalled"  # the condition
 REASON = "ProgressDeadlineExceeded"
 RECORD = "stall"  # status.stall: the last stall
-KEY_PREFIX = "stall/"  # its restartHistory key, and the cause its in-place requests carry
+KEY_PREFIX = "stall/"
+# The clock's moments are stamped to the second (a log line's report, a status timestamp): the
+# silence began up to a second after its stamp, so the deadline counts from the stamp's end and
+# a stall is never judged early (measured: up to 0.4 s early before; benchmarks/hang_detection.py).
+STAMP = timedelta(seconds=1)  # its restartHistory key, and the cause its in-place requests carry
 
 
 def parse(value: object) -> datetime | None:
@@ -141,7 +145,7 @@ def judge(p: PassState, c: Clock, limit: int) -> PassState:
     """Stalled once the deadline has passed since the silence began; else woken at the deadline."""
     if not p.observed.progress_heard:  # its reports cannot reach this controller now: silence means nothing
         return p
-    left = (c.start + timedelta(seconds=limit) - p.now).total_seconds()
+    left = (c.start + timedelta(seconds=limit) + STAMP - p.now).total_seconds()
     if left > 0:
         p.stall_in = left
         return p

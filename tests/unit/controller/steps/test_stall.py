@@ -77,7 +77,8 @@ def test_a_job_that_never_reported_is_never_judged_however_long_it_runs():
     assert p.requeue_after is None  # no timer either: nothing to wait for
 
 
-@pytest.mark.parametrize(("reported", "left"), [(-10, 50.0), (-59, 1.0), (0, 60.0)])
+# Stamps are whole seconds: the deadline counts from the end of the report's second (stall.STAMP).
+@pytest.mark.parametrize(("reported", "left"), [(-10, 51.0), (-59, 2.0), (0, 61.0), (-60, 1.0)])
 def test_a_report_within_the_deadline_wakes_the_job_at_report_plus_deadline(reported, left):
     p = run(job(), running(reported), *pods())
     assert cond(p.status) is None
@@ -89,7 +90,7 @@ def test_the_newest_report_counts_whether_read_in_memory_or_recorded():
     report = {"replica": "j-worker-0", "time": ts(-5), "values": {"step": 9}}
     p = run(job(), running(-100), *pods(), report=report)
     assert cond(p.status) is None
-    assert p.requeue_after == pytest.approx(55.0)  # from the report read, not the one recorded
+    assert p.requeue_after == pytest.approx(56.0)  # from the report read, not the one recorded
 
 
 @pytest.mark.parametrize(
@@ -97,9 +98,9 @@ def test_the_newest_report_counts_whether_read_in_memory_or_recorded():
     [
         # A replica restarted (any cause) after the last report: a restarted program needs its time.
         ({"restartHistory": [{"time": ts(-30), "replica": "j-worker-1", "cause": "x", "counted": True, "podUID": "u"}]},
-         None, 30.0),
-        ({"lastResumeTime": ts(-20)}, None, 40.0),  # resumed after a pause or a Kueue eviction
-        ({}, NOW - timedelta(seconds=45), 15.0),  # this controller listens only since 45 s ago
+         None, 31.0),
+        ({"lastResumeTime": ts(-20)}, None, 41.0),  # resumed after a pause or a Kueue eviction
+        ({}, NOW - timedelta(seconds=45), 16.0),  # this controller listens only since 45 s ago
         ({}, NOW - timedelta(hours=1), None),  # listening long before the report: the report counts
     ],
 )  # fmt: skip
@@ -213,7 +214,7 @@ def test_evidence_kept_then_every_replica_restarts_counted_once():
     done = run(job(), again.status, *new, kept(ts(-100)), now=NOW + timedelta(seconds=10))
     assert not [a for a in done.actions if isinstance(a, (Delete, Patch))]
     assert cond(done.status)["status"] == "True"
-    assert done.requeue_after == pytest.approx(52.0)  # the next deadline runs from the restart
+    assert done.requeue_after == pytest.approx(53.0)  # the next deadline runs from the restart (its second's end)
 
     # A report after the restart clears Stalled.
     report = {"replica": "j-worker-0", "time": ts(20), "values": {"step": 8}}
@@ -222,7 +223,7 @@ def test_evidence_kept_then_every_replica_restarts_counted_once():
     assert (c["status"], c["reason"]) == ("False", "ProgressResumed")
     assert [e.reason for e in ok.events] == ["ProgressResumed"]
     assert ok.status["stall"]["resolvedAt"] == ts(21)
-    assert ok.requeue_after == pytest.approx(59.0)  # the timer again, from the new report
+    assert ok.requeue_after == pytest.approx(60.0)  # the timer again, from the new report
 
     # Silent again past the deadline: a new stall, with a key of its own.
     status = {**ok.status, "progress": {**ok.status["progress"], "reportedAt": ts(20)}}
@@ -293,7 +294,7 @@ def test_a_report_before_the_restart_ends_the_stall_with_nothing_restarted():
     assert cond(p.status)["reason"] == "ProgressResumed"
     assert not p.actions
     assert "restartHistory" not in p.status
-    assert p.requeue_after == pytest.approx(59.0)
+    assert p.requeue_after == pytest.approx(60.0)
 
 
 def test_evidence_that_cannot_be_written_holds_the_restart_back_for_a_minute_only():
