@@ -21,6 +21,7 @@ from airflow_t9k.controller.leader import LeaderElector
 from airflow_t9k.controller.logs import FORMATS as LOG_FORMATS
 from airflow_t9k.controller.logs import configure as configure_logging
 from airflow_t9k.controller.metrics import InstrumentedKube, Metrics
+from airflow_t9k.controller.nodewatch import may_watch_nodes
 from airflow_t9k.controller.push_setup import (
     BadFlags,
     add_push_arguments,
@@ -29,6 +30,7 @@ from airflow_t9k.controller.push_setup import (
     push_setup,
     tls_origin,
 )
+from airflow_t9k.controller.reconcile.nodes import NodeRule, parse_rule
 from airflow_t9k.controller.reconcile.priority import PriorityBand, describe_map, parse_map
 from airflow_t9k.controller.runner import Controller, Settings
 from airflow_t9k.controller.scope import Scope, SelectorError, parse_selector
@@ -195,7 +197,24 @@ def add_controller_parser(sub: Any) -> None:
                         "'0-49=batch-low,50-100=batch-high', or '0-100=airflow-t9k-priority-{priority}' for one class a "
                         "value; a pod template's own priorityClassName wins. Default: none (the priority is only a pod "
                         "annotation). Needs get, list, watch on priorityclasses")  # fmt: skip
+    p.add_argument("--avoid-bad-nodes", choices=["on", "off"], default="on",
+                   help="a job's later pods avoid a node where two of its retried failures happened, or where a "
+                        "replica was while the node was not Ready, cordoned or unhealthy by --unhealthy-node-condition; "
+                        "a failure there spends no restart (docs/disruptions.md). Needs list and watch on nodes; "
+                        "without them the controller warns and goes on with it off")  # fmt: skip
+    p.add_argument("--unhealthy-node-condition", action="append", default=[], type=node_rule, metavar="RULE",
+                   help="what else makes a node unhealthy for --avoid-bad-nodes: a condition 'TYPE=STATUS' (e.g. "
+                        "'GPUHealthy=False'), a taint 'taint:KEY' or 'taint:KEY=VALUE', or a label 'label:KEY=VALUE' "
+                        "(e.g. a GPU operator's health label); repeat for more")  # fmt: skip
     p.set_defaults(func=run_controller)
+
+
+def node_rule(text: str) -> NodeRule:
+    """One ``--unhealthy-node-condition``; argparse reports a bad one as a usage error."""
+    try:
+        return parse_rule(text)
+    except ValueError as exc:
+        raise argparse.ArgumentTypeError(str(exc)) from None
 
 
 def priority_map(text: str) -> tuple[PriorityBand, ...]:
@@ -378,6 +397,9 @@ async def main_async(args: argparse.Namespace) -> int:
                 else await detect_in_place(kube, (args.namespaces or ["default"])[0], args.in_place_restarts == "auto")
             )
             gang = "off (--gang-scheduling=off)" if args.gang_scheduling == "off" else await detect_gang(kube)
+            nodes_off = "off (--avoid-bad-nodes=off)" if args.avoid_bad_nodes == "off" else await may_watch_nodes(kube)
+            if nodes_off is not None and args.avoid_bad_nodes == "on":
+                log.warning("bad nodes are not avoided: %s", nodes_off)
         except RefuseToStart as exc:
             log.error("%s", exc)
             return 3
@@ -419,6 +441,8 @@ async def main_async(args: argparse.Namespace) -> int:
             progress_streams=args.progress_streams,
             beam_external_service=args.allow_beam_external_service,
             priority_map=bands,
+            avoid_bad_nodes=nodes_off is None,
+            node_rules=tuple(args.unhealthy_node_condition),
             progress_push=push[0] if push else None,
             push_rate=args.progress_push_rate,
             push_burst=args.progress_push_burst,

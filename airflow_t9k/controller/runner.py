@@ -17,6 +17,7 @@ from airflow_t9k.api.resources import RESOURCES, TEMPLATE_RESOURCES, resource_fo
 from airflow_t9k.controller import logs
 from airflow_t9k.controller.apply import Executor
 from airflow_t9k.controller.metrics import Metrics, TimedQueue
+from airflow_t9k.controller.nodewatch import NodeHealth, jobs_with_pods_on
 from airflow_t9k.controller.pushed import PushedReports, newest
 from airflow_t9k.controller.reconcile import Emit, Observed, Plan, plan
 from airflow_t9k.controller.reconcile.status import bounded
@@ -33,6 +34,7 @@ from airflow_t9k.kinds.templates import CLUSTER, NAMESPACED, unresolved, wanted
 if TYPE_CHECKING:
     from airflow_t9k.controller.leader import LeaderElector
     from airflow_t9k.controller.queue import WorkQueue
+    from airflow_t9k.controller.reconcile.nodes import NodeRule
     from airflow_t9k.controller.reconcile.priority import PriorityBand
     from airflow_t9k.controller.reconcile.push import PushTarget
     from airflow_t9k.k8s.multiplexed import LineSource
@@ -95,6 +97,10 @@ class Settings:
     beam_external_service: bool = False
     # --priority-class-map (reconcile/priority.py): t9kScheduler priorities -> PriorityClasses; empty: off.
     priority_map: tuple[PriorityBand, ...] = ()
+    # --avoid-bad-nodes (reconcile/nodes.py): whether nodes are watched and bad ones avoided, and
+    # --unhealthy-node-condition: what else makes a node unhealthy.
+    avoid_bad_nodes: bool = False
+    node_rules: tuple[NodeRule, ...] = ()
 
 
 def detail_only(old: Obj, result: Plan) -> bool:
@@ -191,6 +197,13 @@ class Controller:
                 kube, KUEUE_CLUSTER["PriorityClass"], kind="PriorityClass", watch_timeout=settings.watch_timeout,
                 transform=slim_for("PriorityClass"), handler=self._on_priority_class,
             )  # fmt: skip
+        self.node_health = (
+            NodeHealth(kube, settings.node_rules, settings.watch_timeout, self._jobs_on_node,
+                       lambda key: self.queue.add(key, urgent=True))
+            if settings.avoid_bad_nodes else None
+        )  # fmt: skip
+        if self.node_health is not None:
+            self.informers[("Node", "")] = self.node_health.informer
         self.executor = Executor(
             kube, self.informer_for, self.metrics, on_created=self._index, on_finished=self.instruments.job_finished
         )
@@ -255,6 +268,11 @@ class Controller:
         informer = self.informers.get(("PriorityClass", ""))
         if informer is not None and informer.synced.is_set():
             self._requeue_all()
+
+    def _jobs_on_node(self, node: str) -> list[JobKey]:
+        """The jobs with a pod on ``node``, from the pod caches (a node's health changed)."""
+        caches = [i.cache for kind, _, i in self._all_informers() if kind == "Pod"]
+        return jobs_with_pods_on(node, caches, self.settings.kinds)
 
     def _undecodable(self, obj: Obj) -> None:
         """An object the watch could not decode stays out of the cache; say so on it, once."""
@@ -397,6 +415,8 @@ class Controller:
                 "progress_push": self.settings.progress_push, "in_place_problem": self.settings.in_place_problem,
                 "restart_agent_image": self.settings.restart_agent_image, "gang_problem": self.settings.gang_problem,
                 "gangs": found.get(GANG_GROUP, {}), "priority_map": self.settings.priority_map}  # fmt: skip
+        if self.node_health is not None:
+            more["nodes"], more["node_rules"] = self.node_health.view, self.settings.node_rules
         if self.settings.priority_map:
             more["pod_priority_classes"] = {n: o for (_, n), o in self.informers[("PriorityClass", "")].cache.items()}
         if not self.kueue:

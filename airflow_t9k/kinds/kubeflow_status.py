@@ -34,6 +34,7 @@ KEPT = (
     "rootCause",  # the failure that decided the end (reconcile/disruption.py)
     "restartHistory",  # what restarted and why (reconcile/disruption.py), a stall's included
     "stall",  # the last stall, on record across passes (reconcile/stall.py)
+    "avoidedNodes",  # the nodes the job's new pods keep off (reconcile/nodes.py)
 )
 
 

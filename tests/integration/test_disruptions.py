@@ -15,10 +15,9 @@ from kubernetes import client
 from kubernetes.client.rest import ApiException
 
 from tests.support.cluster import wait_until
-from tests.support.kubelet import set_pod_terminated
+from tests.support.kubelet import POOL_TAINT, kwok_node, set_pod_terminated
 
 GJ = "GenericJob"
-POOL_TAINT = "t9k.test/pool"  # on the nodes this module adds: no other test's pod lands there
 
 
 def gjob(name: str, replicas: int = 2, node_selector: dict | None = None) -> dict:
@@ -81,22 +80,6 @@ def test_a_kubelet_eviction_under_node_pressure_spends_no_restart(jobs, controll
     assert entry["cause"].startswith("TerminationByKubelet: The node was low on resource: memory.")
     assert restart_counts(jobs, GJ, "kp") == [0, 0]
     assert (jobs.condition(GJ, "kp", "ReplicaFailure") or {}).get("status") != "True"
-
-
-def kwok_node(name: str, pool: str) -> client.V1Node:
-    """A kwok node of this test's only: tainted, so no other test's pod lands on it (and dies with
-    it), and not labelled type=kwok, so no other test counts it among the cluster's own nodes."""
-    return client.V1Node(
-        metadata=client.V1ObjectMeta(
-            name=name,
-            annotations={"kwok.x-k8s.io/node": "fake"},
-            labels={"kubernetes.io/hostname": name, "type": "kwok-test-pool", "t9k.test/pool": pool},
-        ),
-        spec=client.V1NodeSpec(taints=[client.V1Taint(key=POOL_TAINT, value=pool, effect="NoSchedule")]),
-        status=client.V1NodeStatus(
-            capacity={"cpu": "8", "memory": "32Gi", "pods": "110"}, allocatable={"cpu": "8", "memory": "32Gi", "pods": "110"}
-        ),
-    )
 
 
 def test_a_replica_whose_node_is_lost_comes_back_elsewhere_without_spending_a_restart(jobs, controller):

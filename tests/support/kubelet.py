@@ -8,13 +8,13 @@ stages are too coarse, or when (``release_pods``: a held pod is given its durati
 from __future__ import annotations
 
 from datetime import datetime, timezone
-from typing import TYPE_CHECKING, Any
+from typing import Any
+
+from kubernetes import client
+from kubernetes.client.rest import ApiException
 
 from airflow_t9k.kinds.base import LABEL_JOB
 from tests.support.cluster import wait_until
-
-if TYPE_CHECKING:
-    from kubernetes import client
 
 # Reasons a kubelet puts on the container (the first two) or on the pod (Evicted).
 CONTAINER_REASONS = {"Error", "OOMKilled", "Completed", "ContainerCannotRun", "DeadlineExceeded"}
@@ -126,3 +126,31 @@ def release_pods(api: client.CoreV1Api, namespace: str, job_names: list[str], *,
 
     for pod in wait_until(every_pod, timeout=30, interval=0.5, what=f"the {len(job_names)} pods of {job_names}"):
         api.patch_namespaced_pod(pod.metadata.name, namespace, {"metadata": {"annotations": {"sim.t9k.test/duration": after}}})
+
+
+POOL_TAINT = "t9k.test/pool"  # on the nodes a test adds: no other test's pod lands there
+
+
+def kwok_node(name: str, pool: str) -> client.V1Node:
+    """A kwok node of one test's only: tainted, so no other test's pod lands on it (and dies with
+    it), and not labelled type=kwok, so no other test counts it among the cluster's own nodes."""
+    return client.V1Node(
+        metadata=client.V1ObjectMeta(
+            name=name,
+            annotations={"kwok.x-k8s.io/node": "fake"},
+            labels={"kubernetes.io/hostname": name, "type": "kwok-test-pool", POOL_TAINT: pool},
+        ),
+        spec=client.V1NodeSpec(taints=[client.V1Taint(key=POOL_TAINT, value=pool, effect="NoSchedule")]),
+        status=client.V1NodeStatus(
+            capacity={"cpu": "8", "memory": "32Gi", "pods": "110"}, allocatable={"cpu": "8", "memory": "32Gi", "pods": "110"}
+        ),
+    )
+
+
+def delete_nodes(api: client.CoreV1Api, names: list[str]) -> None:
+    for n in names:
+        try:
+            api.delete_node(n)
+        except ApiException as exc:
+            if exc.status != 404:
+                raise

@@ -76,10 +76,11 @@ def recorded(sb: StatusBuilder, key: str) -> bool:
 
 
 def record(sb: StatusBuilder, replica: str, key: str, cause: str, counted: bool, exit_code: int | None = None,
-           in_place: bool = False, reason: str | None = None) -> bool:  # fmt: skip
+           in_place: bool = False, reason: str | None = None, node: str | None = None) -> bool:  # fmt: skip
     """Append one replacement to the history unless ``key`` is there; True when it was new.
     ``in_place``: the pod was restarted on its node (reconcile/inplace.py), not recreated;
-    ``reason``: a word for what decided it (``ProgressDeadlineExceeded``: reconcile/stall.py)."""
+    ``reason``: a word for what decided it (``ProgressDeadlineExceeded``: reconcile/stall.py);
+    ``node``: the node a retried failure happened on (reconcile/nodes.py counts them)."""
     if not key or recorded(sb, key):
         return False
     entry: Obj = {"time": timestamp(sb.now), "replica": replica, "cause": cause, "counted": counted, "podUID": key}
@@ -89,6 +90,8 @@ def record(sb: StatusBuilder, replica: str, key: str, cause: str, counted: bool,
         entry["inPlace"] = True
     if reason:
         entry["reason"] = reason
+    if node:
+        entry["node"] = node
     history = [*(sb.new.get(HISTORY) or []), entry]
     sb.new[HISTORY] = history[-HISTORY_LIMIT:]
     return True
@@ -96,8 +99,12 @@ def record(sb: StatusBuilder, replica: str, key: str, cause: str, counted: bool,
 
 def group_disruption(states: list[SlotState]) -> SlotState | None:
     """The replica whose disruption restarts the group: evicted, or being taken away; or one that
-    ended before it could join the group restart it was asked for (``overtaken``)."""
-    return next((s for s in states if disruption(s.pod) is not None or overtaken(s.pod) is not None), None)
+    ended before it could join the group restart it was asked for (``overtaken``); or one that
+    failed on a node the job avoids (reconcile/nodes.py)."""
+    return next(
+        (s for s in states if disruption(s.pod) is not None or overtaken(s.pod) is not None or s.node_caused is not None),
+        None,
+    )
 
 
 def restart_group(
@@ -107,7 +114,9 @@ def restart_group(
 
     ``in_place``: a live pod built for it restarts on its node (its agent is asked to, once per
     disruption: reconcile/inplace.py); the disrupted pod and any other are deleted and recreated."""
-    why = describe(cause.pod, disruption(cause.pod) or "ended before it could restart in place with its group")
+    why = cause.node_caused or describe(
+        cause.pod, disruption(cause.pod) or "ended before it could restart in place with its group"
+    )
     # An overtaken pod belongs to the restart it was asked for: same key, so nothing is recorded
     # or asked twice, and the pod itself is recreated.
     key = overtaken(cause.pod) or uid_of(cause.pod) or ""
@@ -128,9 +137,11 @@ def restart_group(
 
 
 def replace_disrupted(sb: StatusBuilder, s: SlotState, events: list[Emit]) -> list[Action]:
-    """A replica the cluster took away: on record first, then replaced under the same count."""
-    why = describe(s.pod, str(disruption(s.pod)))
-    if record(sb, s.slot.pod_name, uid_of(s.pod) or "", why, counted=False):
+    """A replica the cluster took away, or that failed on a node the job avoids: on record first,
+    then replaced under the same count."""
+    why = describe(s.pod, str(disruption(s.pod))) if s.node_caused is None else s.node_caused
+    node = node_of(s.pod) if s.node_caused is not None else None
+    if record(sb, s.slot.pod_name, uid_of(s.pod) or "", why, counted=False, exit_code=s.exit_code if node else None, node=node):
         events.append(
             Emit(
                 "Warning",
@@ -140,6 +151,11 @@ def replace_disrupted(sb: StatusBuilder, s: SlotState, events: list[Emit]) -> li
         )
     # Being deleted by whoever disrupted it: it is created again once gone.
     return [] if is_deleting(s.pod or {}) else [Delete("Pod", s.slot.pod_name, uid_of(s.pod))]
+
+
+def node_of(pod: Obj | None) -> str | None:
+    name = ((pod or {}).get("spec") or {}).get("nodeName")
+    return str(name) if name else None
 
 
 def uid_of(obj: Obj | None) -> str | None:

@@ -11,6 +11,7 @@ from airflow_t9k.api.paths import GANG_GROUP, child_kind
 if TYPE_CHECKING:
     from datetime import datetime
 
+    from airflow_t9k.controller.reconcile.nodes import NodeRule
     from airflow_t9k.controller.reconcile.priority import PriorityBand
     from airflow_t9k.controller.reconcile.push import PushTarget
 
@@ -69,6 +70,11 @@ class Observed:
     # PriorityClasses (scheduling.k8s.io) by name, watched only where the map is set.
     priority_map: tuple[PriorityBand, ...] = ()
     pod_priority_classes: Mapping[str, Obj] = field(default_factory=dict)
+    # Bad nodes (reconcile/nodes.py): the cluster's nodes by name, None where the controller does
+    # not watch them (--avoid-bad-nodes off); and what else makes one unhealthy
+    # (--unhealthy-node-condition).
+    nodes: Mapping[str, Obj] | None = None
+    node_rules: tuple[NodeRule, ...] = ()
 
     @classmethod
     def of(cls, *objects: Obj, queueing: str = "off", local_queues: Collection[str] = (), volcano: bool = False,

@@ -34,6 +34,7 @@ from airflow_t9k.controller.reconcile.status import StatusBuilder
 from airflow_t9k.controller.reconcile.steps import (
     act,
     admit,
+    avoid,
     children,
     decide,
     expire,
@@ -65,6 +66,7 @@ STEPS: tuple[Step, ...] = (
     Step("shape", admit.shape),  # validation; the size Kueue admitted
     Step("observe", admit.observe_replicas),  # each replica's pod and restarts
     Step("finished", finished.finished),  # clean-up only
+    Step("avoid", avoid.avoid),  # bad nodes: avoided from now on; failures there spend nothing (docs/disruptions.md)
     Step("strategy", strategy.strategy),  # in place or recreated (docs/disruptions.md)
     Step("render", render.render),  # the pods to create, all at once
     Step("scheduler", modes.scheduler),  # Kueue or not; QueueAdmission

@@ -5,6 +5,7 @@ from __future__ import annotations
 from dataclasses import replace
 from typing import TYPE_CHECKING
 
+from airflow_t9k.controller.reconcile import nodes
 from airflow_t9k.controller.reconcile.status import Obj, StatusBuilder, bounded, failure_detail
 
 if TYPE_CHECKING:
@@ -26,6 +27,7 @@ def finish(sb: StatusBuilder, phase: str, reason: str, message: str) -> None:
     sb.set_condition("Completed", succeeded, reason, message)
     sb.set_condition("Failed", not succeeded, reason, message)
     sb.set_condition("Running", False, phase, f"The job has {'succeeded' if succeeded else 'failed'}.")
+    nodes.cleared(sb)  # nothing is placed for it any more
 
 
 def progress(sb: StatusBuilder, states: list[SlotState], children_missing: bool) -> None:

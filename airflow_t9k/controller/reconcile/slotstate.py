@@ -30,6 +30,9 @@ class SlotState:
     # (reconcile/inplace.py): ``pod`` is the view of the pod as if it had ended; the restart is
     # allowed by a patch, not a delete.
     in_place: bool = False
+    # The replica failed on a node the job avoids (reconcile/nodes.py): the node's doing, so it is
+    # replaced as a disrupted one is, spending nothing. What to say of it.
+    node_caused: str | None = None
 
     @property
     def phase(self) -> str | None:
@@ -41,7 +44,9 @@ class SlotState:
     def disrupted(self) -> bool:
         """Failed because the cluster took the pod away (evicted, preempted, node lost), or because
         its group's restart overtook it (``overtaken``)."""
-        return self.phase == "Failed" and (disruption(self.pod) is not None or overtaken(self.pod) is not None)
+        return self.phase == "Failed" and (
+            disruption(self.pod) is not None or overtaken(self.pod) is not None or self.node_caused is not None
+        )
 
     @property
     def ended(self) -> bool:

@@ -63,6 +63,7 @@ def controller_cluster_rules() -> set[tuple[str, str, str, str]]:
     for res in ("resourceflavors", "workloadpriorityclasses"):
         out |= _all("kueue.x-k8s.io", res, "get", "list", "watch")
     out |= _all("", "nodes", "list")  # in-place restarts: nodes' status.declaredFeatures, once at start
+    out |= _all("", "nodes", "watch")  # bad nodes avoided (controller.avoidBadNodes, on by default)
     return out | _all("scheduling.k8s.io", "priorityclasses", "get", "list", "watch")
 
 

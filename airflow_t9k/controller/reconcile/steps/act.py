@@ -5,7 +5,7 @@ from __future__ import annotations
 from airflow_t9k.controller.reconcile import queueing, volcano
 from airflow_t9k.controller.reconcile.actions import Action, Create, Delete, Emit
 from airflow_t9k.controller.reconcile.cleanup import cleanup
-from airflow_t9k.controller.reconcile.disruption import disruption, record, replace_disrupted, restart_group
+from airflow_t9k.controller.reconcile.disruption import disruption, node_of, record, replace_disrupted, restart_group
 from airflow_t9k.controller.reconcile.evidence import keep_first
 from airflow_t9k.controller.reconcile.inplace import authorize, authorized
 from airflow_t9k.controller.reconcile.observe import is_deleting
@@ -48,7 +48,7 @@ def replicas(p: PassState) -> PassState:
     actions: list[Action] = []
     wanted = {s.slot.pod_name for s in p.states}
     for s in p.states:
-        if s.pod is not None and disruption(s.pod) is not None:
+        if s.pod is not None and (disruption(s.pod) is not None or s.node_caused is not None):
             actions += replace_disrupted(sb, s, p.events)
             continue
         if s.pod is None:
@@ -84,7 +84,8 @@ def replicas(p: PassState) -> PassState:
             else:
                 actions.append(Delete("Pod", s.slot.pod_name, uid_of(s.pod)))
                 key = uid_of(s.pod) or ""
-            record(sb, s.slot.pod_name, key, what, counted=True, exit_code=s.exit_code, in_place=s.in_place)
+            node = node_of(s.pod) if s.phase == "Failed" else None  # reconcile/nodes.py counts failures per node
+            record(sb, s.slot.pod_name, key, what, counted=True, exit_code=s.exit_code, in_place=s.in_place, node=node)
             count = f"{s.restarts}, no limit" if policy.limit >= UNLIMITED else f"{s.restarts}/{policy.limit}"
             how = "restarting in place" if s.in_place else "restarting"
             p.events.append(

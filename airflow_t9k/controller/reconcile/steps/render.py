@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from airflow_t9k.controller.reconcile import priority
+from airflow_t9k.controller.reconcile import nodes, priority
 from airflow_t9k.controller.reconcile.desired import build_pod
 from airflow_t9k.controller.reconcile.inplace import equip
 from airflow_t9k.controller.reconcile.passstate import PassState, invalid
@@ -26,6 +26,9 @@ def render(p: PassState) -> PassState:
     # The job's priority as a PriorityClass, so kube-scheduler orders and preempts by it
     # (reconcile/priority.py); a template's own class wins.
     priority.apply(priority.choose(p.job, p.observed), p.rendered)
+    # Off the nodes the job avoids (reconcile/nodes.py): decided in this pass's status, written first.
+    for pod in p.rendered.values():
+        nodes.exclude(pod, nodes.avoided_names(p.sb))
     if p.in_place and not debug_enabled(p.job):  # Debug replicas are never restarted
         for s in p.states:
             if s.slot.pod_name in p.rendered:

@@ -250,13 +250,17 @@ go into a ClusterRole. tests/unit/deploy/test_chart_render.py checks every varia
   - list
   - watch
 # In-place restarts: whether every node declares RestartAllContainersOnContainerExits
-# (status.declaredFeatures), listed once when the controller starts; never watched or written.
+# (status.declaredFeatures), listed once when the controller starts; and, with avoidBadNodes, the
+# nodes' health watched (Ready, cordoned, the platform's own conditions); never written.
 - apiGroups:
   - ''
   resources:
   - nodes
   verbs:
   - list
+{{- if .Values.controller.avoidBadNodes }}
+  - watch
+{{- end }}
 {{- end -}}
 
 {{/* Airflow's workers and triggerer: submit, watch, pause and delete jobs; read what a task log shows. */}}
