@@ -16,7 +16,7 @@ from pathlib import Path
 from typing import Any
 
 from airflow_t9k.api.resources import RESOURCES, TEMPLATE_RESOURCES, resource_for
-from airflow_t9k.controller.features import detect_gang, detect_in_place
+from airflow_t9k.controller.features import detect_dra, detect_gang, detect_in_place
 from airflow_t9k.controller.leader import LeaderElector
 from airflow_t9k.controller.logs import FORMATS as LOG_FORMATS
 from airflow_t9k.controller.logs import configure as configure_logging
@@ -398,6 +398,7 @@ async def main_async(args: argparse.Namespace) -> int:
             )
             gang = "off (--gang-scheduling=off)" if args.gang_scheduling == "off" else await detect_gang(kube)
             nodes_off = "off (--avoid-bad-nodes=off)" if args.avoid_bad_nodes == "off" else await may_watch_nodes(kube)
+            dra = await detect_dra(kube)
             if nodes_off is not None and args.avoid_bad_nodes == "on":
                 log.warning("bad nodes are not avoided: %s", nodes_off)
         except RefuseToStart as exc:
@@ -442,6 +443,7 @@ async def main_async(args: argparse.Namespace) -> int:
             beam_external_service=args.allow_beam_external_service,
             priority_map=bands,
             avoid_bad_nodes=nodes_off is None,
+            dra_problem=dra,
             node_rules=tuple(args.unhealthy_node_condition),
             progress_push=push[0] if push else None,
             push_rate=args.progress_push_rate,
@@ -476,8 +478,8 @@ async def main_async(args: argparse.Namespace) -> int:
         overlap = sorted(set(args.namespaces) & set(scope.excluded()))
         if overlap:
             log.warning("-n %s: never reconciled (excluded); its jobs get %s", ", ".join(overlap), "NamespaceNotManaged")
-        log.info("in-place restarts: %s; gang scheduling without add-ons: %s", in_place or "available",
-                 gang or "available")  # fmt: skip
+        log.info("in-place restarts: %s; gang scheduling without add-ons: %s; DRA devices counted: %s",
+                 in_place or "available", gang or "available", dra or "yes")  # fmt: skip
         log.info("controller started: reconciling %s in %s (never %s; selector %s), %d workers, queueing %s",
                  ", ".join(k for k in kinds if k in KINDS), where, ", ".join(scope.excluded()),
                  scope.selector.text if scope.selector else "none", args.workers, queueing)  # fmt: skip

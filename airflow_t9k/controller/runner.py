@@ -16,6 +16,7 @@ from airflow_t9k.api.paths import GANG_GROUP, child_kind, child_path, job_path
 from airflow_t9k.api.resources import RESOURCES, TEMPLATE_RESOURCES, resource_for
 from airflow_t9k.controller import logs
 from airflow_t9k.controller.apply import Executor
+from airflow_t9k.controller.features import claim_templates_path
 from airflow_t9k.controller.metrics import Metrics, TimedQueue
 from airflow_t9k.controller.nodewatch import NodeHealth, jobs_with_pods_on
 from airflow_t9k.controller.pushed import PushedReports, newest
@@ -101,6 +102,9 @@ class Settings:
     # --unhealthy-node-condition: what else makes a node unhealthy.
     avoid_bad_nodes: bool = False
     node_rules: tuple[NodeRule, ...] = ()
+    # DRA (reconcile/dra.py): None where the API server serves ResourceClaimTemplates (they are
+    # then watched, to count the devices a pod's claims ask for), else why not.
+    dra_problem: str | None = "not detected (the controller looks when it starts)"
 
 
 def detail_only(old: Obj, result: Plan) -> bool:
@@ -174,6 +178,11 @@ class Controller:
                 kube, job_path(TEMPLATE_RESOURCES[NAMESPACED], ns or None), kind=NAMESPACED, handler=self._on_template,
                 watch_timeout=settings.watch_timeout,
             )  # fmt: skip
+            if settings.dra_problem is None:  # read when a replica's run opens (reconcile/usage.py)
+                self.informers[("ResourceClaimTemplate", ns)] = Informer(
+                    kube, claim_templates_path(ns or None), kind="ResourceClaimTemplate",
+                    watch_timeout=settings.watch_timeout, transform=slim_for("ResourceClaimTemplate"),
+                )  # fmt: skip
             if self.kueue:
                 path = f"{KUEUE}/namespaces/{ns}/localqueues" if ns else f"{KUEUE}/localqueues"
                 self.informers[("LocalQueue", ns)] = Informer(kube, path, kind="LocalQueue", watch_timeout=settings.watch_timeout,
@@ -417,6 +426,12 @@ class Controller:
                 "gangs": found.get(GANG_GROUP, {}), "priority_map": self.settings.priority_map}  # fmt: skip
         if self.node_health is not None:
             more["nodes"], more["node_rules"] = self.node_health.view, self.settings.node_rules
+        if self.settings.dra_problem is None and any(
+            (p.get("spec") or {}).get("resourceClaims") for p in found["Pod"].values()
+        ):  # only a job whose pods claim devices: the others need none of them
+            ns = job["metadata"]["namespace"]
+            templates = self.informers[("ResourceClaimTemplate", ns if ns in self.scopes else "")].cache
+            more["claim_templates"] = {n: o for (t_ns, n), o in templates.items() if t_ns == ns}
         if self.settings.priority_map:
             more["pod_priority_classes"] = {n: o for (_, n), o in self.informers[("PriorityClass", "")].cache.items()}
         if not self.kueue:

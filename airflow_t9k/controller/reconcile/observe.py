@@ -75,6 +75,9 @@ class Observed:
     # (--unhealthy-node-condition).
     nodes: Mapping[str, Obj] | None = None
     node_rules: tuple[NodeRule, ...] = ()
+    # DRA (reconcile/dra.py): the job namespace's ResourceClaimTemplates by name, where the API
+    # server serves them; status.usage counts the devices a pod's claims from them ask for.
+    claim_templates: Mapping[str, Obj] = field(default_factory=dict)
 
     @classmethod
     def of(cls, *objects: Obj, queueing: str = "off", local_queues: Collection[str] = (), volcano: bool = False,

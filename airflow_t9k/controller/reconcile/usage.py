@@ -193,12 +193,5 @@ def with_usage(job: Obj, old: Obj | None, plan: Plan, observed: Observed, now: d
         return plan
     uids = {n: (p.get("metadata") or {}).get("uid") for n, p in observed.pods.items()}
     deleted = {a.uid or uids.get(a.name) or "" for a in plan.actions if isinstance(a, Delete) and a.kind == "Pod"}
-    status = account(old, plan.status, observed.pods, deleted - {""}, now, claim_templates(observed))
+    status = account(old, plan.status, observed.pods, deleted - {""}, now, observed.claim_templates)
     return plan if status is plan.status else replace(plan, status=status)
-
-
-def claim_templates(observed: Observed) -> Mapping[str, Obj]:
-    """The job namespace's ResourceClaimTemplates by name, where the runner watches them
-    (``Observed.claim_templates``); none where it does not, and then DRA devices count nothing."""
-    found = getattr(observed, "claim_templates", None)  # until Observed carries the field
-    return found if isinstance(found, Mapping) else {}

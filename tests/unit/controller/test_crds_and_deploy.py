@@ -86,6 +86,7 @@ def test_rbac_covers_every_kind_and_its_status_in_both_variants():
             ("kueue.x-k8s.io", "resourceflavors"),
             ("kueue.x-k8s.io", "workloadpriorityclasses"),
             ("scheduling.k8s.io", "priorityclasses"),
+            ("resource.k8s.io", "resourceclaimtemplates"),  # DRA devices counted (docs/usage.md)
         ]
         assert {(g, r, v) for g, r in reads for v in ("get", "list", "watch")} <= granted, name
         assert not {(g, r, v) for g, r in reads for v in ("create", "update", "patch", "delete")} & granted, name

@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import copy
 from collections.abc import Mapping
-from dataclasses import dataclass, field, fields, replace
+from dataclasses import replace
 from typing import Any
 
 import pytest
@@ -13,7 +13,7 @@ import pytest
 from airflow_t9k.controller.features import claim_templates_path
 from airflow_t9k.controller.reconcile import Create, Observed, plan
 from airflow_t9k.controller.reconcile.dra import claim_devices, pod_devices, request_devices, template_devices
-from airflow_t9k.controller.reconcile.usage import account, claim_templates, requested
+from airflow_t9k.controller.reconcile.usage import account, requested
 from airflow_t9k.controller.slim import slim_for
 from tests.builders import NOW, at, evidence, generic, ts
 from tests.unit.controller.test_usage import RUNNING, gpu_pod, pods
@@ -180,21 +180,7 @@ def test_a_dra_run_counts_device_seconds_under_its_device_class_and_its_waste():
 
 
 def with_templates(observed: Observed, templates: Mapping[str, Obj]) -> Observed:
-    """``observed`` with ``claim_templates``: the field where Observed has it, else a subclass
-    holding it, as the runner's Observed will (the reading side, usage.claim_templates)."""
-    if any(f.name == "claim_templates" for f in fields(Observed)):
-        return replace(observed, claim_templates=templates)  # type: ignore[call-arg]
-
-    @dataclass(frozen=True)
-    class WithTemplates(Observed):
-        claim_templates: Mapping[str, Obj] = field(default_factory=dict)
-
-    return WithTemplates(**{f.name: getattr(observed, f.name) for f in fields(Observed)}, claim_templates=templates)
-
-
-def test_usage_reads_the_templates_from_observed():
-    assert claim_templates(Observed()) == {}
-    assert claim_templates(with_templates(Observed(), TEMPLATES)) == TEMPLATES
+    return replace(observed, claim_templates=templates)
 
 
 # -- through plan: the pods and the Workload carry the claims; usage counts them ----------------

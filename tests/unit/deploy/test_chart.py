@@ -48,6 +48,7 @@ def controller_rules() -> set[tuple[str, str, str, str]]:
     out |= _all("kueue.x-k8s.io", "workloads", "get", "list", "watch", "create", "delete")
     out |= _all("kueue.x-k8s.io", "workloads/status", "update")
     out |= _all("kueue.x-k8s.io", "localqueues", "get", "list", "watch")
+    out |= _all("resource.k8s.io", "resourceclaimtemplates", "get", "list", "watch")  # DRA devices in status.usage
     out |= _all("", "events", "create", "patch", "list")
     out |= _all("", "pods/log", "get")
     out |= _all("", "pods", "patch")  # in-place restarts: the pod's annotations (docs/disruptions.md)

@@ -182,6 +182,16 @@ go into a ClusterRole. tests/unit/deploy/test_chart_render.py checks every varia
   - get
   - list
   - watch
+# DRA (docs/usage.md): the devices a replica's claims from a ResourceClaimTemplate ask for are
+# counted in status.usage; templates are read, never written.
+- apiGroups:
+  - resource.k8s.io
+  resources:
+  - resourceclaimtemplates
+  verbs:
+  - get
+  - list
+  - watch
 - apiGroups:
   - ''
   resources:
