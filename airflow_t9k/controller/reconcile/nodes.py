@@ -11,9 +11,11 @@ The decision is recorded first, in ``status.avoidedNodes`` (node, reason, messag
 acted on: every pod created from then on carries a required node affinity that excludes those
 nodes by name (``exclude``), so the scheduler places it elsewhere while another node fits, and it
 waits (condition ``AvoidingNodes``, reason ``OnlyAvoidedNodesFit``) when none does: it does not
-fail. The failure that made a node avoided, and any later failure on an avoided node, is the
-node's doing: the replica is replaced without spending its restart budget, as an eviction is.
-The list is dropped when the job ends (reconcile/progress.py ``finish``).
+fail. A failure on a node that is (or was found) unhealthy is the node's doing: the replica is
+replaced without spending its restart budget, whatever its policy, as an evicted one is. Repeated
+failures are still counted: they only move the job, since a program that fails on every node must
+spend its budget and end, not wander from node to node for free. The list is dropped when the
+job ends (reconcile/progress.py ``finish``).
 
 Pure: the step that calls it is steps/avoid.py; the nodes come from the runner's watch
 (controller/nodewatch.py), and only with ``--avoid-bad-nodes on``.
@@ -180,12 +182,18 @@ def decide(sb: StatusBuilder, states: list[SlotState], nodes: Mapping[str, Obj],
         seen = counts.get(node, 0) + (0 if on_record(sb, s) else 1)
         if seen >= FAILURES and note(sb, node, REPEATED, f"{seen} replica failures on this node, the last {s.slot.pod_name}'s."):
             added.append(node)
-    listed = set(avoided_names(sb))
+    # A failure on a node that is, or was found, unhealthy is the node's doing. Repeated failures
+    # only move the job: a program that fails everywhere must still spend its budget and end.
+    sick = {str(e["node"]) for e in avoided(sb) if e.get("reason") == UNHEALTHY}
     for s in states:
         node = node_of(s.pod)
-        if node in listed and (retried_failure(s) or (s.phase == "Failed" and unhealthy(nodes.get(node), rules))):
-            s.node_caused = f"failed on node {node}, which the job avoids"
+        if node is not None and s.phase == "Failed" and s.ended and (node in sick or unhealthy(nodes.get(node), rules)):
+            s.node_caused = f"failed on node {node}, which is unhealthy ({avoided_reason(sb, node)})"
     return added
+
+
+def avoided_reason(sb: StatusBuilder, node: str) -> str:
+    return next((str(e.get("message") or e.get("reason")) for e in avoided(sb) if e["node"] == node), "unhealthy")
 
 
 def waiting(states: list[SlotState]) -> str | None:

@@ -123,7 +123,7 @@ def passes(job: Obj, *objects: Obj, status: Obj | None = None, nodes: tuple[Obj,
 HEALTHY = (node("a"), node("b"))
 
 
-def test_the_second_retried_failure_on_one_node_avoids_it_and_spends_nothing():
+def test_the_second_retried_failure_on_one_node_avoids_it_and_is_still_counted():
     job = restart(generic("j", ("worker", 1)), "OnFailure", 5)
     first = passes(job, on(pod("j-worker-0", "Failed", 1), "a"), status={"phase": "Running"}, nodes=HEALTHY)
     [h] = first.status["restartHistory"]
@@ -134,10 +134,9 @@ def test_the_second_retried_failure_on_one_node_avoids_it_and_spends_nothing():
     assert (entry["node"], entry["reason"]) == ("a", "RepeatedFailures")
     assert "2 replica failures on this node" in entry["message"]
     second = again.status["restartHistory"][-1]
-    assert (second["counted"], second["node"]) == (False, "a")
-    assert "which the job avoids" in second["cause"]
+    assert (second["counted"], second["node"]) == (True, "a")  # a program failing everywhere must still end
     task = next(e for t in again.status["tasks"] for e in t["status"] if e["name"] == "j-worker-0")
-    assert task["restartCount"] == 1  # the second failure spent nothing
+    assert task["restartCount"] == 2
     assert [a.name for a in again.actions if isinstance(a, Delete)] == ["j-worker-0"]
     assert any(e.reason == "NodeAvoided" for e in again.events)
     c = cond(again, "AvoidingNodes")
@@ -152,7 +151,7 @@ def test_the_second_retried_failure_on_one_node_avoids_it_and_spends_nothing():
     [created] = [a for a in back.actions if isinstance(a, Create) and a.kind == "Pod"]
     terms = created.manifest["spec"]["affinity"]["nodeAffinity"]["requiredDuringSchedulingIgnoredDuringExecution"]
     assert terms["nodeSelectorTerms"] == [{"matchFields": [{"key": "metadata.name", "operator": "NotIn", "values": ["a"]}]}]
-    assert created.manifest["metadata"]["annotations"]["batch.tensorstack.dev/restart-count"] == "1"
+    assert created.manifest["metadata"]["annotations"]["batch.tensorstack.dev/restart-count"] == "2"
 
 
 def test_failures_on_two_nodes_avoid_neither():
@@ -253,3 +252,15 @@ def test_a_status_list_written_by_someone_else_neither_crashes_the_pass_nor_grow
         affinity.get("nodeAffinity", {}).get("requiredDuringSchedulingIgnoredDuringExecution", {}).get("nodeSelectorTerms", [])
     )
     assert sum(len(f["values"]) for t in terms for f in t["matchFields"]) <= 32
+
+
+@pytest.mark.parametrize("where", ["a", "b"])
+def test_a_program_that_fails_everywhere_still_spends_its_budget_and_ends(where):
+    """Repeated failures move the job, they do not pay for it: with no restart left it fails,
+    on the avoided node as elsewhere (only an unhealthy node's failures are free)."""
+    job = restart(generic("j", ("worker", 1)), "OnFailure", 2)
+    history = [{"node": "a", "podUID": f"u{i}", "counted": True, "replica": "j-worker-0"} for i in range(2)]
+    status = {"phase": "Running", "restartHistory": history,
+              "avoidedNodes": [{"node": "a", "reason": "RepeatedFailures", "message": "m", "time": "t"}]}  # fmt: skip
+    p = passes(job, on(pod("j-worker-0", "Failed", 1, restarts=2), where, "third"), status=status, nodes=HEALTHY)
+    assert p.status["phase"] == "Failed"
