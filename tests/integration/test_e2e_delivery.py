@@ -69,7 +69,13 @@ def _jobs(api_client, ns: str, run_id: str) -> list[dict]:
 
 def _xcom(stack: AirflowStack, dag_id: str, run_id: str, key: str) -> object:
     entry = stack.api("GET", f"dags/{dag_id}/dagRuns/{run_id}/taskInstances/train/xcomEntries/{key}")
-    return json.loads(entry["value"]) if isinstance(entry["value"], str) else entry["value"]
+    value = entry["value"]
+    if not isinstance(value, str):
+        return value
+    try:  # a structured value may come back as its JSON text; a plain string comes back as itself
+        return json.loads(value)
+    except ValueError:
+        return value
 
 
 def test_an_identity_that_may_not_delete_ends_with_one_job_and_its_result(e2e, api_client):
@@ -129,7 +135,11 @@ def test_a_deferred_ti_jobs_state_reads_running_while_it_runs_without_a_resume(e
         except Exception:  # noqa: BLE001 - not readable yet
             return None
 
-    wait_until(lambda: state() == "Running", timeout=30, interval=1, what="ti_state Running")
+    seen: list[object] = []
+    try:
+        wait_until(lambda: seen.append(state()) or seen[-1] == "Running", timeout=30, interval=1, what="ti_state Running")
+    except AssertionError as exc:
+        raise AssertionError(f"{exc}; read: {seen[-3:]}") from None
     assert stack.ti("t9k_ti_running", run_id)[0] == "deferred"  # written from the triggerer: no resume
     release_pods(client.CoreV1Api(api_client), ns, names)
     states = stack.states_until("t9k_ti_running", run_id, {"success", "failed"}, timeout=180)
