@@ -68,6 +68,7 @@ from airflow_t9k.operators.manifest import (  # noqa: F401 - also imported from 
     _plain,
     job_name,
     load_job,
+    set_in_spec,
     split_command,
 )
 from airflow_t9k.operators.stall import ProgressDeadlineMixin
@@ -505,19 +506,7 @@ class T9kJobOperator(SubmitMixin, WaitMixin, CheckpointMixin, AssetsMixin, Linea
         why = ttl_refused(job["kind"])
         if why:
             raise AirflowException(why)
-        path = KINDS[job["kind"]].ttl_path or ()
-        holder = job.setdefault("spec", {})
-        for key in path[:-1]:
-            if holder.get(key) is None:
-                holder[key] = {}
-            holder = holder[key]
-            if not isinstance(holder, dict):
-                raise AirflowException(f"the job's spec.{key} is not a mapping; ttl_after_finished cannot be set in it")
-        given = holder.get(path[-1])
-        if given is not None and given != self.ttl_after_finished:
-            raise AirflowException(f"the job sets spec.{'.'.join(path)} to {given!r} and the task ttl_after_finished to "
-                                   f"{self.ttl_after_finished}: give one")  # fmt: skip
-        holder[path[-1]] = self.ttl_after_finished
+        set_in_spec(job, KINDS[job["kind"]].ttl_path or (), self.ttl_after_finished, "ttl_after_finished")
 
     def dry_run(self) -> None:
         """Print the job this task would submit: template files read and Jinja rendered as in a

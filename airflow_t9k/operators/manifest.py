@@ -85,3 +85,19 @@ def load_job(job: Obj | str) -> Obj:
     if not isinstance(loaded, dict):
         raise AirflowException(f"the job must be a mapping (a YAML document or a dict), got {type(loaded).__name__}")
     return loaded
+
+
+def set_in_spec(job: Obj, path: tuple[str, ...], value: Any, option: str) -> None:
+    """Put an operator option into the job at ``spec.<path>``, making the mappings on the way; a
+    job that already sets it to something else is refused: one of the two would be ignored."""
+    holder = job.setdefault("spec", {})
+    for key in path[:-1]:
+        if holder.get(key) is None:
+            holder[key] = {}
+        holder = holder[key]
+        if not isinstance(holder, dict):
+            raise AirflowException(f"the job's spec.{key} is not a mapping; {option} cannot be set in it")
+    given = holder.get(path[-1])
+    if given is not None and given != value:
+        raise AirflowException(f"the job sets spec.{'.'.join(path)} to {given!r} and the task {option} to {value}: give one")
+    holder[path[-1]] = value

@@ -14,6 +14,7 @@ from typing import Any
 from airflow.sdk.exceptions import AirflowException
 
 from airflow_t9k.kinds.registry import KINDS
+from airflow_t9k.operators.manifest import set_in_spec
 
 Obj = dict[str, Any]
 
@@ -58,15 +59,4 @@ class ProgressDeadlineMixin:
         if why:
             raise AirflowException(why)
         path = KINDS[kind].progress_deadline_path if kind in KINDS else ("runPolicy", "progressDeadlineSeconds")
-        holder = job.setdefault("spec", {})
-        for key in path[:-1]:
-            if holder.get(key) is None:
-                holder[key] = {}
-            holder = holder[key]
-            if not isinstance(holder, dict):
-                raise AirflowException(f"the job's spec.{key} is not a mapping; progress_deadline cannot be set in it")
-        given = holder.get(path[-1])
-        if given is not None and given != self.progress_deadline:
-            raise AirflowException(f"the job sets spec.{'.'.join(path)} to {given!r} and the task progress_deadline to "
-                                   f"{self.progress_deadline}: give one")  # fmt: skip
-        holder[path[-1]] = self.progress_deadline
+        set_in_spec(job, path, self.progress_deadline, "progress_deadline")

@@ -30,6 +30,7 @@ from kubernetes.client.exceptions import ApiException
 
 from tests.integration.test_kueue import GK, KUEUE, custom, kueue, wl_condition, workload  # noqa: F401
 from tests.support.cluster import ROOT, wait_until
+from tests.support.kubelet import kwok_node
 
 RESOURCE = ("resource.k8s.io", "v1")
 DRIVER = "dra.t9k.test"
@@ -65,13 +66,7 @@ def device_class(api_client) -> str:
 
 
 def dra_node(name: str, pool: str) -> client.V1Node:
-    room = {"cpu": "8", "memory": "32Gi", "pods": "110"}
-    return client.V1Node(
-        metadata=client.V1ObjectMeta(name=name, annotations={"kwok.x-k8s.io/node": "fake"},
-                                     labels={"kubernetes.io/hostname": name, "type": "kwok-test-pool", POOL: pool}),
-        spec=client.V1NodeSpec(taints=[client.V1Taint(key=POOL, value=pool, effect="NoSchedule")]),
-        status=client.V1NodeStatus(capacity=room, allocatable=room),
-    )  # fmt: skip
+    return kwok_node(name, pool, key=POOL)
 
 
 @pytest.fixture
@@ -226,5 +221,7 @@ def test_kueue_counts_the_dra_gpus_against_the_queues_quota(jobs, controller, de
     while jobs.phase(GK, "first") != "Succeeded":  # the whole time the first runs, the second has no pod
         assert jobs.pods("second") == {}, "a pod of the second job exists before its admission"
         time.sleep(0.2)
-    assert wl_condition(workload(custom, jobs.ns, "genericjob-first"), "Finished").get("status") == "True"
+    # The job's end is written first, then its Workload is marked Finished (decide, then act).
+    wait_until(lambda: wl_condition(workload(custom, jobs.ns, "genericjob-first"), "Finished").get("status") == "True",
+               timeout=30, what="the first Workload Finished")  # fmt: skip
     jobs.wait_phase(GK, "second", "Succeeded", timeout=60)

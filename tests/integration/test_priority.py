@@ -20,20 +20,14 @@ from kubernetes import client
 from kubernetes.client.rest import ApiException
 
 from tests.support.cluster import wait_until
+from tests.support.kubelet import POOL_TAINT, kwok_node
 
 GJ = "GenericJob"
-POOL_TAINT = "t9k.test/pool"
 
 
 def pool_node(name: str, pool: str) -> client.V1Node:
     """A kwok node with room for one 2-CPU replica, tainted for this test's pods only."""
-    room = {"cpu": "2", "memory": "8Gi", "pods": "110"}
-    return client.V1Node(
-        metadata=client.V1ObjectMeta(name=name, annotations={"kwok.x-k8s.io/node": "fake"},
-                                     labels={"kubernetes.io/hostname": name, "type": "kwok-test-pool", POOL_TAINT: pool}),
-        spec=client.V1NodeSpec(taints=[client.V1Taint(key=POOL_TAINT, value=pool, effect="NoSchedule")]),
-        status=client.V1NodeStatus(capacity=room, allocatable=room),
-    )  # fmt: skip
+    return kwok_node(name, pool, cpu="2", memory="8Gi")
 
 
 def gjob(name: str, priority: int, pool: str) -> dict:

@@ -131,19 +131,19 @@ def release_pods(api: client.CoreV1Api, namespace: str, job_names: list[str], *,
 POOL_TAINT = "t9k.test/pool"  # on the nodes a test adds: no other test's pod lands there
 
 
-def kwok_node(name: str, pool: str) -> client.V1Node:
-    """A kwok node of one test's only: tainted, so no other test's pod lands on it (and dies with
-    it), and not labelled type=kwok, so no other test counts it among the cluster's own nodes."""
+def kwok_node(name: str, pool: str, key: str = POOL_TAINT, cpu: str = "8", memory: str = "32Gi") -> client.V1Node:
+    """A kwok node of one test's only: tainted (``key=pool``), so no other test's pod lands on it
+    (and dies with it), and not labelled type=kwok, so no other test counts it among the cluster's
+    own nodes."""
+    room = {"cpu": cpu, "memory": memory, "pods": "110"}
     return client.V1Node(
         metadata=client.V1ObjectMeta(
             name=name,
             annotations={"kwok.x-k8s.io/node": "fake"},
-            labels={"kubernetes.io/hostname": name, "type": "kwok-test-pool", POOL_TAINT: pool},
+            labels={"kubernetes.io/hostname": name, "type": "kwok-test-pool", key: pool},
         ),
-        spec=client.V1NodeSpec(taints=[client.V1Taint(key=POOL_TAINT, value=pool, effect="NoSchedule")]),
-        status=client.V1NodeStatus(
-            capacity={"cpu": "8", "memory": "32Gi", "pods": "110"}, allocatable={"cpu": "8", "memory": "32Gi", "pods": "110"}
-        ),
+        spec=client.V1NodeSpec(taints=[client.V1Taint(key=key, value=pool, effect="NoSchedule")]),
+        status=client.V1NodeStatus(capacity=room, allocatable=room),
     )
 
 
