@@ -2,8 +2,8 @@
 kube-scheduler, on kwok nodes each test adds for itself.
 
 - Two retried failures on one node: the job's later pods carry a required affinity that excludes
-  it, the scheduler puts the next one elsewhere (both failures are still counted), and another
-  job's pods still go to that node (the list is the job's own).
+  it, so the next one waits for another node and goes there once one is added (both failures
+  are still counted), and another job's pods still go to that node (the list is the job's own).
 - A node the platform names unhealthy (here a label, ``--unhealthy-node-condition label:...``),
   seen through the node watch alone (no pod changed): listed, its replica's failure there is free
   even with no restart left, and a job that only fits there waits, saying so, until a node fits.
@@ -20,14 +20,13 @@ GJ = "GenericJob"
 HEALTH = "t9k.test/gpu-health"
 
 
-def job(name: str, pool: str, policy: dict, prefer: str | None = None) -> dict:
+def job(name: str, pool: str, policy: dict, pin: str | None = None) -> dict:
     spec: dict = {"containers": [{"name": "main", "image": "busybox", "command": ["sleep", "3600"]}],
                   "nodeSelector": {POOL_TAINT: pool},
                   "tolerations": [{"key": POOL_TAINT, "operator": "Exists", "effect": "NoSchedule"}]}  # fmt: skip
-    if prefer:  # the scheduler would put every pod there; only the exclusion moves it
-        term = {"matchFields": [{"key": "metadata.name", "operator": "In", "values": [prefer]}]}
-        spec["affinity"] = {"nodeAffinity": {"preferredDuringSchedulingIgnoredDuringExecution": [
-            {"weight": 100, "preference": term}]}}  # fmt: skip
+    if pin:  # the template's own required affinity: only that node
+        term = {"matchFields": [{"key": "metadata.name", "operator": "In", "values": [pin]}]}
+        spec["affinity"] = {"nodeAffinity": {"requiredDuringSchedulingIgnoredDuringExecution": {"nodeSelectorTerms": [term]}}}
     return {"apiVersion": "batch.tensorstack.dev/v1beta1", "kind": GJ, "metadata": {"name": name},
             "spec": {"replicaSpecs": [{"type": "worker", "replicas": 1, "restartPolicy": policy,
                                        "template": {"spec": spec}}]}}  # fmt: skip
@@ -58,11 +57,10 @@ def status(jobs, name: str) -> dict:
 def test_two_failures_on_one_node_move_the_job_off_it(jobs, controller):
     pool = f"rf-{uuid.uuid4().hex[:6]}"
     a, b = f"{pool}-a", f"{pool}-b"
-    for n in (a, b):
-        jobs.core.create_node(kwok_node(n, pool))
+    jobs.core.create_node(kwok_node(a, pool))  # node a alone: the first two pods can go nowhere else
     try:
-        ready(jobs, a, b)
-        jobs.create(job("rf", pool, {"policy": "OnFailure", "limit": 3}, prefer=a))
+        ready(jobs, a)
+        jobs.create(job("rf", pool, {"policy": "OnFailure", "limit": 3}))
         first = wait_until(lambda: placed(jobs, "rf"), timeout=60, what="first pod running")
         assert first.spec.node_name == a
         set_pod_terminated(jobs.core, jobs.ns, "rf-worker-0", exit_code=1)
@@ -70,6 +68,10 @@ def test_two_failures_on_one_node_move_the_job_off_it(jobs, controller):
         assert second.spec.node_name == a  # one failure blames no node
         assert "avoidedNodes" not in status(jobs, "rf")
         set_pod_terminated(jobs.core, jobs.ns, "rf-worker-0", exit_code=1)
+        # The third keeps off node a: with no other node it waits, and goes to the first one added.
+        wait_until(lambda: (c := jobs.condition(GJ, "rf", "AvoidingNodes")) and c["reason"] == "OnlyAvoidedNodesFit",
+                   timeout=60, what="the third pod waiting for a node other than a")  # fmt: skip
+        jobs.core.create_node(kwok_node(b, pool))
         third = wait_until(lambda: placed(jobs, "rf", second.metadata.uid), timeout=60, what="third pod running")
         assert third.spec.node_name == b
         terms = third.spec.affinity.node_affinity.required_during_scheduling_ignored_during_execution.node_selector_terms
@@ -79,14 +81,15 @@ def test_two_failures_on_one_node_move_the_job_off_it(jobs, controller):
         assert (entry["node"], entry["reason"]) == (a, "RepeatedFailures")
         assert [(h["counted"], h["node"]) for h in s["restartHistory"]] == [(True, a), (True, a)]
         assert [e["restartCount"] for t in s["tasks"] for e in t["status"]] == [2]  # a program's failures, as far as anyone knows
-        c = jobs.condition(GJ, "rf", "AvoidingNodes")
-        assert (c["status"], c["reason"]) == ("True", "NodesAvoided")
+        wait_until(lambda: jobs.condition(GJ, "rf", "AvoidingNodes")["reason"] == "NodesAvoided", timeout=30,
+                   what="no longer waiting")  # fmt: skip
         assert "NodeAvoided" in jobs.reasons("rf", "NodeAvoided")
-        # Another job, same preference: its pods still go to node a.
-        jobs.create(job("other", pool, {"policy": "OnFailure", "limit": 3}, prefer=a))
+        # Another job, pinned to node a by its own template: the list is rf's only, so it runs there.
+        jobs.create(job("other", pool, {"policy": "OnFailure", "limit": 3}, pin=a))
         other = wait_until(lambda: placed(jobs, "other"), timeout=60, what="the other job's pod")
         assert other.spec.node_name == a
-        assert other.spec.affinity.node_affinity.required_during_scheduling_ignored_during_execution is None
+        terms = other.spec.affinity.node_affinity.required_during_scheduling_ignored_during_execution.node_selector_terms
+        assert [(f.key, f.operator, f.values) for t in terms for f in t.match_fields] == [("metadata.name", "In", [a])]
         # The job ends: its list goes with it.
         set_pod_terminated(jobs.core, jobs.ns, "rf-worker-0", phase="Succeeded", exit_code=0)
         jobs.wait_phase(GJ, "rf", "Succeeded")
