@@ -167,7 +167,7 @@ def on_record(sb: StatusBuilder, s: SlotState) -> bool:
 
 def decide(sb: StatusBuilder, states: list[SlotState], nodes: Mapping[str, Obj], rules: tuple[NodeRule, ...]) -> list[str]:
     """Put on the list the nodes that hurt the job in what this pass sees, and mark each replica that
-    failed on an avoided node as the node's doing (``SlotState.node_caused``). The nodes newly avoided."""
+    failed on an unhealthy node as the node's doing (``SlotState.node_caused``). The nodes newly avoided."""
     added: list[str] = []
     counts = failures_on(sb)
     for s in states:
