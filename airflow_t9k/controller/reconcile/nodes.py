@@ -97,6 +97,9 @@ def parse_rule(text: str) -> NodeRule:
         raise ValueError(f"{text!r}: a name is needed before '='")
     if source in ("condition", "label") and not value:
         raise ValueError(f"{text!r}: say the value that means unhealthy, e.g. 'GPUHealthy=False' or 'label:KEY=VALUE'")
+    if source == "condition" and key == "Ready":
+        # Judged already (not True is unhealthy); 'Ready=True' would make every healthy node a bad one.
+        raise ValueError(f"{text!r}: a node's Ready condition is judged already; name another condition")
     return NodeRule(source, key, value if eq else None)
 
 
