@@ -131,17 +131,19 @@ def interpret(job: Obj | None) -> JobState:
         replica_failure=str((true_condition(status, "ReplicaFailure") or {}).get("message") or ""),
         result_message=result,
         root_cause=dict(status["rootCause"]) if isinstance(status.get("rootCause"), dict) else {},
-        usage=usage_of(status),
+        usage=usage_of(status, (job.get("metadata") or {}).get("creationTimestamp")),
         metrics=metrics_of(status),
         progress=describe(status.get("progress")),
     )
 
 
-def usage_of(status: Obj | None) -> Obj:
+def usage_of(status: Obj | None, created: Any = None) -> Obj:
     """The totals of ``status.usage`` (docs/usage.md), for XCom, the UI and metrics; {} when nothing ran.
 
     accelerator_seconds and wasted_accelerator_seconds per resource name, cpu_seconds, runs,
-    accelerator_hours (all resources together), and wall_seconds once the job has ended.
+    accelerator_hours (all resources together), and wall_seconds once the job has ended; with the
+    job's ``created`` (its creationTimestamp), queue_seconds: from then to its ``startTime``, the
+    time it waited to be admitted (a queue, a quota, a template).
     """
     usage = (status or {}).get("usage")
     if not isinstance(usage, dict) or not usage:
@@ -159,7 +161,22 @@ def usage_of(status: Obj | None) -> Obj:
     if "wallSeconds" in usage:
         out["wall_seconds"] = usage["wallSeconds"]
     out["accelerator_hours"] = round(sum(out["accelerator_seconds"].values()) / 3600, 4)
+    queued = _between(created, (status or {}).get("startTime"))
+    if queued is not None:
+        out["queue_seconds"] = queued
     return out
+
+
+def _between(start: Any, end: Any) -> int | None:
+    """Whole seconds from one RFC 3339 stamp to a later one; None unless both are stamps."""
+    from datetime import datetime
+
+    try:
+        seconds = (datetime.fromisoformat(str(end).replace("Z", "+00:00"))
+                   - datetime.fromisoformat(str(start).replace("Z", "+00:00"))).total_seconds()  # fmt: skip
+    except (TypeError, ValueError):
+        return None
+    return max(0, round(seconds)) if start and end else None
 
 
 def describe_usage(usage: Obj) -> str:

@@ -7,13 +7,16 @@ from collections.abc import Callable
 from typing import Any
 
 from airflow.sdk.exceptions import AirflowSkipException, AirflowTaskTimeout
+from airflow.sdk.execution_time.context import NEVER_EXPIRE  # airflow.sdk re-exports it lazily; its stub does not name it
 
+from airflow_t9k.api import taskcost
 from airflow_t9k.api.failed import root_cause
 from airflow_t9k.api.outcome import JobState, describe_usage, interpret
 from airflow_t9k.api.result import message_of, parse_source
 from airflow_t9k.api.result import parse as parse_result
 from airflow_t9k.api.retry import permanent, startup_permanent
 from airflow_t9k.api.runmode import pause_patch
+from airflow_t9k.api.taskcost import COST_KEY
 from airflow_t9k.k8s.errors import ApiError
 from airflow_t9k.kinds.registry import get_kind
 from airflow_t9k.operators.failures import failure, startup_failure
@@ -60,6 +63,17 @@ class EndMixin:
             return {**event, "uid": saved.get("uid")}
         return event
 
+    def _with_task_total(self, context: Any, ours: Obj, usage: Obj) -> Obj:
+        """``usage`` with ``task_total``: the sum over every job this task instance's tries and
+        re-runs ended with (``api/taskcost.py``), kept in the task state store for good."""
+        store = context.get("task_state_store")
+        history = store.get(COST_KEY) if store is not None else None
+        if ours.get("uid"):
+            history = taskcost.record(history, self._try_number, str(ours["uid"]), usage)
+            if store is not None:
+                store.set(COST_KEY, history, retention=NEVER_EXPIRE)
+        return {**usage, "task_total": taskcost.total(history)}
+
     def _finish(self, context: Any, event: Obj) -> Obj:
         status = event.get("status")
         state = JobState(**{**{k: v for k, v in (event.get("state") or {}).items() if k in ("phase", "message", "reason")},
@@ -77,9 +91,12 @@ class EndMixin:
                 self.log.info("--- last %d log lines of failed replica %s ---\n%s", self.log_tail_lines, pod, tail)
         result = self._result(event) if status in ("success", "failed") else None
         usage = (event.get("state") or {}).get("usage")
-        if status in ("success", "failed") and usage:  # what the job used (status.usage, docs/usage.md)
-            self._push(ti, "usage", usage)
+        if status in ("success", "failed", "timeout", "startup_error") and usage:  # status.usage, docs/usage.md
+            usage = self._with_task_total(context, ours, usage)
+            if status in ("success", "failed"):
+                self._push(ti, "usage", usage)
             self.log.info("%s %s used: %s", event.get("kind"), event.get("name"), describe_usage(usage))
+            self.log.info("this task instance in all: %s", taskcost.describe(usage["task_total"]))
         metrics = (event.get("state") or {}).get("metrics")
         if status in ("success", "failed") and metrics:  # what the replica reported last (status.progress, docs/progress.md)
             self._push(ti, "metrics", metrics)

@@ -40,6 +40,7 @@ from airflow.sdk.execution_time.context import NEVER_EXPIRE  # airflow.sdk re-ex
 from airflow_t9k.api.attempts import ATTEMPTS_KEY
 from airflow_t9k.api.attempts import record as record_attempt
 from airflow_t9k.api.outcome import interpret
+from airflow_t9k.api.overlap import check_mode as check_overlap
 from airflow_t9k.api.queueing import with_queue
 from airflow_t9k.api.rerun import SUBMISSION, first_try
 from airflow_t9k.api.resources import resource_for
@@ -71,6 +72,7 @@ from airflow_t9k.operators.manifest import (  # noqa: F401 - also imported from 
     set_in_spec,
     split_command,
 )
+from airflow_t9k.operators.overlap import OverlapMixin
 from airflow_t9k.operators.stall import ProgressDeadlineMixin
 from airflow_t9k.operators.submit import SubmitMixin, iteration_of
 from airflow_t9k.operators.wait import WaitMixin
@@ -121,7 +123,7 @@ def record_try(store: Any, identity: Obj, nonce: str | None, try_number: int, it
 
 
 class T9kJobOperator(SubmitMixin, WaitMixin, CheckpointMixin, AssetsMixin, LineageMixin, LineageParentMixin, EndMixin,
-                     ProgressDeadlineMixin, BaseOperator):  # fmt: skip
+                     ProgressDeadlineMixin, OverlapMixin, BaseOperator):  # fmt: skip
     """
     Submit a T9k job and wait until it ends.
 
@@ -174,6 +176,14 @@ class T9kJobOperator(SubmitMixin, WaitMixin, CheckpointMixin, AssetsMixin, Linea
         (a retry resumes a job that a kill or timeout paused), or ``keep`` it running (Mark
         success or Clear of a running task then leaves the training alone); nothing is done to
         a job whose end the wait has already seen
+    :param overlap: what this run's task does when the job an earlier DAG run of it submitted
+        (the latest earlier run's XCom ``t9k_job``, uid checked; the same map index) still runs:
+        ``"allow"`` (default) runs beside it; ``"wait"`` waits until it ends (deferred when
+        ``deferrable``), then decides again; ``"skip"`` skips this run's task, saying which job
+        still runs; ``"supersede"`` ends the older job as ``on_kill_action`` says (its task then
+        fails), then trains this run's data. A paused job does not count. Only a try about to
+        submit looks: a retry that reattaches to its own job never does (docs/airflow.md,
+        "Overlapping runs")
     :param log_events: forward the job's Kubernetes Events into the task log while deferred
     :param stream_logs: follow replicas' logs into the task log while the task waits, deferred
         or on the worker (as KubernetesPodOperator's ``get_logs``)
@@ -268,6 +278,7 @@ class T9kJobOperator(SubmitMixin, WaitMixin, CheckpointMixin, AssetsMixin, Linea
         ttl_after_finished: timedelta | int | None = None,
         progress_deadline: timedelta | float | None = None,
         on_kill_action: str = "delete",
+        overlap: str = "allow",
         log_events: bool = True,
         stream_logs: bool = True,
         log_replicas: str = "deciding",
@@ -366,6 +377,7 @@ class T9kJobOperator(SubmitMixin, WaitMixin, CheckpointMixin, AssetsMixin, Linea
                                     else startup_error_grace)  # fmt: skip
         self.delete_on_finish = delete_on_finish
         self.on_kill_action = on_kill_action
+        self.overlap = check_overlap(overlap)
         self.log_events = log_events
         self.stream_logs = stream_logs
         self.log_replicas = log_replicas
@@ -539,6 +551,7 @@ class T9kJobOperator(SubmitMixin, WaitMixin, CheckpointMixin, AssetsMixin, Linea
         if found.delivered is not None:  # a success this series delivered, its job deleted since
             return self._deliver_again(context, found.delivered)
         if found.job is None:
+            self._check_overlap(context)  # an earlier DAG run's job of this task that still runs (overlap=)
             self._checkpoint_for_new_job(job, store)  # checkpoint_scope="run": another configuration's own directory
         current = found.job or self._submit(job, store, found.recorded)
         identity = {

@@ -297,3 +297,62 @@ def test_the_same_run_id_run_three_times_takes_the_next_free_name(e2e, api_clien
     names = sorted(j["metadata"]["name"] for j in _jobs(api_client, ns, run_id))
     assert len(names) == 3, names
     assert names[1:] == [f"{names[0]}-t1", f"{names[0]}-t1-2"], names
+
+
+# -- overlap= (issue 48, item 3): the job of the run before still runs --------------------------
+def _held(stack: AirflowStack, api_client, ns: str, dag_id: str) -> tuple[str, str]:
+    """A first run whose job runs (its pod held until released): its run id and job name."""
+    run_id = stack.trigger(dag_id)
+    wait_until(lambda: stack.ti(dag_id, run_id)[0] == "deferred", timeout=120, interval=0.5, what="deferred")
+    names = wait_until(lambda: [j["metadata"]["name"] for j in _jobs(api_client, ns, run_id)], timeout=30, what="its job")
+    return run_id, names[0]
+
+
+def test_overlap_skip_skips_the_next_run_while_the_earlier_job_runs(e2e, api_client):
+    stack, ns = e2e
+    first, name = _held(stack, api_client, ns, "t9k_overlap_skip")
+    second = stack.trigger("t9k_overlap_skip")
+    states = stack.states_until("t9k_overlap_skip", second, {"success", "failed", "skipped"}, timeout=120)
+    log = stack.task_log("t9k_overlap_skip", second)
+    assert states[-1] == "skipped", (states, log[-4000:])
+    assert f"overlap='skip': GenericJob {ns}/{name} of run {first} is still Running" in log, log[-4000:]
+    assert _jobs(api_client, ns, second) == []  # it trained nothing
+    release_pods(client.CoreV1Api(api_client), ns, [name])
+    assert stack.states_until("t9k_overlap_skip", first, {"success", "failed"}, timeout=120)[-1] == "success"
+
+
+def test_overlap_wait_defers_until_the_earlier_job_ends_then_trains(e2e, api_client):
+    stack, ns = e2e
+    first, name = _held(stack, api_client, ns, "t9k_overlap_wait")
+    second = stack.trigger("t9k_overlap_wait")
+    wait_until(lambda: stack.ti("t9k_overlap_wait", second)[0] == "deferred", timeout=120, interval=0.5, what="deferred")
+    time.sleep(3)  # a moment in which a second job would have been created, were the task not waiting
+    assert _jobs(api_client, ns, second) == []
+    assert f"overlap='wait': GenericJob {ns}/{name} of run {first} is still Running; waiting until it ends" in (
+        stack.task_log("t9k_overlap_wait", second)
+    )
+    release_pods(client.CoreV1Api(api_client), ns, [name])
+    assert stack.states_until("t9k_overlap_wait", first, {"success", "failed"}, timeout=120)[-1] == "success"
+    names = wait_until(lambda: [j["metadata"]["name"] for j in _jobs(api_client, ns, second)], timeout=120,
+                       what="the second run's job, once the first ended")  # fmt: skip
+    release_pods(client.CoreV1Api(api_client), ns, names)
+    states = stack.states_until("t9k_overlap_wait", second, {"success", "failed"}, timeout=120)
+    log = stack.task_log("t9k_overlap_wait", second)
+    assert states[-1] == "success", (states, log[-4000:])
+    assert "overlap='wait': no earlier run's job of this task runs" in log, log[-4000:]
+
+
+def test_overlap_supersede_ends_the_earlier_job_and_trains_the_newer_data(e2e, api_client):
+    stack, ns = e2e
+    first, name = _held(stack, api_client, ns, "t9k_overlap_supersede")
+    second = stack.trigger("t9k_overlap_supersede")
+    names = wait_until(lambda: [j["metadata"]["name"] for j in _jobs(api_client, ns, second)], timeout=120,
+                       what="the second run's job")  # fmt: skip
+    wait_until(lambda: _jobs(api_client, ns, first) == [], timeout=60, what="the first run's job deleted")
+    assert stack.states_until("t9k_overlap_supersede", first, {"success", "failed"}, timeout=120)[-1] == "failed"
+    release_pods(client.CoreV1Api(api_client), ns, names)
+    states = stack.states_until("t9k_overlap_supersede", second, {"success", "failed"}, timeout=120)
+    log = stack.task_log("t9k_overlap_supersede", second)
+    assert states[-1] == "success", (states, log[-4000:])
+    assert f"overlap='supersede': GenericJob {ns}/{name} of run {first} is still Running" in log, log[-4000:]
+    assert f"deleted GenericJob {ns}/{name} (on_kill_action='delete')" in log, log[-4000:]
