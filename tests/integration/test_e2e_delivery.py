@@ -356,3 +356,23 @@ def test_overlap_supersede_ends_the_earlier_job_and_trains_the_newer_data(e2e, a
     assert states[-1] == "success", (states, log[-4000:])
     assert f"overlap='supersede': GenericJob {ns}/{name} of run {first} is still Running" in log, log[-4000:]
     assert f"deleted GenericJob {ns}/{name} (on_kill_action='delete')" in log, log[-4000:]
+
+
+def test_a_task_instances_cost_sums_every_try(e2e, api_client):
+    # Issue 48, item 6: "what did this night's retraining cost" is one number, whatever the retries.
+    stack, ns = e2e
+    run_id = stack.trigger("t9k_cost_tries")
+    states = stack.states_until("t9k_cost_tries", run_id, {"success", "failed"}, timeout=240)
+    log = stack.task_log("t9k_cost_tries", run_id)
+    assert states[-1] == "success", (states, log[-4000:])
+    jobs = _jobs(api_client, ns, run_id)
+    assert len(jobs) == 2, [j["metadata"]["name"] for j in jobs]  # the failed try's job and the retry's
+    assert sorted(j["status"]["phase"] for j in jobs) == ["Failed", "Succeeded"]
+    ledgers = [j["status"]["usage"] for j in jobs]
+    total = _xcom(stack, "t9k_cost_tries", run_id, "usage")["task_total"]
+    assert total["jobs"] == 2
+    assert total["tries"] == [1, 2]
+    assert total["cpu_seconds"] == pytest.approx(sum(u["cpuSeconds"] for u in ledgers), abs=0.01)
+    assert total["wall_seconds"] == pytest.approx(sum(u["wallSeconds"] for u in ledgers), abs=0.01)
+    assert total["cpu_seconds"] >= 2 * 2 * 2 * 0.9  # two jobs, 2 cpus, about 2 s each
+    assert "this task instance in all: 2 jobs over tries 1, 2:" in log, log[-4000:]

@@ -1,9 +1,9 @@
-"""DAGs for test_e2e_delivery.py's overlapping runs (overlap=, issue 48 item 3): each job's pod runs
-until the test releases it, so the first run's job still holds its pod when the second run starts."""
+"""DAGs for test_e2e_delivery.py's retraining runs (issue 48): overlapping runs (overlap=, item 3), each job's pod
+held until the test releases it, so the first run's job still runs when the second starts; a cost over tries (item 6)."""
 
 from __future__ import annotations
 
-from datetime import datetime
+from datetime import datetime, timedelta
 
 from airflow.sdk import DAG
 
@@ -15,3 +15,11 @@ for mode in ("skip", "wait", "supersede"):
     with DAG(f"t9k_overlap_{mode}", start_date=START, schedule=None, catchup=False, max_active_runs=4):
         GenericJobOperator(task_id="train", image="busybox", replicas=1, deferrable=True, log_events=False,
                            stream_logs=False, overlap=mode)  # fmt: skip
+
+# A task instance's cost over its tries (issue 48, item 6): the first try's job fails, the retry's
+# new job succeeds; XCom usage's task_total sums both.
+with DAG("t9k_cost_tries", start_date=START, schedule=None, catchup=False):
+    GenericJobOperator(task_id="train", image="busybox", replicas=1, deferrable=False, retries=1,
+                       retry_delay=timedelta(seconds=1), container_resources={"limits": {"cpu": "2"}},
+                       pod_annotations={"sim.t9k.test/duration": "2s", "sim.t9k.test/exit-code": "1",
+                                        "sim.t9k.test/fail-pods": "{{ '.*' if ti.try_number == 1 else '^$' }}"})  # fmt: skip
