@@ -11,7 +11,8 @@ while the job the author asked for stays the same:
 
 - the name (``<name>-t<try>`` for a run anew) and the server's fields (uid, resourceVersion...);
 - the labels and annotations this package writes per try (``try-number``, the submission's
-  nonce, the ``consumed-by-try``, ``delivered-by-try`` and ``paused-by`` marks, the digest itself);
+  nonce, the ``consumed-by-try``, ``delivered-by-try`` and ``paused-by`` marks, the digest itself,
+  the try's ``deadline`` and ``deadline-source``);
 - the per-try environment: ``T9K_ATTEMPT``, ``T9K_RERUN`` (and ``T9K_RESTART_COUNT``, which the
   controller adds to pods), and the OpenLineage parent run (``OPENLINEAGE_PARENT_*`` and
   ``OPENLINEAGE_ROOT_PARENT_*``, which name the try's run);
@@ -34,6 +35,7 @@ import re
 from typing import Any
 
 from airflow_t9k.api.checkpoint import ENV_ATTEMPT, ENV_RERUN, ENV_RESTARTS, VOLUME_NAME
+from airflow_t9k.api.overrun import DEADLINE, DEADLINE_SOURCE
 from airflow_t9k.api.podtemplates import template_holders
 from airflow_t9k.api.rerun import CONSUMED_BY, DELIVERED_BY, SUBMISSION, TRY_LABEL
 from airflow_t9k.api.runmode import PAUSED_BY
@@ -43,7 +45,8 @@ Obj = dict[str, Any]
 SPEC_DIGEST = "airflow-t9k.io/spec-digest"
 VERSION = "v1"  # of what the digest covers: a digest of another version is not compared (taken as matching)
 PER_TRY_LABELS = frozenset({TRY_LABEL})
-PER_TRY_ANNOTATIONS = frozenset({TRY_LABEL, SUBMISSION, CONSUMED_BY, DELIVERED_BY, PAUSED_BY, SPEC_DIGEST})
+PER_TRY_ANNOTATIONS = frozenset({TRY_LABEL, SUBMISSION, CONSUMED_BY, DELIVERED_BY, PAUSED_BY, SPEC_DIGEST, DEADLINE,
+                                 DEADLINE_SOURCE})  # fmt: skip
 PER_TRY_ENV = frozenset({ENV_ATTEMPT, ENV_RERUN, ENV_RESTARTS})
 PER_TRY_ENV_PREFIXES = ("OPENLINEAGE_PARENT_", "OPENLINEAGE_ROOT_PARENT_")  # operators/lineage_parent.py's NAMES
 _SCOPED_DIR = re.compile(r"(^|/)(try-\d+|series-\d+|spec-[0-9a-f]+)$")

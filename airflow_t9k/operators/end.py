@@ -21,6 +21,7 @@ from airflow_t9k.k8s.errors import ApiError
 from airflow_t9k.kinds.registry import get_kind
 from airflow_t9k.operators.failures import failure, startup_failure
 from airflow_t9k.operators.manifest import STATE_KEY
+from airflow_t9k.operators.overrun import PREDICTED_OVERRUN
 
 Obj = dict[str, Any]
 
@@ -49,9 +50,12 @@ class EndMixin:
     _event_from: Callable[..., Obj]
     _delete_exact: Callable[[str, str, str, str | None], bool]
     _patch_exact: Callable[[Obj, Obj], Obj | None]
+    _resume_for_overrun: Callable[[Any, Obj], None]  # operators/overrun.py: defers again
 
     def execute_complete(self, context: Any, event: Obj) -> Obj:
         self._try_number = int(getattr(context["ti"], "try_number", 0) or 0)
+        if event.get("status") == PREDICTED_OVERRUN:  # resumed for on_predicted_overrun: call it, defer again
+            self._resume_for_overrun(context, event)
         return self._finish(context, event)
 
     def _recorded(self, context: Any, event: Obj) -> Obj:
@@ -92,11 +96,11 @@ class EndMixin:
         result = self._result(event) if status in ("success", "failed") else None
         usage = (event.get("state") or {}).get("usage")
         if status in ("success", "failed", "timeout", "startup_error") and usage:  # status.usage, docs/usage.md
-            usage = self._with_task_total(context, ours, usage)
+            with_total = self._with_task_total(context, ours, usage)  # the job's, and the task instance's in all
             if status in ("success", "failed"):
-                self._push(ti, "usage", usage)
+                self._push(ti, "usage", with_total)
             self.log.info("%s %s used: %s", event.get("kind"), event.get("name"), describe_usage(usage))
-            self.log.info("this task instance in all: %s", taskcost.describe(usage["task_total"]))
+            self.log.info("this task instance in all: %s", taskcost.describe(with_total["task_total"]))
         metrics = (event.get("state") or {}).get("metrics")
         if status in ("success", "failed") and metrics:  # what the replica reported last (status.progress, docs/progress.md)
             self._push(ti, "metrics", metrics)

@@ -73,6 +73,7 @@ from airflow_t9k.operators.manifest import (  # noqa: F401 - also imported from 
     split_command,
 )
 from airflow_t9k.operators.overlap import OverlapMixin
+from airflow_t9k.operators.overrun import OverrunMixin
 from airflow_t9k.operators.stall import ProgressDeadlineMixin
 from airflow_t9k.operators.submit import SubmitMixin, iteration_of
 from airflow_t9k.operators.wait import WaitMixin
@@ -123,7 +124,7 @@ def record_try(store: Any, identity: Obj, nonce: str | None, try_number: int, it
 
 
 class T9kJobOperator(SubmitMixin, WaitMixin, CheckpointMixin, AssetsMixin, LineageMixin, LineageParentMixin, EndMixin,
-                     ProgressDeadlineMixin, OverlapMixin, BaseOperator):  # fmt: skip
+                     ProgressDeadlineMixin, OverlapMixin, OverrunMixin, BaseOperator):  # fmt: skip
     """
     Submit a T9k job and wait until it ends.
 
@@ -176,6 +177,14 @@ class T9kJobOperator(SubmitMixin, WaitMixin, CheckpointMixin, AssetsMixin, Linea
         (a retry resumes a job that a kill or timeout paused), or ``keep`` it running (Mark
         success or Clear of a running task then leaves the training alone); nothing is done to
         a job whose end the wait has already seen
+    :param on_predicted_overrun: ``callback(context, overrun)``, called once per try, on the worker,
+        when the job's ETA (``status.progress``) says it will end after the try's deadline: the
+        earliest of ``timeout``, ``execution_timeout`` and the DAG's deadline alerts whose time is
+        known (a fixed time, or an interval after the run's logical date). ``overrun`` is an
+        ``airflow_t9k.operators.overrun.PredictedOverrun`` (job, predicted_end, deadline,
+        deadline_source, message). The task log warns, and the job gets condition
+        ``PredictedOverrun`` and a Warning Event, with or without a callback; nothing is said of a
+        job with no ETA (docs/progress.md, "A deadline miss seen coming")
     :param overlap: what this run's task does when the job an earlier DAG run of it submitted
         (the latest earlier run's XCom ``t9k_job``, uid checked; the same map index) still runs:
         ``"allow"`` (default) runs beside it; ``"wait"`` waits until it ends (deferred when
@@ -279,6 +288,7 @@ class T9kJobOperator(SubmitMixin, WaitMixin, CheckpointMixin, AssetsMixin, Linea
         progress_deadline: timedelta | float | None = None,
         on_kill_action: str = "delete",
         overlap: str = "allow",
+        on_predicted_overrun: Any = None,
         log_events: bool = True,
         stream_logs: bool = True,
         log_replicas: str = "deciding",
@@ -378,6 +388,7 @@ class T9kJobOperator(SubmitMixin, WaitMixin, CheckpointMixin, AssetsMixin, Linea
         self.delete_on_finish = delete_on_finish
         self.on_kill_action = on_kill_action
         self.overlap = check_overlap(overlap)
+        self._init_overrun(on_predicted_overrun)
         self.log_events = log_events
         self.stream_logs = stream_logs
         self.log_replicas = log_replicas
@@ -553,6 +564,7 @@ class T9kJobOperator(SubmitMixin, WaitMixin, CheckpointMixin, AssetsMixin, Linea
         if found.job is None:
             self._check_overlap(context)  # an earlier DAG run's job of this task that still runs (overlap=)
             self._checkpoint_for_new_job(job, store)  # checkpoint_scope="run": another configuration's own directory
+        self._mark_deadline(context, job, found.job)  # when this try must end by, for the controller's ETA check
         current = found.job or self._submit(job, store, found.recorded)
         identity = {
             "kind": job["kind"],
@@ -577,6 +589,7 @@ class T9kJobOperator(SubmitMixin, WaitMixin, CheckpointMixin, AssetsMixin, Linea
         if state.terminal:
             return self._finish(context, self._event_from(current, "success" if state.succeeded else "failed"))
         self._phase_seen(state.phase)  # a job reattached to may run already (TIJobOperator's ti_state)
+        self._overrun_seen(current, context)
         deadline = self._deadline(context)
         self._follow_pods = pods_to_follow(current, self.log_replicas, self.max_followed_pods)
         if self.deferrable:

@@ -52,6 +52,10 @@ class WaitMixin:
     _follow_pods: list[str] | None
     log_tail_lines: int
     do_xcom_push: bool  # BaseOperator's
+    on_predicted_overrun: Any  # operators/overrun.py
+    _overrun_called: bool
+    _overrun_note: str | None
+    _overrun_seen: Any
 
     def _deadline(self, context: Any) -> float | None:
         candidates = []
@@ -62,7 +66,11 @@ class WaitMixin:
             candidates.append(start.timestamp() + self.execution_timeout.total_seconds())
         return min(candidates) if candidates else None
 
-    def _trigger(self, identity: Obj, deadline: float | None) -> T9kJobTrigger:
+    def _trigger(self, identity: Obj, deadline: float | None, overrun_callback: bool | None = None) -> T9kJobTrigger:
+        """The trigger that waits for our job; ``overrun_callback``: resume the task once when the
+        job is predicted to miss its deadline (by default: when there is a callback not yet called)."""
+        if overrun_callback is None:
+            overrun_callback = self.on_predicted_overrun is not None and not self._overrun_called
         return T9kJobTrigger(
             job=JobRef(kind=identity["kind"], name=identity["name"], namespace=identity["namespace"], uid=identity["uid"]),
             # a kubeconfig path, not its content: the triggerer reads it, no credentials in the trigger
@@ -78,6 +86,8 @@ class WaitMixin:
                 startup_error_grace=self.startup_error_grace,
                 queue_timeout=self.queue_timeout,
                 on_kill_action=self.on_kill_action,
+                overrun_callback=overrun_callback,
+                overrun_seen=self._overrun_note,
             ),
             forwarding=Forwarding(
                 log_events=self.log_events,
@@ -206,6 +216,7 @@ class WaitMixin:
         if stall is not None and stall[0] != getattr(self, "_stall_note", None):
             (self.log.warning if stall[2] else self.log.info)("%s %s: %s", identity["kind"], identity["name"], stall[1])
             self._stall_note = stall[0]
+        self._overrun_seen(job)  # the ETA past the try's deadline: a warning, and the callback once
         queue_left = queue_remaining(job, self.queue_timeout, time.time())
         if queue_left is not None and queue_left <= 0:
             return self._event_from(job, "timeout", queue_failure(identity["kind"], identity["namespace"], identity["name"],

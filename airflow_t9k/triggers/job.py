@@ -32,6 +32,8 @@ from airflow.triggers.base import BaseTrigger, TriggerEvent
 
 from airflow_t9k.api import queueing
 from airflow_t9k.api.outcome import interpret
+from airflow_t9k.api.overrun import PREDICTED_OVERRUN
+from airflow_t9k.api.overrun import note as overrun_note
 from airflow_t9k.api.paths import job_path
 from airflow_t9k.api.progress import note as progress_note
 from airflow_t9k.api.resources import resource_for
@@ -306,6 +308,7 @@ class T9kJobTrigger(OutcomeMixin, ForwardMixin, BaseTrigger):
         last_note = None
         last_progress = None
         last_stall = None
+        last_overrun = self.policy.overrun_seen  # said already by the worker, or by the trigger before a resume
         errors = StartupErrors(self.policy.startup_error_grace)
         while True:
             changed.clear()
@@ -383,6 +386,14 @@ class T9kJobTrigger(OutcomeMixin, ForwardMixin, BaseTrigger):
                     (self.log.warning if stall[2] else self.log.info)("%s %s/%s: %s", self.kind, self.namespace,
                                                                       self.name, stall[1])  # fmt: skip
                     last_stall = stall[0]
+                over = overrun_note(job)  # the ETA past the try's deadline (api/overrun.py): each turn once
+                if over is not None and over[0] != last_overrun:
+                    (self.log.warning if over[2] else self.log.info)("%s %s/%s: %s", self.kind, self.namespace,
+                                                                     self.name, over[1])  # fmt: skip
+                    last_overrun = over[0]
+                    if over[2] and self.policy.overrun_callback:  # the task's callback runs on a worker, once
+                        extra = {"deadline": self.policy.deadline, "overrun_key": over[0]}
+                        return self._event(PREDICTED_OVERRUN, job, over[1], extra)
                 queue_left = queueing.queue_remaining(job, self.policy.queue_timeout, time.time())
                 if queue_left is not None and queue_left <= 0:
                     return self._event("timeout", job, queueing.queue_failure(self.kind, self.namespace, self.name, job,

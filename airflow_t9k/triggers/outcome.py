@@ -148,7 +148,8 @@ class OutcomeMixin:
 
     def _event(self, status: str, job: Obj | None, message: str, failed: Obj | None = None) -> TriggerEvent:
         """The one event; ``failed``: what ``_failed_logs`` found (the order of failure, the
-        root cause's last lines as ``logs``)."""
+        root cause's last lines as ``logs``), or what else the event carries (a predicted
+        overrun's ``deadline``, for the task to defer again with)."""
         state = interpret(job)
         return TriggerEvent(
             {

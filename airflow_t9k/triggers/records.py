@@ -61,6 +61,10 @@ class WaitPolicy:
     target_phases: tuple[str, ...] | None = None  # also end (``success``) at these phases: the sensor's
     wait_for_creation: bool = False  # a job that does not exist yet is waited for (the sensor)
     on_kill_action: str = "delete"  # delete, pause, keep, or none (the sensor: not its job)
+    # Resume the task once when the job is predicted to miss its deadline (PredictedOverrun), for
+    # the operator's on_predicted_overrun; the task then defers again with it off.
+    overrun_callback: bool = False
+    overrun_seen: str | None = None  # the turn of PredictedOverrun the task log has already (api/overrun.note's key)
 
 
 @dataclass(frozen=True)
@@ -82,9 +86,9 @@ class Forwarding:
 
 
 # 1: the four records (no key); 2: ``version`` written, unknown fields ignored; 3: Forwarding's
-# running_xcom. Raise it whenever a field is added, so an older triggerer can say which version
-# wrote what it ignores.
-VERSION = 3
+# running_xcom; 4: WaitPolicy's overrun_callback and overrun_seen. Raise it whenever a field is
+# added, so an older triggerer can say which version wrote what it ignores.
+VERSION = 4
 VERSION_KEY = "version"
 RECORDS: dict[str, type] = {"job": JobRef, "connection": Connection, "policy": WaitPolicy, "forwarding": Forwarding}
 # Flat keyword arguments that earlier versions stored and that hold credentials: still read from

@@ -160,7 +160,7 @@ with create_session() as session:
     kwargs = rows[0].kwargs
     kwargs["policy"] = {**kwargs["policy"], "retry_budget": 3}
     kwargs["tracing"] = {"span": "abc"}
-    kwargs["version"] = 4
+    kwargs["version"] = 5
     rows[0].kwargs = kwargs
 """
 
@@ -179,7 +179,7 @@ def test_a_trigger_row_a_newer_worker_wrote_loads_on_this_triggerer_with_a_warni
     states = stack.states_until("t9k_upgrade", run_id, {"success", "failed"}, timeout=180)
     log = stack.task_log("t9k_upgrade", run_id)
     assert states[-1] == "success", (states, log[-4000:])
-    assert "T9kJobTrigger written by version 4 of airflow-t9k (this triggerer runs version 3); ignored: " in log, log[-4000:]
+    assert "T9kJobTrigger written by version 5 of airflow-t9k (this triggerer runs version 4); ignored: " in log, log[-4000:]
     assert "WaitPolicy fields retry_budget" in log, log[-4000:]
     assert "key 'tracing'" in log, log[-4000:]
 

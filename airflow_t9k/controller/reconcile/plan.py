@@ -88,6 +88,7 @@ STEPS: tuple[Step, ...] = (
     Step("seal", wrap.seal, always=True),
     Step("usage", wrap.usage, always=True),  # docs/usage.md
     Step("progress", wrap.progress, always=True),  # docs/progress.md
+    Step("overrun", wrap.overrun, always=True),  # the ETA past the task's deadline: PredictedOverrun
     Step("public", wrap.public, always=True),  # the kind's own status shape
 )
 

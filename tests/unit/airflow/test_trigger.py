@@ -17,7 +17,8 @@ KWARGS = {
     "connection": {"kubernetes_conn_id": "k8s", "config_file": "/etc/airflow/kubeconfig", "cluster_context": "ctx",
                    "in_cluster": False},
     "policy": {"deadline": "2026-11-25T12:00:00+00:00", "startup_timeout": 300.0, "startup_error_grace": 120.0,
-               "queue_timeout": None, "target_phases": ["Running"], "wait_for_creation": False, "on_kill_action": "pause"},
+               "queue_timeout": None, "target_phases": ["Running"], "wait_for_creation": False, "on_kill_action": "pause",
+               "overrun_callback": False, "overrun_seen": None},
     "forwarding": {"log_events": True, "max_forwarded": 100, "events_since": "2026-11-25T11:00:00+00:00", "stream_logs": True,
                    "max_log_lines": 500, "max_followed_pods": 4, "follow_pods": None, "log_tail_lines": 20,
                    "save_log_cursor": True, "running_xcom": None},
@@ -37,7 +38,7 @@ OLD_FLAT = {
 def test_serialize_returns_the_classpath_and_exact_kwargs():
     classpath, kwargs = T9kJobTrigger(**KWARGS).serialize()
     assert classpath == "airflow_t9k.triggers.job.T9kJobTrigger"
-    assert kwargs == {"version": 3, **KWARGS}  # a row of the records' first version (no key) loads as it is
+    assert kwargs == {"version": 4, **KWARGS}  # a row of the records' first version (no key) loads as it is
 
 
 def test_serialize_round_trips_through_json():
@@ -87,7 +88,7 @@ OLD_ROWS = [
 def test_a_trigger_stored_flat_by_an_earlier_version_loads_as_the_same_trigger(old, changed):
     loaded = T9kJobTrigger(**json.loads(json.dumps(old)))  # as the triggerer reads the row
     expected = {key: {**record, **changed.get(key, {})} for key, record in KWARGS.items()}
-    assert loaded.serialize()[1] == {"version": 3, **expected}
+    assert loaded.serialize()[1] == {"version": 4, **expected}
     # and it behaves as the one deferred now: the same hook target, the same shared watch, the same event
     now = T9kJobTrigger(**expected)
     assert loaded._watch_key() == now._watch_key()
@@ -112,9 +113,9 @@ def test_doubled_arguments_are_refused():
 
 # Rows a newer worker wrote (issue 28, point 6): what this triggerer does not know is ignored.
 NEWER = [
-    pytest.param({"version": 4, **KWARGS, "policy": {**KWARGS["policy"], "retry_budget": 3}}, "WaitPolicy fields retry_budget",
+    pytest.param({"version": 5, **KWARGS, "policy": {**KWARGS["policy"], "retry_budget": 3}}, "WaitPolicy fields retry_budget",
                  id="a-records-new-field"),
-    pytest.param({"version": 4, **KWARGS, "tracing": {"span": "abc"}}, "key 'tracing'", id="a-new-record"),
+    pytest.param({"version": 5, **KWARGS, "tracing": {"span": "abc"}}, "key 'tracing'", id="a-new-record"),
     pytest.param({"version": 9, **KWARGS}, "nothing", id="only-a-higher-version"),
     pytest.param({**OLD_FLAT, "bogus": 1}, "key 'bogus'", id="unknown-flat"),
 ]  # fmt: skip
@@ -136,7 +137,7 @@ def test_a_row_a_newer_worker_wrote_loads_with_a_warning(row, ignored, caplog):
                                                                                      "uid-1", "pause")  # fmt: skip
     [warning] = [r.getMessage() for r in caplog.records if r.name == "airflow_t9k.triggers.job"]
     assert f"ignored: {ignored}" in warning, warning
-    assert loaded.serialize()[1]["version"] == 3  # what it stores again is what it knows
+    assert loaded.serialize()[1]["version"] == 4  # what it stores again is what it knows
 
 
 def test_watch_key_is_shared_by_triggers_on_the_same_connection():

@@ -7,6 +7,7 @@ from dataclasses import replace
 
 from airflow_t9k.controller.reconcile import queueing
 from airflow_t9k.controller.reconcile.actions import Emit, Plan
+from airflow_t9k.controller.reconcile.overrun import with_overrun
 from airflow_t9k.controller.reconcile.passstate import PassState, finish_plan
 from airflow_t9k.controller.reconcile.reporting import with_progress
 from airflow_t9k.controller.reconcile.usage import with_usage
@@ -34,6 +35,12 @@ def usage(p: PassState) -> PassState:
 def progress(p: PassState) -> PassState:
     """What the reporting replica printed, at most once per interval (docs/progress.md)."""
     p.result = with_progress(p.submitted, p.core, _sealed(p), p.observed, p.now)
+    return p
+
+
+def overrun(p: PassState) -> PassState:
+    """A deadline miss seen coming: the ETA just written against the task's deadline on the job."""
+    p.result = with_overrun(p.submitted, _sealed(p))
     return p
 
 

@@ -11,7 +11,7 @@ from tests.unit.controller.steps.state import state
 
 ORDER = ["deleting", "expire", "legacy", "template", "shape", "observe", "finished", "avoid", "strategy", "render",
          "scheduler", "pause", "admission", "gang", "podgroup", "start", "deadline", "verdict", "stall", "children", "end",
-         "group-restart", "replicas", "failures", "tasks", "wake", "seal", "usage", "progress", "public"]  # fmt: skip
+         "group-restart", "replicas", "failures", "tasks", "wake", "seal", "usage", "progress", "overrun", "public"]  # fmt: skip
 
 
 def test_the_steps_are_the_documented_order_of_decisions():
