@@ -128,7 +128,8 @@ class OverrunMixin:
         identity = {k: ours.get(k) for k in ("kind", "name", "namespace", "uid")}
         self._identity = {**identity, "server": self.hook.api_client.configuration.host}
         key = event.get("overrun_key")
-        self._overrun_note = key if isinstance(key, str) else None  # the trigger said it: not again
+        self._overrun_note = key if isinstance(key, str) else None  # said here, once: the next trigger does not
+        self.log.warning("%s %s: %s", identity["kind"], identity["name"], event.get("message"))
         job = self.hook.get_job(identity["kind"], identity["name"], identity["namespace"])
         if job is not None and job["metadata"].get("uid") == identity["uid"]:
             self._call_overrun(context, job)

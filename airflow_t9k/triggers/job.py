@@ -388,12 +388,13 @@ class T9kJobTrigger(OutcomeMixin, ForwardMixin, BaseTrigger):
                     last_stall = stall[0]
                 over = overrun_note(job)  # the ETA past the try's deadline (api/overrun.py): each turn once
                 if over is not None and over[0] != last_overrun:
-                    (self.log.warning if over[2] else self.log.info)("%s %s/%s: %s", self.kind, self.namespace,
-                                                                     self.name, over[1])  # fmt: skip
                     last_overrun = over[0]
                     if over[2] and self.policy.overrun_callback:  # the task's callback runs on a worker, once
+                        # The worker says it: Airflow starts the trigger log anew at the next deferral.
                         extra = {"deadline": self.policy.deadline, "overrun_key": over[0]}
                         return self._event(PREDICTED_OVERRUN, job, over[1], extra)
+                    (self.log.warning if over[2] else self.log.info)("%s %s/%s: %s", self.kind, self.namespace,
+                                                                     self.name, over[1])  # fmt: skip
                 queue_left = queueing.queue_remaining(job, self.policy.queue_timeout, time.time())
                 if queue_left is not None and queue_left <= 0:
                     return self._event("timeout", job, queueing.queue_failure(self.kind, self.namespace, self.name, job,

@@ -12,7 +12,8 @@ from typing import Any
 # The UI's names for them: re-exported.
 from airflow_t9k.api.evidence import EVIDENCE_SUFFIX as EVIDENCE_SUFFIX
 from airflow_t9k.api.evidence import controlled_by as controlled_by
-from airflow_t9k.api.outcome import usage_of
+from airflow_t9k.api.outcome import condition, usage_of
+from airflow_t9k.api.overrun import CONDITION as OVERRUN
 from airflow_t9k.api.runmode import PAUSED_BY
 
 Obj = dict[str, Any]
@@ -155,7 +156,17 @@ def summary(job: Obj, now: datetime) -> Obj:
         "elastic": elastic(job),
         "usage": usage(job, now),
         "progress": progress_cell(status),
+        "overrun": overrun_badge(status),
     }
+
+
+def overrun_badge(status: Obj) -> str | None:
+    """The controller's word when the job's ETA ends past its task's deadline (condition
+    ``PredictedOverrun`` true; docs/progress.md, "A deadline miss seen coming"), else None."""
+    c = condition(status, OVERRUN)
+    if not c or c.get("status") != "True":
+        return None
+    return _text(c.get("message") or c.get("reason"), 300)
 
 
 def progress_cell(status: Obj) -> Obj | None:

@@ -376,3 +376,45 @@ def test_a_task_instances_cost_sums_every_try(e2e, api_client):
     assert total["wall_seconds"] == pytest.approx(sum(u["wallSeconds"] for u in ledgers), abs=0.01)
     assert total["cpu_seconds"] >= 2 * 2 * 2 * 0.9  # two jobs, 2 cpus, about 2 s each
     assert "this task instance in all: 2 jobs over tries 1, 2:" in log, log[-4000:]
+
+
+def _report(step: int) -> str:
+    return "T9K_PROGRESS " + json.dumps({"step": step, "total_steps": 100000})
+
+
+def test_a_predicted_overrun_warns_calls_back_once_and_the_task_waits_on(e2e, api_client, cluster):
+    # Issue 48, item 4: two reports 10 s apart (the controller's --progress-interval) give a rate, so
+    # an ETA of days against the try's 30-minute execution_timeout.
+    stack, ns = e2e
+    run_id, name = _held(stack, api_client, ns, "t9k_overrun")
+    api, core = client.CustomObjectsApi(api_client), client.CoreV1Api(api_client)
+
+    def job() -> dict:
+        return api.get_namespaced_custom_object("batch.tensorstack.dev", "v1beta1", ns, "genericjobs", name)
+
+    def step() -> object:
+        return ((job().get("status") or {}).get("progress") or {}).get("step")
+
+    assert job()["metadata"]["annotations"]["airflow-t9k.io/deadline-source"] == "the task's execution_timeout"
+    _append_lines(cluster, ns, _report(1))
+    wait_until(lambda: step() == 1, timeout=60, what="the first report in status.progress")
+    time.sleep(10.5)
+    _append_lines(cluster, ns, _report(2))
+    cond = wait_until(lambda: next((c for c in job()["status"].get("conditions", []) if c["type"] == "PredictedOverrun"), None),
+                      timeout=60, what="PredictedOverrun")  # fmt: skip
+    assert cond["status"] == "True", cond
+    assert "after the task's execution_timeout" in cond["message"], cond
+    wait_until(lambda: "OVERRUN-CALLBACK" in stack.task_log("t9k_overrun", run_id), timeout=90, what="the callback, on a worker")
+    wait_until(lambda: stack.ti("t9k_overrun", run_id)[0] == "deferred", timeout=60, interval=0.5, what="deferred again")
+    events = core.list_namespaced_event(ns, field_selector=f"involvedObject.name={name},reason=PredictedOverrun").items
+    assert [e.type for e in events] == ["Warning"], events
+    time.sleep(10.5)
+    _append_lines(cluster, ns, _report(3))  # still late: no second callback, no second warning
+    wait_until(lambda: step() == 3, timeout=60, what="the third report")
+    release_pods(core, ns, [name])
+    states = stack.states_until("t9k_overrun", run_id, {"success", "failed"}, timeout=120)
+    log = stack.task_log("t9k_overrun", run_id)
+    assert states[-1] == "success", (states, log[-4000:])
+    assert log.count("OVERRUN-CALLBACK") == 1, log[-4000:]
+    assert "OVERRUN-CALLBACK source=the task's execution_timeout" in log, log[-4000:]
+    assert log.count("predicted to miss its deadline") == 1, log[-4000:]

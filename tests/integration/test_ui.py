@@ -565,3 +565,45 @@ def test_browser_the_tab_draws_the_metrics_the_replica_reports(ui, browser):
     log = ui.stack.task_log(dag, run_id)
     assert f"{name}: progress step " in log, log[-3000:]
     assert "reported last: step 200/200 (100%)" in log, log[-3000:]
+
+
+def test_browser_a_predicted_overrun_shows_a_badge_on_both_pages(ui, browser):
+    """Issue 48, item 4: a job whose ETA ends past its task's execution_timeout is badged on the
+    T9k Jobs page and the task tab, with the controller's words in the tooltip."""
+    from playwright.sync_api import expect
+
+    from tests.integration.test_progress import append_log
+
+    if ui.cluster.external:
+        pytest.skip("appending to pod logs needs the local cluster's kwok")
+    dag = "t9k_ui_overrun"
+    run_id = ui.runs[dag] = ui.trigger(dag)
+    wait_until(lambda: ui.phase(dag, run_id) == "Running", timeout=90, interval=0.5, what="job running")
+    name = ui.job(dag, run_id)["metadata"]["name"]
+
+    def badge() -> str | None:
+        status, body = ui.api.call("GET", ui.task_path(dag), "alice")
+        return (body.get("job") or {}).get("overrun") if status == 200 else None
+
+    step = 0
+    while not badge():  # a step a second of 100,000, written at most every 2 s: an ETA of about a day
+        step += 1
+        assert step <= 60, "no PredictedOverrun reached the tab"
+        append_log(ui.cluster, ui.ns, "T9K_PROGRESS " + json.dumps({"step": step, "total_steps": 100000}))
+        time.sleep(1)
+    assert "after the task's execution_timeout" in badge()
+    page, errors, trace = _login(browser, ui, "alice", "/plugin/t9k-jobs")
+    with _reported(trace):
+        expect(page.get_by_test_id(f"job-overrun-{name}")).to_have_text("predicted overrun", timeout=20_000)
+    assert "after the task's execution_timeout" in (page.get_by_test_id(f"job-overrun-{name}").get_attribute("title") or "")
+    page.close()
+    run = urllib.parse.quote(run_id, safe="")
+    page, errors, trace = _login(browser, ui, "alice", f"/dags/{dag}/runs/{run}/tasks/train/plugin/t9k-job")
+    with _reported(trace):
+        expect(page.get_by_test_id("t9k-overrun")).to_have_text("predicted overrun", timeout=20_000)
+    expect(page.get_by_test_id("t9k-conditions")).to_contain_text("PredictedOverrun")
+    _shot(page, "task-tab-overrun")
+    assert not errors, errors
+    page.close()
+    set_pod_terminated(client.CoreV1Api(ui.objects.api_client), ui.ns, f"{name}-worker-0", phase="Succeeded", exit_code=0)
+    wait_until(lambda: ui.stack.ti(dag, run_id)[0] == "success", timeout=120, interval=1, what="the task succeeded")

@@ -68,6 +68,11 @@ function JobRow({ job }) {
         <Badge colorPalette={palette(job.phase)} variant="solid" data-testid={`job-phase-${job.name}`}>
           {job.phase}
         </Badge>
+        {job.overrun && (
+          <Badge ml={1} colorPalette="orange" title={job.overrun} data-testid={`job-overrun-${job.name}`}>
+            predicted overrun
+          </Badge>
+        )}
       </Table.Cell>
       <Table.Cell title="running / succeeded / failed">
         {r.running} / {r.succeeded} / {r.failed}

@@ -381,6 +381,11 @@ export default function T9kJobTab({ dagId, runId, taskId, mapIndex }) {
               {job.phase}
             </Badge>
             {job.paused && <Badge data-testid="t9k-paused">pause requested</Badge>}
+            {job.overrun && (
+              <Badge colorPalette="orange" variant="solid" title={job.overrun} data-testid="t9k-overrun">
+                predicted overrun
+              </Badge>
+            )}
             <Text fontSize="sm" color="fg.muted">
               replicas running {job.replicas.running} · succeeded {job.replicas.succeeded} · failed {job.replicas.failed} · restarts{" "}
               {job.replicas.restarts} · duration {duration(job.duration_seconds)}

@@ -69,3 +69,8 @@ with DAG("t9k_ui_progress", start_date=START, schedule=None, catchup=False):
     # No duration: the replica runs until the test ends it, after its last progress report.
     GenericJobOperator(task_id="train", image="busybox", replicas=1,
                        deferrable=False, tensorboard_url="http://tensorboard.example/?run={{ run_id }}&job={name}")  # fmt: skip
+
+with DAG("t9k_ui_overrun", start_date=START, schedule=None, catchup=False):
+    # The test reports a step a second of 100,000: an ETA of a day against a 30-minute execution_timeout.
+    GenericJobOperator(task_id="train", image="busybox", replicas=1, deferrable=False,
+                       execution_timeout=timedelta(minutes=30))  # fmt: skip

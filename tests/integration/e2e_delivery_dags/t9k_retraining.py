@@ -1,5 +1,6 @@
 """DAGs for test_e2e_delivery.py's retraining runs (issue 48): overlapping runs (overlap=, item 3), each job's pod
-held until the test releases it, so the first run's job still runs when the second starts; a cost over tries (item 6)."""
+held until the test releases it, so the first run's job still runs when the second starts; a cost over tries (item 6); a
+predicted overrun (item 4)."""
 
 from __future__ import annotations
 
@@ -23,3 +24,16 @@ with DAG("t9k_cost_tries", start_date=START, schedule=None, catchup=False):
                        retry_delay=timedelta(seconds=1), container_resources={"limits": {"cpu": "2"}},
                        pod_annotations={"sim.t9k.test/duration": "2s", "sim.t9k.test/exit-code": "1",
                                         "sim.t9k.test/fail-pods": "{{ '.*' if ti.try_number == 1 else '^$' }}"})  # fmt: skip
+
+
+def _overrun_seen(context, overrun):
+    """on_predicted_overrun: the test counts these lines in the task log."""
+    context["task"].log.warning("OVERRUN-CALLBACK source=%s predicted_end=%s deadline=%s", overrun.deadline_source,
+                                overrun.predicted_end.isoformat(), overrun.deadline.isoformat())  # fmt: skip
+
+
+# A job predicted to miss the try's execution_timeout (issue 48, item 4): its pod runs until the test
+# releases it, and the test prints its progress (a step every 10 s of 100,000: days to go).
+with DAG("t9k_overrun", start_date=START, schedule=None, catchup=False):
+    GenericJobOperator(task_id="train", image="busybox", replicas=1, deferrable=True, log_events=False, stream_logs=False,
+                       execution_timeout=timedelta(minutes=30), on_predicted_overrun=_overrun_seen)  # fmt: skip
