@@ -51,6 +51,7 @@ class EndMixin:
     _delete_exact: Callable[[str, str, str, str | None], bool]
     _patch_exact: Callable[[Obj, Obj], Obj | None]
     _resume_for_overrun: Callable[[Any, Obj], None]  # operators/overrun.py: defers again
+    _cache_success: Callable[[Any, Obj, Any, Any], None]  # operators/cache.py
 
     def execute_complete(self, context: Any, event: Obj) -> Obj:
         self._try_number = int(getattr(context["ti"], "try_number", 0) or 0)
@@ -113,6 +114,7 @@ class EndMixin:
             if result is not None:
                 self._push(ti, "result", result)
             self._emit_assets(context, result, ours)  # outlets' events carry the result (operators/assets.py)
+            self._cache_success(context, ours, result, metrics)  # cache=True: for later runs (operators/cache.py)
             # Last of what the try delivers: from here a retry of this series delivers it again.
             self._delivered(context.get("task_state_store"), ours, event)
             if self.delete_on_finish in ("always", "on_success"):

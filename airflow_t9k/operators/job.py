@@ -54,6 +54,7 @@ from airflow_t9k.kinds.base import ANNOTATION_EVIDENCE_LINES
 from airflow_t9k.kinds.registry import KINDS
 from airflow_t9k.links import TOOL_LINKS, XCOM_IDENTITY, T9kJobLink, tool_url
 from airflow_t9k.operators.assets import AssetsMixin
+from airflow_t9k.operators.cache import CacheMixin
 from airflow_t9k.operators.checkpoint import CheckpointMixin
 from airflow_t9k.operators.dryrun import dry_run_context
 from airflow_t9k.operators.end import EndMixin
@@ -124,7 +125,7 @@ def record_try(store: Any, identity: Obj, nonce: str | None, try_number: int, it
 
 
 class T9kJobOperator(SubmitMixin, WaitMixin, CheckpointMixin, AssetsMixin, LineageMixin, LineageParentMixin, EndMixin,
-                     ProgressDeadlineMixin, OverlapMixin, OverrunMixin, BaseOperator):  # fmt: skip
+                     ProgressDeadlineMixin, OverlapMixin, OverrunMixin, CacheMixin, BaseOperator):  # fmt: skip
     """
     Submit a T9k job and wait until it ends.
 
@@ -177,6 +178,13 @@ class T9kJobOperator(SubmitMixin, WaitMixin, CheckpointMixin, AssetsMixin, Linea
         (a retry resumes a job that a kill or timeout paused), or ``keep`` it running (Mark
         success or Clear of a running task then leaves the training alone); nothing is done to
         a job whose end the wait has already seen
+    :param cache: deliver the outcome of an earlier successful run of this task (same map index)
+        instead of training, when the rendered job (its spec digest and images) and the input
+        asset events (the run's triggering events, the inlets' latest) are what that run had: its
+        result, metrics, checkpoint and checkpoint location, as XComs and asset events, said in the
+        log and in XCom ``t9k_cache``. Default False. A Clear always trains. Images named by tag
+        are taken as the same while the tag is (pin by digest to follow pushes) (docs/retraining.md)
+    :param cache_version: a string in the cache key: change it to train again on the same inputs
     :param on_predicted_overrun: ``callback(context, overrun)``, called once per try, on the worker,
         when the job's ETA (``status.progress``) says it will end after the try's deadline: the
         earliest of ``timeout``, ``execution_timeout`` and the DAG's deadline alerts whose time is
@@ -289,6 +297,8 @@ class T9kJobOperator(SubmitMixin, WaitMixin, CheckpointMixin, AssetsMixin, Linea
         on_kill_action: str = "delete",
         overlap: str = "allow",
         on_predicted_overrun: Any = None,
+        cache: bool = False,
+        cache_version: str | None = None,
         log_events: bool = True,
         stream_logs: bool = True,
         log_replicas: str = "deciding",
@@ -389,6 +399,7 @@ class T9kJobOperator(SubmitMixin, WaitMixin, CheckpointMixin, AssetsMixin, Linea
         self.on_kill_action = on_kill_action
         self.overlap = check_overlap(overlap)
         self._init_overrun(on_predicted_overrun)
+        self._init_cache(cache, cache_version)
         self.log_events = log_events
         self.stream_logs = stream_logs
         self.log_replicas = log_replicas
@@ -562,6 +573,9 @@ class T9kJobOperator(SubmitMixin, WaitMixin, CheckpointMixin, AssetsMixin, Linea
         if found.delivered is not None:  # a success this series delivered, its job deleted since
             return self._deliver_again(context, found.delivered)
         if found.job is None:
+            cached = self._cached(context, job)  # cache=True: an earlier run trained on the same job and inputs
+            if cached is not None:
+                return self._deliver_cached(context, cached, job)
             self._check_overlap(context)  # an earlier DAG run's job of this task that still runs (overlap=)
             self._checkpoint_for_new_job(job, store)  # checkpoint_scope="run": another configuration's own directory
         self._mark_deadline(context, job, found.job)  # when this try must end by, for the controller's ETA check

@@ -418,3 +418,32 @@ def test_a_predicted_overrun_warns_calls_back_once_and_the_task_waits_on(e2e, ap
     assert log.count("OVERRUN-CALLBACK") == 1, log[-4000:]
     assert "OVERRUN-CALLBACK source=the task's execution_timeout" in log, log[-4000:]
     assert log.count("predicted to miss its deadline") == 1, log[-4000:]
+
+
+def test_cache_delivers_an_earlier_runs_outcome_and_a_clear_trains_again(e2e, api_client):
+    # Issue 48, item 5: the second run has the same job and no asset events: nothing is trained.
+    stack, ns = e2e
+    first = stack.trigger("t9k_cache")
+    assert stack.states_until("t9k_cache", first, {"success", "failed"}, timeout=180)[-1] == "success"
+    [trained] = _jobs(api_client, ns, first)
+    recorded = _xcom(stack, "t9k_cache", first, "t9k_cache")
+    assert recorded["job"]["uid"] == trained["metadata"]["uid"], recorded
+    assert recorded["result"] == {"metric": 0.91}, recorded
+    second = stack.trigger("t9k_cache")
+    states = stack.states_until("t9k_cache", second, {"success", "failed"}, timeout=180)
+    log = stack.task_log("t9k_cache", second)
+    assert states[-1] == "success", (states, log[-4000:])
+    assert _jobs(api_client, ns, second) == [], "a cached run submitted a job"
+    assert _xcom(stack, "t9k_cache", second, "result") == {"metric": 0.91}
+    hit = _xcom(stack, "t9k_cache", second, "t9k_cache")
+    assert (hit["hit"], hit["run_id"], hit["key"]) == (True, first, recorded["key"]), hit
+    assert f"cache=True: run {first}'s GenericJob {ns}/{trained['metadata']['name']} trained on the same job" in log, log[-4000:]
+    assert "busybox named by tag, not digest" in log, log[-4000:]
+    stack.api("POST", "dags/t9k_cache/clearTaskInstances",
+              {"dag_run_id": second, "task_ids": ["train"], "dry_run": False, "only_failed": False})  # fmt: skip
+    wait_until(lambda: len(_jobs(api_client, ns, second)) == 1, timeout=180, what="the Clear's job")
+    states = stack.states_until("t9k_cache", second, {"success", "failed"}, timeout=180)
+    log = stack.task_log("t9k_cache", second)
+    assert states[-1] == "success", (states, log[-4000:])
+    assert "which trains again" in log, log[-4000:]
+    assert _xcom(stack, "t9k_cache", second, "t9k_cache")["run_id"] == second  # the latest training is what later runs find

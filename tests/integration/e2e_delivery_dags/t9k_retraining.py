@@ -1,6 +1,6 @@
 """DAGs for test_e2e_delivery.py's retraining runs (issue 48): overlapping runs (overlap=, item 3), each job's pod
 held until the test releases it, so the first run's job still runs when the second starts; a cost over tries (item 6); a
-predicted overrun (item 4)."""
+predicted overrun (item 4); cache= (item 5)."""
 
 from __future__ import annotations
 
@@ -37,3 +37,8 @@ def _overrun_seen(context, overrun):
 with DAG("t9k_overrun", start_date=START, schedule=None, catchup=False):
     GenericJobOperator(task_id="train", image="busybox", replicas=1, deferrable=True, log_events=False, stream_logs=False,
                        execution_timeout=timedelta(minutes=30), on_predicted_overrun=_overrun_seen)  # fmt: skip
+
+# cache=True (issue 48, item 5): a second run of the same job on the same inputs trains nothing.
+with DAG("t9k_cache", start_date=START, schedule=None, catchup=False):
+    GenericJobOperator(task_id="train", image="busybox", replicas=1, deferrable=False, cache=True,
+                       pod_annotations={"sim.t9k.test/duration": "2s", "sim.t9k.test/message": '{"metric": 0.91}'})  # fmt: skip
