@@ -18,12 +18,14 @@ event whose extra is the job's result (the metric, the model version's URI) and 
 "promote" updates the production asset ``MODEL``, and only when the candidate beats the champion:
 downstream DAGs scheduled on ``MODEL`` see promotions, never a training that lost.
 
-Promotion cannot race: the champion (its metric, model URI, run) is kept in Airflow 3.3's asset
-state store on ``MODEL``, and "promote" reads and writes it with at most one instance running at
-a time across all runs (``max_active_tis_per_dag=1``): two runs finishing together cannot both
-win, the second compares with the first's result. The DAG runs one at a time
-(``max_active_runs=1``), and a backfill never promotes: an old week's model is not compared with
-today's champion. "better_than_production" is the early look that branches; "promote" decides.
+Promotion cannot race: "promote" is ``PromoteOperator`` (docs/retraining.md). The champion (its
+metric, model URI, run) is kept in Airflow 3.3's asset state store on ``MODEL``, read and written
+with at most one instance of "promote" running at a time across all runs
+(``max_active_tis_per_dag=1``): two runs finishing together cannot both win, the second compares
+with the first's result. A candidate that loses skips "promote" (``MODEL`` gets no event); the
+decision, who beat whom and by how much, is its XCom ``promotion`` either way. The DAG runs one at
+a time (``max_active_runs=1``), and a backfill never promotes: an old week's model is not
+compared with today's champion.
 
 A third DAG, ``retraining_evaluation``, is scheduled on ``CANDIDATE``: each successful training runs
 it with that event, and it reads the metric from the event, not from XCom. Trainings that end
@@ -35,10 +37,10 @@ from __future__ import annotations
 from datetime import datetime
 from typing import Any
 
-from airflow.sdk import DAG, Asset, get_current_context, task
-from airflow.sdk.exceptions import AirflowSkipException
+from airflow.sdk import DAG, Asset, task
 
 from airflow_t9k.operators.kinds import PyTorchTrainingJobOperator
+from airflow_t9k.operators.promote import PromoteOperator
 
 CLICKS = Asset("s3://ml-data/clicks")  # the training data, updated by prepare_data
 CANDIDATE = Asset("s3://models/clicks-ranker/candidates")  # every model a training made
@@ -105,39 +107,14 @@ def pipeline(dag_id: str, real: bool) -> None:
             print(f"metric from the training job: {metric:.4f}")
             return metric
 
-        @task.branch(inlets=[MODEL])
-        def better_than_production(metric: float) -> str:
-            champion = get_current_context()["asset_state_store"][MODEL].get(CHAMPION) or {}
-            best = float(champion.get("metric", 0.0))
-            print(f"candidate {metric:.4f} vs production {best:.4f}")
-            return "promote" if metric > best else "keep_production"
+        # Decides under mutual exclusion (one instance at a time, whatever the run): reads the
+        # champion, compares, writes the winner, and only then the production asset's event; a
+        # candidate that loses skips it (operators/promote.py).
+        promote = PromoteOperator(task_id="promote", asset=MODEL, metric="metric", candidate_task_id="train",
+                                  state_key=CHAMPION)  # fmt: skip
 
-        # Decides under mutual exclusion (one instance at a time, whatever the run): read the
-        # champion, compare, write the winner, and only then the production asset's event.
-        @task(outlets=[MODEL], max_active_tis_per_dag=1)
-        def promote(metric: float, job: dict[str, Any]) -> str:
-            context = get_current_context()
-            run = context["dag_run"]
-            if str(getattr(run.run_type, "value", run.run_type)) == "backfill":
-                raise AirflowSkipException("a backfill does not promote: its model is not compared with today's champion")
-            state = context["asset_state_store"][MODEL]
-            champion = state.get(CHAMPION) or {}
-            if champion and float(champion["metric"]) >= metric:  # another run promoted a better one meanwhile
-                raise AirflowSkipException(f"kept the production model: {champion['metric']} from {champion['run_id']} "
-                                           f"is not beaten by {metric:.4f}")  # fmt: skip
-            model_uri = str((job.get("result") or {}).get("model_uri") or "")
-            state.set(CHAMPION, {"metric": metric, "model_uri": model_uri, "run_id": run.run_id})
-            context["outlet_events"][MODEL].extra = {"metric": metric, "model_uri": model_uri,
-                                                     "previous_metric": champion.get("metric")}  # fmt: skip
-            return f"promoted model with metric {metric:.4f}"
-
-        @task
-        def keep_production() -> str:
-            return "kept the production model"
-
-        metric = evaluate(train.output)
         data >> train
-        better_than_production(metric) >> [promote(metric, train.output), keep_production()]
+        evaluate(train.output) >> promote
 
 
 pipeline("retraining_pipeline", real=False)

@@ -67,8 +67,8 @@ def _jobs(api_client, ns: str, run_id: str) -> list[dict]:
     return [j for j in items if j["metadata"]["annotations"].get("airflow-t9k.io/run-id") == run_id]
 
 
-def _xcom(stack: AirflowStack, dag_id: str, run_id: str, key: str) -> object:
-    entry = stack.api("GET", f"dags/{dag_id}/dagRuns/{run_id}/taskInstances/train/xcomEntries/{key}")
+def _xcom(stack: AirflowStack, dag_id: str, run_id: str, key: str, task_id: str = "train") -> object:
+    entry = stack.api("GET", f"dags/{dag_id}/dagRuns/{run_id}/taskInstances/{task_id}/xcomEntries/{key}")
     value = entry["value"]
     if not isinstance(value, str):
         return value
@@ -447,3 +447,34 @@ def test_cache_delivers_an_earlier_runs_outcome_and_a_clear_trains_again(e2e, ap
     assert states[-1] == "success", (states, log[-4000:])
     assert "which trains again" in log, log[-4000:]
     assert _xcom(stack, "t9k_cache", second, "t9k_cache")["run_id"] == second  # the latest training is what later runs find
+
+
+def test_two_promotions_at_once_cannot_both_win(e2e):
+    # Issue 48, item 2: the candidates of two runs are ready together; each decision holds 3 s
+    # between reading the champion and writing the winner (the DAG's SlowPromote). Run one at a
+    # time by Airflow's scheduler, the second compares with the first's winner.
+    stack, _ = e2e
+    low = stack.trigger("t9k_promote_race", conf={"metric": 0.80})
+    high = stack.trigger("t9k_promote_race", conf={"metric": 0.85})
+    for run_id in (low, high):
+        wait_until(lambda run_id=run_id: stack.tis("t9k_promote_race", run_id).get("promote", (None,))[0] in
+                   ("success", "skipped", "failed"), timeout=180, interval=1, what="the promotion decided")  # fmt: skip
+    rows = stack._query("select run_id, state, start_date, end_date from task_instance where dag_id = 't9k_promote_race' "
+                        "and task_id = 'promote' order by start_date")  # fmt: skip
+    assert [r[1] for r in rows] != ["failed"] * 2, rows
+    assert rows[0][3] <= rows[1][2], f"the two decisions overlapped: {rows}"  # one at a time
+    ((champion,),) = stack._query("select s.value from asset_state_store s join asset a on a.id = s.asset_id "
+                                  "where a.uri = 's3://models/t9k-e2e-race' and s.key = 'champion'")  # fmt: skip
+    champion = json.loads(champion)
+    assert (champion["metric"], champion["run_id"]) == (0.85, high), champion
+    decisions = {r: _xcom(stack, "t9k_promote_race", r, "promotion", "promote") for r in (low, high)}
+    first = rows[0][0]
+    assert decisions[first]["champion_before"] is None  # only the first saw no champion
+    second = high if first == low else low
+    assert decisions[second]["champion_before"] == decisions[first]["candidate"], decisions
+    states = {r[0]: r[1] for r in rows}
+    assert states[high] == "success"
+    assert states[low] == ("success" if first == low else "skipped"), (first, states)
+    events = stack._query("select e.source_run_id from asset_event e join asset a on a.id = e.asset_id "
+                          "where a.uri = 's3://models/t9k-e2e-race'")  # fmt: skip
+    assert sorted(e[0] for e in events) == sorted(r for r, s in states.items() if s == "success")  # an event per win only

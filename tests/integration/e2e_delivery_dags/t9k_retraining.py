@@ -1,14 +1,16 @@
 """DAGs for test_e2e_delivery.py's retraining runs (issue 48): overlapping runs (overlap=, item 3), each job's pod
 held until the test releases it, so the first run's job still runs when the second starts; a cost over tries (item 6); a
-predicted overrun (item 4); cache= (item 5)."""
+predicted overrun (item 4); cache= (item 5); two promotions at once (item 2)."""
 
 from __future__ import annotations
 
+import time
 from datetime import datetime, timedelta
 
-from airflow.sdk import DAG
+from airflow.sdk import DAG, Asset, task
 
 from airflow_t9k.operators.kinds import GenericJobOperator
+from airflow_t9k.operators.promote import PromoteOperator
 
 START = datetime(2026, 1, 1)
 
@@ -42,3 +44,24 @@ with DAG("t9k_overrun", start_date=START, schedule=None, catchup=False):
 with DAG("t9k_cache", start_date=START, schedule=None, catchup=False):
     GenericJobOperator(task_id="train", image="busybox", replicas=1, deferrable=False, cache=True,
                        pod_annotations={"sim.t9k.test/duration": "2s", "sim.t9k.test/message": '{"metric": 0.91}'})  # fmt: skip
+
+# PromoteOperator (issue 48, item 2): two runs whose candidates are ready together. The test's
+# subclass holds each decision 3 s between reading the champion and writing the winner, so two
+# instances running at once would both read "no champion" and both win.
+RACE_MODEL = Asset("s3://models/t9k-e2e-race")
+
+
+class SlowPromote(PromoteOperator):
+    def _push(self, context, key, value):
+        time.sleep(3)
+        super()._push(context, key, value)
+
+
+with DAG("t9k_promote_race", start_date=START, schedule=None, catchup=False, params={"metric": 0.5}):
+
+    @task
+    def candidate(params=None, run_id=None):
+        return {"metric": float(params["metric"]), "model_uri": f"s3://models/t9k-e2e-race/{run_id}"}
+
+    candidate() >> SlowPromote(task_id="promote", asset=RACE_MODEL, metric="metric", candidate_task_id="candidate",
+                               candidate_key="return_value")  # fmt: skip

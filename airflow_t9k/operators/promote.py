@@ -1,0 +1,113 @@
+"""``PromoteOperator``: a candidate model replaces the production one only if it beats it, and two
+runs finishing together cannot both win (docs/retraining.md, "Promotion that cannot race").
+
+- The champion (its metric, model URI, DAG run and task) is kept in Airflow's asset state store on
+  the production asset, under ``state_key``; every decision, won or lost, in ``<state_key>_history``.
+- The read, the comparison and the write run with one instance of the task at a time across all
+  runs of its DAG (``max_active_tis_per_dag=1``, which the operator insists on): Airflow's
+  scheduler serializes them, so the second of two runs finishing together compares with the first's
+  winner. Promotions into one asset from several DAGs share a pool of one slot (``pool=``).
+- A promotion ends the task with the production asset's event (its extra: the metric, the model
+  URI, the previous champion's metric and the margin); a candidate that loses skips the task, so
+  the asset gets no event and tasks after it that deploy are skipped too. The decision (who beat
+  whom, by how much) is XCom ``promotion`` either way.
+- A retry after a crash between the write and the end finds its own run as the champion and ends
+  as that promotion did; a backfill never promotes (an old week's model is not compared with
+  today's champion).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from datetime import datetime, timezone
+from typing import Any
+
+from airflow.sdk import Asset, BaseOperator
+from airflow.sdk.exceptions import AirflowException, AirflowSkipException
+
+from airflow_t9k.api import promotion
+
+Obj = dict[str, Any]
+
+
+class PromoteOperator(BaseOperator):
+    """
+    Promote a candidate model over the production one when its metric is better.
+
+    :param asset: the production model's ``Asset``: it holds the champion in its asset state store and
+        gets an event only on a promotion (added to ``outlets``)
+    :param metric: the name of the metric in the candidate (``"accuracy"``)
+    :param candidate_task_id: the task whose XCom holds the candidate (a training operator's ``result``)
+    :param candidate_key: that XCom's key (default ``"result"``; ``"metrics"`` for the last reported metrics)
+    :param model_uri_key: the key of the candidate's model URI, recorded with the champion (default ``"model_uri"``)
+    :param higher_is_better: False for a loss
+    :param min_improvement: the margin a candidate must beat the champion by (default 0: any improvement)
+    :param state_key: the asset state store key of the champion (default ``"champion"``)
+    """
+
+    template_fields: Sequence[str] = ("candidate_task_id", "candidate_key")
+    ui_color = "#f6e7c1"
+
+    def __init__(self, *, asset: Asset, metric: str, candidate_task_id: str, candidate_key: str = "result",
+                 model_uri_key: str = "model_uri", higher_is_better: bool = True, min_improvement: float = 0.0,
+                 state_key: str = "champion", **kwargs: Any) -> None:  # fmt: skip
+        if kwargs.get("max_active_tis_per_dag", 1) != 1:
+            raise ValueError("PromoteOperator runs one instance at a time (max_active_tis_per_dag=1): that is what keeps "
+                             "two runs finishing together from both winning")  # fmt: skip
+        if not isinstance(asset, Asset):
+            raise ValueError(f"asset must be an airflow.sdk.Asset, got {asset!r}")
+        if isinstance(min_improvement, bool) or not isinstance(min_improvement, (int, float)) or min_improvement < 0:
+            raise ValueError(f"min_improvement must be a non-negative number, got {min_improvement!r}")
+        kwargs["max_active_tis_per_dag"] = 1
+        kwargs["outlets"] = [*(kwargs.get("outlets") or []), asset]
+        super().__init__(**kwargs)
+        self.asset = asset
+        self.metric = metric
+        self.candidate_task_id = candidate_task_id
+        self.candidate_key = candidate_key
+        self.model_uri_key = model_uri_key
+        self.higher_is_better = higher_is_better
+        self.min_improvement = float(min_improvement)
+        self.state_key = state_key
+
+    def execute(self, context: Any) -> Obj:
+        ti, run = context["ti"], context["dag_run"]
+        if str(getattr(run.run_type, "value", run.run_type)) == "backfill":
+            raise AirflowSkipException("a backfill does not promote: its model is not compared with today's champion")
+        raw = ti.xcom_pull(task_ids=self.candidate_task_id, key=self.candidate_key)
+        try:
+            value = promotion.metric_of(raw, self.metric)
+        except ValueError as exc:
+            raise AirflowException(f"{self.candidate_task_id}'s XCom {self.candidate_key!r}: {exc}") from None
+        state = context["asset_state_store"][self.asset]
+        champion = state.get(self.state_key)
+        me = {"dag_id": ti.dag_id, "run_id": ti.run_id, "task_id": self.candidate_task_id}
+        if isinstance(champion, dict) and all(champion.get(k) == v for k, v in me.items()):
+            self.log.info("this run is the champion already (an earlier try promoted it): %s", champion)
+            return self._promoted(context, dict(champion.get("decision") or {}), champion)
+        decision = promotion.decide(value, champion, self.metric, self.higher_is_better, self.min_improvement)
+        model_uri = raw.get(self.model_uri_key) if isinstance(raw, dict) else None
+        record: Obj = {"promoted": decision.promoted, "metric": self.metric, "candidate": value,
+                       "champion_before": promotion.champion_metric(champion),
+                       "champion_before_run": (champion or {}).get("run_id") if isinstance(champion, dict) else None,
+                       "margin": decision.margin, "why": decision.why, "model_uri": model_uri, **me,
+                       "at": datetime.now(timezone.utc).strftime("%Y-%m-%dT%H:%M:%SZ")}  # fmt: skip
+        self._push(context, "promotion", record)
+        state.set(f"{self.state_key}_history", promotion.history(state.get(f"{self.state_key}_history"), record))
+        if not decision.promoted:
+            self.log.info("kept the production model: %s", decision.why)
+            raise AirflowSkipException(f"kept the production model: {decision.why}")
+        winner = {"metric": value, "model_uri": model_uri, **me, "decision": record}
+        state.set(self.state_key, winner)  # decided; the asset's event follows only once this is on record
+        return self._promoted(context, record, winner)
+
+    def _push(self, context: Any, key: str, value: Any) -> None:
+        if self.do_xcom_push:
+            context["ti"].xcom_push(key=key, value=value)
+
+    def _promoted(self, context: Any, record: Obj, winner: Obj) -> Obj:
+        context["outlet_events"][self.asset].extra = {"metric": winner.get("metric"), "model_uri": winner.get("model_uri"),
+                                                      "previous_metric": record.get("champion_before"),
+                                                      "margin": record.get("margin"), "run_id": winner.get("run_id")}  # fmt: skip
+        self.log.info("promoted model with metric %.4f: %s", float(winner["metric"]), record.get("why", ""))
+        return record
