@@ -17,8 +17,10 @@ def get_provider_info() -> dict[str, Any]:
         "versions": [__version__],
         "integrations": [{"integration-name": "T9k Jobs", "tags": ["software"]}],
         "operators": [
-            {"integration-name": "T9k Jobs",
-             "python-modules": ["airflow_t9k.operators.job", "airflow_t9k.operators.kinds", "airflow_t9k.operators.promote"]}
+            {
+                "integration-name": "T9k Jobs",
+                "python-modules": ["airflow_t9k.operators.job", "airflow_t9k.operators.kinds", "airflow_t9k.operators.promote"],
+            }
         ],
         "sensors": [{"integration-name": "T9k Jobs", "python-modules": ["airflow_t9k.sensors.job"]}],
         "hooks": [{"integration-name": "T9k Jobs", "python-modules": ["airflow_t9k.hooks.t9k"]}],

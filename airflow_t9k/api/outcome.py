@@ -36,6 +36,7 @@ class JobState:
     # as XCom ``metrics`` holds them, and as one line of text.
     metrics: dict[str, Any] = field(default_factory=dict)
     progress: str = ""
+    restarts: int = 0  # entries of status.restartHistory (bounded by the controller): restarts and replacements
 
     @property
     def terminal(self) -> bool:
@@ -74,6 +75,7 @@ class JobState:
             "usage": dict(self.usage),
             "metrics": dict(self.metrics),
             "progress": self.progress,
+            "restarts": self.restarts,
         }
 
 
@@ -134,6 +136,7 @@ def interpret(job: Obj | None) -> JobState:
         usage=usage_of(status, (job.get("metadata") or {}).get("creationTimestamp")),
         metrics=metrics_of(status),
         progress=describe(status.get("progress")),
+        restarts=len(status["restartHistory"]) if isinstance(status.get("restartHistory"), list) else 0,
     )
 
 

@@ -52,6 +52,7 @@ class EndMixin:
     _patch_exact: Callable[[Obj, Obj], Obj | None]
     _resume_for_overrun: Callable[[Any, Obj], None]  # operators/overrun.py: defers again
     _cache_success: Callable[[Any, Obj, Any, Any], None]  # operators/cache.py
+    _record_history: Callable[[Any, Obj, Obj, Any], None]  # operators/history.py
 
     def execute_complete(self, context: Any, event: Obj) -> Obj:
         self._try_number = int(getattr(context["ti"], "try_number", 0) or 0)
@@ -109,6 +110,8 @@ class EndMixin:
                 "%s %s reported last: %s", event.get("kind"), event.get("name"), (event.get("state") or {}).get("progress")
             )
         self._record_lineage(ours, event.get("phase"), result, usage)  # for OpenLineage (operators/lineage.py)
+        if status in ("success", "failed"):  # the task's history across runs (operators/history.py)
+            self._record_history(context, ours, event, result)
         if status == "success":
             self.log.info("%s %s succeeded: %s", event.get("kind"), event.get("name"), state.summary())
             if result is not None:

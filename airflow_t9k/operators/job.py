@@ -58,6 +58,7 @@ from airflow_t9k.operators.cache import CacheMixin
 from airflow_t9k.operators.checkpoint import CheckpointMixin
 from airflow_t9k.operators.dryrun import dry_run_context
 from airflow_t9k.operators.end import EndMixin
+from airflow_t9k.operators.history import HistoryMixin
 from airflow_t9k.operators.lineage import LineageMixin
 from airflow_t9k.operators.lineage_parent import LineageParentMixin
 from airflow_t9k.operators.logs import DEFAULT_MAX_FOLLOWED_PODS, DEFAULT_MAX_LOG_LINES, LOG_REPLICAS, pods_to_follow
@@ -125,7 +126,7 @@ def record_try(store: Any, identity: Obj, nonce: str | None, try_number: int, it
 
 
 class T9kJobOperator(SubmitMixin, WaitMixin, CheckpointMixin, AssetsMixin, LineageMixin, LineageParentMixin, EndMixin,
-                     ProgressDeadlineMixin, OverlapMixin, OverrunMixin, CacheMixin, BaseOperator):  # fmt: skip
+                     ProgressDeadlineMixin, OverlapMixin, OverrunMixin, CacheMixin, HistoryMixin, BaseOperator):  # fmt: skip
     """
     Submit a T9k job and wait until it ends.
 
@@ -178,6 +179,11 @@ class T9kJobOperator(SubmitMixin, WaitMixin, CheckpointMixin, AssetsMixin, Linea
         (a retry resumes a job that a kill or timeout paused), or ``keep`` it running (Mark
         success or Clear of a running task then leaves the training alone); nothing is done to
         a job whose end the wait has already seen
+    :param regression_threshold: {metric: threshold}: a run whose metric (the job's last reported
+        metrics, then its result's numbers) fell behind the best of every earlier run of this task
+        by more than the threshold is flagged: a warning in the task log, XCom ``regression``, and
+        a marked point in the T9k Job tab's History (docs/retraining.md, "A task's history")
+    :param lower_is_better: the metrics for which lower is better (a loss); higher is better otherwise
     :param cache: deliver the outcome of an earlier successful run of this task (same map index)
         instead of training, when the rendered job (its spec digest and images) and the input
         asset events (the run's triggering events, the inlets' latest) are what that run had: its
@@ -298,6 +304,8 @@ class T9kJobOperator(SubmitMixin, WaitMixin, CheckpointMixin, AssetsMixin, Linea
         overlap: str = "allow",
         on_predicted_overrun: Any = None,
         cache: bool = False,
+        regression_threshold: dict[str, float] | None = None,
+        lower_is_better: Collection[str] = (),
         cache_version: str | None = None,
         log_events: bool = True,
         stream_logs: bool = True,
@@ -400,6 +408,7 @@ class T9kJobOperator(SubmitMixin, WaitMixin, CheckpointMixin, AssetsMixin, Linea
         self.overlap = check_overlap(overlap)
         self._init_overrun(on_predicted_overrun)
         self._init_cache(cache, cache_version)
+        self._init_history(regression_threshold, lower_is_better)
         self.log_events = log_events
         self.stream_logs = stream_logs
         self.log_replicas = log_replicas

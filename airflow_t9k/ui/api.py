@@ -41,10 +41,20 @@ from fastapi import Body, Depends, FastAPI, HTTPException, Request
 from fastapi.responses import JSONResponse, PlainTextResponse
 from fastapi.staticfiles import StaticFiles
 
+from airflow_t9k.api.history import DEFAULT_RUNS, MAX_RUNS
 from airflow_t9k.k8s.errors import ApiError, NotFound
 from airflow_t9k.ui import attempts, guard, teams, view
 from airflow_t9k.ui.reader import Reader
-from airflow_t9k.ui.records import TaskRecord, audit, earlier_tries, recorded_uids, task_record, team_of, teams_of
+from airflow_t9k.ui.records import (
+    TaskRecord,
+    audit,
+    earlier_tries,
+    recorded_uids,
+    task_history,
+    task_record,
+    team_of,
+    teams_of,
+)
 
 Obj = dict[str, Any]
 STATIC = Path(__file__).parent / "static"
@@ -271,6 +281,19 @@ def _job_detail(dag_id: str, run_id: str, task_id: str, map_index: str | None) -
     # The evidence ConfigMap exists only once clean-up has begun, after the job finished.
     evidence = r.evidence(job) if view.phase(job) in view.FINISHED else None
     return {"job": view.detail(job, pods, r.events(job), _now(), evidence), "attempts": earlier}
+
+
+@app.get(TASK + "/history", dependencies=[read_ti])
+@off_pool
+def history(dag_id: str, run_id: str, task_id: str, map_index: str | None = None, limit: int = DEFAULT_RUNS) -> Obj:
+    """The task's last ``limit`` runs up to this one (default 30, at most 500), newest first: each
+    run's metrics, duration, queue time, GPU-hours, restarts, outcome and flagged regressions, from
+    Airflow's XCom (api/history.py): it outlives the jobs. 404 for a task instance Airflow lacks."""
+    key = (dag_id, run_id, task_id, _map_index(map_index))
+    _record(*key)
+    with create_session() as session:
+        runs = task_history(session, key, max(1, min(int(limit), MAX_RUNS)))
+    return {"runs": runs, "limit": limit}
 
 
 @app.get(TASK + "/log", dependencies=[read_logs], response_class=PlainTextResponse)

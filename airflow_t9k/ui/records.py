@@ -23,6 +23,7 @@ from airflow.models.xcom import XComModel
 from sqlalchemy import select
 
 from airflow_t9k import compat
+from airflow_t9k.api import history
 from airflow_t9k.api.attempts import ATTEMPTS_KEY, parse
 from airflow_t9k.api.identity import FIELDS as IDENTITY_FIELDS
 from airflow_t9k.api.identity import checked
@@ -134,6 +135,23 @@ def earlier_tries(session: Session, key: TaskKey, current_try: int) -> list[Obj]
                     "ended": h.end_date.isoformat() if h is not None and h.end_date else None,
                     "job": {k: job[k] for k in IDENTITY_FIELDS} if job else None})  # fmt: skip
     return out[:MAX_TRIES]
+
+
+def task_history(session: Session, key: TaskKey, limit: int) -> list[Obj]:
+    """The task's records across DAG runs (XCom ``t9k_history``, api/history.py), newest first: of
+    this run and the ``limit - 1`` runs before it that pushed one (Airflow's own XCom query, by
+    logical date then push time, as a task's ``include_prior_dates`` pull reads them)."""
+    dag_id, run_id, task_id, map_index = key
+    query = XComModel.get_many(run_id=run_id, key=history.HISTORY_KEY, task_ids=task_id, dag_ids=dag_id,
+                               map_indexes=map_index, include_prior_dates=True, limit=limit)  # fmt: skip
+    out = []
+    rows: list[Any] = list(session.scalars(query))  # XComModel rows (get_many selects the model)
+    for row in rows:
+        shown = history.for_display(_decoded(row))
+        if shown is not None:
+            stamp = getattr(row, "timestamp", None)
+            out.append({"run_id": str(row.run_id), "time": stamp.isoformat() if stamp is not None else None, **shown})
+    return out
 
 
 def recorded_uids(session: Session, keys: set[TaskKey]) -> dict[TaskKey, str]:

@@ -19,14 +19,15 @@ if TYPE_CHECKING:
 
 
 def _run_id_of(s: Session, dag: str, run: str) -> int:
-    """The dag_run row's id (3.4's XCom view joins the run; 3.3's XCom only names its id)."""
-    if not attempts_are_rows():
-        return zlib.crc32(f"{dag}/{run}".encode())
+    """The dag_run row's id: the run's own where a test made one (XComModel.get_many joins it), else
+    one made here on 3.4 (its XCom view joins the run), a stand-in on 3.3 (its XCom only names it)."""
     from airflow.models.dagrun import DagRun
 
     found = s.execute(select(DagRun.id).where(DagRun.dag_id == dag, DagRun.run_id == run)).scalar()
     if found is not None:
         return int(found)
+    if not attempts_are_rows():
+        return zlib.crc32(f"{dag}/{run}".encode())
     from airflow._shared.timezones import timezone
 
     s.execute(insert(DagRun.__table__).values(dag_id=dag, run_id=run, run_type="manual", run_after=timezone.utcnow(),

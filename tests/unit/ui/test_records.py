@@ -14,7 +14,7 @@ from sqlalchemy.orm import Session
 
 from airflow_t9k.compat import attempts_are_rows
 from airflow_t9k.ui.records import TaskRecord, recorded_uids, task_record
-from tests.support.airflow_rows import add_attempts, add_ti, add_try
+from tests.support.airflow_rows import add_attempts, add_ti, add_try, add_xcom
 
 IDENTITY = {"kind": "GenericJob", "namespace": "team-a", "name": "train-1", "uid": "uid-1", "server": "https://k8s"}
 
@@ -208,3 +208,31 @@ def test_a_mapped_task_instances_earlier_tries_are_read_under_its_region(session
                                                                      value=json.dumps([{"try": n, **job_of(n)}])))  # fmt: skip
     got = earlier_tries(session, ("d", "r", "t", 2), 2)
     assert [(e["try"], e["state"], e["job"]) for e in got] == [(1, "failed", job_of(1))]
+
+
+def test_the_tasks_history_is_its_runs_records_newest_first_and_bounded(session):
+    """Issue 48, item 1: the History section reads XCom t9k_history of the task's runs up to the
+    one viewed, by logical date, from Airflow's database (the jobs may be long gone)."""
+    from datetime import datetime, timedelta, timezone
+
+    from airflow.models.dagrun import DagRun
+
+    from airflow_t9k.ui.records import task_history
+
+    base = datetime(2026, 11, 1, tzinfo=timezone.utc)
+    for n in range(5):
+        run = f"scheduled__{n}"
+        session.add(DagRun(dag_id="hist", run_id=run, logical_date=base + timedelta(days=n), run_after=base + timedelta(days=n),
+                           run_type="scheduled"))  # fmt: skip
+        session.flush()
+        flagged = [{"metric": "acc", "value": 0.8, "best": 0.9, "best_run": "r", "behind": 0.1}] if n == 3 else []
+        record = {"phase": "Succeeded", "metrics": {"acc": 0.8 + n / 100, "bad": "x"}, "restarts": n, "wall_seconds": 60.0,
+                  "regressions": flagged}  # fmt: skip
+        ti = add_ti(session, "hist", run, "train")
+        add_xcom(session, ti, "hist", run, "train", -1, json.dumps(record), key="t9k_history")
+    add_ti(session, "hist", "scheduled__4", "other", xcom=None)
+    got = task_history(session, ("hist", "scheduled__3", "train", -1), 3)  # runs 3, 2, 1: not 4, which came after
+    assert [r["run_id"] for r in got] == ["scheduled__3", "scheduled__2", "scheduled__1"]
+    assert got[0]["metrics"] == {"acc": pytest.approx(0.83)}  # "bad" is no number: not shown
+    assert got[0]["regressions"][0]["metric"] == "acc"
+    assert (got[1]["restarts"], got[1]["regressions"]) == (2, [])
