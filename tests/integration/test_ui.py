@@ -39,13 +39,13 @@ class Ui:
         self.objects = client.CustomObjectsApi(api_client)
         self.runs: dict[str, str] = {}
 
-    def trigger(self, dag_id: str) -> str:
+    def trigger(self, dag_id: str, conf: dict | None = None) -> str:
         """A new run of ``dag_id``, through the REST API as admin (nothing here is all-admins)."""
         run_id = f"ui-{uuid.uuid4().hex[:8]}"
         wait_until(lambda: self.stack._dag_known(dag_id), timeout=60, interval=1, what=f"{dag_id} parsed")
+        run = {"dag_run_id": run_id, "logical_date": None, **({"conf": conf} if conf else {})}
         for method, path, body in [("PATCH", f"/api/v2/dags/{dag_id}", {"is_paused": False}),
-                                   ("POST", f"/api/v2/dags/{dag_id}/dagRuns",
-                                    {"dag_run_id": run_id, "logical_date": None})]:  # fmt: skip
+                                   ("POST", f"/api/v2/dags/{dag_id}/dagRuns", run)]:  # fmt: skip
             status, answer = self.api.call(method, path, "admin", body=body)
             assert status in (200, 201), (path, status, answer)
         return run_id
@@ -607,3 +607,39 @@ def test_browser_a_predicted_overrun_shows_a_badge_on_both_pages(ui, browser):
     page.close()
     set_pod_terminated(client.CoreV1Api(ui.objects.api_client), ui.ns, f"{name}-worker-0", phase="Succeeded", exit_code=0)
     wait_until(lambda: ui.stack.ti(dag, run_id)[0] == "success", timeout=120, interval=1, what="the task succeeded")
+
+
+def test_browser_the_tab_shows_the_tasks_history_with_the_regression_flagged(ui, browser):
+    """Issue 48, item 1: three runs of a task (accuracy 0.90, 0.95, 0.91, regression_threshold 0.02):
+    the third run's tab lists all three from Airflow's records, draws a chart per metric, and
+    flags the third run, 0.04 behind the best earlier run."""
+    from playwright.sync_api import expect
+
+    dag = "t9k_ui_history"
+    runs = []
+    for acc in (0.90, 0.95, 0.91):
+        run_id = ui.trigger(dag, conf={"acc": acc})
+        wait_until(lambda run_id=run_id: ui.stack.ti(dag, run_id)[0] in ("success", "failed"), timeout=120, interval=1,
+                   what=f"run with acc {acc}")  # fmt: skip
+        assert ui.stack.ti(dag, run_id)[0] == "success", ui.stack.task_log(dag, run_id)[-3000:]
+        runs.append(run_id)
+    ui.runs[dag] = runs[-1]
+    status, body = ui.api.call("GET", ui.task_path(dag, "/history"), "alice")
+    assert status == 200, body
+    assert [r["run_id"] for r in body["runs"]] == runs[::-1]  # newest first
+    assert [r["metrics"]["acc"] for r in body["runs"]] == [0.91, 0.95, 0.9]
+    assert [[g["metric"] for g in r["regressions"]] for r in body["runs"]] == [["acc"], [], []]
+    assert "acc 0.91 fell behind the best earlier run's 0.95" in ui.stack.task_log(dag, runs[-1])
+    assert ui.api.call("GET", ui.task_path(dag, "/history"), "bob")[0] == 403  # team B may not read team A's DAG
+    run = urllib.parse.quote(runs[-1], safe="")
+    page, errors, trace = _login(browser, ui, "alice", f"/dags/{dag}/runs/{run}/tasks/train/plugin/t9k-job")
+    with _reported(trace):
+        expect(page.get_by_test_id("t9k-history-table").locator("tbody tr")).to_have_count(3, timeout=20_000)
+    charts = page.get_by_test_id("t9k-history-chart")
+    assert sorted(charts.nth(i).get_attribute("data-metric") for i in range(charts.count())) == ["acc", "f1"]
+    flags = page.get_by_test_id("t9k-history-flag")
+    expect(flags).to_have_count(1)
+    assert flags.first.get_attribute("data-run") == runs[-1]
+    _shot(page, "task-tab-history")
+    assert not errors, errors
+    page.close()

@@ -144,6 +144,100 @@ function Chart({ name, points, color }) {
   );
 }
 
+// One metric over the task's runs, oldest first; a run flagged as a regression (regression_threshold)
+// is a red dot, its words in the tooltip (docs/retraining.md, "A task's history").
+function HistoryChart({ name, runs, color }) {
+  const W = 300;
+  const H = 90;
+  const P = 8;
+  const data = runs.map((r, i) => [i, r.metrics[name], r]).filter((d) => typeof d[1] === "number");
+  if (data.length === 0) return null;
+  const ys = data.map((d) => d[1]);
+  const [y0, y1] = [Math.min(...ys), Math.max(...ys)];
+  const n = Math.max(runs.length - 1, 1);
+  const x = (i) => P + (i / n) * (W - 2 * P);
+  const y = (v) => H - P - (y1 > y0 ? ((v - y0) / (y1 - y0)) * (H - 2 * P) : (H - 2 * P) / 2);
+  const path = data.map((d, i) => `${i ? "L" : "M"}${x(d[0]).toFixed(1)},${y(d[1]).toFixed(1)}`).join(" ");
+  const flagged = data.filter((d) => (d[2].regressions || []).some((g) => g.metric === name));
+  return (
+    <Box data-testid="t9k-history-chart" data-metric={name} borderWidth="1px" borderRadius="md" p={2}>
+      <Flex justify="space-between" fontSize="xs">
+        <Text fontWeight="semibold">{name}</Text>
+        <Text>{fmt(data[data.length - 1][1])}</Text>
+      </Flex>
+      <svg width={W} height={H} viewBox={`0 0 ${W} ${H}`} role="img" aria-label={`${name} over the task's runs`}>
+        <path d={path} fill="none" stroke={color} strokeWidth="2" data-points={data.length} />
+        {data.map((d) => (
+          <circle key={d[0]} cx={x(d[0])} cy={y(d[1])} r="2.5" fill={color}>
+            <title>{`${d[2].run_id}: ${fmt(d[1])}`}</title>
+          </circle>
+        ))}
+        {flagged.map((d) => {
+          const g = d[2].regressions.find((r) => r.metric === name);
+          return (
+            <circle key={`f${d[0]}`} cx={x(d[0])} cy={y(d[1])} r="5" fill="none" stroke="#d62728" strokeWidth="2"
+              data-testid="t9k-history-flag" data-run={d[2].run_id}>
+              <title>{`${d[2].run_id}: ${fmt(d[1])}, behind the best earlier run (${g.best_run}: ${fmt(g.best)}) by ${fmt(g.behind)}`}</title>
+            </circle>
+          );
+        })}
+      </svg>
+      <Flex justify="space-between" fontSize="xs" color="fg.muted">
+        <Text>
+          {fmt(y0)} – {fmt(y1)}
+        </Text>
+        <Text>{runs.length} runs</Text>
+      </Flex>
+    </Box>
+  );
+}
+
+// The task's last runs (XCom t9k_history, read from Airflow's records: it outlives the jobs).
+function History({ api }) {
+  const [state] = usePoll(() => getJson(withQuery(`${api.path}/history`, api.mi)), [api.path, api.mi], false);
+  const runs = (state.data && state.data.runs) || [];
+  if (state.error) return <Text color="fg.error">{state.error}</Text>;
+  if (runs.length === 0) {
+    return (
+      <Text fontSize="sm" color="fg.muted" data-testid="t9k-history-empty">
+        No run of this task has recorded its history yet.
+      </Text>
+    );
+  }
+  const ordered = [...runs].reverse();
+  const names = [];
+  for (const r of ordered) for (const k of Object.keys(r.metrics)) if (!names.includes(k)) names.push(k);
+  const flag = (r, name) => (r.regressions || []).some((g) => g.metric === name);
+  return (
+    <Box data-testid="t9k-history">
+      <Flex gap={3} wrap="wrap" mb={3}>
+        {names.map((name, i) => (
+          <HistoryChart key={name} name={name} runs={ordered} color={COLORS[i % COLORS.length]} />
+        ))}
+      </Flex>
+      <Grid
+        testId="t9k-history-table"
+        headers={["Run", "Outcome", "Duration", "Queued", "GPU-h", "Wasted GPU-h", "Restarts", ...names]}
+        rows={runs.map((r) => [
+          r.run_id,
+          r.phase ? <Badge colorPalette={palette(r.phase)}>{r.phase}</Badge> : "",
+          duration(r.wall_seconds),
+          duration(r.queue_seconds),
+          fmt(r.accelerator_hours),
+          fmt(r.wasted_hours),
+          r.restarts ?? "",
+          ...names.map((name) => (
+            <Text as="span" color={flag(r, name) ? "fg.error" : undefined} fontWeight={flag(r, name) ? "bold" : undefined}>
+              {fmt(r.metrics[name])}
+              {flag(r, name) ? " ▼" : ""}
+            </Text>
+          )),
+        ])}
+      />
+    </Box>
+  );
+}
+
 function Progress({ progress }) {
   const names = [];
   for (const p of progress.history) for (const n of Object.keys(p.metrics)) if (!names.includes(n)) names.push(n);
@@ -399,6 +493,9 @@ export default function T9kJobTab({ dagId, runId, taskId, mapIndex }) {
               <Progress progress={job.progress} />
             </Section>
           )}
+          <Section title="History of this task">
+            <History api={api} />
+          </Section>
           <Section title="Timeline">
             <Timeline job={job} />
           </Section>

@@ -74,3 +74,9 @@ with DAG("t9k_ui_overrun", start_date=START, schedule=None, catchup=False):
     # The test reports a step a second of 100,000: an ETA of a day against a 30-minute execution_timeout.
     GenericJobOperator(task_id="train", image="busybox", replicas=1, deferrable=False,
                        execution_timeout=timedelta(minutes=30))  # fmt: skip
+
+with DAG("t9k_ui_history", start_date=START, schedule=None, catchup=False, params={"acc": 0.5}):
+    # Each run's result is the accuracy the test passes; a run 0.02 behind the best earlier one is flagged.
+    GenericJobOperator(task_id="train", image="busybox", replicas=1, deferrable=False, regression_threshold={"acc": 0.02},
+                       pod_annotations={"sim.t9k.test/duration": "1s",
+                                        "sim.t9k.test/message": '{"acc": {{ params.acc }}, "f1": 0.5}'})  # fmt: skip
