@@ -141,4 +141,5 @@ def for_display(value: Any) -> Obj | None:
         "accelerator_hours": _number(value.get("accelerator_hours")), "wasted_hours": _number(value.get("wasted_hours")),
         "restarts": int(value["restarts"]) if _number(value.get("restarts")) is not None else None,
         "regressions": found[:MAX_METRICS], "job": _text(job.get("name"), 253),
+        "task_accelerator_hours": _number(value.get("task_accelerator_hours")),
     }  # fmt: skip

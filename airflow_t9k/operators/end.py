@@ -99,6 +99,7 @@ class EndMixin:
         usage = (event.get("state") or {}).get("usage")
         if status in ("success", "failed", "timeout", "startup_error") and usage:  # status.usage, docs/usage.md
             with_total = self._with_task_total(context, ours, usage)  # the job's, and the task instance's in all
+            self._task_total = with_total["task_total"]  # for the task's history (operators/history.py)
             if status in ("success", "failed"):
                 self._push(ti, "usage", with_total)
             self.log.info("%s %s used: %s", event.get("kind"), event.get("name"), describe_usage(usage))

@@ -47,5 +47,9 @@ class HistoryMixin:
         if found:
             self._push(ti, history.REGRESSION_KEY, found)
         kept = history.carried(best, values if succeeded else {}, str(ti.run_id), self.lower_is_better)
-        self._push(ti, history.HISTORY_KEY, history.record(event.get("phase"), values, state.get("usage"),
-                                                           int(state.get("restarts") or 0), kept, found, ours))  # fmt: skip
+        record = history.record(event.get("phase"), values, state.get("usage"), int(state.get("restarts") or 0), kept, found,
+                                ours)  # fmt: skip
+        total = getattr(self, "_task_total", None)  # every try's and re-run's GPU-hours (api/taskcost.py)
+        if isinstance(total, dict):
+            record["task_accelerator_hours"], record["tries"] = total.get("accelerator_hours"), total.get("tries")
+        self._push(ti, history.HISTORY_KEY, record)

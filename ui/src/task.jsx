@@ -217,7 +217,7 @@ function History({ api }) {
       </Flex>
       <Grid
         testId="t9k-history-table"
-        headers={["Run", "Outcome", "Duration", "Queued", "GPU-h", "Wasted GPU-h", "Restarts", ...names]}
+        headers={["Run", "Outcome", "Duration", "Queued", "GPU-h", "Wasted GPU-h", "GPU-h, all tries", "Restarts", ...names]}
         rows={runs.map((r) => [
           r.run_id,
           r.phase ? <Badge colorPalette={palette(r.phase)}>{r.phase}</Badge> : "",
@@ -225,6 +225,7 @@ function History({ api }) {
           duration(r.queue_seconds),
           fmt(r.accelerator_hours),
           fmt(r.wasted_hours),
+          fmt(r.task_accelerator_hours),
           r.restarts ?? "",
           ...names.map((name) => (
             <Text as="span" color={flag(r, name) ? "fg.error" : undefined} fontWeight={flag(r, name) ? "bold" : undefined}>

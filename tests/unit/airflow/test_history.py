@@ -86,12 +86,14 @@ def event(status: str, metrics: dict[str, float], restarts: int = 0) -> dict[str
 
 def test_a_run_behind_the_best_earlier_one_is_flagged_in_the_log_and_xcom(capsys: pytest.CaptureFixture[str]) -> None:
     op = GenericJobOperator(task_id="train", image="i", regression_threshold={"acc": 0.02})
+    op._task_total = {"accelerator_hours": 3.0, "tries": [1, 2]}  # what _finish summed (api/taskcost.py)
     ti = PullingTI({"best": {"acc": {"value": 0.9, "run_id": "scheduled__1"}}}, run_id="scheduled__2")
     op._record_history({"ti": ti}, {"kind": "GenericJob", "name": "j", "namespace": "ml", "uid": "u"},
                        event("success", {"acc": 0.85}, restarts=2), {"uri": "s3://m"})  # fmt: skip
     record = ti.xcom["t9k_history"]
     assert record["metrics"] == {"acc": 0.85}
     assert (record["restarts"], record["wasted_hours"], record["accelerator_hours"]) == (2, 0.5, 1.5)
+    assert (record["task_accelerator_hours"], record["tries"]) == (3.0, [1, 2])  # every try's, in the history too
     assert record["best"] == {"acc": {"value": 0.9, "run_id": "scheduled__1"}}  # still the earlier run's
     assert [r["metric"] for r in ti.xcom["regression"]] == ["acc"]
     assert "regression: acc 0.85 fell behind the best earlier run's 0.9 (scheduled__1) by 0.05" in capsys.readouterr().out
