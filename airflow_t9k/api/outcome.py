@@ -79,6 +79,19 @@ class JobState:
         }
 
 
+def condition_note(job: Obj | None, type_: str, when_true: str, when_false: str) -> tuple[str, str, bool] | None:
+    """(key, line, true) for a task-log line of the job's condition ``type_``, the key new at each
+    change of it (status, time or message), so the waits print each change once; None when the job
+    never had it."""
+    c = condition(((job or {}).get("status") or {}), type_)
+    if not c:
+        return None
+    true = c.get("status") == "True"
+    message = str(c.get("message") or c.get("reason") or "")
+    key = f"{c.get('status')}|{c.get('lastTransitionTime')}|{message}"
+    return key, (when_true if true else when_false) + message, true
+
+
 def condition(status: Obj, type_: str) -> Obj | None:
     """The condition of that type in a status (a job's, or a batch Job's), True or not."""
     return next((c for c in status.get("conditions") or [] if isinstance(c, dict) and c.get("type") == type_), None)

@@ -14,7 +14,7 @@ from __future__ import annotations
 from datetime import datetime, timedelta, timezone
 from typing import Any
 
-from airflow_t9k.api.outcome import condition
+from airflow_t9k.api.outcome import condition_note
 
 Obj = dict[str, Any]
 DEADLINE = "airflow-t9k.io/deadline"
@@ -84,10 +84,4 @@ def alert_deadline(alert: Any, dag_run: Any) -> tuple[datetime | None, str]:
 def note(job: Obj | None) -> tuple[str, str, bool] | None:
     """(key, line, late) of the job's ``PredictedOverrun`` condition, the key new at each turn; None
     when the controller never judged it late."""
-    c = condition(((job or {}).get("status") or {}), CONDITION)
-    if not c:
-        return None
-    late = c.get("status") == "True"
-    message = str(c.get("message") or c.get("reason") or "")
-    key = f"{c.get('status')}|{c.get('lastTransitionTime')}|{message}"
-    return key, ("predicted to miss its deadline: " if late else "back on schedule: ") + message, late
+    return condition_note(job, CONDITION, "predicted to miss its deadline: ", "back on schedule: ")

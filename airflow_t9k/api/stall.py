@@ -6,7 +6,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from airflow_t9k.api.outcome import condition
+from airflow_t9k.api.outcome import condition_note
 
 Obj = dict[str, Any]
 
@@ -14,10 +14,4 @@ Obj = dict[str, Any]
 def note(job: Obj | None) -> tuple[str, str, bool] | None:
     """(key, line, stalled) of the job's ``Stalled`` condition, the key new at each change (the
     decision, the restart, the end of the stall); None when the job has never stalled."""
-    c = condition(((job or {}).get("status") or {}), "Stalled")
-    if not c:
-        return None
-    stalled = c.get("status") == "True"
-    message = str(c.get("message") or c.get("reason") or "")
-    key = f"{c.get('status')}|{c.get('lastTransitionTime')}|{message}"
-    return key, ("stalled: " if stalled else "no longer stalled: ") + message, stalled
+    return condition_note(job, "Stalled", "stalled: ", "no longer stalled: ")
