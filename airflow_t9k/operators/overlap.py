@@ -91,7 +91,11 @@ class OverlapMixin:
                                 cluster_context=self.cluster_context, in_cluster=self.in_cluster)  # fmt: skip
         policy = WaitPolicy(deadline=deadline.isoformat() if deadline else None, startup_timeout=None,
                             startup_error_grace=None, on_kill_action="none")  # fmt: skip
-        forwarding = Forwarding(log_events=False, stream_logs=False, save_log_cursor=False)
+        # events_since is the deferral's time: the trigger holds an event that comes within
+        # [t9k] deferral_hold_seconds of it, past Airflow's stale defer-exit race (apache/airflow#72716),
+        # which failed this task when the earlier job ended seconds after it deferred.
+        forwarding = Forwarding(log_events=False, stream_logs=False, save_log_cursor=False,
+                                events_since=datetime.now(timezone.utc).isoformat())  # fmt: skip
         self.defer(  # type: ignore[attr-defined]  # BaseOperator's
             trigger=T9kJobTrigger(job=ref, connection=connection, policy=policy, forwarding=forwarding),
             method_name="execute_after_overlap",

@@ -46,8 +46,15 @@ class Ui:
         run = {"dag_run_id": run_id, "logical_date": None, **({"conf": conf} if conf else {})}
         for method, path, body in [("PATCH", f"/api/v2/dags/{dag_id}", {"is_paused": False}),
                                    ("POST", f"/api/v2/dags/{dag_id}/dagRuns", run)]:  # fmt: skip
-            status, answer = self.api.call(method, path, "admin", body=body)
-            assert status in (200, 201), (path, status, answer)
+            for attempt in range(3):
+                status, answer = self.api.call(method, path, "admin", body=body)
+                # SQLite takes one writer: while the scheduler writes, the api-server may answer 500
+                # (database is locked, after its 5 s wait). A run that was created after all answers
+                # 409 the next time.
+                if status != 500 or attempt == 2:
+                    break
+                time.sleep(2)
+            assert status in (200, 201) or (status == 409 and attempt > 0), (path, status, answer)
         return run_id
 
     def job(self, dag_id: str, run_id: str) -> dict | None:

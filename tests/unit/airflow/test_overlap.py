@@ -66,3 +66,18 @@ def test_the_argument_is_checked() -> None:
     assert GenericJobOperator(task_id="t", image="i").overlap == "allow"
     with pytest.raises(ValueError, match="overlap must be one of"):
         GenericJobOperator(task_id="t", image="i", overlap="queue")
+
+
+def test_the_wait_defers_on_the_earlier_job_without_acting_on_it_and_holds_an_early_event() -> None:
+    from airflow.sdk.exceptions import TaskDeferred
+
+    op = GenericJobOperator(task_id="t", image="i", overlap="wait", deferrable=True)
+    with pytest.raises(TaskDeferred) as deferred:
+        op._defer_on_earlier({"ti": None}, EARLIER)
+    trigger = deferred.value.trigger
+    assert (trigger.job.name, trigger.job.uid) == ("j", "u1")
+    assert trigger.policy.on_kill_action == "none"  # not this task's job: a kill leaves it alone
+    assert (trigger.forwarding.stream_logs, trigger.forwarding.log_events) == (False, False)
+    # The deferral's time: an event within [t9k] deferral_hold_seconds of it is held (apache/airflow#72716).
+    assert trigger.forwarding.events_since is not None
+    assert deferred.value.method_name == "execute_after_overlap"
