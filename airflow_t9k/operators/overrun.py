@@ -18,6 +18,7 @@ from typing import Any
 
 from airflow_t9k.api import overrun
 from airflow_t9k.api.outcome import condition
+from airflow_t9k.k8s.errors import ApiError
 from airflow_t9k.operators.logs import pods_to_follow
 
 Obj = dict[str, Any]
@@ -83,7 +84,12 @@ class OverrunMixin:
             return
         have = current["metadata"].get("annotations") or {}
         if marks and any(have.get(k) != v for k, v in marks.items()):
-            self._patch_exact(current, {"metadata": {"uid": current["metadata"]["uid"], "annotations": marks}})
+            try:
+                self._patch_exact(current, {"metadata": {"uid": current["metadata"]["uid"], "annotations": marks}})
+            except ApiError as exc:  # the try goes on: only the prediction of a miss is lost
+                self.log.warning("could not write this try's deadline on %s %s (%s); its PredictedOverrun is judged "
+                                 "against the earlier try's", current.get("kind"), current["metadata"].get("name"),
+                                 exc.message)  # fmt: skip
 
     def _overrun_seen(self, job: Obj | None, context: Any = None) -> None:
         """Each turn of the job's ``PredictedOverrun`` into the task log once; the callback once per try."""

@@ -154,3 +154,17 @@ def test_the_trigger_resumes_only_with_a_callback_not_yet_called() -> None:
 def test_the_callback_must_be_callable() -> None:
     with pytest.raises(ValueError, match="on_predicted_overrun must be callable"):
         GenericJobOperator(task_id="train", image="i", on_predicted_overrun="page me")
+
+
+def test_a_refused_deadline_write_on_a_reattached_job_does_not_fail_the_try(capsys: pytest.CaptureFixture[str]) -> None:
+    from airflow_t9k.k8s.errors import ApiError
+
+    class Refusing(RecordingHook):
+        def patch_job(self, kind: str, name: str, namespace: str, patch: Any) -> Any:
+            raise ApiError(403, "Forbidden", "genericjobs is forbidden: may not patch")
+
+    op = GenericJobOperator(task_id="train", image="i", execution_timeout=timedelta(hours=2))
+    op._hook = Refusing()
+    current = {"kind": "GenericJob", "metadata": {"name": "j", "namespace": "ml", "uid": "u", "annotations": {}}}
+    op._mark_deadline({"ti": ti()}, {"metadata": {}}, current)
+    assert "could not write this try's deadline on GenericJob j" in capsys.readouterr().out
