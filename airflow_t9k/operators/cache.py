@@ -16,6 +16,7 @@ from typing import Any
 
 from airflow_t9k.api import cache
 from airflow_t9k.operators.checkpoint import CHECKPOINT_KEY
+from airflow_t9k.operators.earlier import earlier_xcom
 
 Obj = dict[str, Any]
 
@@ -86,12 +87,8 @@ class CacheMixin:
         if self._series_start > 1:
             self.log.info("cache=True: this try is of a Clear (tries from %s), which trains again", self._series_start)
             return None
-        ti = context["ti"]
-        map_index = getattr(ti, "map_index", -1)
-        pulled = ti.xcom_pull(task_ids=ti.task_id, key=cache.XCOM_CACHE, include_prior_dates=True,
-                              map_indexes=-1 if map_index is None else map_index)  # fmt: skip
-        found = cache.matching(pulled, run_key)
-        if found is None or found.get("run_id") == ti.run_id:
+        found = cache.matching(earlier_xcom(context, cache.XCOM_CACHE, "cache=True", self.log), run_key)
+        if found is None or found.get("run_id") == context["ti"].run_id:
             self.log.info("cache=True: no earlier successful run of this task had these inputs (key %s); training", run_key)
             return None
         return found

@@ -7,6 +7,7 @@ from collections.abc import Callable, Collection, Mapping
 from typing import Any
 
 from airflow_t9k.api import history
+from airflow_t9k.operators.earlier import earlier_xcom
 
 Obj = dict[str, Any]
 
@@ -25,14 +26,9 @@ class HistoryMixin:
             raise ValueError("lower_is_better is a collection of metric names, not one string")
         self.lower_is_better = frozenset(str(n) for n in lower_is_better or ())
 
-    def _earlier_best(self, ti: Any) -> dict[str, Obj]:
+    def _earlier_best(self, context: Any) -> dict[str, Obj]:
         """``best`` of the latest earlier run's record (Airflow's XCom, this task and map index)."""
-        pull = getattr(ti, "xcom_pull", None)
-        if pull is None:
-            return {}
-        map_index = getattr(ti, "map_index", -1)
-        earlier = pull(task_ids=ti.task_id, key=history.HISTORY_KEY, include_prior_dates=True,
-                       map_indexes=-1 if map_index is None else map_index)  # fmt: skip
+        earlier = earlier_xcom(context, history.HISTORY_KEY, "the comparison with earlier runs", self.log)
         return history.best_of(earlier.get("best")) if isinstance(earlier, dict) else {}
 
     def _record_history(self, context: Any, ours: Obj, event: Obj, result: Any) -> None:
@@ -40,7 +36,7 @@ class HistoryMixin:
         state = event.get("state") or {}
         succeeded = event.get("status") == "success"
         values = history.values_of(state.get("metrics"), result)
-        best = self._earlier_best(ti)
+        best = self._earlier_best(context)
         found = history.regressions(values, best, self.regression_threshold, self.lower_is_better) if succeeded else []
         for regression in found:
             self.log.warning("regression: %s", history.describe(regression))

@@ -22,6 +22,7 @@ from airflow_t9k.api.paths import job_path
 from airflow_t9k.api.resources import resource_for
 from airflow_t9k.k8s.errors import ApiError, is_transient
 from airflow_t9k.links import XCOM_IDENTITY
+from airflow_t9k.operators.earlier import earlier_xcom
 from airflow_t9k.triggers.job import T9kJobTrigger
 from airflow_t9k.triggers.records import Connection, Forwarding, JobRef, WaitPolicy
 
@@ -45,11 +46,7 @@ class OverlapMixin:
     def _earlier_job(self, context: Any) -> tuple[Obj | None, Obj | None]:
         """The identity the latest earlier run of this task (same map index) pushed, and the job
         the cluster has under its name now (None, None when no earlier run pushed one)."""
-        ti = context["ti"]
-        map_index = getattr(ti, "map_index", -1)
-        pulled = ti.xcom_pull(task_ids=ti.task_id, key=XCOM_IDENTITY, include_prior_dates=True,
-                              map_indexes=-1 if map_index is None else map_index)  # fmt: skip
-        identity = overlap.earlier_identity(pulled)
+        identity = overlap.earlier_identity(earlier_xcom(context, XCOM_IDENTITY, f"overlap={self.overlap!r}", self.log))
         if identity is None:
             return None, None
         return identity, self.hook.get_job(identity["kind"], identity["name"], identity["namespace"])
