@@ -113,7 +113,8 @@ def _ours(ui: Ui, rows: list[dict]) -> set[str]:
 
 def test_every_endpoint_needs_credentials(ui):
     for method, path in [("GET", "/t9k/api/jobs"), ("GET", ui.task_path("t9k_ui_a")),
-                         ("GET", ui.task_path("t9k_ui_a", "/log?pod=x")), ("POST", ui.task_path("t9k_ui_pause", "/pause")),
+                         ("GET", ui.task_path("t9k_ui_a", "/log?pod=x")), ("GET", ui.task_path("t9k_ui_a", "/history")),
+                         ("POST", ui.task_path("t9k_ui_pause", "/pause")),
                          ("POST", ui.task_path("t9k_ui_pause", "/resume")), ("POST", ui.task_path("t9k_ui_pause", "/delete")),
                          ("POST", ui.task_path("t9k_ui_pause", "/scale"))]:  # fmt: skip
         status, body = ui.api.call(method, path, body={} if method == "POST" else None)
