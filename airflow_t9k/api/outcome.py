@@ -7,6 +7,7 @@ T9k jobs report ``status.phase``; AscendJob reports only conditions. Both come o
 from __future__ import annotations
 
 from dataclasses import dataclass, field
+from datetime import datetime
 from typing import Any
 
 from airflow_t9k.api.progress import describe, metrics_of
@@ -183,16 +184,21 @@ def usage_of(status: Obj | None, created: Any = None) -> Obj:
     return out
 
 
-def _between(start: Any, end: Any) -> int | None:
-    """Whole seconds from one RFC 3339 stamp to a later one; None unless both are stamps."""
-    from datetime import datetime
-
-    try:
-        seconds = (datetime.fromisoformat(str(end).replace("Z", "+00:00"))
-                   - datetime.fromisoformat(str(start).replace("Z", "+00:00"))).total_seconds()  # fmt: skip
-    except (TypeError, ValueError):
+def parse_time(value: Any) -> datetime | None:
+    """An RFC 3339 time with its zone (as the API server writes them); None for anything else."""
+    if not isinstance(value, str) or not value:
         return None
-    return max(0, round(seconds)) if start and end else None
+    try:
+        parsed = datetime.fromisoformat(value.replace("Z", "+00:00"))
+    except ValueError:
+        return None
+    return parsed if parsed.tzinfo is not None else None
+
+
+def _between(start: Any, end: Any) -> int | None:
+    """Whole seconds from one RFC 3339 stamp to a later one (never negative); None unless both are stamps."""
+    first, last = parse_time(start), parse_time(end)
+    return None if first is None or last is None else max(0, round((last - first).total_seconds()))
 
 
 def describe_usage(usage: Obj) -> str:

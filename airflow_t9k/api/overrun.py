@@ -15,23 +15,13 @@ from datetime import datetime, timedelta, timezone
 from typing import Any
 
 from airflow_t9k.api.outcome import condition_note
+from airflow_t9k.api.outcome import parse_time as parse_time  # the controller's overrun step reads it from here
 
 Obj = dict[str, Any]
 DEADLINE = "airflow-t9k.io/deadline"
 DEADLINE_SOURCE = "airflow-t9k.io/deadline-source"
 CONDITION = "PredictedOverrun"
 PREDICTED_OVERRUN = "predicted_overrun"  # the trigger's event that resumes a task for its on_predicted_overrun
-
-
-def parse_time(value: Any) -> datetime | None:
-    """An RFC 3339 time with its zone; None for anything else."""
-    if not isinstance(value, str) or not value:
-        return None
-    try:
-        parsed = datetime.fromisoformat(value.replace("Z", "+00:00"))
-    except ValueError:
-        return None
-    return parsed if parsed.tzinfo is not None else None
 
 
 def predicted_end(status: Obj) -> datetime | None:
