@@ -5,6 +5,9 @@ The champion is kept per production asset in Airflow's asset state store, by the
 which runs one instance at a time (``PromoteOperator``); this module decides and shapes the
 records. A candidate wins when there is no champion, or when it beats the champion's metric by
 more than ``min_improvement`` in the better direction. A tie never replaces the champion.
+
+A win by less than ``approve_below`` waits for a person (Airflow's human-in-the-loop): the request
+says who beats whom and by how much, and the answer, or the default at the timeout, decides.
 """
 
 from __future__ import annotations
@@ -15,6 +18,7 @@ from typing import Any
 
 Obj = dict[str, Any]
 MAX_HISTORY = 50  # decisions kept beside the champion, the latest
+PROMOTE, KEEP = "Promote", "Keep the champion"  # the two answers a person can give
 
 
 @dataclass(frozen=True)
@@ -65,3 +69,41 @@ def history(before: Any, entry: Obj) -> list[Obj]:
     """The decisions so far with ``entry``, the latest ``MAX_HISTORY``."""
     kept = [e for e in (before if isinstance(before, list) else []) if isinstance(e, dict)]
     return [*kept, entry][-MAX_HISTORY:]
+
+
+def needs_approval(decision: Decision, approve_below: float | None) -> bool:
+    """A win by a margin under ``approve_below`` waits for a person; a first champion never does."""
+    return bool(decision.promoted and approve_below is not None and decision.margin is not None
+                and decision.margin < approve_below)  # fmt: skip
+
+
+def approval_request(record: Obj, approve_below: float) -> tuple[str, str]:
+    """The subject and body (Markdown) of the human-in-the-loop request for a close win."""
+    metric, candidate = record["metric"], record["candidate"]
+    subject = f"Promote {record['run_id']}'s model? {metric} {candidate:.4f}, champion {record['champion_before']:.4f}"
+    body = (f"The candidate of run `{record['run_id']}` (task `{record['task_id']}`) beats the production model "
+            f"by **{record['margin']:.4g}**, under the {approve_below:g} this task promotes without asking.\n\n"
+            f"| | {metric} | run |\n|---|---|---|\n"
+            f"| candidate | {candidate:.4f} | {record['run_id']} |\n"
+            f"| champion | {record['champion_before']:.4f} | {record.get('champion_before_run') or 'unknown'} |\n\n"
+            f"Model: `{record.get('model_uri') or 'not given'}`.\n\n"
+            f"**{PROMOTE}** replaces the production model; **{KEEP}** skips this promotion.")  # fmt: skip
+    return subject, body
+
+
+def answer(event: Any) -> Obj:
+    """What a person (or the timeout's default) answered, from the event the task resumes with."""
+    event = event if isinstance(event, dict) else {}
+    chosen = event.get("chosen_options") or []
+    user = event.get("responded_by_user")
+    at = event.get("responded_at")
+    return {"chosen": chosen[0] if len(chosen) == 1 else None,
+            "by": (user.get("name") or user.get("id")) if isinstance(user, dict) else None,
+            "at": at.isoformat() if hasattr(at, "isoformat") else at, "timed_out": bool(event.get("timedout")),
+            "error": event.get("error")}  # fmt: skip
+
+
+def same_champion(champion: Any, record: Obj) -> bool:
+    """Whether the champion now is the one the person was asked about (its run and its metric)."""
+    run = champion.get("run_id") if isinstance(champion, dict) else None
+    return (run, champion_metric(champion)) == (record.get("champion_before_run"), record.get("champion_before"))

@@ -1,6 +1,6 @@
 """DAGs for test_e2e_delivery.py's retraining runs (issue 48): overlapping runs (overlap=, item 3), each job's pod
 held until the test releases it, so the first run's job still runs when the second starts; a cost over tries (item 6); a
-predicted overrun (item 4); cache= (item 5); two promotions at once (item 2)."""
+predicted overrun (item 4); cache= (item 5); two promotions at once and a close win's approval (item 2)."""
 
 from __future__ import annotations
 
@@ -65,3 +65,18 @@ with DAG("t9k_promote_race", start_date=START, schedule=None, catchup=False, par
 
     candidate() >> SlowPromote(task_id="promote", asset=RACE_MODEL, metric="metric", candidate_task_id="candidate",
                                candidate_key="return_value")  # fmt: skip
+
+
+# A close win waits for a person (approve_below=): a candidate within 0.05 of the champion parks its
+# task in awaiting_input; the test answers through Airflow's REST API, or lets the 3 s timeout's
+# default (keep) decide.
+for name, timeout in (("t9k_promote_approval", timedelta(hours=1)), ("t9k_promote_approval_timeout", timedelta(seconds=3))):
+    with DAG(name, start_date=START, schedule=None, catchup=False, max_active_runs=4, params={"metric": 0.5}):
+
+        @task
+        def candidate(params=None, run_id=None):
+            return {"metric": float(params["metric"]), "model_uri": f"s3://models/t9k-e2e-approval/{run_id}"}
+
+        candidate() >> PromoteOperator(task_id="promote", asset=Asset(f"s3://models/{name}"), metric="metric",
+                                       candidate_task_id="candidate", candidate_key="return_value", approve_below=0.05,
+                                       approval_timeout=timeout)  # fmt: skip
