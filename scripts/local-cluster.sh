@@ -421,9 +421,10 @@ up() {
     # pods turn Running at ~45 a second here whichever controller made them, where real
     # kubelets work side by side. The benchmarks may raise it (docs/benchmarks.md); tests keep it.
     # A KwokConfiguration given here replaces kwok's defaulted one: the other workers' counts
-    # are kwok's defaults, written out (a zero is refused).
+    # are kwok's defaults, written out (a zero is refused). Its serverAddress too: without it kwok
+    # served no pod logs (405), and the log streams the controller follows failed (docs/benchmarks.md).
     if [[ -n ${T9K_KWOK_POD_PARALLELISM:-} ]]; then
-      printf -- '---\napiVersion: config.kwok.x-k8s.io/v1alpha1\nkind: KwokConfiguration\noptions:\n  podPlayStageParallelism: %d\n  nodePlayStageParallelism: 4\n  nodeLeaseParallelism: 4\n  podsOnNodeSyncParallelism: 1\n' "$T9K_KWOK_POD_PARALLELISM"
+      printf -- '---\napiVersion: config.kwok.x-k8s.io/v1alpha1\nkind: KwokConfiguration\noptions:\n  podPlayStageParallelism: %d\n  nodePlayStageParallelism: 4\n  nodeLeaseParallelism: 4\n  podsOnNodeSyncParallelism: 1\n  enableDebuggingHandlers: true\n  serverAddress: "127.0.0.1:%s"\n' "$T9K_KWOK_POD_PARALLELISM" "$P_KWOK"
     fi
   } >"$STATE/kwok-stages.yaml"
 
