@@ -39,9 +39,10 @@ COMPONENT = "airflow-t9k-controller"
 PARALLEL_WRITES = 8
 RECONCILE_ERROR = "ReconcileError"
 MOUNTED = ("Secret", "ConfigMap")  # children the job's pods mount: only ever the job's own
-# What pods depend on, created (and found to be the job's own) before any pod of the pass: what
-# they mount, and the Services that are their peers' addresses (MASTER_ADDR, a c10d store).
-FIRST = (*MOUNTED, "Service")
+# What pods mount is created (and found to be the job's own) before any pod of the pass. Services
+# (their peers' addresses: MASTER_ADDR, a c10d store) go out with the pods, one round trip for the
+# whole wave as Kubeflow does; a pod made beside a Service found to be someone else's is deleted
+# at once, with no grace, long before a container could start and dial it (issue 49).
 
 
 def refused_by_policy(exc: Forbidden) -> bool:
@@ -53,7 +54,7 @@ def refused_by_policy(exc: Forbidden) -> bool:
 
 
 def _mounted(action: Action) -> bool:
-    return isinstance(action, CreateSSHSecret) or (isinstance(action, Create) and action.kind in FIRST)
+    return isinstance(action, CreateSSHSecret) or (isinstance(action, Create) and action.kind in MOUNTED)
 
 
 log = logging.getLogger(__name__)
@@ -197,15 +198,37 @@ class Executor:
                     return await self._create_secret(ns, manifest, made)
                 return await self._create(ns, manifest, job, children)
 
-        # What pods mount (the SSH Secret, hostfiles) and the Services they address first, and
-        # nothing more should one of them turn out to be someone else's: a pod created alongside
-        # would mount it, or send its rendezvous to it.
+        # What pods mount (the SSH Secret, hostfiles) first, and nothing more should one of them
+        # turn out to be someone else's: a pod created alongside would mount it.
         mounted = [a for a in actions if _mounted(a)]
         problems = [p for p in await asyncio.gather(*(one(a) for a in mounted)) if p]
         if problems:
             return problems
-        results = await asyncio.gather(*(one(a) for a in actions if not _mounted(a)))
-        return [p for p in results if p]
+        before = set((children.get("Pod") or {}).items())
+        rest = [a for a in actions if not _mounted(a)]
+        results = await asyncio.gather(*(one(a) for a in rest))
+        problems = [p for p in results if p]
+        foreign_service = any(p and isinstance(a, Create) and a.kind == "Service" for a, p in zip(rest, results, strict=True))
+        if foreign_service:
+            await self._unmake_pods(ns, children, before)
+        return problems
+
+    async def _unmake_pods(self, ns: str, children: dict[str, dict[str, str]], before: set[tuple[str, str]]) -> None:
+        """Delete, without grace, the pods this pass made beside a Service that is someone else's:
+        their rendezvous would go to it. Off the record too: the job fails on the refusal."""
+        made = {name: uid for name, uid in (children.get("Pod") or {}).items()
+                if (name, uid) not in before and not uid.startswith(REFUSED)}  # fmt: skip
+        for name in made:
+            children["Pod"].pop(name, None)
+
+        async def gone(name: str, uid: str) -> None:
+            try:
+                await self.kube.delete(child_path("Pod", ns, name), uid=uid, grace_seconds=0)
+                self.metrics["delete_beside_foreign.Pod"] += 1
+            except (NotFound, Conflict):
+                pass
+
+        await asyncio.gather(*(gone(n, u) for n, u in made.items()))
 
     def _job_gone(self, job: Obj) -> bool:
         """Deleted, or being deleted, since the plan was made (the informer sees it first)."""

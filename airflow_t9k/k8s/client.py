@@ -582,10 +582,13 @@ class Kube:
     async def patch(self, path: str, *, body: Obj, content_type: str = "application/merge-patch+json") -> Obj:
         return await self.request("PATCH", path, body=body, content_type=content_type)
 
-    async def delete(self, path: str, *, uid: str | None = None, propagation: str = "Background") -> Obj:
+    async def delete(self, path: str, *, uid: str | None = None, propagation: str = "Background",
+                     grace_seconds: int | None = None) -> Obj:  # fmt: skip
         body: Obj = {"kind": "DeleteOptions", "apiVersion": "v1", "propagationPolicy": propagation}
         if uid:
             body["preconditions"] = {"uid": uid}
+        if grace_seconds is not None:
+            body["gracePeriodSeconds"] = grace_seconds
         return await self.request("DELETE", path, body=body)
 
     async def list_all(self, path: str, *, query: dict[str, Any] | None = None, page: int = 500,

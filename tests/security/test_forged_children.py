@@ -106,7 +106,13 @@ def test_a_pre_made_service_of_a_replicas_name_is_refused(
     message = _failed(jobs, GJ, "victim")
     assert "Service victim-worker-0 already exists and was not created by the controller for this job" in message, message
     assert core.read_namespaced_service("victim-worker-0", namespace).spec.selector == {"app": "attacker"}
-    assert victim["metadata"]["uid"]
+    # The replica's pod goes out with its Service (one wave): made beside a Service that is someone
+    # else's, it is deleted at once, without grace, and is not on the job's record.
+    selector = f"batch.tensorstack.dev/job-uid={victim['metadata']['uid']}"
+    wait_until(lambda: not core.list_namespaced_pod(namespace, label_selector=selector).items, timeout=30,
+               what="the pod made beside the attacker's Service gone")  # fmt: skip
+    created = (jobs.get(GJ, "victim").get("status") or {}).get("created") or {}
+    assert "uid" not in created.get("Pod", {}).get("victim-worker-0", {}), created  # a decision at most, no pod
 
 
 def test_a_pod_copying_a_replicas_labels_is_not_behind_its_service(
