@@ -8,7 +8,8 @@ queued, at most once per ``interval`` seconds, and ``plan`` folds the values int
 (``reconcile/reporting.py``), which it writes at most as often.
 
 Started and stopped by the reconcile pass (``sync``), which never waits for a stream: a
-stream opens once the pod's container has started, follows a restarted replica's new pod,
+stream opens once the pod's container has run for ``interval`` seconds (or has ended), follows
+a restarted replica's new pod,
 and stops a little after the pod ends (a real kubelet ends the stream itself; kwok's never
 ends) and when the job is deleted or its namespace stops being managed. A job that had already
 ended gets none: after a restart of the controller its finished jobs' logs are not read again,
@@ -22,6 +23,13 @@ namespaces that want streams) takes one from the namespace holding the most, abo
 So one tenant running hundreds of jobs cannot leave every other tenant's jobs without progress,
 and no stream is taken from a namespace within its share. A job refused (or whose stream was
 taken) is queued again whenever a stream closes.
+
+Why a new pod's stream waits one ``interval``: a value is written at most once per interval
+anyway, and the log is read from the container's start, so nothing printed is lost; but a wave of
+jobs starting together no longer opens a log stream per job (the API server proxying each to a
+kubelet) while the wave's pods are still being created. At 100 jobs created at once, the streams
+opened at start cost the API server and the controller about a quarter of the time to every job
+Running (docs/benchmarks.md, issue 49). The first value shows at most one interval later.
 """
 
 from __future__ import annotations
@@ -30,9 +38,10 @@ import asyncio
 import logging
 from collections import Counter
 from collections.abc import Callable, Hashable, Mapping
+from datetime import datetime, timezone
 from typing import TYPE_CHECKING, Any
 
-from airflow_t9k.api.outcome import interpret
+from airflow_t9k.api.outcome import interpret, parse_time
 from airflow_t9k.api.paths import child_path
 from airflow_t9k.api.progress import MARKER, MAX_LINE, merge, parse_line
 from airflow_t9k.controller.logs import outside_pass
@@ -156,6 +165,7 @@ class ProgressStreams:
         self.max_streams = max_streams
         self.streams: dict[Hashable, Stream] = {}
         self._refused: set[Hashable] = set()
+        self._waiting: dict[Hashable, asyncio.TimerHandle] = {}  # new pods' streams due once they ran an interval
 
     def active(self) -> int:
         return sum(1 for s in self.streams.values() if s.active)
@@ -204,6 +214,8 @@ class ProgressStreams:
         # The same pod with a new container (restarted in place, reconcile/inplace.py): the open
         # stream may hang on the container that ended, so it is opened again, on the one running.
         restarted = s.pod_uid == pod_uid and s.active and instance != s.instance
+        if s.pod_uid != pod_uid and not ended(pod) and self._not_yet(key, pod):
+            return
         if s.pod_uid != pod_uid or restarted:
             if s.active:
                 s.cancel()
@@ -230,6 +242,21 @@ class ProgressStreams:
             self.metrics["progress_stream_open"] += 1
         if ended(pod) or ended_before:
             self._stop_soon(s)
+
+    def _not_yet(self, key: Hashable, pod: Obj) -> bool:
+        """Whether the running pod's container started less than an interval ago; the job is queued
+        again when it has run that long (one timer per job)."""
+        start = parse_time(started(pod))
+        wait = 0.0 if start is None else self.interval - (datetime.now(timezone.utc) - start).total_seconds()
+        if wait <= 0:
+            return False
+        if key not in self._waiting:
+            self._waiting[key] = asyncio.get_running_loop().call_later(wait, self._due, key)
+        return True
+
+    def _due(self, key: Hashable) -> None:
+        self._waiting.pop(key, None)
+        self.notify(key)
 
     def _make_room(self, key: Hashable) -> bool:
         """Take a stream for ``key``'s namespace from the namespace holding the most, when that one
@@ -276,6 +303,9 @@ class ProgressStreams:
         """The job is gone: stop its stream and drop what it read."""
         s = self.streams.pop(key, None)
         self._refused.discard(key)
+        timer = self._waiting.pop(key, None)
+        if timer is not None:
+            timer.cancel()
         if s is not None:
             was_active = s.active
             s.cancel()
@@ -283,6 +313,9 @@ class ProgressStreams:
                 self._freed()
 
     async def close(self) -> None:
+        for timer in self._waiting.values():
+            timer.cancel()
+        self._waiting.clear()
         streams = list(self.streams.values())
         for s in streams:
             s.cancel()

@@ -352,3 +352,47 @@ def test_the_log_pool_holds_every_followed_stream(interval, streams, size):
     """The controller sizes the log streams' pool from its flags (the pool's bound itself is
     tested against a loopback server in tests/unit/k8s/test_transport.py)."""
     assert log_pool_size(interval, streams) == size
+
+
+@pytest.mark.asyncio
+@pytest.mark.parametrize(
+    ("ran", "phase", "opens"),
+    [
+        (0.5, "Running", False),  # just started: waits for one interval
+        (8.0, "Running", False),  # (stamps are whole seconds: up to 1 s more)
+        (11.0, "Running", True),  # ran an interval: opens, from the container's start
+        (0.5, "Succeeded", True),  # ended before the interval: read at once, whole
+    ],
+)
+async def test_a_new_pods_stream_waits_until_its_container_ran_an_interval(ran: float, phase: str, opens: bool):
+    from datetime import datetime, timedelta, timezone
+
+    streams, logs, _queued, _ = make(interval=10.0)
+    start = (datetime.now(timezone.utc) - timedelta(seconds=ran)).strftime("%Y-%m-%dT%H:%M:%SZ")
+    streams.sync(KEY, generic("job", ("worker", 1)), pods(pod("job-worker-0", phase=phase, started=start)))
+    await settle()
+    assert bool(logs.opened) is opens
+    if opens:
+        assert logs.opened[0][1]["sinceTime"] == start  # nothing printed before the open is lost
+    else:
+        assert len(streams._waiting) == 1  # one timer queues the job when the interval is up
+    await streams.close()
+    assert not streams._waiting
+
+
+@pytest.mark.asyncio
+async def test_the_waiting_pass_queues_the_job_when_the_interval_is_up():
+    from datetime import datetime, timezone
+
+    streams, logs, queued, _ = make(interval=0.3)
+    start = datetime.now(timezone.utc).isoformat()
+    job = generic("job", ("worker", 1))
+    streams.sync(KEY, job, pods(pod("job-worker-0", started=start)))
+    streams.sync(KEY, job, pods(pod("job-worker-0", started=start)))  # a second pass: still one timer
+    assert (logs.opened, queued) == ([], [])
+    await asyncio.sleep(0.45)
+    assert queued == [KEY]
+    streams.sync(KEY, job, pods(pod("job-worker-0", started=start)))  # the pass the timer queued
+    await settle()
+    assert len(logs.opened) == 1
+    await streams.close()
