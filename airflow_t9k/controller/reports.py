@@ -213,13 +213,16 @@ class ProgressStreams:
         instance = container_id(pod, container)
         # The same pod with a new container (restarted in place, reconcile/inplace.py): the open
         # stream may hang on the container that ended, so it is opened again, on the one running.
-        restarted = s.pod_uid == pod_uid and s.active and instance != s.instance
+        # Also when the stream was closed meanwhile: a pass that saw the pod with no container
+        # started (waiting between the two) stopped it, and a restart slower than GRACE let it close.
+        restarted = s.pod_uid == pod_uid and instance is not None and instance != s.instance
+        was_active = s.active
         if s.pod_uid != pod_uid and not ended(pod) and self._not_yet(key, pod):
             return
         if s.pod_uid != pod_uid or restarted:
             if s.active:
                 s.cancel()
-            if not restarted and self.active() >= self.max_streams and not self._make_room(key):
+            if not (restarted and was_active) and self.active() >= self.max_streams and not self._make_room(key):
                 if key not in self._refused:
                     self._refused.add(key)
                     self.metrics["progress_stream_refused"] += 1

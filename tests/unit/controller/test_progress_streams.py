@@ -204,6 +204,28 @@ async def test_a_replica_restarted_in_place_is_followed_on_its_new_container():
 
 
 @pytest.mark.asyncio
+async def test_a_restart_in_place_slower_than_the_grace_is_followed_on_its_new_container(monkeypatch):
+    """A pass that sees the container waiting between the two stops the stream; the new container,
+    running only after the grace closed it, still gets a stream (the real node's hang test under load)."""
+    monkeypatch.setattr(reports, "GRACE", 0.05)
+    streams, logs, _, _ = make(interval=0)
+    job = generic("job", ("worker", 1))
+    streams.sync(KEY, job, pods(pod("job-worker-0", cid="containerd://one")))
+    logs.feed("job-worker-0", "2026-11-25T12:00:01.500Z T9K_PROGRESS step=1")
+    await settle()
+    streams.sync(KEY, job, pods(pod("job-worker-0", started=None)))  # restarting: no container running
+    await asyncio.sleep(0.1)
+    assert streams.active() == 0
+    streams.sync(KEY, job, pods(pod("job-worker-0", cid="containerd://two", started="2026-11-25T12:00:09Z")))
+    logs.feed("job-worker-0", "2026-11-25T12:00:10Z T9K_PROGRESS step=2")
+    await settle()
+    assert [q["sinceTime"] for _, q in logs.opened] == ["2026-11-25T12:00:00Z", "2026-11-25T12:00:01Z"]
+    assert streams.report(KEY, "uid-job")["values"] == {"step": 2}
+    assert streams.active() == 1
+    await streams.close()
+
+
+@pytest.mark.asyncio
 async def test_the_stream_stops_a_little_after_the_pod_ends_and_a_job_gone_is_forgotten(monkeypatch):
     monkeypatch.setattr(reports, "GRACE", 0.05)
     streams, logs, _, _ = make()
