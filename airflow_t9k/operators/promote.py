@@ -111,9 +111,8 @@ class PromoteOperator(BaseOperator):
         state = context["asset_state_store"][self.asset]
         champion = state.get(self.state_key)
         me = {"dag_id": ti.dag_id, "run_id": ti.run_id, "task_id": self.candidate_task_id}
-        if isinstance(champion, dict) and all(champion.get(k) == v for k, v in me.items()):
-            self.log.info("this run is the champion already (an earlier try promoted it): %s", champion)
-            return self._promoted(context, dict(champion.get("decision") or {}), champion)
+        if (won := self._won_already(context, champion, me)) is not None:
+            return won
         decision = promotion.decide(value, champion, self.metric, self.higher_is_better, self.min_improvement)
         model_uri = raw.get(self.model_uri_key) if isinstance(raw, dict) else None
         record: Obj = {"promoted": decision.promoted, "metric": self.metric, "candidate": value,
@@ -130,10 +129,8 @@ class PromoteOperator(BaseOperator):
         answer = promotion.answer(event)
         state = context["asset_state_store"][self.asset]
         champion = state.get(self.state_key)
-        me = {k: record.get(k) for k in ("dag_id", "run_id", "task_id")}
-        if isinstance(champion, dict) and all(champion.get(k) == v for k, v in me.items()):
-            self.log.info("this run is the champion already (an earlier resume promoted it): %s", champion)
-            return self._promoted(context, dict(champion.get("decision") or {}), champion)
+        if (won := self._won_already(context, champion, {k: record.get(k) for k in ("dag_id", "run_id", "task_id")})) is not None:
+            return won
         record["approval"] = answer
         who = answer["by"] or "nobody"
         if answer["chosen"] != promotion.PROMOTE:
@@ -160,6 +157,13 @@ class PromoteOperator(BaseOperator):
                       why=f"the champion changed while the approval was pending ({how}): {again.why}"
                           + ("" if promoted else ", and a new approval would be needed"))  # fmt: skip
         return self._settle(context, state, record)
+
+    def _won_already(self, context: Any, champion: Any, me: Obj) -> Obj | None:
+        """An earlier try (or resume) of this run promoted it: end as that promotion did, deciding nothing again."""
+        if not (isinstance(champion, dict) and all(champion.get(k) == v for k, v in me.items())):
+            return None
+        self.log.info("this run is the champion already (an earlier try promoted it): %s", champion)
+        return self._promoted(context, dict(champion.get("decision") or {}), champion)
 
     def _ask(self, context: Any, record: Obj) -> None:
         """Park the task in ``awaiting_input`` with the comparison for a person; it resumes in execute_complete."""
