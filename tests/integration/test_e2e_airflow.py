@@ -91,15 +91,9 @@ def test_clearing_a_succeeded_task_runs_the_job_again(e2e, api_client):
     stack, ns = e2e
     run_id = stack.trigger("t9k_e2e_defer")
     assert stack.states_until("t9k_e2e_defer", run_id, {"success", "failed"})[-1] == "success"
-    # Clear once the run has ended, as a user clears a finished run. Cleared in the second
-    # between the task's end and the run's, the task is set back while the run stays
-    # 'running' (Airflow re-queues finished runs only), and the scheduler may then end the run
-    # from the task states it read before the Clear: the run ends 'success' with the task
-    # cleared and never scheduled again (what made this test flaky; Airflow's race, not ours).
-    wait_until(lambda: stack.run_state("t9k_e2e_defer", run_id) == "success", timeout=60, what="the run ended")
     first = _job_of(api_client, ns, run_id)
     assert first["metadata"]["annotations"]["airflow-t9k.io/delivered-by-try"] == "1"
-    _clear(stack, "t9k_e2e_defer", run_id)
+    stack.clear("t9k_e2e_defer", run_id, ["job"])  # once the run has ended (the helper says why)
     wait_until(lambda: stack.ti("t9k_e2e_defer", run_id)[1] == 2, timeout=60, what="the cleared task's second try")
     states = stack.states_until("t9k_e2e_defer", run_id, {"success", "failed"}, timeout=180)
     assert states[-1] == "success", states
@@ -137,23 +131,6 @@ def test_a_mapped_sweep_runs_one_job_per_map_index_with_its_own_result(e2e, api_
         assert value == {"lr": lr}
         rendered = stack.api("GET", f"dags/t9k_e2e_sweep/dagRuns/{run_id}/taskInstances/job/{index}")["rendered_fields"]
         assert rendered.get("rendered_job"), rendered.keys()  # the Rendered Template view shows each index's job
-
-
-def _clear(stack: AirflowStack, dag_id: str, run_id: str) -> None:
-    """Clear the task through the REST API, as the UI's Clear button does."""
-    import json
-    import urllib.request
-
-    body = {"dry_run": False, "dag_run_id": run_id, "task_ids": ["job"], "only_failed": False, "reset_dag_runs": True}
-    req = urllib.request.Request(f"http://127.0.0.1:{stack.port}/api/v2/dags/{dag_id}/clearTaskInstances",
-                                 data=json.dumps(body).encode(), method="POST",
-                                 headers={"Content-Type": "application/json"})  # fmt: skip
-
-    def send() -> None:
-        with urllib.request.urlopen(req, timeout=10) as r:
-            assert r.status == 200
-
-    stack._retry_locked(send)
 
 
 def _task_process(ti_id: str) -> int:

@@ -440,8 +440,7 @@ def test_cache_delivers_an_earlier_runs_outcome_and_a_clear_trains_again(e2e, ap
     assert (hit["hit"], hit["run_id"], hit["key"]) == (True, first, recorded["key"]), hit
     assert f"cache=True: run {first}'s GenericJob {ns}/{trained['metadata']['name']} trained on the same job" in log, log[-4000:]
     assert "busybox named by tag, not digest" in log, log[-4000:]
-    stack.api("POST", "dags/t9k_cache/clearTaskInstances",
-              {"dag_run_id": second, "task_ids": ["train"], "dry_run": False, "only_failed": False})  # fmt: skip
+    stack.clear("t9k_cache", second, ["train"])
     wait_until(lambda: len(_jobs(api_client, ns, second)) == 1, timeout=180, what="the Clear's job")
     states = stack.states_until("t9k_cache", second, {"success", "failed"}, timeout=180)
     log = stack.task_log("t9k_cache", second)

@@ -261,6 +261,18 @@ class AirflowStack:
         rows = self._query("select state from dag_run where dag_id = ? and run_id = ?", dag_id, run_id)
         return rows[0][0] if rows else None
 
+    def clear(self, dag_id: str, run_id: str, task_ids: list[str]) -> None:
+        """Clear finished tasks through the REST API, as the UI's Clear button does, once their run
+        has ended. Cleared in the second between the task's end and the run's, the task is set back
+        while the run stays 'running' (Airflow re-queues finished runs only), and the scheduler may
+        then end the run from the task states it read before the Clear (SQLite gives no snapshot to
+        a read outside a write): the run ends 'success' with the task cleared and never scheduled
+        again. Airflow's race, not ours; it made two tests flaky under CI's load."""
+        wait_until(lambda: self.run_state(dag_id, run_id) in ("success", "failed"), timeout=60,
+                   what=f"{dag_id} {run_id} ended before its Clear")  # fmt: skip
+        body = {"dry_run": False, "dag_run_id": run_id, "task_ids": task_ids, "only_failed": False, "reset_dag_runs": True}
+        self._retry_locked(lambda: self.api("POST", f"dags/{dag_id}/clearTaskInstances", body))
+
     def api(self, method: str, path: str, body: dict | None = None) -> dict:
         """A call to the REST API (every user is an admin here, no token needed)."""
         data = None if body is None else json.dumps(body).encode()
