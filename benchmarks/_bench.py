@@ -44,7 +44,10 @@ _ANY_METRIC = re.compile(r"^(?P<name>[a-z_:]+)(?:\{(?P<labels>[^}]*)\})? (?P<val
 # session 22).
 SCHEDULER_COUNTERS = ("scheduler_schedule_attempts_total", "scheduler_podgroup_schedule_attempts_total",
                       "scheduler_podgroup_scheduling_attempt_duration_seconds_sum",
-                      "scheduler_podgroup_scheduling_algorithm_duration_seconds_sum")  # fmt: skip
+                      "scheduler_podgroup_scheduling_algorithm_duration_seconds_sum",
+                      "scheduler_scheduling_attempt_duration_seconds_sum", "scheduler_scheduling_attempt_duration_seconds_count",
+                      "scheduler_pod_scheduling_sli_duration_seconds_sum",
+                      "scheduler_pod_scheduling_sli_duration_seconds_count")  # fmt: skip
 
 
 class Cluster:
@@ -120,6 +123,42 @@ class Cluster:
                 result = dict(_LABEL.findall(m.group("labels") or "")).get("result")
                 out[m.group("name") + (f"{{{result}}}" if result else "")] += float(m.group("value"))
         return out
+
+    def apiserver_latency(self) -> Counter[str]:
+        """The API server's latency sums and counts, over its life, of the writes a wave of jobs is
+        made of (pod, Service and binding creations, status writes), by resource and verb. (The
+        local cluster runs it without API Priority and Fairness, so no request waits in a queue.)"""
+        out: Counter[str] = Counter()
+        for line in self.request("GET", "/metrics").splitlines():
+            m = _ANY_METRIC.match(line)
+            if not m or m.group("name") not in (
+                "apiserver_request_duration_seconds_sum",
+                "apiserver_request_duration_seconds_count",
+            ):
+                continue
+            labels = dict(_LABEL.findall(m.group("labels") or ""))
+            if labels.get("verb") in WRITE_VERBS:
+                res = labels.get("resource", "") + (f"/{labels['subresource']}" if labels.get("subresource") else "")
+                out[f"latency {res} {labels['verb']} {m.group('name').rsplit('_', 1)[1]}"] += float(m.group("value"))
+        return out
+
+    def profile(self, component: str, seconds: int, out: Path) -> threading.Thread:
+        """Start a CPU profile of the API server, kube-scheduler or kube-controller-manager (their
+        /debug/pprof, on by default; the latter two on their loopback ports, to this kubeconfig's
+        token) for ``seconds``, written to ``out`` when it ends (``go tool pprof -top out`` reads it)."""
+        ports = {"kube-scheduler": os.environ.get("T9K_PORT_SCHEDULER", "30259"),
+                 "kube-controller-manager": os.environ.get("T9K_PORT_KCM", "30257")}  # fmt: skip
+        base = self.server if component == "kube-apiserver" else f"https://127.0.0.1:{ports[component]}"
+
+        def fetch() -> None:
+            r = requests.get(f"{base}/debug/pprof/profile?seconds={seconds}", headers=self.headers, verify=self.ca,
+                             timeout=seconds + 30)  # fmt: skip
+            r.raise_for_status()
+            out.write_bytes(r.content)
+
+        thread = threading.Thread(target=fetch, name=f"pprof {component}", daemon=True)
+        thread.start()
+        return thread
 
     def create_namespace(self, name: str) -> None:
         self.request("POST", "/api/v1/namespaces", {"metadata": {"name": name}})
@@ -289,6 +328,18 @@ def peak_rss_mb(pid: int) -> float:
         if line.startswith("VmHWM:"):
             return int(line.split()[1]) / 1024
     return float("nan")
+
+
+def component_cpu_seconds() -> dict[str, float]:
+    """Each control-plane process's CPU seconds so far (the pids scripts/local-cluster.sh saved),
+    to split a run's host load by who spent it."""
+    out: dict[str, float] = {}
+    for name in ("kube-apiserver", "etcd", "kube-controller-manager", "kube-scheduler", "kwok"):
+        try:
+            out[name] = cpu_seconds(int((ROOT / ".local-cluster" / "pids" / name).read_text()))
+        except (OSError, ValueError):
+            continue
+    return out
 
 
 def host_busy_seconds() -> float:

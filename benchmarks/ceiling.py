@@ -10,6 +10,11 @@ for N jobs of 1 master + 3 workers; measured from the first POST until every pod
 (watch events). Then our controller with N PyTorchTrainingJobs, measured the same way from the
 first job POST. Alternating order over the rounds; prints the medians and our controller's time
 as a share of the ceiling's (ceiling time / ours = the share of the ceiling's rate we reach).
+
+Our controller runs with --gang-scheduling=off (issue 49, item 3: the ceiling is measured with the
+gang off; --gang turns it on). --kubeflow adds Kubeflow's operator tuned (vs_kubeflow.py's
+kf-tuned: no client-side limit, 16 threads) with N PyTorchJobs, measured the same way, so the
+three shares come from one script on one cluster.
 """
 
 from __future__ import annotations
@@ -19,6 +24,7 @@ import asyncio
 import json
 import signal
 import ssl
+import subprocess
 import sys
 import time
 import uuid
@@ -28,8 +34,8 @@ import aiohttp
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 
-from _bench import ROOT, Cluster, Ours, Recorder, Watch, host_busy_seconds, machine, median, table, wait_for
-from vs_kubeflow import T9K, TEMPLATE, t9k_job, t9k_state
+from _bench import KUBEFLOW_SH, ROOT, Cluster, Ours, Recorder, Watch, host_busy_seconds, machine, median, table, wait_for
+from vs_kubeflow import KF, T9K, TEMPLATE, VARIANTS, Kubeflow, kubeflow_job, t9k_job, t9k_state
 
 
 def children(job: str) -> list[tuple[str, dict]]:
@@ -61,20 +67,26 @@ async def post_all(cluster: Cluster, ns: str, bodies: list[tuple[str, dict]], in
         return first, time.monotonic()
 
 
-def run(cluster: Cluster, who: str, n: int, inflight: int, log_dir: Path, timeout: float) -> dict:
+def run(cluster: Cluster, who: str, n: int, inflight: int, log_dir: Path, timeout: float, gang: bool = False) -> dict:
     ns = f"ceil-{who}-{uuid.uuid4().hex[:5]}"
     cluster.create_namespace(ns)
     rec = Recorder(t9k_state)
-    ctrl = None
+    ctrl: Ours | Kubeflow | None = None
     try:
         if who == "ours":
-            ctrl = Ours(cluster, ns, log_dir)
+            ctrl = Ours(cluster, ns, log_dir, extra=() if gang else ("--gang-scheduling=off",))
+            ctrl.start()
+        elif who == "kf-tuned":
+            ctrl = Kubeflow(who, VARIANTS[who], ns)
             ctrl.start()
         watch = Watch(cluster, f"/api/v1/namespaces/{ns}/pods", rec.on_pod)
         host0 = host_busy_seconds()
         if who == "ours":
             g, v, p = T9K
             first, last = cluster.post_all([(f"/apis/{g}/{v}/namespaces/{ns}/{p}", t9k_job(f"j{i}")) for i in range(n)])
+        elif who == "kf-tuned":
+            g, v, p = KF
+            first, last = cluster.post_all([(f"/apis/{g}/{v}/namespaces/{ns}/{p}", kubeflow_job(f"j{i}")) for i in range(n)])
         else:
             first, last = asyncio.run(post_all(cluster, ns, [c for i in range(n) for c in children(f"j{i}")], inflight))
         done = wait_for(f"{who}: every pod Running", lambda: len(rec.pod_running) >= 4 * n, timeout, 0.05)
@@ -96,30 +108,36 @@ def main() -> int:
     parser.add_argument("--inflight", type=int, default=64, help="the ceiling client's concurrent requests")
     parser.add_argument("--kubeconfig", default=str(ROOT / ".local-cluster" / "kubeconfig"))
     parser.add_argument("--timeout", type=float, default=600)
+    parser.add_argument("--gang", action="store_true", help="our controller with its gang on (PodGroups), as it ships")
+    parser.add_argument("--kubeflow", action="store_true", help="also Kubeflow's operator tuned (benchmarks/kubeflow)")
     args = parser.parse_args()
+    if args.kubeflow:
+        subprocess.run([str(KUBEFLOW_SH), "build"], check=True)
+        subprocess.run([str(KUBEFLOW_SH), "install"], check=True)
+    whos = ["ceiling", "ours", *(["kf-tuned"] if args.kubeflow else [])]
     signal.signal(signal.SIGTERM, lambda *_: sys.exit(143))
     cluster = Cluster(args.kubeconfig)
     log_dir = ROOT / ".local-cluster" / "bench-logs"
     log_dir.mkdir(parents=True, exist_ok=True)
     results = []
     for rnd in range(args.rounds):
-        for who in ("ceiling", "ours") if rnd % 2 == 0 else ("ours", "ceiling"):
+        for who in whos if rnd % 2 == 0 else reversed(whos):
             time.sleep(3)
-            r = run(cluster, who, args.jobs, args.inflight, log_dir, args.timeout)
+            r = run(cluster, who, args.jobs, args.inflight, log_dir, args.timeout, args.gang)
             results.append(r)
             print(f"round {rnd + 1} {who:8}: submit {r['submit_s']:6.2f} s, every pod Running {r['running_from_first_s']:6.2f} s "
                   f"after the first POST ({r['running_after_last_s']:6.2f} s after the last)", flush=True)  # fmt: skip
     med = {w: {k: median([r[k] for r in results if r["who"] == w]) for k in ("submit_s", "running_from_first_s",
                                                                              "running_after_last_s", "host_cpu_s")}
-           for w in ("ceiling", "ours")}  # fmt: skip
+           for w in whos}  # fmt: skip
     print(f"\nMachine: {machine()}\n")
     print(f"N = {args.jobs}: {4 * args.jobs} pods + {4 * args.jobs} Services; medians over {args.rounds} rounds\n")
     print(table(["", "submit (s)", "first POST -> every pod Running (s)", "last POST -> every pod Running (s)", "host CPU (s)"],
-                [[w, *med[w].values()] for w in ("ceiling", "ours")]))  # fmt: skip
-    share = med["ceiling"]["running_from_first_s"] / med["ours"]["running_from_first_s"]
-    print(
-        f"\nour controller's time is {1 / share:.2f}x the ceiling's: it reaches {share:.0%} of the ceiling's rate (goal: >= 80%)"
-    )
+                [[w, *med[w].values()] for w in whos]))  # fmt: skip
+    for w in whos[1:]:
+        share = med["ceiling"]["running_from_first_s"] / med[w]["running_from_first_s"]
+        print(f"\n{w}: its time is {1 / share:.2f}x the ceiling's; it reaches {share:.0%} of the ceiling's rate (issue 49 asks "
+              f"ours for >= 70% with the gang off)")  # fmt: skip
     return 0
 
 

@@ -22,7 +22,11 @@ after its last pod end (p50/max), API writes per job by resource and verb (the A
 apiserver_request_total over the run, all clients; events split by who reported them),
 controller CPU seconds and peak RSS (/proc), and the ratios ours / Kubeflow. After each run,
 kube-scheduler's own counters over it: pod and gang attempts by result, and the seconds of its
-gang cycles (its PodGroup status PATCH, made after the cycle's metric, is not in them).
+gang cycles (its PodGroup status PATCH, made after the cycle's metric, is not in them); the API
+server's mean latency of the wave's writes; kube-scheduler's time per attempt and from queue to
+bound. The report adds every job Running from the first POST and the host's CPU seconds by
+process. --profile SECONDS keeps CPU profiles of the API server, kube-scheduler and
+kube-controller-manager (docs/benchmarks.md, "Session 31").
 """
 
 from __future__ import annotations
@@ -47,6 +51,7 @@ from _bench import (
     Ours,
     Recorder,
     Watch,
+    component_cpu_seconds,
     cpu_seconds,
     host_busy_seconds,
     machine,
@@ -125,8 +130,11 @@ def ended(rec: Recorder, n: int, watches: list[Watch]) -> bool:
     return len(rec.job_done) >= n and len(rec.pod_terminal) >= 4 * n
 
 
-def run_once(cluster: Cluster, variant: str, n: int, log_dir: Path, timeout: float) -> dict:
-    """One controller, one namespace, N jobs from submission until every job ended."""
+def run_once(cluster: Cluster, variant: str, n: int, log_dir: Path, timeout: float, profile: int = 0,
+             tag: str = "") -> dict:  # fmt: skip
+    """One controller, one namespace, N jobs from submission until every job ended; with
+    ``profile``, CPU profiles of the API server, kube-scheduler and kube-controller-manager over
+    that many seconds from the first submission, in ``log_dir`` (<variant>-<N>-<tag>-<component>.pprof)."""
     ns = f"vs-{variant}-{uuid.uuid4().hex[:5]}"
     group, version, plural = KF if variant.startswith("kf") else T9K
     cluster.create_namespace(ns)
@@ -145,9 +153,11 @@ def run_once(cluster: Cluster, variant: str, n: int, log_dir: Path, timeout: flo
         ready_s = time.monotonic() - started
         watches = [Watch(cluster, f"/api/v1/namespaces/{ns}/pods", rec.on_pod),
                    Watch(cluster, f"/apis/{group}/{version}/namespaces/{ns}/{plural}", rec.on_job)]  # fmt: skip
-        before, cpu0, host0 = cluster.write_counts(), cpu_seconds(pid), host_busy_seconds()
-        sched0 = cluster.scheduler_counters()
+        before, cpu0, host0, parts0 = cluster.write_counts(), cpu_seconds(pid), host_busy_seconds(), component_cpu_seconds()
+        sched0, waits0 = cluster.scheduler_counters(), cluster.apiserver_latency()
         api0 = cpu_seconds(api_pid) if api_pid else float("nan")
+        profiles = [cluster.profile(c, profile, log_dir / f"{variant}-{n}-{tag}-{c}.pprof")
+                    for c in ("kube-apiserver", "kube-scheduler", "kube-controller-manager") if profile]  # fmt: skip
         first, last = cluster.post_all([(f"/apis/{group}/{version}/namespaces/{ns}/{plural}", body(f"j{i}")) for i in range(n)])
         try:
             wait_for(f"{variant}: every job ended", lambda: ended(rec, n, watches), timeout, 0.25)
@@ -155,8 +165,11 @@ def run_once(cluster: Cluster, variant: str, n: int, log_dir: Path, timeout: flo
             raise SystemExit(f"{exc}: {len(rec.pod_created)} pods seen, {len(rec.pod_running)} ran, {len(rec.pod_terminal)} "
                              f"ended; {len(rec.job_running)} jobs Running, {len(rec.job_done)} ended") from None  # fmt: skip
         time.sleep(2)  # trailing writes (the last events) land inside the window
-        after, cpu1, host1 = cluster.write_counts(), cpu_seconds(pid), host_busy_seconds()
+        for thread in profiles:
+            thread.join()
+        after, cpu1, host1, parts1 = cluster.write_counts(), cpu_seconds(pid), host_busy_seconds(), component_cpu_seconds()
         sched = cluster.scheduler_counters() - sched0
+        waits = cluster.apiserver_latency() - waits0
         api1 = cpu_seconds(api_pid) if api_pid else float("nan")
         rss = peak_rss_mb(pid)
         events = cluster.get(f"/api/v1/namespaces/{ns}/events")["items"]
@@ -185,13 +198,17 @@ def run_once(cluster: Cluster, variant: str, n: int, log_dir: Path, timeout: flo
         "pod_bound_to_running_p50_s": pct([rec.pod_running[p] - t for p, t in rec.pod_bound.items() if p in rec.pod_running], 50),
         "pods_running_from_first_s": max(rec.pod_running.values()) - first,
         "jobs_running_s": max(rec.job_running.values()) - last,
+        "jobs_running_from_first_s": max(rec.job_running.values()) - first,
         "done_after_pods_s": max(rec.job_done.values()) - max(rec.pod_terminal.values()),
         "decision_p50_s": pct(delays, 50), "decision_max_s": max(delays) if delays else float("nan"),
         "ctrl_cpu_s": cpu1 - cpu0, "ctrl_rss_mb": rss, "apiserver_cpu_s": api1 - api0,
         "other_load_cpu_s": (host1 - host0) - (cpu1 - cpu0) - (api1 - api0 if api_pid else 0),
         "writes": writes, "event_reporters": dict(reporters), "ctrl_events": ctrl_events,
         "status_modified_events": sum(rec.job_status_writes.values()), "failed_jobs": failed, "plural": plural,
-        "own_metrics": own, "scheduler": dict(sched),
+        "own_metrics": own, "scheduler": dict(sched), "apiserver": dict(waits),
+        # The host's CPU over the run by who spent it; "rest" is this driver, its watches and anything else.
+        "cpu_by_process": {**{k: parts1[k] - parts0[k] for k in parts1 if k in parts0}, "controller": cpu1 - cpu0,
+                           "host": host1 - host0},
     }  # fmt: skip
 
 
@@ -206,6 +223,27 @@ def scheduler_line(counts: dict[str, float]) -> str:
     finding = counts.get("scheduler_podgroup_scheduling_algorithm_duration_seconds_sum", 0.0)
     return (f"pod attempts: {pods or 'none'}; gang attempts: {gangs or 'none'}; {cycles:.2f} s in gang cycles, "
             f"{finding:.2f} s of it finding nodes")  # fmt: skip
+
+
+def mean_ms(counts: dict[str, float], prefix: str) -> str:
+    """``prefix``'s mean in milliseconds and its count, from a ``<prefix> sum`` and ``<prefix> count``."""
+    n = counts.get(f"{prefix} count", 0.0)
+    return f"{1000 * counts.get(f'{prefix} sum', 0.0) / n:.0f} ms x {n:.0f}" if n else "none"
+
+
+def where_time_went(r: dict) -> str:
+    """The API server's latency of a wave's writes, then kube-scheduler's time per attempt and per
+    pod (its SLI: queue to bound, without gates)."""
+    api, sched = r.get("apiserver") or {}, r.get("scheduler") or {}
+    writes = [("pods POST", "latency pods POST"), ("binding", "latency pods/binding POST"),
+              ("services POST", "latency services POST"), ("pods/status PATCH", "latency pods/status PATCH")]  # fmt: skip
+    lat = ", ".join(f"{name} {mean_ms(api, key)}" for name, key in writes)
+    folded: Counter[str] = Counter()  # the scheduler's keys carry {result}: summed over results
+    for key, value in sched.items():
+        folded[key.split("{")[0].replace("_seconds_", " ")] += value
+    attempt = mean_ms(folded, "scheduler_scheduling_attempt_duration")
+    sli = mean_ms(folded, "scheduler_pod_scheduling_sli_duration")
+    return f"API server latency: {lat}\n  kube-scheduler: attempt {attempt}, queue to bound {sli}"
 
 
 def writes_per_job(r: dict) -> dict[str, float]:
@@ -232,7 +270,8 @@ def writes_per_job(r: dict) -> dict[str, float]:
 
 TIME_COLUMNS = [
     ("pods_exist_s", "every pod exists (s)"), ("pods_running_s", "every pod Running (s)"),
-    ("jobs_running_s", "every job Running (s)"), ("done_after_pods_s", "last pod ended -> every job Succeeded (s)"),
+    ("jobs_running_s", "every job Running (s)"), ("jobs_running_from_first_s", "... from the first POST (s)"),
+    ("done_after_pods_s", "last pod ended -> every job Succeeded (s)"),
     ("decision_p50_s", "job end after its last pod end p50 (s)"), ("decision_max_s", "... max (s)"),
     ("ctrl_cpu_s", "controller CPU (s)"), ("ctrl_rss_mb", "controller peak RSS (MB)"),
 ]  # fmt: skip
@@ -257,6 +296,19 @@ def report(results: list[dict]) -> str:
         keys = sorted(set().union(*(wmed[v] for v in variants)) - {"TOTAL"}) + ["TOTAL"]
         out.append(f"\nThe controller's API writes per job (N = {n}, medians; events: objects x count reported by it):\n")
         out.append(table(["writes / job", *variants], [[k, *(wmed[v].get(k, 0.0) for v in variants)] for k in keys]))
+        cpu = {v: [r.get("cpu_by_process") or {} for r in rs if r["variant"] == v] for v in variants}
+        procs = ["kube-apiserver", "etcd", "kube-controller-manager", "kube-scheduler", "kwok", "controller"]
+        if all(cpu[v] and all(cpu[v]) for v in variants):
+            rows = [[p, *(median([c.get(p, float("nan")) for c in cpu[v]]) for v in variants)] for p in procs]
+            rows.append(
+                [
+                    "rest (this driver, its watches, anything else)",
+                    *(median([c["host"] - sum(c.get(p, 0.0) for p in procs) for c in cpu[v]]) for v in variants),
+                ]
+            )
+            rows.append(["host", *(median([c["host"] for c in cpu[v]]) for v in variants)])  # fmt: skip
+            out.append(f"\nThe host's CPU seconds over the run by process (N = {n}, medians):\n")
+            out.append(table(["process", *variants], rows))
         pairs = [(o, k) for o in variants if o.startswith("ours") for k in variants if k.startswith("kf")]
         if pairs:
             rows = [[h, *(med[o][k] / med[v][k] if med[v][k] else float("nan") for o, v in pairs)] for k, h in TIME_COLUMNS
@@ -274,6 +326,9 @@ def main() -> int:
     parser.add_argument("--variants", default=",".join(VARIANTS), help=f"comma-separated subset of {','.join(VARIANTS)}")
     parser.add_argument("--kubeconfig", default=str(ROOT / ".local-cluster" / "kubeconfig"))
     parser.add_argument("--timeout", type=float, default=900, help="per run")
+    parser.add_argument("--profile", type=int, default=0, metavar="SECONDS",
+                        help="CPU profiles of the API server, kube-scheduler and kube-controller-manager over each run's first "
+                             "SECONDS (pprof files beside --out; `go tool pprof -top FILE`)")  # fmt: skip
     parser.add_argument("--out", default=str(ROOT / ".local-cluster" / "bench-logs" / f"vs_kubeflow-{int(time.time())}.jsonl"))
     args = parser.parse_args()
     variants = args.variants.split(",")
@@ -302,7 +357,7 @@ def run_all(cluster: Cluster, args: argparse.Namespace, variants: list[str], out
                 order.reverse()
             for v in order:
                 time.sleep(3)  # let the previous namespace's deletion settle
-                r = run_once(cluster, v, n, out.parent, args.timeout)
+                r = run_once(cluster, v, n, out.parent, args.timeout, args.profile, f"r{rnd + 1}")
                 r["round"] = rnd + 1
                 results.append(r)
                 with out.open("a") as f:
@@ -314,6 +369,7 @@ def run_all(cluster: Cluster, args: argparse.Namespace, variants: list[str], out
                       flush=True)  # fmt: skip
                 if r["scheduler"]:
                     print(f"  kube-scheduler: {scheduler_line(r['scheduler'])}", flush=True)
+                print(f"  {where_time_went(r)}", flush=True)
 
 
 if __name__ == "__main__":

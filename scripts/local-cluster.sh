@@ -296,7 +296,10 @@ component_cmd() {  # name: prints nothing, sets CMD to the component's command l
     kube-controller-manager) CMD=("$BIN/kube-controller-manager" --kubeconfig="$KC" --leader-elect=false
       --bind-address=127.0.0.1 --secure-port="$P_KCM" --controllers='*' --use-service-account-credentials=false
       --service-account-private-key-file="$PKI/sa.key" --root-ca-file="$PKI/ca.crt"
-      --kube-api-qps=200 --kube-api-burst=400 --feature-gates="$FEATURE_GATES") ;;
+      --kube-api-qps=200 --kube-api-burst=400 --feature-gates="$FEATURE_GATES"
+      # Its /metrics and /debug/pprof for the benchmarks, to the admin's token, as the scheduler's.
+      --authentication-kubeconfig="$KC" --authorization-kubeconfig="$KC"
+      --tls-cert-file="$PKI/apiserver.crt" --tls-private-key-file="$PKI/apiserver.key") ;;
     kube-scheduler) CMD=("$BIN/kube-scheduler" --kubeconfig="$KC" --leader-elect=false
       --bind-address=127.0.0.1 --secure-port="$P_SCHED" --kube-api-qps=200 --kube-api-burst=400
       --feature-gates="$FEATURE_GATES"
