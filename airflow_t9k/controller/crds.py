@@ -472,9 +472,17 @@ def _with_template_ref(kind: str, spec: S) -> S:
     return {**spec, "properties": {**spec["properties"], "templateRef": TEMPLATE_REF}, "x-kubernetes-validations": rules}
 
 
+# Status is the controller's alone (its status writes are PUTs and merge patches, never server-side
+# apply), so the API server's field manager need not track it field by field: atomic, its
+# managedFields entry is `f:status` instead of every key (each child's uid, each open pod's usage),
+# 2.5 KB of a running 4-replica job's 6.4 KB that every write, watch event and etcd read carried
+# (docs/benchmarks.md, "Session 31").
+STATUS = {**OPEN, "x-kubernetes-map-type": "atomic"}
+
+
 def crd(resource: JobResource, spec_schema: S) -> S:
     schema = obj(
-        {"apiVersion": string(), "kind": string(), "metadata": obj(), "spec": spec_schema, "status": OPEN},
+        {"apiVersion": string(), "kind": string(), "metadata": obj(), "spec": spec_schema, "status": STATUS},
         ["spec"],
         **validations([
             {"rule": "self.metadata.name.size() <= 63",

@@ -208,6 +208,28 @@ def test_held_replica_detail_lands_without_another_event(jobs, controller):
     assert controller.metrics().get("status_held", 0) >= 1
 
 
+def test_the_field_manager_keeps_status_as_one_field_and_every_write_still_lands(jobs, controller):
+    """Status is atomic in the CRDs (controller/crds.py STATUS): the controller's managedFields
+    entry is ``f:status`` alone, not a key per child uid; its merge patches (the uids recorded
+    after the creates) still add to what its PUTs wrote."""
+    jobs.create(generic("atomic", 3))
+    jobs.wait_phase("GenericJob", "atomic", "Running")
+
+    def recorded() -> dict | None:
+        job = jobs.get("GenericJob", "atomic")
+        record = job["status"].get("created") or {}
+        entries = [e for kind in ("Pod", "Service") for e in (record.get(kind) or {}).values()]
+        return job if len(entries) == 6 and all("uid" in e for e in entries) else None
+
+    job = wait_until(recorded, timeout=30, what="every child's uid on record")
+    created = job["status"]["created"]
+    assert sorted(created["Pod"]) == sorted(created["Service"]) == [f"atomic-worker-{i}" for i in range(3)]
+    assert {n: e["uid"] for n, e in created["Pod"].items()} == {n: p.metadata.uid for n, p in jobs.pods("atomic").items()}
+    status_entries = [m for m in job["metadata"]["managedFields"] if m.get("subresource") == "status"]
+    assert status_entries, job["metadata"]["managedFields"]
+    assert all(m["fieldsV1"] == {"f:status": {}} for m in status_entries), status_entries
+
+
 def test_a_controller_whose_port_another_process_holds_is_not_mistaken_for_it(cluster, namespace, crds):
     """``free_port`` picks a port that another process may take before the controller binds it.
     Here a stranger holds it and answers 200 to every probe: the test's controller must not be
