@@ -50,6 +50,11 @@ SCHEDULER_COUNTERS = ("scheduler_schedule_attempts_total", "scheduler_podgroup_s
                       "scheduler_pod_scheduling_sli_duration_seconds_count")  # fmt: skip
 
 
+def _resource(labels: dict[str, str]) -> str:
+    """A request metric's resource, with its subresource: ``pods/binding``."""
+    return labels.get("resource", "") + (f"/{labels['subresource']}" if labels.get("subresource") else "")
+
+
 class Cluster:
     """The API server named by a kubeconfig with a bearer token (what scripts/local-cluster.sh writes)."""
 
@@ -89,18 +94,18 @@ class Cluster:
             list(pool.map(lambda pb: self.request("POST", pb[0], pb[1]), path_bodies))
         return first, time.monotonic()
 
-    def write_counts(self) -> Counter[tuple[str, str, str]]:
-        """apiserver_request_total for writes, summed by (resource[/subresource], verb, code)."""
+    def write_counts(self, metrics: str | None = None) -> Counter[tuple[str, str, str]]:
+        """apiserver_request_total for writes, summed by (resource[/subresource], verb, code);
+        from ``metrics`` (the API server's /metrics text) when the caller read it already."""
         out: Counter[tuple[str, str, str]] = Counter()
-        for line in self.request("GET", "/metrics").splitlines():
+        for line in (metrics if metrics is not None else self.request("GET", "/metrics")).splitlines():
             m = _METRIC.match(line)
             if not m:
                 continue
             labels = dict(_LABEL.findall(m.group("labels")))
             if labels.get("verb") not in WRITE_VERBS:
                 continue
-            res = labels.get("resource", "") + (f"/{labels['subresource']}" if labels.get("subresource") else "")
-            out[(res, labels["verb"], labels.get("code", ""))] += int(float(m.group("value")))
+            out[(_resource(labels), labels["verb"], labels.get("code", ""))] += int(float(m.group("value")))
         return out
 
     def scheduler_counters(self, prefixes: tuple[str, ...] = SCHEDULER_COUNTERS) -> Counter[str]:
@@ -124,12 +129,13 @@ class Cluster:
                 out[m.group("name") + (f"{{{result}}}" if result else "")] += float(m.group("value"))
         return out
 
-    def apiserver_latency(self) -> Counter[str]:
+    def apiserver_latency(self, metrics: str | None = None) -> Counter[str]:
         """The API server's latency sums and counts, over its life, of the writes a wave of jobs is
-        made of (pod, Service and binding creations, status writes), by resource and verb. (The
-        local cluster runs it without API Priority and Fairness, so no request waits in a queue.)"""
+        made of (pod, Service and binding creations, status writes), by resource and verb; from
+        ``metrics`` as write_counts. (The local cluster runs it without API Priority and Fairness,
+        so no request waits in a queue.)"""
         out: Counter[str] = Counter()
-        for line in self.request("GET", "/metrics").splitlines():
+        for line in (metrics if metrics is not None else self.request("GET", "/metrics")).splitlines():
             m = _ANY_METRIC.match(line)
             if not m or m.group("name") not in (
                 "apiserver_request_duration_seconds_sum",
@@ -138,8 +144,9 @@ class Cluster:
                 continue
             labels = dict(_LABEL.findall(m.group("labels") or ""))
             if labels.get("verb") in WRITE_VERBS:
-                res = labels.get("resource", "") + (f"/{labels['subresource']}" if labels.get("subresource") else "")
-                out[f"latency {res} {labels['verb']} {m.group('name').rsplit('_', 1)[1]}"] += float(m.group("value"))
+                out[f"latency {_resource(labels)} {labels['verb']} {m.group('name').rsplit('_', 1)[1]}"] += float(
+                    m.group("value")
+                )
         return out
 
     def profile(self, component: str, seconds: int, out: Path) -> threading.Thread:

@@ -145,7 +145,6 @@ def run_once(cluster: Cluster, variant: str, n: int, log_dir: Path, timeout: flo
     )
     rec = Recorder(kubeflow_state if variant.startswith("kf") else t9k_state)
     body = kubeflow_job if variant.startswith("kf") else t9k_job
-    api_pid = apiserver_pid()
     watches: list[Watch] = []
     try:
         started = time.monotonic()
@@ -153,9 +152,13 @@ def run_once(cluster: Cluster, variant: str, n: int, log_dir: Path, timeout: flo
         ready_s = time.monotonic() - started
         watches = [Watch(cluster, f"/api/v1/namespaces/{ns}/pods", rec.on_pod),
                    Watch(cluster, f"/apis/{group}/{version}/namespaces/{ns}/{plural}", rec.on_job)]  # fmt: skip
-        before, cpu0, host0, parts0 = cluster.write_counts(), cpu_seconds(pid), host_busy_seconds(), component_cpu_seconds()
-        sched0, waits0 = cluster.scheduler_counters(), cluster.apiserver_latency()
-        api0 = cpu_seconds(api_pid) if api_pid else float("nan")
+        metrics0, cpu0, host0, parts0 = (
+            cluster.request("GET", "/metrics"),
+            cpu_seconds(pid),
+            host_busy_seconds(),
+            component_cpu_seconds(),
+        )
+        sched0 = cluster.scheduler_counters()
         profiles = [cluster.profile(c, profile, log_dir / f"{variant}-{n}-{tag}-{c}.pprof")
                     for c in ("kube-apiserver", "kube-scheduler", "kube-controller-manager") if profile]  # fmt: skip
         first, last = cluster.post_all([(f"/apis/{group}/{version}/namespaces/{ns}/{plural}", body(f"j{i}")) for i in range(n)])
@@ -167,10 +170,21 @@ def run_once(cluster: Cluster, variant: str, n: int, log_dir: Path, timeout: flo
         time.sleep(2)  # trailing writes (the last events) land inside the window
         for thread in profiles:
             thread.join()
-        after, cpu1, host1, parts1 = cluster.write_counts(), cpu_seconds(pid), host_busy_seconds(), component_cpu_seconds()
+        metrics1, cpu1, host1, parts1 = (
+            cluster.request("GET", "/metrics"),
+            cpu_seconds(pid),
+            host_busy_seconds(),
+            component_cpu_seconds(),
+        )
         sched = cluster.scheduler_counters() - sched0
-        waits = cluster.apiserver_latency() - waits0
-        api1 = cpu_seconds(api_pid) if api_pid else float("nan")
+        before, after = cluster.write_counts(metrics0), cluster.write_counts(metrics1)
+        latency = cluster.apiserver_latency(metrics1) - cluster.apiserver_latency(metrics0)
+        # The host's CPU over the run by who spent it; "rest" is this driver, its watches and anything else.
+        by_process = {
+            **{k: parts1[k] - parts0[k] for k in parts1 if k in parts0},
+            "controller": cpu1 - cpu0,
+            "host": host1 - host0,
+        }
         rss = peak_rss_mb(pid)
         events = cluster.get(f"/api/v1/namespaces/{ns}/events")["items"]
         own = ctrl.metrics() if isinstance(ctrl, Ours) else {}
@@ -201,14 +215,11 @@ def run_once(cluster: Cluster, variant: str, n: int, log_dir: Path, timeout: flo
         "jobs_running_from_first_s": max(rec.job_running.values()) - first,
         "done_after_pods_s": max(rec.job_done.values()) - max(rec.pod_terminal.values()),
         "decision_p50_s": pct(delays, 50), "decision_max_s": max(delays) if delays else float("nan"),
-        "ctrl_cpu_s": cpu1 - cpu0, "ctrl_rss_mb": rss, "apiserver_cpu_s": api1 - api0,
-        "other_load_cpu_s": (host1 - host0) - (cpu1 - cpu0) - (api1 - api0 if api_pid else 0),
+        "ctrl_cpu_s": cpu1 - cpu0, "ctrl_rss_mb": rss, "apiserver_cpu_s": by_process.get("kube-apiserver", float("nan")),
+        "other_load_cpu_s": (host1 - host0) - (cpu1 - cpu0) - by_process.get("kube-apiserver", 0.0),
         "writes": writes, "event_reporters": dict(reporters), "ctrl_events": ctrl_events,
         "status_modified_events": sum(rec.job_status_writes.values()), "failed_jobs": failed, "plural": plural,
-        "own_metrics": own, "scheduler": dict(sched), "apiserver": dict(waits),
-        # The host's CPU over the run by who spent it; "rest" is this driver, its watches and anything else.
-        "cpu_by_process": {**{k: parts1[k] - parts0[k] for k in parts1 if k in parts0}, "controller": cpu1 - cpu0,
-                           "host": host1 - host0},
+        "own_metrics": own, "scheduler": dict(sched), "apiserver": dict(latency), "cpu_by_process": by_process,
     }  # fmt: skip
 
 
