@@ -32,6 +32,7 @@ import yaml
 ROOT = Path(__file__).resolve().parents[1]
 DEFAULT_KUBECONFIG = ROOT / ".local-cluster" / "kubeconfig"
 KUBEFLOW_SH = ROOT / "benchmarks" / "kubeflow" / "kubeflow.sh"
+COSCHEDULING_SH = ROOT / "benchmarks" / "coscheduling" / "coscheduling.sh"
 SIM_SECONDS = 20  # kwok ends every pod this long after it runs (sim.t9k.test/duration)
 CLK_TCK = os.sysconf("SC_CLK_TCK")
 WRITE_VERBS = {"POST", "PUT", "PATCH", "DELETE", "APPLY"}
@@ -108,13 +109,13 @@ class Cluster:
             out[(_resource(labels), labels["verb"], labels.get("code", ""))] += int(float(m.group("value")))
         return out
 
-    def scheduler_counters(self, prefixes: tuple[str, ...] = SCHEDULER_COUNTERS) -> Counter[str]:
+    def scheduler_counters(self, prefixes: tuple[str, ...] = SCHEDULER_COUNTERS, port: str | None = None) -> Counter[str]:
         """kube-scheduler's own counters whose names start with one of ``prefixes``, summed by
         metric and ``result`` (its /metrics, on the loopback port scripts/local-cluster.sh gives
         it, read with this kubeconfig's token: the scheduler checks it with the API server).
-        Empty when the scheduler does not answer (a cluster started before it was given its
-        authentication kubeconfig)."""
-        port = os.environ.get("T9K_PORT_SCHEDULER", "30259")
+        ``port``: another scheduler's (benchmarks/coscheduling). Empty when the scheduler does
+        not answer (a cluster started before it was given its authentication kubeconfig)."""
+        port = port or os.environ.get("T9K_PORT_SCHEDULER", "30259")
         out: Counter[str] = Counter()
         try:  # it serves with the API server's certificate (scripts/local-cluster.sh)
             r = requests.get(f"https://127.0.0.1:{port}/metrics", headers=self.headers, verify=self.ca, timeout=10)
@@ -338,12 +339,16 @@ def peak_rss_mb(pid: int) -> float:
 
 
 def component_cpu_seconds() -> dict[str, float]:
-    """Each control-plane process's CPU seconds so far (the pids scripts/local-cluster.sh saved),
-    to split a run's host load by who spent it."""
+    """Each control-plane process's CPU seconds so far (the pids scripts/local-cluster.sh saved,
+    and the Coscheduling scheduler's while benchmarks/coscheduling runs it), to split a run's
+    host load by who spent it."""
+    pids = {name: ROOT / ".local-cluster" / "pids" / name
+            for name in ("kube-apiserver", "etcd", "kube-controller-manager", "kube-scheduler", "kwok")}  # fmt: skip
+    pids["coscheduling"] = ROOT / ".local-cluster" / "coscheduling" / "pid"
     out: dict[str, float] = {}
-    for name in ("kube-apiserver", "etcd", "kube-controller-manager", "kube-scheduler", "kwok"):
+    for name, path in pids.items():
         try:
-            out[name] = cpu_seconds(int((ROOT / ".local-cluster" / "pids" / name).read_text()))
+            out[name] = cpu_seconds(int(path.read_text()))
         except (OSError, ValueError):
             continue
     return out

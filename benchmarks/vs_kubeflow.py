@@ -11,10 +11,14 @@ watches; the order of the variants alternates over the rounds. Variants:
 
   kf        Kubeflow as it ships: client QPS 20 / burst 30, 1 worker thread, debug log
   kf-tuned  Kubeflow with its limits raised to ours: no client-side rate limit, 16 threads
+  kf-gang   kf-tuned ganged as Kubeflow gangs without Volcano: --gang-scheduler-name naming a second
+            kube-scheduler with the scheduler-plugins' Coscheduling (benchmarks/coscheduling, run
+            only during these runs), one scheduling.x-k8s.io PodGroup per job
   ours      airflow-t9k controller --kind PyTorchTrainingJob as it ships (16 workers, no client-side
             limit; gang scheduling where the cluster serves PodGroups, as the local cluster does)
   ours-nogang  the same with --gang-scheduling=off: the same work as Kubeflow's, whose PyTorchJob
-            gets no gang without Volcano or scheduler-plugins
+            gets no gang without Volcano or scheduler-plugins (compare ours with kf-gang, ours-nogang
+            with kf-tuned)
 
 Printed per N (medians over rounds): submit -> every pod exists / every pod Running / every
 job Running (from the last submission), last pod ended -> every job Succeeded, each job's end
@@ -26,13 +30,16 @@ gang cycles (its PodGroup status PATCH, made after the cycle's metric, is not in
 server's mean latency of the wave's writes; kube-scheduler's time per attempt and from queue to
 bound. The report adds every job Running from the first POST and the host's CPU seconds by
 process. --profile SECONDS keeps CPU profiles of the API server, kube-scheduler and
-kube-controller-manager (docs/benchmarks.md, "Session 31").
+kube-controller-manager (docs/benchmarks.md, "Session 31"). --neighbour TASKS runs every round
+beside a real Airflow holding TASKS deferred sensors, and adds its CPU to the split (Session 32).
 """
 
 from __future__ import annotations
 
 import argparse
+import contextlib
 import json
+import os
 import signal
 import subprocess
 import sys
@@ -44,6 +51,7 @@ from pathlib import Path
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 
 from _bench import (
+    COSCHEDULING_SH,
     KUBEFLOW_SH,
     ROOT,
     SIM_SECONDS,
@@ -62,6 +70,7 @@ from _bench import (
     table,
     wait_for,
 )  # fmt: skip
+from airflow_neighbour import Neighbour, airflow_neighbour
 
 TEMPLATE = {
     "metadata": {"annotations": {"sim.t9k.test/duration": f"{SIM_SECONDS}s"}},
@@ -69,10 +78,12 @@ TEMPLATE = {
 }
 KF = ("kubeflow.org", "v1", "pytorchjobs")
 T9K = ("batch.tensorstack.dev", "v1beta1", "pytorchtrainingjobs")
-VARIANTS = {"kf": [], "kf-tuned": ["--kube-api-qps=-1", "--controller-threads=16"], "ours": [],
-            "ours-nogang": ["--gang-scheduling=off"]}  # fmt: skip
-# Events not written by the controller under test (kwok's simulated container events, the scheduler's).
-OTHER_REPORTERS = {"kwok_controller", "kwok", "default-scheduler", "kubelet", ""}
+COSCHEDULER = "scheduler-plugins-scheduler"  # the profile benchmarks/coscheduling/coscheduling.sh serves
+VARIANTS = {"kf": [], "kf-tuned": ["--kube-api-qps=-1", "--controller-threads=16"],
+            "kf-gang": ["--kube-api-qps=-1", "--controller-threads=16", f"--gang-scheduler-name={COSCHEDULER}"],
+            "ours": [], "ours-nogang": ["--gang-scheduling=off"]}  # fmt: skip
+# Events not written by the controller under test (kwok's simulated container events, the schedulers').
+OTHER_REPORTERS = {"kwok_controller", "kwok", "default-scheduler", COSCHEDULER, "kubelet", ""}
 
 
 def kubeflow_job(name: str) -> dict:
@@ -107,14 +118,23 @@ def t9k_state(job: dict) -> str | None:
 class Kubeflow:
     def __init__(self, name: str, flags: list[str], namespace: str) -> None:
         self.name, self.flags, self.namespace = name, flags, namespace
+        # Its gang's scheduler runs only during its own runs: the others' hosts do not carry it.
+        self.gang = any(f.startswith("--gang-scheduler-name=") for f in flags)
 
     def start(self) -> int:
         subprocess.run([str(KUBEFLOW_SH), "stop"], check=True)  # one left by an interrupted run watches another namespace
+        subprocess.run([str(COSCHEDULING_SH), "stop"], check=True)
+        if self.gang:
+            subprocess.run([str(COSCHEDULING_SH), "start"], check=True)
         subprocess.run([str(KUBEFLOW_SH), "start", f"--namespace={self.namespace}", *self.flags], check=True)
         return int(subprocess.run([str(KUBEFLOW_SH), "pid"], check=True, capture_output=True, text=True).stdout)
 
+    def scheduler_port(self) -> str | None:
+        return os.environ.get("T9K_PORT_COSCHEDULING", "39259") if self.gang else None
+
     def stop(self) -> None:
         subprocess.run([str(KUBEFLOW_SH), "stop"], check=True)
+        subprocess.run([str(COSCHEDULING_SH), "stop"], check=True)
 
 
 def apiserver_pid() -> int | None:
@@ -131,7 +151,7 @@ def ended(rec: Recorder, n: int, watches: list[Watch]) -> bool:
 
 
 def run_once(cluster: Cluster, variant: str, n: int, log_dir: Path, timeout: float, profile: int = 0,
-             tag: str = "") -> dict:  # fmt: skip
+             tag: str = "", neighbour: Neighbour | None = None) -> dict:  # fmt: skip
     """One controller, one namespace, N jobs from submission until every job ended; with
     ``profile``, CPU profiles of the API server, kube-scheduler and kube-controller-manager over
     that many seconds from the first submission, in ``log_dir`` (<variant>-<N>-<tag>-<component>.pprof)."""
@@ -156,9 +176,11 @@ def run_once(cluster: Cluster, variant: str, n: int, log_dir: Path, timeout: flo
             cluster.request("GET", "/metrics"),
             cpu_seconds(pid),
             host_busy_seconds(),
-            component_cpu_seconds(),
+            {**component_cpu_seconds(), **({"airflow": neighbour.cpu_seconds()} if neighbour else {})},
         )
-        sched0 = cluster.scheduler_counters()
+        # The scheduler that binds this variant's pods: kf-gang's are the Coscheduling scheduler's.
+        sched_port = ctrl.scheduler_port() if isinstance(ctrl, Kubeflow) else None
+        sched0 = cluster.scheduler_counters(port=sched_port)
         profiles = [cluster.profile(c, profile, log_dir / f"{variant}-{n}-{tag}-{c}.pprof")
                     for c in ("kube-apiserver", "kube-scheduler", "kube-controller-manager") if profile]  # fmt: skip
         first, last = cluster.post_all([(f"/apis/{group}/{version}/namespaces/{ns}/{plural}", body(f"j{i}")) for i in range(n)])
@@ -174,9 +196,9 @@ def run_once(cluster: Cluster, variant: str, n: int, log_dir: Path, timeout: flo
             cluster.request("GET", "/metrics"),
             cpu_seconds(pid),
             host_busy_seconds(),
-            component_cpu_seconds(),
+            {**component_cpu_seconds(), **({"airflow": neighbour.cpu_seconds()} if neighbour else {})},
         )
-        sched = cluster.scheduler_counters() - sched0
+        sched = cluster.scheduler_counters(port=sched_port) - sched0
         before, after = cluster.write_counts(metrics0), cluster.write_counts(metrics1)
         latency = cluster.apiserver_latency(metrics1) - cluster.apiserver_latency(metrics0)
         # The host's CPU over the run by who spent it; "rest" is this driver, its watches and anything else.
@@ -267,7 +289,7 @@ def writes_per_job(r: dict) -> dict[str, float]:
             continue  # the driver's own POSTs
         if res.startswith(plural):
             res = res.replace(plural, "job", 1)
-        elif res not in ("pods", "services", "events"):
+        elif res not in ("pods", "services", "events", "podgroups"):  # podgroups/status: the scheduler's
             continue
         if res == "events":
             continue
@@ -309,6 +331,10 @@ def report(results: list[dict]) -> str:
         out.append(table(["writes / job", *variants], [[k, *(wmed[v].get(k, 0.0) for v in variants)] for k in keys]))
         cpu = {v: [r.get("cpu_by_process") or {} for r in rs if r["variant"] == v] for v in variants}
         procs = ["kube-apiserver", "etcd", "kube-controller-manager", "kube-scheduler", "kwok", "controller"]
+        if any("coscheduling" in c for v in variants for c in cpu[v]):
+            procs.insert(4, "coscheduling")
+        if any("airflow" in c for v in variants for c in cpu[v]):
+            procs.append("airflow")
         if all(cpu[v] and all(cpu[v]) for v in variants):
             rows = [[p, *(median([c.get(p, float("nan")) for c in cpu[v]]) for v in variants)] for p in procs]
             rows.append(
@@ -340,6 +366,9 @@ def main() -> int:
     parser.add_argument("--profile", type=int, default=0, metavar="SECONDS",
                         help="CPU profiles of the API server, kube-scheduler and kube-controller-manager over each run's first "
                              "SECONDS (pprof files beside --out; `go tool pprof -top FILE`)")  # fmt: skip
+    parser.add_argument("--neighbour", type=int, default=0, metavar="TASKS",
+                        help="run everything beside a real Airflow (api-server, scheduler, dag-processor, triggerer) "
+                             "holding TASKS deferred sensors (benchmarks/airflow_neighbour.py)")  # fmt: skip
     parser.add_argument("--out", default=str(ROOT / ".local-cluster" / "bench-logs" / f"vs_kubeflow-{int(time.time())}.jsonl"))
     args = parser.parse_args()
     variants = args.variants.split(",")
@@ -350,17 +379,23 @@ def main() -> int:
     if any(v.startswith("kf") for v in variants):
         subprocess.run([str(KUBEFLOW_SH), "build"], check=True)
         subprocess.run([str(KUBEFLOW_SH), "install"], check=True)
+    if "kf-gang" in variants:
+        subprocess.run([str(COSCHEDULING_SH), "build"], check=True)
+        subprocess.run([str(COSCHEDULING_SH), "install"], check=True)
     out = Path(args.out)
     out.parent.mkdir(parents=True, exist_ok=True)
     results: list[dict] = []
-    with pod_capacity(cluster, 4 * max(args.jobs)):
-        run_all(cluster, args, variants, out, results)
+    with pod_capacity(cluster, 4 * max(args.jobs)), contextlib.ExitStack() as stack:
+        neighbour = (stack.enter_context(airflow_neighbour(cluster, Path(args.kubeconfig), args.neighbour))
+                     if args.neighbour else None)  # fmt: skip
+        run_all(cluster, args, variants, out, results, neighbour)
     print(f"\nMachine: {machine()}. Raw results: {out}")
     print(report(results))
     return 0
 
 
-def run_all(cluster: Cluster, args: argparse.Namespace, variants: list[str], out: Path, results: list[dict]) -> None:
+def run_all(cluster: Cluster, args: argparse.Namespace, variants: list[str], out: Path, results: list[dict],
+            neighbour: Neighbour | None = None) -> None:  # fmt: skip
     for n in args.jobs:
         for rnd in range(args.rounds):
             order = variants[rnd % len(variants) :] + variants[: rnd % len(variants)]
@@ -368,8 +403,8 @@ def run_all(cluster: Cluster, args: argparse.Namespace, variants: list[str], out
                 order.reverse()
             for v in order:
                 time.sleep(3)  # let the previous namespace's deletion settle
-                r = run_once(cluster, v, n, out.parent, args.timeout, args.profile, f"r{rnd + 1}")
-                r["round"] = rnd + 1
+                r = run_once(cluster, v, n, out.parent, args.timeout, args.profile, f"r{rnd + 1}", neighbour)
+                r["round"], r["neighbour_tasks"] = rnd + 1, args.neighbour
                 results.append(r)
                 with out.open("a") as f:
                     f.write(json.dumps(r) + "\n")

@@ -43,7 +43,9 @@ port_in_use() { (exec 3<>"/dev/tcp/127.0.0.1/$1") 2>/dev/null; }
 pid() { cat "$STATE/pid" 2>/dev/null || true; }
 alive() { local p; p=$(pid); [[ -n $p ]] && kill -0 "$p" 2>/dev/null; }
 
-built() { [[ -x $KF_BIN/training-operator-bench && "$(cat "$KF_BIN/version" 2>/dev/null)" == "$VERSION" ]]; }
+# The build's identity: upstream's version and our main's sources, so a changed main is rebuilt.
+build_id() { echo "$VERSION-$(cat "$HERE/go.mod" "$HERE"/cmd/*/*.go | sha256sum | cut -c1-12)"; }
+built() { [[ -x $KF_BIN/training-operator-bench && "$(cat "$KF_BIN/version" 2>/dev/null)" == "$(build_id)" ]]; }
 
 build() {
   built && { log "built: $KF_BIN/training-operator-bench"; return 0; }
@@ -56,7 +58,7 @@ build() {
     tail -30 "$logf" >&2
     die "build failed"
   fi
-  echo "$VERSION" >"$KF_BIN/version"
+  build_id >"$KF_BIN/version"
   log "built in $((SECONDS - t0))s: $KF_BIN/training-operator-bench"
 }
 

@@ -15,6 +15,7 @@ import (
 	"net/http"
 	"os"
 	"path/filepath"
+	"strings"
 	"time"
 
 	"github.com/open-policy-agent/cert-controller/pkg/rotator"
@@ -38,6 +39,7 @@ import (
 	"github.com/kubeflow/training-operator/pkg/controller.v1/common"
 	pytorchcontroller "github.com/kubeflow/training-operator/pkg/controller.v1/pytorch"
 	pytorchwebhook "github.com/kubeflow/training-operator/pkg/webhooks/pytorch"
+	schedulerpluginsv1alpha1 "sigs.k8s.io/scheduler-plugins/apis/scheduling/v1alpha1"
 )
 
 // The rotator injects its CA into the webhook configuration of this name (the same name
@@ -46,7 +48,7 @@ const webhookConfigName = "validator.training-operator.kubeflow.org"
 
 func main() {
 	var (
-		metricsAddr, probeAddr, certDir, namespace, secretName, watchNamespace string
+		metricsAddr, probeAddr, certDir, namespace, secretName, watchNamespace, gangScheduler string
 		qps                                                                    float64
 		burst, threads, webhookPort                                            int
 	)
@@ -59,6 +61,8 @@ func main() {
 	flag.StringVar(&certDir, "cert-dir", "", "where the rotator writes the webhook's serving pair (required)")
 	flag.StringVar(&watchNamespace, "namespace", "", "watch only this namespace (upstream's --namespace); empty: all")
 	flag.StringVar(&namespace, "secret-namespace", "kubeflow", "namespace of the webhook certificate Secret")
+	flag.StringVar(&gangScheduler, "gang-scheduler-name", "", "upstream's flag: the scheduler-plugins scheduler to gang through "+
+		"(its PodGroups, pods' schedulerName); empty: no gang. Volcano is not built here")
 	flag.StringVar(&secretName, "webhook-secret-name", "training-operator-webhook-cert", "the webhook certificate Secret (must exist)")
 	// The worker pods' init container (a wait for the master's DNS name), as upstream's flags default it.
 	flag.StringVar(&config.Config.PyTorchInitContainerImage, "pytorch-init-container-image", config.PyTorchInitContainerImageDefault, "")
@@ -74,6 +78,9 @@ func main() {
 	if certDir == "" {
 		fail(errors.New("--cert-dir is required"))
 	}
+	if strings.EqualFold(gangScheduler, "volcano") {
+		fail(errors.New("--gang-scheduler-name=volcano: Volcano is not served by the module proxy here; use scheduler-plugins"))
+	}
 
 	// --kubeconfig is controller-runtime's own flag (then $KUBECONFIG, as upstream).
 	cfg, err := ctrlconfig.GetConfig()
@@ -85,6 +92,7 @@ func main() {
 	scheme := runtime.NewScheme()
 	utilruntime.Must(clientgoscheme.AddToScheme(scheme))
 	utilruntime.Must(kubeflowv1.AddToScheme(scheme))
+	utilruntime.Must(schedulerpluginsv1alpha1.AddToScheme(scheme))
 	mgr, err := ctrl.NewManager(cfg, ctrl.Options{
 		Scheme:                 scheme,
 		Metrics:                metricsserver.Options{BindAddress: metricsAddr},
@@ -126,13 +134,18 @@ func main() {
 	go mountSecret(cfg, namespace, secretName, certDir)
 	go func() {
 		<-certsReady
-		if err := pytorchcontroller.NewReconciler(mgr, common.GenNonGangSchedulerSetupFunc()).SetupWithManager(mgr, threads); err != nil {
+		// As upstream's setupControllers: any name but "volcano" is a scheduler-plugins scheduler.
+		gang := common.GenNonGangSchedulerSetupFunc()
+		if gangScheduler != "" {
+			gang = common.GenSchedulerPluginsSetupFunc(mgr.GetClient(), gangScheduler)
+		}
+		if err := pytorchcontroller.NewReconciler(mgr, gang).SetupWithManager(mgr, threads); err != nil {
 			fail(err)
 		}
 		if err := pytorchwebhook.SetupWebhook(mgr); err != nil {
 			fail(err)
 		}
-		log.Info("pytorchjob controller registered", "threads", threads, "qps", qps, "burst", burst)
+		log.Info("pytorchjob controller registered", "threads", threads, "qps", qps, "burst", burst, "gang", gangScheduler)
 	}()
 	if err := mgr.Start(ctrl.SetupSignalHandler()); err != nil {
 		fail(err)

@@ -1,0 +1,151 @@
+#!/usr/bin/env bash
+# A second kube-scheduler with the scheduler-plugins' Coscheduling plugin: the gang Kubeflow's
+# training operator schedules through (--gang-scheduler-name), for benchmarks/vs_kubeflow.py's
+# gang-against-gang runs (variant kf-gang). Not part of the tests or CI.
+#
+#   benchmarks/coscheduling/coscheduling.sh build      build into ~/.cache/airflow-t9k/coscheduling-<version>/bin (niced)
+#   benchmarks/coscheduling/coscheduling.sh install    the PodGroup CRD (scheduling.x-k8s.io/v1alpha1), idempotent
+#   benchmarks/coscheduling/coscheduling.sh start | stop | status | log | uninstall
+#
+# scheduler-plugins v0.34.1-devel (the newest release the module proxy serves here; it builds
+# kube-scheduler v1.34.1's framework) in this directory's Go module. It serves one profile,
+# schedulerName scheduler-plugins-scheduler (upstream chart's name), with Coscheduling enabled
+# as upstream's manifests/coscheduling/scheduler-config.yaml does, and the same client limits
+# as the cluster's own kube-scheduler (QPS 200, burst 400), so the two gangs differ only in
+# how they gang.
+set -euo pipefail
+
+HERE=$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)
+ROOT=$(cd "$HERE/../.." && pwd)
+VERSION=v0.34.1-devel
+CACHE=${T9K_CLUSTER_CACHE:-$HOME/.cache/airflow-t9k}
+CS_BIN=$CACHE/coscheduling-$VERSION/bin
+K8S_BIN=$CACHE/k8s-v1.36.3/bin
+STATE=${T9K_CLUSTER_STATE:-$ROOT/.local-cluster}/coscheduling
+PKI=${T9K_CLUSTER_STATE:-$ROOT/.local-cluster}/pki
+KC=${KUBECONFIG:-${T9K_CLUSTER_STATE:-$ROOT/.local-cluster}/kubeconfig}
+P_SECURE=${T9K_PORT_COSCHEDULING:-39259}
+SCHEDULER_NAME=scheduler-plugins-scheduler
+# How long a gang's first pods wait in Permit for the rest (upstream's manifest says 10).
+PERMIT_WAIT=${T9K_COSCHEDULING_PERMIT_WAIT:-60}
+
+log() { echo "[coscheduling] $*" >&2; }
+die() { log "error: $*"; exit 1; }
+kubectl_() { "$K8S_BIN/kubectl" --kubeconfig "$KC" "$@"; }
+port_in_use() { (exec 3<>"/dev/tcp/127.0.0.1/$1") 2>/dev/null; }
+pid() { cat "$STATE/pid" 2>/dev/null || true; }
+alive() { local p; p=$(pid); [[ -n $p ]] && kill -0 "$p" 2>/dev/null; }
+
+build_id() { echo "$VERSION-$(cat "$HERE/go.mod" "$HERE"/cmd/*/*.go | sha256sum | cut -c1-12)"; }
+built() { [[ -x $CS_BIN/coscheduling-bench && "$(cat "$CS_BIN/version" 2>/dev/null)" == "$(build_id)" ]]; }
+
+build() {
+  built && { log "built: $CS_BIN/coscheduling-bench"; return 0; }
+  command -v go >/dev/null || die "Go >= 1.26 is needed to build the scheduler"
+  mkdir -p "$CS_BIN" "$CACHE/logs"
+  local t0=$SECONDS logf=$CACHE/logs/build-coscheduling.log
+  log "building kube-scheduler with Coscheduling ($VERSION; log: $logf)"
+  if ! (cd "$HERE" && GOTOOLCHAIN=local CGO_ENABLED=0 GOFLAGS=-mod=mod nice -n 10 \
+        go build -trimpath -o "$CS_BIN/coscheduling-bench" ./cmd/coscheduling-bench) >"$logf" 2>&1; then
+    tail -30 "$logf" >&2
+    die "build failed"
+  fi
+  build_id >"$CS_BIN/version"
+  log "built in $((SECONDS - t0))s: $CS_BIN/coscheduling-bench"
+}
+
+module_dir() {
+  (cd "$HERE" && GOTOOLCHAIN=local GOFLAGS=-mod=mod go list -m -f '{{.Dir}}' sigs.k8s.io/scheduler-plugins)
+}
+
+install() {
+  [[ -f $KC ]] || die "no kubeconfig at $KC; is the local cluster up (scripts/local-cluster.sh up)?"
+  kubectl_ apply --server-side --force-conflicts -f "$(module_dir)/manifests/coscheduling/crd.yaml" >/dev/null
+  kubectl_ wait --for condition=Established --timeout=60s crd/podgroups.scheduling.x-k8s.io >/dev/null
+  log "installed: the PodGroup CRD (scheduling.x-k8s.io)"
+}
+
+uninstall() {
+  stop
+  kubectl_ delete -f "$(module_dir)/manifests/coscheduling/crd.yaml" --ignore-not-found >/dev/null
+  log "uninstalled"
+}
+
+start() {
+  alive && { log "already running (pid $(pid))"; return 0; }
+  built || die "not built; run: $0 build"
+  kubectl_ get crd podgroups.scheduling.x-k8s.io >/dev/null 2>&1 || install
+  port_in_use "$P_SECURE" && die "port $P_SECURE is in use; stop its owner or set T9K_PORT_COSCHEDULING"
+  mkdir -p "$STATE"
+  cat >"$STATE/config.yaml" <<YAML
+apiVersion: kubescheduler.config.k8s.io/v1
+kind: KubeSchedulerConfiguration
+leaderElection:
+  leaderElect: false
+clientConnection:
+  kubeconfig: $KC
+  qps: 200
+  burst: 400
+profiles:
+- schedulerName: $SCHEDULER_NAME
+  plugins:
+    multiPoint:
+      enabled:
+      - name: Coscheduling
+    queueSort:
+      enabled:
+      - name: Coscheduling
+      disabled:
+      - name: "*"
+  pluginConfig:
+  - name: Coscheduling
+    args:
+      permitWaitingTimeSeconds: $PERMIT_WAIT
+YAML
+  # Its /metrics to the admin's token, as the cluster's kube-scheduler serves them.
+  "$CS_BIN/coscheduling-bench" --config "$STATE/config.yaml" --bind-address 127.0.0.1 \
+    --secure-port "$P_SECURE" --authentication-kubeconfig "$KC" --authorization-kubeconfig "$KC" \
+    --tls-cert-file "$PKI/apiserver.crt" --tls-private-key-file "$PKI/apiserver.key" \
+    "$@" >"$STATE/scheduler.log" 2>&1 </dev/null &
+  echo $! >"$STATE/pid"
+  local i
+  for i in $(seq 1 300); do
+    if curl -fsk "https://127.0.0.1:$P_SECURE/healthz" >/dev/null 2>&1; then
+      log "ready (pid $(pid), scheduler $SCHEDULER_NAME, log $STATE/scheduler.log)"
+      return 0
+    fi
+    alive || { tail -20 "$STATE/scheduler.log" >&2; die "the scheduler exited"; }
+    sleep 0.1
+  done
+  tail -20 "$STATE/scheduler.log" >&2
+  die "not ready after 30 s"
+}
+
+stop() {
+  local p i
+  p=$(pid)
+  if [[ -n $p ]] && kill -0 "$p" 2>/dev/null; then
+    kill "$p"
+    for i in $(seq 1 100); do kill -0 "$p" 2>/dev/null || break; sleep 0.1; done
+    kill -0 "$p" 2>/dev/null && kill -9 "$p"
+    log "stopped (pid $p)"
+  fi
+  rm -f "$STATE/pid"
+}
+
+status() {
+  built && echo "binary: $CS_BIN/coscheduling-bench ($VERSION)" || echo "binary: not built"
+  alive && echo "scheduler: running (pid $(pid))" || { echo "scheduler: stopped"; return 1; }
+}
+
+case ${1:-} in
+  build) build ;;
+  install) install ;;
+  uninstall) uninstall ;;
+  start) shift; start "$@" ;;
+  stop) stop ;;
+  status) status ;;
+  log) cat "$STATE/scheduler.log" ;;
+  pid) pid ;;
+  *) sed -n '2,9p' "$0" >&2; exit 2 ;;
+esac
