@@ -29,45 +29,22 @@ SCHEDULER_NAME=scheduler-plugins-scheduler
 # How long a gang's first pods wait in Permit for the rest (upstream's manifest says 10).
 PERMIT_WAIT=${T9K_COSCHEDULING_PERMIT_WAIT:-60}
 
-log() { echo "[coscheduling] $*" >&2; }
-die() { log "error: $*"; exit 1; }
+NAME=coscheduling
+BIN=$CS_BIN/coscheduling-bench
+# shellcheck source=../_gobench.sh
+source "$HERE/../_gobench.sh"
 kubectl_() { "$K8S_BIN/kubectl" --kubeconfig "$KC" "$@"; }
-port_in_use() { (exec 3<>"/dev/tcp/127.0.0.1/$1") 2>/dev/null; }
-pid() { cat "$STATE/pid" 2>/dev/null || true; }
-alive() { local p; p=$(pid); [[ -n $p ]] && kill -0 "$p" 2>/dev/null; }
-
-build_id() { echo "$VERSION-$(cat "$HERE/go.mod" "$HERE"/cmd/*/*.go | sha256sum | cut -c1-12)"; }
-built() { [[ -x $CS_BIN/coscheduling-bench && "$(cat "$CS_BIN/version" 2>/dev/null)" == "$(build_id)" ]]; }
-
-build() {
-  built && { log "built: $CS_BIN/coscheduling-bench"; return 0; }
-  command -v go >/dev/null || die "Go >= 1.26 is needed to build the scheduler"
-  mkdir -p "$CS_BIN" "$CACHE/logs"
-  local t0=$SECONDS logf=$CACHE/logs/build-coscheduling.log
-  log "building kube-scheduler with Coscheduling ($VERSION; log: $logf)"
-  if ! (cd "$HERE" && GOTOOLCHAIN=local CGO_ENABLED=0 GOFLAGS=-mod=mod nice -n 10 \
-        go build -trimpath -o "$CS_BIN/coscheduling-bench" ./cmd/coscheduling-bench) >"$logf" 2>&1; then
-    tail -30 "$logf" >&2
-    die "build failed"
-  fi
-  build_id >"$CS_BIN/version"
-  log "built in $((SECONDS - t0))s: $CS_BIN/coscheduling-bench"
-}
-
-module_dir() {
-  (cd "$HERE" && GOTOOLCHAIN=local GOFLAGS=-mod=mod go list -m -f '{{.Dir}}' sigs.k8s.io/scheduler-plugins)
-}
 
 install() {
   [[ -f $KC ]] || die "no kubeconfig at $KC; is the local cluster up (scripts/local-cluster.sh up)?"
-  kubectl_ apply --server-side --force-conflicts -f "$(module_dir)/manifests/coscheduling/crd.yaml" >/dev/null
+  kubectl_ apply --server-side --force-conflicts -f "$(module_dir sigs.k8s.io/scheduler-plugins)/manifests/coscheduling/crd.yaml" >/dev/null
   kubectl_ wait --for condition=Established --timeout=60s crd/podgroups.scheduling.x-k8s.io >/dev/null
   log "installed: the PodGroup CRD (scheduling.x-k8s.io)"
 }
 
 uninstall() {
   stop
-  kubectl_ delete -f "$(module_dir)/manifests/coscheduling/crd.yaml" --ignore-not-found >/dev/null
+  kubectl_ delete -f "$(module_dir sigs.k8s.io/scheduler-plugins)/manifests/coscheduling/crd.yaml" --ignore-not-found >/dev/null
   log "uninstalled"
 }
 
@@ -103,7 +80,7 @@ profiles:
       permitWaitingTimeSeconds: $PERMIT_WAIT
 YAML
   # Its /metrics to the admin's token, as the cluster's kube-scheduler serves them.
-  "$CS_BIN/coscheduling-bench" --config "$STATE/config.yaml" --bind-address 127.0.0.1 \
+  "$BIN" --config "$STATE/config.yaml" --bind-address 127.0.0.1 \
     --secure-port "$P_SECURE" --authentication-kubeconfig "$KC" --authorization-kubeconfig "$KC" \
     --tls-cert-file "$PKI/apiserver.crt" --tls-private-key-file "$PKI/apiserver.key" \
     "$@" >"$STATE/scheduler.log" 2>&1 </dev/null &
@@ -121,25 +98,8 @@ YAML
   die "not ready after 30 s"
 }
 
-stop() {
-  local p i
-  p=$(pid)
-  if [[ -n $p ]] && kill -0 "$p" 2>/dev/null; then
-    kill "$p"
-    for i in $(seq 1 100); do kill -0 "$p" 2>/dev/null || break; sleep 0.1; done
-    kill -0 "$p" 2>/dev/null && kill -9 "$p"
-    log "stopped (pid $p)"
-  fi
-  rm -f "$STATE/pid"
-}
-
-status() {
-  built && echo "binary: $CS_BIN/coscheduling-bench ($VERSION)" || echo "binary: not built"
-  alive && echo "scheduler: running (pid $(pid))" || { echo "scheduler: stopped"; return 1; }
-}
-
 case ${1:-} in
-  build) build ;;
+  build) build "kube-scheduler with Coscheduling ($VERSION)" ;;
   install) install ;;
   uninstall) uninstall ;;
   start) shift; start "$@" ;;

@@ -36,40 +36,16 @@ P_METRICS=${T9K_PORT_KUBEFLOW_METRICS:-38444}
 NS=kubeflow
 SECRET=training-operator-webhook-cert
 
-log() { echo "[kubeflow] $*" >&2; }
-die() { log "error: $*"; exit 1; }
+NAME=kubeflow
+BIN=$KF_BIN/training-operator-bench
+# shellcheck source=../_gobench.sh
+source "$HERE/../_gobench.sh"
 kubectl_() { "$K8S_BIN/kubectl" --kubeconfig "$KC" "$@"; }
-port_in_use() { (exec 3<>"/dev/tcp/127.0.0.1/$1") 2>/dev/null; }
-pid() { cat "$STATE/pid" 2>/dev/null || true; }
-alive() { local p; p=$(pid); [[ -n $p ]] && kill -0 "$p" 2>/dev/null; }
-
-# The build's identity: upstream's version and our main's sources, so a changed main is rebuilt.
-build_id() { echo "$VERSION-$(cat "$HERE/go.mod" "$HERE"/cmd/*/*.go | sha256sum | cut -c1-12)"; }
-built() { [[ -x $KF_BIN/training-operator-bench && "$(cat "$KF_BIN/version" 2>/dev/null)" == "$(build_id)" ]]; }
-
-build() {
-  built && { log "built: $KF_BIN/training-operator-bench"; return 0; }
-  command -v go >/dev/null || die "Go >= 1.26 is needed to build the operator"
-  mkdir -p "$KF_BIN" "$CACHE/logs"
-  local t0=$SECONDS logf=$CACHE/logs/build-kubeflow.log
-  log "building training-operator $VERSION (log: $logf)"
-  if ! (cd "$HERE" && GOTOOLCHAIN=local CGO_ENABLED=0 GOFLAGS=-mod=mod nice -n 10 \
-        go build -trimpath -o "$KF_BIN/training-operator-bench" ./cmd/training-operator-bench) >"$logf" 2>&1; then
-    tail -30 "$logf" >&2
-    die "build failed"
-  fi
-  build_id >"$KF_BIN/version"
-  log "built in $((SECONDS - t0))s: $KF_BIN/training-operator-bench"
-}
-
-module_dir() {
-  (cd "$HERE" && GOTOOLCHAIN=local GOFLAGS=-mod=mod go list -m -f '{{.Dir}}' github.com/kubeflow/training-operator)
-}
 
 install() {
   [[ -f $KC ]] || die "no kubeconfig at $KC; is the local cluster up (scripts/local-cluster.sh up)?"
   # kubectl's own kustomize: a plain -f on the directory trips over kustomization.yaml.
-  kubectl_ apply --server-side --force-conflicts -k "$(module_dir)/manifests/base/crds/" >/dev/null
+  kubectl_ apply --server-side --force-conflicts -k "$(module_dir github.com/kubeflow/training-operator)/manifests/base/crds/" >/dev/null
   kubectl_ wait --for condition=Established --timeout=60s crd/pytorchjobs.kubeflow.org >/dev/null
   kubectl_ create namespace "$NS" --dry-run=client -o yaml | kubectl_ apply -f - >/dev/null
   kubectl_ -n "$NS" get secret "$SECRET" >/dev/null 2>&1 || kubectl_ -n "$NS" create secret generic "$SECRET" >/dev/null
@@ -99,7 +75,7 @@ YAML
 uninstall() {
   stop
   kubectl_ delete validatingwebhookconfiguration validator.training-operator.kubeflow.org --ignore-not-found >/dev/null
-  kubectl_ delete -k "$(module_dir)/manifests/base/crds/" --ignore-not-found >/dev/null
+  kubectl_ delete -k "$(module_dir github.com/kubeflow/training-operator)/manifests/base/crds/" --ignore-not-found >/dev/null
   kubectl_ delete namespace "$NS" --ignore-not-found --wait=false >/dev/null
   log "uninstalled"
 }
@@ -113,7 +89,7 @@ start() {
   done
   mkdir -p "$STATE"
   rm -rf "$STATE/certs"
-  MY_POD_NAMESPACE=$NS "$KF_BIN/training-operator-bench" --kubeconfig "$KC" --cert-dir "$STATE/certs" \
+  MY_POD_NAMESPACE=$NS "$BIN" --kubeconfig "$KC" --cert-dir "$STATE/certs" \
     --secret-namespace "$NS" --webhook-secret-name "$SECRET" --webhook-server-port "$P_WEBHOOK" \
     --health-probe-bind-address "127.0.0.1:$P_HEALTH" --metrics-bind-address "127.0.0.1:$P_METRICS" \
     "$@" >"$STATE/operator.log" 2>&1 </dev/null &
@@ -133,25 +109,8 @@ start() {
   die "not ready after 30 s"
 }
 
-stop() {
-  local p i
-  p=$(pid)
-  if [[ -n $p ]] && kill -0 "$p" 2>/dev/null; then
-    kill "$p"
-    for i in $(seq 1 100); do kill -0 "$p" 2>/dev/null || break; sleep 0.1; done
-    kill -0 "$p" 2>/dev/null && kill -9 "$p"
-    log "stopped (pid $p)"
-  fi
-  rm -f "$STATE/pid"
-}
-
-status() {
-  built && echo "binary: $KF_BIN/training-operator-bench ($VERSION)" || echo "binary: not built"
-  alive && echo "operator: running (pid $(pid))" || { echo "operator: stopped"; return 1; }
-}
-
 case ${1:-} in
-  build) build ;;
+  build) build "training-operator $VERSION" ;;
   install) install ;;
   uninstall) uninstall ;;
   start) shift; start "$@" ;;
