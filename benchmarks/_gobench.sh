@@ -50,3 +50,20 @@ status() {
   built && echo "binary: $BIN ($VERSION)" || echo "binary: not built"
   alive && echo "$NAME: running (pid $(pid))" || { echo "$NAME: stopped"; return 1; }
 }
+
+# wait_ready LOG CHECK...: until the command CHECK succeeds (30 s at most), while the process
+# lives; its log's tail on failure.
+wait_ready() {
+  local logf=$1 i
+  shift
+  for i in $(seq 1 300); do
+    if "$@"; then
+      log "ready (pid $(pid), log $logf)"
+      return 0
+    fi
+    alive || { tail -20 "$logf" >&2; die "$NAME exited"; }
+    sleep 0.1
+  done
+  tail -20 "$logf" >&2
+  die "not ready after 30 s"
+}

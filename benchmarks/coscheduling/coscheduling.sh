@@ -85,18 +85,10 @@ YAML
     --tls-cert-file "$PKI/apiserver.crt" --tls-private-key-file "$PKI/apiserver.key" \
     "$@" >"$STATE/scheduler.log" 2>&1 </dev/null &
   echo $! >"$STATE/pid"
-  local i
-  for i in $(seq 1 300); do
-    if curl -fsk "https://127.0.0.1:$P_SECURE/healthz" >/dev/null 2>&1; then
-      log "ready (pid $(pid), scheduler $SCHEDULER_NAME, log $STATE/scheduler.log)"
-      return 0
-    fi
-    alive || { tail -20 "$STATE/scheduler.log" >&2; die "the scheduler exited"; }
-    sleep 0.1
-  done
-  tail -20 "$STATE/scheduler.log" >&2
-  die "not ready after 30 s"
+  wait_ready "$STATE/scheduler.log" healthy
 }
+
+healthy() { curl -fsk "https://127.0.0.1:$P_SECURE/healthz" >/dev/null 2>&1; }
 
 case ${1:-} in
   build) build "kube-scheduler with Coscheduling ($VERSION)" ;;

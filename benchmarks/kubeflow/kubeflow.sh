@@ -94,20 +94,12 @@ start() {
     --health-probe-bind-address "127.0.0.1:$P_HEALTH" --metrics-bind-address "127.0.0.1:$P_METRICS" \
     "$@" >"$STATE/operator.log" 2>&1 </dev/null &
   echo $! >"$STATE/pid"
-  local i
-  for i in $(seq 1 300); do
-    # /readyz answers once the webhook server runs; the controller's workers (and the webhook's
-    # path) come a moment later, and a PyTorchJob created before that would be refused.
-    if curl -fs "http://127.0.0.1:$P_HEALTH/readyz" >/dev/null 2>&1 && grep -q 'Starting workers' "$STATE/operator.log"; then
-      log "ready (pid $(pid), log $STATE/operator.log)"
-      return 0
-    fi
-    alive || { tail -20 "$STATE/operator.log" >&2; die "the operator exited"; }
-    sleep 0.1
-  done
-  tail -20 "$STATE/operator.log" >&2
-  die "not ready after 30 s"
+  wait_ready "$STATE/operator.log" ready
 }
+
+# /readyz answers once the webhook server runs; the controller's workers (and the webhook's
+# path) come a moment later, and a PyTorchJob created before that would be refused.
+ready() { curl -fs "http://127.0.0.1:$P_HEALTH/readyz" >/dev/null 2>&1 && grep -q 'Starting workers' "$STATE/operator.log"; }
 
 case ${1:-} in
   build) build "training-operator $VERSION" ;;
